@@ -1,0 +1,275 @@
+"""Configuration: one validated model for the policies, one for the runtime environment.
+
+The policy file (TOML) is validated by `SweeperConfig`, shared by the Lambdas, the CLI, the local
+stack and the CDK app. A Lambda receives its one policy as JSON in `SWEEPER_POLICY`; `Settings`
+validates the environment once per cold start (`load_settings` caches it). Logic never reads
+`os.environ`: it receives values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+import zoneinfo
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sweeper.errors import ConfigError
+
+#: A leased row's message must be consumable at the quota rate within this fraction of the lease,
+#: so that leases do not expire while their messages still wait in the queue.
+LEASE_DRAIN_FRACTION = 0.5
+#: Lambda's hard limit on one invocation.
+LAMBDA_MAX_TIMEOUT_SECONDS = 900
+#: Fields a scope template may use.
+SCOPE_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
+DEFAULT_URL_TEMPLATE = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
+
+_RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_PERIOD_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+PolicyName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Quota(_Strict):
+    """The vendor's documented rate for one scope: `limit` calls per `period_seconds`."""
+
+    limit: int = Field(gt=0)
+    period_seconds: float = Field(gt=0)
+    headroom: float = Field(default=1.0, gt=0, le=1, description="fraction of the quota used")
+
+    @classmethod
+    def parse(cls, text: str, headroom: float = 1.0) -> Quota:
+        """Parse `N/PERIOD`, e.g. `40/1s`, `100/m`, `5/500ms`."""
+        match = _RATE_RE.match(text)
+        if not match:
+            raise ConfigError(f"rate {text!r} is not N/PERIOD (e.g. 40/1s, 600/1m)")
+        count, amount, unit = match.groups()
+        seconds = (float(amount) if amount else 1.0) * _PERIOD_UNITS[unit or "s"]
+        try:
+            return cls(limit=int(count), period_seconds=seconds, headroom=headroom)
+        except ValidationError as exc:
+            raise ConfigError(f"rate {text!r}: {_first_error(exc)}") from exc
+
+    @property
+    def rate_per_second(self) -> float:
+        """The rate sweeper aims for, headroom applied."""
+        return self.limit * self.headroom / self.period_seconds
+
+
+class ScopeConfig(_Strict):
+    """What one limiter bucket covers, as a key template over the job's fields."""
+
+    kind: Literal["global", "tenant", "credential", "endpoint"] = "global"
+    template: str | None = Field(default=None, description="defaults by kind")
+
+    @model_validator(mode="after")
+    def _check_template(self) -> Self:
+        fields = set(re.findall(r"{(\w+)}", self.key_template))
+        unknown = fields - SCOPE_FIELDS
+        if unknown:
+            raise ValueError(f"scope template uses unknown fields {sorted(unknown)}")
+        return self
+
+    @property
+    def key_template(self) -> str:
+        if self.template is not None:
+            return self.template
+        return {
+            "global": "{policy}",
+            "tenant": "{policy}:{tenant_id}",
+            "credential": "{policy}:credential",
+            "endpoint": "{host}",
+        }[self.kind]
+
+
+class HttpActionConfig(_Strict):
+    """The HTTP cleanup call: method and URL template; the operation key is the Idempotency-Key."""
+
+    kind: Literal["http"] = "http"
+    method: Literal["DELETE", "POST", "PUT", "PATCH", "GET"] = "DELETE"
+    api_url: str = Field(default="http://127.0.0.1:8900", pattern=r"^https?://")
+    url_template: str = DEFAULT_URL_TEMPLATE
+    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    auth_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret with the API token (Bearer)"
+    )
+
+    @field_validator("url_template")
+    @classmethod
+    def _check_url_template(cls, value: str) -> str:
+        fields = set(re.findall(r"{(\w+)}", value))
+        allowed = {"api_url", "tenant_id", "object_id", "operation_key"}
+        if not fields <= allowed:
+            raise ValueError(f"url template uses unknown fields {sorted(fields - allowed)}")
+        return value
+
+
+class ConsumerConfig(_Strict):
+    """How consumers read the queue. Parallelism is capped twice, on purpose (docs/decisions.md)."""
+
+    reserved_concurrency: int = Field(default=4, ge=1, le=1000)
+    max_concurrency: int = Field(default=4, ge=2, le=1000, description="event source maximum")
+    batch_size: int = Field(default=10, ge=1, le=10)
+    batch_window_seconds: int = Field(default=0, ge=0, le=300)
+    timeout_seconds: int = Field(default=60, ge=3, le=LAMBDA_MAX_TIMEOUT_SECONDS)
+    max_receive_count: int = Field(default=5, ge=5, le=1000)
+
+    @model_validator(mode="after")
+    def _max_not_above_reserved(self) -> Self:
+        if self.max_concurrency > self.reserved_concurrency:
+            raise ValueError(
+                "max_concurrency must not exceed reserved_concurrency: the event source would "
+                "keep receiving while invocations are throttled"
+            )
+        return self
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        """AWS's guidance: at least six times the function timeout, plus the batch window."""
+        return 6 * self.timeout_seconds + self.batch_window_seconds
+
+
+class AlarmConfig(_Strict):
+    queue_age_seconds: int = Field(default=900, gt=0)
+    oldest_eligible_age_seconds: int = Field(default=1800, gt=0)
+    terminal_failures: int = Field(default=1, ge=1)
+
+
+class Policy(_Strict):
+    """One kind of cleanup obligation and everything that governs how it runs."""
+
+    name: PolicyName
+    version: int = Field(default=1, ge=1)
+    description: str = ""
+    schedule: str = Field(default="rate(5 minutes)", pattern=r"^(rate|cron|at)\(.+\)$")
+    timezone: str = "UTC"
+    scope: ScopeConfig = ScopeConfig()
+    quota: Quota = Quota(limit=50, period_seconds=1.0)
+    action: HttpActionConfig = HttpActionConfig()
+    consumer: ConsumerConfig = ConsumerConfig()
+    alarms: AlarmConfig = AlarmConfig()
+    max_attempts: int = Field(default=8, ge=1, le=100)
+    lease_seconds: int = Field(default=900, ge=10, le=86_400)
+    page_size: int = Field(default=1000, ge=1, le=10_000)
+    producer_budget_seconds: float = Field(default=240.0, gt=0, le=LAMBDA_MAX_TIMEOUT_SECONDS)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @property
+    def max_in_flight(self) -> int:
+        """Cap on leased rows per policy: what the quota drains within part of one lease."""
+        return max(1, math.floor(self.quota.rate_per_second * self.lease_seconds
+                                 * LEASE_DRAIN_FRACTION))
+
+
+class SweeperConfig(_Strict):
+    """The policy file."""
+
+    policies: list[Policy] = Field(min_length=1)
+
+    @field_validator("policies")
+    @classmethod
+    def _unique_names(cls, value: list[Policy]) -> list[Policy]:
+        names = [p.name for p in value]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"policy names must be unique: {duplicates}")
+        return value
+
+    def policy(self, name: str) -> Policy:
+        for candidate in self.policies:
+            if candidate.name == name:
+                return candidate
+        raise ConfigError(f"no policy named {name!r} (known: {[p.name for p in self.policies]})")
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(part) for part in err["loc"]) or "(root)"
+    return f"{where}: {err['msg']}"
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Every problem, each naming its field, without echoing the input values."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"]) or "(root)"
+        lines.append(f"{where}: {err['msg']}")
+    return "; ".join(lines)
+
+
+def load_config(path: str | Path) -> SweeperConfig:
+    """Read and validate a policy file; a bad file raises ConfigError naming the field."""
+    source = Path(path)
+    try:
+        raw = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"policy file {source} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"policy file {source} is not valid TOML: {exc}") from exc
+    try:
+        return SweeperConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"policy file {source}: {describe_validation_error(exc)}") from exc
+
+
+class Settings(BaseSettings):
+    """The environment of one Lambda function (or of the CLI), validated once."""
+
+    model_config = SettingsConfigDict(env_prefix="SWEEPER_", extra="ignore", frozen=True)
+
+    policy: Policy
+    database_url: SecretStr | None = None
+    database_secret_arn: str | None = None
+    database_secret_max_age_seconds: int = Field(default=300, ge=0)
+    queue_url: str | None = None
+    idempotency_table: str | None = None
+    idempotency_expiry_seconds: int = Field(default=7 * 86_400, ge=60)
+    service_name: str = "sweeper"
+
+    @model_validator(mode="after")
+    def _one_database_source(self) -> Self:
+        if (self.database_url is None) == (self.database_secret_arn is None):
+            raise ValueError("set exactly one of SWEEPER_DATABASE_URL or SWEEPER_DATABASE_SECRET_ARN")
+        return self
+
+    def require(self, field: Literal["queue_url", "idempotency_table"]) -> str:
+        value = getattr(self, field)
+        if not value:
+            raise ConfigError(f"SWEEPER_{field.upper()} must be set for this function")
+        return str(value)
+
+
+@lru_cache(maxsize=1)
+def load_settings() -> Settings:
+    """Validate the environment once per cold start."""
+    try:
+        return Settings()  # type: ignore[call-arg]  # fields come from the environment
+    except ValidationError as exc:
+        raise ConfigError(f"environment: {describe_validation_error(exc)}") from exc

@@ -1,0 +1,72 @@
+"""One root for every error sweeper raises.
+
+Errors carry what an operator needs (operation key, outcome class, status code), never customer
+data or a raw response body. Retryable and permanent branches are classes, not flags.
+"""
+
+from __future__ import annotations
+
+
+class SweeperError(Exception):
+    """Root of every sweeper error."""
+
+
+class ConfigError(SweeperError):
+    """The configuration (environment or policy file) is invalid."""
+
+
+class LedgerError(SweeperError):
+    """The ledger could not do what was asked."""
+
+
+class MigrationError(LedgerError):
+    """A migration file is missing, out of order or failed to apply."""
+
+
+class IllegalTransitionError(LedgerError):
+    """A job was asked to move between two states the state machine does not connect."""
+
+    def __init__(self, source: str, target: str) -> None:
+        super().__init__(f"illegal job transition {source} -> {target}")
+        self.source = source
+        self.target = target
+
+
+class PublishError(SweeperError):
+    """Publishing to the work queue failed as a whole (not entry by entry)."""
+
+
+class MalformedMessageError(SweeperError):
+    """A queue message body does not parse as a job message."""
+
+    def __init__(self, message_id: str, reason: str) -> None:
+        super().__init__(f"malformed message {message_id}: {reason}")
+        self.message_id = message_id
+        self.reason = reason
+
+
+class ActionError(SweeperError):
+    """The external action did not settle the job; the record is retried by SQS."""
+
+    def __init__(
+        self, operation_key: str, outcome: str, status_code: int | None, code: str
+    ) -> None:
+        super().__init__(
+            f"action for {operation_key} ended {outcome} (status={status_code}, code={code})"
+        )
+        self.operation_key = operation_key
+        self.outcome = outcome
+        self.status_code = status_code
+        self.code = code
+
+
+class RetryableActionError(ActionError):
+    """The outcome may change on a later attempt (throttled, transient, unknown, auth)."""
+
+
+class PermanentActionError(ActionError):
+    """The request itself is wrong; no later attempt can succeed."""
+
+
+class LocalStackError(SweeperError):
+    """A part of the local stack (database, AWS emulator, simulator) could not start."""

@@ -1,0 +1,177 @@
+"""Typed shapes shared by every layer: job states, outcome classes, ledger rows, wire messages."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sweeper.errors import IllegalTransitionError
+
+#: Longest tenant or object id accepted: the operation key must fit an idempotency record key.
+MAX_ID_LENGTH = 256
+
+
+class JobStatus(enum.StrEnum):
+    """Where a cleanup obligation stands in the ledger."""
+
+    PENDING = "pending"
+    LEASED = "leased"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+#: Every allowed move, and nothing else. Each UPDATE in the ledger names the state it moves from;
+#: this table is what those WHERE clauses must agree with (a test checks the SQL against it).
+TRANSITIONS: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
+    {
+        (JobStatus.PENDING, JobStatus.LEASED),  # claimed by a producer run
+        (JobStatus.LEASED, JobStatus.PENDING),  # publish failed, lease expired, or retry later
+        (JobStatus.LEASED, JobStatus.SUCCEEDED),  # the action settled the job
+        (JobStatus.LEASED, JobStatus.FAILED),  # terminal: permanent outcome or attempts exhausted
+        # A consumer that finishes after its lease expired still records the real effect.
+        (JobStatus.PENDING, JobStatus.SUCCEEDED),
+        (JobStatus.PENDING, JobStatus.FAILED),
+        (JobStatus.FAILED, JobStatus.PENDING),  # operator retry with a fresh attempt budget
+    }
+)
+
+SETTLED_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})
+
+
+def sources_of(target: JobStatus) -> tuple[JobStatus, ...]:
+    """The states a job may move to `target` from, in a stable order (for SQL parameters)."""
+    return tuple(sorted((s for s, t in TRANSITIONS if t is target), key=lambda s: s.value))
+
+
+def check_transition(source: JobStatus, target: JobStatus) -> None:
+    """Raise IllegalTransitionError unless the state machine connects source to target."""
+    if (source, target) not in TRANSITIONS:
+        raise IllegalTransitionError(source.value, target.value)
+
+
+class OutcomeClass(enum.StrEnum):
+    """What an attempt at the external action came to; each class has its own path."""
+
+    ACCEPTED = "accepted"
+    ABSENT = "absent"  # already gone: success for a deletion
+    THROTTLED = "throttled"
+    TRANSIENT = "transient"
+    UNKNOWN = "unknown"  # may have happened remotely: retry with the same key
+    PERMANENT = "permanent"
+    AUTH = "auth"
+
+    @property
+    def settled(self) -> bool:
+        """True when no later attempt can change the job's fate."""
+        return self in (OutcomeClass.ACCEPTED, OutcomeClass.ABSENT, OutcomeClass.PERMANENT)
+
+    @property
+    def succeeded(self) -> bool:
+        return self in (OutcomeClass.ACCEPTED, OutcomeClass.ABSENT)
+
+
+def operation_key(policy: str, tenant_id: str, object_id: str, policy_version: int) -> str:
+    """The stable, deterministic key of one obligation: `{policy}:{tenant}:{object}:v{version}`.
+
+    Tenant and object ids are percent-encoded so that a ':' inside an id can never make two
+    obligations share a key; plain ids read as they are.
+    """
+    return f"{policy}:{quote(tenant_id, safe='')}:{quote(object_id, safe='')}:v{policy_version}"
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """An obligation to add to the ledger (input of `schedule`)."""
+
+    tenant_id: str
+    object_id: str
+    due_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One ledger row."""
+
+    id: int
+    policy: str
+    policy_version: int
+    tenant_id: str
+    object_id: str
+    scope: str
+    operation_key: str
+    status: JobStatus
+    due_at: datetime
+    next_attempt_at: datetime
+    attempt_count: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    last_outcome: OutcomeClass | None
+    last_error_code: str | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """What a claim returns: the fields a message needs, nothing more."""
+
+    id: int
+    policy_version: int
+    tenant_id: str
+    object_id: str
+    scope: str
+    operation_key: str
+    attempt_count: int
+
+
+MESSAGE_SCHEMA_VERSION: Literal[1] = 1
+
+
+class JobMessage(BaseModel):
+    """The SQS body: ids, versions, attempt and batch id. No customer data, ever."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: Literal[1] = MESSAGE_SCHEMA_VERSION
+    key: str = Field(min_length=1, max_length=1024, description="the operation key")
+    policy: str = Field(min_length=1, max_length=64)
+    policy_version: int = Field(ge=1)
+    tenant_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    object_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    scope: str = Field(min_length=1, max_length=512)
+    attempt: int = Field(ge=0, description="attempts made before this delivery")
+    batch_id: str = Field(min_length=1, max_length=64)
+
+    @classmethod
+    def for_claim(cls, policy: str, job: ClaimedJob, batch_id: str) -> JobMessage:
+        """Map a claimed ledger row to its message (explicitly: rows never leak onto the wire)."""
+        return cls(
+            key=job.operation_key,
+            policy=policy,
+            policy_version=job.policy_version,
+            tenant_id=job.tenant_id,
+            object_id=job.object_id,
+            scope=job.scope,
+            attempt=job.attempt_count,
+            batch_id=batch_id,
+        )
+
+    def to_body(self) -> str:
+        return self.model_dump_json()
+
+
+class ActionResult(BaseModel):
+    """What the external action reports: a class, a status and a short code, never a body."""
+
+    model_config = ConfigDict(frozen=True)
+
+    outcome: OutcomeClass
+    status_code: int | None = None
+    code: str = Field(max_length=64)
+    retry_after_seconds: float | None = None
