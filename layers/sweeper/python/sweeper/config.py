@@ -251,6 +251,9 @@ class Settings(BaseSettings):
     queue_url: str | None = None
     idempotency_table: str | None = None
     idempotency_expiry_seconds: int = Field(default=7 * 86_400, ge=60)
+    database_prepare: bool = Field(
+        default=True, description="off behind RDS Proxy: no server-side prepared statements"
+    )
     service_name: str = "sweeper"
 
     @model_validator(mode="after")
@@ -258,6 +261,10 @@ class Settings(BaseSettings):
         if (self.database_url is None) == (self.database_secret_arn is None):
             raise ValueError("set exactly one of SWEEPER_DATABASE_URL or SWEEPER_DATABASE_SECRET_ARN")
         return self
+
+    @property
+    def database_prepare_threshold(self) -> int | None:
+        return 5 if self.database_prepare else None
 
     def require(self, field: Literal["queue_url", "idempotency_table"]) -> str:
         value = getattr(self, field)

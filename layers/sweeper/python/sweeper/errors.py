@@ -70,3 +70,12 @@ class PermanentActionError(ActionError):
 
 class LocalStackError(SweeperError):
     """A part of the local stack (database, AWS emulator, simulator) could not start."""
+
+
+class InputError(SweeperError):
+    """A line of obligations to schedule is malformed; carries its line number."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}")
+        self.line = line
+        self.reason = reason

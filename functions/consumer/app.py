@@ -1,0 +1,34 @@
+"""Consumer Lambda: SQS batch → idempotent external call per job → outcome in the ledger."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sweeper import runtime
+from sweeper.consumer import ConsumerDeps, process_batch
+from sweeper.observability import METRICS_NAMESPACE
+
+logger = Logger()
+metrics = Metrics(namespace=METRICS_NAMESPACE)
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    settings = runtime.settings()
+    metrics.add_dimension("policy", settings.policy.name)
+    runtime.idempotency_config().register_lambda_context(context)
+    deps = ConsumerDeps(
+        policy=settings.policy,
+        ledger=runtime.ledger(),
+        guarded_call=runtime.guarded_call(),
+        clock=runtime.utcnow,
+        metrics=metrics,
+    )
+    return process_batch(
+        event, context, deps, processor, call_timeout=runtime.call_timeout(context)
+    )

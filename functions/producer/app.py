@@ -1,0 +1,55 @@
+"""Producer Lambda: EventBridge Scheduler → release the policy's due work into SQS, then exit."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sweeper import runtime
+from sweeper.errors import ConfigError
+from sweeper.events import ScheduleEvent
+from sweeper.observability import METRICS_NAMESPACE, Metric
+from sweeper.producer import run_producer
+
+logger = Logger()
+metrics = Metrics(namespace=METRICS_NAMESPACE)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = runtime.settings()
+    schedule = parse(event=event, model=ScheduleEvent)
+    if schedule.detail.policy != settings.policy.name:
+        raise ConfigError(
+            f"scheduled for policy {schedule.detail.policy!r} but this producer serves "
+            f"{settings.policy.name!r}"
+        )
+    metrics.add_dimension("policy", settings.policy.name)
+    report = run_producer(
+        settings.policy,
+        schedule.time,
+        runtime.ledger(),
+        runtime.publisher(),
+        clock=runtime.utcnow,
+        remaining_seconds=runtime.remaining_budget(context, settings.policy.producer_budget_seconds),
+    )
+    for name, value in (
+        (Metric.RECLAIMED, report.reclaimed),
+        (Metric.DISCOVERED, report.discovered),
+        (Metric.PUBLISHED, report.published),
+        (Metric.PUBLISH_FAILURES, report.publish_failures),
+        (Metric.RELEASED, report.released),
+        (Metric.DUPLICATE_INVOCATIONS, int(report.duplicate_invocation)),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    if report.oldest_eligible_age_seconds is not None:
+        metrics.add_metric(
+            name=Metric.OLDEST_ELIGIBLE_AGE,
+            unit=MetricUnit.Seconds,
+            value=report.oldest_eligible_age_seconds,
+        )
+    logger.info("producer run", extra=report.as_dict())
+    return report.as_dict()

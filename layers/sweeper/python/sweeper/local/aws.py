@@ -1,0 +1,152 @@
+"""AWS APIs on this machine: moto in server mode (a real HTTP endpoint), and the resources the
+CDK app would create (work queue with its DLQ, the idempotency table) made with plain boto3.
+
+The application's boto3 code is unchanged: it reaches moto through AWS_ENDPOINT_URL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+import boto3
+from botocore.config import Config as BotoConfig
+
+from sweeper.config import Policy
+from sweeper.local.postgres import free_port
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+LOCAL_REGION = "us-east-1"
+#: Longer than the work queue's retention: a DLQ message keeps its original enqueue time.
+DLQ_RETENTION_SECONDS = 14 * 86_400
+QUEUE_RETENTION_SECONDS = 4 * 86_400
+
+
+def local_credentials_env(endpoint_url: str) -> dict[str, str]:
+    """Environment that points any boto3 client in any process at the local endpoint."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint_url,
+        "AWS_DEFAULT_REGION": LOCAL_REGION,
+        "AWS_REGION": LOCAL_REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - moto's fixed fake credentials
+    }
+
+
+class LocalAws:
+    """moto's threaded server on a free loopback port."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self._server: object | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Self:
+        from moto.server import ThreadedMotoServer  # the local stack only; never in Lambda
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self.port = self.port or free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        server.start()
+        self._server = server
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()  # type: ignore[attr-defined]
+            self._server = None
+
+    def env(self) -> dict[str, str]:
+        return local_credentials_env(self.endpoint_url)
+
+    def _client_kwargs(self) -> dict[str, object]:
+        return {
+            "endpoint_url": self.endpoint_url,
+            "region_name": LOCAL_REGION,
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+            "config": BotoConfig(retries={"max_attempts": 2, "mode": "standard"}),
+        }
+
+    def sqs(self) -> SQSClient:
+        return boto3.client("sqs", **self._client_kwargs())  # type: ignore[call-overload,no-any-return]
+
+    def dynamodb(self) -> DynamoDBClient:
+        return boto3.client("dynamodb", **self._client_kwargs())  # type: ignore[call-overload,no-any-return]
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineResources:
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+    dlq_arn: str
+    idempotency_table: str
+
+
+def provision(
+    sqs: SQSClient,
+    dynamodb: DynamoDBClient,
+    policy: Policy,
+    *,
+    prefix: str = "sweeper",
+    visibility_timeout_seconds: int | None = None,
+) -> PipelineResources:
+    """Create (or find) the policy's queues and the idempotency table, as the CDK app does."""
+    base = f"{prefix}-{policy.name}"
+    dlq_url = sqs.create_queue(
+        QueueName=f"{base}-dlq",
+        Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)},
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    visibility = visibility_timeout_seconds or policy.consumer.visibility_timeout_seconds
+    queue_url = sqs.create_queue(
+        QueueName=f"{base}-work",
+        Attributes={
+            "VisibilityTimeout": str(visibility),
+            "MessageRetentionPeriod": str(QUEUE_RETENTION_SECONDS),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn,
+                 "maxReceiveCount": policy.consumer.max_receive_count}
+            ),
+        },
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    table = f"{prefix}-idempotency"
+    existing = dynamodb.list_tables()["TableNames"]
+    if table not in existing:
+        dynamodb.create_table(
+            TableName=table,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        dynamodb.update_time_to_live(
+            TableName=table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
+        )
+    return PipelineResources(queue_url, queue_arn, dlq_url, dlq_arn, table)

@@ -1,0 +1,157 @@
+"""The producer: release due work from the ledger into the queue, then exit.
+
+Per run: reclaim expired leases, then claim a page, commit, publish it, release what failed;
+repeat until nothing is due, the in-flight cap is reached, or the time budget runs out. Claims
+are short transactions and commit before any network call.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sweeper.config import Policy
+from sweeper.errors import PublishError
+from sweeper.ledger.store import Ledger
+from sweeper.models import ClaimedJob, JobMessage
+from sweeper.queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
+
+#: Stop when less than this many page-durations of budget are left (and never below the floor).
+PAGE_TIME_MARGIN = 2.0
+MIN_REMAINING_SECONDS = 1.0
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerReport:
+    """What one run did; it is recorded in the run table, logged and turned into metrics."""
+
+    batch_id: str
+    policy: str
+    scheduled_at: datetime
+    duplicate_invocation: bool
+    reclaimed: int = 0
+    discovered: int = 0
+    published: int = 0
+    publish_failures: int = 0
+    released: int = 0
+    in_flight: int = 0
+    oldest_eligible_age_seconds: float | None = None
+    stop_reason: str = "drained"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["scheduled_at"] = self.scheduled_at.isoformat()
+        return data
+
+
+def new_batch_id() -> str:
+    return str(uuid.uuid4())
+
+
+def run_producer(
+    policy: Policy,
+    scheduled_at: datetime,
+    ledger: Ledger,
+    publisher: Publisher,
+    *,
+    clock: Clock,
+    remaining_seconds: Callable[[], float],
+    batch_id: str | None = None,
+) -> ProducerReport:
+    """Release the policy's due work, within `remaining_seconds()`; see the module docstring."""
+    batch_id = batch_id or new_batch_id()
+    start = ledger.start_run(policy.name, scheduled_at, batch_id, clock())
+    if start.duplicate:
+        # The scheduler delivers at least once: the run for this time exists, so this one skips.
+        return ProducerReport(
+            batch_id=start.batch_id, policy=policy.name, scheduled_at=scheduled_at,
+            duplicate_invocation=True, stop_reason="duplicate_invocation",
+        )
+
+    reclaimed = 0
+    while True:
+        got = ledger.reclaim_expired(policy.name, clock(), policy.page_size)
+        reclaimed += got
+        if got < policy.page_size or remaining_seconds() < MIN_REMAINING_SECONDS:
+            break
+
+    now = clock()
+    oldest_age = ledger.oldest_eligible_age(policy.name, now)
+    in_flight = ledger.count_in_flight(policy.name, now)
+    lease = timedelta(seconds=policy.lease_seconds)
+    discovered = published = failures = released = 0
+    stop_reason = "drained"
+    page_seconds = 0.0
+    try:
+        while True:
+            if remaining_seconds() < max(MIN_REMAINING_SECONDS, PAGE_TIME_MARGIN * page_seconds):
+                stop_reason = "budget"
+                break
+            room = policy.max_in_flight - in_flight
+            if room <= 0:
+                stop_reason = "in_flight_cap"
+                break
+            page_started = time.monotonic()
+            claimed = ledger.claim(
+                policy.name, batch_id, clock(), lease, min(policy.page_size, room)
+            )
+            if not claimed:
+                break
+            discovered += len(claimed)
+            sent, failed_ids, error = _publish(policy.name, claimed, batch_id, publisher)
+            published += sent
+            failures += len(failed_ids)
+            released += ledger.release(failed_ids, batch_id, clock())
+            in_flight += sent
+            if error is not None:
+                stop_reason = "publish_error"
+                raise error
+            page_seconds = time.monotonic() - page_started
+            if len(claimed) < min(policy.page_size, room):
+                break
+    finally:
+        ledger.finish_run(
+            batch_id, clock(), reclaimed=reclaimed, discovered=discovered, published=published,
+            publish_failures=failures, oldest_age_seconds=oldest_age, stop_reason=stop_reason,
+        )
+    return ProducerReport(
+        batch_id=batch_id, policy=policy.name, scheduled_at=scheduled_at,
+        duplicate_invocation=False, reclaimed=reclaimed, discovered=discovered,
+        published=published, publish_failures=failures, released=released, in_flight=in_flight,
+        oldest_eligible_age_seconds=oldest_age, stop_reason=stop_reason,
+    )
+
+
+def _publish(
+    policy: str, claimed: list[ClaimedJob], batch_id: str, publisher: Publisher
+) -> tuple[int, list[int], PublishError | None]:
+    """Publish a claimed page ten at a time: (sent, ids of rows not sent, the error that stopped it).
+
+    When a whole call fails, its rows and every row not yet sent count as not sent, so the caller
+    releases them all before the error propagates: nothing stays leased without a message.
+    """
+    failed: list[int] = []
+    sent = 0
+    for start in range(0, len(claimed), SQS_MAX_BATCH):
+        chunk = claimed[start : start + SQS_MAX_BATCH]
+        messages = [
+            OutgoingMessage(
+                entry_id=str(job.id),
+                body=JobMessage.for_claim(policy, job, batch_id).to_body(),
+                group_id=job.tenant_id,
+            )
+            for job in chunk
+        ]
+        try:
+            rejected = publisher.send_batch(messages)
+        except PublishError as exc:
+            return sent, failed + [job.id for job in claimed[start:]], exc
+        failed.extend(int(entry_id) for entry_id in rejected)
+        sent += len(chunk) - len(rejected)
+    return sent, failed, None

@@ -1,0 +1,62 @@
+"""Publishing job messages to the work queue (SQS), a batch of ten per call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sweeper.errors import PublishError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+
+#: SendMessageBatch takes at most ten entries.
+SQS_MAX_BATCH = 10
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    entry_id: str  # unique within one call; the ledger row id
+    body: str
+    group_id: str | None = None  # the tenant: SQS fair queues keep one tenant from starving others
+
+
+class Publisher(Protocol):
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Send up to ten messages; return the entry ids that were NOT accepted.
+
+        Raises PublishError when the call as a whole failed (nothing is known to be sent).
+        """
+        ...
+
+
+class SqsPublisher:
+    """The production publisher."""
+
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
+        self._client = client
+        self._queue_url = queue_url
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
+        if not messages:
+            return []
+        if len(messages) > SQS_MAX_BATCH:
+            raise ValueError(f"at most {SQS_MAX_BATCH} messages per batch, got {len(messages)}")
+        entries: list[SendMessageBatchRequestEntryTypeDef] = []
+        for message in messages:
+            entry: SendMessageBatchRequestEntryTypeDef = {
+                "Id": message.entry_id,
+                "MessageBody": message.body,
+            }
+            if message.group_id is not None:
+                entry["MessageGroupId"] = message.group_id
+            entries.append(entry)
+        try:
+            response = self._client.send_message_batch(QueueUrl=self._queue_url, Entries=entries)
+        except (ClientError, BotoCoreError) as exc:
+            raise PublishError(f"SendMessageBatch failed: {type(exc).__name__}") from exc
+        return [failed["Id"] for failed in response.get("Failed", [])]

@@ -1,0 +1,146 @@
+"""Production wiring for the Lambdas: each adapter built on first use (cold start) and cached.
+
+Nothing here runs at import. Handlers call these factories; logic receives what they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import lru_cache
+import time
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+from psycopg.conninfo import make_conninfo
+
+from sweeper.actions.http import HttpAction
+from sweeper.config import Settings, load_settings
+from sweeper.consumer import GuardedCall, guard_with_idempotency
+from sweeper.ledger.store import Ledger
+from sweeper.models import ActionResult
+from sweeper.queue import SqsPublisher
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+#: Never start work that could not finish before Lambda stops us.
+LAMBDA_SAFETY_MARGIN_SECONDS = 5.0
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def settings() -> Settings:
+    return load_settings()
+
+
+def database_conninfo() -> str:
+    """The ledger's connection string: a URL locally, the managed secret (cached) on AWS."""
+    current = settings()
+    if current.database_url is not None:
+        return current.database_url.get_secret_value()
+    assert current.database_secret_arn is not None  # the settings model guarantees one
+    secret: Any = parameters.get_secret(
+        current.database_secret_arn, transform="json",
+        max_age=current.database_secret_max_age_seconds,
+    )
+    return make_conninfo(
+        host=secret["host"], port=secret.get("port", 5432), user=secret["username"],
+        password=secret["password"], dbname=secret.get("dbname", "postgres"),
+        sslmode="require", connect_timeout=5,
+    )
+
+
+@lru_cache(maxsize=1)
+def ledger() -> Ledger:
+    return Ledger(database_conninfo(), prepare_threshold=settings().database_prepare_threshold)
+
+
+@lru_cache(maxsize=1)
+def sqs_client() -> SQSClient:
+    return boto3.client("sqs")  # AWS_ENDPOINT_URL points it at moto locally
+
+
+@lru_cache(maxsize=1)
+def publisher() -> SqsPublisher:
+    return SqsPublisher(sqs_client(), settings().require("queue_url"))
+
+
+@lru_cache(maxsize=1)
+def action() -> HttpAction:
+    config = settings().policy.action
+    token: str | None = None
+    if config.auth_secret_arn:
+        token = str(parameters.get_secret(config.auth_secret_arn, max_age=300))
+    return HttpAction(config, token=token)
+
+
+@lru_cache(maxsize=1)
+def idempotency_config() -> IdempotencyConfig:
+    return IdempotencyConfig(
+        event_key_jmespath="key",  # the operation key: stable across redrives, unlike messageId
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=settings().idempotency_expiry_seconds,
+    )
+
+
+@lru_cache(maxsize=1)
+def guarded_call() -> GuardedCall:
+    current = settings()
+    store = DynamoDBPersistenceLayer(table_name=current.require("idempotency_table"))
+
+    def idempotent(fn: Callable[..., ActionResult]) -> Callable[..., ActionResult]:
+        wrapped: Callable[..., ActionResult] = idempotent_function(
+            fn,
+            data_keyword_argument="job",
+            persistence_store=store,
+            config=idempotency_config(),
+            output_serializer=PydanticSerializer(model=ActionResult),
+            # A fixed prefix: the default is the function's import path, which a refactor
+            # would change, silently forgetting every stored record.
+            key_prefix=f"sweeper:{current.policy.name}",
+        )
+        return wrapped
+
+    return guard_with_idempotency(action().perform, idempotent)
+
+
+def remaining_budget(context: Any, budget_seconds: float) -> Callable[[], float]:
+    """Seconds left: the smaller of the configured budget and Lambda's remaining time."""
+    started = time.monotonic()
+
+    def remaining() -> float:
+        own = budget_seconds - (time.monotonic() - started)
+        lam = context.get_remaining_time_in_millis() / 1000.0 - LAMBDA_SAFETY_MARGIN_SECONDS
+        return min(own, lam)
+
+    return remaining
+
+
+def call_timeout(context: Any) -> Callable[[], float | None]:
+    """The external call's total timeout: always shorter than what Lambda has left."""
+    read = settings().policy.action
+
+    def timeout() -> float:
+        left = context.get_remaining_time_in_millis() / 1000.0 - LAMBDA_SAFETY_MARGIN_SECONDS
+        return max(0.1, min(read.connect_timeout_seconds + read.read_timeout_seconds, left))
+
+    return timeout
+
+
+def reset() -> None:
+    """Forget every cached adapter and the settings (a new "cold start"; for tests)."""
+    if ledger.cache_info().currsize:
+        ledger().close()
+    for cached in (ledger, sqs_client, publisher, action, idempotency_config, guarded_call):
+        cached.cache_clear()
+    load_settings.cache_clear()

@@ -1,0 +1,124 @@
+"""Fixtures for every tier: the real local services are started once per test session.
+
+PostgreSQL: `DATABASE_URL` when set, else a disposable local cluster. Each test that needs the
+ledger gets a database of its own, copied from a migrated template (fast, and nothing leaks).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from sweeper.ledger.migrate import migrate
+from sweeper.ledger.store import Ledger
+from sweeper.local.aws import LocalAws
+from sweeper.local.postgres import LocalPostgres
+
+EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
+TEMPLATE_DB = "sweeper_template"
+_db_counter = itertools.count()
+
+
+def load_event(name: str) -> dict[str, Any]:
+    """One sample event from events/ (the only place tests take events from)."""
+    data: dict[str, Any] = json.loads((EVENTS_DIR / name).read_text(encoding="utf-8"))
+    return data
+
+
+class PgServer:
+    """Where the test PostgreSQL listens, and how to make a database on it."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+
+    def url_for(self, dbname: str) -> str:
+        info = psycopg.conninfo.conninfo_to_dict(self.admin_url)
+        info["dbname"] = dbname
+        return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+    def create_database(self, name: str, template: str | None = None) -> str:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            if template is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            else:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                        sql.Identifier(name), sql.Identifier(template)
+                    )
+                )
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    external = os.environ.get("DATABASE_URL")
+    if external:
+        yield PgServer(external)
+        return
+    with LocalPostgres() as local:
+        yield PgServer(local.url)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: PgServer) -> str:
+    url = pg_server.create_database(TEMPLATE_DB)
+    migrate(url)
+    return TEMPLATE_DB
+
+
+@pytest.fixture
+def fresh_db_url(pg_server: PgServer) -> Iterator[str]:
+    """An empty database, for migration tests."""
+    name = f"sweeper_t{os.getpid()}_{next(_db_counter)}"
+    yield pg_server.create_database(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def db_url(pg_server: PgServer, pg_template: str) -> Iterator[str]:
+    """A migrated database of this test's own."""
+    name = f"sweeper_t{os.getpid()}_{next(_db_counter)}"
+    yield pg_server.create_database(name, template=pg_template)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def ledger(db_url: str) -> Iterator[Ledger]:
+    store = Ledger(db_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def local_aws() -> Iterator[LocalAws]:
+    """moto in server mode: a real HTTP endpoint for SQS and DynamoDB."""
+    with LocalAws() as aws:
+        yield aws
+
+
+@pytest.fixture
+def aws_env(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point every boto3 client of this test at moto, as the local stack does."""
+    env = local_aws.env()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+@pytest.fixture
+def unique_name() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"

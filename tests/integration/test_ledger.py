@@ -1,0 +1,155 @@
+"""The job store against the real local PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sweeper.ledger.store import Ledger
+from sweeper.models import JobStatus, NewJob, OutcomeClass
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=60)
+
+
+def add(ledger: Ledger, n: int, due: datetime = T0, tenants: int = 3, policy: str = "exports") -> None:
+    jobs = [NewJob(f"t{i % tenants}", f"o{i:05d}", due) for i in range(n)]
+    ledger.schedule(policy, 1, lambda j: policy, jobs, T0)
+
+
+def test_schedule_is_idempotent_and_only_moves_due_earlier(ledger: Ledger) -> None:
+    # Given one obligation due at T0
+    first = ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", "o", T0)], T0)
+    # When it is scheduled again later, then earlier
+    later = ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", "o", T0 + LEASE)], T0)
+    earlier = ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", "o", T0 - LEASE)], T0)
+    # Then one row exists, due at the earliest time
+    assert (first.inserted, later.unchanged, earlier.moved_earlier) == (1, 1, 1)
+    job = ledger.get("exports:t:o:v1")
+    assert job is not None
+    assert job.due_at == T0 - LEASE
+    assert job.next_attempt_at == T0 - LEASE
+    assert sum(ledger.counts("exports").values()) == 1
+
+
+def test_schedule_keeps_the_earliest_of_repeats_in_one_call(ledger: Ledger) -> None:
+    jobs = [NewJob("t", "o", T0 + LEASE), NewJob("t", "o", T0), NewJob("t", "o", T0 + LEASE)]
+    result = ledger.schedule("exports", 1, lambda j: "s", jobs, T0)
+    assert result.inserted == 1
+    job = ledger.get("exports:t:o:v1")
+    assert job is not None and job.due_at == T0
+
+
+def test_claim_leases_due_rows_earliest_first_and_commits(ledger: Ledger, db_url: str) -> None:
+    ledger.schedule("exports", 1, lambda j: "s",
+                    [NewJob("t", "late", T0), NewJob("t", "early", T0 - LEASE),
+                     NewJob("t", "future", T0 + LEASE)], T0)
+    claimed = ledger.claim("exports", "batch-1", T0, LEASE, limit=10)
+    assert [c.object_id for c in claimed] == ["early", "late"]
+    # committed: another connection sees the leases
+    with psycopg.connect(db_url) as conn:
+        owners = conn.execute(
+            "SELECT lease_owner, lease_expires_at FROM sweeper_jobs WHERE status = 'leased'"
+        ).fetchall()
+    assert owners == [("batch-1", T0 + LEASE)] * 2
+
+
+def test_release_only_touches_the_batch_own_leases(ledger: Ledger) -> None:
+    add(ledger, 4)
+    mine = ledger.claim("exports", "mine", T0, LEASE, limit=2)
+    theirs = ledger.claim("exports", "theirs", T0, LEASE, limit=2)
+    released = ledger.release([j.id for j in mine + theirs], "mine", T0)
+    assert released == 2
+    assert ledger.counts("exports")[JobStatus.PENDING] == 2
+    assert ledger.counts("exports")[JobStatus.LEASED] == 2
+
+
+def test_settling_twice_is_refused_by_the_state_guard(ledger: Ledger) -> None:
+    add(ledger, 1)
+    (job,) = ledger.claim("exports", "b", T0, LEASE, limit=1)
+    assert ledger.mark_succeeded(job.operation_key, OutcomeClass.ACCEPTED, T0) is True
+    assert ledger.mark_succeeded(job.operation_key, OutcomeClass.ACCEPTED, T0) is False
+    assert ledger.mark_failed(job.operation_key, OutcomeClass.PERMANENT, "http_422", T0,
+                              count_attempt=True) is False
+    settled = ledger.get(job.operation_key)
+    assert settled is not None
+    assert (settled.status, settled.attempt_count, settled.lease_owner) == (
+        JobStatus.SUCCEEDED, 1, None)
+
+
+def test_concurrent_claimers_never_get_the_same_row(ledger: Ledger, db_url: str) -> None:
+    # Given 3,000 due rows and eight claimers on their own connections
+    add(ledger, 3000, tenants=7)
+    claims: dict[str, list[int]] = {}
+    barrier = threading.Barrier(8)
+
+    def claimer(name: str) -> None:
+        own = Ledger(db_url)
+        got: list[int] = []
+        barrier.wait()
+        while True:
+            page = own.claim("exports", name, T0, LEASE, limit=50)
+            if not page:
+                break
+            got.extend(j.id for j in page)
+        claims[name] = got
+        own.close()
+
+    threads = [threading.Thread(target=claimer, args=(f"c{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Then every row was claimed exactly once
+    every = [i for got in claims.values() for i in got]
+    assert len(every) == 3000
+    assert len(set(every)) == 3000
+    assert sum(1 for got in claims.values() if got) > 1  # they really did run side by side
+
+
+OFFSETS = st.integers(min_value=-3, max_value=3)
+ROW = st.tuples(st.sampled_from([JobStatus.PENDING, JobStatus.LEASED]), OFFSETS, OFFSETS)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(ROW, min_size=1, max_size=8))
+def test_a_claim_never_returns_an_unexpired_lease_and_reclaims_expired_ones(
+    db_url: str, rows: list[tuple[JobStatus, int, int]]
+) -> None:
+    # Given rows whose next attempt and lease expiry sit on either side of now, or exactly on it
+    now = T0
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE sweeper_jobs")
+        for i, (status, attempt_offset, lease_offset) in enumerate(rows):
+            leased = status is JobStatus.LEASED
+            conn.execute(
+                "INSERT INTO sweeper_jobs (id, policy, policy_version, tenant_id, object_id, scope,"
+                " operation_key, status, due_at, next_attempt_at, lease_owner, lease_expires_at)"
+                " OVERRIDING SYSTEM VALUE VALUES (%s, 'p', 1, 't', %s, 's', %s, %s, %s, %s, %s, %s)",
+                (i + 1, f"o{i}", f"p:t:o{i}:v1", status.value, now - LEASE,
+                 now + timedelta(seconds=attempt_offset), "old" if leased else None,
+                 now + timedelta(seconds=lease_offset) if leased else None),
+            )
+    store = Ledger(db_url)
+    try:
+        # When a producer reclaims and claims at `now`
+        reclaimed = store.reclaim_expired("p", now, limit=100)
+        claimed = {j.id for j in store.claim("p", "new", now, LEASE, limit=100)}
+    finally:
+        store.close()
+    # Then exactly the expired leases were reclaimed, and exactly the due rows claimed
+    expired = {i + 1 for i, (s, _a, lo) in enumerate(rows) if s is JobStatus.LEASED and lo <= 0}
+    due = {i + 1 for i, (s, a, _lo) in enumerate(rows)
+           if a <= 0 and (s is JobStatus.PENDING or (i + 1) in expired)}
+    assert reclaimed == len(expired)
+    assert claimed == due
+    unexpired = {i + 1 for i, (s, _a, lo) in enumerate(rows) if s is JobStatus.LEASED and lo > 0}
+    assert not claimed & unexpired

@@ -1,0 +1,139 @@
+"""The producer against the real ledger, with the real SQS (moto) or a publisher that fails."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from sweeper.config import Policy, Quota
+from sweeper.errors import PublishError
+from sweeper.ledger.store import Ledger
+from sweeper.local.aws import LocalAws, provision
+from sweeper.models import JobMessage, JobStatus, NewJob
+from sweeper.producer import run_producer
+from sweeper.queue import SqsPublisher
+from tests.fakes import FakePublisher
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+
+
+def seed(ledger: Ledger, policy: Policy, n: int, due: datetime = T0) -> None:
+    jobs = [NewJob(f"t{i % 4}", f"o{i:05d}", due - timedelta(seconds=i)) for i in range(n)]
+    ledger.schedule(policy.name, policy.version, lambda j: policy.name, jobs, T0)
+
+
+def run(ledger: Ledger, policy: Policy, publisher: Any, **kw: Any) -> Any:
+    kw.setdefault("remaining_seconds", lambda: 100.0)
+    return run_producer(policy, kw.pop("scheduled_at", T0), ledger, publisher,
+                        clock=kw.pop("clock", lambda: T0), **kw)
+
+
+def test_a_run_publishes_every_due_row_and_records_itself(ledger: Ledger) -> None:
+    policy = Policy(name="exports", page_size=7)
+    seed(ledger, policy, 30)
+    publisher = FakePublisher()
+    report = run(ledger, policy, publisher)
+    assert (report.discovered, report.published, report.publish_failures) == (30, 30, 0)
+    assert report.stop_reason == "drained"
+    assert ledger.counts("exports")[JobStatus.LEASED] == 30
+    bodies = [JobMessage.model_validate_json(m.body) for m in publisher.sent]
+    assert len({b.key for b in bodies}) == 30
+    assert {b.batch_id for b in bodies} == {report.batch_id}
+    assert all(m.group_id == JobMessage.model_validate_json(m.body).tenant_id
+               for m in publisher.sent)
+    (recorded,) = ledger.runs("exports")
+    assert (recorded.discovered, recorded.published, recorded.stop_reason) == (30, 30, "drained")
+    assert recorded.finished_at is not None
+
+
+def test_partly_failed_batch_releases_exactly_the_failed_rows(ledger: Ledger) -> None:
+    # Given 25 due rows and a queue that rejects three entries
+    policy = Policy(name="exports")
+    seed(ledger, policy, 25)
+    ids = [str(j.id) for j in ledger.claim("exports", "probe", T0, timedelta(seconds=1), 25)]
+    ledger.release([int(i) for i in ids], "probe", T0)
+    failing = {ids[0], ids[11], ids[24]}
+    # When the producer publishes
+    report = run(ledger, policy, FakePublisher(fail_ids=failing))
+    # Then exactly those three are pending again, the rest are leased
+    assert (report.published, report.publish_failures, report.released) == (22, 3, 3)
+    pending = {str(j.id) for j in ledger.claim("exports", "after", T0, timedelta(seconds=1), 100)}
+    assert pending == failing
+
+
+def test_a_failed_call_releases_every_unsent_row_and_raises(ledger: Ledger) -> None:
+    policy = Policy(name="exports")
+    seed(ledger, policy, 35)
+    with pytest.raises(PublishError):
+        run(ledger, policy, FakePublisher(break_after=2))
+    counts = ledger.counts("exports")
+    assert (counts[JobStatus.LEASED], counts[JobStatus.PENDING]) == (20, 15)
+    (recorded,) = ledger.runs("exports")
+    assert (recorded.published, recorded.publish_failures) == (20, 15)
+    assert recorded.stop_reason == "publish_error"
+
+
+def test_a_second_invocation_for_the_same_scheduled_time_is_detected(ledger: Ledger) -> None:
+    policy = Policy(name="exports")
+    seed(ledger, policy, 5)
+    first = run(ledger, policy, FakePublisher())
+    second = run(ledger, policy, FakePublisher())
+    assert not first.duplicate_invocation
+    assert second.duplicate_invocation
+    assert second.published == 0
+    (recorded,) = ledger.runs("exports")
+    assert recorded.invocations == 2
+
+
+def test_in_flight_never_exceeds_the_cap_derived_from_rate_and_lease(ledger: Ledger) -> None:
+    # 2/s for a 20 s lease drains 20 rows in half a lease: the cap
+    policy = Policy(name="exports", quota=Quota(limit=2, period_seconds=1), lease_seconds=20)
+    assert policy.max_in_flight == 20
+    seed(ledger, policy, 50)
+    first = run(ledger, policy, FakePublisher())
+    second = run(ledger, policy, FakePublisher(), scheduled_at=T0 + timedelta(minutes=1))
+    assert (first.published, first.stop_reason) == (20, "in_flight_cap")
+    assert second.published == 0
+    assert ledger.count_in_flight("exports", T0) == 20
+
+
+def test_expired_leases_are_reclaimed_and_published_again(ledger: Ledger) -> None:
+    policy = Policy(name="exports", lease_seconds=30)
+    seed(ledger, policy, 5)
+    run(ledger, policy, FakePublisher())
+    later = T0 + timedelta(seconds=31)
+    publisher = FakePublisher()
+    report = run(ledger, policy, publisher, scheduled_at=later, clock=lambda: later)
+    assert (report.reclaimed, report.published) == (5, 5)
+
+
+def test_the_run_stops_when_its_time_budget_is_spent(ledger: Ledger) -> None:
+    policy = Policy(name="exports", page_size=10)
+    seed(ledger, policy, 50)
+    publisher = FakePublisher()
+    # the budget runs out once two pages are out
+    report = run(ledger, policy, publisher,
+                 remaining_seconds=lambda: 100.0 if len(publisher.sent) < 20 else 0.5)
+    assert report.stop_reason == "budget"
+    assert report.published == 20
+
+
+def test_messages_reach_the_real_queue(ledger: Ledger, local_aws: LocalAws, unique_name: str) -> None:
+    policy = Policy(name="exports")
+    resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
+    seed(ledger, policy, 23)
+    sqs = local_aws.sqs()
+    report = run(ledger, policy, SqsPublisher(sqs, resources.queue_url))
+    assert report.published == 23
+    keys: set[str] = set()
+    while True:
+        got = sqs.receive_message(QueueUrl=resources.queue_url, MaxNumberOfMessages=10)
+        messages = got.get("Messages", [])
+        if not messages:
+            break
+        keys.update(JobMessage.model_validate_json(m["Body"]).key for m in messages)
+    assert len(keys) == 23
