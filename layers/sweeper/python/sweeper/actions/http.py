@@ -1,0 +1,212 @@
+"""The production action: one HTTP call per job, classified into an outcome, never raised.
+
+The operation key travels as the `Idempotency-Key`, so a retry of an attempt that may have landed
+(UNKNOWN) cannot delete twice. urllib3's own retries and redirects are off: retrying is sweeper's
+job (the ledger's attempt budget, the shared rate limiter), not the client's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from types import MappingProxyType
+from typing import Final
+from urllib.parse import quote
+
+import urllib3
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    LocationValueError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+    SSLError,
+)
+
+from sweeper import __version__
+from sweeper.config import HttpActionConfig
+from sweeper.models import ActionResult, JobMessage, OutcomeClass
+
+USER_AGENT: Final = f"sweeper/{__version__}"
+#: Connections kept per host: a consumer may run a batch's calls on a few threads.
+POOL_MAX_CONNECTIONS: Final = 10
+
+_TEMPLATE_FIELD_RE: Final = re.compile(r"{(\w+)}")
+_DELAY_SECONDS_RE: Final = re.compile(r"\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeTable:
+    """How what happened to a call maps to an outcome class: the one place it is decided.
+
+    A status is looked up in `when_retry_after` (only if the response named a wait), then in
+    `statuses`, then by its hundred, else `otherwise`. A transport error takes the first row of
+    `errors` it is an instance of: TRANSIENT when the request was never sent, UNKNOWN when it may
+    have reached the vendor.
+    """
+
+    statuses: Mapping[int, OutcomeClass]
+    when_retry_after: Mapping[int, OutcomeClass]
+    by_hundred: Mapping[int, OutcomeClass]
+    otherwise: OutcomeClass
+    errors: tuple[tuple[type[HTTPError], OutcomeClass, str], ...]
+
+    def classify_status(self, status: int, *, has_retry_after: bool) -> OutcomeClass:
+        if has_retry_after and status in self.when_retry_after:
+            return self.when_retry_after[status]
+        if status in self.statuses:
+            return self.statuses[status]
+        return self.by_hundred.get(status // 100, self.otherwise)
+
+    def classify_error(self, exc: HTTPError) -> tuple[OutcomeClass, str]:
+        """Outcome class and short code of a transport error."""
+        for kind, outcome, code in self.errors:
+            if isinstance(exc, kind):
+                return outcome, code
+        return OutcomeClass.UNKNOWN, "http_error"
+
+
+#: The vendor contract's classification (a later issue lets a policy override it).
+DEFAULT_OUTCOMES: Final = OutcomeTable(
+    statuses=MappingProxyType(
+        {
+            400: OutcomeClass.PERMANENT,
+            401: OutcomeClass.AUTH,
+            403: OutcomeClass.AUTH,
+            404: OutcomeClass.ABSENT,
+            410: OutcomeClass.ABSENT,
+            422: OutcomeClass.PERMANENT,
+            429: OutcomeClass.THROTTLED,
+        }
+    ),
+    # A 503 that names a wait is the vendor shedding load, not failing.
+    when_retry_after=MappingProxyType({503: OutcomeClass.THROTTLED}),
+    by_hundred=MappingProxyType(
+        {2: OutcomeClass.ACCEPTED, 4: OutcomeClass.PERMANENT, 5: OutcomeClass.TRANSIENT}
+    ),
+    # 1xx/3xx: redirects are not followed, so the configured URL is wrong.
+    otherwise=OutcomeClass.PERMANENT,
+    # Most specific first: NameResolutionError < NewConnectionError < ConnectTimeoutError.
+    errors=(
+        (NameResolutionError, OutcomeClass.TRANSIENT, "dns_error"),
+        (NewConnectionError, OutcomeClass.TRANSIENT, "connect_error"),
+        (ConnectTimeoutError, OutcomeClass.TRANSIENT, "connect_timeout"),
+        (ReadTimeoutError, OutcomeClass.UNKNOWN, "read_timeout"),
+        (ProtocolError, OutcomeClass.UNKNOWN, "connection_reset"),
+        # Usually the handshake, but urllib3 also reports TLS failures mid-response this way.
+        (SSLError, OutcomeClass.UNKNOWN, "tls_error"),
+        (LocationValueError, OutcomeClass.PERMANENT, "bad_url"),
+    ),
+)
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After value (delay-seconds or HTTP-date), at least 0.
+
+    None when the header is missing or unreadable.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if _DELAY_SECONDS_RE.fullmatch(text):
+        seconds = float(text)
+        return seconds if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000" in a date means UTC with no claim about local time
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class HttpAction:
+    """Carry out a job with one HTTP call; see `sweeper.actions.Action`."""
+
+    def __init__(
+        self,
+        config: HttpActionConfig,
+        token: str | None = None,
+        *,
+        outcomes: OutcomeTable = DEFAULT_OUTCOMES,
+    ) -> None:
+        """`token` is sent as a Bearer token; the caller fetches it (never from the environment)."""
+        if token is not None and ("\r" in token or "\n" in token):
+            raise ValueError("the bearer token must be a single line")
+        self._config = config
+        self._outcomes = outcomes
+        self._headers = {"User-Agent": USER_AGENT}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._lock = threading.Lock()
+        self._pool: urllib3.PoolManager | None = None
+
+    def __repr__(self) -> str:
+        auth = "bearer" if "Authorization" in self._headers else "none"
+        return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
+
+    def url_for(self, job: JobMessage) -> str:
+        """The job's URL: the template with its ids percent-encoded as single path segments."""
+        values = {
+            "api_url": self._config.api_url.rstrip("/"),
+            "tenant_id": quote(job.tenant_id, safe=""),
+            "object_id": quote(job.object_id, safe=""),
+            "operation_key": quote(job.key, safe=""),
+        }
+        return _TEMPLATE_FIELD_RE.sub(lambda m: values[m.group(1)], self._config.url_template)
+
+    def perform(self, job: JobMessage, timeout_seconds: float | None = None) -> ActionResult:
+        """Send the call once and classify what came back; never raises for a status."""
+        if timeout_seconds is not None and timeout_seconds <= 0:
+            return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
+        timeout = urllib3.Timeout(
+            connect=self._config.connect_timeout_seconds,
+            read=self._config.read_timeout_seconds,
+            total=timeout_seconds,
+        )
+        try:
+            response = self._pool_manager().urlopen(
+                self._config.method,
+                self.url_for(job),
+                headers={**self._headers, "Idempotency-Key": job.key},
+                timeout=timeout,
+                retries=False,
+                redirect=False,
+                preload_content=False,
+            )
+        except HTTPError as exc:
+            outcome, code = self._outcomes.classify_error(exc)
+            return ActionResult(outcome=outcome, code=code)
+        try:
+            status = response.status
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        finally:
+            response.drain_conn()  # read and drop the body so the connection can be reused
+            response.release_conn()
+        outcome = self._outcomes.classify_status(status, has_retry_after=retry_after is not None)
+        return ActionResult(
+            outcome=outcome,
+            status_code=status,
+            code=f"http_{status}",
+            retry_after_seconds=retry_after,
+        )
+
+    def close(self) -> None:
+        """Close pooled connections; the next call opens new ones."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.clear()
+
+    def _pool_manager(self) -> urllib3.PoolManager:
+        with self._lock:
+            if self._pool is None:
+                self._pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)
+            return self._pool

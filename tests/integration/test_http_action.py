@@ -1,0 +1,312 @@
+"""HttpAction against the vendor simulator: every outcome class, over real HTTP."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from sweeper.actions import Action
+from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
+from sweeper.config import HttpActionConfig
+from sweeper.local.vendor import VendorSimulator
+from sweeper.models import ActionResult, JobMessage, OutcomeClass, operation_key
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_SECONDS = 5.0
+SHORT_CODE = re.compile(r"^[a-z0-9_]{1,64}$")
+
+
+def job_for(tenant_id: str = "t1", object_id: str = "o1", policy_version: int = 1) -> JobMessage:
+    return JobMessage(
+        key=operation_key("exports", tenant_id, object_id, policy_version),
+        policy="exports",
+        policy_version=policy_version,
+        tenant_id=tenant_id,
+        object_id=object_id,
+        scope="exports",
+        attempt=0,
+        batch_id="b1",
+    )
+
+
+def action_for(url: str, **config: float) -> HttpAction:
+    return HttpAction(HttpActionConfig(api_url=url, **config))
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def vendor() -> Iterator[VendorSimulator]:
+    with VendorSimulator() as sim:
+        yield sim
+
+
+@pytest.fixture
+def action(vendor: VendorSimulator) -> Iterator[Action]:
+    http_action = action_for(vendor.url)
+    yield http_action
+    http_action.close()
+
+
+def test_a_deletion_is_accepted_with_the_operation_key_as_idempotency_key(
+    vendor: VendorSimulator, action: Action
+) -> None:
+    # Given
+    job = job_for()
+    # When
+    result = action.perform(job)
+    # Then
+    assert result == ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=204, code="http_204")
+    audit = vendor.audit()
+    assert audit.calls_by_key == {job.key: 1}
+    assert audit.effects_by_key == {job.key: 1}
+
+
+def test_a_retry_with_the_same_key_is_accepted_without_a_second_effect(
+    vendor: VendorSimulator, action: Action
+) -> None:
+    # Given
+    job = job_for()
+    action.perform(job)
+    # When
+    result = action.perform(job)
+    # Then
+    assert result.outcome is OutcomeClass.ACCEPTED
+    assert vendor.audit().effects_by_key == {job.key: 1}
+
+
+def test_an_object_another_key_deleted_is_absent(vendor: VendorSimulator, action: Action) -> None:
+    # Given: the same object deleted under another policy version's key
+    action.perform(job_for(policy_version=1))
+    # When
+    result = action.perform(job_for(policy_version=2))
+    # Then
+    assert result.outcome is OutcomeClass.ABSENT
+    assert (result.status_code, result.code) == (404, "http_404")
+    assert "object_not_found" not in result.code  # the body's words never reach the result
+
+
+def test_an_object_registered_absent_is_absent_with_its_ids_decoded() -> None:
+    # Given: ids that need encoding to stay one path segment each
+    tenant_id, object_id = "team/a b", "x:y?z%"
+    with VendorSimulator(absent={(tenant_id, object_id)}) as sim:
+        http_action = action_for(sim.url)
+        # When
+        result = http_action.perform(job_for(tenant_id, object_id))
+        http_action.close()
+    # Then
+    assert result.outcome is OutcomeClass.ABSENT
+
+
+def test_over_the_quota_is_throttled_with_retry_after_seconds() -> None:
+    # Given: a quota whose one slot is taken
+    with VendorSimulator(quota=(1, 60.0)) as sim:
+        http_action = action_for(sim.url)
+        http_action.perform(job_for(object_id="first"))
+        # When
+        result = http_action.perform(job_for(object_id="second"))
+        http_action.close()
+    # Then
+    assert result == ActionResult(
+        outcome=OutcomeClass.THROTTLED, status_code=429, code="http_429", retry_after_seconds=60.0
+    )
+
+
+def test_a_429_with_an_http_date_is_throttled_until_that_date(
+    vendor: VendorSimulator, action: Action
+) -> None:
+    # Given
+    until = datetime.now(UTC) + timedelta(seconds=30)
+    vendor.fail_next(1, 429, retry_after=format_datetime(until, usegmt=True))
+    # When
+    result = action.perform(job_for())
+    # Then
+    assert result.outcome is OutcomeClass.THROTTLED
+    assert result.retry_after_seconds is not None
+    assert 25.0 <= result.retry_after_seconds <= 30.0
+
+
+def test_a_503_naming_a_wait_is_throttled(vendor: VendorSimulator, action: Action) -> None:
+    # Given
+    vendor.fail_next(1, 503, retry_after="5")
+    # When
+    result = action.perform(job_for())
+    # Then
+    assert (result.outcome, result.retry_after_seconds) == (OutcomeClass.THROTTLED, 5.0)
+
+
+def test_a_503_without_a_wait_is_transient() -> None:
+    # Given
+    with VendorSimulator(error_rate=1.0) as sim:
+        http_action = action_for(sim.url)
+        # When
+        result = http_action.perform(job_for())
+        http_action.close()
+    # Then
+    assert (result.outcome, result.status_code) == (OutcomeClass.TRANSIENT, 503)
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (500, OutcomeClass.TRANSIENT),
+        (502, OutcomeClass.TRANSIENT),
+        (401, OutcomeClass.AUTH),
+        (403, OutcomeClass.AUTH),
+        (400, OutcomeClass.PERMANENT),
+        (422, OutcomeClass.PERMANENT),
+        (409, OutcomeClass.PERMANENT),
+        (410, OutcomeClass.ABSENT),
+        (200, OutcomeClass.ACCEPTED),
+        (301, OutcomeClass.PERMANENT),
+    ],
+)
+def test_a_status_is_classified_with_a_short_code(
+    vendor: VendorSimulator, action: Action, status: int, outcome: OutcomeClass
+) -> None:
+    # Given
+    vendor.fail_next(1, status)
+    # When
+    result = action.perform(job_for())
+    # Then
+    assert (result.outcome, result.status_code, result.code) == (outcome, status, f"http_{status}")
+    assert "injected" not in result.code
+    assert vendor.audit().effects_total == 0
+
+
+def test_a_refused_connection_is_transient() -> None:
+    # Given: a port nobody listens on any more
+    with VendorSimulator() as sim:
+        url = sim.url
+    http_action = action_for(url)
+    # When
+    result = http_action.perform(job_for())
+    # Then
+    assert result == ActionResult(outcome=OutcomeClass.TRANSIENT, code="connect_error")
+
+
+def test_a_read_timeout_is_unknown_and_the_effect_may_still_happen() -> None:
+    # Given: a vendor slower than the call's budget
+    with VendorSimulator(latency_seconds=0.5) as sim:
+        http_action = action_for(sim.url)
+        job = job_for()
+        started = time.monotonic()
+        # When
+        result = http_action.perform(job, timeout_seconds=0.1)
+        # Then
+        assert time.monotonic() - started < 0.45
+        assert result == ActionResult(outcome=OutcomeClass.UNKNOWN, code="read_timeout")
+        wait_until(lambda: sim.audit().effects_by_key.get(job.key) == 1)
+        # And a retry with the same key is accepted without a second effect
+        retried = http_action.perform(job)
+        assert retried.outcome is OutcomeClass.ACCEPTED
+        assert sim.audit().effects_by_key == {job.key: 1}
+        http_action.close()
+
+
+def test_the_configured_read_timeout_applies_without_a_budget() -> None:
+    # Given
+    with VendorSimulator(latency_seconds=0.5) as sim:
+        http_action = action_for(sim.url, read_timeout_seconds=0.1)
+        # When
+        result = http_action.perform(job_for())
+        http_action.close()
+    # Then
+    assert (result.outcome, result.code) == (OutcomeClass.UNKNOWN, "read_timeout")
+
+
+def test_no_time_left_sends_nothing(vendor: VendorSimulator, action: Action) -> None:
+    # When
+    result = action.perform(job_for(), timeout_seconds=0.0)
+    # Then
+    assert (result.outcome, result.code) == (OutcomeClass.TRANSIENT, "no_time_left")
+    assert vendor.audit().calls_total == 0
+
+
+def test_codes_are_short_and_never_carry_the_body(vendor: VendorSimulator, action: Action) -> None:
+    # Given: one call per kind of answer the vendor gives
+    vendor.fail_next(1, 500)
+    results = [action.perform(job_for(object_id=f"o{i}")) for i in range(2)]
+    results.append(action.perform(job_for(object_id="o1", policy_version=2)))
+    # Then
+    assert [r.status_code for r in results] == [500, 204, 404]
+    for result in results:
+        assert SHORT_CODE.match(result.code)
+        assert "error" not in result.code
+
+
+class _HeaderCapture(BaseHTTPRequestHandler):
+    """Answers 204 and keeps the headers of each request (the simulator records keys only)."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[dict[str, str]] = []  # noqa: RUF012  # reset per test by the fixture
+
+    def do_DELETE(self) -> None:
+        self.seen.append(dict(self.headers.items()))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def capture() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    _HeaderCapture.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HeaderCapture)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    host, port = server.socket.getsockname()[:2]
+    yield f"http://{host}:{port}", _HeaderCapture.seen
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_the_bearer_token_and_user_agent_are_sent(
+    capture: tuple[str, list[dict[str, str]]],
+) -> None:
+    # Given
+    url, seen = capture
+    http_action = HttpAction(HttpActionConfig(api_url=url), token="s3cret")
+    job = job_for()
+    # When
+    result = http_action.perform(job)
+    http_action.close()
+    # Then
+    assert result.outcome is OutcomeClass.ACCEPTED
+    assert seen[0]["Authorization"] == "Bearer s3cret"
+    assert seen[0]["User-Agent"] == USER_AGENT
+    assert seen[0]["Idempotency-Key"] == job.key
+    assert "s3cret" not in repr(http_action)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, None),
+        ("120", 120.0),
+        (" 1.5 ", 1.5),
+        ("soon", None),
+        ("-3", None),
+        ("Thu, 01 Jan 2026 00:00:30 GMT", 30.0),
+        ("Wed, 31 Dec 2025 23:59:00 GMT", 0.0),  # in the past: no wait
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_a_date(
+    value: str | None, expected: float | None
+) -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert parse_retry_after(value, now=now) == expected
