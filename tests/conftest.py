@@ -11,6 +11,8 @@ import uuid
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from sweeper import runtime
+from sweeper.config import HttpActionConfig, Policy
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws
+from sweeper.local.aws import LocalAws, PipelineResources, provision
+from sweeper.local.lambda_runtime import LocalLambdaContext
 from sweeper.local.postgres import LocalPostgres
+from sweeper.local.vendor import VendorSimulator
+from sweeper.models import NewJob
+from sweeper.scheduling import schedule_jobs
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 TEMPLATE_DB = "sweeper_template"
@@ -122,3 +130,62 @@ def aws_env(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
 @pytest.fixture
 def unique_name() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def vendor() -> Iterator[VendorSimulator]:
+    """The vendor simulator: a real HTTP server with an audit of calls and effects."""
+    with VendorSimulator() as sim:
+        yield sim
+
+
+@dataclass
+class Pipeline:
+    """One policy's pipeline wired as on AWS: ledger, queue + DLQ, idempotency table, vendor."""
+
+    policy: Policy
+    ledger: Ledger
+    resources: PipelineResources
+    vendor: VendorSimulator
+    aws: LocalAws
+    env: dict[str, str]
+
+    def seed(self, n: int, tenants: int = 3) -> None:
+        now = datetime.now(UTC)
+        jobs = [NewJob(f"tenant-{i % tenants}", f"obj-{i:05d}", now - timedelta(seconds=1))
+                for i in range(n)]
+        schedule_jobs(self.ledger, self.policy, jobs, now)
+
+    def lambda_context(self, name: str = "consumer") -> LocalLambdaContext:
+        return LocalLambdaContext(function_name=f"sweeper-{name}", timeout_seconds=60)
+
+
+@pytest.fixture
+def pipeline(
+    db_url: str,
+    local_aws: LocalAws,
+    aws_env: dict[str, str],
+    vendor: VendorSimulator,
+    unique_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Pipeline]:
+    """Everything a handler needs, with the function environment set as the CDK app sets it."""
+    policy = Policy(name="exports", action=HttpActionConfig(api_url=vendor.url,
+                                                            read_timeout_seconds=2.0))
+    resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name,
+                          visibility_timeout_seconds=2)
+    env = {
+        **aws_env,
+        "SWEEPER_POLICY": policy.model_dump_json(),
+        "SWEEPER_DATABASE_URL": db_url,
+        "SWEEPER_QUEUE_URL": resources.queue_url,
+        "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
+        "POWERTOOLS_SERVICE_NAME": "sweeper",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    runtime.reset()
+    store = Ledger(db_url)
+    yield Pipeline(policy, store, resources, vendor, local_aws, env)
+    store.close()
+    runtime.reset()

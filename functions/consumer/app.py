@@ -13,7 +13,9 @@ from sweeper.observability import METRICS_NAMESPACE
 
 logger = Logger()
 metrics = Metrics(namespace=METRICS_NAMESPACE)
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch whose every record failed is still a partial response, not a function error: the
+# Errors alarm is for bugs, and the records come back either way.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @metrics.log_metrics

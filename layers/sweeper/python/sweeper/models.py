@@ -25,8 +25,9 @@ class JobStatus(enum.StrEnum):
     FAILED = "failed"
 
 
-#: Every allowed move, and nothing else. Each UPDATE in the ledger names the state it moves from;
-#: this table is what those WHERE clauses must agree with (a test checks the SQL against it).
+#: Every allowed move, and nothing else (docs/architecture.md draws it). Each guarded UPDATE in
+#: the ledger takes its source states from this table through `check_transition`, so SQL and
+#: code cannot disagree about which moves exist.
 TRANSITIONS: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
     {
         (JobStatus.PENDING, JobStatus.LEASED),  # claimed by a producer run

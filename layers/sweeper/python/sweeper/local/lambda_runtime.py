@@ -1,22 +1,22 @@
 """Running a handler from functions/ the way Lambda does: its own process, a real-shaped context.
 
-Each worker process of the local poller is one "execution environment": it imports the handler
-module once (cold start) and keeps its module state (cached clients, the ledger connection)
-across invocations, as Lambda does. What the handler prints (Powertools logs and EMF metrics)
-is captured; metrics are parsed from the EMF lines exactly as CloudWatch would.
+Each worker process is one "execution environment": it imports the handler module once (cold
+start) and keeps its module state (cached clients, the ledger connection) across invocations, as
+Lambda does. What a function prints (Powertools logs and EMF metrics) goes to a log file, the
+local CloudWatch Logs; metrics are read back from its EMF lines exactly as CloudWatch would.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
+import multiprocessing
 import os
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -90,11 +90,10 @@ class LocalLambdaContext:
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
-    """What one invocation returned (or raised), and the metrics it emitted."""
+    """What one invocation returned (or raised)."""
 
     response: Any
     error: str | None
-    metrics: dict[str, float]
     duration_seconds: float
 
 
@@ -118,28 +117,41 @@ def parse_emf(output: str) -> dict[str, float]:
 
 
 def invoke(
-    function: str, event: dict[str, Any], *, function_name: str, timeout_seconds: float,
-    log_file: str | None = None,
+    function: str, event: dict[str, Any], *, function_name: str, timeout_seconds: float
 ) -> Invocation:
-    """Invoke a handler in this process, capturing what it prints."""
+    """Invoke a handler in this process (a worker: see `init_worker`)."""
     handler = load_handler(function)
     context = LocalLambdaContext(function_name=function_name, timeout_seconds=timeout_seconds)
-    buffer = io.StringIO()
     started = time.monotonic()
     response: Any = None
     error: str | None = None
-    with contextlib.redirect_stdout(buffer):
-        try:
-            response = handler(event, context)
-        except Exception as exc:  # a function error: Lambda reports it, the poller retries
-            error = f"{type(exc).__name__}: {exc}"
-    output = buffer.getvalue()
-    if log_file:
-        with open(log_file, "a", encoding="utf-8") as out:
-            out.write(output)
-    return Invocation(response, error, parse_emf(output), time.monotonic() - started)
+    try:
+        response = handler(event, context)
+    except Exception as exc:  # a function error: Lambda reports it, the event source retries
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.stdout.flush()
+    return Invocation(response, error, time.monotonic() - started)
 
 
-def init_worker(env: dict[str, str]) -> None:
-    """ProcessPool initializer: the function's environment variables."""
+def init_worker(env: dict[str, str], log_file: str | None) -> None:
+    """Worker initializer: the function's environment, and stdout to the local log file."""
     os.environ.update(env)
+    if log_file:
+        sys.stdout = open(log_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+
+
+def new_environment(env: dict[str, str], log_file: str | None, workers: int = 1) -> ProcessPoolExecutor:
+    """A pool of `workers` execution environments for one function."""
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=init_worker,
+        initargs=(env, log_file),
+    )
+
+
+def metrics_from_log(log_file: str) -> dict[str, float]:
+    """Every metric the functions emitted, summed from the EMF lines of the log file."""
+    with open(log_file, encoding="utf-8") as log:
+        return parse_emf(log.read())

@@ -10,14 +10,14 @@ Hand-written because no library emulates an event source mapping against a real 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sweeper.local.lambda_runtime import Invocation, init_worker, invoke
+from sweeper.local.lambda_runtime import Invocation, invoke, new_environment
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -47,7 +47,6 @@ class PollerStats:
     records_deleted: int = 0
     records_failed: int = 0
     max_in_flight: int = 0
-    metrics: dict[str, float] = field(default_factory=dict)
 
     def add(self, invocation: Invocation, delivered: int, failed: int) -> None:
         self.invocations += 1
@@ -58,8 +57,6 @@ class PollerStats:
         else:
             self.records_failed += failed
             self.records_deleted += delivered - failed
-        for name, value in invocation.metrics.items():
-            self.metrics[name] = self.metrics.get(name, 0.0) + value
 
 
 def to_event_record(message: MessageTypeDef, queue_arn: str, region: str) -> dict[str, Any]:
@@ -137,12 +134,7 @@ class LocalEventSource:
     def _loop(self) -> None:
         cfg = self._config
         in_flight: dict[Future[Invocation], list[dict[str, Any]]] = {}
-        with ProcessPoolExecutor(
-            max_workers=cfg.max_concurrency,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=init_worker,
-            initargs=(self._env,),
-        ) as pool:
+        with new_environment(self._env, self._log_file, cfg.max_concurrency) as pool:
             while not self._stop.is_set() or in_flight:
                 while (
                     not self._stop.is_set()
@@ -155,7 +147,6 @@ class LocalEventSource:
                     future = pool.submit(
                         invoke, cfg.function, {"Records": records},
                         function_name=cfg.function_name, timeout_seconds=cfg.timeout_seconds,
-                        log_file=self._log_file,
                     )
                     in_flight[future] = records
                     self.stats.max_in_flight = max(self.stats.max_in_flight, len(in_flight))
@@ -200,8 +191,6 @@ def run_until(
     condition: Callable[[], bool], *, timeout_seconds: float, interval_seconds: float = 0.2
 ) -> bool:
     """Poll `condition` until it holds or the deadline passes (never a bare sleep in tests)."""
-    import time
-
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         if condition():

@@ -89,6 +89,8 @@ class VendorAudit:
     max_calls_in_window: int
     window_seconds: float
     arrivals: tuple[float, ...]
+    #: "tenant/object" -> every distinct idempotency key that object was called with
+    keys_by_target: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (status codes become string keys)."""
@@ -102,6 +104,7 @@ class VendorAudit:
             "max_calls_in_window": self.max_calls_in_window,
             "window_seconds": self.window_seconds,
             "arrivals": list(self.arrivals),
+            "keys_by_target": {t: list(k) for t, k in self.keys_by_target.items()},
         }
 
     @classmethod
@@ -117,6 +120,10 @@ class VendorAudit:
             max_calls_in_window=int(data["max_calls_in_window"]),
             window_seconds=float(data["window_seconds"]),
             arrivals=tuple(float(t) for t in data["arrivals"]),
+            keys_by_target={
+                str(t): tuple(str(k) for k in keys)
+                for t, keys in data.get("keys_by_target", {}).items()
+            },
         )
 
 
@@ -219,6 +226,7 @@ class _VendorState:
         self._arrivals: list[float] = []
         self._arrivals_by_scope: dict[str, list[float]] = {}
         self._calls_by_key: Counter[str] = Counter()
+        self._keys_by_target: dict[Target, dict[str, None]] = {}
         self._effects_by_key: Counter[str] = Counter()
         self._responses: Counter[int] = Counter()
 
@@ -241,6 +249,8 @@ class _VendorState:
             self._arrivals_by_scope.setdefault(scope, []).append(now)
             if key is not None:
                 self._calls_by_key[key] += 1
+                if target is not None:
+                    self._keys_by_target.setdefault(target, {})[key] = None
             retry_after = self._admit(scope, now)
             delay = self._latency_seconds
             if self._jitter_seconds > 0:
@@ -315,6 +325,10 @@ class _VendorState:
                 max_calls_in_window=peak,
                 window_seconds=window,
                 arrivals=tuple(self._arrivals),
+                keys_by_target={
+                    f"{tenant}/{obj}": tuple(keys)
+                    for (tenant, obj), keys in self._keys_by_target.items()
+                },
             )
 
 

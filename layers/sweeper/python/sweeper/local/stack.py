@@ -1,0 +1,66 @@
+"""The whole local stack in one place: ledger database, AWS emulator, vendor simulator."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+from sweeper.config import Quota
+from sweeper.ledger.migrate import migrate
+from sweeper.local.aws import LocalAws
+from sweeper.local.postgres import LocalPostgres
+from sweeper.local.vendor import VendorSimulator
+
+
+@dataclass
+class LocalStack:
+    """Start what is not given: PostgreSQL unless `database_url`, the simulator unless `api_url`."""
+
+    database_url: str | None = None
+    api_url: str | None = None
+    vendor_quota: Quota | None = None
+    vendor_latency_seconds: float = 0.002
+    vendor_latency_jitter_seconds: float = 0.003
+    aws: LocalAws = field(default_factory=LocalAws)
+    vendor: VendorSimulator | None = None
+    _exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def start(self) -> Self:
+        try:
+            if self.database_url is None:
+                pg = self._exit.enter_context(LocalPostgres())
+                self.database_url = pg.url
+            migrate(self.database_url)
+            self._exit.enter_context(self.aws)
+            if self.api_url is None:
+                quota = None
+                if self.vendor_quota is not None:
+                    quota = (self.vendor_quota.limit, self.vendor_quota.period_seconds)
+                self.vendor = self._exit.enter_context(
+                    VendorSimulator(
+                        quota=quota,
+                        latency_seconds=self.vendor_latency_seconds,
+                        latency_jitter_seconds=self.vendor_latency_jitter_seconds,
+                    )
+                )
+                self.api_url = self.vendor.url
+        except BaseException:
+            self._exit.close()
+            raise
+        return self
+
+    def stop(self) -> None:
+        self._exit.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

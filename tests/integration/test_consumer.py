@@ -1,0 +1,226 @@
+"""The consumer handler over real HTTP (vendor simulator), real DynamoDB (moto) and the ledger."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
+from functions.consumer import app as consumer_app
+from sweeper import runtime
+from sweeper.consumer import ConsumerDeps, guard_with_idempotency, process_batch
+from sweeper.ledger.store import Ledger
+from sweeper.models import ActionResult, JobMessage, JobStatus, OutcomeClass
+from sweeper.observability import CountingSink, Metric
+from sweeper.producer import run_producer
+from tests.conftest import Pipeline, load_event
+
+pytestmark = pytest.mark.integration
+
+
+def publish_all(p: Pipeline) -> list[dict[str, Any]]:
+    """Run the producer once and turn what it queued into SQS event records."""
+    run_producer(p.policy, datetime.now(UTC), p.ledger, runtime.publisher(),
+                 clock=runtime.utcnow, remaining_seconds=lambda: 60.0)
+    sqs = p.aws.sqs()
+    records: list[dict[str, Any]] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=p.resources.queue_url, MaxNumberOfMessages=10,
+                                  MessageSystemAttributeNames=["All"])
+        if not got.get("Messages"):
+            return records
+        template = load_event("sqs_batch.json")["Records"][0]
+        for m in got["Messages"]:
+            records.append({**template, "messageId": m["MessageId"],
+                            "receiptHandle": m["ReceiptHandle"], "body": m["Body"]})
+
+
+def invoke(p: Pipeline, records: list[dict[str, Any]]) -> dict[str, Any]:
+    response: dict[str, Any] = consumer_app.handler({"Records": records}, p.lambda_context())
+    return response
+
+
+def failed_ids(response: dict[str, Any]) -> set[str]:
+    return {item["itemIdentifier"] for item in response["batchItemFailures"]}
+
+
+def test_a_batch_settles_every_job_with_one_effect_each(pipeline: Pipeline) -> None:
+    pipeline.seed(7)
+    records = publish_all(pipeline)
+    response = invoke(pipeline, records)
+    assert failed_ids(response) == set()
+    assert pipeline.ledger.counts("exports")[JobStatus.SUCCEEDED] == 7
+    audit = pipeline.vendor.audit()
+    assert audit.effects_total == 7
+    assert set(audit.calls_by_key) == {JobMessage.model_validate_json(r["body"]).key
+                                       for r in records}
+
+
+def test_a_duplicate_delivery_causes_one_vendor_effect(pipeline: Pipeline) -> None:
+    # Given one job delivered twice in the same batch and once more in a later batch
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    twin = {**record, "messageId": "redelivered-1"}
+    # When both batches are handled
+    first = invoke(pipeline, [record, twin])
+    second = invoke(pipeline, [{**record, "messageId": "redelivered-2"}])
+    # Then the vendor was called once, with one effect, and the job succeeded once
+    assert failed_ids(first) == failed_ids(second) == set()
+    audit = pipeline.vendor.audit()
+    assert (audit.calls_total, audit.effects_total) == (1, 1)
+    job = pipeline.ledger.get(JobMessage.model_validate_json(record["body"]).key)
+    assert job is not None
+    assert (job.status, job.attempt_count) == (JobStatus.SUCCEEDED, 1)
+
+
+def test_a_malformed_body_is_dropped_without_blocking_the_batch(pipeline: Pipeline) -> None:
+    pipeline.seed(1)
+    (good,) = publish_all(pipeline)
+    bad = {**good, "messageId": "garbled", "body": '{"v": 1, "key": 42'}
+    unknown_version = {**good, "messageId": "v9", "body": json.dumps({"v": 9})}
+    response = invoke(pipeline, [bad, good, unknown_version])
+    assert failed_ids(response) == set()
+    assert pipeline.ledger.counts("exports")[JobStatus.SUCCEEDED] == 1
+    assert pipeline.vendor.audit().calls_total == 1
+
+
+def test_a_failed_call_returns_only_its_record_and_can_be_retried(pipeline: Pipeline) -> None:
+    pipeline.seed(3)
+    records = publish_all(pipeline)
+    pipeline.vendor.fail_next(1, 500)
+    response = invoke(pipeline, records)
+    (failed,) = failed_ids(response)
+    # the idempotency record was released: the redelivery calls the vendor again and settles
+    retry = invoke(pipeline, [r for r in records if r["messageId"] == failed])
+    assert failed_ids(retry) == set()
+    counts = pipeline.ledger.counts("exports")
+    assert counts[JobStatus.SUCCEEDED] == 3
+    key = JobMessage.model_validate_json(
+        next(r for r in records if r["messageId"] == failed)["body"]).key
+    job = pipeline.ledger.get(key)
+    assert job is not None and job.attempt_count == 2
+    assert pipeline.vendor.audit().effects_total == 3
+
+
+class LedgerThatDiesBeforeCommit(Ledger):
+    """The process dies between the vendor's acceptance and the ledger commit, once."""
+
+    died = False
+
+    def mark_succeeded(self, key: str, outcome: OutcomeClass, now: datetime) -> bool:
+        if not self.died:
+            self.died = True
+            raise RuntimeError("simulated crash before the ledger commit")
+        return super().mark_succeeded(key, outcome, now)
+
+
+def deps_with(p: Pipeline, ledger: Ledger, perform: Any = None) -> tuple[ConsumerDeps, CountingSink]:
+    sink = CountingSink()
+    runtime.idempotency_config().register_lambda_context(p.lambda_context())
+    guarded = runtime.guarded_call()
+    if perform is not None:
+        guarded = guard_with_idempotency(perform, _idempotent_like_runtime(p))
+    return ConsumerDeps(p.policy, ledger, guarded, runtime.utcnow, sink), sink
+
+
+def _idempotent_like_runtime(p: Pipeline) -> Any:
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        idempotent_function,
+    )
+    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import (
+        PydanticSerializer,
+    )
+
+    store = DynamoDBPersistenceLayer(table_name=p.resources.idempotency_table)
+    return lambda fn: idempotent_function(
+        fn, data_keyword_argument="job", persistence_store=store,
+        config=runtime.idempotency_config(), output_serializer=PydanticSerializer(model=ActionResult),
+        key_prefix=f"sweeper:{p.policy.name}",
+    )
+
+
+def test_crash_after_vendor_accepted_before_ledger_commit_settles_on_redelivery(
+    pipeline: Pipeline,
+) -> None:
+    # Given a job whose first delivery reaches the vendor, then dies before the ledger commit
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    dying = LedgerThatDiesBeforeCommit(pipeline.env["SWEEPER_DATABASE_URL"])
+    deps, _ = deps_with(pipeline, dying)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    first = process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
+    assert failed_ids(dict(first)) == {record["messageId"]}
+    key = JobMessage.model_validate_json(record["body"]).key
+    job = pipeline.ledger.get(key)
+    assert job is not None and job.status is JobStatus.LEASED
+    # When SQS redelivers it (same operation key, new message id)
+    again = process_batch({"Records": [{**record, "messageId": "redelivery"}]},
+                          pipeline.lambda_context(), deps, processor)
+    # Then the stored result is reused: no second call, one effect, the job succeeded
+    assert failed_ids(dict(again)) == set()
+    audit = pipeline.vendor.audit()
+    assert (audit.calls_by_key[key], audit.effects_total) == (1, 1)
+    job = pipeline.ledger.get(key)
+    assert job is not None and job.status is JobStatus.SUCCEEDED
+    dying.close()
+
+
+def test_crash_before_the_idempotency_record_is_saved_replays_at_the_vendor(
+    pipeline: Pipeline,
+) -> None:
+    # Given an action whose process dies right after the vendor accepted (nothing stored)
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    action = runtime.action()
+    calls = {"n": 0}
+
+    def perform_then_die_once(job: JobMessage, timeout: float | None) -> ActionResult:
+        result = action.perform(job, timeout)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("simulated crash after the vendor accepted")
+        return result
+
+    deps, _ = deps_with(pipeline, pipeline.ledger, perform_then_die_once)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    first = process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
+    again = process_batch({"Records": [{**record, "messageId": "redelivery"}]},
+                          pipeline.lambda_context(), deps, processor)
+    # Then the redelivery calls again with the same key; the vendor replays, one effect
+    assert failed_ids(dict(first)) == {record["messageId"]}
+    assert failed_ids(dict(again)) == set()
+    key = JobMessage.model_validate_json(record["body"]).key
+    audit = pipeline.vendor.audit()
+    assert (audit.calls_by_key[key], audit.effects_by_key[key]) == (2, 1)
+    job = pipeline.ledger.get(key)
+    assert job is not None and job.status is JobStatus.SUCCEEDED
+
+
+def test_a_permanent_outcome_is_terminal_at_once(pipeline: Pipeline) -> None:
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    pipeline.vendor.fail_next(1, 422)
+    response = invoke(pipeline, [record])
+    assert failed_ids(response) == set()
+    job = pipeline.ledger.get(JobMessage.model_validate_json(record["body"]).key)
+    assert job is not None
+    assert (job.status, job.last_outcome, job.last_error_code) == (
+        JobStatus.FAILED, OutcomeClass.PERMANENT, "http_422")
+
+
+def test_metrics_count_duplicates_and_malformed(pipeline: Pipeline) -> None:
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    deps, sink = deps_with(pipeline, pipeline.ledger)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
+    process_batch({"Records": [{**record, "messageId": "dup"},
+                               {**record, "messageId": "bad", "body": "not json"}]},
+                  pipeline.lambda_context(), deps, processor)
+    assert sink.totals[Metric.SUCCEEDED] == 1
+    assert sink.totals[Metric.DUPLICATES] == 1
+    assert sink.totals[Metric.MALFORMED] == 1

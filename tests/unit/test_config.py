@@ -1,0 +1,58 @@
+"""The one configuration model: policies, quotas and the environment."""
+
+from pathlib import Path
+
+import pytest
+
+from sweeper.config import ConsumerConfig, Policy, Quota, Settings, load_config
+from sweeper.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "seconds"),
+    [("40/1s", 40, 1.0), ("600/m", 600, 60.0), ("5/500ms", 5, 0.5), ("100/1h", 100, 3600.0)],
+)
+def test_a_rate_parses_as_limit_per_period(text: str, limit: int, seconds: float) -> None:
+    quota = Quota.parse(text)
+    assert (quota.limit, quota.period_seconds) == (limit, seconds)
+
+
+@pytest.mark.parametrize("text", ["40", "0/1s", "x/1s", "40/1y", ""])
+def test_a_bad_rate_is_a_config_error(text: str) -> None:
+    with pytest.raises(ConfigError):
+        Quota.parse(text)
+
+
+def test_max_concurrency_above_reserved_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_concurrency must not exceed"):
+        ConsumerConfig(reserved_concurrency=2, max_concurrency=3)
+
+
+def test_visibility_timeout_is_six_function_timeouts_plus_the_window() -> None:
+    assert ConsumerConfig(timeout_seconds=30, batch_window_seconds=5).visibility_timeout_seconds == 185
+
+
+def test_the_in_flight_cap_drains_within_half_a_lease() -> None:
+    policy = Policy(name="p", quota=Quota(limit=40, period_seconds=1, headroom=0.5),
+                    lease_seconds=100)
+    assert policy.max_in_flight == 1000
+
+
+def test_a_bad_policy_file_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "sweeper.toml"
+    path.write_text('[[policies]]\nname = "exports"\n[policies.consumer]\nbatch_size = 50\n')
+    with pytest.raises(ConfigError, match=r"policies\.0\.consumer\.batch_size"):
+        load_config(path)
+
+
+def test_a_missing_policy_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_settings_need_exactly_one_database_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEEPER_POLICY", Policy(name="p").model_dump_json())
+    with pytest.raises(ValueError, match="exactly one"):
+        Settings()  # type: ignore[call-arg]
+    monkeypatch.setenv("SWEEPER_DATABASE_URL", "postgresql://x@localhost/db")
+    assert Settings().policy.name == "p"  # type: ignore[call-arg]
