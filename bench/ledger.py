@@ -53,7 +53,9 @@ def _server(database_url: str | None) -> Iterator[str]:
 
 def _database(admin_url: str, name: str) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     info = psycopg.conninfo.conninfo_to_dict(admin_url)
     info["dbname"] = name
@@ -80,8 +82,9 @@ def measure(url: str, rows: int, page: int, pages: int) -> dict[str, Any]:
             claimed = 0
             t0 = time.perf_counter()
             for n in range(pages):
-                claimed += len(ledger.claim(POLICY, f"r{round_no}p{n}", NOW,
-                                            timedelta(minutes=15), page))
+                claimed += len(
+                    ledger.claim(POLICY, f"r{round_no}p{n}", NOW, timedelta(minutes=15), page)
+                )
             elapsed = time.perf_counter() - t0
             per_round.append(claimed / elapsed)
             with psycopg.connect(url, autocommit=True) as conn:
@@ -114,6 +117,7 @@ def run_ledger_bench(
         "page_rows": page,
         "results": results,
         "slowdown_largest_vs_smallest": round(
-            small["rows_per_second"] / max(1, large["rows_per_second"]), 2),
+            small["rows_per_second"] / max(1, large["rows_per_second"]), 2
+        ),
         "targets": {"rows_per_second_min": 10_000, "slowdown_max": 2.0},
     }

@@ -7,9 +7,9 @@ ledger gets a database of its own, copied from a migrated template (fast, and no
 from __future__ import annotations
 
 import itertools
-import uuid
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -55,7 +55,9 @@ class PgServer:
 
     def create_database(self, name: str, template: str | None = None) -> str:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
             if template is None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             else:
@@ -68,7 +70,9 @@ class PgServer:
 
     def drop_database(self, name: str) -> None:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 @pytest.fixture(scope="session")
@@ -152,8 +156,10 @@ class Pipeline:
 
     def seed(self, n: int, tenants: int = 3) -> None:
         now = datetime.now(UTC)
-        jobs = [NewJob(f"tenant-{i % tenants}", f"obj-{i:05d}", now - timedelta(seconds=1))
-                for i in range(n)]
+        jobs = [
+            NewJob(f"tenant-{i % tenants}", f"obj-{i:05d}", now - timedelta(seconds=1))
+            for i in range(n)
+        ]
         schedule_jobs(self.ledger, self.policy, jobs, now)
 
     def lambda_context(self, name: str = "consumer") -> LocalLambdaContext:
@@ -170,10 +176,16 @@ def pipeline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Pipeline]:
     """Everything a handler needs, with the function environment set as the CDK app sets it."""
-    policy = Policy(name="exports", action=HttpActionConfig(api_url=vendor.url,
-                                                            read_timeout_seconds=2.0))
-    resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name,
-                          visibility_timeout_seconds=2)
+    policy = Policy(
+        name="exports", action=HttpActionConfig(api_url=vendor.url, read_timeout_seconds=2.0)
+    )
+    resources = provision(
+        local_aws.sqs(),
+        local_aws.dynamodb(),
+        policy,
+        prefix=unique_name,
+        visibility_timeout_seconds=2,
+    )
     env = {
         **aws_env,
         "SWEEPER_POLICY": policy.model_dump_json(),

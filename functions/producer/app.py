@@ -34,7 +34,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         runtime.ledger(),
         runtime.publisher(),
         clock=runtime.utcnow,
-        remaining_seconds=runtime.remaining_budget(context, settings.policy.producer_budget_seconds),
+        remaining_seconds=runtime.remaining_budget(
+            context, settings.policy.producer_budget_seconds
+        ),
     )
     for name, value in (
         (Metric.RECLAIMED, report.reclaimed),

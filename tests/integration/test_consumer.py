@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.consumer import app as consumer_app
 from sweeper import runtime
@@ -23,19 +24,34 @@ pytestmark = pytest.mark.integration
 
 def publish_all(p: Pipeline) -> list[dict[str, Any]]:
     """Run the producer once and turn what it queued into SQS event records."""
-    run_producer(p.policy, datetime.now(UTC), p.ledger, runtime.publisher(),
-                 clock=runtime.utcnow, remaining_seconds=lambda: 60.0)
+    run_producer(
+        p.policy,
+        datetime.now(UTC),
+        p.ledger,
+        runtime.publisher(),
+        clock=runtime.utcnow,
+        remaining_seconds=lambda: 60.0,
+    )
     sqs = p.aws.sqs()
     records: list[dict[str, Any]] = []
     while True:
-        got = sqs.receive_message(QueueUrl=p.resources.queue_url, MaxNumberOfMessages=10,
-                                  MessageSystemAttributeNames=["All"])
+        got = sqs.receive_message(
+            QueueUrl=p.resources.queue_url,
+            MaxNumberOfMessages=10,
+            MessageSystemAttributeNames=["All"],
+        )
         if not got.get("Messages"):
             return records
         template = load_event("sqs_batch.json")["Records"][0]
         for m in got["Messages"]:
-            records.append({**template, "messageId": m["MessageId"],
-                            "receiptHandle": m["ReceiptHandle"], "body": m["Body"]})
+            records.append(
+                {
+                    **template,
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                }
+            )
 
 
 def invoke(p: Pipeline, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -55,8 +71,9 @@ def test_a_batch_settles_every_job_with_one_effect_each(pipeline: Pipeline) -> N
     assert pipeline.ledger.counts("exports")[JobStatus.SUCCEEDED] == 7
     audit = pipeline.vendor.audit()
     assert audit.effects_total == 7
-    assert set(audit.calls_by_key) == {JobMessage.model_validate_json(r["body"]).key
-                                       for r in records}
+    assert set(audit.calls_by_key) == {
+        JobMessage.model_validate_json(r["body"]).key for r in records
+    }
 
 
 def test_a_duplicate_delivery_causes_one_vendor_effect(pipeline: Pipeline) -> None:
@@ -99,9 +116,11 @@ def test_a_failed_call_returns_only_its_record_and_can_be_retried(pipeline: Pipe
     counts = pipeline.ledger.counts("exports")
     assert counts[JobStatus.SUCCEEDED] == 3
     key = JobMessage.model_validate_json(
-        next(r for r in records if r["messageId"] == failed)["body"]).key
+        next(r for r in records if r["messageId"] == failed)["body"]
+    ).key
     job = pipeline.ledger.get(key)
-    assert job is not None and job.attempt_count == 2
+    assert job is not None
+    assert job.attempt_count == 2
     assert pipeline.vendor.audit().effects_total == 3
 
 
@@ -117,9 +136,11 @@ class LedgerThatDiesBeforeCommit(Ledger):
         return super().mark_succeeded(key, outcome, now)
 
 
-def deps_with(p: Pipeline, ledger: Ledger, perform: Any = None) -> tuple[ConsumerDeps, CountingSink]:
+def deps_with(
+    p: Pipeline, ledger: Ledger, perform: Any = None
+) -> tuple[ConsumerDeps, CountingSink]:
     sink = CountingSink()
-    runtime.idempotency_config().register_lambda_context(p.lambda_context())
+    runtime.idempotency_config().register_lambda_context(cast(LambdaContext, p.lambda_context()))
     guarded = runtime.guarded_call()
     if perform is not None:
         guarded = guard_with_idempotency(perform, _idempotent_like_runtime(p))
@@ -137,8 +158,11 @@ def _idempotent_like_runtime(p: Pipeline) -> Any:
 
     store = DynamoDBPersistenceLayer(table_name=p.resources.idempotency_table)
     return lambda fn: idempotent_function(
-        fn, data_keyword_argument="job", persistence_store=store,
-        config=runtime.idempotency_config(), output_serializer=PydanticSerializer(model=ActionResult),
+        fn,
+        data_keyword_argument="job",
+        persistence_store=store,
+        config=runtime.idempotency_config(),
+        output_serializer=PydanticSerializer(model=ActionResult),
         key_prefix=f"sweeper:{p.policy.name}",
     )
 
@@ -156,16 +180,22 @@ def test_crash_after_vendor_accepted_before_ledger_commit_settles_on_redelivery(
     assert failed_ids(dict(first)) == {record["messageId"]}
     key = JobMessage.model_validate_json(record["body"]).key
     job = pipeline.ledger.get(key)
-    assert job is not None and job.status is JobStatus.LEASED
+    assert job is not None
+    assert job.status is JobStatus.LEASED
     # When SQS redelivers it (same operation key, new message id)
-    again = process_batch({"Records": [{**record, "messageId": "redelivery"}]},
-                          pipeline.lambda_context(), deps, processor)
+    again = process_batch(
+        {"Records": [{**record, "messageId": "redelivery"}]},
+        pipeline.lambda_context(),
+        deps,
+        processor,
+    )
     # Then the stored result is reused: no second call, one effect, the job succeeded
     assert failed_ids(dict(again)) == set()
     audit = pipeline.vendor.audit()
     assert (audit.calls_by_key[key], audit.effects_total) == (1, 1)
     job = pipeline.ledger.get(key)
-    assert job is not None and job.status is JobStatus.SUCCEEDED
+    assert job is not None
+    assert job.status is JobStatus.SUCCEEDED
     dying.close()
 
 
@@ -188,8 +218,12 @@ def test_crash_before_the_idempotency_record_is_saved_replays_at_the_vendor(
     deps, _ = deps_with(pipeline, pipeline.ledger, perform_then_die_once)
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     first = process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
-    again = process_batch({"Records": [{**record, "messageId": "redelivery"}]},
-                          pipeline.lambda_context(), deps, processor)
+    again = process_batch(
+        {"Records": [{**record, "messageId": "redelivery"}]},
+        pipeline.lambda_context(),
+        deps,
+        processor,
+    )
     # Then the redelivery calls again with the same key; the vendor replays, one effect
     assert failed_ids(dict(first)) == {record["messageId"]}
     assert failed_ids(dict(again)) == set()
@@ -197,7 +231,8 @@ def test_crash_before_the_idempotency_record_is_saved_replays_at_the_vendor(
     audit = pipeline.vendor.audit()
     assert (audit.calls_by_key[key], audit.effects_by_key[key]) == (2, 1)
     job = pipeline.ledger.get(key)
-    assert job is not None and job.status is JobStatus.SUCCEEDED
+    assert job is not None
+    assert job.status is JobStatus.SUCCEEDED
 
 
 def test_a_permanent_outcome_is_terminal_at_once(pipeline: Pipeline) -> None:
@@ -209,7 +244,10 @@ def test_a_permanent_outcome_is_terminal_at_once(pipeline: Pipeline) -> None:
     job = pipeline.ledger.get(JobMessage.model_validate_json(record["body"]).key)
     assert job is not None
     assert (job.status, job.last_outcome, job.last_error_code) == (
-        JobStatus.FAILED, OutcomeClass.PERMANENT, "http_422")
+        JobStatus.FAILED,
+        OutcomeClass.PERMANENT,
+        "http_422",
+    )
 
 
 def test_metrics_count_duplicates_and_malformed(pipeline: Pipeline) -> None:
@@ -218,9 +256,17 @@ def test_metrics_count_duplicates_and_malformed(pipeline: Pipeline) -> None:
     deps, sink = deps_with(pipeline, pipeline.ledger)
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
-    process_batch({"Records": [{**record, "messageId": "dup"},
-                               {**record, "messageId": "bad", "body": "not json"}]},
-                  pipeline.lambda_context(), deps, processor)
+    process_batch(
+        {
+            "Records": [
+                {**record, "messageId": "dup"},
+                {**record, "messageId": "bad", "body": "not json"},
+            ]
+        },
+        pipeline.lambda_context(),
+        deps,
+        processor,
+    )
     assert sink.totals[Metric.SUCCEEDED] == 1
     assert sink.totals[Metric.DUPLICATES] == 1
     assert sink.totals[Metric.MALFORMED] == 1

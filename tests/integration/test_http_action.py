@@ -11,6 +11,7 @@ from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from sweeper.actions import Action
 from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
 from sweeper.config import HttpActionConfig

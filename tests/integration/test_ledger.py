@@ -19,7 +19,9 @@ T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
 
 
-def add(ledger: Ledger, n: int, due: datetime = T0, tenants: int = 3, policy: str = "exports") -> None:
+def add(
+    ledger: Ledger, n: int, due: datetime = T0, tenants: int = 3, policy: str = "exports"
+) -> None:
     jobs = [NewJob(f"t{i % tenants}", f"o{i:05d}", due) for i in range(n)]
     ledger.schedule(policy, 1, lambda j: policy, jobs, T0)
 
@@ -44,13 +46,22 @@ def test_schedule_keeps_the_earliest_of_repeats_in_one_call(ledger: Ledger) -> N
     result = ledger.schedule("exports", 1, lambda j: "s", jobs, T0)
     assert result.inserted == 1
     job = ledger.get("exports:t:o:v1")
-    assert job is not None and job.due_at == T0
+    assert job is not None
+    assert job.due_at == T0
 
 
 def test_claim_leases_due_rows_earliest_first_and_commits(ledger: Ledger, db_url: str) -> None:
-    ledger.schedule("exports", 1, lambda j: "s",
-                    [NewJob("t", "late", T0), NewJob("t", "early", T0 - LEASE),
-                     NewJob("t", "future", T0 + LEASE)], T0)
+    ledger.schedule(
+        "exports",
+        1,
+        lambda j: "s",
+        [
+            NewJob("t", "late", T0),
+            NewJob("t", "early", T0 - LEASE),
+            NewJob("t", "future", T0 + LEASE),
+        ],
+        T0,
+    )
     claimed = ledger.claim("exports", "batch-1", T0, LEASE, limit=10)
     assert [c.object_id for c in claimed] == ["early", "late"]
     # committed: another connection sees the leases
@@ -76,12 +87,19 @@ def test_settling_twice_is_refused_by_the_state_guard(ledger: Ledger) -> None:
     (job,) = ledger.claim("exports", "b", T0, LEASE, limit=1)
     assert ledger.mark_succeeded(job.operation_key, OutcomeClass.ACCEPTED, T0) is True
     assert ledger.mark_succeeded(job.operation_key, OutcomeClass.ACCEPTED, T0) is False
-    assert ledger.mark_failed(job.operation_key, OutcomeClass.PERMANENT, "http_422", T0,
-                              count_attempt=True) is False
+    assert (
+        ledger.mark_failed(
+            job.operation_key, OutcomeClass.PERMANENT, "http_422", T0, count_attempt=True
+        )
+        is False
+    )
     settled = ledger.get(job.operation_key)
     assert settled is not None
     assert (settled.status, settled.attempt_count, settled.lease_owner) == (
-        JobStatus.SUCCEEDED, 1, None)
+        JobStatus.SUCCEEDED,
+        1,
+        None,
+    )
 
 
 def test_concurrent_claimers_never_get_the_same_row(ledger: Ledger, db_url: str) -> None:
@@ -118,8 +136,9 @@ OFFSETS = st.integers(min_value=-3, max_value=3)
 ROW = st.tuples(st.sampled_from([JobStatus.PENDING, JobStatus.LEASED]), OFFSETS, OFFSETS)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(rows=st.lists(ROW, min_size=1, max_size=8))
 def test_a_claim_never_returns_an_unexpired_lease_and_reclaims_expired_ones(
     db_url: str, rows: list[tuple[JobStatus, int, int]]
@@ -133,10 +152,18 @@ def test_a_claim_never_returns_an_unexpired_lease_and_reclaims_expired_ones(
             conn.execute(
                 "INSERT INTO sweeper_jobs (id, policy, policy_version, tenant_id, object_id, scope,"
                 " operation_key, status, due_at, next_attempt_at, lease_owner, lease_expires_at)"
-                " OVERRIDING SYSTEM VALUE VALUES (%s, 'p', 1, 't', %s, 's', %s, %s, %s, %s, %s, %s)",
-                (i + 1, f"o{i}", f"p:t:o{i}:v1", status.value, now - LEASE,
-                 now + timedelta(seconds=attempt_offset), "old" if leased else None,
-                 now + timedelta(seconds=lease_offset) if leased else None),
+                " OVERRIDING SYSTEM VALUE"
+                " VALUES (%s, 'p', 1, 't', %s, 's', %s, %s, %s, %s, %s, %s)",
+                (
+                    i + 1,
+                    f"o{i}",
+                    f"p:t:o{i}:v1",
+                    status.value,
+                    now - LEASE,
+                    now + timedelta(seconds=attempt_offset),
+                    "old" if leased else None,
+                    now + timedelta(seconds=lease_offset) if leased else None,
+                ),
             )
     store = Ledger(db_url)
     try:
@@ -147,8 +174,11 @@ def test_a_claim_never_returns_an_unexpired_lease_and_reclaims_expired_ones(
         store.close()
     # Then exactly the expired leases were reclaimed, and exactly the due rows claimed
     expired = {i + 1 for i, (s, _a, lo) in enumerate(rows) if s is JobStatus.LEASED and lo <= 0}
-    due = {i + 1 for i, (s, a, _lo) in enumerate(rows)
-           if a <= 0 and (s is JobStatus.PENDING or (i + 1) in expired)}
+    due = {
+        i + 1
+        for i, (s, a, _lo) in enumerate(rows)
+        if a <= 0 and (s is JobStatus.PENDING or (i + 1) in expired)
+    }
     assert reclaimed == len(expired)
     assert claimed == due
     unexpired = {i + 1 for i, (s, _a, lo) in enumerate(rows) if s is JobStatus.LEASED and lo > 0}

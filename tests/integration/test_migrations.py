@@ -1,4 +1,4 @@
-"""Migrations: applied in order, recorded, safe to run twice at once, and yield what the code expects."""
+"""Migrations: applied in order, recorded, safe to run twice at once, as the code expects."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_schema_checks_allow_exactly_the_code_states_and_outcomes(db_url: str) -
 
 def test_claim_indexes_are_partial_on_status(db_url: str) -> None:
     with psycopg.connect(db_url) as conn:
-        indexes = dict(
+        indexes: dict[str, str] = dict(
             conn.execute(
                 "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'sweeper_jobs'"
             ).fetchall()

@@ -28,8 +28,14 @@ def seed(ledger: Ledger, policy: Policy, n: int, due: datetime = T0) -> None:
 
 def run(ledger: Ledger, policy: Policy, publisher: Any, **kw: Any) -> Any:
     kw.setdefault("remaining_seconds", lambda: 100.0)
-    return run_producer(policy, kw.pop("scheduled_at", T0), ledger, publisher,
-                        clock=kw.pop("clock", lambda: T0), **kw)
+    return run_producer(
+        policy,
+        kw.pop("scheduled_at", T0),
+        ledger,
+        publisher,
+        clock=kw.pop("clock", lambda: T0),
+        **kw,
+    )
 
 
 def test_a_run_publishes_every_due_row_and_records_itself(ledger: Ledger) -> None:
@@ -43,8 +49,9 @@ def test_a_run_publishes_every_due_row_and_records_itself(ledger: Ledger) -> Non
     bodies = [JobMessage.model_validate_json(m.body) for m in publisher.sent]
     assert len({b.key for b in bodies}) == 30
     assert {b.batch_id for b in bodies} == {report.batch_id}
-    assert all(m.group_id == JobMessage.model_validate_json(m.body).tenant_id
-               for m in publisher.sent)
+    assert all(
+        m.group_id == JobMessage.model_validate_json(m.body).tenant_id for m in publisher.sent
+    )
     (recorded,) = ledger.runs("exports")
     assert (recorded.discovered, recorded.published, recorded.stop_reason) == (30, 30, "drained")
     assert recorded.finished_at is not None
@@ -116,13 +123,19 @@ def test_the_run_stops_when_its_time_budget_is_spent(ledger: Ledger) -> None:
     seed(ledger, policy, 50)
     publisher = FakePublisher()
     # the budget runs out once two pages are out
-    report = run(ledger, policy, publisher,
-                 remaining_seconds=lambda: 100.0 if len(publisher.sent) < 20 else 0.5)
+    report = run(
+        ledger,
+        policy,
+        publisher,
+        remaining_seconds=lambda: 100.0 if len(publisher.sent) < 20 else 0.5,
+    )
     assert report.stop_reason == "budget"
     assert report.published == 20
 
 
-def test_messages_reach_the_real_queue(ledger: Ledger, local_aws: LocalAws, unique_name: str) -> None:
+def test_messages_reach_the_real_queue(
+    ledger: Ledger, local_aws: LocalAws, unique_name: str
+) -> None:
     policy = Policy(name="exports")
     resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
     seed(ledger, policy, 23)

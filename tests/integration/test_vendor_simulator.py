@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import pytest
 import urllib3
+
 from sweeper.local.vendor import VendorAudit, VendorSimulator, max_calls_in_window
 
 pytestmark = pytest.mark.integration

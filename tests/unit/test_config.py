@@ -29,12 +29,15 @@ def test_max_concurrency_above_reserved_is_refused() -> None:
 
 
 def test_visibility_timeout_is_six_function_timeouts_plus_the_window() -> None:
-    assert ConsumerConfig(timeout_seconds=30, batch_window_seconds=5).visibility_timeout_seconds == 185
+    assert (
+        ConsumerConfig(timeout_seconds=30, batch_window_seconds=5).visibility_timeout_seconds == 185
+    )
 
 
 def test_the_in_flight_cap_drains_within_half_a_lease() -> None:
-    policy = Policy(name="p", quota=Quota(limit=40, period_seconds=1, headroom=0.5),
-                    lease_seconds=100)
+    policy = Policy(
+        name="p", quota=Quota(limit=40, period_seconds=1, headroom=0.5), lease_seconds=100
+    )
     assert policy.max_in_flight == 1000
 
 
@@ -53,6 +56,6 @@ def test_a_missing_policy_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_settings_need_exactly_one_database_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEEPER_POLICY", Policy(name="p").model_dump_json())
     with pytest.raises(ValueError, match="exactly one"):
-        Settings()  # type: ignore[call-arg]
+        Settings()
     monkeypatch.setenv("SWEEPER_DATABASE_URL", "postgresql://x@localhost/db")
-    assert Settings().policy.name == "p"  # type: ignore[call-arg]
+    assert Settings().policy.name == "p"

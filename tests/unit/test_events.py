@@ -17,7 +17,7 @@ def test_the_scheduler_sample_is_an_eventbridge_event_with_a_policy() -> None:
 
 def test_the_sqs_sample_is_an_sqs_event_carrying_job_messages() -> None:
     event = SqsModel.model_validate(load_event("sqs_batch.json"))
-    messages = [JobMessage.model_validate_json(r.body) for r in event.Records]
+    messages = [JobMessage.model_validate_json(str(r.body)) for r in event.Records]
     assert [m.key for m in messages] == [
         f"{m.policy}:{m.tenant_id}:{m.object_id}:v{m.policy_version}" for m in messages
     ]

@@ -28,7 +28,10 @@ def test_an_illegal_transition_raises_with_both_states() -> None:
 
 def test_only_accepted_absent_and_permanent_are_settled() -> None:
     assert {o for o in OutcomeClass if o.settled} == {
-        OutcomeClass.ACCEPTED, OutcomeClass.ABSENT, OutcomeClass.PERMANENT}
+        OutcomeClass.ACCEPTED,
+        OutcomeClass.ABSENT,
+        OutcomeClass.PERMANENT,
+    }
 
 
 def test_the_operation_key_reads_plainly_for_plain_ids() -> None:
@@ -47,8 +50,16 @@ def test_different_objects_never_share_an_operation_key(
 
 
 def test_a_message_of_an_unknown_schema_version_does_not_parse() -> None:
-    body = JobMessage(key="k", policy="p", policy_version=1, tenant_id="t", object_id="o",
-                      scope="s", attempt=0, batch_id="b").to_body()
+    body = JobMessage(
+        key="k",
+        policy="p",
+        policy_version=1,
+        tenant_id="t",
+        object_id="o",
+        scope="s",
+        attempt=0,
+        batch_id="b",
+    ).to_body()
     assert JobMessage.model_validate_json(body).key == "k"
     with pytest.raises(ValueError, match="v"):
         JobMessage.model_validate_json(body.replace('"v":1', '"v":2'))

@@ -7,7 +7,6 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -20,7 +19,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = "sweeper.toml"
 
 
-def _friendly_errors(fn: F) -> F:
+def _friendly_errors[F: Callable[..., Any]](fn: F) -> F:
     """A SweeperError becomes a one-line message and exit code 2, never a traceback."""
 
     @wraps(fn)
@@ -34,12 +33,19 @@ def _friendly_errors(fn: F) -> F:
 
 
 database_option = click.option(
-    "--database-url", envvar=["DATABASE_URL", "SWEEPER_DATABASE_URL"], show_envvar=True,
+    "--database-url",
+    envvar=["DATABASE_URL", "SWEEPER_DATABASE_URL"],
+    show_envvar=True,
     help="PostgreSQL URL of the ledger.",
 )
 config_option = click.option(
-    "--config", "config_path", envvar="SWEEPER_CONFIG", show_envvar=True,
-    default=DEFAULT_CONFIG, show_default=True, type=click.Path(dir_okay=False),
+    "--config",
+    "config_path",
+    envvar="SWEEPER_CONFIG",
+    show_envvar=True,
+    default=DEFAULT_CONFIG,
+    show_default=True,
+    type=click.Path(dir_okay=False),
     help="The policy file (TOML).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -62,33 +68,67 @@ def main() -> None:
 
 @main.command()
 @click.option("--jobs", default=500, type=click.IntRange(1, 1_000_000), help="Obligations to seed.")
-@click.option("--tenants", default=5, type=click.IntRange(1, 100_000), help="Tenants to spread them over.")
-@click.option("--consumers", default=4, type=click.IntRange(2, 64),
-              help="Consumer concurrency (the event source's maximum concurrency).")
-@click.option("--batch-size", default=10, type=click.IntRange(1, 10), help="Records per consumer batch.")
-@click.option("--rate", default=None, metavar="N/PERIOD",
-              help="The vendor's quota for the default scope, e.g. 40/1s (simulator and limiter).")
+@click.option(
+    "--tenants", default=5, type=click.IntRange(1, 100_000), help="Tenants to spread them over."
+)
+@click.option(
+    "--consumers",
+    default=4,
+    type=click.IntRange(2, 64),
+    help="Consumer concurrency (the event source's maximum concurrency).",
+)
+@click.option(
+    "--batch-size", default=10, type=click.IntRange(1, 10), help="Records per consumer batch."
+)
+@click.option(
+    "--rate",
+    default=None,
+    metavar="N/PERIOD",
+    help="The vendor's quota for the default scope, e.g. 40/1s (simulator and limiter).",
+)
 @database_option
-@click.option("--api-url", envvar="SWEEPER_API_URL", show_envvar=True,
-              help="An external vendor speaking the same contract, instead of the simulator.")
-@click.option("--timeout", "timeout_seconds", default=300.0, type=click.FloatRange(1),
-              help="Give up after this many seconds.")
+@click.option(
+    "--api-url",
+    envvar="SWEEPER_API_URL",
+    show_envvar=True,
+    help="An external vendor speaking the same contract, instead of the simulator.",
+)
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    default=300.0,
+    type=click.FloatRange(1),
+    help="Give up after this many seconds.",
+)
 @json_option
 @_friendly_errors
-def demo(jobs: int, tenants: int, consumers: int, batch_size: int, rate: str | None,
-         database_url: str | None, api_url: str | None, timeout_seconds: float,
-         as_json: bool) -> None:
+def demo(
+    jobs: int,
+    tenants: int,
+    consumers: int,
+    batch_size: int,
+    rate: str | None,
+    database_url: str | None,
+    api_url: str | None,
+    timeout_seconds: float,
+    as_json: bool,
+) -> None:
     """Run the whole pipeline locally (PostgreSQL, moto, vendor simulator) and report.
 
     Exits 0 only when every obligation is final.
     """
     from sweeper.local.demo import DemoOptions, run_demo
 
-    options = DemoOptions(jobs=jobs, tenants=tenants, consumers=consumers,
-                          batch_size=batch_size, database_url=database_url,
-                          api_url=api_url.rstrip("/") if api_url else None,
-                          rate=Quota.parse(rate) if rate else None,
-                          timeout_seconds=timeout_seconds)
+    options = DemoOptions(
+        jobs=jobs,
+        tenants=tenants,
+        consumers=consumers,
+        batch_size=batch_size,
+        database_url=database_url,
+        api_url=api_url.rstrip("/") if api_url else None,
+        rate=Quota.parse(rate) if rate else None,
+        timeout_seconds=timeout_seconds,
+    )
     if as_json or not sys.stderr.isatty():
         report = run_demo(options)
     else:
@@ -121,15 +161,28 @@ def migrate(database_url: str | None) -> None:
 
 @main.command()
 @click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
-@click.option("--policy", "policy_name", required=True, help="The policy the obligations belong to.")
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default=None,
-              help="Input format (default: from the file name, else jsonl).")
+@click.option(
+    "--policy", "policy_name", required=True, help="The policy the obligations belong to."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "jsonl"]),
+    default=None,
+    help="Input format (default: from the file name, else jsonl).",
+)
 @config_option
 @database_option
 @json_option
 @_friendly_errors
-def schedule(source: Any, policy_name: str, fmt: str | None, config_path: str,
-             database_url: str | None, as_json: bool) -> None:
+def schedule(
+    source: Any,
+    policy_name: str,
+    fmt: str | None,
+    config_path: str,
+    database_url: str | None,
+    as_json: bool,
+) -> None:
     """Add obligations from CSV (tenant_id,object_id[,due_at]) or JSON lines; idempotent.
 
     A repeat never duplicates an obligation and can only move its due time earlier.
@@ -148,8 +201,15 @@ def schedule(source: Any, policy_name: str, fmt: str | None, config_path: str,
         result = schedule_jobs(ledger, policy, parse_jobs(source, chosen, now), now)  # type: ignore[arg-type]
     finally:
         ledger.close()
-    _emit({"policy": policy.name, "inserted": result.inserted,
-           "moved_earlier": result.moved_earlier, "unchanged": result.unchanged}, as_json)
+    _emit(
+        {
+            "policy": policy.name,
+            "inserted": result.inserted,
+            "moved_earlier": result.moved_earlier,
+            "unchanged": result.unchanged,
+        },
+        as_json,
+    )
 
 
 @main.group()
@@ -158,20 +218,24 @@ def bench() -> None:
 
 
 @bench.command("ledger")
-@click.option("--sizes", default="10000,1000000", show_default=True,
-              help="Ledger sizes (rows) to measure, comma-separated.")
+@click.option(
+    "--sizes",
+    default="10000,1000000",
+    show_default=True,
+    help="Ledger sizes (rows) to measure, comma-separated.",
+)
 @click.option("--page", default=1000, type=click.IntRange(1, 10_000), help="Rows per claim.")
 @click.option("--pages", default=20, type=click.IntRange(1, 1000), help="Claims measured per size.")
 @database_option
 @json_option
 @_friendly_errors
-def bench_ledger(sizes: str, page: int, pages: int, database_url: str | None,
-                 as_json: bool) -> None:
+def bench_ledger(
+    sizes: str, page: int, pages: int, database_url: str | None, as_json: bool
+) -> None:
     """Claim-and-mark throughput with small and large ledgers: the claim costs the page."""
     from sweeper_bench.ledger import run_ledger_bench
 
-    result = run_ledger_bench([int(s) for s in sizes.split(",")], page=page, pages=pages,
-                              database_url=database_url)
+    result = run_ledger_bench(
+        [int(s) for s in sizes.split(",")], page=page, pages=pages, database_url=database_url
+    )
     _emit(result, as_json)
-
-

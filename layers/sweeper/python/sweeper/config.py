@@ -184,8 +184,9 @@ class Policy(_Strict):
     @property
     def max_in_flight(self) -> int:
         """Cap on leased rows per policy: what the quota drains within part of one lease."""
-        return max(1, math.floor(self.quota.rate_per_second * self.lease_seconds
-                                 * LEASE_DRAIN_FRACTION))
+        return max(
+            1, math.floor(self.quota.rate_per_second * self.lease_seconds * LEASE_DRAIN_FRACTION)
+        )
 
 
 class SweeperConfig(_Strict):
@@ -259,7 +260,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _one_database_source(self) -> Self:
         if (self.database_url is None) == (self.database_secret_arn is None):
-            raise ValueError("set exactly one of SWEEPER_DATABASE_URL or SWEEPER_DATABASE_SECRET_ARN")
+            raise ValueError(
+                "set exactly one of SWEEPER_DATABASE_URL or SWEEPER_DATABASE_SECRET_ARN"
+            )
         return self
 
     @property
@@ -277,6 +280,6 @@ class Settings(BaseSettings):
 def load_settings() -> Settings:
     """Validate the environment once per cold start."""
     try:
-        return Settings()  # type: ignore[call-arg]  # fields come from the environment
+        return Settings()  # fields come from the environment
     except ValidationError as exc:
         raise ConfigError(f"environment: {describe_validation_error(exc)}") from exc

@@ -83,9 +83,13 @@ def process_batch(
             # Never retried: the ledger still holds the job (if any) and its lease expires, so
             # acknowledging a body we cannot read loses nothing and cannot block the batch.
             deps.metrics.add_metric(Metric.MALFORMED, "Count", 1)
-            logger.error("malformed message dropped",
-                         extra={"message_id": record.message_id,
-                                "reason": getattr(item, "reason", "missing")})
+            logger.error(
+                "malformed message dropped",
+                extra={
+                    "message_id": record.message_id,
+                    "reason": getattr(item, "reason", "missing"),
+                },
+            )
             return
         _handle_job(item, statuses.get(item.key), deps, call_timeout())
 
@@ -120,8 +124,10 @@ def _handle_job(
             deps.metrics.add_metric(Metric.SUCCEEDED, "Count", 1)
         else:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
-        logger.info("settled", extra={**ids, "outcome": result.outcome.value,
-                                      "status_code": result.status_code})
+        logger.info(
+            "settled",
+            extra={**ids, "outcome": result.outcome.value, "status_code": result.status_code},
+        )
         return
     # The only other settled class is permanent: terminal at once, never retried.
     deps.ledger.mark_failed(job.key, result.outcome, result.code, now, count_attempt=True)
@@ -138,8 +144,12 @@ def _record_unsettled(job: JobMessage, exc: RetryableActionError, deps: Consumer
     deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + outcome.value, "Count", 1)
     now = deps.clock()
     attempts = deps.ledger.record_attempt(job.key, outcome, exc.code, now)
-    ids = {"operation_key": job.key, "outcome": outcome.value, "code": exc.code,
-           "attempts": attempts}
+    ids = {
+        "operation_key": job.key,
+        "outcome": outcome.value,
+        "code": exc.code,
+        "attempts": attempts,
+    }
     if attempts is not None and attempts >= deps.policy.max_attempts:
         deps.ledger.mark_failed(job.key, outcome, "exhausted", now, count_attempt=False)
         deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
@@ -159,8 +169,9 @@ def guard_with_idempotency(
     def call(job: JobMessage, timeout_seconds: float | None) -> ActionResult:
         result = perform(job, timeout_seconds)
         if not result.outcome.settled:
-            raise RetryableActionError(job.key, result.outcome.value, result.status_code,
-                                       result.code)
+            raise RetryableActionError(
+                job.key, result.outcome.value, result.status_code, result.code
+            )
         return result
 
     wrapped = idempotent(call)

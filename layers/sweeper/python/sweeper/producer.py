@@ -70,8 +70,11 @@ def run_producer(
     if start.duplicate:
         # The scheduler delivers at least once: the run for this time exists, so this one skips.
         return ProducerReport(
-            batch_id=start.batch_id, policy=policy.name, scheduled_at=scheduled_at,
-            duplicate_invocation=True, stop_reason="duplicate_invocation",
+            batch_id=start.batch_id,
+            policy=policy.name,
+            scheduled_at=scheduled_at,
+            duplicate_invocation=True,
+            stop_reason="duplicate_invocation",
         )
 
     reclaimed = 0
@@ -117,21 +120,35 @@ def run_producer(
                 break
     finally:
         ledger.finish_run(
-            batch_id, clock(), reclaimed=reclaimed, discovered=discovered, published=published,
-            publish_failures=failures, oldest_age_seconds=oldest_age, stop_reason=stop_reason,
+            batch_id,
+            clock(),
+            reclaimed=reclaimed,
+            discovered=discovered,
+            published=published,
+            publish_failures=failures,
+            oldest_age_seconds=oldest_age,
+            stop_reason=stop_reason,
         )
     return ProducerReport(
-        batch_id=batch_id, policy=policy.name, scheduled_at=scheduled_at,
-        duplicate_invocation=False, reclaimed=reclaimed, discovered=discovered,
-        published=published, publish_failures=failures, released=released, in_flight=in_flight,
-        oldest_eligible_age_seconds=oldest_age, stop_reason=stop_reason,
+        batch_id=batch_id,
+        policy=policy.name,
+        scheduled_at=scheduled_at,
+        duplicate_invocation=False,
+        reclaimed=reclaimed,
+        discovered=discovered,
+        published=published,
+        publish_failures=failures,
+        released=released,
+        in_flight=in_flight,
+        oldest_eligible_age_seconds=oldest_age,
+        stop_reason=stop_reason,
     )
 
 
 def _publish(
     policy: str, claimed: list[ClaimedJob], batch_id: str, publisher: Publisher
 ) -> tuple[int, list[int], PublishError | None]:
-    """Publish a claimed page ten at a time: (sent, ids of rows not sent, the error that stopped it).
+    """Publish a claimed page ten at a time: (sent, ids not sent, the error that stopped it).
 
     When a whole call fails, its rows and every row not yet sent count as not sent, so the caller
     releases them all before the error propagates: nothing stays leased without a message.

@@ -5,10 +5,10 @@ Nothing here runs at import. Handlers call these factories; logic receives what 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
-import time
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -50,13 +50,18 @@ def database_conninfo() -> str:
         return current.database_url.get_secret_value()
     assert current.database_secret_arn is not None  # the settings model guarantees one
     secret: Any = parameters.get_secret(
-        current.database_secret_arn, transform="json",
+        current.database_secret_arn,
+        transform="json",
         max_age=current.database_secret_max_age_seconds,
     )
     return make_conninfo(
-        host=secret["host"], port=secret.get("port", 5432), user=secret["username"],
-        password=secret["password"], dbname=secret.get("dbname", "postgres"),
-        sslmode="require", connect_timeout=5,
+        host=secret["host"],
+        port=secret.get("port", 5432),
+        user=secret["username"],
+        password=secret["password"],
+        dbname=secret.get("dbname", "postgres"),
+        sslmode="require",
+        connect_timeout=5,
     )
 
 
@@ -120,7 +125,7 @@ def remaining_budget(context: Any, budget_seconds: float) -> Callable[[], float]
 
     def remaining() -> float:
         own = budget_seconds - (time.monotonic() - started)
-        lam = context.get_remaining_time_in_millis() / 1000.0 - LAMBDA_SAFETY_MARGIN_SECONDS
+        lam = float(context.get_remaining_time_in_millis()) / 1000.0 - LAMBDA_SAFETY_MARGIN_SECONDS
         return min(own, lam)
 
     return remaining
@@ -131,7 +136,7 @@ def call_timeout(context: Any) -> Callable[[], float | None]:
     read = settings().policy.action
 
     def timeout() -> float:
-        left = context.get_remaining_time_in_millis() / 1000.0 - LAMBDA_SAFETY_MARGIN_SECONDS
+        left = float(context.get_remaining_time_in_millis()) / 1000.0 - LAMBDA_SAFETY_MARGIN_SECONDS
         return max(0.1, min(read.connect_timeout_seconds + read.read_timeout_seconds, left))
 
     return timeout

@@ -52,8 +52,9 @@ def load_migrations() -> list[Migration]:
     found.sort(key=lambda m: m.version)
     expected = list(range(1, len(found) + 1))
     if [m.version for m in found] != expected:
-        raise MigrationError(f"migrations must be numbered 1..n without gaps, found "
-                             f"{[m.version for m in found]}")
+        raise MigrationError(
+            f"migrations must be numbered 1..n without gaps, found {[m.version for m in found]}"
+        )
     return found
 
 
@@ -94,5 +95,7 @@ def current_version(conninfo: str) -> int:
         exists = conn.execute("SELECT to_regclass('sweeper_schema_version')").fetchone()
         if exists is None or exists[0] is None:
             return 0
-        row = conn.execute("SELECT coalesce(max(version), 0) FROM sweeper_schema_version").fetchone()
+        row = conn.execute(
+            "SELECT coalesce(max(version), 0) FROM sweeper_schema_version"
+        ).fetchone()
         return int(row[0]) if row else 0

@@ -89,7 +89,9 @@ class Ledger:
                     application_name="sweeper",
                 )
             except psycopg.OperationalError as exc:
-                raise LedgerError(f"cannot connect to the ledger: {exc.sqlstate or 'no sqlstate'}") from exc
+                raise LedgerError(
+                    f"cannot connect to the ledger: {exc.sqlstate or 'no sqlstate'}"
+                ) from exc
         return self._conn
 
     def close(self) -> None:
@@ -188,8 +190,12 @@ class Ledger:
         """Return up to `limit` expired leases to pending; how many were reclaimed."""
         rows = self._execute(
             queries.RECLAIM_EXPIRED,
-            {"policy": policy, "now": now, "limit": limit,
-             "from": _moves(JobStatus.PENDING, JobStatus.LEASED)},
+            {
+                "policy": policy,
+                "now": now,
+                "limit": limit,
+                "from": _moves(JobStatus.PENDING, JobStatus.LEASED),
+            },
         )
         return len(rows)
 
@@ -201,8 +207,14 @@ class Ledger:
             return []
         rows = self._execute(
             queries.CLAIM_DUE,
-            {"policy": policy, "owner": owner, "now": now, "expires": now + lease,
-             "limit": limit, "from": _moves(JobStatus.LEASED, JobStatus.PENDING)},
+            {
+                "policy": policy,
+                "owner": owner,
+                "now": now,
+                "expires": now + lease,
+                "limit": limit,
+                "from": _moves(JobStatus.LEASED, JobStatus.PENDING),
+            },
         )
         rows.sort(key=lambda r: (r[7], r[0]))
         return [ClaimedJob(*row[:7]) for row in rows]
@@ -213,8 +225,12 @@ class Ledger:
             return 0
         rows = self._execute(
             queries.RELEASE_LEASES,
-            {"ids": list(ids), "owner": owner, "now": now,
-             "from": _moves(JobStatus.PENDING, JobStatus.LEASED)},
+            {
+                "ids": list(ids),
+                "owner": owner,
+                "now": now,
+                "from": _moves(JobStatus.PENDING, JobStatus.LEASED),
+            },
         )
         return len(rows)
 
@@ -241,8 +257,12 @@ class Ledger:
         """Settle a job as succeeded; False when it was already settled."""
         rows = self._execute(
             queries.MARK_SUCCEEDED,
-            {"key": key, "outcome": outcome.value, "now": now,
-             "from": _moves(JobStatus.SUCCEEDED, JobStatus.LEASED, JobStatus.PENDING)},
+            {
+                "key": key,
+                "outcome": outcome.value,
+                "now": now,
+                "from": _moves(JobStatus.SUCCEEDED, JobStatus.LEASED, JobStatus.PENDING),
+            },
         )
         return bool(rows)
 
@@ -252,9 +272,14 @@ class Ledger:
         """Make a job terminal; False when it was already settled."""
         rows = self._execute(
             queries.MARK_FAILED,
-            {"key": key, "outcome": outcome.value, "code": code, "now": now,
-             "attempts": 1 if count_attempt else 0,
-             "from": _moves(JobStatus.FAILED, JobStatus.LEASED, JobStatus.PENDING)},
+            {
+                "key": key,
+                "outcome": outcome.value,
+                "code": code,
+                "now": now,
+                "attempts": 1 if count_attempt else 0,
+                "from": _moves(JobStatus.FAILED, JobStatus.LEASED, JobStatus.PENDING),
+            },
         )
         return bool(rows)
 

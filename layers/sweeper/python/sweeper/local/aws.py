@@ -35,7 +35,7 @@ def local_credentials_env(endpoint_url: str) -> dict[str, str]:
         "AWS_DEFAULT_REGION": LOCAL_REGION,
         "AWS_REGION": LOCAL_REGION,
         "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - moto's fixed fake credentials
+        "AWS_SECRET_ACCESS_KEY": "testing",
     }
 
 
@@ -118,9 +118,9 @@ def provision(
         QueueName=f"{base}-dlq",
         Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)},
     )["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     visibility = visibility_timeout_seconds or policy.consumer.visibility_timeout_seconds
     queue_url = sqs.create_queue(
         QueueName=f"{base}-work",
@@ -128,8 +128,10 @@ def provision(
             "VisibilityTimeout": str(visibility),
             "MessageRetentionPeriod": str(QUEUE_RETENTION_SECONDS),
             "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn,
-                 "maxReceiveCount": policy.consumer.max_receive_count}
+                {
+                    "deadLetterTargetArn": dlq_arn,
+                    "maxReceiveCount": policy.consumer.max_receive_count,
+                }
             ),
         },
     )["QueueUrl"]

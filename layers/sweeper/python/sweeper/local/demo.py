@@ -80,7 +80,7 @@ class DemoReport:
 def _scheduler_event(policy: str, scheduled: datetime) -> dict[str, Any]:
     """The sample scheduler event from events/, for this policy and tick."""
     folder = os.environ.get(EVENTS_DIR_ENV)
-    path = (Path(folder) if folder else Path(__file__).resolve().parents[5] / "events")
+    path = Path(folder) if folder else Path(__file__).resolve().parents[5] / "events"
     try:
         event: dict[str, Any] = json.loads((path / "scheduler_event.json").read_text())
     except FileNotFoundError as exc:
@@ -104,9 +104,11 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
     """Run the pipeline end to end and report; `progress(done, total)` is called as it goes."""
     started = time.monotonic()
     policy_name = f"demo-{secrets.token_hex(3)}"
-    with LocalStack(database_url=options.database_url, api_url=options.api_url,
-                    vendor_quota=options.rate) as stack:
-        assert stack.database_url is not None and stack.api_url is not None
+    with LocalStack(
+        database_url=options.database_url, api_url=options.api_url, vendor_quota=options.rate
+    ) as stack:
+        assert stack.database_url is not None
+        assert stack.api_url is not None
         consumer = ConsumerConfig(
             reserved_concurrency=max(2, options.consumers),
             max_concurrency=max(2, options.consumers),
@@ -121,9 +123,13 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             lease_seconds=120,
             producer_budget_seconds=30,
         )
-        resources = provision(stack.aws.sqs(), stack.aws.dynamodb(), policy,
-                              prefix="sweeper-demo",
-                              visibility_timeout_seconds=DEMO_VISIBILITY_TIMEOUT_SECONDS)
+        resources = provision(
+            stack.aws.sqs(),
+            stack.aws.dynamodb(),
+            policy,
+            prefix="sweeper-demo",
+            visibility_timeout_seconds=DEMO_VISIBILITY_TIMEOUT_SECONDS,
+        )
         env = {
             **stack.aws.env(),
             "SWEEPER_POLICY": policy.model_dump_json(),
@@ -134,20 +140,30 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
         }
         ledger = Ledger(stack.database_url)
         now = datetime.now(UTC)
-        jobs = [NewJob(f"tenant-{i % options.tenants:03d}", f"object-{i:07d}",
-                       now - timedelta(seconds=(i % 60)))
-                for i in range(options.jobs)]
+        jobs = [
+            NewJob(
+                f"tenant-{i % options.tenants:03d}",
+                f"object-{i:07d}",
+                now - timedelta(seconds=(i % 60)),
+            )
+            for i in range(options.jobs)
+        ]
         schedule_jobs(ledger, policy, jobs, now)
 
         log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept for the user to read
-            prefix="sweeper-demo-", suffix=".log", delete=False).name
+            prefix="sweeper-demo-", suffix=".log", delete=False
+        ).name
         source = LocalEventSource(
             stack.aws.sqs(),
-            EventSourceConfig(queue_url=resources.queue_url, queue_arn=resources.queue_arn,
-                              batch_size=options.batch_size,
-                              max_concurrency=consumer.max_concurrency,
-                              timeout_seconds=CONSUMER_TIMEOUT_SECONDS),
-            env, log_file=log_file,
+            EventSourceConfig(
+                queue_url=resources.queue_url,
+                queue_arn=resources.queue_arn,
+                batch_size=options.batch_size,
+                max_concurrency=consumer.max_concurrency,
+                timeout_seconds=CONSUMER_TIMEOUT_SECONDS,
+            ),
+            env,
+            log_file=log_file,
         ).start()
         discovered = published = runs = 0
         oldest = 0.0
@@ -157,8 +173,11 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             while time.monotonic() < deadline:
                 tick = datetime.now(UTC).replace(microsecond=0)
                 result = producer.submit(
-                    invoke, "producer", _scheduler_event(policy_name, tick),
-                    function_name="sweeper-producer", timeout_seconds=60,
+                    invoke,
+                    "producer",
+                    _scheduler_event(policy_name, tick),
+                    function_name="sweeper-producer",
+                    timeout_seconds=60,
                 ).result()
                 if result.error is not None:
                     raise LocalStackError(f"producer failed: {result.error}")

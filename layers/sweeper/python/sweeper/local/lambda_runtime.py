@@ -141,7 +141,9 @@ def init_worker(env: dict[str, str], log_file: str | None) -> None:
         sys.stdout = open(log_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
 
 
-def new_environment(env: dict[str, str], log_file: str | None, workers: int = 1) -> ProcessPoolExecutor:
+def new_environment(
+    env: dict[str, str], log_file: str | None, workers: int = 1
+) -> ProcessPoolExecutor:
     """A pool of `workers` execution environments for one function."""
     return ProcessPoolExecutor(
         max_workers=workers,

@@ -145,8 +145,11 @@ class LocalEventSource:
                     if not records:
                         break
                     future = pool.submit(
-                        invoke, cfg.function, {"Records": records},
-                        function_name=cfg.function_name, timeout_seconds=cfg.timeout_seconds,
+                        invoke,
+                        cfg.function,
+                        {"Records": records},
+                        function_name=cfg.function_name,
+                        timeout_seconds=cfg.timeout_seconds,
                     )
                     in_flight[future] = records
                     self.stats.max_in_flight = max(self.stats.max_in_flight, len(in_flight))
@@ -181,8 +184,9 @@ class LocalEventSource:
             chunk = done[start : start + 10]
             self._sqs.delete_message_batch(
                 QueueUrl=self._config.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": r["receiptHandle"]}
-                         for i, r in enumerate(chunk)],
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(chunk)
+                ],
             )
         self.stats.add(invocation, len(records), len(records) - len(done))
 

@@ -27,7 +27,11 @@ from sweeper.errors import LocalStackError
 
 START_TIMEOUT_SECONDS = 30.0
 UNPRIVILEGED_USER = "nobody"
-_DISTRO_GLOBS = ("/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin", "/opt/homebrew/opt/postgresql*/bin")
+_DISTRO_GLOBS = (
+    "/usr/lib/postgresql/*/bin",
+    "/usr/pgsql-*/bin",
+    "/opt/homebrew/opt/postgresql*/bin",
+)
 
 
 def find_pg_bin() -> Path:
@@ -90,30 +94,63 @@ class LocalPostgres:
         self.port = self.port or free_port()
         log = self._tmp / "server.log"
         self._run(
-            [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
-             "-E", "UTF8", "--locale=C", "--no-sync"],
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
             run_as,
         )
         settings = [
-            "-c", "listen_addresses=127.0.0.1", "-c", f"port={self.port}",
-            "-c", f"unix_socket_directories={self._tmp}", "-c", "max_connections=200",
-            "-c", "shared_buffers=256MB",
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"port={self.port}",
+            "-c",
+            f"unix_socket_directories={self._tmp}",
+            "-c",
+            "max_connections=200",
+            "-c",
+            "shared_buffers=256MB",
         ]
         if not self.durable:
-            settings += ["-c", "fsync=off", "-c", "synchronous_commit=off",
-                         "-c", "full_page_writes=off"]
+            settings += [
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+            ]
         with log.open("wb") as out:
             if run_as is not None:
                 os.chown(log, *run_as)
             self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
                 [str(bin_dir / "postgres"), "-D", str(data), *settings],
-                stdout=out, stderr=subprocess.STDOUT, **_as_user(run_as),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                user=run_as[0] if run_as else None,
+                group=run_as[1] if run_as else None,
             )
         self._wait_ready(log)
         return self
 
     def _run(self, argv: list[str], run_as: tuple[int, int] | None) -> None:
-        done = subprocess.run(argv, capture_output=True, check=False, **_as_user(run_as))  # noqa: S603
+        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            argv,
+            capture_output=True,
+            check=False,
+            user=run_as[0] if run_as else None,
+            group=run_as[1] if run_as else None,
+        )
         if done.returncode != 0:
             self.stop()
             raise LocalStackError(
@@ -187,9 +224,3 @@ def _unprivileged_ids() -> tuple[int, int] | None:
             "(set SWEEPER_PG_USER to one)"
         ) from exc
     return entry.pw_uid, entry.pw_gid
-
-
-def _as_user(run_as: tuple[int, int] | None) -> dict[str, int]:
-    if run_as is None:
-        return {}
-    return {"user": run_as[0], "group": run_as[1]}
