@@ -42,8 +42,10 @@ def scope_for(policy: Policy, job: NewJob) -> str:
 def parse_jobs(lines: Iterable[str], fmt: InputFormat, now: datetime) -> Iterator[NewJob]:
     """Parse obligations; a bad line raises InputError with its number (values are not echoed)."""
     if fmt == "csv":
+        reader = csv.DictReader(lines)
+        # An empty cell means "not given" (due_at then defaults to now).
         rows: Iterator[tuple[int, object]] = (
-            (reader.line_num, row) for reader in [csv.DictReader(lines)] for row in reader
+            (reader.line_num, {k: (v or None) for k, v in row.items()}) for row in reader
         )
     else:
         rows = _json_lines(lines)

@@ -1,0 +1,47 @@
+# The user's interface: each target is one line a person could type.
+# `make demo` and `make test` do all the set-up on a fresh machine.
+
+PYTHON ?= $(shell command -v python3.13 || command -v python3.12 || echo python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit integration bench install postgres lock clean
+
+$(STAMP): pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP) postgres
+
+# PostgreSQL server binaries for the disposable local cluster (skipped when DATABASE_URL is set).
+postgres:
+	@bash .ci/ensure-postgres.sh
+
+demo: install
+	$(BIN)/sweeper demo
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+unit: install
+	$(BIN)/pytest tests/unit
+
+integration: install
+	$(BIN)/pytest tests/integration
+
+bench: install
+	$(BIN)/sweeper bench ledger
+
+lock:
+	$(BIN)/uv pip compile pyproject.toml --extra local --extra dev --extra infra --python-version 3.13 --universal -o requirements.lock
+
+clean:
+	rm -rf $(VENV) build cdk.out .mypy_cache .ruff_cache .pytest_cache .hypothesis

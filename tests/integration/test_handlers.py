@@ -1,0 +1,72 @@
+"""The Lambda entry points, invoked as Lambda does, with the sample events from events/."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from functions.producer import app as producer_app
+from sweeper.errors import ConfigError
+from sweeper.models import JobMessage, JobStatus
+from tests.conftest import Pipeline, load_event
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_producer_handler_releases_due_work_for_the_scheduled_event(
+    pipeline: Pipeline,
+) -> None:
+    # Given due obligations and the scheduler's sample event for this policy
+    pipeline.seed(12)
+    event = load_event("scheduler_event.json")
+    # When the producer is invoked
+    report: dict[str, Any] = producer_app.handler(event, pipeline.lambda_context("producer"))
+    # Then every due row is leased and queued, and the run is recorded at the scheduled time
+    assert (report["discovered"], report["published"]) == (12, 12)
+    assert report["scheduled_at"].startswith(event["time"].rstrip("Z"))
+    assert pipeline.ledger.counts("exports")[JobStatus.LEASED] == 12
+    attrs = pipeline.aws.sqs().get_queue_attributes(
+        QueueUrl=pipeline.resources.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    assert attrs["ApproximateNumberOfMessages"] == "12"
+
+
+def test_a_repeated_scheduler_delivery_publishes_nothing_twice(pipeline: Pipeline) -> None:
+    pipeline.seed(5)
+    event = load_event("scheduler_event.json")
+    producer_app.handler(event, pipeline.lambda_context("producer"))
+    again = producer_app.handler(event, pipeline.lambda_context("producer"))
+    assert again["duplicate_invocation"] is True
+    assert again["published"] == 0
+
+
+def test_an_event_for_another_policy_is_refused(pipeline: Pipeline) -> None:
+    event = load_event("scheduler_event.json")
+    event["detail"]["policy"] = "listings"
+    with pytest.raises(ConfigError, match="listings"):
+        producer_app.handler(event, pipeline.lambda_context("producer"))
+
+
+def test_the_sample_sqs_batch_drives_the_consumer_handler(pipeline: Pipeline) -> None:
+    # Given the ledger holds the two jobs the sample batch names, leased
+    from sweeper.models import NewJob
+    from sweeper.scheduling import schedule_jobs
+
+    event = load_event("sqs_batch.json")
+    messages = [JobMessage.model_validate_json(r["body"]) for r in event["Records"]]
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    schedule_jobs(
+        pipeline.ledger,
+        pipeline.policy,
+        [NewJob(m.tenant_id, m.object_id, now) for m in messages],
+        now,
+    )
+    from functions.consumer import app as consumer_app
+
+    response = consumer_app.handler(event, pipeline.lambda_context())
+    assert response["batchItemFailures"] == []
+    assert pipeline.ledger.counts("exports")[JobStatus.SUCCEEDED] == 2
+    assert pipeline.vendor.audit().effects_total == 2
