@@ -1,0 +1,1 @@
+"""The CDK app that deploys sweeper: one stack composing one construct per concern."""

@@ -1,0 +1,140 @@
+"""Network: a new VPC with private subnets behind a NAT gateway, or an imported one.
+
+Consumers call an internet API, so functions live in private subnets with a route through NAT.
+AWS APIs the functions use stay off the internet path: a gateway endpoint for DynamoDB (free)
+and interface endpoints for SQS and Secrets Manager. The database sits in isolated subnets.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct, DependencyGroup
+
+from infra.nag import acknowledge
+from infra.options import DeploymentOptions
+
+VPC_CIDR = "10.40.0.0/16"
+MAX_AVAILABILITY_ZONES = 2
+#: One NAT gateway: consumers lose the internet path if its zone fails, which the queue absorbs
+#: (messages wait, the age alarm fires). Two would double the largest fixed cost.
+NAT_GATEWAY_COUNT = 1
+PUBLIC_SUBNET_CIDR_MASK = 24
+FUNCTION_SUBNET_CIDR_MASK = 22
+DATABASE_SUBNET_CIDR_MASK = 24
+FLOW_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
+
+
+class Network(Construct):
+    """The VPC, where functions and the database go, and the endpoints functions rely on."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, options: DeploymentOptions) -> None:
+        super().__init__(scope, construct_id)
+        #: What must exist before a function can reach AWS APIs from the VPC (deploy-time users,
+        #: such as the migrations custom resource, depend on it).
+        self.endpoints = DependencyGroup()
+        self._imported = options.imports_vpc
+        self.secrets_manager_endpoint: ec2.IInterfaceVpcEndpoint | None = None
+        if options.imports_vpc:
+            # The options model guarantees all four together.
+            assert options.vpc_id is not None
+            assert options.vpc_cidr is not None
+            self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
+                self,
+                "Vpc",
+                vpc_id=options.vpc_id,
+                vpc_cidr_block=options.vpc_cidr,
+                availability_zones=list(options.vpc_availability_zones or []),
+                private_subnet_ids=list(options.vpc_private_subnet_ids or []),
+            )
+            acknowledge(
+                self.vpc,
+                "Annotation::@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                "sweeper adds no route or gateway endpoint to an imported VPC, so it never reads "
+                "the route tables of the subnets it was given.",
+            )
+            # An imported VPC brings its own NAT and endpoints (docs/deploy.md lists them).
+            self.function_subnets = ec2.SubnetSelection(subnets=self.vpc.private_subnets)
+            self.database_subnets = self.function_subnets
+            return
+
+        flow_logs = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=FLOW_LOG_RETENTION,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
+            max_azs=MAX_AVAILABILITY_ZONES,
+            nat_gateways=NAT_GATEWAY_COUNT,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=PUBLIC_SUBNET_CIDR_MASK,
+                ),
+                ec2.SubnetConfiguration(
+                    name="functions",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=FUNCTION_SUBNET_CIDR_MASK,
+                ),
+                ec2.SubnetConfiguration(
+                    name="database",
+                    subnet_type=ec2.SubnetType.PRIVATE_ISOLATED,
+                    cidr_mask=DATABASE_SUBNET_CIDR_MASK,
+                ),
+            ],
+            restrict_default_security_group=True,
+            flow_logs={
+                "all": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+                    traffic_type=ec2.FlowLogTrafficType.ALL,
+                )
+            },
+        )
+        self.vpc = vpc
+        self.function_subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        self.database_subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+
+        dynamodb = vpc.add_gateway_endpoint(
+            "DynamoDbEndpoint",
+            service=ec2.GatewayVpcEndpointAwsService.DYNAMODB,
+            subnets=[self.function_subnets],
+        )
+        sqs = self._interface_endpoint(vpc, "SqsEndpoint", ec2.InterfaceVpcEndpointAwsService.SQS)
+        secrets = self._interface_endpoint(
+            vpc, "SecretsManagerEndpoint", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
+        )
+        self.secrets_manager_endpoint = secrets
+        self.endpoints.add(dynamodb, sqs, secrets)
+
+    def _interface_endpoint(
+        self, vpc: ec2.Vpc, construct_id: str, service: ec2.InterfaceVpcEndpointAwsService
+    ) -> ec2.InterfaceVpcEndpoint:
+        """An endpoint that admits HTTPS from the VPC's own range, and nothing else."""
+        endpoint = vpc.add_interface_endpoint(
+            construct_id,
+            service=service,
+            subnets=self.function_subnets,
+            private_dns_enabled=True,
+            open=False,
+        )
+        endpoint.connections.allow_default_port_from(
+            ec2.Peer.ipv4(VPC_CIDR), "HTTPS from inside the VPC"
+        )
+        return endpoint
+
+    @property
+    def aws_api_peer(self) -> ec2.IPeer:
+        """Where functions reach AWS APIs over HTTPS.
+
+        In the new VPC: its own range, where the interface endpoints answer. An imported VPC
+        may have no endpoints, and then the way to AWS APIs is through its NAT.
+        """
+        if self._imported:
+            return ec2.Peer.any_ipv4()
+        return ec2.Peer.ipv4(VPC_CIDR)

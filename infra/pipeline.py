@@ -1,0 +1,187 @@
+"""One policy's pipeline: schedule → producer → work queue (+ DLQ) → consumer.
+
+The work queue is a standard queue: the producer sets the tenant as MessageGroupId on every
+message, which makes SQS treat it as a fair queue (a tenant with a large backlog does not
+delay the others' messages). Parallelism is capped twice: reserved concurrency on the consumer,
+and the event source's maximum concurrency, never above it (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import math
+from urllib.parse import urlsplit
+
+from aws_cdk import Annotations, Duration, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.database import Database
+from infra.function import HTTPS_PORT, SweeperFunction
+from infra.network import Network
+from infra.packaging import Packaging
+from infra.queues import WORK_QUEUE_RETENTION_DAYS, dead_letter_queue, encrypted_queue
+from infra.scheduling import ScheduledInvocation
+from infra.tables import Tables
+from sweeper.config import Policy
+from sweeper.errors import ConfigError
+
+PRODUCER_MEMORY_MB = 512
+CONSUMER_MEMORY_MB = 512
+#: The producer stops starting pages at its budget; Lambda's timeout leaves room to finish one.
+PRODUCER_TIMEOUT_MARGIN_SECONDS = 30
+LAMBDA_MAX_TIMEOUT_SECONDS = 900
+SQS_MAX_VISIBILITY_TIMEOUT_SECONDS = 43_200
+SQS_QUEUE_NAME_MAX_LENGTH = 80
+#: Secrets Manager appends six random characters to a secret's name in its complete ARN.
+_COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
+
+
+class Pipeline(Construct):
+    """Queues and functions of one policy, and the grants between them."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        policy: Policy,
+        network: Network,
+        database: Database,
+        tables: Tables,
+        packaging: Packaging,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.policy = policy
+        consumer_config = policy.consumer
+        visibility_seconds = consumer_config.visibility_timeout_seconds
+        if visibility_seconds > SQS_MAX_VISIBILITY_TIMEOUT_SECONDS:
+            raise ConfigError(
+                f"policy {policy.name}: consumer.timeout_seconds gives a visibility timeout of "
+                f"{visibility_seconds} s, above SQS's {SQS_MAX_VISIBILITY_TIMEOUT_SECONDS}"
+            )
+        policy_json = policy.model_dump_json()
+
+        # The DLQ admits this work queue only. Naming the work queue lets the DLQ's redrive
+        # allow policy name its ARN without a reference cycle between the two queues.
+        stack = Stack.of(self)
+        work_queue_name = f"{stack.stack_name}-{policy.name}-work"
+        assert len(work_queue_name) <= SQS_QUEUE_NAME_MAX_LENGTH  # both parts are bounded
+        work_queue_arn = stack.format_arn(service="sqs", resource=work_queue_name)
+        self.dead_letter_queue = dead_letter_queue(
+            self,
+            "DeadLetterQueue",
+            redrive_allow_policy=sqs.RedriveAllowPolicy(
+                redrive_permission=sqs.RedrivePermission.BY_QUEUE,
+                source_queues=[sqs.Queue.from_queue_arn(self, "WorkQueueArn", work_queue_arn)],
+            ),
+        )
+        self.queue = encrypted_queue(
+            self,
+            "WorkQueue",
+            queue_name=work_queue_name,
+            visibility_timeout=Duration.seconds(visibility_seconds),
+            retention_period=Duration.days(WORK_QUEUE_RETENTION_DAYS),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                max_receive_count=consumer_config.max_receive_count,
+                queue=self.dead_letter_queue,
+            ),
+            redrive_allow_policy=sqs.RedriveAllowPolicy(
+                redrive_permission=sqs.RedrivePermission.DENY_ALL
+            ),
+        )
+
+        self.producer = SweeperFunction(
+            self,
+            "Producer",
+            code_name="producer",
+            description=f"{policy.name} producer: pages due ledger rows into the work queue",
+            packaging=packaging,
+            network=network,
+            environment={
+                "SWEEPER_POLICY": policy_json,
+                "SWEEPER_QUEUE_URL": self.queue.queue_url,
+                **database.runtime_environment(),
+            },
+            timeout_seconds=producer_timeout_seconds(policy),
+            memory_mb=PRODUCER_MEMORY_MB,
+        )
+        self.queue.grant_send_messages(self.producer.role)
+        database.grant_runtime_access(self.producer)
+        self.producer.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
+        self.producer_schedule = ScheduledInvocation(
+            self,
+            "ProducerSchedule",
+            function=self.producer.function,
+            expression=policy.schedule,
+            timezone=policy.timezone,
+            policy_name=policy.name,
+            description=f"sweeper {policy.name}: run the producer",
+        )
+
+        self.consumer = SweeperFunction(
+            self,
+            "Consumer",
+            code_name="consumer",
+            description=f"{policy.name} consumer: calls the API once per job, idempotently",
+            packaging=packaging,
+            network=network,
+            environment={
+                "SWEEPER_POLICY": policy_json,
+                "SWEEPER_IDEMPOTENCY_TABLE": tables.idempotency.table_name,
+                "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
+                **database.runtime_environment(),
+            },
+            timeout_seconds=consumer_config.timeout_seconds,
+            memory_mb=CONSUMER_MEMORY_MB,
+            reserved_concurrency=consumer_config.reserved_concurrency,
+        )
+        self.consumer.function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue,
+                batch_size=consumer_config.batch_size,
+                max_batching_window=Duration.seconds(consumer_config.batch_window_seconds),
+                report_batch_item_failures=True,
+                max_concurrency=consumer_config.max_concurrency,
+            )
+        )
+        tables.grant_consumer(self.consumer.role)
+        database.grant_runtime_access(self.consumer)
+        self._grant_api_access(network)
+
+    def _grant_api_access(self, network: Network) -> None:
+        """The vendor API over the internet (through NAT), its token, and DynamoDB."""
+        action = self.policy.action
+        api = urlsplit(action.api_url)
+        port = api.port or (HTTPS_PORT if api.scheme == "https" else 80)
+        if api.scheme != "https" or api.hostname in {"localhost", "127.0.0.1", "::1"}:
+            Annotations.of(self).add_warning_v2(
+                "sweeper:ApiUrl",
+                f"policy {self.policy.name}: action.api_url {action.api_url} is not a public "
+                "HTTPS endpoint; the consumer will send its bearer token there",
+            )
+        # HTTPS to anywhere covers DynamoDB (gateway endpoint, public prefix list), the
+        # interface endpoints and the vendor, whose addresses are not known in advance.
+        self.consumer.allow_https_to(ec2.Peer.any_ipv4(), "vendor API, DynamoDB, AWS endpoints")
+        if port != HTTPS_PORT:
+            self.consumer.security_group.add_egress_rule(
+                ec2.Peer.any_ipv4(), ec2.Port.tcp(port), "vendor API"
+            )
+        if action.auth_secret_arn:
+            arn = action.auth_secret_arn
+            suffix = arn.rsplit("-", 1)[-1]
+            complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
+            factory = (
+                secretsmanager.Secret.from_secret_complete_arn
+                if complete
+                else secretsmanager.Secret.from_secret_partial_arn
+            )
+            factory(self, "ApiToken", arn).grant_read(self.consumer.role)
+
+
+def producer_timeout_seconds(policy: Policy) -> int:
+    """The producer's budget plus room to finish the page in hand, within Lambda's limit."""
+    wanted = math.ceil(policy.producer_budget_seconds) + PRODUCER_TIMEOUT_MARGIN_SECONDS
+    return min(wanted, LAMBDA_MAX_TIMEOUT_SECONDS)

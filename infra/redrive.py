@@ -1,0 +1,70 @@
+"""Redrive: per policy, a scheduled function that works off the dead-letter queue.
+
+What it decides per message (back to the work queue, or settle as terminal in the ledger) is the
+function's business (issue 4); here it gets exactly the access that needs: receive and delete on
+the DLQ, send on the work queue, the ledger, and its own schedule.
+"""
+
+from __future__ import annotations
+
+from constructs import Construct
+
+from infra.database import Database
+from infra.function import SweeperFunction
+from infra.network import Network
+from infra.packaging import Packaging
+from infra.pipeline import Pipeline
+from infra.scheduling import ScheduledInvocation
+
+REDRIVE_SCHEDULE_EXPRESSION = "rate(15 minutes)"
+REDRIVE_TIMEOUT_SECONDS = 300
+REDRIVE_MEMORY_MB = 512
+#: One redrive at a time per policy: two would race for the same dead letters.
+REDRIVE_RESERVED_CONCURRENCY = 1
+
+
+class Redrive(Construct):
+    """The redrive function of one pipeline and the schedule that runs it."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        pipeline: Pipeline,
+        network: Network,
+        database: Database,
+        packaging: Packaging,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        policy = pipeline.policy
+        self.function = SweeperFunction(
+            self,
+            "Function",
+            code_name="redrive",
+            description=f"{policy.name} redrive: works off the dead-letter queue",
+            packaging=packaging,
+            network=network,
+            environment={
+                "SWEEPER_POLICY": policy.model_dump_json(),
+                "SWEEPER_QUEUE_URL": pipeline.queue.queue_url,
+                "SWEEPER_DEAD_LETTER_QUEUE_URL": pipeline.dead_letter_queue.queue_url,
+                **database.runtime_environment(),
+            },
+            timeout_seconds=REDRIVE_TIMEOUT_SECONDS,
+            memory_mb=REDRIVE_MEMORY_MB,
+            reserved_concurrency=REDRIVE_RESERVED_CONCURRENCY,
+        )
+        pipeline.dead_letter_queue.grant_consume_messages(self.function.role)
+        pipeline.queue.grant_send_messages(self.function.role)
+        database.grant_runtime_access(self.function)
+        self.function.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
+        self.schedule = ScheduledInvocation(
+            self,
+            "Schedule",
+            function=self.function.function,
+            expression=REDRIVE_SCHEDULE_EXPRESSION,
+            timezone=policy.timezone,
+            policy_name=policy.name,
+            description=f"sweeper {policy.name}: run the redrive",
+        )

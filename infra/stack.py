@@ -1,0 +1,122 @@
+"""The sweeper stack: composes one construct per concern and owns tags, outputs and cdk-nag
+acknowledgments that concern the stack as a whole. It defines no resource itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack, Tags
+from constructs import Construct
+
+from infra.database import Database
+from infra.migrations import Migrations
+from infra.network import Network
+from infra.observability import Observability
+from infra.options import DeploymentOptions
+from infra.packaging import Packaging
+from infra.pipeline import Pipeline
+from infra.redrive import Redrive
+from infra.tables import Tables
+from sweeper.config import SweeperConfig
+
+APP_TAG = "sweeper"
+POLICY_TAG_KEY = "sweeper:policy"
+#: Taggable in CDK's model but not in CloudFormation's schema for it (validation rejects Tags).
+UNTAGGABLE_RESOURCE_TYPES = ["AWS::RDS::DBProxyTargetGroup"]
+
+
+class SweeperStack(Stack):
+    """Network, database, tables, migrations; per policy a pipeline and its redrive; alarms."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SweeperConfig,
+        options: DeploymentOptions,
+        deps_layer_dir: Path,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="sweeper: scheduled cleanup obligations against a rate-limited API",
+            **kwargs,
+        )
+        network = Network(self, "Network", options=options)
+        database = Database(self, "Database", network=network, options=options)
+        tables = Tables(self, "Tables")
+        packaging = Packaging(self, "Packaging", deps_layer_dir=deps_layer_dir)
+        migrations = Migrations(
+            self, "Migrations", network=network, database=database, packaging=packaging
+        )
+        observability = Observability(self, "Observability", alarm_email=options.alarm_email)
+
+        for policy in config.policies:
+            pipeline = Pipeline(
+                self,
+                f"Pipeline-{policy.name}",
+                policy=policy,
+                network=network,
+                database=database,
+                tables=tables,
+                packaging=packaging,
+            )
+            redrive = Redrive(
+                self,
+                f"Redrive-{policy.name}",
+                pipeline=pipeline,
+                network=network,
+                database=database,
+                packaging=packaging,
+            )
+            # No scheduled run before the ledger's schema exists.
+            pipeline.producer_schedule.schedule.node.add_dependency(migrations.resource)
+            redrive.schedule.schedule.node.add_dependency(migrations.resource)
+            observability.watch(pipeline, redrive)
+            for construct in (pipeline, redrive):
+                Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
+
+            prefix = pascal_case(policy.name)
+            self._output(f"{prefix}QueueUrl", pipeline.queue.queue_url, "work queue")
+            self._output(
+                f"{prefix}DeadLetterQueueUrl", pipeline.dead_letter_queue.queue_url, "its DLQ"
+            )
+            self._output(
+                f"{prefix}ProducerFunctionName",
+                pipeline.producer.function.function_name,
+                "producer function",
+            )
+            self._output(
+                f"{prefix}ConsumerFunctionName",
+                pipeline.consumer.function.function_name,
+                "consumer function",
+            )
+
+        self._output("IdempotencyTableName", tables.idempotency.table_name, "idempotency table")
+        self._output("LimiterTableName", tables.limiter.table_name, "limiter table")
+        self._output("DatabaseSecretArn", database.secret.secret_arn, "ledger credential")
+        if database.cluster is not None:
+            self._output(
+                "DatabaseEndpoint", database.cluster.cluster_endpoint.hostname, "ledger writer"
+            )
+        if database.proxy is not None:
+            self._output("DatabaseProxyEndpoint", database.proxy.endpoint, "ledger proxy")
+        self._output("AlarmTopicArn", observability.topic.topic_arn, "alarm notifications")
+        self._output(
+            "DashboardName", observability.dashboard.dashboard_name, "CloudWatch dashboard"
+        )
+        Tags.of(self).add("app", APP_TAG, exclude_resource_types=UNTAGGABLE_RESOURCE_TYPES)
+
+    def _output(self, logical_id: str, value: str, description: str) -> None:
+        """An output whose logical ID never changes: tools and tests read it by name."""
+        output = CfnOutput(self, logical_id, value=value, description=f"sweeper {description}")
+        output.override_logical_id(logical_id)
+
+
+def pascal_case(name: str) -> str:
+    """`data-exports` → `DataExports`: policy names as logical-ID parts."""
+    return "".join(part.capitalize() for part in name.split("-"))

@@ -1,0 +1,62 @@
+"""Tables: the idempotency records and the rate limiter's buckets, both on DynamoDB.
+
+Both hold short-lived state (the ledger in PostgreSQL holds the truth), expire items by TTL,
+and are billed on demand: a sweeper at rest costs nothing here.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+#: Powertools' DynamoDBPersistenceLayer defaults: key attribute and expiry attribute.
+IDEMPOTENCY_PARTITION_KEY = "id"
+IDEMPOTENCY_TTL_ATTRIBUTE = "expiration"
+LIMITER_PARTITION_KEY = "pk"
+LIMITER_TTL_ATTRIBUTE = "expires_at"
+
+#: What Powertools idempotency does to its table, and nothing more (no Scan, no Query).
+IDEMPOTENCY_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+)
+#: A token bucket is read and conditionally written, one item per scope.
+LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+
+
+class Tables(Construct):
+    """The two DynamoDB tables, on demand, encrypted, with point-in-time recovery."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.idempotency = self._table(
+            "Idempotency", IDEMPOTENCY_PARTITION_KEY, IDEMPOTENCY_TTL_ATTRIBUTE
+        )
+        self.limiter = self._table("Limiter", LIMITER_PARTITION_KEY, LIMITER_TTL_ATTRIBUTE)
+
+    def _table(self, construct_id: str, partition_key: str, ttl_attribute: str) -> dynamodb.Table:
+        return dynamodb.Table(
+            self,
+            construct_id,
+            partition_key=dynamodb.Attribute(
+                name=partition_key, type=dynamodb.AttributeType.STRING
+            ),
+            time_to_live_attribute=ttl_attribute,
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            # Transient state only: a redeploy after a destroy starts with fresh buckets and
+            # the vendor still sees the same Idempotency-Key for every operation.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+
+    def grant_consumer(self, grantee: iam.IGrantable) -> None:
+        """What a consumer does: idempotency records and limiter buckets, item by item."""
+        self.idempotency.grant(grantee, *IDEMPOTENCY_ACTIONS)
+        self.limiter.grant(grantee, *LIMITER_ACTIONS)
