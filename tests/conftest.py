@@ -192,6 +192,8 @@ def pipeline(
         "SWEEPER_DATABASE_URL": db_url,
         "SWEEPER_QUEUE_URL": resources.queue_url,
         "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
+        "SWEEPER_LIMITER_TABLE": resources.limiter_table,
+        "SWEEPER_DLQ_URL": resources.dlq_url,
         "POWERTOOLS_SERVICE_NAME": "sweeper",
     }
     for name, value in env.items():

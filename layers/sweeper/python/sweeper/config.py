@@ -251,6 +251,8 @@ class Settings(BaseSettings):
     database_secret_max_age_seconds: int = Field(default=300, ge=0)
     queue_url: str | None = None
     idempotency_table: str | None = None
+    limiter_table: str | None = None
+    dlq_url: str | None = None
     idempotency_expiry_seconds: int = Field(default=7 * 86_400, ge=60)
     database_prepare: bool = Field(
         default=True, description="off behind RDS Proxy: no server-side prepared statements"
@@ -269,7 +271,9 @@ class Settings(BaseSettings):
     def database_prepare_threshold(self) -> int | None:
         return 5 if self.database_prepare else None
 
-    def require(self, field: Literal["queue_url", "idempotency_table"]) -> str:
+    def require(
+        self, field: Literal["queue_url", "idempotency_table", "limiter_table", "dlq_url"]
+    ) -> str:
         value = getattr(self, field)
         if not value:
             raise ConfigError(f"SWEEPER_{field.upper()} must be set for this function")

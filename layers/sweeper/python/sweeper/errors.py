@@ -79,3 +79,7 @@ class InputError(SweeperError):
         super().__init__(f"line {line}: {reason}")
         self.line = line
         self.reason = reason
+
+
+class LimiterError(SweeperError):
+    """The shared limiter's table could not be read or written."""

@@ -25,10 +25,12 @@ from sweeper.actions.http import HttpAction
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import GuardedCall, guard_with_idempotency
 from sweeper.ledger.store import Ledger
+from sweeper.limiter import DynamoLimiter
 from sweeper.models import ActionResult
 from sweeper.queue import SqsPublisher
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 #: Never start work that could not finish before Lambda stops us.
@@ -78,6 +80,16 @@ def sqs_client() -> SQSClient:
 @lru_cache(maxsize=1)
 def publisher() -> SqsPublisher:
     return SqsPublisher(sqs_client(), settings().require("queue_url"))
+
+
+@lru_cache(maxsize=1)
+def dynamodb_client() -> DynamoDBClient:
+    return boto3.client("dynamodb")
+
+
+@lru_cache(maxsize=1)
+def limiter() -> DynamoLimiter:
+    return DynamoLimiter(dynamodb_client(), settings().require("limiter_table"))
 
 
 @lru_cache(maxsize=1)
@@ -146,6 +158,15 @@ def reset() -> None:
     """Forget every cached adapter and the settings (a new "cold start"; for tests)."""
     if ledger.cache_info().currsize:
         ledger().close()
-    for cached in (ledger, sqs_client, publisher, action, idempotency_config, guarded_call):
+    for cached in (
+        ledger,
+        sqs_client,
+        publisher,
+        dynamodb_client,
+        limiter,
+        action,
+        idempotency_config,
+        guarded_call,
+    ):
         cached.cache_clear()
     load_settings.cache_clear()

@@ -102,6 +102,7 @@ class PipelineResources:
     dlq_url: str
     dlq_arn: str
     idempotency_table: str
+    limiter_table: str
 
 
 def provision(
@@ -138,17 +139,21 @@ def provision(
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
-    table = f"{prefix}-idempotency"
-    existing = dynamodb.list_tables()["TableNames"]
-    if table not in existing:
+    table = _table(dynamodb, f"{prefix}-idempotency", key="id", ttl="expiration")
+    limiter = _table(dynamodb, f"{prefix}-limiter", key="pk", ttl="expires_at")
+    return PipelineResources(queue_url, queue_arn, dlq_url, dlq_arn, table, limiter)
+
+
+def _table(dynamodb: DynamoDBClient, name: str, *, key: str, ttl: str) -> str:
+    """An on-demand table with a string partition key and TTL, as tables.py in infra/ makes."""
+    if name not in dynamodb.list_tables()["TableNames"]:
         dynamodb.create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            TableName=name,
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
         dynamodb.update_time_to_live(
-            TableName=table,
-            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
         )
-    return PipelineResources(queue_url, queue_arn, dlq_url, dlq_arn, table)
+    return name

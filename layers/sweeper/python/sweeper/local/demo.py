@@ -136,6 +136,8 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             "SWEEPER_DATABASE_URL": stack.database_url,
             "SWEEPER_QUEUE_URL": resources.queue_url,
             "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
+            "SWEEPER_LIMITER_TABLE": resources.limiter_table,
+            "SWEEPER_DLQ_URL": resources.dlq_url,
             "POWERTOOLS_SERVICE_NAME": "sweeper",
         }
         ledger = Ledger(stack.database_url)

@@ -1,0 +1,289 @@
+"""The rate cap shared by every consumer, and the throttle gate, per limiter scope.
+
+One DynamoDB item per scope holds both:
+
+- `tat`: the GCRA theoretical arrival time, in microseconds since the epoch. A consumer *reserves*
+  the next slot (`slot = max(tat, now)`, `tat = slot + interval`) with one conditional UpdateItem,
+  then sleeps until its slot. Burst tolerance is zero, so in any window of the quota's period
+  there are at most `limit * headroom + 1` calls, whichever consumer makes them. No worker keeps
+  its own guess of the rate; more workers do not multiply it.
+- `closed_until` / `reason`: the gate. A vendor's Retry-After (or an auth failure) closes the
+  scope for every consumer; a reservation is refused while it is closed.
+
+Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
+from idle to busy, no reads; a consumer that slept for its slot re-reads the gate once (0.5 RCU,
+strongly consistent) before calling. One item takes about 1,000 writes/s, so one scope carries
+up to about 1,000 calls/s (docs/decisions.md). Hand-written because no maintained Python library
+implements a shared GCRA over DynamoDB conditional writes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from botocore.exceptions import ClientError
+
+from sweeper.errors import LimiterError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+US = 1_000_000
+#: Limiter items of idle scopes expire (DynamoDB TTL) after this long.
+ITEM_TTL_SECONDS = 86_400
+#: A reservation that loses this many races in a row gives up with a short denial.
+MAX_RACES = 8
+
+Reason = Literal["rate", "throttled", "auth"]
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A reserved slot: call at `slot_at` (epoch seconds), not before."""
+
+    slot_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """No slot within the horizon, or the gate is closed: come back at `retry_at`."""
+
+    retry_at: float
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeState:
+    scope: str
+    next_slot_at: float | None
+    closed_until: float | None
+    reason: str | None
+    last_close_seconds: float | None
+
+    def closed(self, now: float) -> bool:
+        return self.closed_until is not None and self.closed_until > now
+
+
+class Limiter(Protocol):
+    """What a consumer asks before calling the vendor (three implementations: see below)."""
+
+    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial: ...
+
+    def close(self, scope: str, until: float, reason: Reason) -> float: ...
+
+    def state(self, scope: str) -> ScopeState: ...
+
+
+def _n(value: float | int) -> dict[str, str]:
+    return {"N": str(int(value))}
+
+
+class DynamoLimiter:
+    """The shared limiter and gate (production)."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table: str,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._table = table
+        self._clock = clock
+        self.writes = 0  # conditional writes made, for the benchmark's cost figure
+        self.reads = 0
+
+    def _key(self, scope: str) -> dict[str, Any]:
+        return {"pk": {"S": f"scope#{scope}"}}
+
+    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
+        """Reserve the next slot of `scope` if it falls within `horizon` seconds."""
+        step = max(1, round(interval * US))
+        for _ in range(MAX_RACES):
+            now = int(self._clock() * US)
+            values = {
+                ":i": _n(step),
+                ":now": _n(now),
+                ":h": _n(now + horizon * US),
+                ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+            }
+            # Busy path: the bucket is ahead of now; take the next slot atomically.
+            old = self._update(
+                scope,
+                "SET tat = tat + :i, expires_at = :ttl",
+                "tat > :now AND tat <= :h AND "
+                "(attribute_not_exists(closed_until) OR closed_until <= :now)",
+                values,
+                returns="UPDATED_NEW",
+            )
+            if isinstance(old, int):
+                return Grant((old - step) / US)
+            denial = self._denial(old, now, horizon)
+            if denial is not None:
+                return denial
+            # Idle path: the bucket is behind now (or new); the slot is now.
+            del values[":h"]
+            values[":t"] = _n(now + step)
+            taken = self._update(
+                scope,
+                "SET tat = :t, expires_at = :ttl",
+                "(attribute_not_exists(tat) OR tat <= :now) AND "
+                "(attribute_not_exists(closed_until) OR closed_until <= :now)",
+                values,
+                returns="NONE",
+            )
+            if isinstance(taken, int):
+                return Grant(now / US)
+            denial = self._denial(taken, now, horizon)
+            if denial is not None:
+                return denial
+        return Denial(self._clock() + interval, "rate")  # lost every race: try again shortly
+
+    def _denial(self, item: dict[str, Any] | None, now: int, horizon: float) -> Denial | None:
+        if item is None:
+            return None
+        closed = int(item["closed_until"]["N"]) if "closed_until" in item else 0
+        if closed > now:
+            reason = item.get("reason", {}).get("S", "throttled")
+            return Denial(closed / US, "auth" if reason == "auth" else "throttled")
+        tat = int(item["tat"]["N"]) if "tat" in item else 0
+        if tat > now + horizon * US:
+            return Denial((tat - horizon * US) / US, "rate")
+        return None
+
+    def _update(
+        self, scope: str, update: str, condition: str, values: dict[str, Any], returns: str
+    ) -> int | dict[str, Any] | None:
+        """Run a conditional update; the new tat (or 0) on success, the old item on failure."""
+        try:
+            self.writes += 1
+            response = self._client.update_item(
+                TableName=self._table,
+                Key=self._key(scope),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValues=returns,  # type: ignore[arg-type]
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+                return item
+            raise LimiterError(f"limiter update failed for scope {scope!r}") from exc
+        attributes = response.get("Attributes", {})
+        return int(attributes["tat"]["N"]) if "tat" in attributes else 0
+
+    def close(self, scope: str, until: float, reason: Reason) -> float:
+        """Close the gate until `until` (never shortens a closure); returns the closure's end."""
+        now = self._clock()
+        try:
+            self.writes += 1
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(scope),
+                UpdateExpression=(
+                    "SET closed_until = :u, reason = :r, last_close_us = :d, "
+                    "expires_at = :ttl ADD closures :one"
+                ),
+                ConditionExpression="attribute_not_exists(closed_until) OR closed_until < :u",
+                ExpressionAttributeValues={
+                    ":u": _n(until * US),
+                    ":r": {"S": reason},
+                    ":one": _n(1),
+                    ":d": _n(max(0.0, until - now) * US),
+                    ":ttl": _n(until + ITEM_TTL_SECONDS),
+                },
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise LimiterError(f"gate close failed for scope {scope!r}") from exc
+            return max(until, self.state(scope).closed_until or until)
+        return until
+
+    def state(self, scope: str) -> ScopeState:
+        self.reads += 1
+        try:
+            item = self._client.get_item(
+                TableName=self._table, Key=self._key(scope), ConsistentRead=True
+            ).get("Item", {})
+        except ClientError as exc:
+            raise LimiterError(f"limiter read failed for scope {scope!r}") from exc
+
+        def num(name: str) -> float | None:
+            return int(item[name]["N"]) / US if name in item else None
+
+        reason = item.get("reason", {}).get("S")
+        return ScopeState(scope, num("tat"), num("closed_until"), reason, num("last_close_us"))
+
+
+class PerWorkerLimiter:
+    """Benchmark baseline: each worker spaces its own calls at quota / workers, and no gate.
+
+    This is what a per-worker rate limit (Celery's) does; it is never used in production.
+    """
+
+    def __init__(self, workers: int, *, clock: Callable[[], float] = time.time) -> None:
+        self._workers = workers
+        self._clock = clock
+        self._next: dict[str, float] = {}
+
+    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
+        now = self._clock()
+        slot = max(self._next.get(scope, now), now)
+        if slot - now > horizon:
+            return Denial(slot - horizon, "rate")
+        self._next[scope] = slot + interval * self._workers
+        return Grant(slot)
+
+    def close(self, scope: str, until: float, reason: Reason) -> float:
+        return until  # no shared gate: each worker learns of a closure by being throttled
+
+    def state(self, scope: str) -> ScopeState:
+        return ScopeState(scope, self._next.get(scope), None, None, None)
+
+
+class NoLimiter:
+    """Benchmark baseline: the concurrency cap alone (reserved concurrency as the only limit)."""
+
+    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
+        return Grant(0.0)
+
+    def close(self, scope: str, until: float, reason: Reason) -> float:
+        return until
+
+    def state(self, scope: str) -> ScopeState:
+        return ScopeState(scope, None, None, None, None)
+
+
+def close_delay(
+    retry_after: float | None,
+    last_close_seconds: float | None,
+    *,
+    base: float,
+    cap: float,
+    jitter: float,
+    rng: random.Random,
+) -> float:
+    """How long a throttle closes the scope.
+
+    With a Retry-After, exactly that long plus a bounded jitter (never earlier than the vendor
+    asked: jitter only adds, and at most `jitter` seconds). Without one, an exponential delay:
+    double the last closure, starting at `base`, capped at `cap`.
+    """
+    if retry_after is not None:
+        return max(0.0, retry_after) + rng.uniform(0.0, jitter)
+    previous = last_close_seconds or 0.0
+    return min(cap, max(base, 2.0 * previous)) + rng.uniform(0.0, jitter)
+
+
+def retry_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
+    """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]."""
+    ceiling = min(cap, base * math.pow(2.0, max(0, attempt - 1)))
+    return rng.uniform(0.0, ceiling)
