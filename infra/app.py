@@ -26,6 +26,8 @@ from sweeper.errors import ConfigError
 
 DEFAULT_OUTDIR = "cdk.out"
 CDK_JSON = REPO_ROOT / "cdk.json"
+#: How a policy-validation failure (cdk-nag included) surfaces from synth.
+VALIDATION_FAILED = "ValidationFailed"
 
 
 def build_app(
@@ -66,13 +68,19 @@ def _context_from_command_line(argv: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     context = _context_from_command_line(sys.argv[1:] if argv is None else argv)
     try:
-        if not is_up_to_date():
-            raise ConfigError("the deps layer is missing or stale: run `make layers` first")
         app, _ = build_app(context, outdir=os.environ.get("CDK_OUTDIR", DEFAULT_OUTDIR))
+        if not is_up_to_date():
+            raise ConfigError("the deps layer is stale: run `make layers` first")
         app.synth()
     except ConfigError as exc:
         sys.stderr.write(f"sweeper: {exc}\n")
         return 2
+    except RuntimeError as exc:
+        if not str(exc).startswith(VALIDATION_FAILED):
+            raise
+        # cdk-nag or CloudFormation validation: the report above names each finding.
+        sys.stderr.write(f"sweeper: {exc}\n")
+        return 1
     return 0
 
 

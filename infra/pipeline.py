@@ -130,6 +130,8 @@ class Pipeline(Construct):
             network=network,
             environment={
                 "SWEEPER_POLICY": policy_json,
+                # The consumer changes the visibility of messages it defers (rate limit, gate).
+                "SWEEPER_QUEUE_URL": self.queue.queue_url,
                 "SWEEPER_IDEMPOTENCY_TABLE": tables.idempotency.table_name,
                 "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
                 **database.runtime_environment(),

@@ -48,7 +48,7 @@ class Redrive(Construct):
             environment={
                 "SWEEPER_POLICY": policy.model_dump_json(),
                 "SWEEPER_QUEUE_URL": pipeline.queue.queue_url,
-                "SWEEPER_DEAD_LETTER_QUEUE_URL": pipeline.dead_letter_queue.queue_url,
+                "SWEEPER_DLQ_URL": pipeline.dead_letter_queue.queue_url,
                 **database.runtime_environment(),
             },
             timeout_seconds=REDRIVE_TIMEOUT_SECONDS,

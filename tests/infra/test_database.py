@@ -1,0 +1,154 @@
+"""Database: Aurora Serverless v2 PostgreSQL with TLS and a managed secret, optional RDS Proxy,
+or an imported cluster; port 5432 open to sweeper's function security groups only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk.assertions import Match
+
+from infra.database import ADMIN_USERNAME, DATABASE_NAME
+from tests.infra.conftest import IMPORTED_CONTEXT, Synth
+
+RUNTIME_FUNCTIONS = ("Producer", "Consumer", "Redrive")
+
+
+def test_cluster_is_aurora_serverless_v2_postgresql_encrypted_and_protected(
+    default: Synth,
+) -> None:
+    cluster = default.resource("DatabaseCluster", "AWS::RDS::DBCluster")
+    props = cluster["Properties"]
+    assert props["Engine"] == "aurora-postgresql"
+    assert props["StorageEncrypted"] is True
+    assert props["DeletionProtection"] is True
+    assert props["DatabaseName"] == DATABASE_NAME
+    assert props["ServerlessV2ScalingConfiguration"] == {"MinCapacity": 0.5, "MaxCapacity": 4}
+    assert cluster["DeletionPolicy"] == "Snapshot"
+    default.template.has_resource_properties(
+        "AWS::RDS::DBInstance", {"DBInstanceClass": "db.serverless", "PubliclyAccessible": False}
+    )
+
+
+def test_server_refuses_connections_without_tls(default: Synth) -> None:
+    default.template.has_resource_properties(
+        "AWS::RDS::DBClusterParameterGroup", {"Parameters": {"rds.force_ssl": "1"}}
+    )
+
+
+def test_secret_holds_the_database_name_and_is_rotated(default: Synth) -> None:
+    secret = default.resource("DatabaseSecret", "AWS::SecretsManager::Secret")
+    template = json.loads(secret["Properties"]["GenerateSecretString"]["SecretStringTemplate"])
+    assert template == {"username": ADMIN_USERNAME, "dbname": DATABASE_NAME}
+    default.template.has_resource_properties(
+        "AWS::SecretsManager::RotationSchedule",
+        {
+            "RotationRules": {"ScheduleExpression": "rate(30 days)"},
+            "RotateImmediatelyOnUpdate": False,
+        },
+    )
+
+
+def _ingress_into(synth: Synth, group_ref: Any) -> list[dict[str, Any]]:
+    return [
+        rule["Properties"]
+        for rule in synth.resources("AWS::EC2::SecurityGroupIngress").values()
+        if rule["Properties"]["GroupId"] == group_ref
+    ]
+
+
+def test_database_admits_postgres_from_function_security_groups_only(default: Synth) -> None:
+    group_id = default.logical_id("Database/SecurityGroup/Resource")
+    group = default.template_json["Resources"][group_id]["Properties"]
+    assert "SecurityGroupIngress" not in group  # no inline (CIDR) rules
+    rules = _ingress_into(default, {"Fn::GetAtt": [group_id, "GroupId"]})
+    sources = {rule["SourceSecurityGroupId"]["Fn::GetAtt"][0] for rule in rules}
+    function_groups = {
+        sg_id
+        for function in default.python_functions().values()
+        for sg_id in (
+            ref["Fn::GetAtt"][0] for ref in function["Properties"]["VpcConfig"]["SecurityGroupIds"]
+        )
+    }
+    rotation_group = default.logical_id("Cluster/RotationSingleUser/SecurityGroup/Resource")
+    assert sources == function_groups | {rotation_group}
+    cluster_id = default.logical_id("Database/Cluster/Resource")
+    assert default.template_json["Resources"][cluster_id]["Properties"]["Port"] == 5432
+    cluster_port = {"Fn::GetAtt": [cluster_id, "Endpoint.Port"]}  # how CDK wires the rotation
+    assert all(rule["FromPort"] == rule["ToPort"] in (5432, cluster_port) for rule in rules)
+
+
+def test_functions_read_the_secret_arn_never_the_password(default: Synth) -> None:
+    for logical_id, function in default.python_functions().items():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert "SWEEPER_DATABASE_SECRET_ARN" in variables, logical_id
+        rendered = json.dumps(variables)
+        assert "resolve:secretsmanager" not in rendered
+        assert "PASSWORD" not in rendered.upper()
+
+
+def test_without_proxy_functions_use_the_host_in_the_secret(default: Synth) -> None:
+    for name in RUNTIME_FUNCTIONS:
+        variables = default.environment(name)
+        assert "SWEEPER_DATABASE_HOST" not in variables
+        assert "SWEEPER_DATABASE_PREPARE" not in variables
+
+
+def test_proxy_requires_tls_and_functions_skip_prepared_statements(proxied: Synth) -> None:
+    proxied.template.has_resource_properties(
+        "AWS::RDS::DBProxy", {"RequireTLS": True, "EngineFamily": "POSTGRESQL"}
+    )
+    proxy_id = proxied.logical_id("Database/Proxy/Resource")
+    for name in RUNTIME_FUNCTIONS:
+        for logical_id, function in proxied.python_functions().items():
+            if name not in logical_id:
+                continue
+            variables = function["Properties"]["Environment"]["Variables"]
+            assert variables["SWEEPER_DATABASE_PREPARE"] == "off"
+            assert variables["SWEEPER_DATABASE_HOST"] == {"Fn::GetAtt": [proxy_id, "Endpoint"]}
+
+
+def test_migrations_bypass_the_proxy(proxied: Synth) -> None:
+    variables = proxied.environment("MigrationsFunction")
+    assert "SWEEPER_DATABASE_HOST" not in variables
+    assert "SWEEPER_DATABASE_PREPARE" not in variables
+
+
+def test_cluster_behind_a_proxy_admits_the_proxy(proxied: Synth) -> None:
+    cluster_group = proxied.logical_id("Database/SecurityGroup/Resource")
+    proxy_group = proxied.logical_id("Database/ProxySecurityGroup/Resource")
+    rules = _ingress_into(proxied, {"Fn::GetAtt": [cluster_group, "GroupId"]})
+    assert {"Fn::GetAtt": [proxy_group, "GroupId"]} in [r["SourceSecurityGroupId"] for r in rules]
+
+
+def test_scale_to_zero_pauses_the_cluster(proxied: Synth) -> None:
+    proxied.template.has_resource_properties(
+        "AWS::RDS::DBCluster",
+        {
+            "ServerlessV2ScalingConfiguration": {
+                "MinCapacity": 0,
+                "MaxCapacity": 4,
+                "SecondsUntilAutoPause": Match.any_value(),
+            }
+        },
+    )
+
+
+def test_imported_database_is_reached_at_the_given_endpoint(imported: Synth) -> None:
+    imported.template.resource_count_is("AWS::RDS::DBCluster", 0)
+    imported.template.resource_count_is("AWS::RDS::DBProxy", 0)
+    for name in (*RUNTIME_FUNCTIONS, "MigrationsFunction"):
+        variables = imported.environment(name)
+        assert variables["SWEEPER_DATABASE_SECRET_ARN"] == IMPORTED_CONTEXT["database_secret_arn"]
+        assert variables["SWEEPER_DATABASE_HOST"] == IMPORTED_CONTEXT["database_endpoint"]
+        assert variables["SWEEPER_DATABASE_PORT"] == IMPORTED_CONTEXT["database_port"]
+    # rds_proxy=true with an imported endpoint: that endpoint is a proxy.
+    assert imported.environment("Consumer")["SWEEPER_DATABASE_PREPARE"] == "off"
+
+
+def test_imported_database_group_admits_each_function_on_its_port(imported: Synth) -> None:
+    rules = _ingress_into(imported, IMPORTED_CONTEXT["database_security_group_id"])
+    assert len(rules) == len(imported.python_functions())
+    port = int(IMPORTED_CONTEXT["database_port"])
+    assert all(rule["FromPort"] == rule["ToPort"] == port for rule in rules)
+    assert all("SourceSecurityGroupId" in rule for rule in rules)

@@ -1,0 +1,125 @@
+"""Migrations: a custom resource runs the ledger migrations on deploy, after the database."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from infra.migrations import RESOURCE_TYPE, migrations_digest
+from tests.infra.conftest import REPO_ROOT, Synth
+
+HANDLER_FILE = REPO_ROOT / "functions" / "migrate" / "app.py"
+
+
+def test_custom_resource_carries_the_digest_of_the_migration_files(default: Synth) -> None:
+    resources = default.resources(RESOURCE_TYPE)
+    assert len(resources) == 1
+    (resource,) = resources.values()
+    assert resource["Properties"]["MigrationsDigest"] == migrations_digest()
+    assert "ServiceToken" in resource["Properties"]
+
+
+def test_migrations_wait_for_the_database_and_the_endpoints(default: Synth) -> None:
+    (resource,) = default.resources(RESOURCE_TYPE).values()
+    depends_on = set(resource["DependsOn"])
+    assert default.logical_id("Database/Cluster/Resource") in depends_on
+    assert default.logical_id("Database/Cluster/Writer/Resource") in depends_on
+    assert default.logical_id("Network/Vpc/SecretsManagerEndpoint/Resource") in depends_on
+
+
+def test_digest_changes_when_a_migration_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "0001_init.sql").write_text("CREATE TABLE a (id int);\n")
+    monkeypatch.setattr("infra.migrations.MIGRATIONS_DIR", tmp_path)
+    before = migrations_digest()
+    (tmp_path / "0001_init.sql").write_text("CREATE TABLE a (id bigint);\n")
+    assert migrations_digest() != before
+
+
+def _load_handler() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("migrate_handler", HANDLER_FILE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Context:
+    function_name = "migrate"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:111122223333:function:migrate"
+    memory_limit_in_mb = 512
+    aws_request_id = "req-1"
+    log_group_name = "/aws/lambda/migrate"
+    log_stream_name = "stream"
+
+
+SECRET = {
+    "host": "ledger.cluster-abc.eu-west-1.rds.amazonaws.com",
+    "port": 5432,
+    "username": "sweeper_admin",
+    "password": "s3cret",
+    "dbname": "sweeper",
+}
+
+
+def test_create_runs_the_migrations_over_tls_with_the_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handler = _load_handler()
+    seen: dict[str, Any] = {}
+    monkeypatch.setenv("SWEEPER_DATABASE_SECRET_ARN", "arn:aws:secretsmanager:eu:1:secret:db")
+    monkeypatch.delenv("SWEEPER_DATABASE_HOST", raising=False)
+    monkeypatch.setattr(handler.parameters, "get_secret", lambda arn, **_: SECRET)
+
+    def fake_migrate(conninfo: str) -> list[int]:
+        seen["conninfo"] = conninfo
+        return [1, 2]
+
+    monkeypatch.setattr("sweeper.ledger.migrate.migrate", fake_migrate)
+
+    result = handler.handler({"RequestType": "Create"}, _Context())
+
+    assert result == {
+        "PhysicalResourceId": handler.PHYSICAL_RESOURCE_ID,
+        "Data": {"Applied": "1,2"},
+    }
+    assert "sslmode=require" in seen["conninfo"]
+    assert f"host={SECRET['host']}" in seen["conninfo"]
+    assert "dbname=sweeper" in seen["conninfo"]
+
+
+def test_endpoint_from_the_environment_wins_over_the_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handler = _load_handler()
+    monkeypatch.setenv("SWEEPER_DATABASE_SECRET_ARN", "arn:aws:secretsmanager:eu:1:secret:db")
+    monkeypatch.setenv("SWEEPER_DATABASE_HOST", "imported.example.internal")
+    monkeypatch.setenv("SWEEPER_DATABASE_PORT", "5433")
+    monkeypatch.setattr(handler.parameters, "get_secret", lambda arn, **_: SECRET)
+
+    conninfo: str = handler.database_conninfo()
+
+    assert "host=imported.example.internal" in conninfo
+    assert "port=5433" in conninfo
+
+
+def test_delete_leaves_the_ledger_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    handler = _load_handler()
+
+    def forbidden(conninfo: str) -> list[int]:
+        raise AssertionError("delete must not migrate")
+
+    monkeypatch.setattr("sweeper.ledger.migrate.migrate", forbidden)
+
+    result = handler.handler(
+        {"RequestType": "Delete", "PhysicalResourceId": handler.PHYSICAL_RESOURCE_ID}, _Context()
+    )
+
+    assert result == {"PhysicalResourceId": handler.PHYSICAL_RESOURCE_ID}

@@ -1,0 +1,178 @@
+"""Security: one least-privilege role per function, encryption at rest, TLS, no plain secrets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra.function import VPC_ACCESS_ACTIONS
+from infra.network import VPC_CIDR
+from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS
+from tests.infra.conftest import Synth
+
+XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _statements_of_role(synth: Synth, role_id: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    role = synth.template_json["Resources"][role_id]["Properties"]
+    for inline in role.get("Policies", []):
+        statements += inline["PolicyDocument"]["Statement"]
+    return statements
+
+
+def _role_of(function: dict[str, Any]) -> str:
+    return str(function["Properties"]["Role"]["Fn::GetAtt"][0])
+
+
+def _actions(statements: list[dict[str, Any]]) -> set[str]:
+    return {action for s in statements for action in _as_list(s["Action"])}
+
+
+def _function_statements(synth: Synth, pattern: str) -> list[dict[str, Any]]:
+    return _statements_of_role(synth, _role_of(synth.function(pattern)))
+
+
+def test_each_function_has_its_own_role_without_managed_policies(every_variant: Synth) -> None:
+    functions = every_variant.python_functions().values()
+    roles = [_role_of(function) for function in functions]
+    assert len(set(roles)) == len(roles)
+    for role_id in roles:
+        role = every_variant.template_json["Resources"][role_id]["Properties"]
+        assert "ManagedPolicyArns" not in role
+
+
+def test_wildcard_resources_only_for_network_interfaces_and_tracing(every_variant: Synth) -> None:
+    allowed = set(VPC_ACCESS_ACTIONS) | XRAY_ACTIONS
+    for function in every_variant.python_functions().values():
+        for statement in _statements_of_role(every_variant, _role_of(function)):
+            if "*" in _as_list(statement["Resource"]):
+                assert set(_as_list(statement["Action"])) <= allowed, statement
+
+
+def test_no_statement_grants_a_whole_service(every_variant: Synth) -> None:
+    for policy in every_variant.resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for action in _as_list(statement["Action"]):
+                assert action != "*"
+                assert not action.endswith(":*"), action
+
+
+def test_consumer_reads_its_queue_and_writes_only_its_tables(proxied: Synth) -> None:
+    dynamodb_allowed = set(IDEMPOTENCY_ACTIONS) | set(LIMITER_ACTIONS)
+    tables = {
+        proxied.logical_id("Tables/Idempotency/Resource"),
+        proxied.logical_id("Tables/Limiter/Resource"),
+    }
+    for policy in proxied.config.policies:
+        prefix = f"Pipeline{policy.name.replace('-', '')}"
+        statements = _function_statements(proxied, f"^{prefix}ConsumerFunction[0-9A-F]{{8}}$")
+        actions = _actions(statements)
+        assert "sqs:SendMessage" not in actions
+        assert {a for a in actions if a.startswith("dynamodb:")} <= dynamodb_allowed
+        own_queue = proxied.logical_id(f"Pipeline-{policy.name}/WorkQueue/Resource")
+        for statement in statements:
+            rendered = json.dumps(statement["Resource"])
+            if any(a.startswith("sqs:") for a in _as_list(statement["Action"])):
+                assert own_queue in rendered
+                assert "DeadLetterQueue" not in rendered
+            if any(a.startswith("dynamodb:") for a in _as_list(statement["Action"])):
+                assert any(table in rendered for table in tables)
+
+
+def test_producer_only_sends_to_its_own_queue(proxied: Synth) -> None:
+    for policy in proxied.config.policies:
+        prefix = f"Pipeline{policy.name.replace('-', '')}"
+        statements = _function_statements(proxied, f"^{prefix}ProducerFunction[0-9A-F]{{8}}$")
+        actions = _actions(statements)
+        assert not {a for a in actions if a.startswith("dynamodb:")}
+        assert "sqs:ReceiveMessage" not in actions
+        own_queue = proxied.logical_id(f"Pipeline-{policy.name}/WorkQueue/Resource")
+        dlq = proxied.logical_id(
+            f"Pipeline-{policy.name}/ProducerSchedule/DeadLetterQueue/Resource"
+        )
+        for statement in statements:
+            if "sqs:SendMessage" in _as_list(statement["Action"]):
+                rendered = json.dumps(statement["Resource"])
+                # its work queue, and its schedule DLQ as the async failure destination
+                assert own_queue in rendered or dlq in rendered
+
+
+def test_api_token_is_readable_by_its_policy_consumer_only(proxied: Synth) -> None:
+    (with_token,) = [p for p in proxied.config.policies if p.action.auth_secret_arn]
+    token_arn = with_token.action.auth_secret_arn
+    assert token_arn is not None
+    for logical_id, function in proxied.python_functions().items():
+        statements = _statements_of_role(proxied, _role_of(function))
+        reads_token = token_arn in json.dumps(statements)
+        is_its_consumer = logical_id.startswith("PipelinestalesessionsConsumer")
+        assert reads_token == is_its_consumer, logical_id
+
+
+def test_secrets_reach_functions_by_arn_only(every_variant: Synth) -> None:
+    for function in every_variant.python_functions().values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        rendered = json.dumps(variables)
+        assert "resolve:secretsmanager" not in rendered
+        for name in variables:
+            assert "PASSWORD" not in name
+            assert "TOKEN" not in name
+            assert "SECRET" not in name or name.endswith("_SECRET_ARN")
+
+
+def test_producer_egress_is_https_to_the_vpc_endpoints_and_postgres(default: Synth) -> None:
+    group_id = default.logical_id("Pipeline-exports/Producer/SecurityGroup/Resource")
+    inline = default.template_json["Resources"][group_id]["Properties"]["SecurityGroupEgress"]
+    assert [(rule["CidrIp"], rule["FromPort"]) for rule in inline] == [(VPC_CIDR, 443)]
+    separate = [
+        rule["Properties"]
+        for rule in default.resources("AWS::EC2::SecurityGroupEgress").values()
+        if rule["Properties"]["GroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
+    ]
+    assert [(rule["FromPort"], "DestinationSecurityGroupId" in rule) for rule in separate] == [
+        (5432, True)
+    ]
+
+
+def test_consumer_egress_reaches_the_vendor_port(proxied: Synth) -> None:
+    group_id = proxied.logical_id("Pipeline-stale-sessions/Consumer/SecurityGroup/Resource")
+    inline = proxied.template_json["Resources"][group_id]["Properties"]["SecurityGroupEgress"]
+    assert sorted(rule["FromPort"] for rule in inline) == [443, 8443]
+    assert {rule["CidrIp"] for rule in inline} == {"0.0.0.0/0"}
+
+
+def test_everything_is_encrypted_at_rest(every_variant: Synth) -> None:
+    for queue in every_variant.resources("AWS::SQS::Queue").values():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    for table in every_variant.resources("AWS::DynamoDB::Table").values():
+        assert table["Properties"]["SSESpecification"]["SSEEnabled"] is True
+    for cluster in every_variant.resources("AWS::RDS::DBCluster").values():
+        assert cluster["Properties"]["StorageEncrypted"] is True
+    (topic,) = every_variant.resources("AWS::SNS::Topic").values()
+    assert "KmsMasterKeyId" in topic["Properties"]
+    for key in every_variant.resources("AWS::KMS::Key").values():
+        assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_every_queue_refuses_requests_without_tls(every_variant: Synth) -> None:
+    queues = set(every_variant.resources("AWS::SQS::Queue"))
+    guarded = set()
+    for policy in every_variant.resources("AWS::SQS::QueuePolicy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny" and statement.get("Condition") == {
+                "Bool": {"aws:SecureTransport": "false"}
+            }:
+                guarded |= {ref["Ref"] for ref in policy["Properties"]["Queues"]}
+    assert guarded == queues
+
+
+def test_every_log_group_expires_its_logs(every_variant: Synth) -> None:
+    for log_group in every_variant.resources("AWS::Logs::LogGroup").values():
+        assert log_group["Properties"]["RetentionInDays"] > 0
