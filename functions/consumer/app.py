@@ -30,6 +30,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         guarded_call=runtime.guarded_call(),
         clock=runtime.utcnow,
         metrics=metrics,
+        limiter=runtime.consumer_limiter(),
+        visibility=runtime.visibility(),
     )
     return process_batch(
         event, context, deps, processor, call_timeout=runtime.call_timeout(context)

@@ -144,7 +144,10 @@ def deps_with(
     guarded = runtime.guarded_call()
     if perform is not None:
         guarded = guard_with_idempotency(perform, _idempotent_like_runtime(p))
-    return ConsumerDeps(p.policy, ledger, guarded, runtime.utcnow, sink), sink
+    deps = ConsumerDeps(
+        p.policy, ledger, guarded, runtime.utcnow, sink, runtime.limiter(), runtime.visibility()
+    )
+    return deps, sink
 
 
 def _idempotent_like_runtime(p: Pipeline) -> Any:

@@ -42,6 +42,9 @@ _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _PERIOD_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 PolicyName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
+OutcomeName = Literal[
+    "accepted", "absent", "throttled", "transient", "unknown", "permanent", "auth"
+]
 
 
 class _Strict(BaseModel):
@@ -72,6 +75,11 @@ class Quota(_Strict):
     def rate_per_second(self) -> float:
         """The rate sweeper aims for, headroom applied."""
         return self.limit * self.headroom / self.period_seconds
+
+    @property
+    def interval_seconds(self) -> float:
+        """The spacing of calls in one scope (the GCRA emission interval)."""
+        return 1.0 / self.rate_per_second
 
 
 class ScopeConfig(_Strict):
@@ -112,6 +120,19 @@ class HttpActionConfig(_Strict):
     auth_secret_arn: str | None = Field(
         default=None, description="Secrets Manager secret with the API token (Bearer)"
     )
+    #: Overrides of the default classification, e.g. {"409": "absent", "423": "throttled"}.
+    outcomes: dict[int, OutcomeName] = Field(default_factory=dict)
+    #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
+    retry_after_header: str | None = None
+    retry_after_header_unit: Literal["s", "ms"] = "s"
+
+    @field_validator("outcomes")
+    @classmethod
+    def _statuses_are_http(cls, value: dict[int, str]) -> dict[int, str]:
+        bad = sorted(status for status in value if not 100 <= status <= 599)
+        if bad:
+            raise ValueError(f"not HTTP statuses: {bad}")
+        return value
 
     @field_validator("url_template")
     @classmethod
@@ -148,6 +169,28 @@ class ConsumerConfig(_Strict):
         return 6 * self.timeout_seconds + self.batch_window_seconds
 
 
+class RetryConfig(_Strict):
+    """Backoff for transient and unknown outcomes: full jitter, exponential, capped."""
+
+    base_seconds: float = Field(default=2.0, gt=0, le=3600)
+    cap_seconds: float = Field(default=300.0, gt=0, le=43_200)
+
+
+class ThrottleConfig(_Strict):
+    """How the gate reacts to the vendor's signals, and how long a consumer waits in place."""
+
+    #: Closure without a Retry-After: doubles from here up to the cap.
+    close_base_seconds: float = Field(default=1.0, gt=0, le=3600)
+    close_cap_seconds: float = Field(default=300.0, gt=0, le=43_200)
+    #: Added after the vendor's stated time (never before it), so consumers don't stampede.
+    reopen_jitter_seconds: float = Field(default=0.1, ge=0, le=60)
+    #: An auth failure opens the circuit for this long (a configuration incident).
+    auth_cooloff_seconds: float = Field(default=300.0, gt=0, le=43_200)
+    #: A consumer sleeps for a token or a reopening at most this long; longer waits return
+    #: the message to the queue, visible again when the wait is over.
+    max_wait_seconds: float = Field(default=2.0, ge=0, le=60)
+
+
 class AlarmConfig(_Strict):
     queue_age_seconds: int = Field(default=900, gt=0)
     oldest_eligible_age_seconds: int = Field(default=1800, gt=0)
@@ -167,6 +210,8 @@ class Policy(_Strict):
     action: HttpActionConfig = HttpActionConfig()
     consumer: ConsumerConfig = ConsumerConfig()
     alarms: AlarmConfig = AlarmConfig()
+    retry: RetryConfig = RetryConfig()
+    throttle: ThrottleConfig = ThrottleConfig()
     max_attempts: int = Field(default=8, ge=1, le=100)
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)
@@ -254,6 +299,9 @@ class Settings(BaseSettings):
     limiter_table: str | None = None
     dlq_url: str | None = None
     idempotency_expiry_seconds: int = Field(default=7 * 86_400, ge=60)
+    #: "shared" in production; the two others exist for the rate benchmark's baselines only.
+    limiter_mode: Literal["shared", "per_worker", "off"] = "shared"
+    limiter_workers: int = Field(default=1, ge=1, description="workers, for per_worker")
     database_prepare: bool = Field(
         default=True, description="off behind RDS Proxy: no server-side prepared statements"
     )

@@ -6,20 +6,33 @@ inside Powertools idempotency keyed by the operation key, which the vendor also 
 `Idempotency-Key`. The named gap: the vendor may accept and the process die before the ledger
 commit; the redelivery then reuses the same key, gets the stored (or the vendor's replayed)
 result, and commits it (tests/integration/test_consumer.py drills both halves).
+
+Before calling, a record takes a slot from the limiter its scope shares with every consumer; a
+closed gate or a slot too far away returns the message to the queue, visible again when the wait
+is over. Waiting never counts as an attempt. Each outcome class has its own path:
+
+| class                | ledger                              | message                          |
+|----------------------|-------------------------------------|----------------------------------|
+| accepted, absent     | succeeded                           | deleted                          |
+| permanent            | failed (terminal), one attempt      | deleted                          |
+| throttled            | next attempt at the reopening       | back when the gate reopens       |
+| auth                 | next attempt when the circuit ends  | back when the circuit ends       |
+| transient, unknown   | one attempt, retry after a backoff  | back after the backoff           |
+| ... past max attempts| failed ("exhausted")                | deleted                          |
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import random
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
 
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    process_partial_response,
-)
+from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -28,10 +41,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from pydantic import ValidationError
 
 from sweeper.config import Policy
-from sweeper.errors import MalformedMessageError, RetryableActionError
+from sweeper.errors import MalformedMessageError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
+from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
 from sweeper.models import SETTLED_STATUSES, ActionResult, JobMessage, JobStatus, OutcomeClass
 from sweeper.observability import Metric, MetricSink
+from sweeper.queue import Visibility
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +54,17 @@ logger = logging.getLogger(__name__)
 #: outcome that settles nothing (so the idempotency record is released, not stored).
 GuardedCall = Callable[[JobMessage, float | None], ActionResult]
 Clock = Callable[[], datetime]
+
+#: A consumer that slept this long for its slot reads the gate again before calling.
+GATE_RECHECK_AFTER_SECONDS = 0.05
+#: Below this much Lambda time, a record is not called but returned at once.
+MIN_CALL_SECONDS = 1.0
+#: Spreads the return of records that waited for a token, so they do not all come back at once.
+RATE_DEFERRAL_JITTER_SECONDS = 0.5
+
+
+class Deferred(SweeperError):
+    """The record goes back to the queue on purpose (a wait, not a failure)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +74,11 @@ class ConsumerDeps:
     guarded_call: GuardedCall
     clock: Clock
     metrics: MetricSink
+    limiter: Limiter
+    visibility: Visibility
+    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], float] = time.time  # epoch seconds, the limiter's clock
+    rng: random.Random = field(default_factory=random.Random)
 
 
 def parse_body(message_id: str, body: str) -> JobMessage:
@@ -91,73 +122,199 @@ def process_batch(
                 },
             )
             return
-        _handle_job(item, statuses.get(item.key), deps, call_timeout())
+        _Delivery(item, record.receipt_handle, deps, call_timeout).handle(statuses.get(item.key))
 
     return process_partial_response(event, handle, processor, context)
 
 
-def _handle_job(
-    job: JobMessage, status: JobStatus | None, deps: ConsumerDeps, timeout: float | None
-) -> None:
-    ids = {"operation_key": job.key, "batch_id": job.batch_id}
-    if status is None:
-        deps.metrics.add_metric(Metric.ORPHANS, "Count", 1)
-        logger.warning("message names no ledger job; dropped", extra=ids)
-        return
-    if status in SETTLED_STATUSES:
-        deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
-        logger.info("already settled; acknowledged", extra={**ids, "status": status.value})
-        return
-    try:
-        result = deps.guarded_call(job, timeout)
-    except IdempotencyAlreadyInProgressError:
-        deps.metrics.add_metric(Metric.IN_PROGRESS_ELSEWHERE, "Count", 1)
-        raise
-    except RetryableActionError as exc:
-        if _record_unsettled(job, exc, deps):
-            return  # terminal now: acknowledge, the ledger has the outcome
-        raise
-    deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + result.outcome.value, "Count", 1)
-    now = deps.clock()
-    if result.outcome.succeeded:
-        if deps.ledger.mark_succeeded(job.key, result.outcome, now):
-            deps.metrics.add_metric(Metric.SUCCEEDED, "Count", 1)
-        else:
+class _Delivery:
+    """One record's way through the limiter, the call and the outcome paths."""
+
+    def __init__(
+        self,
+        job: JobMessage,
+        receipt_handle: str,
+        deps: ConsumerDeps,
+        call_timeout: Callable[[], float | None],
+    ) -> None:
+        self.job = job
+        self.receipt = receipt_handle
+        self.deps = deps
+        self.call_timeout = call_timeout
+        self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
+
+    def handle(self, status: JobStatus | None) -> None:
+        deps = self.deps
+        if status is None:
+            deps.metrics.add_metric(Metric.ORPHANS, "Count", 1)
+            logger.warning("message names no ledger job; dropped", extra=self.ids)
+            return
+        if status in SETTLED_STATUSES:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
-        logger.info(
-            "settled",
-            extra={**ids, "outcome": result.outcome.value, "status_code": result.status_code},
-        )
-        return
-    # The only other settled class is permanent: terminal at once, never retried.
-    deps.ledger.mark_failed(job.key, result.outcome, result.code, now, count_attempt=True)
-    deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
-    logger.warning("terminal", extra={**ids, "outcome": result.outcome.value, "code": result.code})
+            logger.info("already settled; acknowledged", extra={**self.ids, "status": status})
+            return
+        timeout = self._take_slot()
+        try:
+            result = deps.guarded_call(self.job, timeout)
+        except IdempotencyAlreadyInProgressError:
+            # Another delivery of the same job is calling right now: come back after it.
+            deps.metrics.add_metric(Metric.IN_PROGRESS_ELSEWHERE, "Count", 1)
+            self._return_in(math.ceil(timeout or 5.0), outcome=None, code=None)
+            raise
+        except RetryableActionError as exc:
+            self._unsettled(exc)
+            return
+        self._settled(result)
 
+    # -- before the call ------------------------------------------------------------------------
 
-def _record_unsettled(job: JobMessage, exc: RetryableActionError, deps: ConsumerDeps) -> bool:
-    """Record an attempt that settled nothing; past the policy's max attempts it is terminal.
+    def _take_slot(self) -> float | None:
+        """Wait for this scope's next slot (in place, or by going back to the queue).
 
-    Returns True when the job became terminal (exhausted) and the message can be acknowledged.
-    """
-    outcome = OutcomeClass(exc.outcome)
-    deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + outcome.value, "Count", 1)
-    now = deps.clock()
-    attempts = deps.ledger.record_attempt(job.key, outcome, exc.code, now)
-    ids = {
-        "operation_key": job.key,
-        "outcome": outcome.value,
-        "code": exc.code,
-        "attempts": attempts,
-    }
-    if attempts is not None and attempts >= deps.policy.max_attempts:
-        deps.ledger.mark_failed(job.key, outcome, "exhausted", now, count_attempt=False)
+        Returns the call's timeout; raises Deferred when the record goes back to the queue.
+        """
+        deps = self.deps
+        quota = deps.policy.quota
+        throttle = deps.policy.throttle
+        waited = False
+        while True:
+            timeout = self.call_timeout()
+            if timeout is not None and timeout < MIN_CALL_SECONDS:
+                self._return_in(0.0, outcome=None, code=None)
+                raise Deferred("no Lambda time left for a call")
+            horizon = throttle.max_wait_seconds
+            if timeout is not None:
+                horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
+            decision = deps.limiter.reserve(self.job.scope, quota.interval_seconds, horizon)
+            now = deps.now()
+            if isinstance(decision, Denial):
+                wait = decision.retry_at - now
+                if decision.reason != "rate":
+                    wait += deps.rng.uniform(0.0, throttle.reopen_jitter_seconds)
+                if not waited:
+                    waited = True
+                    deps.metrics.add_metric(
+                        Metric.LIMITER_WAITS
+                        if decision.reason == "rate"
+                        else Metric.GATE_DEFERRALS,
+                        "Count",
+                        1,
+                    )
+                if wait <= horizon:
+                    deps.sleep(max(0.0, wait))  # a short wait in place: no queue round trip
+                    continue
+                self._defer(decision, wait)
+            wait = decision.slot_at - now
+            if wait > 0:
+                if not waited:
+                    deps.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
+                deps.sleep(wait)
+                if wait > GATE_RECHECK_AFTER_SECONDS:
+                    state = deps.limiter.state(self.job.scope)
+                    if state.closed(deps.now()) and state.closed_until is not None:
+                        # Closed while we slept: this slot is given up, never used.
+                        gate = Denial(state.closed_until, "throttled")
+                        deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+                        self._defer(gate, state.closed_until - deps.now())
+            return self.call_timeout()
+
+    def _defer(self, denial: Denial, wait: float) -> NoReturn:
+        """Return the message until the wait is over; the ledger learns when it may run."""
+        if denial.reason == "rate":
+            self.deps.metrics.add_metric(Metric.LIMITER_DEFERRALS, "Count", 1)
+            wait += self.deps.rng.uniform(0.0, RATE_DEFERRAL_JITTER_SECONDS)
+        # Visible a little early (whole seconds, rounded down): the consumer that receives it
+        # waits out the rest in place, so the first call lands right at the reopening.
+        self._return_in(math.floor(max(0.0, wait)), outcome=None, code=f"wait_{denial.reason}")
+        raise Deferred(f"scope {self.job.scope} {denial.reason} for {wait:.1f}s")
+
+    # -- after the call -------------------------------------------------------------------------
+
+    def _settled(self, result: ActionResult) -> None:
+        deps = self.deps
+        deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + result.outcome.value, "Count", 1)
+        now = deps.clock()
+        log = {**self.ids, "outcome": result.outcome.value, "status_code": result.status_code}
+        if result.outcome.succeeded:
+            if deps.ledger.mark_succeeded(self.job.key, result.outcome, now):
+                deps.metrics.add_metric(Metric.SUCCEEDED, "Count", 1)
+            else:
+                deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
+            logger.info("settled", extra=log)
+            return
+        # The only other settled class is permanent: terminal at once, never retried.
+        deps.ledger.mark_failed(self.job.key, result.outcome, result.code, now, count_attempt=True)
         deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
-        logger.warning("attempts exhausted; terminal", extra=ids)
-        return True
-    deps.metrics.add_metric(Metric.RETRIES, "Count", 1)
-    logger.info("will retry", extra=ids)
-    return False
+        logger.warning("terminal", extra={**log, "code": result.code})
+
+    def _unsettled(self, exc: RetryableActionError) -> None:
+        """Throttled, auth, transient or unknown: each returns the record on its own path."""
+        deps = self.deps
+        outcome = OutcomeClass(exc.outcome)
+        deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + outcome.value, "Count", 1)
+        log = {**self.ids, "outcome": outcome.value, "code": exc.code}
+        throttle = deps.policy.throttle
+        if outcome in (OutcomeClass.THROTTLED, OutcomeClass.AUTH):
+            now = deps.now()
+            if outcome is OutcomeClass.THROTTLED:
+                last = deps.limiter.state(self.job.scope).last_close_seconds
+                delay = close_delay(
+                    exc.retry_after_seconds,
+                    last,
+                    base=throttle.close_base_seconds,
+                    cap=throttle.close_cap_seconds,
+                    jitter=throttle.reopen_jitter_seconds,
+                    rng=deps.rng,
+                )
+                deps.metrics.add_metric(Metric.THROTTLE_EVENTS, "Count", 1)
+            else:
+                delay = throttle.auth_cooloff_seconds
+                deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
+            until = deps.limiter.close(
+                self.job.scope, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
+            )
+            logger.warning("scope closed", extra={**log, "closed_for_seconds": round(delay, 3)})
+            self._return_in(math.floor(max(0.0, until - now)), outcome=outcome, code=exc.code)
+            raise Deferred(f"scope {self.job.scope} closed ({outcome.value})") from exc
+        # transient or unknown: a real attempt, counted and backed off
+        now_dt = deps.clock()
+        attempts = deps.ledger.record_unsettled(
+            self.job.key,
+            now_dt,
+            next_attempt_at=now_dt,
+            lease_until=now_dt,
+            outcome=outcome,
+            code=exc.code,
+            count_attempt=True,
+        )
+        if attempts is None:
+            return  # settled meanwhile by another delivery
+        if attempts >= deps.policy.max_attempts:
+            deps.ledger.mark_failed(self.job.key, outcome, "exhausted", now_dt, count_attempt=False)
+            deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
+            deps.metrics.add_metric(Metric.EXHAUSTED, "Count", 1)
+            logger.warning("attempts exhausted; terminal", extra={**log, "attempts": attempts})
+            return
+        retry = deps.policy.retry
+        delay = retry_delay(attempts, base=retry.base_seconds, cap=retry.cap_seconds, rng=deps.rng)
+        deps.metrics.add_metric(Metric.RETRIES, "Count", 1)
+        logger.info("will retry", extra={**log, "attempts": attempts, "delay": round(delay, 3)})
+        self._return_in(delay, outcome=None, code=None)
+        raise exc
+
+    def _return_in(self, seconds: float, *, outcome: OutcomeClass | None, code: str | None) -> None:
+        """Record when the job may run again, and hide the message until then."""
+        now = self.deps.clock()
+        at = now + timedelta(seconds=seconds)
+        self.deps.ledger.record_unsettled(
+            self.job.key,
+            now,
+            next_attempt_at=at,
+            lease_until=at + timedelta(seconds=self.deps.policy.lease_seconds),
+            outcome=outcome,
+            code=code,
+        )
+        self.deps.visibility.hide_for(self.receipt, seconds)
 
 
 def guard_with_idempotency(
@@ -170,9 +327,17 @@ def guard_with_idempotency(
         result = perform(job, timeout_seconds)
         if not result.outcome.settled:
             raise RetryableActionError(
-                job.key, result.outcome.value, result.status_code, result.code
+                job.key,
+                result.outcome.value,
+                result.status_code,
+                result.code,
+                retry_after_seconds=result.retry_after_seconds,
             )
         return result
 
     wrapped = idempotent(call)
     return lambda job, timeout: wrapped(job=job, timeout_seconds=timeout)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

@@ -49,7 +49,13 @@ class ActionError(SweeperError):
     """The external action did not settle the job; the record is retried by SQS."""
 
     def __init__(
-        self, operation_key: str, outcome: str, status_code: int | None, code: str
+        self,
+        operation_key: str,
+        outcome: str,
+        status_code: int | None,
+        code: str,
+        *,
+        retry_after_seconds: float | None = None,
     ) -> None:
         super().__init__(
             f"action for {operation_key} ended {outcome} (status={status_code}, code={code})"
@@ -58,6 +64,7 @@ class ActionError(SweeperError):
         self.outcome = outcome
         self.status_code = status_code
         self.code = code
+        self.retry_after_seconds = retry_after_seconds
 
 
 class RetryableActionError(ActionError):

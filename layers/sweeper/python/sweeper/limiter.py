@@ -128,7 +128,7 @@ class DynamoLimiter:
             if denial is not None:
                 return denial
             # Idle path: the bucket is behind now (or new); the slot is now.
-            del values[":h"]
+            del values[":h"], values[":i"]
             values[":t"] = _n(now + step)
             taken = self._update(
                 scope,

@@ -31,6 +31,12 @@ class Metric:
     MALFORMED = "MalformedMessages"
     ORPHANS = "OrphanMessages"
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
+    THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
+    GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed
+    LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
+    LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue
+    AUTH_CIRCUIT_OPEN = "AuthCircuitOpen"  # an auth failure opened the scope's circuit (alarm)
+    EXHAUSTED = "Exhausted"
 
 
 class CountingSink:

@@ -60,3 +60,31 @@ class SqsPublisher:
         except (ClientError, BotoCoreError) as exc:
             raise PublishError(f"SendMessageBatch failed: {type(exc).__name__}") from exc
         return [failed["Id"] for failed in response.get("Failed", [])]
+
+
+#: SQS's ceiling for a message's visibility timeout.
+SQS_MAX_VISIBILITY_SECONDS = 43_200
+
+
+class Visibility(Protocol):
+    def hide_for(self, receipt_handle: str, seconds: float) -> None:
+        """Make a received message visible again in `seconds` (whole seconds, capped)."""
+        ...
+
+
+class SqsVisibility:
+    """ChangeMessageVisibility on the work queue: how a consumer schedules a message's return."""
+
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
+        self._client = client
+        self._queue_url = queue_url
+
+    def hide_for(self, receipt_handle: str, seconds: float) -> None:
+        timeout = max(0, min(SQS_MAX_VISIBILITY_SECONDS, int(seconds)))
+        try:
+            self._client.change_message_visibility(
+                QueueUrl=self._queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=timeout
+            )
+        except (ClientError, BotoCoreError) as exc:
+            # The record still fails, so SQS returns it after the queue's own timeout instead.
+            raise PublishError(f"ChangeMessageVisibility failed: {type(exc).__name__}") from exc

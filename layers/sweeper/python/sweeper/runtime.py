@@ -25,9 +25,9 @@ from sweeper.actions.http import HttpAction
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import GuardedCall, guard_with_idempotency
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import DynamoLimiter
+from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter
 from sweeper.models import ActionResult
-from sweeper.queue import SqsPublisher
+from sweeper.queue import SqsPublisher, SqsVisibility
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -89,7 +89,24 @@ def dynamodb_client() -> DynamoDBClient:
 
 @lru_cache(maxsize=1)
 def limiter() -> DynamoLimiter:
+    """The shared limiter and gate."""
     return DynamoLimiter(dynamodb_client(), settings().require("limiter_table"))
+
+
+@lru_cache(maxsize=1)
+def consumer_limiter() -> Limiter:
+    """What a consumer asks for slots: the shared limiter, or a benchmark baseline."""
+    current = settings()
+    if current.limiter_mode == "per_worker":
+        return PerWorkerLimiter(current.limiter_workers)
+    if current.limiter_mode == "off":
+        return NoLimiter()
+    return limiter()
+
+
+@lru_cache(maxsize=1)
+def visibility() -> SqsVisibility:
+    return SqsVisibility(sqs_client(), settings().require("queue_url"))
 
 
 @lru_cache(maxsize=1)
@@ -164,6 +181,8 @@ def reset() -> None:
         publisher,
         dynamodb_client,
         limiter,
+        consumer_limiter,
+        visibility,
         action,
         idempotency_config,
         guarded_call,

@@ -11,7 +11,7 @@ import math
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import MappingProxyType
@@ -107,6 +107,18 @@ DEFAULT_OUTCOMES: Final = OutcomeTable(
 )
 
 
+def outcomes_for(config: HttpActionConfig, base: OutcomeTable = DEFAULT_OUTCOMES) -> OutcomeTable:
+    """The default table with the policy's per-status overrides on top."""
+    if not config.outcomes:
+        return base
+    statuses = {**base.statuses, **{s: OutcomeClass(o) for s, o in config.outcomes.items()}}
+    # An explicit override also wins over the Retry-After special case for that status.
+    when = {s: o for s, o in base.when_retry_after.items() if s not in config.outcomes}
+    return replace(
+        base, statuses=MappingProxyType(statuses), when_retry_after=MappingProxyType(when)
+    )
+
+
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
     """Seconds to wait from a Retry-After value (delay-seconds or HTTP-date), at least 0.
 
@@ -135,13 +147,13 @@ class HttpAction:
         config: HttpActionConfig,
         token: str | None = None,
         *,
-        outcomes: OutcomeTable = DEFAULT_OUTCOMES,
+        outcomes: OutcomeTable | None = None,
     ) -> None:
         """`token` is sent as a Bearer token; the caller fetches it (never from the environment)."""
         if token is not None and ("\r" in token or "\n" in token):
             raise ValueError("the bearer token must be a single line")
         self._config = config
-        self._outcomes = outcomes
+        self._outcomes = outcomes if outcomes is not None else outcomes_for(config)
         self._headers = {"User-Agent": USER_AGENT}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -187,6 +199,13 @@ class HttpAction:
         try:
             status = response.status
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            vendor_header = self._config.retry_after_header
+            if vendor_header and response.headers.get(vendor_header) is not None:
+                # A vendor's own header is usually more precise than Retry-After's whole seconds.
+                own = parse_retry_after(response.headers.get(vendor_header))
+                if own is not None:
+                    scale = 0.001 if self._config.retry_after_header_unit == "ms" else 1.0
+                    retry_after = own * scale
         finally:
             response.drain_conn()  # read and drop the body so the connection can be reused
             response.release_conn()

@@ -109,11 +109,20 @@ WHERE operation_key = %(key)s AND status = ANY(%(from)s)
 RETURNING id
 """
 
-# An attempt that did not settle the job: recorded, the lease and status left as they are.
-RECORD_ATTEMPT: Final = """
+# A delivery that settled nothing: a retry later, a throttle, a closed gate or a wait for a token.
+# The status stays; next_attempt_at moves to when the job may run again (so the producer does not
+# republish it earlier) and a live lease is stretched to cover the wait. Only real attempts
+# (transient, unknown) count toward the policy's max attempts.
+RECORD_UNSETTLED: Final = """
 UPDATE sweeper_jobs
-SET last_outcome = %(outcome)s, last_error_code = %(code)s,
-    attempt_count = attempt_count + 1, updated_at = %(now)s
+SET last_outcome = coalesce(%(outcome)s, last_outcome),
+    last_error_code = coalesce(%(code)s, last_error_code),
+    attempt_count = attempt_count + %(attempts)s,
+    next_attempt_at = %(next_attempt_at)s,
+    lease_expires_at = CASE WHEN status = 'leased'
+                            THEN GREATEST(lease_expires_at, %(lease_until)s)
+                            ELSE lease_expires_at END,
+    updated_at = %(now)s
 WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
 RETURNING attempt_count
 """

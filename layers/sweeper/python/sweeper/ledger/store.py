@@ -283,13 +283,32 @@ class Ledger:
         )
         return bool(rows)
 
-    def record_attempt(
-        self, key: str, outcome: OutcomeClass, code: str, now: datetime
+    def record_unsettled(
+        self,
+        key: str,
+        now: datetime,
+        *,
+        next_attempt_at: datetime,
+        lease_until: datetime,
+        outcome: OutcomeClass | None = None,
+        code: str | None = None,
+        count_attempt: bool = False,
     ) -> int | None:
-        """Record an attempt that settled nothing; the new attempt count (None if settled)."""
+        """Record a delivery that settled nothing (see queries.RECORD_UNSETTLED).
+
+        Returns the attempt count, or None when the job is already settled.
+        """
         rows = self._execute(
-            queries.RECORD_ATTEMPT,
-            {"key": key, "outcome": outcome.value, "code": code, "now": now},
+            queries.RECORD_UNSETTLED,
+            {
+                "key": key,
+                "now": now,
+                "next_attempt_at": next_attempt_at,
+                "lease_until": lease_until,
+                "outcome": None if outcome is None else outcome.value,
+                "code": code,
+                "attempts": 1 if count_attempt else 0,
+            },
         )
         return int(rows[0][0]) if rows else None
 
