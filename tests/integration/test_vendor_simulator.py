@@ -9,6 +9,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -153,6 +155,7 @@ def test_calls_over_a_strict_quota_get_429_with_retry_after(http: urllib3.PoolMa
         # Then
         assert [r.status for r in responses] == [204, 204, 204, 429, 429]
         assert responses[3].headers["Retry-After"] == "60"
+        assert "X-RateLimit-Reset-Ms" not in responses[3].headers  # only when asked for
         audit = sim.audit()
         assert audit.effects_total == 3
         assert audit.throttled_total == 2
@@ -260,17 +263,23 @@ def test_the_reset_endpoint_forgets_everything(
     # Given
     delete(http, vendor, key="k1")
     vendor.fail_next(1, 500)
+    vendor.set_auth_failing(True)
+    vendor.start_incident(60.0)
     # When
     response = http.request("POST", f"{vendor.url}/_reset")
     # Then
     assert response.status == 204
-    assert vendor.audit().calls_total == 0
+    audit = vendor.audit()
+    assert (audit.calls_total, audit.incidents) == (0, ())
     assert delete(http, vendor, key="k2").status == 204  # deletable again, no fault left
 
 
 def test_the_command_line_serves_until_sigterm(http: urllib3.PoolManager) -> None:
     # Given
     command = [sys.executable, "-m", "sweeper.local.vendor", "--port", "0", "--rate", "40/1s"]
+    command += ["--scope", "global", "--retry-after-ms-header", "--server-error-rate", "0"]
+    command += ["--latency-distribution", "lognormal", "--timeout-after-effect-rate", "0"]
+    command += ["--auth-failure-rate", "0", "--incident-at", "60", "--incident-for", "5"]
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     ) as process:
@@ -287,6 +296,254 @@ def test_the_command_line_serves_until_sigterm(http: urllib3.PoolManager) -> Non
             # Then
             assert deleted.status == 204
             assert audit["window_seconds"] == 1.0
+            [(start, end)] = audit["incidents"]  # scheduled, not yet begun
+            assert end - start == pytest.approx(5.0)
+            assert audit["calls_during_closure"] == 0
             assert process.wait(timeout=DEADLINE_SECONDS) == 0
         finally:
             process.kill()  # a no-op once it has exited
+
+
+def test_the_quota_counts_rejected_calls_and_reports_its_rejections(
+    http: urllib3.PoolManager,
+) -> None:
+    # Given
+    with VendorSimulator(quota=(2, 60.0)) as sim:
+        # When
+        statuses = [delete(http, sim, object_id=f"o{i}", key=f"k{i}").status for i in range(5)]
+        # Then
+        assert statuses == [204, 204, 429, 429, 429]
+        audit = sim.audit()
+        assert (audit.quota_rejections, audit.throttled_total) == (3, 3)
+        assert (audit.max_calls_in_window, audit.max_accepted_in_window) == (5, 2)
+        assert audit.accepted_total == 2
+
+
+def test_the_reset_ms_header_names_the_wait_in_milliseconds(http: urllib3.PoolManager) -> None:
+    # Given: a quota whose one slot is taken
+    with VendorSimulator(quota=(1, 60.0), retry_after_ms_header=True) as sim:
+        delete(http, sim, key="k1")
+        # When
+        response = delete(http, sim, key="k2")
+        # Then
+        assert response.status == 429
+        assert response.headers["Retry-After"] == "60"
+        assert 59_000 < int(response.headers["X-RateLimit-Reset-Ms"]) <= 60_000
+
+
+def test_a_client_waiting_the_advertised_reset_is_admitted(http: urllib3.PoolManager) -> None:
+    # Given: a full window, then a rejected call that counts in it too
+    with VendorSimulator(quota=(1, 0.2), retry_after_ms_header=True) as sim:
+        delete(http, sim, key="k1")
+        rejected = delete(http, sim, object_id="o2", key="k2")
+        # When: the client obeys the header exactly (the wait is the behaviour under test)
+        time.sleep(int(rejected.headers["X-RateLimit-Reset-Ms"]) / 1000)
+        admitted = delete(http, sim, object_id="o2", key="k2")
+        # Then
+        assert (rejected.status, admitted.status) == (429, 204)
+
+
+def test_lognormal_latency_is_the_same_for_the_same_seed(http: urllib3.PoolManager) -> None:
+    # Given
+    def delays(seed: int) -> tuple[float, ...]:
+        with VendorSimulator(
+            latency_seconds=0.005, latency_distribution="lognormal", latency_sigma=0.5, seed=seed
+        ) as sim:
+            for i in range(5):
+                delete(http, sim, object_id=f"o{i}", key=f"k{i}")
+            return sim.audit().delays_seconds
+
+    # When
+    first, again, other = delays(7), delays(7), delays(8)
+    # Then
+    assert first == again
+    assert first != other
+    assert len(set(first)) == 5
+    assert all(d > 0 for d in first)
+
+
+def test_random_faults_are_the_same_for_the_same_seed(http: urllib3.PoolManager) -> None:
+    # Given
+    def statuses(seed: int) -> list[int]:
+        with VendorSimulator(error_rate=0.3, server_error_rate=0.3, seed=seed) as sim:
+            return [delete(http, sim, object_id=f"o{i}", key=f"k{i}").status for i in range(20)]
+
+    # When
+    first, again = statuses(3), statuses(3)
+    # Then
+    assert first == again
+    assert {500, 503, 204} <= set(first)
+
+
+def test_a_server_error_rate_of_one_answers_500_without_effect(http: urllib3.PoolManager) -> None:
+    # Given
+    with VendorSimulator(server_error_rate=1.0) as sim:
+        # When
+        response = delete(http, sim)
+        # Then
+        assert response.status == 500
+        assert sim.audit().effects_total == 0
+
+
+def test_a_lost_answer_times_out_the_client_and_the_retry_replays_the_204(
+    http: urllib3.PoolManager,
+) -> None:
+    # Given: every answer lost after the effect, the connection held far beyond the client's wait
+    with VendorSimulator(timeout_after_effect_rate=1.0, hang_seconds=30.0) as sim:
+        url = f"{sim.url}/v1/tenants/t1/objects/o1"
+        # When
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+            http.request("DELETE", url, headers={"Idempotency-Key": "k1"}, timeout=0.3)
+        # Then: the deletion happened although the client never heard of it
+        wait_until(lambda: sim.audit().effects_by_key == {"k1": 1})
+        assert sim.audit().answers_lost == 1
+        # And a retry with the same key gets the original answer, without a second effect
+        sim.set_fault_rates(timeout_after_effect_rate=0.0)
+        retried = delete(http, sim, key="k1")
+        assert retried.status == 204
+        assert retried.headers["Idempotent-Replayed"] == "true"
+        assert sim.audit().effects_by_key == {"k1": 1}
+
+
+def test_a_lost_answer_may_close_the_connection_unanswered(http: urllib3.PoolManager) -> None:
+    # Given
+    with VendorSimulator(timeout_after_effect_rate=1.0, lost_answer="close") as sim:
+        # When
+        with pytest.raises(urllib3.exceptions.ProtocolError):
+            delete(http, sim, key="k1")
+        # Then
+        assert sim.audit().effects_by_key == {"k1": 1}
+
+
+def test_auth_failing_answers_401_without_effect_until_turned_off(
+    vendor: VendorSimulator, http: urllib3.PoolManager
+) -> None:
+    # Given
+    vendor.set_auth_failing(True)
+    # When
+    failed = delete(http, vendor, key="k1")
+    vendor.set_auth_failing(False)
+    recovered = delete(http, vendor, key="k1")
+    # Then
+    assert (failed.status, recovered.status) == (401, 204)
+    assert vendor.audit().effects_by_key == {"k1": 1}
+
+
+def test_an_auth_failure_rate_of_one_answers_401_without_effect(
+    http: urllib3.PoolManager,
+) -> None:
+    # Given
+    with VendorSimulator(auth_failure_rate=1.0) as sim:
+        # When
+        response = delete(http, sim)
+        # Then
+        assert response.status == 401
+        assert sim.audit().effects_total == 0
+
+
+def test_an_incident_closes_the_api_until_it_ends(http: urllib3.PoolManager) -> None:
+    # Given: a quota the calls stay well within
+    with VendorSimulator(quota=(1000, 60.0)) as sim:
+        sim.start_incident(0.3)
+        # When: the client keeps calling until the API answers again
+        closed: list[urllib3.BaseHTTPResponse] = []
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while (response := delete(http, sim, key="k1")).status == 429:
+            assert time.monotonic() < deadline, "the incident did not end"
+            closed.append(response)
+            time.sleep(0.01)
+        # Then
+        assert response.status == 204
+        assert closed
+        assert all(r.headers["Retry-After"] == "1" for r in closed)
+        audit = sim.audit()
+        assert audit.calls_during_closure == len(closed)
+        assert audit.quota_rejections == 0  # the 429s were the incident's
+        assert audit.effects_by_key == {"k1": 1}
+        [(start, end)] = audit.incidents
+        assert end - start == pytest.approx(0.3)
+        [reopened_after] = audit.first_success_after_reopen_seconds
+        assert reopened_after is not None
+        assert 0.0 <= reopened_after < DEADLINE_SECONDS
+
+
+def test_an_incident_may_answer_503_with_a_given_retry_after(
+    vendor: VendorSimulator, http: urllib3.PoolManager
+) -> None:
+    # Given
+    vendor.start_incident(60.0, retry_after_seconds=7, status=503)
+    # When
+    response = delete(http, vendor)
+    # Then
+    assert (response.status, response.headers["Retry-After"]) == (503, "7")
+    audit = vendor.audit()
+    assert audit.effects_total == 0
+    assert audit.first_success_after_reopen_seconds == (None,)
+
+
+def test_the_incident_endpoint_starts_an_incident(
+    vendor: VendorSimulator, http: urllib3.PoolManager
+) -> None:
+    # When
+    started = http.request("POST", f"{vendor.url}/_incident?seconds=5&status=429")
+    response = delete(http, vendor)
+    # Then
+    assert started.status == 200
+    assert (response.status, response.headers["Retry-After"]) == (429, "5")
+    audit = vendor.audit()
+    assert (audit.calls_total, audit.calls_during_closure, audit.effects_total) == (1, 1, 0)
+    assert len(audit.incidents) == 1
+
+
+@pytest.mark.parametrize("query", ["", "seconds=x", "seconds=0", "seconds=5&status=500"])
+def test_the_incident_endpoint_rejects_a_bad_incident(
+    vendor: VendorSimulator, http: urllib3.PoolManager, query: str
+) -> None:
+    # When
+    response = http.request("POST", f"{vendor.url}/_incident?{query}")
+    # Then
+    assert response.status == 400
+    assert vendor.audit().incidents == ()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"server_error_rate": 1.5},
+        {"timeout_after_effect_rate": -0.1},
+        {"latency_distribution": "lognormal", "latency_jitter_seconds": 0.1},
+        {"lost_answer": "drop"},
+    ],
+)
+def test_bad_options_are_refused(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - each option has its own message
+        VendorSimulator(**options)
+
+
+def test_the_audit_round_trips_through_json() -> None:
+    # Given: an audit in which no field keeps its default
+    audit = VendorAudit(
+        calls_total=9,
+        calls_by_key={"k1": 2},
+        effects_by_key={"k1": 1},
+        effects_total=1,
+        responses_by_status={204: 1, 429: 8},
+        throttled_total=8,
+        max_calls_in_window=6,
+        window_seconds=0.5,
+        arrivals=(1.25, 2.5),
+        keys_by_target={"t1/o1": ("k1",)},
+        max_accepted_in_window=1,
+        accepted_total=1,
+        quota_rejections=3,
+        calls_during_closure=5,
+        answers_lost=1,
+        incidents=((3.0, 4.0), (10.0, 11.5)),
+        first_success_after_reopen_seconds=(0.125, None),
+        delays_seconds=(0.01, 0.02),
+    )
+    assert all(getattr(audit, f.name) != f.default for f in fields(audit))
+    # When
+    again = VendorAudit.from_json(json.loads(json.dumps(audit.to_json())))
+    # Then
+    assert again == audit
