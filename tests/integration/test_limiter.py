@@ -1,0 +1,105 @@
+"""The shared limiter and gate against DynamoDB (moto server), under real concurrency."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+
+from sweeper.config import Policy
+from sweeper.limiter import Denial, DynamoLimiter, Grant
+from sweeper.local.aws import LocalAws, provision
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def table(local_aws: LocalAws, unique_name: str) -> str:
+    return provision(
+        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
+    ).limiter_table
+
+
+def test_concurrent_consumers_never_get_slots_closer_than_the_interval(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given eight consumers with their own clients, reserving one scope at 50/s for 1.5 s
+    interval = 0.02
+    slots: list[float] = []
+    lock = threading.Lock()
+    stop_at = time.time() + 1.5
+    barrier = threading.Barrier(8)
+
+    def consumer() -> None:
+        limiter = DynamoLimiter(local_aws.dynamodb(), table)
+        barrier.wait()
+        while time.time() < stop_at:
+            decision = limiter.reserve("scope-a", interval, horizon=0.5)
+            if isinstance(decision, Grant):
+                with lock:
+                    slots.append(decision.slot_at)
+                time.sleep(max(0.0, decision.slot_at - time.time()))
+
+    threads = [threading.Thread(target=consumer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Then the slots, whoever took them, are spaced by at least the interval (1 µs rounding)
+    slots.sort()
+    gaps = [b - a for a, b in itertools.pairwise(slots)]
+    assert len(slots) >= 40
+    assert min(gaps) >= interval - 1e-6
+    # and together they used the rate, not eight times it
+    span = slots[-1] - slots[0]
+    assert len(slots) - 1 <= span / interval + 1
+
+
+def test_a_slot_beyond_the_horizon_is_refused_with_when_to_come_back(
+    local_aws: LocalAws, table: str
+) -> None:
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    grants = [limiter.reserve("s", 0.5, horizon=1.0) for _ in range(3)]
+    assert all(isinstance(g, Grant) for g in grants)  # now, +0.5 s, +1.0 s
+    refused = limiter.reserve("s", 0.5, horizon=1.0)
+    assert isinstance(refused, Denial)
+    assert refused.reason == "rate"
+    last = grants[-1]
+    assert isinstance(last, Grant)
+    assert refused.retry_at == pytest.approx(last.slot_at + 0.5 - 1.0, abs=1e-3)
+
+
+def test_a_closed_gate_refuses_every_consumer_until_it_reopens(
+    local_aws: LocalAws, table: str
+) -> None:
+    a = DynamoLimiter(local_aws.dynamodb(), table)
+    b = DynamoLimiter(local_aws.dynamodb(), table)
+    until = time.time() + 0.6
+    a.close("s", until, "throttled")
+    refused = b.reserve("s", 0.01, horizon=0.1)
+    assert isinstance(refused, Denial)
+    assert refused.reason == "throttled"
+    assert refused.retry_at == pytest.approx(until, abs=1e-3)
+    assert b.state("s").closed(time.time())
+    deadline = time.time() + 5
+    while time.time() < deadline and b.state("s").closed(time.time()):
+        time.sleep(0.05)
+    assert isinstance(b.reserve("s", 0.01, horizon=0.1), Grant)
+
+
+def test_a_closure_is_never_shortened(local_aws: LocalAws, table: str) -> None:
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    now = time.time()
+    limiter.close("s", now + 30, "throttled")
+    assert limiter.close("s", now + 5, "throttled") == pytest.approx(now + 30, abs=1e-3)
+    assert limiter.state("s").closed_until == pytest.approx(now + 30, abs=1e-3)
+
+
+def test_an_auth_closure_says_so(local_aws: LocalAws, table: str) -> None:
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    limiter.close("s", time.time() + 60, "auth")
+    refused = limiter.reserve("s", 0.01, horizon=1)
+    assert isinstance(refused, Denial)
+    assert refused.reason == "auth"

@@ -1,0 +1,264 @@
+"""Every outcome class over real HTTP (vendor simulator), through the consumer's own paths.
+
+The limiter and gate are the real ones on DynamoDB (moto server); the ledger is PostgreSQL. The
+only fake is the recorder of visibility changes, so that the tests can read when each record
+was told to come back.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sweeper import runtime
+from sweeper.config import Policy, RetryConfig, ThrottleConfig
+from sweeper.consumer import ConsumerDeps, process_batch
+from sweeper.limiter import DynamoLimiter
+from sweeper.models import JobMessage, JobStatus, OutcomeClass
+from sweeper.observability import CountingSink, Metric
+from sweeper.producer import run_producer
+from tests.conftest import Pipeline, load_event
+
+pytestmark = pytest.mark.integration
+
+
+class RecordingVisibility:
+    def __init__(self) -> None:
+        self.hidden: dict[str, float] = {}
+
+    def hide_for(self, receipt_handle: str, seconds: float) -> None:
+        self.hidden[receipt_handle] = seconds
+
+
+class Harness:
+    def __init__(self, p: Pipeline, policy: Policy) -> None:
+        self.p = p
+        self.policy = policy
+        self.visibility = RecordingVisibility()
+        self.metrics = CountingSink()
+        self.limiter = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table)
+        self.sleeps: list[float] = []
+        runtime.idempotency_config().register_lambda_context(
+            cast(LambdaContext, p.lambda_context())
+        )
+        self.deps = ConsumerDeps(
+            policy,
+            p.ledger,
+            runtime.guarded_call(),
+            runtime.utcnow,
+            self.metrics,
+            self.limiter,
+            self.visibility,
+            sleep=self._sleep,
+            rng=random.Random(7),
+        )
+
+    def _sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        time.sleep(seconds)
+
+    def records(self, n: int) -> list[dict[str, Any]]:
+        self.p.seed(n)
+        run_producer(
+            self.policy,
+            datetime.now(UTC),
+            self.p.ledger,
+            runtime.publisher(),
+            clock=runtime.utcnow,
+            remaining_seconds=lambda: 60.0,
+        )
+        sqs = self.p.aws.sqs()
+        template = load_event("sqs_batch.json")["Records"][0]
+        out: list[dict[str, Any]] = []
+        while len(out) < n:
+            got = sqs.receive_message(QueueUrl=self.p.resources.queue_url, MaxNumberOfMessages=10)
+            out += [
+                {
+                    **template,
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                }
+                for m in got.get("Messages", [])
+            ]
+        return out
+
+    def deliver(self, records: list[dict[str, Any]]) -> set[str]:
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        response = process_batch(
+            {"Records": records},
+            self.p.lambda_context(),
+            self.deps,
+            processor,
+            call_timeout=lambda: 5.0,
+        )
+        return {str(item["itemIdentifier"]) for item in response["batchItemFailures"]}
+
+    def job(self, record: dict[str, Any]) -> Any:
+        return self.p.ledger.get(JobMessage.model_validate_json(record["body"]).key)
+
+
+def harness(p: Pipeline, **changes: Any) -> Harness:
+    return Harness(p, p.policy.model_copy(update=changes))
+
+
+def test_absent_objects_succeed_without_an_effect(pipeline: Pipeline) -> None:
+    h = harness(pipeline)
+    (record,) = h.records(1)
+    pipeline.vendor.fail_next(1, 404)
+    assert h.deliver([record]) == set()
+    job = h.job(record)
+    assert (job.status, job.last_outcome) == (JobStatus.SUCCEEDED, OutcomeClass.ABSENT)
+
+
+def test_a_throttle_closes_the_scope_for_every_consumer_until_retry_after(
+    pipeline: Pipeline,
+) -> None:
+    # Given three records of one scope and a vendor that answers the first with 429, Retry-After 3
+    h = harness(pipeline)
+    records = h.records(3)
+    pipeline.vendor.fail_next(1, 429, retry_after="3")
+    before = time.time()
+    # When the batch is delivered
+    failed = h.deliver(records)
+    # Then the vendor saw one call only: the gate closed the scope for the two others
+    assert failed == {r["messageId"] for r in records}
+    assert pipeline.vendor.audit().calls_total == 1
+    state = h.limiter.state("exports")
+    assert state.closed_until is not None
+    assert before + 3 <= state.closed_until <= time.time() + 3 + 0.1 + 0.01
+    # every message comes back when the scope reopens (whole seconds, never later), and the
+    # ledger knows when each job may run again; no attempt was counted for waiting
+    assert all(1 <= s <= 3 for s in h.visibility.hidden.values())
+    for record in records:
+        job = h.job(record)
+        assert job.status is JobStatus.LEASED
+        assert job.attempt_count == 0
+        assert job.next_attempt_at.timestamp() >= before + 1
+    assert h.metrics.totals[Metric.THROTTLE_EVENTS] == 1
+    assert h.metrics.totals[Metric.GATE_DEFERRALS] == 2
+
+
+def test_no_consumer_calls_a_closed_scope_and_a_reopened_one_is_called_at_once(
+    pipeline: Pipeline,
+) -> None:
+    h = harness(pipeline)
+    records = h.records(2)
+    h.limiter.close("exports", time.time() + 1.0, "throttled")
+    # the first record waits in place (within max_wait), then both are called after reopening
+    started = time.time()
+    assert h.deliver(records) == set()
+    audit = pipeline.vendor.audit()
+    assert audit.calls_total == 2
+    assert time.time() - started >= 1.0
+    assert h.sleeps
+    assert h.sleeps[0] >= 0.9
+
+
+def test_a_transient_failure_backs_off_and_counts_an_attempt(pipeline: Pipeline) -> None:
+    h = harness(pipeline, retry=RetryConfig(base_seconds=4, cap_seconds=60))
+    (record,) = h.records(1)
+    pipeline.vendor.fail_next(1, 500)
+    assert h.deliver([record]) == {record["messageId"]}
+    job = h.job(record)
+    assert (job.status, job.attempt_count, job.last_outcome, job.last_error_code) == (
+        JobStatus.LEASED,
+        1,
+        OutcomeClass.TRANSIENT,
+        "http_500",
+    )
+    assert 0 <= h.visibility.hidden[record["receiptHandle"]] <= 4
+    # the idempotency record was released: the retry calls again and succeeds
+    assert h.deliver([record]) == set()
+    assert h.job(record).status is JobStatus.SUCCEEDED
+
+
+def test_an_unknown_outcome_retries_with_the_same_key_and_one_effect(pipeline: Pipeline) -> None:
+    # Given a vendor that deletes, then never answers (a read timeout after the effect)
+    h = harness(pipeline)
+    (record,) = h.records(1)
+    pipeline.vendor.set_fault_rates(timeout_after_effect_rate=1.0)
+    failed = h.deliver([record])
+    assert failed == {record["messageId"]}
+    job = h.job(record)
+    assert (job.last_outcome, job.attempt_count) == (OutcomeClass.UNKNOWN, 1)
+    # When it answers again, the retry with the same key is replayed: one effect in all
+    pipeline.vendor.set_fault_rates(timeout_after_effect_rate=0.0)
+    assert h.deliver([record]) == set()
+    key = JobMessage.model_validate_json(record["body"]).key
+    audit = pipeline.vendor.audit()
+    assert (audit.calls_by_key[key], audit.effects_by_key[key]) == (2, 1)
+    assert h.job(record).status is JobStatus.SUCCEEDED
+
+
+def test_attempts_exhausted_make_the_job_terminal(pipeline: Pipeline) -> None:
+    h = harness(pipeline, max_attempts=2, retry=RetryConfig(base_seconds=0.01, cap_seconds=0.01))
+    (record,) = h.records(1)
+    pipeline.vendor.fail_next(2, 503)
+    assert h.deliver([record]) == {record["messageId"]}
+    assert h.deliver([record]) == set()  # acknowledged: terminal now
+    job = h.job(record)
+    assert (job.status, job.last_error_code, job.attempt_count) == (
+        JobStatus.FAILED,
+        "exhausted",
+        2,
+    )
+    assert h.metrics.totals[Metric.EXHAUSTED] == 1
+
+
+def test_auth_failure_opens_the_circuit_without_burning_the_job(pipeline: Pipeline) -> None:
+    h = harness(pipeline, throttle=ThrottleConfig(auth_cooloff_seconds=120))
+    records = h.records(2)
+    pipeline.vendor.fail_next(1, 401)
+    assert h.deliver(records) == {r["messageId"] for r in records}
+    assert pipeline.vendor.audit().calls_total == 1
+    state = h.limiter.state("exports")
+    assert state.reason == "auth"
+    assert state.closed(time.time() + 100)
+    assert h.metrics.totals[Metric.AUTH_CIRCUIT_OPEN] == 1
+    for record in records:
+        job = h.job(record)
+        assert (job.status, job.attempt_count) == (JobStatus.LEASED, 0)
+
+
+def test_a_policy_can_reclassify_a_status(pipeline: Pipeline) -> None:
+    action = pipeline.policy.action.model_copy(update={"outcomes": {409: "absent"}})
+    h = harness(pipeline, action=action)
+    runtime.action.cache_clear()
+    from sweeper.actions.http import HttpAction
+    from sweeper.consumer import guard_with_idempotency
+
+    guarded = guard_with_idempotency(HttpAction(action).perform, lambda fn: fn)
+    deps = h.deps.__class__(
+        **{**{f: getattr(h.deps, f) for f in h.deps.__slots__}, "guarded_call": guarded}
+    )
+    h.deps = deps
+    (record,) = h.records(1)
+    pipeline.vendor.fail_next(1, 409)
+    assert h.deliver([record]) == set()
+    assert h.job(record).last_outcome is OutcomeClass.ABSENT
+
+
+def test_a_slot_beyond_the_wait_returns_the_record_without_an_attempt(pipeline: Pipeline) -> None:
+    h = harness(pipeline, throttle=ThrottleConfig(max_wait_seconds=0.0))
+    (record,) = h.records(1)
+    for _ in range(5):  # take the scope's next slots, far ahead at 1/s
+        h.limiter.reserve("exports", 1.0, horizon=10)
+    slow = h.policy.quota.model_copy(update={"limit": 1, "period_seconds": 1.0})
+    h.deps = h.deps.__class__(
+        **{
+            **{f: getattr(h.deps, f) for f in h.deps.__slots__},
+            "policy": h.policy.model_copy(update={"quota": slow}),
+        }
+    )
+    assert h.deliver([record]) == {record["messageId"]}
+    assert pipeline.vendor.audit().calls_total == 0
+    assert 3 <= h.visibility.hidden[record["receiptHandle"]] <= 5
+    assert h.job(record).attempt_count == 0
+    assert h.metrics.totals[Metric.LIMITER_DEFERRALS] == 1

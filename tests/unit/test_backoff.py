@@ -1,0 +1,36 @@
+"""Retry and closure delays: their bounds hold for every input (property tests)."""
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sweeper.limiter import close_delay, retry_delay
+
+SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
+POSITIVE = st.floats(min_value=0.001, max_value=3600, allow_nan=False)
+
+
+@given(attempt=st.integers(min_value=1, max_value=200), base=POSITIVE, cap=POSITIVE, seed=SEEDS)
+def test_a_retry_delay_is_full_jitter_under_the_exponential_ceiling(
+    attempt: int, base: float, cap: float, seed: int
+) -> None:
+    delay = retry_delay(attempt, base=base, cap=cap, rng=random.Random(seed))
+    assert 0.0 <= delay <= min(cap, base * 2.0 ** (attempt - 1))
+
+
+@given(retry_after=st.floats(min_value=0, max_value=86_400), jitter=st.floats(0, 5), seed=SEEDS)
+def test_a_stated_retry_after_is_never_shortened_and_jitter_stays_bounded(
+    retry_after: float, jitter: float, seed: int
+) -> None:
+    delay = close_delay(retry_after, None, base=1, cap=300, jitter=jitter, rng=random.Random(seed))
+    assert retry_after <= delay <= retry_after + jitter
+
+
+@given(last=st.one_of(st.none(), POSITIVE), base=POSITIVE, cap=POSITIVE, seed=SEEDS)
+def test_without_retry_after_the_closure_doubles_from_base_up_to_the_cap(
+    last: float | None, base: float, cap: float, seed: int
+) -> None:
+    delay = close_delay(None, last, base=base, cap=cap, jitter=0.0, rng=random.Random(seed))
+    assert delay == min(cap, max(base, 2.0 * (last or 0.0)))
+    assert delay <= cap
