@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
@@ -32,6 +32,7 @@ BACKLOG_EVALUATION_PERIODS = 3
 #: Not (yet) in `sweeper.observability.Metric`: the consumer emits 1 while its auth circuit is
 #: open (the API rejects the credential), 0 otherwise.
 AUTH_CIRCUIT_OPEN_METRIC = "AuthCircuitOpen"
+KEY_DELETION_WINDOW_DAYS = 7
 DASHBOARD_WIDGET_WIDTH = 8
 DASHBOARD_WIDGET_HEIGHT = 6
 
@@ -63,6 +64,9 @@ class Observability(Construct):
             "TopicKey",
             description="sweeper alarm topic",
             enable_key_rotation=True,
+            # Only the topic uses it: when the stack goes, the key is scheduled for deletion.
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(KEY_DELETION_WINDOW_DAYS),
         )
         key.grant(
             iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
