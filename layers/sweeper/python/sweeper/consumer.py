@@ -50,9 +50,13 @@ from sweeper.queue import Visibility
 
 logger = logging.getLogger(__name__)
 
+#: Called inside the guarded call right before the request is sent: waits for the rate slot
+#: (or raises Deferred) and returns the call's timeout. Taking the slot there, after the
+#: idempotency record is written, keeps the gap between slot and send to a minimum.
+Prepare = Callable[[], float | None]
 #: The guarded call: runs the action inside idempotency; raises RetryableActionError for an
 #: outcome that settles nothing (so the idempotency record is released, not stored).
-GuardedCall = Callable[[JobMessage, float | None], ActionResult]
+GuardedCall = Callable[[JobMessage, Prepare], ActionResult]
 Clock = Callable[[], datetime]
 
 #: A consumer that slept this long for its slot reads the gate again before calling.
@@ -153,13 +157,12 @@ class _Delivery:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
             logger.info("already settled; acknowledged", extra={**self.ids, "status": status})
             return
-        timeout = self._take_slot()
         try:
-            result = deps.guarded_call(self.job, timeout)
+            result = deps.guarded_call(self.job, self._take_slot)
         except IdempotencyAlreadyInProgressError:
             # Another delivery of the same job is calling right now: come back after it.
             deps.metrics.add_metric(Metric.IN_PROGRESS_ELSEWHERE, "Count", 1)
-            self._return_in(math.ceil(timeout or 5.0), outcome=None, code=None)
+            self._return_in(math.ceil(self.call_timeout() or 5.0), outcome=None, code=None)
             raise
         except RetryableActionError as exc:
             self._unsettled(exc)
@@ -323,8 +326,8 @@ def guard_with_idempotency(
 ) -> GuardedCall:
     """Wrap an action so only settled outcomes are stored as completed idempotency records."""
 
-    def call(job: JobMessage, timeout_seconds: float | None) -> ActionResult:
-        result = perform(job, timeout_seconds)
+    def call(job: JobMessage, prepare: Prepare) -> ActionResult:
+        result = perform(job, prepare())
         if not result.outcome.settled:
             raise RetryableActionError(
                 job.key,
@@ -336,7 +339,7 @@ def guard_with_idempotency(
         return result
 
     wrapped = idempotent(call)
-    return lambda job, timeout: wrapped(job=job, timeout_seconds=timeout)
+    return lambda job, prepare: wrapped(job=job, prepare=prepare)
 
 
 def utcnow() -> datetime:

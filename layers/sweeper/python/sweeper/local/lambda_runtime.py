@@ -134,6 +134,12 @@ def invoke(
     return Invocation(response, error, time.monotonic() - started)
 
 
+def warm(function: str, hold_seconds: float = 0.3) -> None:
+    """Cold-start one worker: import the handler, and hold the worker so each gets one."""
+    load_handler(function)
+    time.sleep(hold_seconds)
+
+
 def init_worker(env: dict[str, str], log_file: str | None) -> None:
     """Worker initializer: the function's environment, and stdout to the local log file."""
     os.environ.update(env)

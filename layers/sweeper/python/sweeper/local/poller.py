@@ -17,7 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sweeper.local.lambda_runtime import Invocation, invoke, new_environment
+from sweeper.local.lambda_runtime import Invocation, invoke, new_environment, warm
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -104,6 +104,7 @@ class LocalEventSource:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self.stats = PollerStats()
+        self.warmed = threading.Event()  # every execution environment has cold-started
 
     def start(self) -> LocalEventSource:
         self._thread = threading.Thread(target=self._run, name="local-event-source", daemon=True)
@@ -135,6 +136,9 @@ class LocalEventSource:
         cfg = self._config
         in_flight: dict[Future[Invocation], list[dict[str, Any]]] = {}
         with new_environment(self._env, self._log_file, cfg.max_concurrency) as pool:
+            for cold in [pool.submit(warm, cfg.function) for _ in range(cfg.max_concurrency)]:
+                cold.result()
+            self.warmed.set()
             while not self._stop.is_set() or in_flight:
                 while (
                     not self._stop.is_set()

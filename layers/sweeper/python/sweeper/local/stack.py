@@ -41,6 +41,7 @@ class LocalStack:
                 self.vendor = self._exit.enter_context(
                     VendorSimulator(
                         quota=quota,
+                        quota_scope="global",  # the policy's default scope
                         latency_seconds=self.vendor_latency_seconds,
                         latency_jitter_seconds=self.vendor_latency_jitter_seconds,
                     )
