@@ -2,7 +2,8 @@
 
 What it decides per message (back to the work queue, or settle as terminal in the ledger) is the
 function's business (issue 4); here it gets exactly the access that needs: receive and delete on
-the DLQ, send on the work queue, the ledger, and its own schedule.
+the DLQ, send on the work queue, the ledger, a read of the throttle gate in the limiter table,
+and its own schedule.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from infra.network import Network
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
 from infra.scheduling import ScheduledInvocation
+from infra.tables import Tables
 
 REDRIVE_SCHEDULE_EXPRESSION = "rate(15 minutes)"
 REDRIVE_TIMEOUT_SECONDS = 300
@@ -34,6 +36,7 @@ class Redrive(Construct):
         pipeline: Pipeline,
         network: Network,
         database: Database,
+        tables: Tables,
         packaging: Packaging,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -49,6 +52,7 @@ class Redrive(Construct):
                 "SWEEPER_POLICY": policy.model_dump_json(),
                 "SWEEPER_QUEUE_URL": pipeline.queue.queue_url,
                 "SWEEPER_DLQ_URL": pipeline.dead_letter_queue.queue_url,
+                "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
                 **database.runtime_environment(),
             },
             timeout_seconds=REDRIVE_TIMEOUT_SECONDS,
@@ -57,6 +61,7 @@ class Redrive(Construct):
         )
         pipeline.dead_letter_queue.grant_consume_messages(self.function.role)
         pipeline.queue.grant_send_messages(self.function.role)
+        tables.grant_gate_reader(self.function.role)
         database.grant_runtime_access(self.function)
         self.function.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
         self.schedule = ScheduledInvocation(

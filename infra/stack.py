@@ -71,6 +71,7 @@ class SweeperStack(Stack):
                 pipeline=pipeline,
                 network=network,
                 database=database,
+                tables=tables,
                 packaging=packaging,
             )
             # No scheduled run before the ledger's schema exists.

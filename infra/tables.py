@@ -56,6 +56,10 @@ class Tables(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
 
+    def grant_gate_reader(self, grantee: iam.IGrantable) -> None:
+        """Read a scope's throttle gate (the redrive waits while it is closed)."""
+        self.limiter.grant(grantee, "dynamodb:GetItem")
+
     def grant_consumer(self, grantee: iam.IGrantable) -> None:
         """What a consumer does: idempotency records and limiter buckets, item by item."""
         self.idempotency.grant(grantee, *IDEMPOTENCY_ACTIONS)

@@ -204,6 +204,10 @@ def test_redrive_runs_per_policy_on_its_own_schedule(proxied: Synth) -> None:
         assert Policy.model_validate_json(variables["SWEEPER_POLICY"]) == policy
         dlq_id = proxied.logical_id(f"Pipeline-{policy.name}/DeadLetterQueue/Resource")
         assert variables["SWEEPER_DLQ_URL"] == {"Ref": dlq_id}
+        queue_id = proxied.logical_id(f"Pipeline-{policy.name}/WorkQueue/Resource")
+        assert variables["SWEEPER_QUEUE_URL"] == {"Ref": queue_id}
+        limiter_id = proxied.logical_id("Tables/Limiter/Resource")
+        assert variables["SWEEPER_LIMITER_TABLE"] == {"Ref": limiter_id}
         schedule = proxied.resource(f"^{prefix}Schedule[0-9A-F]{{8}}$", "AWS::Scheduler::Schedule")
         assert schedule["Properties"]["ScheduleExpressionTimezone"] == policy.timezone
 

@@ -176,3 +176,21 @@ def test_every_queue_refuses_requests_without_tls(every_variant: Synth) -> None:
 def test_every_log_group_expires_its_logs(every_variant: Synth) -> None:
     for log_group in every_variant.resources("AWS::Logs::LogGroup").values():
         assert log_group["Properties"]["RetentionInDays"] > 0
+
+
+def test_redrive_reads_the_gate_and_moves_only_its_own_dead_letters(default: Synth) -> None:
+    statements = _function_statements(default, r"^RedriveexportsFunction[0-9A-F]{8}$")
+    actions = _actions(statements)
+    assert {a for a in actions if a.startswith("dynamodb:")} == {"dynamodb:GetItem"}
+    limiter = default.logical_id("Tables/Limiter/Resource")
+    dlq = default.logical_id("Pipeline-exports/DeadLetterQueue/Resource")
+    work = default.logical_id("Pipeline-exports/WorkQueue/Resource")
+    for statement in statements:
+        rendered = json.dumps(statement["Resource"])
+        statement_actions = set(_as_list(statement["Action"]))
+        if "dynamodb:GetItem" in statement_actions:
+            assert limiter in rendered
+        if "sqs:ReceiveMessage" in statement_actions:
+            assert dlq in rendered
+        if statement_actions & {"sqs:SendMessage"} and "Schedule" not in rendered:
+            assert work in rendered
