@@ -90,3 +90,24 @@ class InputError(SweeperError):
 
 class LimiterError(SweeperError):
     """The shared limiter's table could not be read or written."""
+
+
+class QueueError(SweeperError):
+    """A queue (work queue or DLQ) could not be read or written."""
+
+
+class RedriveIncompleteError(SweeperError):
+    """A redrive run met dead letters it could not handle; they stay in the DLQ.
+
+    Raised after the report is logged and the metrics written, so that the function fails and
+    its error alarm fires; `report` is what the run did.
+    """
+
+    def __init__(self, errors: int, report: object) -> None:
+        super().__init__(f"redrive left {errors} dead letter(s) it could not read or match")
+        self.errors = errors
+        self.report = report
+
+
+class OperatorError(SweeperError):
+    """An operator command cannot do what was asked (paused policy, unknown target, ...)."""

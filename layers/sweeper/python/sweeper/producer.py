@@ -23,6 +23,8 @@ from sweeper.queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
 #: Stop when less than this many page-durations of budget are left (and never below the floor).
 PAGE_TIME_MARGIN = 2.0
 MIN_REMAINING_SECONDS = 1.0
+#: The stop reason of a run skipped because its policy is paused.
+PAUSED = "paused"
 
 Clock = Callable[[], datetime]
 
@@ -75,6 +77,26 @@ def run_producer(
             scheduled_at=scheduled_at,
             duplicate_invocation=True,
             stop_reason="duplicate_invocation",
+        )
+    if ledger.is_paused(policy.name):
+        # An operator paused the policy: the run is recorded as skipped, so `sweeper catch-up`
+        # can release it later under its own batch id.
+        ledger.finish_run(
+            batch_id,
+            clock(),
+            reclaimed=0,
+            discovered=0,
+            published=0,
+            publish_failures=0,
+            oldest_age_seconds=None,
+            stop_reason=PAUSED,
+        )
+        return ProducerReport(
+            batch_id=batch_id,
+            policy=policy.name,
+            scheduled_at=scheduled_at,
+            duplicate_invocation=False,
+            stop_reason=PAUSED,
         )
 
     reclaimed = 0

@@ -158,3 +158,168 @@ SELECT batch_id, policy, scheduled_at, started_at, finished_at, invocations, rec
        discovered, published, publish_failures, oldest_eligible_age_seconds, stop_reason
 FROM sweeper_runs WHERE policy = %(policy)s ORDER BY scheduled_at DESC LIMIT %(limit)s
 """
+
+# -- the operator's console (migration 0002) -----------------------------------------------------
+
+# Is the policy paused? A primary-key lookup, once per producer run and once a second locally.
+SELECT_PAUSED: Final = """
+SELECT paused FROM sweeper_policy_state WHERE policy = %(policy)s
+"""
+
+SELECT_POLICY_STATE: Final = """
+SELECT policy, paused, paused_at, paused_by, reason, resumed_at
+FROM sweeper_policy_state WHERE policy = %(policy)s
+"""
+
+# Pause (idempotent): a repeat keeps the first paused_at, so "paused since" stays true. Returns
+# paused_at; it equals %(now)s only when this call did the pausing.
+SET_PAUSED: Final = """
+INSERT INTO sweeper_policy_state AS s (policy, paused, paused_at, paused_by, reason, updated_at)
+VALUES (%(policy)s, true, %(now)s, %(actor)s, %(reason)s, %(now)s)
+ON CONFLICT (policy) DO UPDATE
+SET paused = true,
+    paused_at = CASE WHEN s.paused THEN s.paused_at ELSE EXCLUDED.paused_at END,
+    paused_by = CASE WHEN s.paused THEN s.paused_by ELSE EXCLUDED.paused_by END,
+    reason = CASE WHEN s.paused THEN s.reason ELSE EXCLUDED.reason END,
+    updated_at = EXCLUDED.updated_at
+RETURNING paused_at
+"""
+
+# Resume: a row only when the policy was paused, so a repeat reports "not paused".
+SET_RESUMED: Final = """
+UPDATE sweeper_policy_state
+SET paused = false, resumed_at = %(now)s, updated_at = %(now)s
+WHERE policy = %(policy)s AND paused
+RETURNING paused_at
+"""
+
+INSERT_ACTION: Final = """
+INSERT INTO sweeper_operator_actions (policy, action, actor, reason, detail, at)
+VALUES (%(policy)s, %(action)s, %(actor)s, %(reason)s, %(detail)s, %(now)s)
+RETURNING id
+"""
+
+# Terminal jobs back to pending with a fresh attempt budget, due now, in one statement: the
+# operator action, the move (guarded by the state it leaves, SKIP LOCKED so a concurrent retry
+# or prune is never waited on) and one job event per moved row with what it left behind.
+# Unset filters (NULL) match everything.
+RETRY_FAILED: Final = """
+WITH action AS (
+    INSERT INTO sweeper_operator_actions (policy, action, actor, reason, detail, at)
+    VALUES (%(policy)s, 'retry', %(actor)s, %(reason)s, %(detail)s, %(now)s)
+    RETURNING id
+), chosen AS (
+    SELECT id, status, attempt_count, last_outcome, last_error_code FROM sweeper_jobs
+    WHERE policy = %(policy)s AND status = ANY(%(from)s)
+      AND (%(keys)s::text[] IS NULL OR operation_key = ANY(%(keys)s::text[]))
+      AND (%(outcomes)s::text[] IS NULL OR last_outcome = ANY(%(outcomes)s::text[]))
+      AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s::text)
+    ORDER BY id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE sweeper_jobs j
+    SET status = 'pending', attempt_count = 0, next_attempt_at = %(now)s, completed_at = NULL,
+        updated_at = %(now)s
+    FROM chosen
+    WHERE j.id = chosen.id AND j.status = ANY(%(from)s)
+    RETURNING j.id, j.operation_key
+), events AS (
+    INSERT INTO sweeper_job_events (job_id, action_id, event, from_status, to_status,
+                                    previous_attempts, previous_outcome, previous_error_code, at)
+    SELECT chosen.id, action.id, 'retried', chosen.status, 'pending', chosen.attempt_count,
+           chosen.last_outcome, chosen.last_error_code, %(now)s
+    FROM moved JOIN chosen ON chosen.id = moved.id CROSS JOIN action
+)
+SELECT moved.operation_key FROM moved ORDER BY moved.id
+"""
+
+# One batch of settled rows completed before the cutoff, oldest first, through
+# sweeper_jobs_settled_completed. SKIP LOCKED and a small LIMIT keep each transaction short; their
+# job events go with them in the same statement (sweeper_job_events_job).
+PRUNE_SETTLED: Final = """
+WITH old AS (
+    SELECT id FROM sweeper_jobs
+    WHERE status IN ('succeeded', 'failed') AND completed_at < %(before)s
+      AND (%(policy)s::text IS NULL OR policy = %(policy)s::text)
+    ORDER BY completed_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM sweeper_jobs j USING old
+    WHERE j.id = old.id AND j.status IN ('succeeded', 'failed')
+    RETURNING j.id
+), events AS (
+    DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
+)
+SELECT id FROM gone
+"""
+
+# One batch of run records scheduled before the cutoff.
+PRUNE_RUNS: Final = """
+WITH old AS (
+    SELECT batch_id FROM sweeper_runs
+    WHERE scheduled_at < %(before)s AND (%(policy)s::text IS NULL OR policy = %(policy)s::text)
+    ORDER BY scheduled_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM sweeper_runs r USING old WHERE r.batch_id = old.batch_id
+RETURNING r.batch_id
+"""
+
+# The runs recorded for a policy in a time range (sweeper_runs_recent), for catch-up.
+RUNS_BETWEEN: Final = """
+SELECT scheduled_at, stop_reason FROM sweeper_runs
+WHERE policy = %(policy)s AND scheduled_at >= %(since)s AND scheduled_at <= %(until)s
+ORDER BY scheduled_at
+"""
+
+# The latest run at or before a time: the phase of a rate() schedule.
+LAST_RUN_AT_OR_BEFORE: Final = """
+SELECT max(scheduled_at) FROM sweeper_runs WHERE policy = %(policy)s AND scheduled_at <= %(at)s
+"""
+
+# A run the producer skipped while paused is re-armed for exactly one more invocation under a
+# new batch id: START_RUN's conflict branch then counts it as the first, so the released run is
+# not taken for a duplicate while a second delivery still is.
+REOPEN_SKIPPED_RUN: Final = """
+UPDATE sweeper_runs
+SET batch_id = %(batch_id)s, invocations = 0, started_at = %(now)s, finished_at = NULL,
+    stop_reason = NULL
+WHERE policy = %(policy)s AND scheduled_at = %(scheduled_at)s AND stop_reason = 'paused'
+RETURNING batch_id
+"""
+
+# What redrive needs to decide on a dead letter: one query per received batch.
+JOBS_FOR_REDRIVE: Final = """
+SELECT operation_key, policy, tenant_id, scope, status, last_outcome FROM sweeper_jobs
+WHERE operation_key = ANY(%(keys)s)
+"""
+
+# Jobs needing a human: terminal ones, leases past expiry, and pending rows due long ago. Each
+# branch reads its own partial index; ids, classes, codes and times only.
+INSPECT_JOBS: Final = """
+(SELECT operation_key, status, last_outcome, last_error_code, attempt_count, due_at,
+        next_attempt_at, lease_expires_at, updated_at, completed_at
+ FROM sweeper_jobs WHERE policy = %(policy)s AND status = 'failed'
+ ORDER BY updated_at DESC LIMIT %(limit)s)
+UNION ALL
+(SELECT operation_key, status, last_outcome, last_error_code, attempt_count, due_at,
+        next_attempt_at, lease_expires_at, updated_at, completed_at
+ FROM sweeper_jobs WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at <= %(now)s
+ ORDER BY lease_expires_at LIMIT %(limit)s)
+UNION ALL
+(SELECT operation_key, status, last_outcome, last_error_code, attempt_count, due_at,
+        next_attempt_at, lease_expires_at, updated_at, completed_at
+ FROM sweeper_jobs
+ WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(stuck_before)s
+ ORDER BY next_attempt_at LIMIT %(limit)s)
+"""
+
+# The scopes that hold unsettled work, busiest first: whose gates `status` reads.
+ACTIVE_SCOPES: Final = """
+SELECT scope, count(*) FROM sweeper_jobs
+WHERE policy = %(policy)s AND status IN ('pending', 'leased')
+GROUP BY scope ORDER BY count(*) DESC, scope LIMIT %(limit)s
+"""

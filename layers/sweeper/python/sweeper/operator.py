@@ -1,0 +1,406 @@
+"""The operator's console: status, pause and resume, catch-up, inspect, retry and prune.
+
+Plain logic over the ledger and small adapters, shared by `sweeper` (the CLI) and the local
+stack. Every action that changes something is recorded in the ledger with who did it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sweeper.config import Policy
+from sweeper.errors import OperatorError
+from sweeper.event_sources import EventSourceSwitch
+from sweeper.ledger.store import InspectRow, Ledger
+from sweeper.limiter import ScopeState
+from sweeper.models import JobStatus, NewJob, OutcomeClass
+from sweeper.producer import PAUSED, new_batch_id, run_producer
+from sweeper.queue import Publisher
+from sweeper.schedule_expression import occurrences
+from sweeper.scheduling import scope_for
+
+Clock = Callable[[], datetime]
+GateState = Callable[[str], ScopeState]
+#: (messages in the queue, of which in flight) for a queue URL.
+QueueDepth = Callable[[str], tuple[int, int]]
+
+#: Gates read by `status`: the busiest scopes holding unsettled work.
+STATUS_SCOPES = 20
+STATUS_RUNS = 5
+#: Rows per prune transaction: small enough that no lock is held for long.
+PRUNE_BATCH_ROWS = 1000
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+# -- status -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GateView:
+    scope: str
+    closed: bool
+    reopens_at: str | None
+    reason: str | None
+    unsettled_jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    messages: int
+    in_flight: int
+
+
+@dataclass
+class PolicyStatus:
+    policy: str
+    paused: bool
+    paused_at: str | None
+    paused_by: str | None
+    pause_reason: str | None
+    counts: dict[str, int]
+    oldest_eligible_age_seconds: float | None
+    leased_in_flight: int
+    queue: QueueView | None
+    dlq: QueueView | None
+    gates: list[GateView]
+    runs: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def policy_status(
+    policy: Policy,
+    ledger: Ledger,
+    *,
+    now: datetime,
+    depth: QueueDepth | None = None,
+    queue_url: str | None = None,
+    dlq_url: str | None = None,
+    gate: GateState | None = None,
+) -> PolicyStatus:
+    """Where one policy stands: ledger counts, ages, queues, gates, the last runs."""
+    state = ledger.policy_state(policy.name)
+    scopes = ledger.active_scopes(policy.name, STATUS_SCOPES)
+    if not re.search(r"{(tenant_id|object_id)}", policy.scope.key_template):
+        # One scope for the whole policy: show its gate even when nothing is waiting.
+        scopes.setdefault(scope_for(policy, NewJob("", "", now)), 0)
+    gates: list[GateView] = []
+    if gate is not None:
+        for scope, unsettled in scopes.items():
+            seen = gate(scope)
+            closed = seen.closed(now.timestamp())
+            reopens = None
+            if closed and seen.closed_until is not None:
+                reopens = datetime.fromtimestamp(seen.closed_until, now.tzinfo).isoformat()
+            gates.append(
+                GateView(scope, closed, reopens, seen.reason if closed else None, unsettled)
+            )
+
+    def queue(url: str | None) -> QueueView | None:
+        if depth is None or url is None:
+            return None
+        messages, in_flight = depth(url)
+        return QueueView(messages, in_flight)
+
+    return PolicyStatus(
+        policy=policy.name,
+        paused=state.paused,
+        paused_at=_iso(state.paused_at) if state.paused else None,
+        paused_by=state.paused_by if state.paused else None,
+        pause_reason=state.reason if state.paused else None,
+        counts={status.value: n for status, n in ledger.counts(policy.name).items()},
+        oldest_eligible_age_seconds=ledger.oldest_eligible_age(policy.name, now),
+        leased_in_flight=ledger.count_in_flight(policy.name, now),
+        queue=queue(queue_url),
+        dlq=queue(dlq_url),
+        gates=gates,
+        runs=[
+            {
+                "scheduled_at": _iso(run.scheduled_at),
+                "batch_id": run.batch_id,
+                "invocations": run.invocations,
+                "discovered": run.discovered,
+                "published": run.published,
+                "publish_failures": run.publish_failures,
+                "reclaimed": run.reclaimed,
+                "stop_reason": run.stop_reason,
+            }
+            for run in ledger.runs(policy.name, STATUS_RUNS)
+        ],
+    )
+
+
+# -- pause and resume ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PauseResult:
+    policy: str
+    paused: bool
+    changed: bool  # False when it already was in that state
+    event_source_mappings: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pause_policy(
+    policy: str,
+    ledger: Ledger,
+    switch: EventSourceSwitch | None,
+    *,
+    actor: str,
+    reason: str | None,
+    now: datetime,
+) -> PauseResult:
+    """Pause: the producer skips (and records the skipped runs), consumers stop, messages stay.
+
+    The ledger flag is set first, so no new work is released while the consumers are stopped;
+    on AWS `switch` disables the consumer's event source mapping, locally the stack polls the flag.
+    """
+    changed = ledger.pause(policy, actor, reason, now)
+    mappings = switch.set_enabled(False) if switch is not None else []
+    return PauseResult(policy, True, changed, mappings)
+
+
+def resume_policy(
+    policy: str,
+    ledger: Ledger,
+    switch: EventSourceSwitch | None,
+    *,
+    actor: str,
+    reason: str | None,
+    now: datetime,
+) -> PauseResult:
+    """Resume: consumers first (queued work drains), then the producer's flag."""
+    mappings = switch.set_enabled(True) if switch is not None else []
+    changed = ledger.resume(policy, actor, reason, now)
+    return PauseResult(policy, False, changed, mappings)
+
+
+# -- catch-up -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUpRun:
+    scheduled_at: str
+    batch_id: str
+    was: str  # "missing": never ran; "paused": skipped while paused
+    released: bool  # False: another invocation holds that time
+    discovered: int
+    published: int
+    stop_reason: str
+
+
+@dataclass
+class CatchUpReport:
+    policy: str
+    since: str
+    until: str
+    dry_run: bool
+    missed: int
+    runs: list[CatchUpRun] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def missed_runs(
+    policy: Policy, ledger: Ledger, since: datetime, until: datetime
+) -> list[tuple[datetime, str]]:
+    """The scheduled times in [since, until] that never ran or were skipped while paused."""
+    anchor = ledger.last_run_at_or_before(policy.name, since)
+    times = occurrences(policy.schedule, policy.timezone, since, until, anchor=anchor)
+    recorded = ledger.runs_between(policy.name, since, until)
+    missed = []
+    for at in times:
+        if at not in recorded:
+            missed.append((at, "missing"))
+        elif recorded[at] == PAUSED:
+            missed.append((at, "paused"))
+    return missed
+
+
+def catch_up(
+    policy: Policy,
+    ledger: Ledger,
+    publisher: Publisher,
+    since: datetime,
+    until: datetime,
+    *,
+    actor: str,
+    clock: Clock,
+    dry_run: bool = False,
+    progress: Callable[[CatchUpRun], None] | None = None,
+) -> CatchUpReport:
+    """Release the missed scheduled runs in order, each with its own batch id.
+
+    Each is the producer's own run (`run_producer`) at its scheduled time, so the run table's
+    uniqueness still stops a time from being released twice.
+    """
+    if ledger.is_paused(policy.name):
+        raise OperatorError(f"policy {policy.name} is paused: resume it before catching up")
+    missed = missed_runs(policy, ledger, since, until)
+    report = CatchUpReport(policy.name, since.isoformat(), until.isoformat(), dry_run, len(missed))
+    for at, was in missed:
+        batch_id = new_batch_id()
+        if dry_run:
+            run = CatchUpRun(at.isoformat(), batch_id, was, False, 0, 0, "dry_run")
+        else:
+            if was == "paused":
+                ledger.reopen_skipped_run(policy.name, at, batch_id, clock())
+            produced = run_producer(
+                policy,
+                at,
+                ledger,
+                publisher,
+                clock=clock,
+                remaining_seconds=_budget(clock, policy.producer_budget_seconds),
+                batch_id=batch_id,
+            )
+            run = CatchUpRun(
+                at.isoformat(),
+                produced.batch_id,
+                was,
+                not produced.duplicate_invocation,
+                produced.discovered,
+                produced.published,
+                produced.stop_reason,
+            )
+        report.runs.append(run)
+        if progress is not None:
+            progress(run)
+    if not dry_run and report.runs:
+        ledger.record_action(
+            policy.name,
+            "catch_up",
+            actor,
+            clock(),
+            detail={
+                "since": report.since,
+                "until": report.until,
+                "runs": [
+                    {"scheduled_at": r.scheduled_at, "batch_id": r.batch_id, "was": r.was}
+                    for r in report.runs
+                ],
+            },
+        )
+    return report
+
+
+def _budget(clock: Clock, seconds: float) -> Callable[[], float]:
+    end = clock() + timedelta(seconds=seconds)
+    return lambda: (end - clock()).total_seconds()
+
+
+# -- inspect, retry, prune ----------------------------------------------------------------------
+
+
+def inspect_jobs(
+    policy: str, ledger: Ledger, *, now: datetime, stuck_after: timedelta, limit: int
+) -> list[dict[str, Any]]:
+    """Terminal jobs, expired leases and pending rows overdue by `stuck_after`: ids, classes,
+    codes, attempts and times, never customer data."""
+
+    def row(job: InspectRow) -> dict[str, Any]:
+        kind = "terminal" if job.status is JobStatus.FAILED else "stuck"
+        return {
+            "kind": kind,
+            "operation_key": job.operation_key,
+            "status": job.status.value,
+            "outcome": None if job.last_outcome is None else job.last_outcome.value,
+            "error_code": job.last_error_code,
+            "attempts": job.attempt_count,
+            "due_at": _iso(job.due_at),
+            "next_attempt_at": _iso(job.next_attempt_at),
+            "lease_expires_at": _iso(job.lease_expires_at),
+            "updated_at": _iso(job.updated_at),
+            "completed_at": _iso(job.completed_at),
+        }
+
+    return [row(job) for job in ledger.inspect(policy, now, now - stuck_after, limit)]
+
+
+def retry_jobs(
+    policy: str,
+    ledger: Ledger,
+    *,
+    actor: str,
+    now: datetime,
+    keys: Sequence[str] | None = None,
+    outcomes: Sequence[OutcomeClass] | None = None,
+    tenant_id: str | None = None,
+    limit: int = 1000,
+    reason: str | None = None,
+) -> list[str]:
+    """Terminal jobs back to pending with a fresh attempt budget; recorded in the ledger."""
+    if keys is None and outcomes is None and tenant_id is None:
+        raise OperatorError("choose the jobs to retry: operation keys, an outcome or a tenant")
+    return ledger.retry_failed(
+        policy,
+        actor,
+        now,
+        keys=keys,
+        outcomes=outcomes,
+        tenant_id=tenant_id,
+        limit=limit,
+        reason=reason,
+    )
+
+
+@dataclass
+class PruneReport:
+    older_than_days: float
+    cutoff: str
+    jobs_deleted: int = 0
+    runs_deleted: int = 0
+    batches: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def prune(
+    ledger: Ledger,
+    *,
+    older_than: timedelta,
+    now: datetime,
+    actor: str,
+    policy: str | None = None,
+    batch_rows: int = PRUNE_BATCH_ROWS,
+    progress: Callable[[PruneReport], None] | None = None,
+) -> PruneReport:
+    """Delete settled jobs completed, and runs scheduled, before now - older_than; in batches,
+    each its own short transaction."""
+    if older_than < timedelta(days=1):
+        raise OperatorError("keep at least one day of settled rows")
+    cutoff = now - older_than
+    report = PruneReport(older_than.total_seconds() / 86_400, cutoff.isoformat())
+    for delete, attr in (
+        (ledger.prune_batch, "jobs_deleted"),
+        (ledger.prune_runs_batch, "runs_deleted"),
+    ):
+        while True:
+            deleted = delete(cutoff, batch_rows, policy)
+            setattr(report, attr, getattr(report, attr) + deleted)
+            report.batches += 1
+            if progress is not None:
+                progress(report)
+            if deleted < batch_rows:
+                break
+    ledger.record_action(
+        policy,
+        "prune",
+        actor,
+        now,
+        detail={"cutoff": report.cutoff, "jobs": report.jobs_deleted, "runs": report.runs_deleted},
+    )
+    return report
