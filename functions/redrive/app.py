@@ -1,11 +1,56 @@
-"""Redrive Lambda: moves throttled and terminal jobs on from the dead-letter queue (issue 4).
+"""Redrive Lambda: dead letters back to the work queue when the ledger and the gate say so.
 
-A placeholder so that the infrastructure can deploy the function, its role and its schedule now;
-it fails loudly (and so alarms) until the real handler replaces it.
+Invoked by its schedule (the scheduler's EventBridge-shaped event: a plain run for this policy)
+or on demand with a `RedriveRequest` (events/redrive_request.json). A run that met dead letters
+it could not handle raises after logging its report, so the function's error alarm fires.
 """
 
 from typing import Any
 
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
-def handler(event: dict[str, Any], context: Any) -> None:
-    raise NotImplementedError("redrive: see issue 4")
+from sweeper import runtime
+from sweeper.dead_letters import SqsDeadLetterQueue
+from sweeper.errors import ConfigError
+from sweeper.observability import METRICS_NAMESPACE
+from sweeper.redrive import request_from_event, run_redrive
+
+#: The run stops well before this (and before Lambda's own timeout, whichever is first).
+REDRIVE_BUDGET_SECONDS = 240.0
+
+logger = Logger()
+metrics = Metrics(namespace=METRICS_NAMESPACE)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = runtime.settings()
+    policy = settings.policy
+    request = request_from_event(event, policy.name)
+    if request.policy != policy.name:
+        raise ConfigError(
+            f"redrive requested for policy {request.policy!r} but this function serves "
+            f"{policy.name!r}"
+        )
+    metrics.add_dimension("policy", policy.name)
+    dlq = SqsDeadLetterQueue(
+        runtime.sqs_client(), settings.require("dlq_url"), settings.require("queue_url")
+    )
+    report = run_redrive(
+        request,
+        runtime.ledger(),
+        dlq,
+        runtime.limiter().state,
+        policy=policy.name,
+        clock=runtime.utcnow,
+        remaining_seconds=runtime.remaining_budget(context, REDRIVE_BUDGET_SECONDS),
+        default_rate_per_second=policy.quota.rate_per_second,
+    )
+    for name, value in report.metrics():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    logger.info("redrive run", extra=report.as_dict())
+    report.raise_for_errors()
+    return report.as_dict()

@@ -22,6 +22,12 @@ class Metric:
     RELEASED = "Released"
     OLDEST_ELIGIBLE_AGE = "OldestEligibleAgeSeconds"
     DUPLICATE_INVOCATIONS = "DuplicateInvocations"
+    # redrive
+    REDRIVE_MOVED = "Moved"
+    REDRIVE_DROPPED_SETTLED = "DroppedSettled"
+    REDRIVE_KEPT_TERMINAL = "KeptTerminal"
+    REDRIVE_KEPT_CLOSED = "KeptClosed"
+    REDRIVE_ERRORS = "RedriveErrors"
     # consumer
     ATTEMPTS_PREFIX = "Attempts_"  # + outcome class, e.g. Attempts_accepted
     SUCCEEDED = "Succeeded"

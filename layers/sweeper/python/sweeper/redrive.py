@@ -1,0 +1,295 @@
+"""Redrive: bring dead letters back to the work queue when the ledger and the gate say so.
+
+Each dead letter is decided by its job's row in the ledger (one query per received batch):
+
+| ledger / gate                                   | the dead letter                              |
+|-------------------------------------------------|----------------------------------------------|
+| outside the request's filters                   | stays (`not_matching`)                       |
+| succeeded                                       | deleted, counted as a duplicate              |
+| failed (terminal)                               | stays, unless terminal jobs are included:    |
+|                                                 | then retried in the ledger and moved         |
+| scope's gate closed                             | stays until it reopens                       |
+| pending or leased, gate open                    | moved: SendMessage (same body), then delete  |
+| body unreadable, or names no job                | stays, counted as an error (the run fails)   |
+
+Moves are paced at `rate_per_second` and stop before the time budget runs out. Messages that
+stay are hidden while the run works (so none is examined twice) and released at the end.
+A dry run decides the same way and changes nothing but the receive counts of the DLQ.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sweeper.dead_letters import SQS_MAX_BATCH, DeadLetter, DeadLetterQueue
+from sweeper.errors import RedriveIncompleteError
+from sweeper.events import ScheduleEvent
+from sweeper.ledger.store import Ledger, RedriveView
+from sweeper.limiter import ScopeState
+from sweeper.models import JobMessage, JobStatus, OutcomeClass
+from sweeper.observability import Metric
+
+logger = logging.getLogger(__name__)
+
+#: Stop when less time than this is left: a move and the final release must still fit.
+MIN_REMAINING_SECONDS = 5.0
+#: Received messages stay hidden this much longer than the run may last, then reappear by
+#: themselves if the run died before releasing them.
+VISIBILITY_MARGIN_SECONDS = 30
+#: The pace when neither the request nor the policy gives one.
+DEFAULT_RATE_PER_SECOND = 10.0
+#: Who redrive is in the ledger's operator actions.
+REDRIVE_ACTOR = "redrive"
+
+Clock = Callable[[], datetime]
+GateState = Callable[[str], ScopeState]
+
+
+class RedriveRequest(BaseModel):
+    """An on-demand redrive (the Lambda's event, or `sweeper redrive`); every field optional."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: str | None = Field(default=None, description="defaults to the function's own")
+    tenant_id: str | None = Field(default=None, min_length=1)
+    scope: str | None = Field(default=None, min_length=1)
+    outcome: list[OutcomeClass] | None = Field(
+        default=None, min_length=1, description="only jobs whose last outcome is one of these"
+    )
+    max_messages: int | None = Field(default=None, ge=1, description="at most this many moved")
+    rate_per_second: float | None = Field(default=None, gt=0, le=1000)
+    dry_run: bool = False
+    include_terminal: bool = Field(
+        default=False, description="retry terminal jobs in the ledger and move their messages"
+    )
+
+
+def request_from_event(event: dict[str, Any], own_policy: str) -> RedriveRequest:
+    """The scheduler's event (a scheduled run) or an on-demand request, for this policy."""
+    if event.get("source") == "aws.scheduler" or "detail-type" in event:
+        schedule = ScheduleEvent.model_validate(event)
+        return RedriveRequest(policy=schedule.detail.policy)
+    request = RedriveRequest.model_validate(event)
+    return request if request.policy else request.model_copy(update={"policy": own_policy})
+
+
+@dataclass
+class RedriveReport:
+    """What one run did; logged, returned, and turned into metrics."""
+
+    policy: str
+    dry_run: bool
+    examined: int = 0
+    moved: int = 0  # in a dry run: would be moved
+    retried_terminal: int = 0  # of the moved: terminal jobs given a fresh budget
+    dropped_settled: int = 0
+    kept_terminal: int = 0
+    kept_closed: int = 0
+    not_matching: int = 0
+    errors: int = 0
+    left: int = 0  # messages in the DLQ after the run
+    stop_reason: str = "drained"
+    elapsed_seconds: float = 0.0
+    closed_scopes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def metrics(self) -> list[tuple[str, int]]:
+        return [
+            (Metric.REDRIVE_MOVED, self.moved),
+            (Metric.REDRIVE_DROPPED_SETTLED, self.dropped_settled),
+            (Metric.REDRIVE_KEPT_TERMINAL, self.kept_terminal),
+            (Metric.REDRIVE_KEPT_CLOSED, self.kept_closed),
+            (Metric.REDRIVE_ERRORS, self.errors),
+        ]
+
+    def raise_for_errors(self) -> None:
+        """Fail the run (so the error alarm fires) when some dead letter could not be handled."""
+        if self.errors:
+            raise RedriveIncompleteError(self.errors, self)
+
+
+@dataclass
+class _Run:
+    request: RedriveRequest
+    policy: str
+    ledger: Ledger
+    dlq: DeadLetterQueue
+    gate: GateState
+    clock: Clock
+    remaining_seconds: Callable[[], float]
+    sleep: Callable[[float], None]
+    monotonic: Callable[[], float]
+    interval: float
+    report: RedriveReport
+    #: Received and neither moved nor deleted: released (visible again) when the run ends.
+    held: dict[str, DeadLetter] = field(default_factory=dict)
+    gates: dict[str, bool] = field(default_factory=dict)
+    next_move_at: float = 0.0
+
+
+def run_redrive(
+    request: RedriveRequest,
+    ledger: Ledger,
+    dlq: DeadLetterQueue,
+    gate: GateState,
+    *,
+    policy: str,
+    clock: Clock,
+    remaining_seconds: Callable[[], float],
+    default_rate_per_second: float = DEFAULT_RATE_PER_SECOND,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+    progress: Callable[[RedriveReport], None] | None = None,
+) -> RedriveReport:
+    """Work off the DLQ once; see the module docstring. Queue or ledger failures raise."""
+    started = monotonic()
+    name = request.policy or policy
+    run = _Run(
+        request=request,
+        policy=name,
+        ledger=ledger,
+        dlq=dlq,
+        gate=gate,
+        clock=clock,
+        remaining_seconds=remaining_seconds,
+        sleep=sleep,
+        monotonic=monotonic,
+        interval=1.0 / (request.rate_per_second or default_rate_per_second),
+        report=RedriveReport(policy=name, dry_run=request.dry_run),
+        next_move_at=started,
+    )
+    try:
+        run.report.stop_reason = _work(run, progress)
+    finally:
+        if run.held:
+            dlq.release(list(run.held.values()))
+    run.report.left = dlq.depth()
+    run.report.closed_scopes = sorted(scope for scope, closed in run.gates.items() if closed)
+    run.report.elapsed_seconds = round(monotonic() - started, 3)
+    if not request.dry_run and (run.report.moved or run.report.dropped_settled):
+        ledger.record_action(
+            name,
+            "redrive",
+            REDRIVE_ACTOR,
+            clock(),
+            detail={
+                "moved": run.report.moved,
+                "retried_terminal": run.report.retried_terminal,
+                "dropped_settled": run.report.dropped_settled,
+                "request": request.model_dump(mode="json", exclude_none=True),
+            },
+        )
+    return run.report
+
+
+def _work(run: _Run, progress: Callable[[RedriveReport], None] | None) -> str:
+    cap = run.request.max_messages
+    while True:
+        if cap is not None and run.report.moved >= cap:
+            return "max_messages"
+        left = run.remaining_seconds()
+        if left < MIN_REMAINING_SECONDS:
+            return "budget"
+        letters = run.dlq.receive(SQS_MAX_BATCH, math.ceil(left) + VISIBILITY_MARGIN_SECONDS)
+        if not letters:
+            return "drained"
+        run.held.update((letter.message_id, letter) for letter in letters)
+        messages: dict[str, JobMessage] = {}
+        for letter in letters:
+            try:
+                messages[letter.message_id] = JobMessage.model_validate_json(letter.body)
+            except ValidationError:
+                logger.error("unreadable dead letter kept", extra={"message_id": letter.message_id})
+                run.report.errors += 1
+        views = run.ledger.jobs_for_redrive(sorted({m.key for m in messages.values()}))
+        stop: str | None = None
+        for letter in letters:
+            message = messages.get(letter.message_id)
+            if message is None:
+                continue
+            if stop is None and cap is not None and run.report.moved >= cap:
+                stop = "max_messages"
+            if stop is not None:
+                continue
+            run.report.examined += 1
+            stop = _decide(run, letter, message, views.get(message.key))
+        if progress is not None:
+            progress(run.report)
+        if stop is not None:
+            return stop
+
+
+def _decide(
+    run: _Run, letter: DeadLetter, message: JobMessage, view: RedriveView | None
+) -> str | None:
+    """Handle one dead letter; a stop reason when the run must end here."""
+    report, request = run.report, run.request
+    ids = {"message_id": letter.message_id, "operation_key": message.key}
+    if view is None:
+        logger.error("dead letter names no ledger job; kept", extra=ids)
+        report.errors += 1
+        return None
+    if not _matches(request, run.policy, message, view):
+        report.not_matching += 1
+        return None
+    if view.status is JobStatus.SUCCEEDED:
+        report.dropped_settled += 1
+        if not request.dry_run:
+            run.dlq.delete(letter)
+            del run.held[letter.message_id]
+            logger.info("settled job's dead letter dropped", extra=ids)
+        return None
+    terminal = view.status is JobStatus.FAILED
+    if terminal and not request.include_terminal:
+        report.kept_terminal += 1
+        return None
+    if _closed(run, view.scope):
+        report.kept_closed += 1
+        return None
+    if request.dry_run:
+        report.moved += 1
+        report.retried_terminal += int(terminal)
+        return None
+    wait = run.next_move_at - run.monotonic()
+    if run.remaining_seconds() - max(0.0, wait) < MIN_REMAINING_SECONDS:
+        return "budget"
+    if wait > 0:
+        run.sleep(wait)
+    run.next_move_at = max(run.monotonic(), run.next_move_at) + run.interval
+    if terminal:
+        run.ledger.retry_failed(
+            run.policy, REDRIVE_ACTOR, run.clock(), keys=[message.key], reason="redrive"
+        )
+        report.retried_terminal += 1
+    run.dlq.move(letter, message.tenant_id)
+    del run.held[letter.message_id]
+    report.moved += 1
+    logger.info("dead letter moved", extra={**ids, "terminal": terminal})
+    return None
+
+
+def _matches(request: RedriveRequest, policy: str, message: JobMessage, view: RedriveView) -> bool:
+    if view.policy != policy or message.policy != policy:
+        return False
+    if request.tenant_id is not None and view.tenant_id != request.tenant_id:
+        return False
+    if request.scope is not None and view.scope != request.scope:
+        return False
+    return request.outcome is None or view.last_outcome in request.outcome
+
+
+def _closed(run: _Run, scope: str) -> bool:
+    """Is the scope's gate closed now? Read once per scope per run."""
+    if scope not in run.gates:
+        run.gates[scope] = run.gate(scope).closed(run.clock().timestamp())
+    return run.gates[scope]

@@ -1,0 +1,271 @@
+"""Redrive against the real ledger, SQS (moto) and the limiter's gate (DynamoDB on moto)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from functions.redrive import app as redrive_app
+from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue, queue_depth
+from sweeper.errors import QueueError, RedriveIncompleteError
+from sweeper.limiter import DynamoLimiter
+from sweeper.models import JobMessage, JobStatus, OutcomeClass
+from sweeper.redrive import RedriveReport, RedriveRequest, run_redrive
+from tests.conftest import Pipeline, load_event
+
+pytestmark = pytest.mark.integration
+
+
+def key(i: int, tenants: int = 3) -> str:
+    return f"exports:tenant-{i % tenants}:obj-{i:05d}:v1"
+
+
+def body(i: int, tenants: int = 3) -> str:
+    return JobMessage(
+        key=key(i, tenants),
+        policy="exports",
+        policy_version=1,
+        tenant_id=f"tenant-{i % tenants}",
+        object_id=f"obj-{i:05d}",
+        scope="exports",
+        attempt=0,
+        batch_id="b-1",
+    ).to_body()
+
+
+def dead_letters(pipeline: Pipeline, n: int, *, extra: Sequence[str] = ()) -> None:
+    """n jobs in the ledger, each with its message in the DLQ (plus any extra bodies)."""
+    pipeline.seed(n)
+    sqs = pipeline.aws.sqs()
+    for text in [body(i) for i in range(n)] + list(extra):
+        sqs.send_message(QueueUrl=pipeline.resources.dlq_url, MessageBody=text)
+
+
+def work_queue_bodies(pipeline: Pipeline) -> list[str]:
+    sqs = pipeline.aws.sqs()
+    found: list[str] = []
+    while True:
+        got = sqs.receive_message(
+            QueueUrl=pipeline.resources.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60
+        ).get("Messages", [])
+        if not got:
+            return found
+        found.extend(m["Body"] for m in got)
+
+
+def dlq_depth(pipeline: Pipeline) -> int:
+    return queue_depth(pipeline.aws.sqs(), pipeline.resources.dlq_url)[0]
+
+
+class Clock:
+    """A monotonic clock that only moves when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.moves: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def redrive(pipeline: Pipeline, request: RedriveRequest | None = None, **kw: Any) -> RedriveReport:
+    kw.setdefault("remaining_seconds", lambda: 100.0)
+    dlq = kw.pop(
+        "dlq",
+        SqsDeadLetterQueue(
+            pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url
+        ),
+    )
+    limiter = DynamoLimiter(pipeline.aws.dynamodb(), pipeline.resources.limiter_table)
+    return run_redrive(
+        request or RedriveRequest(),
+        pipeline.ledger,
+        dlq,
+        limiter.state,
+        policy="exports",
+        clock=lambda: datetime.now(UTC),
+        default_rate_per_second=1000.0,
+        **kw,
+    )
+
+
+def test_letters_of_unsettled_jobs_move_and_of_succeeded_jobs_are_dropped(
+    pipeline: Pipeline,
+) -> None:
+    # Given five dead letters, two of whose jobs have since succeeded
+    dead_letters(pipeline, 5)
+    for i in (0, 1):
+        pipeline.ledger.mark_succeeded(key(i), OutcomeClass.ACCEPTED, datetime.now(UTC))
+    # When redriving
+    report = redrive(pipeline)
+    # Then three move with their bodies unchanged, two are dropped, the DLQ is empty
+    assert (report.moved, report.dropped_settled, report.left) == (3, 2, 0)
+    assert sorted(work_queue_bodies(pipeline)) == sorted(body(i) for i in (2, 3, 4))
+    assert report.stop_reason == "drained"
+
+
+def test_terminal_jobs_stay_unless_included_then_get_a_fresh_budget(pipeline: Pipeline) -> None:
+    # Given two dead letters of terminal jobs
+    dead_letters(pipeline, 2)
+    for i in (0, 1):
+        pipeline.ledger.mark_failed(
+            key(i), OutcomeClass.PERMANENT, "http_400", datetime.now(UTC), count_attempt=True
+        )
+    # When redriving without, then with terminal jobs
+    kept = redrive(pipeline)
+    included = redrive(pipeline, RedriveRequest(include_terminal=True))
+    # Then they stay at first, and then are retried in the ledger and moved
+    assert (kept.kept_terminal, kept.moved, kept.left) == (2, 0, 2)
+    assert (included.moved, included.retried_terminal, included.left) == (2, 2, 0)
+    job = pipeline.ledger.get(key(0))
+    assert job is not None
+    assert (job.status, job.attempt_count) == (JobStatus.PENDING, 0)
+    assert len(work_queue_bodies(pipeline)) == 2
+
+
+def test_letters_of_a_closed_scope_stay_until_it_reopens(pipeline: Pipeline) -> None:
+    # Given dead letters whose scope the vendor closed for a minute
+    dead_letters(pipeline, 3)
+    limiter = DynamoLimiter(pipeline.aws.dynamodb(), pipeline.resources.limiter_table)
+    limiter.close("exports", time.time() + 60, "throttled")
+    # When redriving
+    report = redrive(pipeline)
+    # Then every letter stays, visible again for the next run
+    assert (report.kept_closed, report.moved, report.left) == (3, 0, 3)
+    assert report.closed_scopes == ["exports"]
+    assert work_queue_bodies(pipeline) == []
+    assert queue_depth(pipeline.aws.sqs(), pipeline.resources.dlq_url)[1] == 0
+
+
+def test_filters_by_tenant_and_outcome_leave_other_letters_alone(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 6)
+    now = datetime.now(UTC)
+    pipeline.ledger.record_unsettled(
+        key(0), now, next_attempt_at=now, lease_until=now, outcome=OutcomeClass.THROTTLED
+    )
+    pipeline.ledger.record_unsettled(
+        key(3), now, next_attempt_at=now, lease_until=now, outcome=OutcomeClass.TRANSIENT
+    )
+    report = redrive(
+        pipeline, RedriveRequest(tenant_id="tenant-0", outcome=[OutcomeClass.THROTTLED])
+    )
+    assert (report.moved, report.not_matching, report.left) == (1, 5, 5)
+    assert work_queue_bodies(pipeline) == [body(0)]
+
+
+def test_at_most_max_messages_move(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 5)
+    report = redrive(pipeline, RedriveRequest(max_messages=2))
+    assert (report.moved, report.left, report.stop_reason) == (2, 3, "max_messages")
+
+
+def test_a_dry_run_reports_what_would_move_and_changes_nothing(pipeline: Pipeline) -> None:
+    # Given four dead letters: one succeeded, one terminal, two movable
+    dead_letters(pipeline, 4)
+    now = datetime.now(UTC)
+    pipeline.ledger.mark_succeeded(key(0), OutcomeClass.ACCEPTED, now)
+    pipeline.ledger.mark_failed(key(1), OutcomeClass.PERMANENT, "http_400", now, count_attempt=True)
+    before = pipeline.ledger.counts("exports")
+    # When redriving dry
+    report = redrive(pipeline, RedriveRequest(dry_run=True))
+    # Then the report says what would happen, and the queues and the ledger are as they were
+    assert (report.moved, report.dropped_settled, report.kept_terminal) == (2, 1, 1)
+    assert report.left == 4
+    assert work_queue_bodies(pipeline) == []
+    assert pipeline.ledger.counts("exports") == before
+    assert queue_depth(pipeline.aws.sqs(), pipeline.resources.dlq_url) == (4, 0)
+
+
+def test_moves_are_paced_at_the_requested_rate(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 6)
+    clock = Clock()
+    moved_at: list[float] = []
+    real = SqsDeadLetterQueue(
+        pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url
+    )
+
+    class Recording(SqsDeadLetterQueue):
+        def move(self, letter: DeadLetter, group_id: str | None) -> None:
+            moved_at.append(clock.monotonic())
+            real.move(letter, group_id)
+
+    report = redrive(
+        pipeline,
+        RedriveRequest(rate_per_second=4),
+        dlq=Recording(pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url),
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    assert report.moved == 6
+    gaps = [b - a for a, b in itertools.pairwise(moved_at)]
+    assert all(gap >= 0.25 - 1e-9 for gap in gaps)
+
+
+def test_it_stops_before_the_time_budget_and_leaves_the_rest(pipeline: Pipeline) -> None:
+    # Given a budget that has room for three paced moves at 1/s
+    dead_letters(pipeline, 6)
+    clock = Clock()
+    end = clock.now + 8.5
+    report = redrive(
+        pipeline,
+        RedriveRequest(rate_per_second=1),
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        remaining_seconds=lambda: end - clock.now,
+    )
+    assert report.stop_reason == "budget"
+    assert report.moved == 4  # at 0, 1, 2, 3 s: a fifth would leave less than 5 s
+    assert report.left == 2
+
+
+def test_a_queue_failure_raises_and_loses_nothing(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 3)
+
+    class Broken(SqsDeadLetterQueue):
+        def move(self, letter: DeadLetter, group_id: str | None) -> None:
+            raise QueueError("SendMessage to the work queue failed: EndpointConnectionError")
+
+    broken = Broken(pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url)
+    with pytest.raises(QueueError):
+        redrive(pipeline, dlq=broken)
+    # The letters it held are visible again at once
+    assert queue_depth(pipeline.aws.sqs(), pipeline.resources.dlq_url) == (3, 0)
+
+
+def test_the_scheduled_handler_fails_on_an_unreadable_letter_after_handling_the_rest(
+    pipeline: Pipeline,
+) -> None:
+    # Given a good dead letter and one whose body is not a job message
+    dead_letters(pipeline, 1, extra=["{not json"])
+    event = load_event("scheduler_event.json")
+    # When the scheduled redrive runs
+    with pytest.raises(RedriveIncompleteError) as failure:
+        redrive_app.handler(event, pipeline.lambda_context("redrive"))
+    # Then it moved what it could and raised (so the error alarm fires), keeping the bad one
+    report = failure.value.report
+    assert isinstance(report, RedriveReport)
+    assert (report.moved, report.errors, report.left) == (1, 1, 1)
+
+
+def test_the_on_demand_handler_runs_the_sample_request(pipeline: Pipeline) -> None:
+    # Given dead letters of tenant-1 with a throttled last outcome
+    dead_letters(pipeline, 3)
+    now = datetime.now(UTC)
+    pipeline.ledger.record_unsettled(
+        key(1), now, next_attempt_at=now, lease_until=now, outcome=OutcomeClass.THROTTLED
+    )
+    # When the sample on-demand request (a dry run for tenant-1) is invoked
+    response = redrive_app.handler(
+        load_event("redrive_request.json"), pipeline.lambda_context("redrive")
+    )
+    # Then it reports the one letter it would move and moves nothing
+    assert (response["moved"], response["not_matching"], response["dry_run"]) == (1, 2, True)
+    assert dlq_depth(pipeline) == 3
