@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration bench install postgres lock clean
+.PHONY: demo test unit integration bench install postgres layers synth lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
@@ -39,6 +39,15 @@ integration: install
 
 bench: install
 	$(BIN)/sweeper bench ledger
+	$(BIN)/sweeper bench rate
+
+# The Lambda layers for python3.13 on arm64, built with pip (no Docker); cached under build/.
+layers: $(STAMP)
+	$(BIN)/python layers/build.py
+
+# The CloudFormation template, offline, into cdk.out/ (cdk-nag runs as a validation plugin).
+synth: layers
+	$(BIN)/python -m infra.app
 
 lock:
 	$(BIN)/uv pip compile pyproject.toml --extra local --extra dev --extra infra --python-version 3.13 --universal -o requirements.lock

@@ -183,3 +183,21 @@ def test_a_claim_never_returns_an_unexpired_lease_and_reclaims_expired_ones(
     assert claimed == due
     unexpired = {i + 1 for i, (s, _a, lo) in enumerate(rows) if s is JobStatus.LEASED and lo > 0}
     assert not claimed & unexpired
+
+
+def test_a_failed_login_fetches_the_credentials_again_once(db_url: str) -> None:
+    # Given credentials whose cached copy went stale (here: a port nothing listens on)
+    from sweeper.local.postgres import free_port
+
+    asked: list[bool] = []
+    stale = psycopg.conninfo.make_conninfo(db_url, port=str(free_port()))
+
+    def provider(refresh: bool) -> str:
+        asked.append(refresh)
+        return db_url if refresh else stale
+
+    store = Ledger(provider)
+    # When the ledger connects, Then it retries once with fresh credentials
+    assert store.counts("exports")[JobStatus.PENDING] == 0
+    assert asked == [False, True]
+    store.close()

@@ -32,6 +32,9 @@ from sweeper.errors import ConfigError
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,
 #: so that leases do not expire while their messages still wait in the queue.
 LEASE_DRAIN_FRACTION = 0.5
+#: How late after its slot a call may reach the vendor (scheduling, connection set-up, network).
+#: The default headroom is derived from it (Quota.safe_headroom); measured locally, see README.
+ARRIVAL_JITTER_BUDGET_SECONDS = 0.075
 #: Lambda's hard limit on one invocation.
 LAMBDA_MAX_TIMEOUT_SECONDS = 900
 #: Fields a scope template may use.
@@ -56,10 +59,12 @@ class Quota(_Strict):
 
     limit: int = Field(gt=0)
     period_seconds: float = Field(gt=0)
-    headroom: float = Field(default=1.0, gt=0, le=1, description="fraction of the quota used")
+    headroom: float | None = Field(
+        default=None, gt=0, le=1, description="fraction of the quota used; default: safe_headroom"
+    )
 
     @classmethod
-    def parse(cls, text: str, headroom: float = 1.0) -> Quota:
+    def parse(cls, text: str, headroom: float | None = None) -> Quota:
         """Parse `N/PERIOD`, e.g. `40/1s`, `100/m`, `5/500ms`."""
         match = _RATE_RE.match(text)
         if not match:
@@ -72,9 +77,24 @@ class Quota(_Strict):
             raise ConfigError(f"rate {text!r}: {_first_error(exc)}") from exc
 
     @property
+    def safe_headroom(self) -> float:
+        """The largest headroom that never exceeds the quota, given arrival jitter.
+
+        Slots of a zero-burst GCRA at `h * limit / period` put at most `floor((T + d) * h * N / T)
+        + 1` calls in any window of T = period seconds when each call arrives up to d seconds
+        after its slot; that is at most N exactly when `h < T / (T + d)`, whatever N is.
+        """
+        exact = self.period_seconds / (self.period_seconds + ARRIVAL_JITTER_BUDGET_SECONDS)
+        return math.floor(exact * 1000) / 1000
+
+    @property
+    def effective_headroom(self) -> float:
+        return self.headroom if self.headroom is not None else self.safe_headroom
+
+    @property
     def rate_per_second(self) -> float:
         """The rate sweeper aims for, headroom applied."""
-        return self.limit * self.headroom / self.period_seconds
+        return self.limit * self.effective_headroom / self.period_seconds
 
     @property
     def interval_seconds(self) -> float:
@@ -294,6 +314,9 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = None
     database_secret_arn: str | None = None
     database_secret_max_age_seconds: int = Field(default=300, ge=0)
+    #: Where to connect instead of the secret's host (an RDS Proxy, an imported cluster).
+    database_host: str | None = None
+    database_port: int | None = Field(default=None, ge=1, le=65_535)
     queue_url: str | None = None
     idempotency_table: str | None = None
     limiter_table: str | None = None

@@ -5,7 +5,8 @@ One DynamoDB item per scope holds both:
 - `tat`: the GCRA theoretical arrival time, in microseconds since the epoch. A consumer *reserves*
   the next slot (`slot = max(tat, now)`, `tat = slot + interval`) with one conditional UpdateItem,
   then sleeps until its slot. Burst tolerance is zero, so in any window of the quota's period
-  there are at most `limit * headroom + 1` calls, whichever consumer makes them. No worker keeps
+  there are at most `floor(limit * headroom) + 1` slots, whichever consumer takes them (and the
+  default headroom keeps that within the quota despite arrival jitter). No worker keeps
   its own guess of the rate; more workers do not multiply it.
 - `closed_until` / `reason`: the gate. A vendor's Retry-After (or an auth failure) closes the
   scope for every consumer; a reservation is refused while it is closed.
@@ -98,52 +99,69 @@ class DynamoLimiter:
         self._clock = clock
         self.writes = 0  # conditional writes made, for the benchmark's cost figure
         self.reads = 0
+        self._last_tat: dict[str, int] = {}  # per scope: which path to try first (a hint only)
 
     def _key(self, scope: str) -> dict[str, Any]:
         return {"pk": {"S": f"scope#{scope}"}}
 
     def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
-        """Reserve the next slot of `scope` if it falls within `horizon` seconds."""
+        """Reserve the next slot of `scope` if it falls within `horizon` seconds.
+
+        Two conditional writes exist: the busy path (the bucket is ahead of now: take the next
+        slot, `tat += interval`) and the idle path (behind now: the slot is now). Which one to
+        try first is guessed from the last `tat` this process saw, so that one write is usual
+        in either regime; a wrong guess costs one failed write, which returns the item and so
+        corrects the guess. The guess only picks the order: it never decides a slot.
+        """
         step = max(1, round(interval * US))
         for _ in range(MAX_RACES):
             now = int(self._clock() * US)
-            values = {
+            busy_first = self._last_tat.get(scope, 0) > now
+            for busy in (busy_first, not busy_first):
+                outcome = (
+                    self._busy(scope, step, now, horizon) if busy else self._idle(scope, step, now)
+                )
+                if isinstance(outcome, (Grant, Denial)):
+                    return outcome
+                # A failed condition returned the item: remember its tat, maybe refuse.
+                self._last_tat[scope] = int(outcome["tat"]["N"]) if "tat" in outcome else 0
+                denial = self._denial(outcome, now, horizon)
+                if denial is not None:
+                    return denial
+        return Denial(self._clock() + interval, "rate")  # lost every race: try again shortly
+
+    def _busy(self, scope: str, step: int, now: int, horizon: float) -> Grant | dict[str, Any]:
+        result = self._update(
+            scope,
+            "SET tat = tat + :i, expires_at = :ttl",
+            "tat > :now AND tat <= :h AND "
+            "(attribute_not_exists(closed_until) OR closed_until <= :now)",
+            {
                 ":i": _n(step),
                 ":now": _n(now),
                 ":h": _n(now + horizon * US),
                 ":ttl": _n(now // US + ITEM_TTL_SECONDS),
-            }
-            # Busy path: the bucket is ahead of now; take the next slot atomically.
-            old = self._update(
-                scope,
-                "SET tat = tat + :i, expires_at = :ttl",
-                "tat > :now AND tat <= :h AND "
-                "(attribute_not_exists(closed_until) OR closed_until <= :now)",
-                values,
-                returns="UPDATED_NEW",
-            )
-            if isinstance(old, int):
-                return Grant((old - step) / US)
-            denial = self._denial(old, now, horizon)
-            if denial is not None:
-                return denial
-            # Idle path: the bucket is behind now (or new); the slot is now.
-            del values[":h"], values[":i"]
-            values[":t"] = _n(now + step)
-            taken = self._update(
-                scope,
-                "SET tat = :t, expires_at = :ttl",
-                "(attribute_not_exists(tat) OR tat <= :now) AND "
-                "(attribute_not_exists(closed_until) OR closed_until <= :now)",
-                values,
-                returns="NONE",
-            )
-            if isinstance(taken, int):
-                return Grant(now / US)
-            denial = self._denial(taken, now, horizon)
-            if denial is not None:
-                return denial
-        return Denial(self._clock() + interval, "rate")  # lost every race: try again shortly
+            },
+            returns="UPDATED_NEW",
+        )
+        if isinstance(result, int):
+            self._last_tat[scope] = result
+            return Grant((result - step) / US)
+        return result or {}
+
+    def _idle(self, scope: str, step: int, now: int) -> Grant | dict[str, Any]:
+        result = self._update(
+            scope,
+            "SET tat = :t, expires_at = :ttl",
+            "(attribute_not_exists(tat) OR tat <= :now) AND "
+            "(attribute_not_exists(closed_until) OR closed_until <= :now)",
+            {":t": _n(now + step), ":now": _n(now), ":ttl": _n(now // US + ITEM_TTL_SECONDS)},
+            returns="NONE",
+        )
+        if isinstance(result, int):
+            self._last_tat[scope] = now + step
+            return Grant(now / US)
+        return result or {}
 
     def _denial(self, item: dict[str, Any] | None, now: int, horizon: float) -> Denial | None:
         if item is None:

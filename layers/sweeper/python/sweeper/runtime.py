@@ -45,8 +45,12 @@ def settings() -> Settings:
     return load_settings()
 
 
-def database_conninfo() -> str:
-    """The ledger's connection string: a URL locally, the managed secret (cached) on AWS."""
+def database_conninfo(refresh: bool = False) -> str:
+    """The ledger's connection string: a URL locally, the managed secret (cached) on AWS.
+
+    `refresh` fetches the secret again, past the cache: the ledger asks for it after a failed
+    login, since a rotation changes the password before the cached copy expires.
+    """
     current = settings()
     if current.database_url is not None:
         return current.database_url.get_secret_value()
@@ -55,10 +59,11 @@ def database_conninfo() -> str:
         current.database_secret_arn,
         transform="json",
         max_age=current.database_secret_max_age_seconds,
+        force_fetch=refresh,
     )
     return make_conninfo(
-        host=secret["host"],
-        port=secret.get("port", 5432),
+        host=current.database_host or secret["host"],
+        port=current.database_port or secret.get("port", 5432),
         user=secret["username"],
         password=secret["password"],
         dbname=secret.get("dbname", "postgres"),
@@ -69,7 +74,7 @@ def database_conninfo() -> str:
 
 @lru_cache(maxsize=1)
 def ledger() -> Ledger:
-    return Ledger(database_conninfo(), prepare_threshold=settings().database_prepare_threshold)
+    return Ledger(database_conninfo, prepare_threshold=settings().database_prepare_threshold)
 
 
 @lru_cache(maxsize=1)

@@ -28,6 +28,8 @@ from sweeper.models import (
     operation_key,
 )
 
+#: Builds the connection string; called with refresh=True after a failed login.
+ConninfoProvider = Callable[[bool], str]
 #: How a job's limiter scope is derived when it is scheduled (see sweeper.scheduling).
 ScopeFn = Callable[[NewJob], str]
 
@@ -71,7 +73,9 @@ class Ledger:
     callers (threads, the local poller's workers) each build their own.
     """
 
-    def __init__(self, conninfo: str, *, prepare_threshold: int | None = 5) -> None:
+    def __init__(
+        self, conninfo: str | ConninfoProvider, *, prepare_threshold: int | None = 5
+    ) -> None:
         # prepare_threshold=None disables server-side prepared statements (needed behind RDS Proxy
         # or PgBouncer in transaction mode).
         self._conninfo = conninfo
@@ -83,17 +87,27 @@ class Ledger:
     def _connection(self) -> psycopg.Connection[TupleRow]:
         if self._conn is None or self._conn.closed or self._conn.broken:
             try:
-                self._conn = psycopg.connect(
-                    self._conninfo,
-                    autocommit=True,
-                    prepare_threshold=self._prepare_threshold,
-                    application_name="sweeper",
-                )
+                try:
+                    self._conn = self._connect(refresh=False)
+                except psycopg.OperationalError:
+                    if isinstance(self._conninfo, str):
+                        raise
+                    # A rotated password: fetch the credentials again, past any cache, once.
+                    self._conn = self._connect(refresh=True)
             except psycopg.OperationalError as exc:
                 raise LedgerError(
                     f"cannot connect to the ledger: {exc.sqlstate or 'no sqlstate'}"
                 ) from exc
         return self._conn
+
+    def _connect(self, *, refresh: bool) -> psycopg.Connection[TupleRow]:
+        conninfo = self._conninfo if isinstance(self._conninfo, str) else self._conninfo(refresh)
+        return psycopg.connect(
+            conninfo,
+            autocommit=True,
+            prepare_threshold=self._prepare_threshold,
+            application_name="sweeper",
+        )
 
     def close(self) -> None:
         if self._conn is not None:

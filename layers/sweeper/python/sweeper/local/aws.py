@@ -7,7 +7,10 @@ The application's boto3 code is unchanged: it reaches moto through AWS_ENDPOINT_
 from __future__ import annotations
 
 import json
-import logging
+import socket
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -16,7 +19,8 @@ import boto3
 from botocore.config import Config as BotoConfig
 
 from sweeper.config import Policy
-from sweeper.local.postgres import free_port
+from sweeper.errors import LocalStackError
+from sweeper.local.postgres import START_TIMEOUT_SECONDS, free_port
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -40,30 +44,48 @@ def local_credentials_env(endpoint_url: str) -> dict[str, str]:
 
 
 class LocalAws:
-    """moto's threaded server on a free loopback port."""
+    """moto in server mode, in a process of its own, on a free loopback port.
+
+    Its own process, not a thread of ours: moto's request handling is CPU-bound Python, and
+    sharing our interpreter would make every AWS call wait for the caller's own work.
+    """
 
     def __init__(self, port: int = 0) -> None:
         self.port = port
-        self._server: object | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Self:
-        from moto.server import ThreadedMotoServer  # the local stack only; never in Lambda
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = self.port or free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        server.start()
-        self._server = server
-        return self
+        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise LocalStackError(f"moto server exited at start ({self._proc.returncode})")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise LocalStackError(f"moto server did not listen within {START_TIMEOUT_SECONDS}s")
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()  # type: ignore[attr-defined]
-            self._server = None
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
 
     def env(self) -> dict[str, str]:
         return local_credentials_env(self.endpoint_url)
