@@ -1,0 +1,419 @@
+"""`sweeper local up` / `local down`: the local stack as a background service for the console.
+
+`LocalConsoleStack` runs, for every policy of the policy file: its queue and DLQ, the consumer
+(the local event source feeding worker processes), and a producer ticker invoking the producer
+handler at the times the policy's schedule names (or every `tick_seconds`). A watcher reads each
+policy's paused flag from the ledger once a second and pauses or resumes its event source, as
+`sweeper pause` disables the event source mapping on AWS. `serve` runs it until SIGTERM and writes
+the local file that every command reads; `start_background` spawns `serve` detached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Self
+
+from sweeper.config import Policy, SweeperConfig, load_config
+from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION, LocalFile, PolicyEndpoints, read_local_file
+from sweeper.errors import LocalStackError, OperatorError
+from sweeper.ledger.store import Ledger
+from sweeper.local.aws import LOCAL_REGION, PipelineResources, provision
+from sweeper.local.lambda_runtime import Invocation, invoke, new_environment
+from sweeper.local.poller import EventSourceConfig, LocalEventSource
+from sweeper.local.stack import LocalStack
+from sweeper.schedule_expression import occurrences
+
+#: How often the watcher reads the paused flags (one primary-key read per policy).
+PAUSE_POLL_SECONDS = 1.0
+#: Short, so that a returned record comes back quickly locally.
+LOCAL_VISIBILITY_TIMEOUT_SECONDS = 5
+START_TIMEOUT_SECONDS = 90.0
+STOP_TIMEOUT_SECONDS = 60.0
+
+
+def scheduler_event(policy: str, scheduled: datetime) -> dict[str, Any]:
+    """The EventBridge-shaped event the CDK app's schedule sends (events/scheduler_event.json)."""
+    return {
+        "version": "0",
+        "id": secrets.token_hex(8),
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": "123456789012",
+        "time": scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": LOCAL_REGION,
+        "resources": [f"arn:aws:scheduler:{LOCAL_REGION}:123456789012:schedule/sweeper/{policy}"],
+        "detail": {"policy": policy, "attempt": 1},
+    }
+
+
+@dataclass
+class _PolicyRuntime:
+    policy: Policy
+    resources: PipelineResources
+    env: dict[str, str]
+    source: LocalEventSource
+    producer: ProcessPoolExecutor
+    paused: bool = False
+    ticks: int = 0
+
+
+class LocalConsoleStack:
+    """Every policy's pipeline on the local stack, with tickers and the pause watcher."""
+
+    def __init__(
+        self,
+        config: SweeperConfig,
+        *,
+        config_path: str,
+        database_url: str | None = None,
+        tick_seconds: float | None = None,
+        visibility_timeout_seconds: int = LOCAL_VISIBILITY_TIMEOUT_SECONDS,
+        prefix: str = "sweeper",
+        log_file: str | None = None,
+    ) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.stack = LocalStack(database_url=database_url)
+        self.tick_seconds = tick_seconds
+        self.visibility_timeout_seconds = visibility_timeout_seconds
+        self.prefix = prefix
+        self.log_file = (
+            log_file
+            or tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept to read
+                prefix="sweeper-local-", suffix=".log", delete=False
+            ).name
+        )
+        self.policies: dict[str, _PolicyRuntime] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+
+    @property
+    def database_url(self) -> str:
+        if self.stack.database_url is None:
+            raise LocalStackError("the local stack is not started")
+        return self.stack.database_url
+
+    def start(self) -> Self:
+        self.stack.start()
+        try:
+            for configured in self.config.policies:
+                self._start_policy(configured)
+            self._spawn(self._watch_pauses, "pause-watcher")
+            for runtime in self.policies.values():
+                self._spawn(lambda r=runtime: self._tick(r), f"ticker-{runtime.policy.name}")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_policy(self, configured: Policy) -> None:
+        assert self.stack.api_url is not None
+        action = configured.action.model_copy(update={"api_url": self.stack.api_url})
+        policy = configured.model_copy(update={"action": action})
+        sqs = self.stack.aws.sqs()
+        resources = provision(
+            sqs,
+            self.stack.aws.dynamodb(),
+            policy,
+            prefix=self.prefix,
+            visibility_timeout_seconds=self.visibility_timeout_seconds,
+        )
+        env = {
+            **self.stack.aws.env(),
+            "SWEEPER_POLICY": policy.model_dump_json(),
+            "SWEEPER_DATABASE_URL": self.database_url,
+            "SWEEPER_QUEUE_URL": resources.queue_url,
+            "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
+            "SWEEPER_LIMITER_TABLE": resources.limiter_table,
+            "SWEEPER_DLQ_URL": resources.dlq_url,
+            "POWERTOOLS_SERVICE_NAME": "sweeper",
+        }
+        source = LocalEventSource(
+            sqs,
+            EventSourceConfig(
+                queue_url=resources.queue_url,
+                queue_arn=resources.queue_arn,
+                function_name=LOCAL_CONSUMER_FUNCTION.format(policy=policy.name),
+                batch_size=policy.consumer.batch_size,
+                max_concurrency=policy.consumer.max_concurrency,
+                timeout_seconds=policy.consumer.timeout_seconds,
+            ),
+            env,
+            log_file=self.log_file,
+        )
+        runtime = _PolicyRuntime(
+            policy, resources, env, source, new_environment(env, self.log_file)
+        )
+        self.policies[policy.name] = runtime
+        source.start()
+
+    def _spawn(self, target: Any, name: str) -> None:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as exc:  # surfaced by stop() and by `local up`'s log
+                self.errors.append(exc)
+                self._stop.set()
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _watch_pauses(self) -> None:
+        ledger = Ledger(self.database_url)
+        try:
+            while not self._stop.is_set():
+                for runtime in self.policies.values():
+                    paused = ledger.is_paused(runtime.policy.name)
+                    if paused and not runtime.paused:
+                        runtime.source.pause()
+                    elif runtime.paused and not paused:
+                        runtime.source.resume()
+                    runtime.paused = paused
+                self._stop.wait(PAUSE_POLL_SECONDS)
+        finally:
+            ledger.close()
+
+    def next_tick(self, policy: Policy, after: datetime, anchor: datetime) -> datetime:
+        """The next scheduled time strictly after `after`."""
+        if self.tick_seconds is not None:
+            step = timedelta(seconds=self.tick_seconds)
+            return anchor + ((after - anchor) // step + 1) * step
+        horizon = after + timedelta(days=1)
+        for at in occurrences(policy.schedule, policy.timezone, after, horizon, anchor=anchor):
+            if at > after:
+                return at
+        return horizon
+
+    def _tick(self, runtime: _PolicyRuntime) -> None:
+        anchor = datetime.now(UTC).replace(microsecond=0)
+        last = anchor  # the first run is one period after the start
+        while not self._stop.is_set():
+            at = self.next_tick(runtime.policy, last, anchor)
+            if self._stop.wait(max(0.0, (at - datetime.now(UTC)).total_seconds())):
+                return
+            result = self.fire(runtime.policy.name, at)
+            if result.error is not None:
+                sys.stderr.write(f"producer {runtime.policy.name} failed: {result.error}\n")
+            last = at
+
+    def fire(self, policy: str, at: datetime) -> Invocation:
+        """Invoke the policy's producer with the scheduler's event for `at`, as its tick does."""
+        runtime = self.policies[policy]
+        result = runtime.producer.submit(
+            invoke,
+            "producer",
+            scheduler_event(policy, at),
+            function_name=f"sweeper-{policy}-producer",
+            timeout_seconds=runtime.policy.producer_budget_seconds + 5,
+        ).result()
+        runtime.ticks += 1
+        return result
+
+    def local_file(self) -> LocalFile:
+        any_runtime = next(iter(self.policies.values()))
+        return LocalFile(
+            pid=os.getpid(),
+            database_url=self.database_url,
+            aws_endpoint_url=self.stack.aws.endpoint_url,
+            region=LOCAL_REGION,
+            vendor_url=self.stack.api_url,
+            limiter_table=any_runtime.resources.limiter_table,
+            idempotency_table=any_runtime.resources.idempotency_table,
+            log_file=self.log_file,
+            config=self.config_path,
+            policies={
+                name: PolicyEndpoints(
+                    queue_url=r.resources.queue_url,
+                    dlq_url=r.resources.dlq_url,
+                    consumer_function=LOCAL_CONSUMER_FUNCTION.format(policy=name),
+                )
+                for name, r in self.policies.items()
+            },
+        )
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=STOP_TIMEOUT_SECONDS)
+        try:
+            for runtime in self.policies.values():
+                runtime.producer.shutdown(cancel_futures=True)
+                with contextlib.suppress(Exception):  # its error was reported as it happened
+                    runtime.source.stop()
+        finally:
+            self.stack.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+# -- the background service ---------------------------------------------------------------------
+
+
+def serve(
+    config_path: str,
+    state_file: Path,
+    *,
+    database_url: str | None,
+    tick_seconds: float | None,
+    visibility_timeout_seconds: int,
+) -> int:
+    """Run the local stack until SIGTERM or SIGINT; the local file exists while it runs."""
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    config = load_config(config_path)
+    with LocalConsoleStack(
+        config,
+        config_path=str(Path(config_path).resolve()),
+        database_url=database_url,
+        tick_seconds=tick_seconds,
+        visibility_timeout_seconds=visibility_timeout_seconds,
+    ) as stack:
+        stack.local_file().write(state_file)
+        try:
+            while not stopping.wait(0.5):
+                if stack.errors:
+                    raise LocalStackError(f"the local stack failed: {stack.errors[0]!r}")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                state_file.unlink()
+    return 0
+
+
+def start_background(
+    config_path: str,
+    state_file: Path,
+    *,
+    database_url: str | None = None,
+    tick_seconds: float | None = None,
+    visibility_timeout_seconds: int = LOCAL_VISIBILITY_TIMEOUT_SECONDS,
+    timeout_seconds: float = START_TIMEOUT_SECONDS,
+) -> LocalFile:
+    """Spawn `serve` detached and wait until it has written the local file."""
+    existing = read_local_file(state_file)
+    if existing is not None and _alive(existing.pid):
+        raise OperatorError(f"a local stack already runs (pid {existing.pid}); see {state_file}")
+    with contextlib.suppress(FileNotFoundError):
+        state_file.unlink()
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    log_path = state_file.with_suffix(".log")
+    argv = [
+        sys.executable,
+        "-m",
+        "sweeper.local.background",
+        "--config",
+        config_path,
+        "--state-file",
+        str(state_file),
+        "--visibility-timeout",
+        str(visibility_timeout_seconds),
+    ]
+    if tick_seconds is not None:
+        argv += ["--tick-seconds", str(tick_seconds)]
+    env = dict(os.environ)
+    if database_url:
+        env["SWEEPER_LOCAL_DATABASE_URL"] = database_url  # not on the command line: a secret
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # outlives the command that started it
+            env=env,
+        )
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise LocalStackError(f"the local stack exited at start ({process.returncode}): {tail}")
+        found = read_local_file(state_file)
+        if found is not None and found.pid == process.pid:
+            return found
+        time.sleep(0.2)
+    process.terminate()
+    raise LocalStackError(
+        f"the local stack did not start in {timeout_seconds:.0f} s; see {log_path}"
+    )
+
+
+def stop_background(state_file: Path, timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> int | None:
+    """Stop the local stack the file names and remove the file; its pid, or None if none ran."""
+    found = read_local_file(state_file)
+    if found is None:
+        return None
+    if _alive(found.pid):
+        os.kill(found.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_seconds
+        while _alive(found.pid):
+            if time.monotonic() > deadline:
+                raise LocalStackError(f"the local stack (pid {found.pid}) did not stop")
+            time.sleep(0.2)
+    with contextlib.suppress(FileNotFoundError):
+        state_file.unlink()
+    return found.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(ChildProcessError):
+        # Our own child that exited is a zombie until reaped: reap it, then it is gone.
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweeper.local.background")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--state-file", required=True, type=Path)
+    parser.add_argument("--tick-seconds", type=float, default=None)
+    parser.add_argument("--visibility-timeout", type=int, default=LOCAL_VISIBILITY_TIMEOUT_SECONDS)
+    args = parser.parse_args(argv)
+    return serve(
+        args.config,
+        args.state_file,
+        database_url=os.environ.get("SWEEPER_LOCAL_DATABASE_URL"),
+        tick_seconds=args.tick_seconds,
+        visibility_timeout_seconds=args.visibility_timeout,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Fixtures for the operator's console: the local stack as `sweeper local up` runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sweeper.config import load_config
+from sweeper.local.background import LocalConsoleStack
+from sweeper.local.scenarios import SCENARIO_CONFIG
+
+StartConsole = Callable[..., tuple[LocalConsoleStack, Path]]
+
+
+@pytest.fixture
+def console_config(tmp_path: Path) -> Path:
+    path = tmp_path / "sweeper.toml"
+    path.write_text(SCENARIO_CONFIG, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def start_console(db_url: str, console_config: Path, tmp_path: Path) -> Iterator[StartConsole]:
+    """Start the console's local stack in this process on the test's database; returns it and
+    the local file every command reads."""
+    started: list[LocalConsoleStack] = []
+
+    def start(tick_seconds: float | None = None) -> tuple[LocalConsoleStack, Path]:
+        stack = LocalConsoleStack(
+            load_config(console_config),
+            config_path=str(console_config),
+            database_url=db_url,
+            tick_seconds=tick_seconds,
+            visibility_timeout_seconds=1,
+        ).start()
+        started.append(stack)
+        local_file = tmp_path / "local.json"
+        stack.local_file().write(local_file)
+        return stack, local_file
+
+    yield start
+    for stack in started:
+        stack.stop()
