@@ -98,7 +98,9 @@ def test_a_second_invocation_for_the_same_scheduled_time_is_detected(ledger: Led
 
 def test_in_flight_never_exceeds_the_cap_derived_from_rate_and_lease(ledger: Ledger) -> None:
     # 2/s for a 20 s lease drains 20 rows in half a lease: the cap
-    policy = Policy(name="exports", quota=Quota(limit=2, period_seconds=1), lease_seconds=20)
+    policy = Policy(
+        name="exports", quota=Quota(limit=2, period_seconds=1, headroom=1.0), lease_seconds=20
+    )
     assert policy.max_in_flight == 20
     seed(ledger, policy, 50)
     first = run(ledger, policy, FakePublisher())

@@ -59,10 +59,13 @@ Prepare = Callable[[], float | None]
 GuardedCall = Callable[[JobMessage, Prepare], ActionResult]
 Clock = Callable[[], datetime]
 
-#: A consumer that slept this long for its slot reads the gate again before calling.
-GATE_RECHECK_AFTER_SECONDS = 0.05
+#: A consumer whose slot is further away than this reads the gate again, this long before its
+#: slot. A slot nearer than this was taken when the gate was open: that call is in flight.
+GATE_RECHECK_LEAD_SECONDS = 0.1
 #: Below this much Lambda time, a record is not called but returned at once.
 MIN_CALL_SECONDS = 1.0
+#: A slot that has passed by more than this when granted is not used (see _take_slot).
+LATE_SLOT_TOLERANCE_SECONDS = 0.02
 #: Spreads the return of records that waited for a token, so they do not all come back at once.
 RATE_DEFERRAL_JITTER_SECONDS = 0.5
 
@@ -208,17 +211,26 @@ class _Delivery:
                     continue
                 self._defer(decision, wait)
             wait = decision.slot_at - now
+            if wait < -LATE_SLOT_TOLERANCE_SECONDS:
+                # The reservation itself took long enough that its slot has passed: calling now
+                # would arrive late and bunch up with the next slot's call. Let it go unused.
+                deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                continue
+            if wait > 0 and not waited:
+                deps.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
+            if wait > GATE_RECHECK_LEAD_SECONDS:
+                # A long wait: the gate may close meanwhile. Read it once, a little before the
+                # slot, so that the read's own latency never delays the call past its slot.
+                deps.sleep(wait - GATE_RECHECK_LEAD_SECONDS)
+                state = deps.limiter.state(self.job.scope)
+                if state.closed(deps.now()) and state.closed_until is not None:
+                    # Closed while we waited: this slot is given up, never used.
+                    gate = Denial(state.closed_until, "throttled")
+                    deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+                    self._defer(gate, state.closed_until - deps.now())
+                wait = decision.slot_at - deps.now()
             if wait > 0:
-                if not waited:
-                    deps.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
                 deps.sleep(wait)
-                if wait > GATE_RECHECK_AFTER_SECONDS:
-                    state = deps.limiter.state(self.job.scope)
-                    if state.closed(deps.now()) and state.closed_until is not None:
-                        # Closed while we slept: this slot is given up, never used.
-                        gate = Denial(state.closed_until, "throttled")
-                        deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
-                        self._defer(gate, state.closed_until - deps.now())
             return self.call_timeout()
 
     def _defer(self, denial: Denial, wait: float) -> NoReturn:

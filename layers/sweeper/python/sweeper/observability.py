@@ -41,6 +41,7 @@ class Metric:
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed
     LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
     LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue
+    LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time
     AUTH_CIRCUIT_OPEN = "AuthCircuitOpen"  # an auth failure opened the scope's circuit (alarm)
     EXHAUSTED = "Exhausted"
 
