@@ -32,11 +32,21 @@ def test_the_demo_settles_every_job_once_with_one_key_per_object(pg_server: PgSe
     assert report.consumed >= 120
 
 
-def test_the_demo_against_an_external_vendor_process_works_the_same(pg_server: PgServer) -> None:
-    # Given a vendor that speaks the contract, in another process
+def test_the_demo_against_an_external_strict_vendor_causes_no_429(pg_server: PgServer) -> None:
+    # Given a vendor that speaks the contract, in another process, with a strict quota
     port = free_port()
     vendor = subprocess.Popen(
-        [sys.executable, "-m", "sweeper.local.vendor", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "sweeper.local.vendor",
+            "--port",
+            str(port),
+            "--rate",
+            "20/1s",
+            "--scope",
+            "global",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -55,12 +65,14 @@ def test_the_demo_against_an_external_vendor_process_works_the_same(pg_server: P
             main,
             [
                 "demo",
+                "--rate",
+                "20/1s",
                 "--jobs",
                 "80",
                 "--tenants",
                 "3",
                 "--consumers",
-                "2",
+                "4",
                 "--database-url",
                 url,
                 "--api-url",
@@ -68,11 +80,16 @@ def test_the_demo_against_an_external_vendor_process_works_the_same(pg_server: P
                 "--json",
             ],
         )
+        with urllib.request.urlopen(f"{api_url}/_audit", timeout=5) as response:
+            audit = json.loads(response.read())
     finally:
         vendor.terminate()
         vendor.wait(timeout=10)
-    # Then every job succeeded with one effect each, as seen by that vendor
+    # Then every job succeeded with one effect each, as seen by that vendor, and the vendor's
+    # quota never answered 429 to sweeper
     assert result.exit_code == 0, result.output
+    assert audit["quota_rejections"] == 0
+    assert audit["max_calls_in_window"] <= 20
     report = json.loads(result.output.strip().splitlines()[-1])
     assert (report["succeeded"], report["vendor_effects"], report["max_keys_per_object"]) == (
         80,

@@ -32,9 +32,13 @@ from sweeper.errors import ConfigError
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,
 #: so that leases do not expire while their messages still wait in the queue.
 LEASE_DRAIN_FRACTION = 0.5
-#: How late after its slot a call may reach the vendor (scheduling, connection set-up, network).
-#: The default headroom is derived from it (Quota.safe_headroom); measured locally, see README.
-ARRIVAL_JITTER_BUDGET_SECONDS = 0.075
+#: A consumer sends its call at most this long after its slot, or lets the slot go unused.
+LATE_SLOT_TOLERANCE_SECONDS = 0.035
+#: From a call's send to its arrival at the vendor (connection, network, the vendor's accept).
+SEND_TO_ARRIVAL_SECONDS = 0.025
+#: How late after its slot a call may reach the vendor; the default headroom follows from it
+#: (Quota.safe_headroom, docs/decisions.md).
+ARRIVAL_JITTER_BUDGET_SECONDS = LATE_SLOT_TOLERANCE_SECONDS + SEND_TO_ARRIVAL_SECONDS
 #: Lambda's hard limit on one invocation.
 LAMBDA_MAX_TIMEOUT_SECONDS = 900
 #: Fields a scope template may use.

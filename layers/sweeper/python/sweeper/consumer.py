@@ -40,7 +40,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from pydantic import ValidationError
 
-from sweeper.config import Policy
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.errors import MalformedMessageError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
@@ -59,13 +59,11 @@ Prepare = Callable[[], float | None]
 GuardedCall = Callable[[JobMessage, Prepare], ActionResult]
 Clock = Callable[[], datetime]
 
-#: A consumer whose slot is further away than this reads the gate again, this long before its
-#: slot. A slot nearer than this was taken when the gate was open: that call is in flight.
+#: A call is sent at most this long after its consumer last saw the gate open: a slot further
+#: away than this is re-checked this long before it. Calls past that check are in flight.
 GATE_RECHECK_LEAD_SECONDS = 0.1
 #: Below this much Lambda time, a record is not called but returned at once.
 MIN_CALL_SECONDS = 1.0
-#: A slot that has passed by more than this when granted is not used (see _take_slot).
-LATE_SLOT_TOLERANCE_SECONDS = 0.02
 #: Spreads the return of records that waited for a token, so they do not all come back at once.
 RATE_DEFERRAL_JITTER_SECONDS = 0.5
 
@@ -191,6 +189,7 @@ class _Delivery:
             horizon = throttle.max_wait_seconds
             if timeout is not None:
                 horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
+            requested = deps.now()
             decision = deps.limiter.reserve(self.job.scope, quota.interval_seconds, horizon)
             now = deps.now()
             if isinstance(decision, Denial):
@@ -218,10 +217,13 @@ class _Delivery:
                 continue
             if wait > 0 and not waited:
                 deps.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
-            if wait > GATE_RECHECK_LEAD_SECONDS:
-                # A long wait: the gate may close meanwhile. Read it once, a little before the
-                # slot, so that the read's own latency never delays the call past its slot.
-                deps.sleep(wait - GATE_RECHECK_LEAD_SECONDS)
+            if decision.slot_at - requested > GATE_RECHECK_LEAD_SECONDS:
+                # The reservation saw the gate open, but its slot is further away than the lead:
+                # the gate may close meanwhile. Read it once more, the lead before the slot, so
+                # that the read's own latency does not delay the call past its slot. Every call
+                # is thus sent at most the lead after its last look at an open gate.
+                if wait > GATE_RECHECK_LEAD_SECONDS:
+                    deps.sleep(wait - GATE_RECHECK_LEAD_SECONDS)
                 state = deps.limiter.state(self.job.scope)
                 if state.closed(deps.now()) and state.closed_until is not None:
                     # Closed while we waited: this slot is given up, never used.
@@ -229,6 +231,9 @@ class _Delivery:
                     deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
                     self._defer(gate, state.closed_until - deps.now())
                 wait = decision.slot_at - deps.now()
+                if wait < -LATE_SLOT_TOLERANCE_SECONDS:
+                    deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                    continue  # the read was slow: this slot has passed, take another
             if wait > 0:
                 deps.sleep(wait)
             return self.call_timeout()
@@ -288,7 +293,10 @@ class _Delivery:
             until = deps.limiter.close(
                 self.job.scope, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
             )
-            logger.warning("scope closed", extra={**log, "closed_for_seconds": round(delay, 3)})
+            logger.warning(
+                "scope closed",
+                extra={**log, "closed_at": round(now, 4), "closed_for_seconds": round(delay, 3)},
+            )
             self._return_in(math.floor(max(0.0, until - now)), outcome=outcome, code=exc.code)
             raise Deferred(f"scope {self.job.scope} closed ({outcome.value})") from exc
         # transient or unknown: a real attempt, counted and backed off

@@ -270,8 +270,11 @@ class PerWorkerLimiter:
 class NoLimiter:
     """Benchmark baseline: the concurrency cap alone (reserved concurrency as the only limit)."""
 
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+
     def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
-        return Grant(0.0)
+        return Grant(self._clock())  # every slot is now
 
     def close(self, scope: str, until: float, reason: Reason) -> float:
         return until
