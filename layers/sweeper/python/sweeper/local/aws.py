@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import boto3
@@ -21,6 +20,7 @@ from botocore.config import Config as BotoConfig
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
 from sweeper.local.postgres import START_TIMEOUT_SECONDS, free_port
+from sweeper.local.service import Service
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -43,7 +43,7 @@ def local_credentials_env(endpoint_url: str) -> dict[str, str]:
     }
 
 
-class LocalAws:
+class LocalAws(Service):
     """moto in server mode, in a process of its own, on a free loopback port.
 
     Its own process, not a thread of ours: moto's request handling is CPU-bound Python, and
@@ -104,17 +104,6 @@ class LocalAws:
 
     def dynamodb(self) -> DynamoDBClient:
         return boto3.client("dynamodb", **self._client_kwargs())  # type: ignore[call-overload,no-any-return]
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 @dataclass(frozen=True, slots=True)

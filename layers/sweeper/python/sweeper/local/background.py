@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, Self
 
 from sweeper.config import Policy, SweeperConfig, load_config
@@ -35,6 +35,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LOCAL_REGION, PipelineResources, provision
 from sweeper.local.lambda_runtime import Invocation, invoke, new_environment
 from sweeper.local.poller import EventSourceConfig, LocalEventSource
+from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
 from sweeper.schedule_expression import occurrences
 
@@ -72,7 +73,7 @@ class _PolicyRuntime:
     ticks: int = 0
 
 
-class LocalConsoleStack:
+class LocalConsoleStack(Service):
     """Every policy's pipeline on the local stack, with tickers and the pause watcher."""
 
     def __init__(
@@ -259,17 +260,6 @@ class LocalConsoleStack:
                     runtime.source.stop()
         finally:
             self.stack.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 # -- the background service ---------------------------------------------------------------------

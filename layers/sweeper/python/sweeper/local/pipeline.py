@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from sweeper.config import Policy
@@ -25,6 +24,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.local.aws import PipelineResources, provision
 from sweeper.local.lambda_runtime import invoke, metrics_from_log, new_environment, warm
 from sweeper.local.poller import EventSourceConfig, LocalEventSource
+from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
@@ -56,7 +56,7 @@ class ProducerTotals:
     oldest_eligible_age_seconds: float = 0.0
 
 
-class LocalPipeline:
+class LocalPipeline(Service):
     """Start with `with LocalPipeline(stack, policy) as p:`; functions stop on exit."""
 
     def __init__(
@@ -179,14 +179,3 @@ class LocalPipeline:
         finally:
             self.ledger_counts = self.ledger.counts(self.policy.name)
             self.ledger.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -17,13 +17,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 import psycopg
 from psycopg import sql
 
 from sweeper.errors import LocalStackError
+from sweeper.local.service import Service
 
 START_TIMEOUT_SECONDS = 30.0
 UNPRIVILEGED_USER = "nobody"
@@ -68,7 +68,7 @@ def free_port() -> int:
 
 
 @dataclass
-class LocalPostgres:
+class LocalPostgres(Service):
     """Start with `with LocalPostgres() as pg: pg.url`; the data folder is removed on exit."""
 
     durable: bool = False  # fsync off unless a benchmark asks for real durability
@@ -199,17 +199,6 @@ class LocalPostgres:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _unprivileged_ids() -> tuple[int, int] | None:

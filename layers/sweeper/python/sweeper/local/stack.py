@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Self
 
 from sweeper.config import Quota
 from sweeper.ledger.migrate import migrate
 from sweeper.local.aws import LocalAws
 from sweeper.local.postgres import LocalPostgres
+from sweeper.local.service import Service
 from sweeper.local.vendor import VendorSimulator
 
 
 @dataclass
-class LocalStack:
+class LocalStack(Service):
     """Start what is not given: PostgreSQL unless `database_url`, the simulator unless `api_url`."""
 
     database_url: str | None = None
@@ -54,14 +54,3 @@ class LocalStack:
 
     def stop(self) -> None:
         self._exit.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
