@@ -47,7 +47,7 @@ layers: $(STAMP)
 
 # The CloudFormation template, offline, into cdk.out/ (cdk-nag runs as a validation plugin).
 synth: layers
-	$(BIN)/python -m infra.app
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(BIN)/python -m infra.app
 
 lock:
 	$(BIN)/uv pip compile pyproject.toml --extra local --extra dev --extra infra --python-version 3.13 --universal -o requirements.lock
