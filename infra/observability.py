@@ -29,9 +29,6 @@ from sweeper.observability import METRICS_NAMESPACE, Metric
 ALARM_PERIOD_SECONDS = 300
 #: The backlog alarm waits this many periods: a large page published at once is not an incident.
 BACKLOG_EVALUATION_PERIODS = 3
-#: Not (yet) in `sweeper.observability.Metric`: the consumer emits 1 while its auth circuit is
-#: open (the API rejects the credential), 0 otherwise.
-AUTH_CIRCUIT_OPEN_METRIC = "AuthCircuitOpen"
 KEY_DELETION_WINDOW_DAYS = 7
 DASHBOARD_WIDGET_WIDTH = 8
 DASHBOARD_WIDGET_HEIGHT = 6
@@ -102,7 +99,7 @@ class Observability(Construct):
         producer = pipeline.producer.function
         oldest_eligible = self._app_metric(policy.name, Metric.OLDEST_ELIGIBLE_AGE, "Maximum")
         terminal = self._app_metric(policy.name, Metric.TERMINAL_FAILURES, "Sum")
-        auth_open = self._app_metric(policy.name, AUTH_CIRCUIT_OPEN_METRIC, "Maximum")
+        auth_open = self._app_metric(policy.name, Metric.AUTH_CIRCUIT_OPEN, "Maximum")
         backlog = backlog_threshold(policy.quota.rate_per_second, thresholds.queue_age_seconds)
 
         specs = [
