@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partial_response
@@ -360,7 +360,3 @@ def guard_with_idempotency(
 
     wrapped = idempotent(call)
     return lambda job, prepare: wrapped(job=job, prepare=prepare)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
