@@ -22,11 +22,8 @@ import contextlib
 import json
 import secrets
 import statistics
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +32,8 @@ from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, Thro
 from sweeper.consumer import GATE_RECHECK_LEAD_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.local.pipeline import LocalPipeline
-from sweeper.local.postgres import free_port
 from sweeper.local.stack import LocalStack
-from sweeper.local.vendor import VendorAudit
+from sweeper.local.vendor import VendorAudit, VendorProcess
 
 #: 15 calls/s: what the local AWS emulator carries with room to spare on 2 cores. Each job costs
 #: three DynamoDB writes (two idempotency, one limiter) and moto serves about 300 writes/s here,
@@ -85,69 +81,18 @@ def _gate_closed_at(log_file: str, after_epoch: float) -> float | None:
     return first
 
 
-class RemoteVendor:
-    """The vendor simulator as a process of its own, so that the times it records are not
-    delayed by our interpreter's work: it is a separate server, as a real vendor is."""
-
-    def __init__(self, limit: int, period: float) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [
-                sys.executable,
-                "-m",
-                "sweeper.local.vendor",
-                "--port",
-                str(self.port),
-                "--rate",
-                f"{limit}/{period:g}s",
-                "--scope",
-                "global",
-                "--retry-after-ms-header",
-                "--latency",
-                str(VENDOR_MEDIAN_LATENCY_SECONDS),
-                "--latency-distribution",
-                "lognormal",
-                "--latency-sigma",
-                str(VENDOR_LATENCY_SIGMA),
-                "--seed",
-                "7",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                self.audit()
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("the vendor simulator did not start")
-
-    def audit(self) -> VendorAudit:
-        with urllib.request.urlopen(f"{self.url}/_audit", timeout=10) as response:  # noqa: S310
-            return VendorAudit.from_json(json.loads(response.read()))
-
-    def start_incident(self, seconds: float, starts_in: float) -> tuple[float, float]:
-        request = urllib.request.Request(  # noqa: S310 - our own loopback simulator
-            f"{self.url}/_incident?seconds={seconds}&starts_in={starts_in}", method="POST"
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-            body = json.loads(response.read())
-        return float(body["start"]), float(body["end"])
-
-    def stop(self) -> None:
-        self._proc.terminate()
-        self._proc.wait(timeout=10)
-
-
 def run_scenario(
     stack: LocalStack, scenario: Scenario, *, consumers: int, seconds: float
 ) -> dict[str, Any]:
     """Run one scenario for `seconds` and return its figures."""
     rate = scenario.limit / scenario.period_seconds
-    vendor = RemoteVendor(scenario.limit, scenario.period_seconds)
+    # Its own process: the times it records are not delayed by this interpreter's work.
+    vendor = VendorProcess(
+        *("--rate", f"{scenario.limit}/{scenario.period_seconds:g}s", "--scope", "global"),
+        *("--retry-after-ms-header", "--latency", str(VENDOR_MEDIAN_LATENCY_SECONDS)),
+        *("--latency-distribution", "lognormal", "--latency-sigma", str(VENDOR_LATENCY_SIGMA)),
+        *("--seed", "7"),
+    )
     policy = Policy(
         name=f"bench-{secrets.token_hex(3)}",
         quota=Quota(

@@ -143,31 +143,11 @@ def deps_with(
     runtime.idempotency_config().register_lambda_context(cast(LambdaContext, p.lambda_context()))
     guarded = runtime.guarded_call()
     if perform is not None:
-        guarded = guard_with_idempotency(perform, _idempotent_like_runtime(p))
+        guarded = guard_with_idempotency(perform, runtime.idempotent())
     deps = ConsumerDeps(
         p.policy, ledger, guarded, runtime.utcnow, sink, runtime.limiter(), runtime.visibility()
     )
     return deps, sink
-
-
-def _idempotent_like_runtime(p: Pipeline) -> Any:
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        idempotent_function,
-    )
-    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import (
-        PydanticSerializer,
-    )
-
-    store = DynamoDBPersistenceLayer(table_name=p.resources.idempotency_table)
-    return lambda fn: idempotent_function(
-        fn,
-        data_keyword_argument="job",
-        persistence_store=store,
-        config=runtime.idempotency_config(),
-        output_serializer=PydanticSerializer(model=ActionResult),
-        key_prefix=f"sweeper:{p.policy.name}",
-    )
 
 
 def test_crash_after_vendor_accepted_before_ledger_commit_settles_on_redelivery(

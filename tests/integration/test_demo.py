@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 from click.testing import CliRunner
 
 from sweeper.cli import main
 from sweeper.local.demo import DemoOptions, run_demo
-from sweeper.local.postgres import free_port
+from sweeper.local.vendor import VendorProcess
 from tests.conftest import PgServer
 
 pytestmark = pytest.mark.integration
@@ -34,62 +30,26 @@ def test_the_demo_settles_every_job_once_with_one_key_per_object(pg_server: PgSe
 
 def test_the_demo_against_an_external_strict_vendor_causes_no_429(pg_server: PgServer) -> None:
     # Given a vendor that speaks the contract, in another process, with a strict quota
-    port = free_port()
-    vendor = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sweeper.local.vendor",
-            "--port",
-            str(port),
-            "--rate",
-            "20/1s",
-            "--scope",
-            "global",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    api_url = f"http://127.0.0.1:{port}"
+    vendor = VendorProcess("--rate", "20/1s", "--scope", "global")
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{api_url}/_audit", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
         url = pg_server.create_database("sweeper_demo_2")
         # When the CLI runs the demo against it
         result = CliRunner().invoke(
             main,
             [
                 "demo",
-                "--rate",
-                "20/1s",
-                "--jobs",
-                "80",
-                "--tenants",
-                "3",
-                "--consumers",
-                "4",
-                "--database-url",
-                url,
-                "--api-url",
-                api_url,
-                "--json",
+                *("--rate", "20/1s", "--jobs", "80", "--tenants", "3", "--consumers", "4"),
+                *("--database-url", url, "--api-url", vendor.url, "--json"),
             ],
         )
-        with urllib.request.urlopen(f"{api_url}/_audit", timeout=5) as response:
-            audit = json.loads(response.read())
+        audit = vendor.audit()
     finally:
-        vendor.terminate()
-        vendor.wait(timeout=10)
+        vendor.stop()
     # Then every job succeeded with one effect each, as seen by that vendor, and the vendor's
     # quota never answered 429 to sweeper
     assert result.exit_code == 0, result.output
-    assert audit["quota_rejections"] == 0
-    assert audit["max_calls_in_window"] <= 20
+    assert audit.quota_rejections == 0
+    assert audit.max_calls_in_window <= 20
     report = json.loads(result.output.strip().splitlines()[-1])
     assert (report["succeeded"], report["vendor_effects"], report["max_keys_per_object"]) == (
         80,

@@ -7,6 +7,7 @@ was told to come back.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from datetime import UTC, datetime
@@ -17,8 +18,9 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sweeper import runtime
+from sweeper.actions.http import HttpAction
 from sweeper.config import Policy, RetryConfig, ThrottleConfig
-from sweeper.consumer import ConsumerDeps, process_batch
+from sweeper.consumer import ConsumerDeps, guard_with_idempotency, process_batch
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobMessage, JobStatus, OutcomeClass
 from sweeper.observability import CountingSink, Metric
@@ -230,15 +232,8 @@ def test_auth_failure_opens_the_circuit_without_burning_the_job(pipeline: Pipeli
 def test_a_policy_can_reclassify_a_status(pipeline: Pipeline) -> None:
     action = pipeline.policy.action.model_copy(update={"outcomes": {409: "absent"}})
     h = harness(pipeline, action=action)
-    runtime.action.cache_clear()
-    from sweeper.actions.http import HttpAction
-    from sweeper.consumer import guard_with_idempotency
-
-    guarded = guard_with_idempotency(HttpAction(action).perform, lambda fn: fn)
-    deps = h.deps.__class__(
-        **{**{f: getattr(h.deps, f) for f in h.deps.__slots__}, "guarded_call": guarded}
-    )
-    h.deps = deps
+    guarded = guard_with_idempotency(HttpAction(action).perform, runtime.idempotent())
+    h.deps = dataclasses.replace(h.deps, guarded_call=guarded)
     (record,) = h.records(1)
     pipeline.vendor.fail_next(1, 409)
     assert h.deliver([record]) == set()
@@ -251,12 +246,7 @@ def test_a_slot_beyond_the_wait_returns_the_record_without_an_attempt(pipeline: 
     for _ in range(5):  # take the scope's next slots, far ahead at 1/s
         h.limiter.reserve("exports", 1.0, horizon=10)
     slow = h.policy.quota.model_copy(update={"limit": 1, "period_seconds": 1.0})
-    h.deps = h.deps.__class__(
-        **{
-            **{f: getattr(h.deps, f) for f in h.deps.__slots__},
-            "policy": h.policy.model_copy(update={"quota": slow}),
-        }
-    )
+    h.deps = dataclasses.replace(h.deps, policy=h.policy.model_copy(update={"quota": slow}))
     assert h.deliver([record]) == {record["messageId"]}
     assert pipeline.vendor.audit().calls_total == 0
     assert 3 <= h.visibility.hidden[record["receiptHandle"]] <= 5

@@ -21,3 +21,17 @@ def test_the_sqs_sample_is_an_sqs_event_carrying_job_messages() -> None:
     assert [m.key for m in messages] == [
         f"{m.policy}:{m.tenant_id}:{m.object_id}:v{m.policy_version}" for m in messages
     ]
+
+
+def test_the_local_scheduler_event_has_the_sample_shape() -> None:
+    # the local stack's producer runs get the event the deployed schedule sends
+    from datetime import UTC, datetime
+
+    from sweeper.local.pipeline import scheduler_event
+
+    built = scheduler_event("exports", datetime(2026, 11, 29, 2, 0, tzinfo=UTC))
+    sample = load_event("scheduler_event.json")
+    assert built.keys() == sample.keys()
+    assert built["detail"].keys() == sample["detail"].keys()
+    event = ScheduleEvent.model_validate(built)
+    assert (event.detail.policy, event.time.isoformat()) == ("exports", "2026-11-29T02:00:00+00:00")

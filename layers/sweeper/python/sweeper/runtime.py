@@ -132,12 +132,16 @@ def idempotency_config() -> IdempotencyConfig:
     )
 
 
+Idempotent = Callable[[Callable[..., ActionResult]], Callable[..., ActionResult]]
+
+
 @lru_cache(maxsize=1)
-def guarded_call() -> GuardedCall:
+def idempotent() -> Idempotent:
+    """Powertools idempotency over DynamoDB, keyed by the job's operation key."""
     current = settings()
     store = DynamoDBPersistenceLayer(table_name=current.require("idempotency_table"))
 
-    def idempotent(fn: Callable[..., ActionResult]) -> Callable[..., ActionResult]:
+    def wrap(fn: Callable[..., ActionResult]) -> Callable[..., ActionResult]:
         wrapped: Callable[..., ActionResult] = idempotent_function(
             fn,
             data_keyword_argument="job",
@@ -150,7 +154,12 @@ def guarded_call() -> GuardedCall:
         )
         return wrapped
 
-    return guard_with_idempotency(action().perform, idempotent)
+    return wrap
+
+
+@lru_cache(maxsize=1)
+def guarded_call() -> GuardedCall:
+    return guard_with_idempotency(action().perform, idempotent())
 
 
 def remaining_budget(context: Any, budget_seconds: float) -> Callable[[], float]:
@@ -190,6 +199,7 @@ def reset() -> None:
         visibility,
         action,
         idempotency_config,
+        idempotent,
         guarded_call,
     ):
         cached.cache_clear()

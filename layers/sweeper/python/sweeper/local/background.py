@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -21,7 +20,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,9 +30,9 @@ from sweeper.config import Policy, SweeperConfig, load_config
 from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION, LocalFile, PolicyEndpoints, read_local_file
 from sweeper.errors import LocalStackError, OperatorError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LOCAL_REGION, PipelineResources, provision
-from sweeper.local.lambda_runtime import Invocation, invoke, new_environment
-from sweeper.local.poller import EventSourceConfig, LocalEventSource
+from sweeper.local.aws import LOCAL_REGION, PipelineResources
+from sweeper.local.lambda_runtime import Invocation
+from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
 from sweeper.schedule_expression import occurrences
@@ -47,30 +45,19 @@ START_TIMEOUT_SECONDS = 90.0
 STOP_TIMEOUT_SECONDS = 60.0
 
 
-def scheduler_event(policy: str, scheduled: datetime) -> dict[str, Any]:
-    """The EventBridge-shaped event the CDK app's schedule sends (events/scheduler_event.json)."""
-    return {
-        "version": "0",
-        "id": secrets.token_hex(8),
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": "123456789012",
-        "time": scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": LOCAL_REGION,
-        "resources": [f"arn:aws:scheduler:{LOCAL_REGION}:123456789012:schedule/sweeper/{policy}"],
-        "detail": {"policy": policy, "attempt": 1},
-    }
-
-
 @dataclass
 class _PolicyRuntime:
-    policy: Policy
-    resources: PipelineResources
-    env: dict[str, str]
-    source: LocalEventSource
-    producer: ProcessPoolExecutor
+    pipeline: LocalPipeline
     paused: bool = False
     ticks: int = 0
+
+    @property
+    def policy(self) -> Policy:
+        return self.pipeline.policy
+
+    @property
+    def resources(self) -> PipelineResources:
+        return self.pipeline.resources
 
 
 class LocalConsoleStack(Service):
@@ -127,42 +114,17 @@ class LocalConsoleStack(Service):
         assert self.stack.api_url is not None
         action = configured.action.model_copy(update={"api_url": self.stack.api_url})
         policy = configured.model_copy(update={"action": action})
-        sqs = self.stack.aws.sqs()
-        resources = provision(
-            sqs,
-            self.stack.aws.dynamodb(),
+        pipeline = LocalPipeline(
+            self.stack,
             policy,
             prefix=self.prefix,
-            visibility_timeout_seconds=self.visibility_timeout_seconds,
-        )
-        env = {
-            **self.stack.aws.env(),
-            "SWEEPER_POLICY": policy.model_dump_json(),
-            "SWEEPER_DATABASE_URL": self.database_url,
-            "SWEEPER_QUEUE_URL": resources.queue_url,
-            "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
-            "SWEEPER_LIMITER_TABLE": resources.limiter_table,
-            "SWEEPER_DLQ_URL": resources.dlq_url,
-            "POWERTOOLS_SERVICE_NAME": "sweeper",
-        }
-        source = LocalEventSource(
-            sqs,
-            EventSourceConfig(
-                queue_url=resources.queue_url,
-                queue_arn=resources.queue_arn,
-                function_name=LOCAL_CONSUMER_FUNCTION.format(policy=policy.name),
-                batch_size=policy.consumer.batch_size,
-                max_concurrency=policy.consumer.max_concurrency,
-                timeout_seconds=policy.consumer.timeout_seconds,
-            ),
-            env,
             log_file=self.log_file,
+            visibility_timeout_seconds=self.visibility_timeout_seconds,
+            consumer_function_name=LOCAL_CONSUMER_FUNCTION.format(policy=policy.name),
+            producer_function_name=f"sweeper-{policy.name}-producer",
         )
-        runtime = _PolicyRuntime(
-            policy, resources, env, source, new_environment(env, self.log_file)
-        )
-        self.policies[policy.name] = runtime
-        source.start()
+        self.policies[policy.name] = _PolicyRuntime(pipeline)
+        pipeline.start()
 
     def _spawn(self, target: Any, name: str) -> None:
         def run() -> None:
@@ -183,9 +145,9 @@ class LocalConsoleStack(Service):
                 for runtime in self.policies.values():
                     paused = ledger.is_paused(runtime.policy.name)
                     if paused and not runtime.paused:
-                        runtime.source.pause()
+                        runtime.pipeline.source.pause()
                     elif runtime.paused and not paused:
-                        runtime.source.resume()
+                        runtime.pipeline.source.resume()
                     runtime.paused = paused
                 self._stop.wait(PAUSE_POLL_SECONDS)
         finally:
@@ -217,13 +179,7 @@ class LocalConsoleStack(Service):
     def fire(self, policy: str, at: datetime) -> Invocation:
         """Invoke the policy's producer with the scheduler's event for `at`, as its tick does."""
         runtime = self.policies[policy]
-        result = runtime.producer.submit(
-            invoke,
-            "producer",
-            scheduler_event(policy, at),
-            function_name=f"sweeper-{policy}-producer",
-            timeout_seconds=runtime.policy.producer_budget_seconds + 5,
-        ).result()
+        result = runtime.pipeline.fire(at)
         runtime.ticks += 1
         return result
 
@@ -255,9 +211,8 @@ class LocalConsoleStack(Service):
             thread.join(timeout=STOP_TIMEOUT_SECONDS)
         try:
             for runtime in self.policies.values():
-                runtime.producer.shutdown(cancel_futures=True)
                 with contextlib.suppress(Exception):  # its error was reported as it happened
-                    runtime.source.stop()
+                    runtime.pipeline.stop()
         finally:
             self.stack.stop()
 

@@ -7,17 +7,15 @@ source feed the consumer handler in worker processes; stop when every obligation
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.stack import LocalStack
-from sweeper.local.vendor import VendorAudit
+from sweeper.local.vendor import VendorAudit, fetch_audit
 from sweeper.models import JobStatus
 from sweeper.observability import Metric
 
@@ -73,8 +71,7 @@ class DemoReport:
 def _remote_audit(api_url: str) -> VendorAudit | None:
     """The audit of an external simulator, when it has one; a real vendor has none."""
     try:
-        with urllib.request.urlopen(f"{api_url}/_audit", timeout=5) as response:  # noqa: S310
-            return VendorAudit.from_json(json.loads(response.read()))
+        return fetch_audit(api_url, timeout_seconds=5)
     except (OSError, ValueError, KeyError):
         return None
 

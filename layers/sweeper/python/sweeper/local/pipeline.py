@@ -1,28 +1,31 @@
 """One policy's pipeline on the local stack: its queue, tables, functions and a scheduler tick.
 
-Used by `sweeper demo` and the rate benchmark: provision what the CDK app would, seed the
-ledger, start the event source (consumer worker processes) and tick the producer (its own worker
-process) as EventBridge Scheduler would, each tick its own scheduled time.
+Used by `sweeper demo`, the rate benchmark and `sweeper local up`: provision what the CDK app
+would, seed the ledger, start the event source (consumer worker processes) and fire the producer
+(its own worker process) as EventBridge Scheduler would, each run its own scheduled time.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Self
 
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import PipelineResources, provision
-from sweeper.local.lambda_runtime import invoke, metrics_from_log, new_environment, warm
+from sweeper.local.aws import LOCAL_REGION, PipelineResources, provision
+from sweeper.local.lambda_runtime import (
+    Invocation,
+    invoke,
+    metrics_from_log,
+    new_environment,
+    warm,
+)
 from sweeper.local.poller import EventSourceConfig, LocalEventSource
 from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
@@ -31,21 +34,27 @@ from sweeper.scheduling import schedule_jobs
 
 #: The scheduler's tick locally (a deployment uses the policy's schedule expression).
 TICK_SECONDS = 1.0
-EVENTS_DIR_ENV = "SWEEPER_EVENTS_DIR"
+#: The producer's local timeout beyond its own budget, as the CDK app sets it.
+PRODUCER_TIMEOUT_MARGIN_SECONDS = 5.0
+LOCAL_ACCOUNT = "123456789012"
 
 
 def scheduler_event(policy: str, scheduled: datetime) -> dict[str, Any]:
-    """The sample scheduler event from events/, for this policy and tick."""
-    folder = os.environ.get(EVENTS_DIR_ENV)
-    path = Path(folder) if folder else Path(__file__).resolve().parents[5] / "events"
-    try:
-        event: dict[str, Any] = json.loads((path / "scheduler_event.json").read_text())
-    except FileNotFoundError as exc:
-        raise LocalStackError(f"no events/scheduler_event.json (set {EVENTS_DIR_ENV})") from exc
-    event["time"] = scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
-    event["id"] = secrets.token_hex(8)
-    event["detail"]["policy"] = policy
-    return event
+    """The event the CDK app's schedule sends (the shape of events/scheduler_event.json)."""
+    return {
+        "version": "0",
+        "id": secrets.token_hex(8),
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": LOCAL_ACCOUNT,
+        "time": scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": LOCAL_REGION,
+        "resources": [
+            f"arn:aws:scheduler:{LOCAL_REGION}:{LOCAL_ACCOUNT}:schedule/sweeper/{policy}"
+        ],
+        # Scheduler templates its context attributes as strings.
+        "detail": {"policy": policy, "attempt": "1"},
+    }
 
 
 @dataclass
@@ -67,6 +76,10 @@ class LocalPipeline(Service):
         extra_env: dict[str, str] | None = None,
         prefix: str = "sweeper-local",
         log_prefix: str = "sweeper-",
+        log_file: str | None = None,
+        visibility_timeout_seconds: int | None = None,
+        consumer_function_name: str = "sweeper-consumer",
+        producer_function_name: str = "sweeper-producer",
     ) -> None:
         if stack.database_url is None:
             raise LocalStackError("the local stack is not started")
@@ -77,9 +90,10 @@ class LocalPipeline(Service):
             stack.aws.dynamodb(),
             policy,
             prefix=prefix,
-            # At least the function timeout, as in AWS (a slow batch is not redelivered
-            # while it is still being worked on), but not AWS's 6x: locally nothing retries.
-            visibility_timeout_seconds=policy.consumer.timeout_seconds,
+            # By default the function timeout, as in AWS at least (a slow batch is not
+            # redelivered while it is being worked on), but not AWS's 6x: locally nothing retries.
+            visibility_timeout_seconds=visibility_timeout_seconds
+            or policy.consumer.timeout_seconds,
         )
         self.env = {
             **stack.aws.env(),
@@ -93,9 +107,13 @@ class LocalPipeline(Service):
             **(extra_env or {}),
         }
         self.ledger = Ledger(stack.database_url)
-        self.log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept for the user to read
-            prefix=log_prefix, suffix=".log", delete=False
-        ).name
+        self.log_file = (
+            log_file
+            or tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept for the user to read
+                prefix=log_prefix, suffix=".log", delete=False
+            ).name
+        )
+        self.producer_function_name = producer_function_name
         self.totals = ProducerTotals()
         self.ledger_counts: dict[JobStatus, int] = {}
         self.source = LocalEventSource(
@@ -103,6 +121,7 @@ class LocalPipeline(Service):
             EventSourceConfig(
                 queue_url=self.resources.queue_url,
                 queue_arn=self.resources.queue_arn,
+                function_name=consumer_function_name,
                 batch_size=policy.consumer.batch_size,
                 max_concurrency=policy.consumer.max_concurrency,
                 timeout_seconds=policy.consumer.timeout_seconds,
@@ -125,16 +144,19 @@ class LocalPipeline(Service):
         ]
         schedule_jobs(self.ledger, self.policy, batch, now)
 
-    def tick(self) -> dict[str, Any]:
-        """One scheduler tick: invoke the producer with this second's scheduled event."""
-        scheduled = datetime.now(UTC).replace(microsecond=0)
-        result = self._producer.submit(
+    def fire(self, scheduled: datetime) -> Invocation:
+        """Invoke the producer with the scheduler's event for `scheduled`, as its schedule does."""
+        return self._producer.submit(
             invoke,
             "producer",
             scheduler_event(self.policy.name, scheduled),
-            function_name="sweeper-producer",
-            timeout_seconds=60,
+            function_name=self.producer_function_name,
+            timeout_seconds=self.policy.producer_budget_seconds + PRODUCER_TIMEOUT_MARGIN_SECONDS,
         ).result()
+
+    def tick(self) -> dict[str, Any]:
+        """One scheduler tick at this second; a producer failure raises."""
+        result = self.fire(datetime.now(UTC).replace(microsecond=0))
         if result.error is not None:
             raise LocalStackError(f"producer failed: {result.error}")
         report: dict[str, Any] = result.response

@@ -43,10 +43,13 @@ import logging
 import math
 import random
 import signal
+import socket
 import socketserver
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -857,6 +860,56 @@ class VendorSimulator:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def fetch_audit(url: str, timeout_seconds: float = 10.0) -> VendorAudit:
+    """The audit of a simulator running elsewhere (`GET /_audit`)."""
+    with urllib.request.urlopen(f"{url}/_audit", timeout=timeout_seconds) as response:  # noqa: S310
+        return VendorAudit.from_json(json.loads(response.read()))
+
+
+class VendorProcess:
+    """The simulator as a process of its own (`python -m sweeper.local.vendor ARGS`).
+
+    A separate server, as a real vendor is: the times it records are not delayed by the
+    caller's interpreter. `args` are the command line's options; the port is chosen here.
+    """
+
+    def __init__(self, *args: str, start_timeout_seconds: float = 30.0) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            [sys.executable, "-m", "sweeper.local.vendor", "--port", str(self.port), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + start_timeout_seconds
+        while time.monotonic() < deadline:
+            try:
+                self.audit()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("the vendor simulator process did not start")
+
+    def audit(self) -> VendorAudit:
+        return fetch_audit(self.url)
+
+    def start_incident(self, seconds: float, starts_in: float = 0.0) -> tuple[float, float]:
+        """What `POST /_incident` does; returns the incident's (start, end), monotonic."""
+        request = urllib.request.Request(  # noqa: S310 - our own loopback simulator
+            f"{self.url}/_incident?seconds={seconds}&starts_in={starts_in}", method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            body = json.loads(response.read())
+        return float(body["start"]), float(body["end"])
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
 
 
 def _quota_arg(text: str) -> Quota:
