@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, ThrottleConfig
-from sweeper.consumer import GATE_RECHECK_LEAD_SECONDS
+from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.stack import LocalStack
@@ -154,9 +154,9 @@ def run_scenario(
         offset = time.time() - time.monotonic()
         closed_epoch = _gate_closed_at(log_file, start + offset)
         gate = None if closed_epoch is None else closed_epoch - offset
-        # In flight: sent before the gate closed, or within the re-check lead of it (a call is
-        # sent at most that long after its consumer last saw the gate open).
-        cutoff = (gate if gate is not None else end) + GATE_RECHECK_LEAD_SECONDS + NETWORK_SECONDS
+        # In flight: sent before the gate closed, or within the bound after it (a call is sent
+        # at most IN_FLIGHT_BOUND_SECONDS after its consumer last saw the gate open).
+        cutoff = (gate if gate is not None else end) + IN_FLIGHT_BOUND_SECONDS + NETWORK_SECONDS
         during = [a for a in audit.arrivals if start <= a < end]
         reopen = audit.first_success_after_reopen_seconds
         result.update(

@@ -59,9 +59,11 @@ Prepare = Callable[[], float | None]
 GuardedCall = Callable[[JobMessage, Prepare], ActionResult]
 Clock = Callable[[], datetime]
 
-#: A call is sent at most this long after its consumer last saw the gate open: a slot further
-#: away than this is re-checked this long before it. Calls past that check are in flight.
+#: A slot further away than this is re-checked this long before it. With the late-slot
+#: tolerance, a call is sent at most IN_FLIGHT_BOUND_SECONDS after its consumer last saw the
+#: gate open: calls past that last look are in flight, all others obey a closure.
 GATE_RECHECK_LEAD_SECONDS = 0.1
+IN_FLIGHT_BOUND_SECONDS = GATE_RECHECK_LEAD_SECONDS + LATE_SLOT_TOLERANCE_SECONDS
 #: Below this much Lambda time, a record is not called but returned at once.
 MIN_CALL_SECONDS = 1.0
 #: Spreads the return of records that waited for a token, so they do not all come back at once.
