@@ -100,6 +100,7 @@ class Observability(Construct):
         oldest_eligible = self._app_metric(policy.name, Metric.OLDEST_ELIGIBLE_AGE, "Maximum")
         terminal = self._app_metric(policy.name, Metric.TERMINAL_FAILURES, "Sum")
         auth_open = self._app_metric(policy.name, Metric.AUTH_CIRCUIT_OPEN, "Maximum")
+        mismatched = self._app_metric(policy.name, Metric.MISMATCHED, "Sum")
         backlog = backlog_threshold(policy.quota.rate_per_second, thresholds.queue_age_seconds)
 
         specs = [
@@ -161,6 +162,13 @@ class Observability(Construct):
                 auth_open,
                 1,
                 "the API rejects the credential: consumers stopped calling it",
+                operator=_GE,
+            ),
+            AlarmSpec(
+                "MismatchedMessages",
+                mismatched,
+                1,
+                "a queue message named another target than its key's ledger row (never called)",
                 operator=_GE,
             ),
             AlarmSpec(

@@ -21,6 +21,7 @@ ALARMS = (
     "OldestEligibleAge",
     "TerminalFailures",
     "AuthCircuitOpen",
+    "MismatchedMessages",
     "RedriveErrors",
     "RedriveScheduleDeadLetters",
 )
@@ -82,6 +83,7 @@ def test_application_metrics_are_read_from_the_sweeper_namespace(proxied: Synth)
             ),
             ("TerminalFailures", "TerminalFailures", policy.alarms.terminal_failures),
             ("AuthCircuitOpen", "AuthCircuitOpen", 1),
+            ("MismatchedMessages", "MismatchedMessages", 1),
         ):
             alarm = _alarm(proxied, policy.name, name)
             assert alarm["Namespace"] == "Sweeper"

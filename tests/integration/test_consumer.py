@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import logging
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -14,9 +15,18 @@ from functions.consumer import app as consumer_app
 from sweeper import runtime
 from sweeper.consumer import ConsumerDeps, guard_with_idempotency, process_batch
 from sweeper.ledger.store import Ledger
-from sweeper.models import ActionResult, JobMessage, JobStatus, OutcomeClass
+from sweeper.models import (
+    ActionCall,
+    ActionResult,
+    JobMessage,
+    JobStatus,
+    NewJob,
+    OutcomeClass,
+    operation_key,
+)
 from sweeper.observability import CountingSink, Metric
 from sweeper.producer import run_producer
+from sweeper.scheduling import schedule_jobs, scope_for
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration
@@ -191,7 +201,7 @@ def test_crash_before_the_idempotency_record_is_saved_replays_at_the_vendor(
     action = runtime.action()
     calls = {"n": 0}
 
-    def perform_then_die_once(job: JobMessage, timeout: float | None) -> ActionResult:
+    def perform_then_die_once(job: ActionCall, timeout: float | None) -> ActionResult:
         result = action.perform(job, timeout)
         calls["n"] += 1
         if calls["n"] == 1:
@@ -253,3 +263,153 @@ def test_metrics_count_duplicates_and_malformed(pipeline: Pipeline) -> None:
     assert sink.totals[Metric.SUCCEEDED] == 1
     assert sink.totals[Metric.DUPLICATES] == 1
     assert sink.totals[Metric.MALFORMED] == 1
+
+
+# -- a body can only cause what the ledger holds for its key (issue: trust nothing that arrives) --
+
+
+def forged(record: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """The same message with some of its body's fields replaced, as an attacker would send it."""
+    body = {**json.loads(record["body"]), **fields}
+    return {**record, "messageId": "forged", "body": json.dumps(body)}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"object_id": "victim-object"},
+        {"tenant_id": "victim-tenant"},
+        {"scope": "exports:another-scope"},
+        {"policy_version": 2},
+        {"policy": "listings"},
+    ],
+    ids=lambda f: next(iter(f)),
+)
+def test_a_body_that_disagrees_with_its_ledger_row_causes_no_call(
+    pipeline: Pipeline, fields: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a real job, due far in the future, and a forged message naming its key
+    far = datetime.now(UTC) + timedelta(days=30)
+    schedule_jobs(pipeline.ledger, pipeline.policy, [NewJob("t", "real-object", far)], far)
+    key = operation_key("exports", "t", "real-object", 1)
+    genuine = JobMessage(
+        key=key,
+        policy="exports",
+        policy_version=1,
+        tenant_id="t",
+        object_id="real-object",
+        scope=scope_for(pipeline.policy, NewJob("t", "real-object", far)),
+        attempt=0,
+        batch_id="x",
+    )
+    template = load_event("sqs_batch.json")["Records"][0]
+    record = forged({**template, "body": genuine.to_body()}, **fields)
+    deps, sink = deps_with(pipeline, pipeline.ledger)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # When it is delivered
+    with caplog.at_level(logging.INFO):
+        response = process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
+    # Then nothing is called, the message is not retried, the ledger is untouched
+    assert failed_ids(dict(response)) == set()
+    assert pipeline.vendor.audit().calls_total == 0
+    job = pipeline.ledger.get(key)
+    assert job is not None
+    assert (job.status, job.attempt_count, job.last_outcome) == (JobStatus.PENDING, 0, None)
+    # And it is counted and logged by message id and key, without the forged values
+    assert sink.totals.get(Metric.MISMATCHED) == 1
+    (logged,) = [r for r in caplog.records if "disagrees" in r.getMessage()]
+    assert (logged.__dict__["message_id"], logged.__dict__["operation_key"]) == ("forged", key)
+    forged_strings = [v for v in fields.values() if isinstance(v, str)]
+    assert not [v for v in forged_strings if v in caplog.text]
+
+
+def test_the_call_and_its_scope_come_from_the_ledger_row(pipeline: Pipeline) -> None:
+    # Given a genuine message for a real job
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    key = JobMessage.model_validate_json(record["body"]).key
+    job = pipeline.ledger.get(key)
+    assert job is not None
+    seen: list[ActionCall] = []
+    action = runtime.action()
+
+    def perform(call: ActionCall, timeout: float | None) -> ActionResult:
+        seen.append(call)
+        return action.perform(call, timeout)
+
+    deps, _ = deps_with(pipeline, pipeline.ledger, perform)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # When it is delivered
+    process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
+    # Then the action ran for the ledger row's target and scope
+    (call,) = seen
+    assert (call.key, call.tenant_id, call.object_id, call.scope) == (
+        job.operation_key,
+        job.tenant_id,
+        job.object_id,
+        job.scope,
+    )
+    assert call.idempotency_key == job.operation_key  # round 0: the operation key itself
+
+
+def test_a_republished_job_hits_the_same_idempotency_record(pipeline: Pipeline) -> None:
+    # Given a job accepted by the vendor whose consumer died before the ledger commit
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    dying = LedgerThatDiesBeforeCommit(pipeline.env["SWEEPER_DATABASE_URL"])
+    deps, _ = deps_with(pipeline, dying)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
+    first = JobMessage.model_validate_json(record["body"])
+    # When its lease expires and the producer reclaims and publishes it again, in a new batch
+    later = datetime.now(UTC) + timedelta(seconds=pipeline.policy.lease_seconds + 1)
+    run_producer(
+        pipeline.policy,
+        later,
+        pipeline.ledger,
+        runtime.publisher(),
+        clock=lambda: later,
+        remaining_seconds=lambda: 60.0,
+    )
+    sqs = pipeline.aws.sqs()
+    got = sqs.receive_message(QueueUrl=pipeline.resources.queue_url, MaxNumberOfMessages=10)
+    (message,) = got["Messages"]
+    second = JobMessage.model_validate_json(message["Body"])
+    assert (second.key, second.batch_id != first.batch_id) == (first.key, True)
+    again = {**record, "messageId": message["MessageId"], "body": message["Body"]}
+    response = process_batch({"Records": [again]}, pipeline.lambda_context(), deps, processor)
+    # Then the new delivery reuses the stored result: one call, one effect, succeeded
+    assert failed_ids(dict(response)) == set()
+    audit = pipeline.vendor.audit()
+    assert (audit.calls_by_key[first.key], audit.effects_total) == (1, 1)
+    job = pipeline.ledger.get(first.key)
+    assert job is not None
+    assert job.status is JobStatus.SUCCEEDED
+    dying.close()
+
+
+def test_another_policys_job_is_not_called_by_this_policys_consumer(pipeline: Pipeline) -> None:
+    # Given a genuine message of a job of another policy, sent to this policy's queue
+    listings = pipeline.policy.model_copy(update={"name": "listings"})
+    now = datetime.now(UTC)
+    job = NewJob("t", "o", now)
+    schedule_jobs(pipeline.ledger, listings, [job], now)
+    message = JobMessage(
+        key=operation_key("listings", "t", "o", 1),
+        policy="listings",
+        policy_version=1,
+        tenant_id="t",
+        object_id="o",
+        scope=scope_for(listings, job),
+        attempt=0,
+        batch_id="x",
+    )
+    template = load_event("sqs_batch.json")["Records"][0]
+    deps, sink = deps_with(pipeline, pipeline.ledger)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # When the exports consumer receives it
+    record = {**template, "messageId": "stray", "body": message.to_body()}
+    process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
+    # Then it is not called with this policy's action, and counted as a mismatch
+    assert pipeline.vendor.audit().calls_total == 0
+    assert sink.totals.get(Metric.MISMATCHED) == 1

@@ -16,7 +16,7 @@ from sweeper.actions import Action
 from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
 from sweeper.config import HttpActionConfig
 from sweeper.local.vendor import VendorSimulator
-from sweeper.models import ActionResult, JobMessage, OutcomeClass, operation_key
+from sweeper.models import ActionCall, ActionResult, OutcomeClass, operation_key
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +24,11 @@ DEADLINE_SECONDS = 5.0
 SHORT_CODE = re.compile(r"^[a-z0-9_]{1,64}$")
 
 
-def job_for(tenant_id: str = "t1", object_id: str = "o1", policy_version: int = 1) -> JobMessage:
-    return JobMessage(
-        key=operation_key("exports", tenant_id, object_id, policy_version),
+def job_for(tenant_id: str = "t1", object_id: str = "o1", policy_version: int = 1) -> ActionCall:
+    key = operation_key("exports", tenant_id, object_id, policy_version)
+    return ActionCall(
+        key=key,
+        idempotency_key=key,
         policy="exports",
         policy_version=policy_version,
         tenant_id=tenant_id,

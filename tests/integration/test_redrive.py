@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -269,3 +270,16 @@ def test_the_on_demand_handler_runs_the_sample_request(pipeline: Pipeline) -> No
     # Then it reports the one letter it would move and moves nothing
     assert (response["moved"], response["not_matching"], response["dry_run"]) == (1, 2, True)
     assert dlq_depth(pipeline) == 3
+
+
+def test_a_dead_letter_that_disagrees_with_its_ledger_row_stays_and_fails_the_run(
+    pipeline: Pipeline,
+) -> None:
+    # Given a forged dead letter: a real job's key, but another object to delete
+    forged = json.loads(body(0)) | {"object_id": "victim-object"}
+    dead_letters(pipeline, 1, extra=[json.dumps(forged)])
+    # When redriving
+    report = redrive(pipeline)
+    # Then the genuine letter moves, the forged one stays and is counted as an error
+    assert (report.moved, report.errors, report.left) == (1, 1, 1)
+    assert work_queue_bodies(pipeline) == [body(0)]

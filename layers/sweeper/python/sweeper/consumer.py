@@ -44,7 +44,14 @@ from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.errors import MalformedMessageError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
-from sweeper.models import SETTLED_STATUSES, ActionResult, JobMessage, JobStatus, OutcomeClass
+from sweeper.models import (
+    SETTLED_STATUSES,
+    ActionCall,
+    ActionResult,
+    JobMessage,
+    JobStatus,
+    OutcomeClass,
+)
 from sweeper.observability import Metric, MetricSink
 from sweeper.queue import Visibility
 
@@ -56,7 +63,7 @@ logger = logging.getLogger(__name__)
 Prepare = Callable[[], float | None]
 #: The guarded call: runs the action inside idempotency; raises RetryableActionError for an
 #: outcome that settles nothing (so the idempotency record is released, not stored).
-GuardedCall = Callable[[JobMessage, Prepare], ActionResult]
+GuardedCall = Callable[[ActionCall, Prepare], ActionResult]
 Clock = Callable[[], datetime]
 
 #: A slot further away than this is re-checked this long before it. With the late-slot
@@ -113,7 +120,7 @@ def process_batch(
         except MalformedMessageError as exc:
             parsed[message_id] = exc
     keys = [m.key for m in parsed.values() if isinstance(m, JobMessage)]
-    statuses = deps.ledger.statuses(keys)  # the one ledger read per batch
+    targets = deps.ledger.targets(keys)  # the one ledger read per batch
 
     def handle(record: SQSRecord) -> None:
         item = parsed.get(record.message_id)
@@ -129,7 +136,26 @@ def process_batch(
                 },
             )
             return
-        _Delivery(item, record.receipt_handle, deps, call_timeout).handle(statuses.get(item.key))
+        target = targets.get(item.key)
+        ids = {"message_id": record.message_id, "operation_key": item.key}
+        if target is None:
+            deps.metrics.add_metric(Metric.ORPHANS, "Count", 1)
+            logger.warning("message names no ledger job; dropped", extra=ids)
+            return
+        fields = item.disagreements(target)
+        if target.policy != deps.policy.name:
+            fields.append("consumer_policy")
+        if fields:
+            # A body can only ever cause what the ledger holds for its key. One that names
+            # another target, scope or policy is dropped unanswered: the job stays in the
+            # ledger as it was (a leased row's lease expires and is reclaimed), so nothing is lost.
+            deps.metrics.add_metric(Metric.MISMATCHED, "Count", 1)
+            logger.error(
+                "message disagrees with its ledger row; dropped", extra={**ids, "fields": fields}
+            )
+            return
+        call = ActionCall.for_delivery(target, item)
+        _Delivery(call, record.receipt_handle, deps, call_timeout).handle(target.status)
 
     return process_partial_response(event, handle, processor, context)
 
@@ -139,7 +165,7 @@ class _Delivery:
 
     def __init__(
         self,
-        job: JobMessage,
+        job: ActionCall,
         receipt_handle: str,
         deps: ConsumerDeps,
         call_timeout: Callable[[], float | None],
@@ -150,12 +176,8 @@ class _Delivery:
         self.call_timeout = call_timeout
         self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
 
-    def handle(self, status: JobStatus | None) -> None:
+    def handle(self, status: JobStatus) -> None:
         deps = self.deps
-        if status is None:
-            deps.metrics.add_metric(Metric.ORPHANS, "Count", 1)
-            logger.warning("message names no ledger job; dropped", extra=self.ids)
-            return
         if status in SETTLED_STATUSES:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
             logger.info("already settled; acknowledged", extra={**self.ids, "status": status})
@@ -343,12 +365,12 @@ class _Delivery:
 
 
 def guard_with_idempotency(
-    perform: Callable[[JobMessage, float | None], ActionResult],
+    perform: Callable[[ActionCall, float | None], ActionResult],
     idempotent: Callable[[Callable[..., ActionResult]], Callable[..., ActionResult]],
 ) -> GuardedCall:
     """Wrap an action so only settled outcomes are stored as completed idempotency records."""
 
-    def call(job: JobMessage, prepare: Prepare) -> ActionResult:
+    def call(job: ActionCall, prepare: Prepare) -> ActionResult:
         result = perform(job, prepare())
         if not result.outcome.settled:
             raise RetryableActionError(

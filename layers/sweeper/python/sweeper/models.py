@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -116,6 +116,7 @@ class Job:
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None
+    retry_round: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,21 @@ class ClaimedJob:
     scope: str
     operation_key: str
     attempt_count: int
+
+
+class Target(Protocol):
+    """What a ledger row says an obligation's effect is: the fields a message must agree with."""
+
+    @property
+    def policy(self) -> str: ...
+    @property
+    def policy_version(self) -> int: ...
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def object_id(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
 
 
 MESSAGE_SCHEMA_VERSION: Literal[1] = 1
@@ -165,6 +181,79 @@ class JobMessage(BaseModel):
 
     def to_body(self) -> str:
         return self.model_dump_json()
+
+    def disagreements(self, target: Target) -> list[str]:
+        """The names of the fields in which this body and the ledger row for its key differ."""
+        return [
+            name
+            for name, mine, ledger in (
+                ("policy", self.policy, target.policy),
+                ("policy_version", self.policy_version, target.policy_version),
+                ("tenant_id", self.tenant_id, target.tenant_id),
+                ("object_id", self.object_id, target.object_id),
+                ("scope", self.scope, target.scope),
+            )
+            if mine != ledger
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerTarget:
+    """The ledger's side of a delivered message: what may be done for its key, and nothing else."""
+
+    operation_key: str
+    status: JobStatus
+    policy: str
+    policy_version: int
+    tenant_id: str
+    object_id: str
+    scope: str
+    retry_round: int
+
+    @property
+    def idempotency_key(self) -> str:
+        """The key of this round's idempotency record (see migration 0003_retry_round).
+
+        Round 0 is the operation key itself, as records written before rounds existed are.
+        """
+        if self.retry_round == 0:
+            return self.operation_key
+        return f"{self.operation_key}#r{self.retry_round}"
+
+
+class ActionCall(BaseModel):
+    """What the external action is asked to do: built from the ledger row, never from a body.
+
+    `key` is the operation key (the vendor's Idempotency-Key in every round); `idempotency_key`
+    names the Powertools record that guards this round's call.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    idempotency_key: str
+    policy: str
+    policy_version: int
+    tenant_id: str
+    object_id: str
+    scope: str
+    attempt: int
+    batch_id: str
+
+    @classmethod
+    def for_delivery(cls, target: LedgerTarget, message: JobMessage) -> ActionCall:
+        """The call for a message whose body agrees with its ledger row (checked by the caller)."""
+        return cls(
+            key=target.operation_key,
+            idempotency_key=target.idempotency_key,
+            policy=target.policy,
+            policy_version=target.policy_version,
+            tenant_id=target.tenant_id,
+            object_id=target.object_id,
+            scope=target.scope,
+            attempt=message.attempt,
+            batch_id=message.batch_id,
+        )
 
 
 class ActionResult(BaseModel):

@@ -36,6 +36,8 @@ class Metric:
     DUPLICATES = "Duplicates"
     MALFORMED = "MalformedMessages"
     ORPHANS = "OrphanMessages"
+    #: a body whose target (policy, version, tenant, object, scope) is not its key's ledger row
+    MISMATCHED = "MismatchedMessages"
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed

@@ -11,6 +11,7 @@ Each dead letter is decided by its job's row in the ledger (one query per receiv
 | scope's gate closed                             | stays until it reopens                       |
 | pending or leased, gate open                    | moved: SendMessage (same body), then delete  |
 | body unreadable, or names no job                | stays, counted as an error (the run fails)   |
+| body disagrees with its key's ledger row        | stays, counted as an error (the run fails)   |
 
 Moves are paced at `rate_per_second` and stop before the time budget runs out. Messages that
 stay are hidden while the run works (so none is examined twice) and released at the end.
@@ -239,6 +240,14 @@ def _decide(
         logger.error("dead letter names no ledger job; kept", extra=ids)
         report.errors += 1
         return None
+    if disagree := message.disagreements(view):
+        # Only what the ledger holds for the key is ever sent back to work; a body naming
+        # another target stays here for a person to look at, and fails the run (alarm).
+        logger.error(
+            "dead letter disagrees with its ledger row; kept", extra={**ids, "fields": disagree}
+        )
+        report.errors += 1
+        return None
     if not _matches(request, run.policy, message, view):
         report.not_matching += 1
         return None
@@ -271,7 +280,7 @@ def _decide(
             run.policy, REDRIVE_ACTOR, run.clock(), keys=[message.key], reason="redrive"
         )
         report.retried_terminal += 1
-    run.dlq.move(letter, message.tenant_id)
+    run.dlq.move(letter, view.tenant_id)
     del run.held[letter.message_id]
     report.moved += 1
     logger.info("dead letter moved", extra={**ids, "terminal": terminal})

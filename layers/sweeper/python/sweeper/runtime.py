@@ -126,7 +126,10 @@ def action() -> HttpAction:
 @lru_cache(maxsize=1)
 def idempotency_config() -> IdempotencyConfig:
     return IdempotencyConfig(
-        event_key_jmespath="key",  # the operation key: stable across redrives, unlike messageId
+        # The operation key (plus the retry round after an operator retry, see
+        # models.LedgerTarget.idempotency_key), taken from the ledger row: stable across
+        # redeliveries and redrives, unlike the messageId.
+        event_key_jmespath="idempotency_key",
         raise_on_no_idempotency_key=True,
         expires_after_seconds=settings().idempotency_expiry_seconds,
     )

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sweeper.models import ActionResult, JobMessage
+from sweeper.models import ActionCall, ActionResult
 
 
 class Action(Protocol):
-    def perform(self, job: JobMessage, timeout_seconds: float | None = None) -> ActionResult:
+    def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Carry out the job's effect once, sending its operation key as the idempotency key.
 
         `timeout_seconds` caps the whole call (connect + read); None means the action's own

@@ -32,7 +32,7 @@ from urllib3.exceptions import (
 
 from sweeper import __version__
 from sweeper.config import HttpActionConfig
-from sweeper.models import ActionResult, JobMessage, OutcomeClass
+from sweeper.models import ActionCall, ActionResult, OutcomeClass
 
 USER_AGENT: Final = f"sweeper/{__version__}"
 #: Connections kept per host: a consumer may run a batch's calls on a few threads.
@@ -164,7 +164,7 @@ class HttpAction:
         auth = "bearer" if "Authorization" in self._headers else "none"
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
 
-    def url_for(self, job: JobMessage) -> str:
+    def url_for(self, job: ActionCall) -> str:
         """The job's URL: the template with its ids percent-encoded as single path segments."""
         values = {
             "api_url": self._config.api_url.rstrip("/"),
@@ -174,7 +174,7 @@ class HttpAction:
         }
         return _TEMPLATE_FIELD_RE.sub(lambda m: values[m.group(1)], self._config.url_template)
 
-    def perform(self, job: JobMessage, timeout_seconds: float | None = None) -> ActionResult:
+    def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Send the call once and classify what came back; never raises for a status."""
         if timeout_seconds is not None and timeout_seconds <= 0:
             return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")

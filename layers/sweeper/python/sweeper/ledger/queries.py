@@ -84,9 +84,11 @@ SELECT min(next_attempt_at) FROM sweeper_jobs
 WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
 """
 
-# One query per consumer batch: the state of every job the batch names.
-STATUS_BY_KEYS: Final = """
-SELECT operation_key, status FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
+# One query per consumer batch: the ledger's side of every job the batch names. What the consumer
+# calls, under which scope and idempotency round, comes from here, never from the message body.
+TARGETS_BY_KEYS: Final = """
+SELECT operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round
+FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 """
 
 # The action settled the job (accepted or already absent). Counts the attempt.
@@ -149,7 +151,7 @@ SELECT status, count(*) FROM sweeper_jobs WHERE policy = %(policy)s GROUP BY sta
 SELECT_JOB: Final = """
 SELECT id, policy, policy_version, tenant_id, object_id, scope, operation_key, status, due_at,
        next_attempt_at, attempt_count, lease_owner, lease_expires_at, last_outcome,
-       last_error_code, created_at, updated_at, completed_at
+       last_error_code, created_at, updated_at, completed_at, retry_round
 FROM sweeper_jobs WHERE operation_key = %(key)s
 """
 
@@ -199,7 +201,8 @@ VALUES (%(policy)s, %(action)s, %(actor)s, %(reason)s, %(detail)s, %(now)s)
 RETURNING id
 """
 
-# Terminal jobs back to pending with a fresh attempt budget, due now, in one statement: the
+# Terminal jobs back to pending with a fresh attempt budget and a new retry round (a fresh
+# idempotency record: migration 0003), due now, in one statement: the
 # operator action, the move (guarded by the state it leaves, SKIP LOCKED so a concurrent retry
 # or prune is never waited on) and one job event per moved row with what it left behind.
 # Unset filters (NULL) match everything.
@@ -220,7 +223,7 @@ WITH action AS (
 ), moved AS (
     UPDATE sweeper_jobs j
     SET status = 'pending', attempt_count = 0, next_attempt_at = %(now)s, completed_at = NULL,
-        updated_at = %(now)s
+        updated_at = %(now)s, retry_round = j.retry_round + 1
     FROM chosen
     WHERE j.id = chosen.id AND j.status = ANY(%(from)s)
     RETURNING j.id, j.operation_key
@@ -293,8 +296,8 @@ RETURNING batch_id
 
 # What redrive needs to decide on a dead letter: one query per received batch.
 JOBS_FOR_REDRIVE: Final = """
-SELECT operation_key, policy, tenant_id, scope, status, last_outcome FROM sweeper_jobs
-WHERE operation_key = ANY(%(keys)s)
+SELECT operation_key, policy, policy_version, tenant_id, object_id, scope, status, last_outcome
+FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 """
 
 # Jobs needing a human: terminal ones, leases past expiry, and pending rows due long ago. Each

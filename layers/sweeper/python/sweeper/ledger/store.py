@@ -22,6 +22,7 @@ from sweeper.models import (
     ClaimedJob,
     Job,
     JobStatus,
+    LedgerTarget,
     NewJob,
     OutcomeClass,
     check_transition,
@@ -261,12 +262,24 @@ class Ledger:
 
     # -- consumer -------------------------------------------------------------------------------
 
-    def statuses(self, keys: Sequence[str]) -> dict[str, JobStatus]:
-        """The status of each named job (one query per consumer batch); unknown keys are absent."""
+    def targets(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
+        """Each named job's ledger row (one query per consumer batch); unknown keys are absent."""
         if not keys:
             return {}
-        rows = self._execute(queries.STATUS_BY_KEYS, {"keys": list(keys)})
-        return {str(key): JobStatus(status) for key, status in rows}
+        rows = self._execute(queries.TARGETS_BY_KEYS, {"keys": list(keys)})
+        return {
+            str(key): LedgerTarget(
+                operation_key=str(key),
+                status=JobStatus(status),
+                policy=str(policy),
+                policy_version=int(version),
+                tenant_id=str(tenant),
+                object_id=str(obj),
+                scope=str(scope),
+                retry_round=int(retry_round),
+            )
+            for key, status, policy, version, tenant, obj, scope, retry_round in rows
+        }
 
     def mark_succeeded(self, key: str, outcome: OutcomeClass, now: datetime) -> bool:
         """Settle a job as succeeded; False when it was already settled."""
@@ -500,12 +513,14 @@ class Ledger:
             str(key): RedriveView(
                 str(key),
                 str(policy),
+                int(version),
                 str(tenant),
+                str(obj),
                 str(scope),
                 JobStatus(status),
                 None if outcome is None else OutcomeClass(outcome),
             )
-            for key, policy, tenant, scope, status, outcome in rows
+            for key, policy, version, tenant, obj, scope, status, outcome in rows
         }
 
     def inspect(
@@ -553,7 +568,9 @@ class RedriveView:
 
     operation_key: str
     policy: str
+    policy_version: int
     tenant_id: str
+    object_id: str
     scope: str
     status: JobStatus
     last_outcome: OutcomeClass | None
