@@ -361,6 +361,9 @@ def test_a_republished_job_hits_the_same_idempotency_record(pipeline: Pipeline) 
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     process_batch({"Records": [record]}, pipeline.lambda_context(), deps, processor)
     first = JobMessage.model_validate_json(record["body"])
+    sqs = pipeline.aws.sqs()
+    # (and its message is lost, so only the republished one can bring it back)
+    sqs.delete_message(QueueUrl=pipeline.resources.queue_url, ReceiptHandle=record["receiptHandle"])
     # When its lease expires and the producer reclaims and publishes it again, in a new batch
     later = datetime.now(UTC) + timedelta(seconds=pipeline.policy.lease_seconds + 1)
     run_producer(
@@ -371,7 +374,6 @@ def test_a_republished_job_hits_the_same_idempotency_record(pipeline: Pipeline) 
         clock=lambda: later,
         remaining_seconds=lambda: 60.0,
     )
-    sqs = pipeline.aws.sqs()
     got = sqs.receive_message(QueueUrl=pipeline.resources.queue_url, MaxNumberOfMessages=10)
     (message,) = got["Messages"]
     second = JobMessage.model_validate_json(message["Body"])
