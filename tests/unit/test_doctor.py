@@ -27,6 +27,7 @@ from sweeper.doctor import (
     check_account_concurrency,
     check_engine_version,
     check_node,
+    check_policy_file,
     check_stack,
     render,
     required_reserved_concurrency,
@@ -213,3 +214,11 @@ def test_the_report_prints_each_check_and_the_fix_below_a_problem(tmp_path: Path
         "fail  node.js  v18.0.0: not supported by the CDK",
         "               fix: install Node.js 22 or 24 (LTS)",
     ]
+
+
+def test_a_binary_policy_file_fails_the_check_without_raising(tmp_path: Path) -> None:
+    path = tmp_path / "sweeper.toml"
+    path.write_bytes(b"\xff\xfe\x00binary")
+    result, config = check_policy_file(path)
+    assert (result.status, config) == (Status.FAIL, None)
+    assert "UTF-8" in result.detail

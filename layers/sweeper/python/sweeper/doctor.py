@@ -126,15 +126,16 @@ def check_identity(sts: Any) -> tuple[CheckResult, str | None]:
 
 def check_policy_file(path: str | Path) -> tuple[CheckResult, SweeperConfig | None]:
     """The policy file, validated by the same model synth uses."""
+    fix = "correct the field named, or pass --config"
     try:
         config = load_config(path)
     except ConfigError as exc:
-        return (
-            CheckResult(
-                "policy file", Status.FAIL, str(exc), "correct the field named, or pass --config"
-            ),
-            None,
-        )
+        return CheckResult("policy file", Status.FAIL, str(exc), fix), None
+    except (UnicodeDecodeError, OSError) as exc:  # a binary file, a directory: never a traceback
+        detail = f"policy file {path} cannot be read as UTF-8 TOML ({type(exc).__name__})"
+        return CheckResult(
+            "policy file", Status.FAIL, detail, "pass --config with a TOML file"
+        ), None
     names = ", ".join(p.name for p in config.policies)
     return CheckResult("policy file", Status.OK, f"{path}: policies {names}"), config
 
