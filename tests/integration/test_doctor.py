@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -87,10 +86,9 @@ def region(aws_env: dict[str, str]) -> str:
 
 
 @pytest.fixture
-def client(region: str) -> Iterator[Any]:
+def client(region: str) -> Any:
     """Clients of the emulator in this test's region (endpoint and keys from `aws_env`)."""
-    session = boto3.Session(region_name=region)
-    yield session.client
+    return boto3.Session(region_name=region).client
 
 
 def test_a_region_without_the_bootstrap_fails_with_the_bootstrap_command(
@@ -106,9 +104,7 @@ def test_a_region_without_the_bootstrap_fails_with_the_bootstrap_command(
 def test_the_bootstrap_must_be_at_least_the_version_the_app_needs(
     client: Any, region: str, version: str, status: Status
 ) -> None:
-    client("ssm").put_parameter(
-        Name=CDK_BOOTSTRAP_VERSION_PARAMETER, Value=version, Type="String"
-    )
+    client("ssm").put_parameter(Name=CDK_BOOTSTRAP_VERSION_PARAMETER, Value=version, Type="String")
     result = check_cdk_bootstrap(client("ssm"), client("cloudformation"), ACCOUNT, region)
     assert result.status is status, result
 
