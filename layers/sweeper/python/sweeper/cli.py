@@ -890,6 +890,37 @@ def prune(
     _emit(report.as_dict(), as_json)
 
 
+@main.command()
+@click.option(
+    "--stack",
+    envvar="SWEEPER_STACK",
+    show_envvar=True,
+    default="Sweeper",
+    help="The stack to deploy to; when it exists, its state is checked too.",
+)
+@click.option("--region", envvar="AWS_REGION", show_envvar=True, help="AWS region.")
+@click.option("--profile", envvar="AWS_PROFILE", show_envvar=True, help="AWS profile.")
+@config_option
+@json_option
+@_friendly_errors
+def doctor(
+    stack: str, region: str | None, profile: str | None, config_path: str, as_json: bool
+) -> None:
+    """Preflight before a deploy: what in this account would make it fail, each with its fix.
+
+    Exits 1 when a check fails (warnings alone exit 0).
+    """
+    from sweeper.doctor import aws_clients, render, run_doctor
+
+    client, region_name = aws_clients(region, profile)
+    results = run_doctor(
+        client, region=region_name, config_path=config_path, stack=stack, today=_now().date()
+    )
+    click.echo(render(results, as_json))
+    if any(r.status == "fail" for r in results):
+        sys.exit(1)
+
+
 @main.group()
 def local() -> None:
     """The local stack in the background, for the console commands (`local up` / `local down`)."""

@@ -34,11 +34,10 @@ from sweeper.errors import ConfigError
 LEASE_DRAIN_FRACTION = 0.5
 #: A consumer sends its call at most this long after its slot, or lets the slot go unused.
 LATE_SLOT_TOLERANCE_SECONDS = 0.035
-#: From a call's send to its arrival at the vendor (connection, network, the vendor's accept).
-SEND_TO_ARRIVAL_SECONDS = 0.025
-#: How late after its slot a call may reach the vendor; the default headroom follows from it
-#: (Quota.safe_headroom, docs/decisions.md).
-ARRIVAL_JITTER_BUDGET_SECONDS = LATE_SLOT_TOLERANCE_SECONDS + SEND_TO_ARRIVAL_SECONDS
+#: The default of `quota.arrival_jitter_seconds`: how much the time from a call's send to its
+#: arrival at the vendor varies (connection, network, the vendor's accept). The docs quote this
+#: figure; tests/unit/test_config.py checks that they do.
+DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
 #: Lambda's hard limit on one invocation.
 LAMBDA_MAX_TIMEOUT_SECONDS = 900
 #: Fields a scope template may use.
@@ -66,6 +65,13 @@ class Quota(_Strict):
     headroom: float | None = Field(
         default=None, gt=0, le=1, description="fraction of the quota used; default: safe_headroom"
     )
+    arrival_jitter_seconds: float = Field(
+        default=DEFAULT_ARRIVAL_JITTER_SECONDS,
+        ge=0,
+        le=10,
+        description="spread of send-to-arrival latency at the vendor (p99 - min); sets the "
+        "default headroom",
+    )
 
     @classmethod
     def parse(cls, text: str, headroom: float | None = None) -> Quota:
@@ -81,6 +87,11 @@ class Quota(_Strict):
             raise ConfigError(f"rate {text!r}: {_first_error(exc)}") from exc
 
     @property
+    def arrival_budget_seconds(self) -> float:
+        """How late after its slot a call may reach the vendor: sent late, then delayed."""
+        return LATE_SLOT_TOLERANCE_SECONDS + self.arrival_jitter_seconds
+
+    @property
     def safe_headroom(self) -> float:
         """The largest headroom that never exceeds the quota, given arrival jitter.
 
@@ -88,7 +99,7 @@ class Quota(_Strict):
         + 1` calls in any window of T = period seconds when each call arrives up to d seconds
         after its slot; that is at most N exactly when `h < T / (T + d)`, whatever N is.
         """
-        exact = self.period_seconds / (self.period_seconds + ARRIVAL_JITTER_BUDGET_SECONDS)
+        exact = self.period_seconds / (self.period_seconds + self.arrival_budget_seconds)
         return math.floor(exact * 1000) / 1000
 
     @property

@@ -1,0 +1,110 @@
+"""The default headroom follows from one figure, the arrival jitter, and the docs quote it."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from sweeper.config import DEFAULT_ARRIVAL_JITTER_SECONDS, LATE_SLOT_TOLERANCE_SECONDS, Quota
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _section(relative: str, heading: str = "") -> str:
+    """From `heading` to the next heading of its level or above (or the whole file), with every
+    run of spaces and line breaks as one space: prose wraps anywhere."""
+    text = (REPO_ROOT / relative).read_text(encoding="utf-8")
+    if heading:
+        text = text[text.index(heading) + len(heading) :]
+        level = len(heading.split(" ")[0])
+        end = re.search(rf"\n#{{1,{level}}} ", text)
+        text = text[: end.start()] if end else text
+    return " ".join(text.split())
+
+
+README = _section("README.md")
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _default_headroom(period_seconds: float) -> float:
+    return Quota(limit=1, period_seconds=period_seconds).safe_headroom
+
+
+def test_the_default_headroom_is_derived_from_the_arrival_jitter_setting() -> None:
+    # Given a vendor whose arrival times vary by 100 ms
+    quota = Quota(limit=15, period_seconds=1, arrival_jitter_seconds=0.1)
+    # Then d = tolerance + jitter = 135 ms, and h = floor(T / (T + d)) to three places
+    assert quota.arrival_budget_seconds == pytest.approx(0.135)
+    assert quota.safe_headroom == 0.881
+    assert quota.rate_per_second == pytest.approx(15 * 0.881)
+    assert Quota(limit=15, period_seconds=1).safe_headroom == 0.943  # the default 25 ms
+
+
+def test_an_explicit_headroom_wins_over_the_jitter() -> None:
+    quota = Quota(limit=15, period_seconds=1, arrival_jitter_seconds=0.5, headroom=0.99)
+    assert quota.effective_headroom == 0.99
+
+
+@pytest.mark.parametrize("jitter", [-0.001, 11])
+def test_a_jitter_out_of_range_is_refused(jitter: float) -> None:
+    with pytest.raises(ValueError, match="arrival_jitter_seconds"):
+        Quota(limit=1, period_seconds=1, arrival_jitter_seconds=jitter)
+
+
+@pytest.mark.parametrize("period", [0.5, 1.0, 5.0, 60.0])
+@pytest.mark.parametrize("jitter", [0.0, 0.025, 0.2])
+@pytest.mark.parametrize("limit", [1, 7, 15, 75, 1000])
+def test_the_derived_headroom_never_exceeds_the_quota_despite_the_jitter(
+    period: float, jitter: float, limit: int
+) -> None:
+    quota = Quota(limit=limit, period_seconds=period, arrival_jitter_seconds=jitter)
+    d = quota.arrival_budget_seconds
+    most_in_any_window = math.floor((period + d) * quota.rate_per_second) + 1
+    assert most_in_any_window <= limit
+
+
+def test_the_decisions_quote_the_codes_figures() -> None:
+    entry = _section("docs/decisions.md", "## 2026-11-29: The default headroom is derived from")
+    assert re.findall(r"late-slot tolerance, (\d+) ms", entry) == [
+        str(_ms(LATE_SLOT_TOLERANCE_SECONDS))
+    ]
+    assert re.findall(r"`quota\.arrival_jitter_seconds`, default (\d+) ms", entry) == [
+        str(_ms(DEFAULT_ARRIVAL_JITTER_SECONDS))
+    ]
+    total = _ms(Quota(limit=1, period_seconds=1).arrival_budget_seconds)
+    assert set(re.findall(r"d = (\d+) ms", entry)) == {str(total)}
+    one, five = re.findall(
+        r"default headroom is (0\.\d+) for a 1-second window and (0\.\d+) for a 5-second", entry
+    )[0]
+    assert (float(one), float(five)) == (_default_headroom(1), _default_headroom(5))
+
+
+def test_the_readme_quotes_the_codes_figures() -> None:
+    row = re.search(r"\| `quota\.arrival_jitter_seconds` \| `([\d.]+)` \|", README)
+    assert row is not None
+    assert float(row.group(1)) == DEFAULT_ARRIVAL_JITTER_SECONDS
+    formula = re.search(
+        r"`T/\(T \+ ([\d.]+) s \+ arrival_jitter_seconds\)`, (0\.\d+) for T = 1 s", README
+    )
+    assert formula is not None
+    assert float(formula.group(1)) == LATE_SLOT_TOLERANCE_SECONDS
+    assert float(formula.group(2)) == _default_headroom(1)
+    assert set(re.findall(r"the (\d+) ms late-slot tolerance", README)) == {
+        str(_ms(LATE_SLOT_TOLERANCE_SECONDS))
+    }
+    # The benchmark table ran with the default headroom for each quota it names.
+    benched = re.findall(r"headroom (0\.\d+)\) \| (\d+) / (\d+) s", README)
+    assert benched
+    for headroom, _limit, period in benched:
+        assert float(headroom) == _default_headroom(float(period))
+
+
+def test_the_deploy_guide_quotes_the_default_jitter() -> None:
+    section = _section("docs/deploy.md", "### Measuring arrival jitter")
+    assert re.findall(r"default (\d+) ms", section) == [str(_ms(DEFAULT_ARRIVAL_JITTER_SECONDS))]
