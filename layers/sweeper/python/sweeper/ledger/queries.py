@@ -8,7 +8,9 @@ from typing import Final
 
 # Idempotent upsert on the operation key. A repeat never duplicates a row and can only move due_at
 # earlier; next_attempt_at follows only for a row never attempted, so an earlier due date cannot
-# override a retry delay or a vendor's Retry-After. Returns one row per insert or move.
+# override a retry delay or a vendor's Retry-After. Returns one row per insert or move. Rows are
+# taken in array order, so a caller that sorts them by operation key takes its row locks in the
+# same order as every other scheduler: concurrent upserts of the same rows wait, never deadlock.
 UPSERT_JOBS: Final = """
 INSERT INTO sweeper_jobs AS j (policy, policy_version, tenant_id, object_id, scope, operation_key,
                                due_at, next_attempt_at, created_at, updated_at)
