@@ -278,8 +278,11 @@ ORDER BY scheduled_at
 """
 
 # The latest run at or before a time: the phase of a rate() schedule.
+# The last scheduled run: a rate() schedule's series is anchored there. A run an operator released
+# by hand (`sweeper release`, batch id release-...) is at no scheduled time, so it is not one.
 LAST_RUN_AT_OR_BEFORE: Final = """
-SELECT max(scheduled_at) FROM sweeper_runs WHERE policy = %(policy)s AND scheduled_at <= %(at)s
+SELECT max(scheduled_at) FROM sweeper_runs
+WHERE policy = %(policy)s AND scheduled_at <= %(at)s AND batch_id NOT LIKE 'release-%%'
 """
 
 # A run the producer skipped while paused is re-armed for exactly one more invocation under a
