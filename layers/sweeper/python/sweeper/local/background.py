@@ -35,6 +35,7 @@ from sweeper.local.lambda_runtime import Invocation
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
+from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
@@ -257,7 +258,8 @@ def serve(
         try:
             while not stopping.wait(0.5):
                 if stack.errors:
-                    raise LocalStackError(f"the local stack failed: {stack.errors[0]!r}")
+                    failure = redact(repr(stack.errors[0]), database_url)
+                    raise LocalStackError(f"the local stack failed: {failure}")
         finally:
             with contextlib.suppress(FileNotFoundError):
                 state_file.unlink()
