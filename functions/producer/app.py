@@ -12,6 +12,7 @@ from sweeper.errors import ConfigError
 from sweeper.events import ScheduleEvent
 from sweeper.observability import METRICS_NAMESPACE, Metric
 from sweeper.producer import run_producer
+from sweeper.release import release_batch_id
 
 logger = Logger()
 metrics = Metrics(namespace=METRICS_NAMESPACE)
@@ -37,6 +38,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         remaining_seconds=runtime.remaining_budget(
             context, settings.policy.producer_budget_seconds
         ),
+        batch_id=release_batch_id() if schedule.detail.release else None,
     )
     for name, value in (
         (Metric.RECLAIMED, report.reclaimed),

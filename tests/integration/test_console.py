@@ -19,6 +19,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LocalAws
 from sweeper.local.poller import run_until
 from sweeper.local.scenarios import catch_up_scenario, dlq_scenario
+from sweeper.local.vendor import VendorSimulator
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.scheduling import schedule_jobs
 from tests.integration.conftest import StartConsole
@@ -200,16 +201,31 @@ def test_pause_on_aws_disables_the_consumers_event_source_mapping(
 
 
 def test_local_up_runs_the_stack_in_the_background_and_local_down_stops_it(
-    db_url: str, console_config: Path, tmp_path: Path
+    db_url: str, console_config: Path, tmp_path: Path, vendor: VendorSimulator
 ) -> None:
     local_file = tmp_path / "state" / "local.json"
     common = ["--local-file", str(local_file), "--json"]
+    with_password = f"{db_url} password=s3cr3t-pw"  # the local server trusts: accepted
     up = CliRunner().invoke(
-        main, ["local", "up", "--config", str(console_config), "--database-url", db_url, *common]
+        main,
+        [
+            "local",
+            "up",
+            "--config",
+            str(console_config),
+            "--database-url",
+            with_password,
+            "--api-url",
+            vendor.url,
+            *common,
+        ],
     )
     try:
         assert up.exit_code == 0, up.output
         written = json.loads(up.output)
+        assert "s3cr3t-pw" not in up.output
+        assert written["database_url"].endswith("password=***")
+        assert written["vendor_url"] == vendor.url  # --api-url: no simulator of its own
         assert local_file.exists()
         assert set(written["policies"]) == {"exports"}
         status = sweeper(local_file, "status")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import re
 import sys
-from collections.abc import Callable, Iterator
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from functools import wraps
 from pathlib import Path
@@ -15,8 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from sweeper.config import Policy, Quota, SweeperConfig, load_config
+from sweeper.config import Policy, Quota, load_config
 from sweeper.errors import SweeperError
+from sweeper.redaction import redact
 
 if TYPE_CHECKING:
     from sweeper.endpoints import Endpoints
@@ -24,6 +29,106 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_CONFIG = "sweeper.toml"
+
+
+#: Set by the global --debug flag: a failure then also prints its (redacted) traceback.
+_debug: ContextVar[bool] = ContextVar("sweeper_debug", default=False)
+#: Where a database URL may come from, so that its password is scrubbed from any message.
+DATABASE_URL_ENV = ("DATABASE_URL", "SWEEPER_DATABASE_URL", "SWEEPER_LOCAL_DATABASE_URL")
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]{0,20})://")
+
+
+def _given_urls(args: Sequence[str]) -> list[str]:
+    """Every database URL this run was given (arguments and environment), to scrub."""
+    found = [os.environ.get(name, "") for name in DATABASE_URL_ENV]
+    for i, arg in enumerate(args):
+        if arg == "--database-url" and i + 1 < len(args):
+            found.append(args[i + 1])
+        elif arg.startswith("--database-url="):
+            found.append(arg.partition("=")[2])
+    return [url for url in found if url]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class SweeperGroup(click.Group):
+    """The top level: any failure is one line on stderr and a non-zero exit, with credentials
+    redacted; the traceback only with --debug (redacted too)."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        token = _debug.set(False)
+        try:
+            code = super().main(argv, prog_name, complete_var, False, **extra)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            self._fail(exc, _describe_click_error(exc), exc.exit_code, argv)
+        except Exception as exc:  # the catch-all: one line, never a traceback
+            self._fail(exc, _describe_unexpected(exc), 1, argv)
+        finally:
+            _debug.reset(token)
+        sys.exit(code if isinstance(code, int) else 0)
+
+    @staticmethod
+    def _fail(exc: BaseException, message: str, exit_code: int, argv: list[str]) -> None:
+        urls = _given_urls(argv)
+        if _debug.get():
+            text = "".join(traceback.format_exception(exc))
+            sys.stderr.write(redact(text, *urls))
+        click.echo(redact(_one_line(f"Error: {message}"), *urls), err=True)
+        sys.exit(exit_code)
+
+
+def _describe_click_error(exc: click.ClickException) -> str:
+    message = exc.format_message()
+    if isinstance(exc, click.UsageError):
+        where = exc.ctx.command_path if exc.ctx is not None else "the command"
+        message += f" (see '{where} -h')"
+    return message
+
+
+def _describe_unexpected(exc: Exception) -> str:
+    """The type (and SQLSTATE) only: an unexpected message may hold customer data."""
+    kind = type(exc).__name__
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate:
+        kind += f" (SQLSTATE {sqlstate})"
+    return f"unexpected {kind}; run again with --debug for the traceback"
+
+
+class DatabaseUrl(click.ParamType[str | None]):
+    """A PostgreSQL URL or connection string; refused early, without echoing it."""
+
+    name = "URL"
+    EXAMPLE = "a URL like postgresql://USER@HOST:5432/DBNAME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from psycopg.conninfo import conninfo_to_dict
+
+        text = str(value).strip()
+        if not text:
+            return None
+        scheme = _SCHEME_RE.match(text)
+        if scheme is not None and scheme[1].lower() not in ("postgresql", "postgres"):
+            self.fail(f"a {scheme[1]}:// URL is not PostgreSQL; give {self.EXAMPLE}", param, ctx)
+        try:
+            conninfo_to_dict(text)
+        except Exception:
+            self.fail(f"not a PostgreSQL URL; give {self.EXAMPLE}", param, ctx)
+        return text
 
 
 def _friendly_errors[F: Callable[..., Any]](fn: F) -> F:
@@ -43,7 +148,8 @@ database_option = click.option(
     "--database-url",
     envvar=["DATABASE_URL", "SWEEPER_DATABASE_URL"],
     show_envvar=True,
-    help="PostgreSQL URL of the ledger.",
+    type=DatabaseUrl(),
+    help="PostgreSQL URL of the ledger (postgresql://user:password@host:5432/dbname).",
 )
 config_option = click.option(
     "--config",
@@ -115,10 +221,30 @@ def _emit(data: dict[str, Any], as_json: bool) -> None:
         click.echo(f"{key.ljust(width)}  {value}")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    _debug.set(bool(value))
+
+
+@click.group(
+    cls=SweeperGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
 @click.version_option(package_name="sweeper")
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="SWEEPER_DEBUG",
+    expose_value=False,
+    is_eager=True,
+    callback=_set_debug,
+    help="On a failure, also print the traceback (credentials redacted).",
+)
 def main() -> None:
-    """sweeper: scheduled cleanup obligations against a rate-limited API, none lost, none twice."""
+    """sweeper: scheduled cleanup obligations against a rate-limited API, none lost, none twice.
+
+    Every failure is one line on stderr and a non-zero exit (2: a usage error); --debug adds
+    the traceback.
+    """
 
 
 @main.command()
@@ -209,13 +335,15 @@ def migrate(database_url: str | None) -> None:
     from sweeper.ledger.migrate import migrate as apply
 
     if not database_url:
-        raise click.UsageError("--database-url or DATABASE_URL is required")
+        raise click.UsageError(
+            "--database-url or DATABASE_URL is required", click.get_current_context()
+        )
     applied = apply(database_url)
     click.echo(f"applied {applied or 'nothing'}; schema version {current_version(database_url)}")
 
 
 @main.command()
-@click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
+@click.argument("source", type=click.File("rb"), default="-")
 @click.option(
     "--policy", "policy_name", required=True, help="The policy the obligations belong to."
 )
@@ -226,36 +354,39 @@ def migrate(database_url: str | None) -> None:
     default=None,
     help="Input format (default: from the file name, else jsonl).",
 )
-@config_option
-@database_option
+@target_options
 @json_option
 @_friendly_errors
 def schedule(
     source: Any,
     policy_name: str,
     fmt: str | None,
-    config_path: str,
-    database_url: str | None,
     as_json: bool,
+    **target: Any,
 ) -> None:
-    """Add obligations from CSV (tenant_id,object_id[,due_at]) or JSON lines; idempotent.
+    """Add obligations from CSV (header tenant_id,object_id[,due_at]) or JSON lines; idempotent.
 
-    A repeat never duplicates an obligation and can only move its due time earlier.
+    The whole input is checked before anything is written, then written in one transaction:
+    a bad line (or an empty input) writes nothing. A repeat never duplicates an obligation and
+    can only move its due time earlier. Reaches the local stack when it runs.
     """
-    from sweeper.ledger.store import Ledger
-    from sweeper.scheduling import parse_jobs, schedule_jobs
+    from sweeper.errors import InputError
+    from sweeper.scheduling import decode_input, parse_jobs, schedule_jobs
 
-    if not database_url:
-        raise click.UsageError("--database-url or DATABASE_URL is required")
-    config: SweeperConfig = load_config(config_path)
-    policy = config.policy(policy_name)
-    chosen = fmt or ("csv" if str(getattr(source, "name", "")).endswith(".csv") else "jsonl")
-    now = datetime.now(UTC)
-    ledger = Ledger(database_url)
-    try:
-        result = schedule_jobs(ledger, policy, parse_jobs(source, chosen, now), now)  # type: ignore[arg-type]
-    finally:
-        ledger.close()
+    name = str(getattr(source, "name", "-"))
+    chosen: Any = fmt or ("csv" if name.endswith(".csv") else "jsonl")
+    now = _now()
+    with _console(**target) as console:
+        policy = console.policy(policy_name)
+        try:
+            jobs = parse_jobs(decode_input(source.read()), chosen, now)
+        except InputError as exc:
+            where = "standard input" if name in ("-", "<stdin>") else name
+            raise click.ClickException(
+                f"{where}, {exc}; nothing was scheduled (fix the input and run again)"
+            ) from exc
+        result = schedule_jobs(console.ledger, policy, jobs, now)
+        hint = _next_run_hint(console, policy) if console.endpoints.local is not None else None
     _emit(
         {
             "policy": policy.name,
@@ -264,6 +395,33 @@ def schedule(
             "unchanged": result.unchanged,
         },
         as_json,
+    )
+    if hint is not None and not as_json:
+        click.echo(hint, err=True)
+
+
+def _next_run_hint(console: _Console, policy: Policy) -> str:
+    """After scheduling into the local stack: when its producer runs next, and how not to wait."""
+    at = _next_run(console, policy)
+    when = f"at {at.isoformat()}" if at is not None else "at its next scheduled time"
+    return (
+        f"the local producer of {policy.name} releases due work {when}; "
+        f"`sweeper release --policy {policy.name}` releases it now"
+    )
+
+
+def _next_run(console: _Console, policy: Policy) -> datetime | None:
+    from sweeper.release import next_run
+
+    now = _now()
+    local = console.endpoints.local
+    tick = local.tick_seconds if local is not None else None
+    return next_run(
+        policy,
+        now,
+        last_scheduled=console.ledger.last_run_at_or_before(policy.name, now),
+        every=timedelta(seconds=tick) if tick is not None else None,
+        anchor=local.started_at if local is not None else None,
     )
 
 
@@ -430,17 +588,19 @@ def status(policy_name: str | None, as_json: bool, **target: Any) -> None:
         found = []
         for policy in policies:
             where = console.endpoints.policy(policy.name)
-            found.append(
-                policy_status(
-                    policy,
-                    console.ledger,
-                    now=_now(),
-                    depth=lambda url: queue_depth(sqs, url),
-                    queue_url=where.queue_url,
-                    dlq_url=where.dlq_url,
-                    gate=gate,
-                ).as_dict()
-            )
+            item = policy_status(
+                policy,
+                console.ledger,
+                now=_now(),
+                depth=lambda url: queue_depth(sqs, url),
+                queue_url=where.queue_url,
+                dlq_url=where.dlq_url,
+                gate=gate,
+            ).as_dict()
+            at = _next_run(console, policy)
+            item["schedule"] = policy.schedule
+            item["next_run"] = None if at is None else at.isoformat()
+            found.append(item)
     if as_json:
         click.echo(json.dumps({"target": console.endpoints.mode, "policies": found}, default=str))
         return
@@ -455,6 +615,8 @@ def _print_status(item: dict[str, Any]) -> None:
     click.echo(f"  jobs            {counts}")
     click.echo(f"  oldest eligible {item['oldest_eligible_age_seconds'] or 0:.1f} s")
     click.echo(f"  leased          {item['leased_in_flight']} in flight")
+    next_run = item["next_run"] or "unknown (no scheduled run recorded yet)"
+    click.echo(f"  next run        {next_run}  ({item['schedule']}; `sweeper release` runs it now)")
     for name in ("queue", "dlq"):
         queue = item[name]
         if queue is not None:
@@ -745,6 +907,63 @@ def catch_up(
 
 @main.command()
 @policy_option
+@actor_option
+@target_options
+@json_option
+@_friendly_errors
+def release(policy_name: str | None, actor: str, as_json: bool, **target: Any) -> None:
+    """Run the policy's producer now instead of waiting for its schedule: the local stack's
+    producer, or on AWS the deployed producer function (Lambda Invoke). Refused while paused."""
+    from botocore.config import Config as BotoConfig
+
+    from sweeper.errors import OperatorError
+    from sweeper.queue import SqsPublisher
+    from sweeper.release import invoke_producer, release_now
+
+    with _console(**target) as console:
+        policy = console.policy(policy_name)
+        where = console.endpoints.policy(policy.name)
+        if console.endpoints.local is not None:
+            if where.queue_url is None:
+                raise OperatorError(f"the local stack has no work queue for {policy.name}")
+            publisher = SqsPublisher(console.endpoints.sqs(), where.queue_url)
+            report = release_now(policy, console.ledger, publisher, clock=_now).as_dict()
+        else:
+            if where.producer_function is None:
+                raise OperatorError(
+                    f"stack {console.endpoints.stack!r} names no producer function for "
+                    f"{policy.name} (output {policy.name}ProducerFunctionName); check --stack"
+                )
+            # Without a ledger URL the function itself skips a paused policy (and says so).
+            if console.endpoints.database_url and console.ledger.is_paused(policy.name):
+                raise OperatorError(f"policy {policy.name} is paused: `sweeper resume` it first")
+            # Wait as long as the producer may run; never retried (a retry is a second run).
+            client = console.endpoints.lambda_client(
+                BotoConfig(
+                    read_timeout=int(policy.producer_budget_seconds) + 60,
+                    retries={"total_max_attempts": 1},
+                )
+            )
+            report = invoke_producer(
+                client,
+                where.producer_function,
+                policy.name,
+                _now(),
+                region=console.endpoints.region,
+            )
+    del actor  # recorded by the producer's run, not as an operator action
+    if as_json:
+        click.echo(json.dumps(report, default=str))
+        return
+    click.echo(
+        f"policy {policy.name}: released {report.get('published', 0)} of "
+        f"{report.get('discovered', 0)} due job(s) ({report.get('stop_reason')}); "
+        f"batch {report.get('batch_id')}"
+    )
+
+
+@main.command()
+@policy_option
 @click.option(
     "--stuck-after",
     "stuck_after_seconds",
@@ -941,6 +1160,12 @@ local_file_option = click.option(
 @local_file_option
 @database_option
 @click.option(
+    "--api-url",
+    envvar="SWEEPER_API_URL",
+    show_envvar=True,
+    help="An external vendor speaking the same contract, instead of the simulator.",
+)
+@click.option(
     "--tick-seconds",
     type=click.FloatRange(0.1),
     default=None,
@@ -959,6 +1184,7 @@ def local_up(
     config_path: str,
     local_file: str,
     database_url: str | None,
+    api_url: str | None,
     tick_seconds: float | None,
     visibility_timeout_seconds: int,
     as_json: bool,
@@ -976,8 +1202,10 @@ def local_up(
         database_url=database_url,
         tick_seconds=tick_seconds,
         visibility_timeout_seconds=visibility_timeout_seconds,
+        api_url=api_url.rstrip("/") if api_url else None,
     )
     data = found.model_dump(mode="json")
+    data["database_url"] = redact(data["database_url"])
     if as_json:
         click.echo(json.dumps(data))
         return

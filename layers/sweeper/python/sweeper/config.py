@@ -312,6 +312,10 @@ def load_config(path: str | Path) -> SweeperConfig:
         raw = tomllib.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"policy file {source} does not exist") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"policy file {source} is not UTF-8 text (is it a TOML file?)") from exc
+    except OSError as exc:
+        raise ConfigError(f"policy file {source} cannot be read ({exc.strerror})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"policy file {source} is not valid TOML: {exc}") from exc
     try:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -37,6 +39,7 @@ class PolicyEndpoints(BaseModel):
     queue_url: str | None = None
     dlq_url: str | None = None
     consumer_function: str | None = None
+    producer_function: str | None = None
 
 
 class LocalFile(BaseModel):
@@ -54,6 +57,9 @@ class LocalFile(BaseModel):
     log_file: str | None
     config: str
     policies: dict[str, PolicyEndpoints]
+    #: When the producers' schedules were anchored, and the tick that overrides them (if any).
+    started_at: datetime | None = None
+    tick_seconds: float | None = None
 
     def write(self, path: Path) -> None:
         """Write atomically: a reader sees the old file or the whole new one."""
@@ -94,8 +100,16 @@ class Endpoints:
     local: LocalFile | None = None
     _outputs: dict[str, str] | None = field(default=None, repr=False)
 
-    def _client(self, service: str) -> Any:
-        return self.session.client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
+    def _client(self, service: str, config: BotoConfig | None = None) -> Any:
+        try:
+            return self.session.client(  # type: ignore[call-overload]
+                service, endpoint_url=self.endpoint_url, config=config
+            )
+        except BotoCoreError as exc:  # no region, an unknown profile, ...
+            raise OperatorError(
+                f"cannot reach AWS ({type(exc).__name__}): pass --region (or set AWS_REGION) "
+                "and --profile, or start `sweeper local up`"
+            ) from exc
 
     def sqs(self) -> SQSClient:
         client: SQSClient = self._client("sqs")
@@ -105,9 +119,13 @@ class Endpoints:
         client: DynamoDBClient = self._client("dynamodb")
         return client
 
-    def lambda_client(self) -> LambdaClient:
-        client: LambdaClient = self._client("lambda")
+    def lambda_client(self, config: BotoConfig | None = None) -> LambdaClient:
+        client: LambdaClient = self._client("lambda", config)
         return client
+
+    @property
+    def region(self) -> str:
+        return self.session.region_name or ""
 
     def require_database(self) -> str:
         if not self.database_url:
@@ -142,6 +160,7 @@ class Endpoints:
             queue_url=outputs.get(f"{prefix}QueueUrl"),
             dlq_url=outputs.get(f"{prefix}DeadLetterQueueUrl"),
             consumer_function=outputs.get(f"{prefix}ConsumerFunctionName"),
+            producer_function=outputs.get(f"{prefix}ProducerFunctionName"),
         )
 
     def limiter_table(self) -> str | None:

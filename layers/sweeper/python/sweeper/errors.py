@@ -80,10 +80,10 @@ class LocalStackError(SweeperError):
 
 
 class InputError(SweeperError):
-    """A line of obligations to schedule is malformed; carries its line number."""
+    """Obligations to schedule are malformed; carries the line number (None: the whole input)."""
 
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(f"line {line}: {reason}")
+    def __init__(self, line: int | None, reason: str) -> None:
+        super().__init__(reason if line is None else f"line {line}: {reason}")
         self.line = line
         self.reason = reason
 

@@ -11,6 +11,8 @@ class ScheduleDetail(BaseModel):
 
     policy: str = Field(min_length=1)
     attempt: int = Field(default=1, ge=1)
+    #: An operator's `sweeper release`, not the schedule: the run is recorded as a release.
+    release: bool = False
 
 
 class ScheduleEvent(EventBridgeModel):

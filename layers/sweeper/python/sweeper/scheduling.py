@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
@@ -39,33 +40,103 @@ def scope_for(policy: Policy, job: NewJob) -> str:
     )
 
 
-def parse_jobs(lines: Iterable[str], fmt: InputFormat, now: datetime) -> Iterator[NewJob]:
-    """Parse obligations; a bad line raises InputError with its number (values are not echoed)."""
-    if fmt == "csv":
-        reader = csv.DictReader(lines)
-        # An empty cell means "not given" (due_at then defaults to now).
-        rows: Iterator[tuple[int, object]] = (
-            (reader.line_num, {k: (v or None) for k, v in row.items()}) for row in reader
+#: The CSV header: these columns in this order; due_at may be left out.
+CSV_HEADER = ("tenant_id", "object_id", "due_at")
+CSV_HEADER_TEXT = "tenant_id,object_id[,due_at]"
+
+
+def decode_input(data: bytes) -> str:
+    """The input as text: UTF-8 only (a byte-order mark is allowed), else InputError."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(line, "not UTF-8 text (save the file as UTF-8)") from exc
+
+
+def parse_jobs(text: str, fmt: InputFormat, now: datetime) -> list[NewJob]:
+    """Parse and validate every obligation of the input before anything is written.
+
+    A bad line raises InputError with its number and what is wrong with it; values are never
+    echoed (they may be customer ids). An input with no obligation is an error too.
+    """
+    rows = _csv_rows(text) if fmt == "csv" else _json_lines(text)
+    jobs = [_job(line, raw, now) for line, raw in rows]
+    if not jobs:
+        expected = (
+            f"a header {CSV_HEADER_TEXT} and one obligation a line"
+            if fmt == "csv"
+            else "one JSON object a line"
         )
-    else:
-        rows = _json_lines(lines)
-    for line, raw in rows:
-        try:
-            item = JobInput.model_validate(raw)
-        except ValidationError as exc:
-            fields = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})
-            raise InputError(line, f"invalid field(s) {fields}") from exc
-        yield NewJob(item.tenant_id, item.object_id, (item.due_at or now).astimezone(UTC))
+        raise InputError(None, f"the input holds no obligation (expected {expected})")
+    return jobs
 
 
-def _json_lines(lines: Iterable[str]) -> Iterator[tuple[int, object]]:
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
+def _job(line: int, raw: dict[str, object], now: datetime) -> NewJob:
+    try:
+        item = JobInput.model_validate(raw)
+    except ValidationError as exc:
+        problems = sorted(
+            "an unknown field"
+            if e["type"] == "extra_forbidden"
+            else ".".join(str(p) for p in e["loc"]) or "the line"
+            for e in exc.errors()
+        )
+        raise InputError(line, f"invalid {', '.join(problems)}") from exc
+    try:
+        due = (item.due_at or now).astimezone(UTC)
+    except OverflowError as exc:
+        raise InputError(line, "invalid due_at: outside years 1-9999 in UTC") from exc
+    return NewJob(item.tenant_id, item.object_id, due)
+
+
+def _csv_rows(text: str) -> Iterator[tuple[int, dict[str, object]]]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = _next_row(reader)
+    if header is None:
+        return
+    names = [name.strip() for name in header]
+    if tuple(names) not in (CSV_HEADER[:2], CSV_HEADER):
+        raise InputError(
+            1, f"the first line must be the header {CSV_HEADER_TEXT} (got {len(names)} column(s))"
+        )
+    while (row := _next_row(reader)) is not None:
+        if not row or row == [""]:
+            continue  # a blank line
+        if len(row) != len(names):
+            raise InputError(
+                reader.line_num, f"{len(row)} field(s) where the header names {len(names)}"
+            )
+        # An empty cell means "not given" (due_at then defaults to now).
+        yield reader.line_num, {k: (v or None) for k, v in zip(names, row, strict=True)}
+
+
+def _next_row(reader: Any) -> list[str] | None:
+    try:
+        row: list[str] = next(reader)
+    except StopIteration:
+        return None
+    except csv.Error as exc:
+        line = reader.line_num or 1
+        if "field limit" in str(exc):
+            raise InputError(
+                line, f"a field is longer than {csv.field_size_limit()} characters"
+            ) from exc
+        raise InputError(line, f"not valid CSV ({exc})") from exc
+    return row
+
+
+def _json_lines(text: str) -> Iterator[tuple[int, dict[str, object]]]:
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
             continue
         try:
-            yield number, json.loads(text)
-        except json.JSONDecodeError as exc:
+            value = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise InputError(number, "not a JSON object") from exc
+        if not isinstance(value, dict):
+            raise InputError(number, "not a JSON object")
+        yield number, value
 
 
 def schedule_jobs(

@@ -8,7 +8,9 @@ from typing import Final
 
 # Idempotent upsert on the operation key. A repeat never duplicates a row and can only move due_at
 # earlier; next_attempt_at follows only for a row never attempted, so an earlier due date cannot
-# override a retry delay or a vendor's Retry-After. Returns one row per insert or move.
+# override a retry delay or a vendor's Retry-After. Returns one row per insert or move. Rows are
+# taken in array order, so a caller that sorts them by operation key takes its row locks in the
+# same order as every other scheduler: concurrent upserts of the same rows wait, never deadlock.
 UPSERT_JOBS: Final = """
 INSERT INTO sweeper_jobs AS j (policy, policy_version, tenant_id, object_id, scope, operation_key,
                                due_at, next_attempt_at, created_at, updated_at)
@@ -279,8 +281,11 @@ ORDER BY scheduled_at
 """
 
 # The latest run at or before a time: the phase of a rate() schedule.
+# The last scheduled run: a rate() schedule's series is anchored there. A run an operator released
+# by hand (`sweeper release`, batch id release-...) is at no scheduled time, so it is not one.
 LAST_RUN_AT_OR_BEFORE: Final = """
-SELECT max(scheduled_at) FROM sweeper_runs WHERE policy = %(policy)s AND scheduled_at <= %(at)s
+SELECT max(scheduled_at) FROM sweeper_runs
+WHERE policy = %(policy)s AND scheduled_at <= %(at)s AND batch_id NOT LIKE 'release-%%'
 """
 
 # A run the producer skipped while paused is re-armed for exactly one more invocation under a

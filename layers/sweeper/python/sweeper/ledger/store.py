@@ -7,6 +7,8 @@ due times and leases can be tested exactly.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,6 +30,7 @@ from sweeper.models import (
     check_transition,
     operation_key,
 )
+from sweeper.redaction import describe_target, redact
 
 #: Builds the connection string; called with refresh=True after a failed login.
 ConninfoProvider = Callable[[bool], str]
@@ -36,6 +39,13 @@ ScopeFn = Callable[[NewJob], str]
 
 #: Rows per upsert statement when scheduling: large enough to amortise the round trip.
 SCHEDULE_CHUNK_ROWS = 5_000
+#: A schedule transaction that loses a deadlock or a serialization conflict is run again, whole,
+#: at most this many times in all; then the error is raised (nothing of the file was written).
+SCHEDULE_ATTEMPTS = 5
+#: The first backoff before a retry; doubled per attempt, jittered by +-50 %.
+SCHEDULE_BACKOFF_SECONDS = 0.05
+#: serialization_failure and deadlock_detected: the transaction may succeed when run again.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +53,8 @@ class ScheduleResult:
     inserted: int
     moved_earlier: int
     unchanged: int
+    #: Transactions run: 1, or more when a deadlock or serialization failure was retried.
+    attempts: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +87,17 @@ class Ledger:
     """
 
     def __init__(
-        self, conninfo: str | ConninfoProvider, *, prepare_threshold: int | None = 5
+        self,
+        conninfo: str | ConninfoProvider,
+        *,
+        prepare_threshold: int | None = 5,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         # prepare_threshold=None disables server-side prepared statements (needed behind RDS Proxy
         # or PgBouncer in transaction mode).
         self._conninfo = conninfo
         self._prepare_threshold = prepare_threshold
+        self._sleep = sleep  # the backoff between schedule attempts
         self._conn: psycopg.Connection[TupleRow] | None = None
 
     # -- connection -----------------------------------------------------------------------------
@@ -95,11 +112,15 @@ class Ledger:
                         raise
                     # A rotated password: fetch the credentials again, past any cache, once.
                     self._conn = self._connect(refresh=True)
-            except psycopg.OperationalError as exc:
-                raise LedgerError(
-                    f"cannot connect to the ledger: {exc.sqlstate or 'no sqlstate'}"
-                ) from exc
+            except psycopg.Error as exc:
+                raise LedgerError(connect_failure(exc, self._target())) from exc
         return self._conn
+
+    def _target(self) -> str:
+        """Where the ledger is, for an error message: host, port and database, no credentials."""
+        if not isinstance(self._conninfo, str):
+            return "the configured ledger"
+        return describe_target(self._conninfo)
 
     def _connect(self, *, refresh: bool) -> psycopg.Connection[TupleRow]:
         conninfo = self._conninfo if isinstance(self._conninfo, str) else self._conninfo(refresh)
@@ -134,7 +155,14 @@ class Ledger:
         jobs: Iterable[NewJob],
         now: datetime,
     ) -> ScheduleResult:
-        """Add obligations idempotently (upsert on the operation key); see queries.UPSERT_JOBS."""
+        """Add obligations idempotently (upsert on the operation key); see queries.UPSERT_JOBS.
+
+        All or nothing: `jobs` is read whole before anything is written (a bad one raises with
+        nothing written), then every row is upserted in one transaction, in operation-key order,
+        so two concurrent schedules over the same rows take their locks in the same order and
+        cannot deadlock each other. A transaction that still loses a deadlock or a serialization
+        conflict (with some other writer) is run again, whole, up to SCHEDULE_ATTEMPTS times.
+        """
         # One statement may not touch a row twice: keep the earliest due time per key first.
         earliest: dict[str, tuple[NewJob, str]] = {}
         for job in jobs:
@@ -142,27 +170,52 @@ class Ledger:
             seen = earliest.get(key)
             if seen is None or job.due_at < seen[0].due_at:
                 earliest[key] = (job, scope_of(job))
+        items = sorted(earliest.items())
+        attempt = 1
+        while True:
+            try:
+                inserted, moved = self._upsert_all(policy, policy_version, items, now)
+            except psycopg.Error as exc:
+                if exc.sqlstate not in RETRYABLE_SQLSTATES or attempt >= SCHEDULE_ATTEMPTS:
+                    raise LedgerError(
+                        f"scheduling failed after {attempt} attempt(s) ({exc.sqlstate}); "
+                        "nothing of this input was written"
+                    ) from exc
+                self._sleep(_backoff(attempt))
+                attempt += 1
+                continue
+            return ScheduleResult(inserted, moved, len(items) - inserted - moved, attempt)
+
+    def _upsert_all(
+        self,
+        policy: str,
+        policy_version: int,
+        items: Sequence[tuple[str, tuple[NewJob, str]]],
+        now: datetime,
+    ) -> tuple[int, int]:
+        """Upsert every row in one transaction, a chunk per statement: (inserted, moved)."""
+        conn = self._connection()
         inserted = moved = 0
-        items = list(earliest.items())
-        for start in range(0, len(items), SCHEDULE_CHUNK_ROWS):
-            chunk = items[start : start + SCHEDULE_CHUNK_ROWS]
-            rows = self._execute(
-                queries.UPSERT_JOBS,
-                {
-                    "policy": policy,
-                    "policy_version": policy_version,
-                    "now": now,
-                    "tenant_ids": [job.tenant_id for _, (job, _s) in chunk],
-                    "object_ids": [job.object_id for _, (job, _s) in chunk],
-                    "scopes": [scope for _, (_j, scope) in chunk],
-                    "keys": [key for key, _ in chunk],
-                    "due": [job.due_at for _, (job, _s) in chunk],
-                },
-            )
-            new = sum(1 for (was_insert,) in rows if was_insert)
-            inserted += new
-            moved += len(rows) - new
-        return ScheduleResult(inserted, moved, len(items) - inserted - moved)
+        with conn.transaction():
+            for start in range(0, len(items), SCHEDULE_CHUNK_ROWS):
+                chunk = items[start : start + SCHEDULE_CHUNK_ROWS]
+                rows = conn.execute(
+                    queries.UPSERT_JOBS,
+                    {
+                        "policy": policy,
+                        "policy_version": policy_version,
+                        "now": now,
+                        "tenant_ids": [job.tenant_id for _, (job, _s) in chunk],
+                        "object_ids": [job.object_id for _, (job, _s) in chunk],
+                        "scopes": [scope for _, (_j, scope) in chunk],
+                        "keys": [key for key, _ in chunk],
+                        "due": [job.due_at for _, (job, _s) in chunk],
+                    },
+                ).fetchall()
+                new = sum(1 for (was_insert,) in rows if was_insert)
+                inserted += new
+                moved += len(rows) - new
+        return inserted, moved
 
     # -- producer -------------------------------------------------------------------------------
 
@@ -543,6 +596,27 @@ class Ledger:
         """Scopes holding pending or leased work, busiest first, with their counts."""
         rows = self._execute(queries.ACTIVE_SCOPES, {"policy": policy, "limit": limit})
         return {str(scope): int(count) for scope, count in rows}
+
+
+def connect_failure(exc: psycopg.Error, target: str) -> str:
+    """One line on a failed connection: where (no credentials), why, and what to check."""
+    if isinstance(exc, psycopg.ProgrammingError):
+        why = "the database URL is not a valid PostgreSQL URL or connection string"
+    else:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # libpq: 'connection failed: connection to server at "h", port 5432 failed: <why>'
+        why = redact(first.rsplit("failed: ", 1)[-1])
+    return (
+        f"cannot connect to the ledger at {target} ({why}); check the database URL and that "
+        "PostgreSQL is running there"
+    )
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before attempt `attempt + 1`: doubling, jittered so that two losers of
+    the same conflict do not meet again at the same instant."""
+    jitter: float = random.uniform(0.5, 1.5)
+    return float(SCHEDULE_BACKOFF_SECONDS * 2 ** (attempt - 1) * jitter)
 
 
 def _moves(target: JobStatus, *sources: JobStatus) -> list[str]:

@@ -35,6 +35,7 @@ from sweeper.local.lambda_runtime import Invocation
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
+from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
@@ -69,6 +70,7 @@ class LocalConsoleStack(Service):
         *,
         config_path: str,
         database_url: str | None = None,
+        api_url: str | None = None,
         tick_seconds: float | None = None,
         visibility_timeout_seconds: int = LOCAL_VISIBILITY_TIMEOUT_SECONDS,
         prefix: str = "sweeper",
@@ -76,7 +78,10 @@ class LocalConsoleStack(Service):
     ) -> None:
         self.config = config
         self.config_path = config_path
-        self.stack = LocalStack(database_url=database_url)
+        # api_url: an external vendor speaking the same contract instead of the simulator.
+        self.stack = LocalStack(database_url=database_url, api_url=api_url)
+        #: Every ticker's schedule is anchored here (the first run is one period later).
+        self.started_at = datetime.now(UTC).replace(microsecond=0)
         self.tick_seconds = tick_seconds
         self.visibility_timeout_seconds = visibility_timeout_seconds
         self.prefix = prefix
@@ -165,7 +170,7 @@ class LocalConsoleStack(Service):
         return horizon
 
     def _tick(self, runtime: _PolicyRuntime) -> None:
-        anchor = datetime.now(UTC).replace(microsecond=0)
+        anchor = self.started_at
         last = anchor  # the first run is one period after the start
         while not self._stop.is_set():
             at = self.next_tick(runtime.policy, last, anchor)
@@ -200,9 +205,12 @@ class LocalConsoleStack(Service):
                     queue_url=r.resources.queue_url,
                     dlq_url=r.resources.dlq_url,
                     consumer_function=LOCAL_CONSUMER_FUNCTION.format(policy=name),
+                    producer_function=r.pipeline.producer_function_name,
                 )
                 for name, r in self.policies.items()
             },
+            started_at=self.started_at,
+            tick_seconds=self.tick_seconds,
         )
 
     def stop(self) -> None:
@@ -227,6 +235,7 @@ def serve(
     database_url: str | None,
     tick_seconds: float | None,
     visibility_timeout_seconds: int,
+    api_url: str | None = None,
 ) -> int:
     """Run the local stack until SIGTERM or SIGINT; the local file exists while it runs."""
     stopping = threading.Event()
@@ -241,6 +250,7 @@ def serve(
         config,
         config_path=str(Path(config_path).resolve()),
         database_url=database_url,
+        api_url=api_url,
         tick_seconds=tick_seconds,
         visibility_timeout_seconds=visibility_timeout_seconds,
     ) as stack:
@@ -248,7 +258,8 @@ def serve(
         try:
             while not stopping.wait(0.5):
                 if stack.errors:
-                    raise LocalStackError(f"the local stack failed: {stack.errors[0]!r}")
+                    failure = redact(repr(stack.errors[0]), database_url)
+                    raise LocalStackError(f"the local stack failed: {failure}")
         finally:
             with contextlib.suppress(FileNotFoundError):
                 state_file.unlink()
@@ -263,6 +274,7 @@ def start_background(
     tick_seconds: float | None = None,
     visibility_timeout_seconds: int = LOCAL_VISIBILITY_TIMEOUT_SECONDS,
     timeout_seconds: float = START_TIMEOUT_SECONDS,
+    api_url: str | None = None,
 ) -> LocalFile:
     """Spawn `serve` detached and wait until it has written the local file."""
     existing = read_local_file(state_file)
@@ -285,6 +297,8 @@ def start_background(
     ]
     if tick_seconds is not None:
         argv += ["--tick-seconds", str(tick_seconds)]
+    if api_url is not None:
+        argv += ["--api-url", api_url]
     env = dict(os.environ)
     if database_url:
         env["SWEEPER_LOCAL_DATABASE_URL"] = database_url  # not on the command line: a secret
@@ -300,8 +314,10 @@ def start_background(
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise LocalStackError(f"the local stack exited at start ({process.returncode}): {tail}")
+            raise LocalStackError(
+                f"the local stack exited at start (exit code {process.returncode}); "
+                f"its log is {log_path}"
+            )
         found = read_local_file(state_file)
         if found is not None and found.pid == process.pid:
             return found
@@ -350,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--state-file", required=True, type=Path)
     parser.add_argument("--tick-seconds", type=float, default=None)
     parser.add_argument("--visibility-timeout", type=int, default=LOCAL_VISIBILITY_TIMEOUT_SECONDS)
+    parser.add_argument("--api-url", default=None)
     args = parser.parse_args(argv)
     return serve(
         args.config,
@@ -357,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         database_url=os.environ.get("SWEEPER_LOCAL_DATABASE_URL"),
         tick_seconds=args.tick_seconds,
         visibility_timeout_seconds=args.visibility_timeout,
+        api_url=args.api_url,
     )
 
 
