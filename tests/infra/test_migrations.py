@@ -20,6 +20,9 @@ def test_custom_resource_carries_the_digest_of_the_migration_files(default: Synt
     assert len(resources) == 1
     (resource,) = resources.values()
     assert resource["Properties"]["MigrationsDigest"] == migrations_digest()
+    # A replaced application secret runs the function again, to give its user the new password.
+    app_attachment = default.logical_id("Database/AppSecret/Attachment/Resource")
+    assert resource["Properties"]["AppSecretArn"] == {"Ref": app_attachment}
     assert "ServiceToken" in resource["Properties"]
 
 
