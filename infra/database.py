@@ -4,6 +4,13 @@ New cluster: writer only, storage encrypted, TLS forced by the server (`rds.forc
 admin credential in a generated Secrets Manager secret (host, port, dbname, username, password)
 rotated every 30 days, deletion protection on, a snapshot when the stack is deleted.
 
+Two credentials, least privilege: the admin (master) secret is read by the migrations function
+only. The producer, consumer and redrive connect as the application user, a member of the
+`sweeper_app` role (DML on sweeper's tables, no DDL; migration 0004), whose password lives in its
+own generated secret. The migrations function creates that user from the secret; a multi-user
+rotation (with the master secret) then alternates it with a clone every 30 days, so the
+password a function holds stays valid while the other one changes.
+
 Optional RDS Proxy in front of it, which pools connections from many concurrent consumers. Two
 consequences: the functions must not use server-side prepared statements (they get
 `SWEEPER_DATABASE_PREPARE=off`, because the proxy would pin every session that prepares), and
@@ -11,7 +18,8 @@ the proxy's own connections keep a cluster with minimum capacity 0 from ever aut
 Migrations always connect to the cluster directly: DDL under an advisory lock pins anyway.
 
 Imported cluster: endpoint, port, secret ARN and security group; the secret must hold at least
-username and password (host and port may be absent, the endpoint given here wins).
+username and password (host and port may be absent, the endpoint given here wins). Every function
+uses that one secret (sweeper cannot create a user on a cluster whose admin it does not hold).
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ from infra.options import DATABASE_PORT, DeploymentOptions
 AURORA_ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_17_7
 DATABASE_NAME = "sweeper"
 ADMIN_USERNAME = "sweeper_admin"
+#: The login user of the application secret (member of `sweeper.ledger.roles.APP_ROLE`); the
+#: multi-user rotation adds `<name>_clone` and alternates between the two.
+APP_USERNAME = "sweeper_app_user"
 BACKUP_RETENTION_DAYS = 14
 SECRET_ROTATION_DAYS = 30
 #: Only used when the minimum capacity is 0; Aurora's own floor is 5 minutes.
@@ -66,6 +77,8 @@ class Database(Construct):
         )
         self.cluster: rds.DatabaseCluster | None = None
         self.proxy: rds.DatabaseProxy | None = None
+        #: The application user's secret (new cluster only); None: every function uses `secret`.
+        self.app_secret: secretsmanager.ISecret | None = None
         # Where functions connect, unless the secret's own host and port are right.
         self._runtime_endpoint: tuple[str, str] | None = None
         self._direct_endpoint: tuple[str, str] | None = None
@@ -92,6 +105,7 @@ class Database(Construct):
         self.cluster = cluster
         assert cluster.secret is not None  # generated credentials always come with a secret
         self.secret = cluster.secret
+        self.app_secret = self._app_secret(network, cluster)
         self._direct = cluster.connections
         self._runtime = cluster.connections
         self.ready.add(cluster)
@@ -102,7 +116,7 @@ class Database(Construct):
                     "RDS Proxy holds connections to the cluster, so a minimum capacity of 0 ACU "
                     "will not auto-pause it: expect at least 0.5 ACU billed around the clock",
                 )
-            self.proxy = self._new_proxy(network, cluster)
+            self.proxy = self._new_proxy(network, cluster, self.app_secret)
             self._runtime = self.proxy.connections
             self._runtime_endpoint = (self.proxy.endpoint, str(DATABASE_PORT))
 
@@ -179,8 +193,33 @@ class Database(Construct):
         acknowledge(cluster, "AwsSolutions-RDS6", IAM_AUTH_REASON)
         return cluster
 
-    def _new_proxy(self, network: Network, cluster: rds.DatabaseCluster) -> rds.DatabaseProxy:
+    def _app_secret(self, network: Network, cluster: rds.DatabaseCluster) -> secretsmanager.ISecret:
+        """The application user's generated secret, attached to the cluster and rotated."""
         assert cluster.secret is not None
+        secret = rds.DatabaseSecret(
+            self,
+            "AppSecret",
+            username=APP_USERNAME,
+            dbname=DATABASE_NAME,
+            # Recorded as `masterarn`: what the multi-user rotation logs in with.
+            master_secret=cluster.secret,
+        )
+        attached = secret.attach(cluster)  # adds host, port and engine
+        # Same placement as the admin's rotation. No rotation at creation: the user is made by
+        # the migrations during the same deploy.
+        cluster.add_rotation_multi_user(
+            "AppSecretRotation",
+            secret=attached,
+            automatically_after=Duration.days(SECRET_ROTATION_DAYS),
+            vpc_subnets=network.function_subnets,
+            endpoint=network.secrets_manager_endpoint,
+            rotate_immediately_on_update=False,
+        )
+        return attached
+
+    def _new_proxy(
+        self, network: Network, cluster: rds.DatabaseCluster, app_secret: secretsmanager.ISecret
+    ) -> rds.DatabaseProxy:
         group = ec2.SecurityGroup(
             self,
             "ProxySecurityGroup",
@@ -192,7 +231,8 @@ class Database(Construct):
             self,
             "Proxy",
             proxy_target=rds.ProxyTarget.from_cluster(cluster),
-            secrets=[cluster.secret],
+            # Only the functions go through the proxy, as the application user.
+            secrets=[app_secret],
             vpc=network.vpc,
             vpc_subnets=network.database_subnets,
             security_groups=[group],
@@ -205,9 +245,14 @@ class Database(Construct):
         cluster.connections.allow_from(group, self.port, "sweeper ledger proxy")
         return proxy
 
+    @property
+    def runtime_secret(self) -> secretsmanager.ISecret:
+        """The credential the producer, consumer and redrive connect with."""
+        return self.app_secret or self.secret
+
     def runtime_environment(self) -> dict[str, str]:
         """What the producer, consumer and redrive need to connect (via the proxy if any)."""
-        environment = {"SWEEPER_DATABASE_SECRET_ARN": self.secret.secret_arn}
+        environment = {"SWEEPER_DATABASE_SECRET_ARN": self.runtime_secret.secret_arn}
         if self._runtime_endpoint is not None:
             host, port = self._runtime_endpoint
             environment |= {"SWEEPER_DATABASE_HOST": host, "SWEEPER_DATABASE_PORT": port}
@@ -216,18 +261,23 @@ class Database(Construct):
         return environment
 
     def direct_environment(self) -> dict[str, str]:
-        """What the migrations need to connect to the cluster itself."""
+        """What the migrations need: the master secret, and the application user's to create."""
         environment = {"SWEEPER_DATABASE_SECRET_ARN": self.secret.secret_arn}
+        if self.app_secret is not None:
+            environment["SWEEPER_APP_SECRET_ARN"] = self.app_secret.secret_arn
         if self._direct_endpoint is not None:
             host, port = self._direct_endpoint
             environment |= {"SWEEPER_DATABASE_HOST": host, "SWEEPER_DATABASE_PORT": port}
         return environment
 
     def grant_runtime_access(self, function: SweeperFunction) -> None:
-        """Read the secret, and reach the database (or its proxy) on its port only."""
-        self.secret.grant_read(function.role)
+        """Read the application secret, and reach the database (or its proxy) on its port only."""
+        self.runtime_secret.grant_read(function.role)
         self._runtime.allow_from(function.security_group, self.port, "sweeper function")
 
     def grant_direct_access(self, function: SweeperFunction) -> None:
+        """Read the master secret (and the application user's, to create it); reach the cluster."""
         self.secret.grant_read(function.role)
+        if self.app_secret is not None:
+            self.app_secret.grant_read(function.role)
         self._direct.allow_from(function.security_group, self.port, "sweeper migrations")

@@ -2,8 +2,8 @@
 
 The same `sweeper.ledger.migrate.migrate` that `sweeper migrate` runs, from a function in the
 VPC that connects to the cluster directly (never through RDS Proxy). The resource's properties
-carry a digest of the migration files, so CloudFormation calls it again exactly when they change;
-a failing migration fails the deploy, which rolls back.
+carry a digest of the migration files and the application secret's ARN, so CloudFormation calls
+it again exactly when either changes; a failing migration fails the deploy, which rolls back.
 """
 
 from __future__ import annotations
@@ -46,6 +46,15 @@ def migrations_digest() -> str:
     return digest.hexdigest()
 
 
+def migration_properties(database: Database) -> dict[str, str]:
+    """What makes CloudFormation call the migrations again when it changes: the migration files,
+    and the application secret (a new one needs its user made with its password)."""
+    properties = {"MigrationsDigest": migrations_digest()}
+    if database.app_secret is not None:
+        properties["AppSecretArn"] = database.app_secret.secret_arn
+    return properties
+
+
 class Migrations(Construct):
     """The migrations function, its provider, and the custom resource that triggers it."""
 
@@ -84,7 +93,7 @@ class Migrations(Construct):
             "Apply",
             service_token=provider.service_token,
             resource_type=RESOURCE_TYPE,
-            properties={"MigrationsDigest": migrations_digest()},
+            properties=migration_properties(database),
         )
         # Run only once the database, its security group rules, the secret (and its rotation
         # schedule) and the endpoints the function needs all exist.

@@ -7,9 +7,10 @@ and interface endpoints for SQS and Secrets Manager. The database sits in isolat
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct, DependencyGroup
 
 from infra.nag import acknowledge
@@ -24,6 +25,19 @@ PUBLIC_SUBNET_CIDR_MASK = 24
 FUNCTION_SUBNET_CIDR_MASK = 22
 DATABASE_SUBNET_CIDR_MASK = 24
 FLOW_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
+#: Where the AWS-managed prefix list of a gateway endpoint service is named (docs/decisions.md).
+PREFIX_LIST_NAME = "com.amazonaws.{region}.{service}"
+#: Name of the lookup resource's function, which CDK shares per stack (a singleton).
+SDK_CALL_FUNCTION_ID = "AWS679f53fac002430cb0da5b7982bd2287"
+
+PREFIX_LIST_LOOKUP_WILDCARD_REASON = (
+    "ec2:DescribePrefixLists supports no resource-level permissions; the lookup function is "
+    "CDK's AwsCustomResource, which runs once per deploy and only reads the prefix list's id."
+)
+PREFIX_LIST_LOOKUP_MANAGED_POLICY_REASON = (
+    "CDK's AwsCustomResource function (outside the VPC, no data access) logs with the "
+    "AWSLambdaBasicExecutionRole managed policy CDK attaches to its generated role."
+)
 
 
 class Network(Construct):
@@ -36,6 +50,7 @@ class Network(Construct):
         self.endpoints = DependencyGroup()
         self._imported = options.imports_vpc
         self.secrets_manager_endpoint: ec2.IInterfaceVpcEndpoint | None = None
+        self._dynamodb_prefix_list: ec2.IPeer | None = None
         if options.imports_vpc:
             # The options model guarantees all four together.
             assert options.vpc_id is not None
@@ -110,7 +125,44 @@ class Network(Construct):
             vpc, "SecretsManagerEndpoint", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
         )
         self.secrets_manager_endpoint = secrets
+        self._dynamodb_prefix_list = self._managed_prefix_list("DynamoDbPrefixList", "dynamodb")
         self.endpoints.add(dynamodb, sqs, secrets)
+
+    def _managed_prefix_list(self, construct_id: str, service: str) -> ec2.IPeer:
+        """The AWS-managed prefix list of a gateway endpoint service, looked up at deploy time.
+
+        CloudFormation exposes no prefix list id on a gateway endpoint, and its id differs by
+        region; a synth-time lookup would need credentials. The id is read once per deploy by
+        CDK's AwsCustomResource (DescribePrefixLists), so `make synth` stays offline.
+        """
+        name = PREFIX_LIST_NAME.format(region=Stack.of(self).region, service=service)
+        call = cr.AwsSdkCall(
+            service="EC2",
+            action="describePrefixLists",
+            parameters={"Filters": [{"Name": "prefix-list-name", "Values": [name]}]},
+            physical_resource_id=cr.PhysicalResourceId.from_response("PrefixLists.0.PrefixListId"),
+            output_paths=["PrefixLists.0.PrefixListId"],
+        )
+        lookup = cr.AwsCustomResource(
+            self,
+            construct_id,
+            on_create=call,
+            on_update=call,
+            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(
+                resources=cr.AwsCustomResourcePolicy.ANY_RESOURCE
+            ),
+            install_latest_aws_sdk=False,
+        )
+        acknowledge(lookup, "AwsSolutions-IAM5[Resource::*]", PREFIX_LIST_LOOKUP_WILDCARD_REASON)
+        sdk_function = Stack.of(self).node.try_find_child(SDK_CALL_FUNCTION_ID)
+        if sdk_function is not None:
+            acknowledge(
+                sdk_function,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaBasicExecutionRole]",
+                PREFIX_LIST_LOOKUP_MANAGED_POLICY_REASON,
+            )
+        return ec2.Peer.prefix_list(lookup.get_response_field("PrefixLists.0.PrefixListId"))
 
     def _interface_endpoint(
         self, vpc: ec2.Vpc, construct_id: str, service: ec2.InterfaceVpcEndpointAwsService
@@ -138,3 +190,15 @@ class Network(Construct):
         if self._imported:
             return ec2.Peer.any_ipv4()
         return ec2.Peer.ipv4(VPC_CIDR)
+
+    @property
+    def dynamodb_peer(self) -> ec2.IPeer:
+        """Where functions reach DynamoDB over HTTPS.
+
+        In the new VPC: the gateway endpoint, whose traffic goes to DynamoDB's public addresses,
+        i.e. the AWS-managed prefix list (never the VPC's own range). In an imported VPC: the
+        gateway endpoint or NAT it brings, so anywhere on 443.
+        """
+        if self._dynamodb_prefix_list is None:
+            return ec2.Peer.any_ipv4()
+        return self._dynamodb_prefix_list

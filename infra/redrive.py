@@ -64,6 +64,8 @@ class Redrive(Construct):
         tables.grant_gate_reader(self.function.role)
         database.grant_runtime_access(self.function)
         self.function.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
+        # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
+        self.function.allow_https_to(network.dynamodb_peer, "DynamoDB (the throttle gate)")
         self.schedule = ScheduledInvocation(
             self,
             "Schedule",

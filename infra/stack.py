@@ -99,7 +99,13 @@ class SweeperStack(Stack):
 
         self._output("IdempotencyTableName", tables.idempotency.table_name, "idempotency table")
         self._output("LimiterTableName", tables.limiter.table_name, "limiter table")
-        self._output("DatabaseSecretArn", database.secret.secret_arn, "ledger credential")
+        self._output("DatabaseSecretArn", database.secret.secret_arn, "ledger admin credential")
+        if database.app_secret is not None:
+            self._output(
+                "DatabaseAppSecretArn",
+                database.app_secret.secret_arn,
+                "ledger application credential (producer, consumer, redrive)",
+            )
         if database.cluster is not None:
             self._output(
                 "DatabaseEndpoint", database.cluster.cluster_endpoint.hostname, "ledger writer"

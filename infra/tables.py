@@ -24,8 +24,9 @@ IDEMPOTENCY_ACTIONS = (
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
 )
-#: A token bucket is read and conditionally written, one item per scope.
-LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+#: A scope's bucket and gate are read (GetItem) and conditionally written in place (UpdateItem,
+#: which also creates the item): sweeper.limiter never puts a whole item.
+LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
 
 
 class Tables(Construct):

@@ -1,8 +1,10 @@
 """Migrations Lambda: a CloudFormation custom resource (CDK Provider framework) that applies the
 ledger migrations on every deploy that changes them, exactly as `sweeper migrate` does.
 
-Create and Update run `sweeper.ledger.migrate.migrate`; Delete does nothing (the ledger outlives
-the stack's custom resource). A failure raises, so the deploy fails and rolls back.
+Create and Update run `sweeper.ledger.migrate.migrate` as the master user, then make sure the
+login user of the application secret (`SWEEPER_APP_SECRET_ARN`) exists in the `sweeper_app` role
+with that secret's password. Delete does nothing (the ledger outlives the stack's custom
+resource). A failure raises, so the deploy fails and rolls back.
 """
 
 from __future__ import annotations
@@ -32,9 +34,18 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     # Imported here, not at module level: psycopg is only needed when there is work to do.
     from sweeper.ledger.migrate import migrate
+    from sweeper.ledger.roles import ensure_app_login
 
-    applied = migrate(database_conninfo())
+    conninfo = database_conninfo()
+    applied = migrate(conninfo)
     logger.info("migrations applied", extra={"request": request, "applied": applied})
+    app_secret_arn = os.environ.get("SWEEPER_APP_SECRET_ARN")
+    if app_secret_arn:
+        app: Any = parameters.get_secret(
+            app_secret_arn, transform="json", max_age=SECRET_MAX_AGE_SECONDS
+        )
+        created = ensure_app_login(conninfo, app.get("username", ""), app.get("password", ""))
+        logger.info("application user ready", extra={"user_created": created})
     return {
         "PhysicalResourceId": PHYSICAL_RESOURCE_ID,
         "Data": {"Applied": ",".join(str(version) for version in applied)},
@@ -42,24 +53,21 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 def database_conninfo() -> str:
-    """The cluster's connection string from its secret; TLS required.
+    """The cluster's connection string from the master secret; TLS verified (verify-full).
 
     `SWEEPER_DATABASE_HOST` / `SWEEPER_DATABASE_PORT`, when set (an imported cluster), win over
     the secret's host and port.
     """
-    from psycopg.conninfo import make_conninfo
+    from sweeper.ledger.connection import secret_conninfo
 
     secret: Any = parameters.get_secret(
         os.environ["SWEEPER_DATABASE_SECRET_ARN"],
         transform="json",
         max_age=SECRET_MAX_AGE_SECONDS,
     )
-    return make_conninfo(
-        host=os.environ.get("SWEEPER_DATABASE_HOST") or secret["host"],
-        port=os.environ.get("SWEEPER_DATABASE_PORT") or secret.get("port", 5432),
-        user=secret["username"],
-        password=secret["password"],
-        dbname=secret.get("dbname", "postgres"),
-        sslmode="require",
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+    return secret_conninfo(
+        secret,
+        host=os.environ.get("SWEEPER_DATABASE_HOST"),
+        port=os.environ.get("SWEEPER_DATABASE_PORT"),
+        connect_timeout_seconds=CONNECT_TIMEOUT_SECONDS,
     )

@@ -6,12 +6,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Match
 
-from infra.database import ADMIN_USERNAME, DATABASE_NAME
+from infra.database import ADMIN_USERNAME, APP_USERNAME, DATABASE_NAME
 from tests.infra.conftest import IMPORTED_CONTEXT, Synth
 
 RUNTIME_FUNCTIONS = ("Producer", "Consumer", "Redrive")
+
+
+@pytest.fixture(params=["default", "proxied"])
+def every_new_cluster(request: pytest.FixtureRequest) -> Synth:
+    variant: Synth = request.getfixturevalue(request.param)
+    return variant
 
 
 def test_cluster_is_aurora_serverless_v2_postgresql_encrypted_and_protected(
@@ -70,8 +77,11 @@ def test_database_admits_postgres_from_function_security_groups_only(default: Sy
             ref["Fn::GetAtt"][0] for ref in function["Properties"]["VpcConfig"]["SecurityGroupIds"]
         )
     }
-    rotation_group = default.logical_id("Cluster/RotationSingleUser/SecurityGroup/Resource")
-    assert sources == function_groups | {rotation_group}
+    rotation_groups = {
+        default.logical_id("Cluster/RotationSingleUser/SecurityGroup/Resource"),
+        default.logical_id("Cluster/AppSecretRotation/SecurityGroup/Resource"),
+    }
+    assert sources == function_groups | rotation_groups
     cluster_id = default.logical_id("Database/Cluster/Resource")
     assert default.template_json["Resources"][cluster_id]["Properties"]["Port"] == 5432
     cluster_port = {"Fn::GetAtt": [cluster_id, "Endpoint.Port"]}  # how CDK wires the rotation
@@ -152,3 +162,82 @@ def test_imported_database_group_admits_each_function_on_its_port(imported: Synt
     port = int(IMPORTED_CONTEXT["database_port"])
     assert all(rule["FromPort"] == rule["ToPort"] == port for rule in rules)
     assert all("SourceSecurityGroupId" in rule for rule in rules)
+
+
+def _secret_reads(synth: Synth, function: dict[str, Any]) -> set[str]:
+    """The logical IDs of the secrets (or their attachments) the function's role may read."""
+    role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    secrets = set(synth.resources("AWS::SecretsManager::Secret")) | set(
+        synth.resources("AWS::SecretsManager::SecretTargetAttachment")
+    )
+    read: set[str] = set()
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            if "secretsmanager:GetSecretValue" not in (
+                actions if isinstance(actions, list) else [actions]
+            ):
+                continue
+            rendered = json.dumps(statement["Resource"])
+            read |= {secret for secret in secrets if f'"{secret}"' in rendered}
+    return read
+
+
+def test_only_the_migrations_read_the_master_secret(every_new_cluster: Synth) -> None:
+    synth = every_new_cluster
+    master = synth.logical_id("Database/Secret/Resource")
+    master_attachment = synth.logical_id("Database/Secret/Attachment/Resource")
+    app_attachment = synth.logical_id("Database/AppSecret/Attachment/Resource")
+    for logical_id, function in synth.python_functions().items():
+        variables = function["Properties"]["Environment"]["Variables"]
+        reads = _secret_reads(synth, function)
+        if logical_id.startswith("Migrations"):
+            # The migrations connect as the master user and create the application user.
+            assert variables["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": master_attachment}
+            assert variables["SWEEPER_APP_SECRET_ARN"] == {"Ref": app_attachment}
+            assert reads == {master_attachment, app_attachment}
+            continue
+        assert logical_id.startswith(("Pipeline", "Redrive")), logical_id
+        assert variables["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": app_attachment}, logical_id
+        assert "SWEEPER_APP_SECRET_ARN" not in variables
+        assert reads == {app_attachment}, logical_id
+        assert master not in json.dumps(variables)
+
+
+def test_the_application_secret_is_its_own_user_rotated_with_the_master(default: Synth) -> None:
+    secret = default.resource("DatabaseAppSecret", "AWS::SecretsManager::Secret")
+    # A join: the master secret's ARN is only known at deploy time.
+    parts = secret["Properties"]["GenerateSecretString"]["SecretStringTemplate"]["Fn::Join"][1]
+    master_attachment = default.logical_id("Database/Secret/Attachment/Resource")
+    assert parts[1] == {"Ref": master_attachment}
+    template = json.loads(f"{parts[0]}MASTER{parts[2]}")
+    assert template == {"username": APP_USERNAME, "dbname": DATABASE_NAME, "masterarn": "MASTER"}
+    assert APP_USERNAME != ADMIN_USERNAME
+    app_attachment = default.logical_id("Database/AppSecret/Attachment/Resource")
+    schedules = [
+        props["Properties"]
+        for props in default.resources("AWS::SecretsManager::RotationSchedule").values()
+        if props["Properties"]["SecretId"] == {"Ref": app_attachment}
+    ]
+    assert len(schedules) == 1
+    assert schedules[0]["RotationRules"] == {"ScheduleExpression": "rate(30 days)"}
+    assert schedules[0]["RotateImmediatelyOnUpdate"] is False
+    # Rotated by AWS's multi-user PostgreSQL rotation application (it logs in as the master).
+    application = schedules[0]["RotationLambdaARN"]["Fn::GetAtt"][0]
+    location = default.template_json["Resources"][application]["Properties"]["Location"]
+    mapping = location["ApplicationId"]["Fn::FindInMap"][0]
+    assert "PostgreSQLRotationMultiUser" in json.dumps(default.template_json["Mappings"][mapping])
+
+
+def test_the_proxy_admits_the_application_user_only(proxied: Synth) -> None:
+    (proxy,) = proxied.resources("AWS::RDS::DBProxy").values()
+    app_attachment = proxied.logical_id("Database/AppSecret/Attachment/Resource")
+    assert [auth["SecretArn"] for auth in proxy["Properties"]["Auth"]] == [{"Ref": app_attachment}]
+
+
+def test_the_shared_layer_ships_the_rds_ca_bundle(default: Synth) -> None:
+    staged = list(default.outdir.glob("asset.*/python/sweeper/ledger/certs/rds-ca-bundle.pem"))
+    assert len(staged) == 1
+    assert staged[0].read_text(encoding="ascii").count("BEGIN CERTIFICATE") > 0

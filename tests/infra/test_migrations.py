@@ -20,6 +20,9 @@ def test_custom_resource_carries_the_digest_of_the_migration_files(default: Synt
     assert len(resources) == 1
     (resource,) = resources.values()
     assert resource["Properties"]["MigrationsDigest"] == migrations_digest()
+    # A replaced application secret runs the function again, to give its user the new password.
+    app_attachment = default.logical_id("Database/AppSecret/Attachment/Resource")
+    assert resource["Properties"]["AppSecretArn"] == {"Ref": app_attachment}
     assert "ServiceToken" in resource["Properties"]
 
 
@@ -90,7 +93,8 @@ def test_create_runs_the_migrations_over_tls_with_the_secret(
         "PhysicalResourceId": handler.PHYSICAL_RESOURCE_ID,
         "Data": {"Applied": "1,2"},
     }
-    assert "sslmode=require" in seen["conninfo"]
+    assert "sslmode=verify-full" in seen["conninfo"]
+    assert "sslrootcert=" in seen["conninfo"]
     assert f"host={SECRET['host']}" in seen["conninfo"]
     assert "dbname=sweeper" in seen["conninfo"]
 
@@ -123,3 +127,32 @@ def test_delete_leaves_the_ledger_alone(monkeypatch: pytest.MonkeyPatch) -> None
     )
 
     assert result == {"PhysicalResourceId": handler.PHYSICAL_RESOURCE_ID}
+
+
+def test_create_makes_the_application_user_from_its_own_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handler = _load_handler()
+    secrets = {
+        "arn:master": SECRET,
+        "arn:app": {**SECRET, "username": "sweeper_app_user", "password": "app-pass"},
+    }
+    monkeypatch.setenv("SWEEPER_DATABASE_SECRET_ARN", "arn:master")
+    monkeypatch.setenv("SWEEPER_APP_SECRET_ARN", "arn:app")
+    monkeypatch.delenv("SWEEPER_DATABASE_HOST", raising=False)
+    monkeypatch.setattr(handler.parameters, "get_secret", lambda arn, **_: secrets[arn])
+    monkeypatch.setattr("sweeper.ledger.migrate.migrate", lambda conninfo: [3])
+    made: list[tuple[str, str, str]] = []
+
+    def fake_login(conninfo: str, username: str, password: str) -> bool:
+        made.append((conninfo, username, password))
+        return True
+
+    monkeypatch.setattr("sweeper.ledger.roles.ensure_app_login", fake_login)
+
+    handler.handler({"RequestType": "Update"}, _Context())
+
+    ((conninfo, username, password),) = made
+    assert "user=sweeper_admin" in conninfo  # made by the master user
+    assert "sslmode=verify-full" in conninfo
+    assert (username, password) == ("sweeper_app_user", "app-pass")

@@ -194,3 +194,11 @@ def test_redrive_reads_the_gate_and_moves_only_its_own_dead_letters(default: Syn
             assert dlq in rendered
         if statement_actions & {"sqs:SendMessage"} and "Schedule" not in rendered:
             assert work in rendered
+
+
+def test_no_deployed_function_may_run_a_baseline_limiter(every_variant: Synth) -> None:
+    """The benchmark's limiter baselines need the local-stack flag, which AWS never gets."""
+    for logical_id, function in every_variant.python_functions().items():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert "SWEEPER_LOCAL_STACK" not in variables, logical_id
+        assert "SWEEPER_LIMITER_MODE" not in variables, logical_id

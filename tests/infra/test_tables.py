@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import json
+from pathlib import Path
+
 import pytest
 
+from infra.tables import LIMITER_ACTIONS
+from sweeper import limiter
 from tests.infra.conftest import Synth
 
 
@@ -29,3 +35,42 @@ def test_consumer_gets_both_table_names(default: Synth) -> None:
     limiter = default.logical_id("Tables/Limiter/Resource")
     assert variables["SWEEPER_IDEMPOTENCY_TABLE"] == {"Ref": idempotency}
     assert variables["SWEEPER_LIMITER_TABLE"] == {"Ref": limiter}
+
+
+def _limiter_grants(synth: Synth) -> dict[str, set[str]]:
+    """Per IAM policy: the DynamoDB actions it allows on the limiter table."""
+    limiter = synth.logical_id("Tables/Limiter/Resource")
+    grants: dict[str, set[str]] = {}
+    for logical_id, policy in synth.resources("AWS::IAM::Policy").items():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            actions = actions if isinstance(actions, list) else [actions]
+            if limiter in json.dumps(statement["Resource"]):
+                grants.setdefault(logical_id, set()).update(
+                    a for a in actions if a.startswith("dynamodb:")
+                )
+    return grants
+
+
+def test_nobody_may_put_whole_items_into_the_limiter_table(default: Synth) -> None:
+    grants = _limiter_grants(default)
+    assert grants, "no policy grants the limiter table"
+    for policy, actions in grants.items():
+        assert "dynamodb:PutItem" not in actions, policy
+        assert actions <= {"dynamodb:GetItem", "dynamodb:UpdateItem"}, policy
+
+
+def test_the_limiter_code_calls_only_what_its_grant_allows() -> None:
+    """Every DynamoDB call in sweeper.limiter is one of the actions granted on its table."""
+    source = ast.parse(Path(limiter.__file__).read_text(encoding="utf-8"))
+    called = {
+        node.func.attr
+        for node in ast.walk(source)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "_client"
+    }
+    as_actions = {"dynamodb:" + "".join(p.capitalize() for p in op.split("_")) for op in called}
+    assert as_actions, "the limiter makes no DynamoDB call?"
+    assert as_actions <= set(LIMITER_ACTIONS)

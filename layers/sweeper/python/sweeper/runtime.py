@@ -19,11 +19,11 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
-from psycopg.conninfo import make_conninfo
 
 from sweeper.actions.http import HttpAction
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import GuardedCall, guard_with_idempotency
+from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter
 from sweeper.models import ActionResult
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 #: Never start work that could not finish before Lambda stops us.
 LAMBDA_SAFETY_MARGIN_SECONDS = 5.0
+DATABASE_CONNECT_TIMEOUT_SECONDS = 5
 
 
 def utcnow() -> datetime:
@@ -47,6 +48,9 @@ def settings() -> Settings:
 
 def database_conninfo(refresh: bool = False) -> str:
     """The ledger's connection string: a URL locally, the managed secret (cached) on AWS.
+
+    From the secret, TLS is `verify-full` against the RDS CA bundle in the layer; locally the
+    URL says what it wants (the disposable PostgreSQL has no TLS).
 
     `refresh` fetches the secret again, past the cache: the ledger asks for it after a failed
     login, since a rotation changes the password before the cached copy expires.
@@ -61,14 +65,11 @@ def database_conninfo(refresh: bool = False) -> str:
         max_age=current.database_secret_max_age_seconds,
         force_fetch=refresh,
     )
-    return make_conninfo(
-        host=current.database_host or secret["host"],
-        port=current.database_port or secret.get("port", 5432),
-        user=secret["username"],
-        password=secret["password"],
-        dbname=secret.get("dbname", "postgres"),
-        sslmode="require",
-        connect_timeout=5,
+    return secret_conninfo(
+        secret,
+        host=current.database_host,
+        port=current.database_port,
+        connect_timeout_seconds=DATABASE_CONNECT_TIMEOUT_SECONDS,
     )
 
 

@@ -104,6 +104,8 @@ class LocalPipeline(Service):
             "SWEEPER_LIMITER_TABLE": self.resources.limiter_table,
             "SWEEPER_DLQ_URL": self.resources.dlq_url,
             "POWERTOOLS_SERVICE_NAME": "sweeper",
+            # What lets the benchmark choose a baseline limiter (never set on AWS).
+            "SWEEPER_LOCAL_STACK": "1",
             **(extra_env or {}),
         }
         self.ledger = Ledger(stack.database_url)
