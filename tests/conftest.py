@@ -34,7 +34,7 @@ from sweeper.scheduling import schedule_jobs
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 TEMPLATE_DB = "sweeper_template"
 #: The `pipeline` fixture's consumer timeout; its work queue's visibility timeout is six of them.
-PIPELINE_CONSUMER_TIMEOUT_SECONDS = 3
+PIPELINE_CONSUMER_TIMEOUT_SECONDS = 10
 _db_counter = itertools.count()
 
 
