@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from click.testing import CliRunner
 
+from sweeper.cli import main
 from sweeper.errors import ConfigError
 from sweeper.event_source import recommended_visibility_timeout_seconds
 from sweeper.local.aws import LocalAws
@@ -335,3 +337,24 @@ def _process_exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_local_up_refuses_a_visibility_timeout_below_the_consumer_timeout(
+    console_config: Path, tmp_path: Path
+) -> None:
+    # Given a policy whose consumer times out after 10 s
+    # When the local stack is asked for work queues with a 5 s visibility timeout
+    result = CliRunner().invoke(
+        main,
+        [
+            "local",
+            "up",
+            *("--config", str(console_config), "--local-file", str(tmp_path / "local.json")),
+            *("--visibility-timeout", "5"),
+        ],
+    )
+    # Then it refuses in one line, naming the rule, and starts nothing
+    assert result.exit_code != 0
+    assert "visibility timeout 5 s is less than the function timeout 10 s" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "local.json").exists()
