@@ -358,3 +358,4 @@ def test_local_up_refuses_a_visibility_timeout_below_the_consumer_timeout(
     assert "visibility timeout 5 s is less than the function timeout 10 s" in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "local.json").exists()
+    assert not (tmp_path / "local.log").exists()  # no background process was even spawned
