@@ -57,6 +57,8 @@ max_wait_seconds = 0.5
 reopen_jitter_seconds = 0.05
 """
 COMMAND_TIMEOUT_SECONDS = 120.0
+#: The dlq scenario's second incident: its Retry-After keeps the gate closed this long.
+SHORT_INCIDENT_SECONDS = 15
 
 Echo = Callable[[str], None]
 
@@ -133,8 +135,9 @@ class _Script:
         self.echo(f"... waiting until {what}")
         deadline = time.monotonic() + timeout_seconds
         while not condition():
-            if self.stack.errors:
-                raise ScenarioError(f"the local stack failed: {self.stack.errors[0]!r}")
+            failure = self.stack.failure()
+            if failure is not None:
+                raise ScenarioError(f"the local stack failed: {failure!r}")
             if time.monotonic() > deadline:
                 raise ScenarioError(f"gave up after {timeout_seconds:.0f} s waiting until {what}")
             time.sleep(0.2)
@@ -182,8 +185,10 @@ def dlq_scenario(
         )
         script.check("effects during the incident", vendor.audit().effects_total, 0)
         # The vendor is still refusing when one more job arrives: its answer closes the gate.
-        vendor.reset()  # the long incident ends; a short one (6 s) is still on
-        vendor.start_incident(6, retry_after_seconds=6)
+        # The long incident ends; a short one is still on, long enough for the gate it closes
+        # to stay closed through `status` and `redrive` (commands of their own, seconds each).
+        vendor.reset()
+        vendor.start_incident(SHORT_INCIDENT_SECONDS, retry_after_seconds=SHORT_INCIDENT_SECONDS)
         keys += script.seed(jobs, 1)
         script.wait("the vendor's 429 closes the gate", script.gate_closed, timeout_seconds=30)
 
@@ -196,7 +201,11 @@ def dlq_scenario(
         script.check("redrive while closed: kept", kept["kept_closed"], jobs)
         script.check("redrive while closed: moved", kept["moved"], 0)
 
-        script.wait("the gate reopens", lambda: not script.gate_closed(), timeout_seconds=30)
+        script.wait(
+            "the gate reopens",
+            lambda: not script.gate_closed(),
+            timeout_seconds=SHORT_INCIDENT_SECONDS + 30,
+        )
         dry = script.run("redrive", "--dry-run")
         script.check("dry run: would move", dry["moved"], jobs)
         script.check("dry run: left in the DLQ", dry["left"], jobs)
@@ -294,7 +303,6 @@ def run_scenario(
             config_path=str(config_path),
             database_url=database_url,
             tick_seconds=1.0 if name == "dlq" else None,
-            visibility_timeout_seconds=1,
         ) as stack:
             stack.local_file().write(local_file)
             return scenario(stack, local_file, echo=echo)
