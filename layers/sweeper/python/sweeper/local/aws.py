@@ -61,7 +61,15 @@ class LocalAws(Service):
     def start(self) -> Self:
         self.port = self.port or free_port()
         self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "sweeper.local.moto_server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
