@@ -91,3 +91,17 @@ def test_the_local_stack_may_choose_a_baseline_limiter(monkeypatch: pytest.Monke
     assert Settings().limiter_mode == "off"
     monkeypatch.delenv("SWEEPER_LIMITER_MODE")
     assert Settings().limiter_mode == "shared"
+
+
+def test_a_consumer_timeout_too_short_to_make_a_call_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from sweeper.config import MIN_CONSUMER_TIMEOUT_SECONDS
+    from sweeper.consumer import MIN_CALL_SECONDS
+    from sweeper.runtime import LAMBDA_SAFETY_MARGIN_SECONDS
+
+    # the floor leaves room for the safety margin, the shortest call and the ledger read
+    assert MIN_CONSUMER_TIMEOUT_SECONDS >= LAMBDA_SAFETY_MARGIN_SECONDS + MIN_CALL_SECONDS + 1
+    with pytest.raises(ValidationError, match="timeout_seconds"):
+        ConsumerConfig(timeout_seconds=MIN_CONSUMER_TIMEOUT_SECONDS - 1)
+    assert ConsumerConfig(timeout_seconds=MIN_CONSUMER_TIMEOUT_SECONDS).timeout_seconds == 7

@@ -39,6 +39,11 @@ LATE_SLOT_TOLERANCE_SECONDS = 0.035
 #: arrival at the vendor varies (connection, network, the vendor's accept). The docs quote this
 #: figure; tests/unit/test_config.py checks that they do.
 DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
+#: The shortest consumer timeout that can make a call: the consumer leaves Lambda's last 5 s
+#: unused (runtime.LAMBDA_SAFETY_MARGIN_SECONDS) and never starts a call with less than 1 s
+#: (consumer.MIN_CALL_SECONDS); a shorter timeout would return every record uncalled until each
+#: reached the DLQ. One more second for the batch's ledger read (a unit test checks the sum).
+MIN_CONSUMER_TIMEOUT_SECONDS = 7
 #: Fields a scope template may use.
 SCOPE_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
 DEFAULT_URL_TEMPLATE = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
@@ -185,7 +190,9 @@ class ConsumerConfig(_Strict):
     max_concurrency: int = Field(default=4, ge=2, le=1000, description="event source maximum")
     batch_size: int = Field(default=10, ge=1, le=10)
     batch_window_seconds: int = Field(default=0, ge=0, le=300)
-    timeout_seconds: int = Field(default=60, ge=3, le=LAMBDA_MAX_TIMEOUT_SECONDS)
+    timeout_seconds: int = Field(
+        default=60, ge=MIN_CONSUMER_TIMEOUT_SECONDS, le=LAMBDA_MAX_TIMEOUT_SECONDS
+    )
     max_receive_count: int = Field(default=5, ge=5, le=1000)
 
     @model_validator(mode="after")
