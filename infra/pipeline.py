@@ -26,14 +26,12 @@ from infra.queues import WORK_QUEUE_RETENTION_DAYS, dead_letter_queue, encrypted
 from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import Policy
-from sweeper.errors import ConfigError
+from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, check_policy_event_source
 
 PRODUCER_MEMORY_MB = 512
 CONSUMER_MEMORY_MB = 512
 #: The producer stops starting pages at its budget; Lambda's timeout leaves room to finish one.
 PRODUCER_TIMEOUT_MARGIN_SECONDS = 30
-LAMBDA_MAX_TIMEOUT_SECONDS = 900
-SQS_MAX_VISIBILITY_TIMEOUT_SECONDS = 43_200
 SQS_QUEUE_NAME_MAX_LENGTH = 80
 #: Secrets Manager appends six random characters to a secret's name in its complete ARN.
 _COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
@@ -57,11 +55,7 @@ class Pipeline(Construct):
         self.policy = policy
         consumer_config = policy.consumer
         visibility_seconds = consumer_config.visibility_timeout_seconds
-        if visibility_seconds > SQS_MAX_VISIBILITY_TIMEOUT_SECONDS:
-            raise ConfigError(
-                f"policy {policy.name}: consumer.timeout_seconds gives a visibility timeout of "
-                f"{visibility_seconds} s, above SQS's {SQS_MAX_VISIBILITY_TIMEOUT_SECONDS}"
-            )
+        check_policy_event_source(policy, visibility_seconds)
         policy_json = policy.model_dump_json()
 
         # The DLQ admits this work queue only. Naming the work queue lets the DLQ's redrive

@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 
 from sweeper import runtime
-from sweeper.config import HttpActionConfig, Policy
+from sweeper.config import ConsumerConfig, HttpActionConfig, Policy
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LocalAws, PipelineResources, provision
@@ -33,6 +33,8 @@ from sweeper.scheduling import schedule_jobs
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 TEMPLATE_DB = "sweeper_template"
+#: The `pipeline` fixture's consumer timeout; its work queue's visibility timeout is six of them.
+PIPELINE_CONSUMER_TIMEOUT_SECONDS = 10
 _db_counter = itertools.count()
 
 
@@ -163,7 +165,8 @@ class Pipeline:
         schedule_jobs(self.ledger, self.policy, jobs, now)
 
     def lambda_context(self, name: str = "consumer") -> LocalLambdaContext:
-        return LocalLambdaContext(function_name=f"sweeper-{name}", timeout_seconds=60)
+        timeout = self.policy.consumer.timeout_seconds if name == "consumer" else 60
+        return LocalLambdaContext(function_name=f"sweeper-{name}", timeout_seconds=timeout)
 
 
 @pytest.fixture
@@ -177,15 +180,12 @@ def pipeline(
 ) -> Iterator[Pipeline]:
     """Everything a handler needs, with the function environment set as the CDK app sets it."""
     policy = Policy(
-        name="exports", action=HttpActionConfig(api_url=vendor.url, read_timeout_seconds=2.0)
+        name="exports",
+        action=HttpActionConfig(api_url=vendor.url, read_timeout_seconds=2.0),
+        # A short function timeout keeps the queue's visibility timeout (six of them) short.
+        consumer=ConsumerConfig(timeout_seconds=PIPELINE_CONSUMER_TIMEOUT_SECONDS),
     )
-    resources = provision(
-        local_aws.sqs(),
-        local_aws.dynamodb(),
-        policy,
-        prefix=unique_name,
-        visibility_timeout_seconds=2,
-    )
+    resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
     env = {
         **aws_env,
         "SWEEPER_POLICY": policy.model_dump_json(),

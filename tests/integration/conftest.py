@@ -33,7 +33,6 @@ def start_console(db_url: str, console_config: Path, tmp_path: Path) -> Iterator
             config_path=str(console_config),
             database_url=db_url,
             tick_seconds=tick_seconds,
-            visibility_timeout_seconds=1,
         ).start()
         started.append(stack)
         local_file = tmp_path / "local.json"

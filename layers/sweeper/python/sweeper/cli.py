@@ -17,6 +17,7 @@ from click.core import ParameterSource
 
 from sweeper.config import Policy, Quota, SweeperConfig, load_config
 from sweeper.errors import SweeperError
+from sweeper.event_source import check_policy_event_source
 
 if TYPE_CHECKING:
     from sweeper.endpoints import Endpoints
@@ -918,9 +919,10 @@ local_file_option = click.option(
 @click.option(
     "--visibility-timeout",
     "visibility_timeout_seconds",
-    default=5,
-    type=click.IntRange(1, 3600),
-    help="The work queues' visibility timeout, short locally so retries come back soon.",
+    default=None,
+    type=click.IntRange(1, 43_200),
+    help="The work queues' visibility timeout [default: each policy's, as deployed: six "
+    "consumer timeouts plus the batching window]; never below the consumer timeout.",
 )
 @json_option
 @_friendly_errors
@@ -929,14 +931,17 @@ def local_up(
     local_file: str,
     database_url: str | None,
     tick_seconds: float | None,
-    visibility_timeout_seconds: int,
+    visibility_timeout_seconds: int | None,
     as_json: bool,
 ) -> None:
     """Start the local stack (PostgreSQL, AWS emulator, vendor simulator, consumers, producer
     tickers) in the background and write where it listens to --local-file."""
     from sweeper.local.background import start_background
 
-    load_config(config_path)  # a bad policy file is refused here, not in the background
+    config = load_config(config_path)  # a bad policy file is refused here, not in the background
+    if visibility_timeout_seconds is not None:
+        for policy in config.policies:
+            check_policy_event_source(policy, visibility_timeout_seconds)
     if _interactive(as_json):
         click.echo("starting the local stack ...", err=True)
     found = start_background(

@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sweeper.errors import ConfigError
+from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, recommended_visibility_timeout_seconds
 
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,
 #: so that leases do not expire while their messages still wait in the queue.
@@ -39,8 +40,6 @@ SEND_TO_ARRIVAL_SECONDS = 0.025
 #: How late after its slot a call may reach the vendor; the default headroom follows from it
 #: (Quota.safe_headroom, docs/decisions.md).
 ARRIVAL_JITTER_BUDGET_SECONDS = LATE_SLOT_TOLERANCE_SECONDS + SEND_TO_ARRIVAL_SECONDS
-#: Lambda's hard limit on one invocation.
-LAMBDA_MAX_TIMEOUT_SECONDS = 900
 #: Fields a scope template may use.
 SCOPE_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
 DEFAULT_URL_TEMPLATE = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
@@ -190,7 +189,9 @@ class ConsumerConfig(_Strict):
     @property
     def visibility_timeout_seconds(self) -> int:
         """AWS's guidance: at least six times the function timeout, plus the batch window."""
-        return 6 * self.timeout_seconds + self.batch_window_seconds
+        return recommended_visibility_timeout_seconds(
+            self.timeout_seconds, self.batch_window_seconds
+        )
 
 
 class RetryConfig(_Strict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from typing import Any, Self
 
 from sweeper.config import Policy, SweeperConfig, load_config
 from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION, LocalFile, PolicyEndpoints, read_local_file
-from sweeper.errors import LocalStackError, OperatorError
+from sweeper.errors import LedgerError, LocalStackError, OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LOCAL_REGION, PipelineResources
 from sweeper.local.lambda_runtime import Invocation
@@ -39,10 +40,12 @@ from sweeper.schedule_expression import occurrences
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
 PAUSE_POLL_SECONDS = 1.0
-#: Short, so that a returned record comes back quickly locally.
-LOCAL_VISIBILITY_TIMEOUT_SECONDS = 5
+#: Backoff of the watcher after the ledger failed to answer: doubles up to the cap.
+WATCH_BACKOFF_SECONDS = (0.5, 5.0)
 START_TIMEOUT_SECONDS = 90.0
 STOP_TIMEOUT_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,7 +73,7 @@ class LocalConsoleStack(Service):
         config_path: str,
         database_url: str | None = None,
         tick_seconds: float | None = None,
-        visibility_timeout_seconds: int = LOCAL_VISIBILITY_TIMEOUT_SECONDS,
+        visibility_timeout_seconds: int | None = None,
         prefix: str = "sweeper",
         log_file: str | None = None,
     ) -> None:
@@ -90,6 +93,7 @@ class LocalConsoleStack(Service):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
+        self.ledger_errors = 0  # reads of the paused flags that failed and were retried
 
     @property
     def database_url(self) -> str:
@@ -139,19 +143,43 @@ class LocalConsoleStack(Service):
         self._threads.append(thread)
 
     def _watch_pauses(self) -> None:
+        """Follow each policy's paused flag; a ledger that does not answer (the database
+        restarting) is logged and asked again with backoff, the flags kept as they were."""
         ledger = Ledger(self.database_url)
+        backoff = WATCH_BACKOFF_SECONDS[0]
         try:
             while not self._stop.is_set():
-                for runtime in self.policies.values():
-                    paused = ledger.is_paused(runtime.policy.name)
-                    if paused and not runtime.paused:
-                        runtime.pipeline.source.pause()
-                    elif runtime.paused and not paused:
-                        runtime.pipeline.source.resume()
-                    runtime.paused = paused
+                try:
+                    self._follow_pauses(ledger)
+                except LedgerError as exc:
+                    self.ledger_errors += 1
+                    log.warning("pause watcher: %s; asking again in %.1f s", exc, backoff)
+                    ledger.close()  # reconnect on the next read
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, WATCH_BACKOFF_SECONDS[1])
+                    continue
+                backoff = WATCH_BACKOFF_SECONDS[0]
                 self._stop.wait(PAUSE_POLL_SECONDS)
         finally:
             ledger.close()
+
+    def _follow_pauses(self, ledger: Ledger) -> None:
+        for runtime in self.policies.values():
+            paused = ledger.is_paused(runtime.policy.name)
+            if paused and not runtime.paused:
+                runtime.pipeline.source.pause()
+            elif runtime.paused and not paused:
+                runtime.pipeline.source.resume()
+            runtime.paused = paused
+
+    def failure(self) -> BaseException | None:
+        """The first error that stopped a part of the stack (a thread or an event source)."""
+        if self.errors:
+            return self.errors[0]
+        for runtime in self.policies.values():
+            if runtime.pipeline.source.error is not None:
+                return runtime.pipeline.source.error
+        return None
 
     def next_tick(self, policy: Policy, after: datetime, anchor: datetime) -> datetime:
         """The next scheduled time strictly after `after`."""
@@ -172,8 +200,8 @@ class LocalConsoleStack(Service):
             if self._stop.wait(max(0.0, (at - datetime.now(UTC)).total_seconds())):
                 return
             result = self.fire(runtime.policy.name, at)
-            if result.error is not None:
-                sys.stderr.write(f"producer {runtime.policy.name} failed: {result.error}\n")
+            if result.error is not None:  # the next tick publishes what this one did not
+                log.warning("producer %s failed: %s", runtime.policy.name, result.error)
             last = at
 
     def fire(self, policy: str, at: datetime) -> Invocation:
@@ -226,7 +254,7 @@ def serve(
     *,
     database_url: str | None,
     tick_seconds: float | None,
-    visibility_timeout_seconds: int,
+    visibility_timeout_seconds: int | None,
 ) -> int:
     """Run the local stack until SIGTERM or SIGINT; the local file exists while it runs."""
     stopping = threading.Event()
@@ -247,8 +275,9 @@ def serve(
         stack.local_file().write(state_file)
         try:
             while not stopping.wait(0.5):
-                if stack.errors:
-                    raise LocalStackError(f"the local stack failed: {stack.errors[0]!r}")
+                failure = stack.failure()
+                if failure is not None:
+                    raise LocalStackError(f"the local stack failed: {failure!r}")
         finally:
             with contextlib.suppress(FileNotFoundError):
                 state_file.unlink()
@@ -261,7 +290,7 @@ def start_background(
     *,
     database_url: str | None = None,
     tick_seconds: float | None = None,
-    visibility_timeout_seconds: int = LOCAL_VISIBILITY_TIMEOUT_SECONDS,
+    visibility_timeout_seconds: int | None = None,
     timeout_seconds: float = START_TIMEOUT_SECONDS,
 ) -> LocalFile:
     """Spawn `serve` detached and wait until it has written the local file."""
@@ -280,9 +309,9 @@ def start_background(
         config_path,
         "--state-file",
         str(state_file),
-        "--visibility-timeout",
-        str(visibility_timeout_seconds),
     ]
+    if visibility_timeout_seconds is not None:
+        argv += ["--visibility-timeout", str(visibility_timeout_seconds)]
     if tick_seconds is not None:
         argv += ["--tick-seconds", str(tick_seconds)]
     env = dict(os.environ)
@@ -349,8 +378,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", required=True)
     parser.add_argument("--state-file", required=True, type=Path)
     parser.add_argument("--tick-seconds", type=float, default=None)
-    parser.add_argument("--visibility-timeout", type=int, default=LOCAL_VISIBILITY_TIMEOUT_SECONDS)
+    parser.add_argument("--visibility-timeout", type=int, default=None)
     args = parser.parse_args(argv)
+    # The service's log (the file `local up` names): what failed, retried and came back.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     return serve(
         args.config,
         args.state_file,

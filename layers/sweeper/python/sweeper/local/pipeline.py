@@ -7,6 +7,7 @@ would, seed the ledger, start the event source (consumer worker processes) and f
 
 from __future__ import annotations
 
+import logging
 import secrets
 import tempfile
 import time
@@ -16,16 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
+from sweeper.errors import LedgerError, LocalStackError
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LOCAL_REGION, PipelineResources, provision
-from sweeper.local.lambda_runtime import (
-    Invocation,
-    invoke,
-    metrics_from_log,
-    new_environment,
-    warm,
-)
+from sweeper.local.lambda_runtime import ExecutionEnvironment, Invocation, metrics_from_log
 from sweeper.local.poller import EventSourceConfig, LocalEventSource
 from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
@@ -37,6 +32,10 @@ TICK_SECONDS = 1.0
 #: The producer's local timeout beyond its own budget, as the CDK app sets it.
 PRODUCER_TIMEOUT_MARGIN_SECONDS = 5.0
 LOCAL_ACCOUNT = "123456789012"
+#: How long every function may take to cold-start before the pipeline gives up.
+WARM_TIMEOUT_SECONDS = 120.0
+
+log = logging.getLogger(__name__)
 
 
 def scheduler_event(policy: str, scheduled: datetime) -> dict[str, Any]:
@@ -63,6 +62,7 @@ class ProducerTotals:
     discovered: int = 0
     published: int = 0
     oldest_eligible_age_seconds: float = 0.0
+    failed_runs: int = 0
 
 
 class LocalPipeline(Service):
@@ -90,10 +90,9 @@ class LocalPipeline(Service):
             stack.aws.dynamodb(),
             policy,
             prefix=prefix,
-            # By default the function timeout, as in AWS at least (a slow batch is not
-            # redelivered while it is being worked on), but not AWS's 6x: locally nothing retries.
-            visibility_timeout_seconds=visibility_timeout_seconds
-            or policy.consumer.timeout_seconds,
+            # By default the policy's, as the CDK app sets it (six function timeouts plus the
+            # batching window); the event source refuses one below the function timeout.
+            visibility_timeout_seconds=visibility_timeout_seconds,
         )
         self.env = {
             **stack.aws.env(),
@@ -123,13 +122,14 @@ class LocalPipeline(Service):
                 queue_arn=self.resources.queue_arn,
                 function_name=consumer_function_name,
                 batch_size=policy.consumer.batch_size,
+                batch_window_seconds=policy.consumer.batch_window_seconds,
                 max_concurrency=policy.consumer.max_concurrency,
                 timeout_seconds=policy.consumer.timeout_seconds,
             ),
             self.env,
             log_file=self.log_file,
         )
-        self._producer = new_environment(self.env, self.log_file)
+        self._producer = ExecutionEnvironment("producer", self.env, self.log_file)
 
     def seed(self, jobs: int, tenants: int, *, spread_seconds: int = 60) -> None:
         """Add `jobs` obligations over `tenants`, due within the last `spread_seconds`."""
@@ -146,19 +146,23 @@ class LocalPipeline(Service):
 
     def fire(self, scheduled: datetime) -> Invocation:
         """Invoke the producer with the scheduler's event for `scheduled`, as its schedule does."""
-        return self._producer.submit(
-            invoke,
-            "producer",
+        return self._producer.invoke(
             scheduler_event(self.policy.name, scheduled),
             function_name=self.producer_function_name,
             timeout_seconds=self.policy.producer_budget_seconds + PRODUCER_TIMEOUT_MARGIN_SECONDS,
-        ).result()
+        )
 
-    def tick(self) -> dict[str, Any]:
-        """One scheduler tick at this second; a producer failure raises."""
+    def tick(self) -> dict[str, Any] | None:
+        """One scheduler tick at this second: the producer's report, or None when it failed.
+
+        A failed run (the database restarting, the producer killed) is logged and left to the
+        next tick, as the schedule's next run picks up what this one did not publish.
+        """
         result = self.fire(datetime.now(UTC).replace(microsecond=0))
         if result.error is not None:
-            raise LocalStackError(f"producer failed: {result.error}")
+            self.totals.failed_runs += 1
+            log.warning("producer %s failed: %s", self.producer_function_name, result.error)
+            return None
         report: dict[str, Any] = result.response
         self.totals.runs += 1
         self.totals.discovered += int(report["discovered"])
@@ -169,15 +173,26 @@ class LocalPipeline(Service):
         return report
 
     def run(self, done: Callable[[], bool], *, timeout_seconds: float) -> bool:
-        """Tick once a second until `done()` or the timeout; True when done."""
+        """Tick once a second until `done()` or the timeout; True when done.
+
+        A ledger error while asking `done()` (the database restarting) counts as not done yet.
+        """
         deadline = time.monotonic() + timeout_seconds
         while time.monotonic() < deadline:
             started = time.monotonic()
             self.tick()
-            if done():
+            if self._done(done):
                 return True
             time.sleep(max(0.0, TICK_SECONDS - (time.monotonic() - started)))
-        return done()
+        return self._done(done)
+
+    @staticmethod
+    def _done(done: Callable[[], bool]) -> bool:
+        try:
+            return done()
+        except LedgerError as exc:
+            log.warning("the ledger did not answer (%s); trying again at the next tick", exc)
+            return False
 
     def final(self) -> int:
         counts = self.ledger.counts(self.policy.name)
@@ -188,15 +203,18 @@ class LocalPipeline(Service):
 
     def start(self) -> Self:
         """Start the event source and cold-start every function before anything is measured."""
-        self.source.start()
-        self._producer.submit(warm, "producer", 0.0).result()
-        if not self.source.warmed.wait(timeout=120):
-            raise LocalStackError("the consumer workers did not start")
+        try:
+            self.source.start()
+            self._producer.initialise()
+            self.source.wait_until_warm(WARM_TIMEOUT_SECONDS)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
         try:
-            self._producer.shutdown()
+            self._producer.close()
             self.source.stop()
         finally:
             self.ledger_counts = self.ledger.counts(self.policy.name)

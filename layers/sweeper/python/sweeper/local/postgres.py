@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -75,6 +76,8 @@ class LocalPostgres(Service):
     port: int = 0
     _tmp: Path | None = field(default=None, init=False, repr=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _argv: list[str] = field(default_factory=list, init=False, repr=False)
+    _run_as: tuple[int, int] | None = field(default=None, init=False, repr=False)
 
     @property
     def url(self) -> str:
@@ -92,7 +95,6 @@ class LocalPostgres(Service):
             os.chown(self._tmp, *run_as)
         self._tmp.chmod(0o700)
         self.port = self.port or free_port()
-        log = self._tmp / "server.log"
         self._run(
             [
                 str(bin_dir / "initdb"),
@@ -130,18 +132,42 @@ class LocalPostgres(Service):
                 "-c",
                 "full_page_writes=off",
             ]
-        with log.open("wb") as out:
-            if run_as is not None:
-                os.chown(log, *run_as)
+        self._argv = [str(bin_dir / "postgres"), "-D", str(data), *settings]
+        self._run_as = run_as
+        self._launch()
+        return self
+
+    def _launch(self) -> None:
+        assert self._tmp is not None
+        log = self._tmp / "server.log"
+        with log.open("ab") as out:
+            if self._run_as is not None:
+                os.chown(log, *self._run_as)
             self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                [str(bin_dir / "postgres"), "-D", str(data), *settings],
+                self._argv,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                user=run_as[0] if run_as else None,
-                group=run_as[1] if run_as else None,
+                user=self._run_as[0] if self._run_as else None,
+                group=self._run_as[1] if self._run_as else None,
             )
         self._wait_ready(log)
-        return self
+
+    def restart(self, *, immediate: bool = True) -> None:
+        """Stop the server and start it again on the same data and port.
+
+        `immediate` is a crash-like stop (SIGQUIT: sessions are cut, recovery runs at start);
+        otherwise a fast shutdown (SIGINT: sessions end with 57P01 admin_shutdown). Clients
+        see their connections broken, then refused until the server accepts again.
+        """
+        if self._proc is None or self._tmp is None:
+            raise LocalStackError("the local PostgreSQL is not running")
+        self._proc.send_signal(signal.SIGQUIT if immediate else signal.SIGINT)
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._launch()
 
     def _run(self, argv: list[str], run_as: tuple[int, int] | None) -> None:
         done = subprocess.run(  # noqa: S603 - fixed argv, no shell

@@ -133,8 +133,9 @@ class _Script:
         self.echo(f"... waiting until {what}")
         deadline = time.monotonic() + timeout_seconds
         while not condition():
-            if self.stack.errors:
-                raise ScenarioError(f"the local stack failed: {self.stack.errors[0]!r}")
+            failure = self.stack.failure()
+            if failure is not None:
+                raise ScenarioError(f"the local stack failed: {failure!r}")
             if time.monotonic() > deadline:
                 raise ScenarioError(f"gave up after {timeout_seconds:.0f} s waiting until {what}")
             time.sleep(0.2)
@@ -294,7 +295,6 @@ def run_scenario(
             config_path=str(config_path),
             database_url=database_url,
             tick_seconds=1.0 if name == "dlq" else None,
-            visibility_timeout_seconds=1,
         ) as stack:
             stack.local_file().write(local_file)
             return scenario(stack, local_file, echo=echo)
