@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,8 +39,14 @@ from sweeper.dead_letters import queue_depth
 from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION
 from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
+from sweeper.local.aws import LOCAL_REGION
 from sweeper.local.background import LocalConsoleStack
-from sweeper.local.lambda_runtime import init_worker, invoke, metrics_from_log
+from sweeper.local.lambda_runtime import (
+    ExecutionEnvironment,
+    Invocation,
+    InvocationStatus,
+    metrics_from_log,
+)
 from sweeper.local.poller import RECEIVE_WAIT_SECONDS, to_event_record
 from sweeper.local.postgres import LocalPostgres
 from sweeper.local.scenarios import SCENARIO_CONFIG, ScenarioError, catch_up_scenario, dlq_scenario
@@ -98,8 +104,6 @@ close_cap_seconds = 5.0
 #: How long a drill waits, at most, for the system to settle after its fault.
 SETTLE_TIMEOUT_SECONDS = 90.0
 POLL_SECONDS = 0.25
-#: A visible-again message is not redelivered sooner than this (the stack's visibility timeout).
-VISIBILITY_TIMEOUT_SECONDS = 1
 
 
 def drill_config(*, quota: int = 50, concurrency: int = 2, lease_seconds: int = 60) -> str:
@@ -148,6 +152,7 @@ class DrillReport:
     checks: dict[str, Check]
     failures: list[str]
     elapsed_seconds: float
+    log_file: str | None = None  # the functions' log (Powertools JSON lines and EMF)
 
     @property
     def passed(self) -> bool:
@@ -270,8 +275,9 @@ class DrillRun:
         self.say(f"... waiting until {what}")
         deadline = time.monotonic() + timeout_seconds
         while True:
-            if self.console.errors:
-                raise DrillError(f"the local stack failed: {self.console.errors[0]!r}")
+            failure = self.console.failure()
+            if failure is not None:
+                raise DrillError(f"the local stack failed: {failure!r}")
             with contextlib.suppress(LedgerError, psycopg.Error):
                 if condition():
                     return
@@ -462,53 +468,48 @@ def throttle_storm(run: DrillRun, jobs: int = 100) -> None:
     run.check_equal("self-caused 429s", audit.quota_rejections, 0)
 
 
-def _one_invocation(
-    env: dict[str, str], log_file: str, event: dict[str, Any], function_name: str, timeout: float
-) -> None:
-    """A consumer execution environment of its own, for one batch (the crash drill kills it)."""
-    init_worker(env, log_file)
-    invoke("consumer", event, function_name=function_name, timeout_seconds=timeout)
-
-
 def crash_after_accept(run: DrillRun, jobs: int = 5) -> None:
-    """A consumer's process is SIGKILLed after the vendor accepted its call and before the
-    ledger commit. Its in-progress idempotency record stays behind (a raised exception would
-    have removed it): redeliveries wait it out, then the vendor replays; one effect."""
+    """A consumer's execution environment is SIGKILLed after the vendor accepted its call and
+    before the ledger commit. Its in-progress idempotency record stays behind (a raised
+    exception would have removed it): redeliveries wait it out, then the vendor replays."""
     run.hold_consumers()
     run.seed(jobs)
     (message,) = run.receive_published(1)
     key = JobMessage.model_validate_json(message["Body"]).key
     pipeline = run.runtime.pipeline
-    event = {"Records": [to_event_record(message, run.runtime.resources.queue_arn, "us-east-1")]}
+    timeout = float(run.runtime.policy.consumer.timeout_seconds)
+    event = {"Records": [to_event_record(message, run.runtime.resources.queue_arn, LOCAL_REGION)]}
+    # One environment of the consumer's own kind, outside the event source, so that the kill
+    # hits the call whose answer the vendor holds back.
+    environment = ExecutionEnvironment("consumer", pipeline.env, pipeline.log_file)
+    outcome: list[Invocation] = []
     run.vendor.set_fault_rates(timeout_after_effect_rate=1.0)  # the answer never comes back
-    process = multiprocessing.get_context("spawn").Process(
-        target=_one_invocation,
-        args=(
-            pipeline.env,
-            pipeline.log_file,
-            event,
-            LOCAL_CONSUMER_FUNCTION.format(policy=run.policy),
-            float(run.runtime.policy.consumer.timeout_seconds),
-        ),
-        daemon=True,
-    )
-    process.start()
     try:
-        run.wait("the vendor has accepted the call", lambda: run.audit().answers_lost >= 1, 30)
-        run.check_equal("effects for the key before the kill", run.audit().effects_by_key, {key: 1})
-        job = run.ledger.get(key)
-        run.check_equal(
-            "ledger status at the kill", None if job is None else job.status, JobStatus.LEASED
+        environment.initialise()
+        caller = threading.Thread(
+            target=lambda: outcome.append(
+                environment.invoke(
+                    event,
+                    function_name=LOCAL_CONSUMER_FUNCTION.format(policy=run.policy),
+                    timeout_seconds=timeout,
+                )
+            ),
+            daemon=True,
         )
-        assert process.pid is not None
-        os.kill(process.pid, signal.SIGKILL)
-        process.join(10)
-        run.say(f"killed the consumer process {process.pid} (SIGKILL)")
+        caller.start()
+        run.wait("the vendor has accepted the call", lambda: run.audit().answers_lost >= 1, 30)
+        run.check_equal("effects before the kill", run.audit().effects_by_key, {key: 1})
+        job = run.ledger.get(key)
+        run.check_equal("ledger status at the kill", job and job.status, JobStatus.LEASED)
+        assert environment.pid is not None
+        os.kill(environment.pid, signal.SIGKILL)
+        run.say(f"killed the consumer's process {environment.pid} (SIGKILL)")
+        caller.join(timeout + 5)
     finally:
-        if process.is_alive():
-            process.kill()
         run.vendor.set_fault_rates(timeout_after_effect_rate=0.0)
-    run.check_equal("the process died by SIGKILL", process.exitcode, -signal.SIGKILL)
+        environment.discard()
+    died = outcome[0].status if outcome else None
+    run.check_equal("the invocation", died, InvocationStatus.ENVIRONMENT_DIED)
     run.release_consumers()
     run.fault_over()
     run.settle()
@@ -530,7 +531,7 @@ def database_restart(run: DrillRun, jobs: int = 60) -> None:
     run.seed(jobs)
     run.wait("10 jobs have succeeded", lambda: run.succeeded() >= 10, 30)
     before = run.final()
-    run.postgres.restart("immediate")
+    run.postgres.restart(immediate=True)
     run.say("PostgreSQL restarted (immediate shutdown, crash recovery)")
     run.fault_over()
     run.check_at_most("jobs final at the restart", before, jobs - 1)
@@ -538,31 +539,25 @@ def database_restart(run: DrillRun, jobs: int = 60) -> None:
 
 
 def worker_kill(run: DrillRun, jobs: int = 60) -> None:
-    """Mid-run one consumer worker process is SIGKILLed (an execution environment dies): the
-    event source replaces it, its batch returns after the visibility timeout, nothing is lost."""
+    """Mid-run one consumer execution environment is SIGKILLed: the event source starts a new
+    one, the batch returns after the visibility timeout, nothing is lost."""
     run.seed(jobs)
     run.wait("10 jobs have succeeded", lambda: run.succeeded() >= 10, 30)
     before = run.final()
     victim = _consumer_worker(run)
     os.kill(victim, signal.SIGKILL)
-    run.say(f"killed consumer worker {victim} (SIGKILL)")
+    run.say(f"killed consumer execution environment {victim} (SIGKILL)")
     run.fault_over()
     run.check_at_most("jobs final at the kill", before, jobs - 1)
     run.settle()
 
 
 def _consumer_worker(run: DrillRun) -> int:
-    """The pid of one live consumer worker (a child process that is not the producer's)."""
-    producer = getattr(run.runtime.pipeline, "_producer", None)
-    producer_pids = set(getattr(producer, "_processes", None) or {})
-    workers = [
-        p.pid
-        for p in multiprocessing.active_children()
-        if p.pid is not None and p.pid not in producer_pids
-    ]
-    if not workers:
-        raise DrillError("no consumer worker process found to kill")
-    return workers[0]
+    """The pid of a live consumer execution environment of the event source."""
+    for environment in run.runtime.pipeline.source.environments:
+        if environment.pid is not None:
+            return environment.pid
+    raise DrillError("no consumer execution environment found to kill")
 
 
 def lease_expiry(run: DrillRun, jobs: int = 8) -> None:
@@ -710,6 +705,9 @@ class Drill:
     run: Callable[[DrillRun], None]
     config: str = field(default_factory=drill_config)
     tick_seconds: float | None = 1.0
+    #: The work queue's visibility timeout: the consumer's timeout (the shortest AWS accepts,
+    #: so that a returned batch comes back soon), or None for the policy's six timeouts.
+    shortest_visibility: bool = True
     slow: bool = False
 
 
@@ -780,6 +778,7 @@ DRILLS: dict[str, Drill] = {
             "DeadLetters",
             dlq_and_redrive,
             config=SCENARIO_CONFIG,
+            shortest_visibility=False,
         ),
         Drill(
             "catch-up",
@@ -788,6 +787,7 @@ DRILLS: dict[str, Drill] = {
             missed_runs,
             config=SCENARIO_CONFIG,
             tick_seconds=None,
+            shortest_visibility=False,
         ),
         Drill(
             "soak",
@@ -806,6 +806,10 @@ DRILLS: dict[str, Drill] = {
 
 @contextlib.contextmanager
 def _drill_stack(drill: Drill, database_url: str | None) -> Iterator[DrillRun]:
+    # The functions' log outlives the drill: a failed drill is investigated from it.
+    log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept to read
+        prefix=f"sweeper-drill-{drill.name}-", suffix=".log", delete=False
+    ).name
     with (
         tempfile.TemporaryDirectory(prefix="sweeper-drill-") as folder,
         contextlib.ExitStack() as parts,
@@ -817,16 +821,18 @@ def _drill_stack(drill: Drill, database_url: str | None) -> Iterator[DrillRun]:
         config_path = Path(folder) / "sweeper.toml"
         config_path.write_text(drill.config, encoding="utf-8")
         config = load_config(config_path)
+        (policy,) = config.policies
         console = LocalConsoleStack(
             config,
             config_path=str(config_path),
             database_url=database_url,
             tick_seconds=drill.tick_seconds,
-            visibility_timeout_seconds=VISIBILITY_TIMEOUT_SECONDS,
-            log_file=str(Path(folder) / "functions.log"),
+            visibility_timeout_seconds=(
+                policy.consumer.timeout_seconds if drill.shortest_visibility else None
+            ),
+            log_file=log_file,
         )
         # The vendor enforces the policy's quota: a 429 it gives outside an incident is ours.
-        (policy,) = config.policies
         console.stack.vendor_quota = policy.quota
         parts.enter_context(console)
         local_file = Path(folder) / "local.json"
@@ -863,9 +869,10 @@ def run_drill(
                 failures.append(str(exc))
             figures = run.figures()
             checks = dict(run.checks)
+            log_file = run.console.log_file
     except SweeperError as exc:
         failures.append(f"{type(exc).__name__}: {exc}")
-        figures, checks = Figures(), {}
+        figures, checks, log_file = Figures(), {}, None
     failures += property_failures(figures)
     failures += [
         f"check failed: {n} = {c.value!r}, expected {c.expected}"
@@ -881,6 +888,7 @@ def run_drill(
         checks=checks,
         failures=failures,
         elapsed_seconds=round(time.monotonic() - started, 2),
+        log_file=log_file,
     )
 
 
@@ -925,6 +933,8 @@ def render(report: DrillReport) -> list[str]:
         mark = "ok" if check.ok else f"FAILED, expected {check.expected}"
         lines.append(f"  check {name}: {check.value!r} {mark}")
     lines += [f"  failure: {failure}" for failure in report.failures]
+    if report.failures and report.log_file:
+        lines.append(f"  functions' log: {report.log_file}")
     lines.append(f"  verdict: {report.verdict} ({report.elapsed_seconds} s)")
     return lines
 
