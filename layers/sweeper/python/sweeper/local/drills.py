@@ -718,7 +718,7 @@ def soak(run: DrillRun, jobs: int = SOAK_JOBS) -> None:
     assert incident_end is not None
     end = incident_end
     run.wait("the incident is over", lambda: time.monotonic() >= end, SETTLE_TIMEOUT_SECONDS)
-    run.fault_over()
+    run.fault_over_at = end  # recovery: from the incident's end to every job final
     run.settle()
     audit = run.audit()
     statuses = audit.responses_by_status
