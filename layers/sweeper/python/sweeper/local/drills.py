@@ -343,8 +343,11 @@ class DrillRun:
         self.check(name, value, value <= most, f"<= {most}")
 
     def figures(self) -> Figures:
-        with psycopg.connect(self.console.database_url, connect_timeout=5) as conn:
-            rows = conn.execute(JOBS_SQL, {"policy": self.policy}).fetchall()
+        try:
+            with psycopg.connect(self.console.database_url, connect_timeout=5) as conn:
+                rows = conn.execute(JOBS_SQL, {"policy": self.policy}).fetchall()
+        except psycopg.Error as exc:
+            raise DrillError(f"cannot read the ledger for the figures ({exc.sqlstate})") from exc
         audit = self.audit()
         effects_by_target: dict[str, int] = {}
         for target, keys in audit.keys_by_target.items():
@@ -844,7 +847,7 @@ DRILLS: dict[str, Drill] = {
 
 @contextlib.contextmanager
 def _drill_stack(drill: Drill, database_url: str | None) -> Iterator[DrillRun]:
-    # The functions' log outlives the drill: a failed drill is investigated from it.
+    # The functions' log outlives a failed drill, to investigate it from.
     log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept to read
         prefix=f"sweeper-drill-{drill.name}-", suffix=".log", delete=False
     ).name
@@ -916,6 +919,9 @@ def run_drill(
         for n, c in checks.items()
         if not c.ok
     ]
+    if not failures and log_file is not None:
+        Path(log_file).unlink(missing_ok=True)  # kept only to investigate a failure
+        log_file = None
     return DrillReport(
         drill=name,
         description=drill.description,
