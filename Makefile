@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration bench install postgres layers synth lock clean
+.PHONY: demo test unit integration drills bench install postgres layers synth lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
@@ -36,6 +36,10 @@ unit: install
 
 integration: install
 	$(BIN)/pytest tests/integration
+
+# Every failure drill, the long soak included; exits non-zero unless each one passes.
+drills: install
+	$(BIN)/sweeper drill all
 
 bench: install
 	$(BIN)/sweeper bench ledger

@@ -1256,5 +1256,43 @@ def local_scenario(name: str, database_url: str | None, as_json: bool) -> None:
     click.echo(f"scenario {name}: every check passed in {report.elapsed_seconds} s")
 
 
+@main.command("drill")
+@click.argument("name", required=False)
+@click.option("--list", "list_only", is_flag=True, help="List the drills and their alarms.")
+@json_option
+@_friendly_errors
+def drill(name: str | None, list_only: bool, as_json: bool) -> None:
+    """Run a failure drill (NAME, or `all`) on a local stack of its own and print its figures;
+    exit 0 only when every job ended final with one effect per object and nothing lost."""
+    from sweeper.local import drills
+
+    if list_only:
+        rows = [
+            {"name": d.name, "description": d.description, "alarm": d.alarm}
+            for d in drills.DRILLS.values()
+        ]
+        if as_json:
+            click.echo(json.dumps({"drills": rows}))
+        for row in [] if as_json else rows:
+            click.echo(f"{row['name']:<20} {row['description']}  [alarm: {row['alarm']}]")
+        return
+    if name is None:
+        raise click.UsageError("name a drill, or `all` (`sweeper drill --list` shows them)")
+    echo = None if as_json else lambda text: click.echo(text, err=True)
+    reports = [drills.run_drill(n, echo=echo) for n in drills.resolve(name)]
+    if as_json:
+        passed = all(r.passed for r in reports)
+        click.echo(
+            json.dumps({"passed": passed, "drills": [r.as_dict() for r in reports]}, default=str)
+        )
+    else:
+        for report in reports:
+            click.echo("\n".join(drills.render(report)))
+        if len(reports) > 1:
+            click.echo("\n".join(drills.summary(reports)))
+    if not all(r.passed for r in reports):
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     main()
