@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sweeper.config import Policy
-from sweeper.limiter import Denial, DynamoLimiter, Grant
+from sweeper.limiter import ITEM_TTL_SECONDS, Denial, DynamoLimiter, Grant
 from sweeper.local.aws import LocalAws, provision
 
 pytestmark = pytest.mark.integration
@@ -103,3 +103,32 @@ def test_an_auth_closure_says_so(local_aws: LocalAws, table: str) -> None:
     refused = limiter.reserve("s", 0.01, horizon=1)
     assert isinstance(refused, Denial)
     assert refused.reason == "auth"
+
+
+def test_a_reservation_costs_one_write_in_either_regime(local_aws: LocalAws, table: str) -> None:
+    # Given a limiter reserving one scope at 1/s (busy: each slot is ahead of now)
+    a = DynamoLimiter(local_aws.dynamodb(), table)
+    slots = [a.reserve("busy", 1.0, horizon=10) for _ in range(4)]
+    # Then each reservation took one conditional write, the slots one interval apart
+    assert a.writes == 4
+    assert all(isinstance(s, Grant) for s in slots)
+    firsts = [s.slot_at for s in slots if isinstance(s, Grant)]
+    assert [round(b - x, 6) for x, b in itertools.pairwise(firsts)] == [1.0, 1.0, 1.0]
+    # and a refusal beyond the horizon costs one write too, and the next grant again one
+    assert isinstance(a.reserve("busy", 1.0, horizon=0.5), Denial)
+    assert a.writes == 5
+    assert isinstance(a.reserve("busy", 1.0, horizon=10), Grant)
+    assert a.writes == 6
+    # When a scope is idle (its slots behind now), each reservation is one write as well
+    for _ in range(3):
+        assert isinstance(a.reserve("idle", 0.000_001, horizon=1), Grant)
+    assert a.writes == 9
+    # and a limiter that has not seen a busy scope pays one wrong guess, once, not a slot
+    b = DynamoLimiter(local_aws.dynamodb(), table)
+    late = b.reserve("busy", 1.0, horizon=10)
+    assert isinstance(late, Grant)
+    assert late.slot_at == pytest.approx(firsts[-1] + 2.0, abs=1e-6)
+    assert b.writes == 2
+    # The item expires a day after its last use (DynamoDB TTL, epoch seconds)
+    item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#busy"}})["Item"]
+    assert abs(int(item["expires_at"]["N"]) - (time.time() + ITEM_TTL_SECONDS)) <= 60

@@ -5,7 +5,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweeper.limiter import close_delay, retry_delay
+from sweeper.limiter import ScopeState, close_delay, retry_delay
 
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 POSITIVE = st.floats(min_value=0.001, max_value=3600, allow_nan=False)
@@ -34,3 +34,9 @@ def test_without_retry_after_the_closure_doubles_from_base_up_to_the_cap(
     delay = close_delay(None, last, base=base, cap=cap, jitter=0.0, rng=random.Random(seed))
     assert delay == min(cap, max(base, 2.0 * (last or 0.0)))
     assert delay <= cap
+
+
+def test_a_gate_is_closed_only_strictly_before_its_end() -> None:
+    assert not ScopeState("s", None, None, None, None).closed(100.0)
+    assert ScopeState("s", None, 100.5, "throttled", 1.0).closed(100.0)
+    assert not ScopeState("s", None, 100.0, "throttled", 1.0).closed(100.0)
