@@ -9,7 +9,8 @@ import time
 import pytest
 
 from sweeper.config import Policy
-from sweeper.limiter import ITEM_TTL_SECONDS, Denial, DynamoLimiter, Grant
+from sweeper.errors import LimiterError
+from sweeper.limiter import ITEM_TTL_SECONDS, Denial, DynamoLimiter, Grant, ScopeState
 from sweeper.local.aws import LocalAws, provision
 
 pytestmark = pytest.mark.integration
@@ -119,9 +120,12 @@ def test_a_reservation_costs_one_write_in_either_regime(local_aws: LocalAws, tab
     assert a.writes == 5
     assert isinstance(a.reserve("busy", 1.0, horizon=10), Grant)
     assert a.writes == 6
-    # When a scope is idle (its slots behind now), each reservation is one write as well
+    # When a scope is idle (its slots behind now), each reservation is one write as well, at now
     for _ in range(3):
-        assert isinstance(a.reserve("idle", 0.000_001, horizon=1), Grant)
+        before = time.time()
+        idle = a.reserve("idle", 0.000_001, horizon=1)
+        assert isinstance(idle, Grant)
+        assert before - 0.01 <= idle.slot_at <= time.time() + 0.01
     assert a.writes == 9
     # and a limiter that has not seen a busy scope pays one wrong guess, once, not a slot
     b = DynamoLimiter(local_aws.dynamodb(), table)
@@ -132,3 +136,42 @@ def test_a_reservation_costs_one_write_in_either_regime(local_aws: LocalAws, tab
     # The item expires a day after its last use (DynamoDB TTL, epoch seconds)
     item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#busy"}})["Item"]
     assert abs(int(item["expires_at"]["N"]) - (time.time() + ITEM_TTL_SECONDS)) <= 60
+
+
+def test_the_state_reads_back_what_reservations_and_closures_wrote(
+    local_aws: LocalAws, table: str
+) -> None:
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    # A scope never used has no slot and no closure, read with one strongly consistent read
+    assert limiter.state("fresh") == ScopeState("fresh", None, None, None, None)
+    assert limiter.reads == 1
+    # After an idle reservation the slot is now, and the next one an interval later
+    before = time.time()
+    grant = limiter.reserve("s", 0.5, horizon=1)
+    assert isinstance(grant, Grant)
+    assert before - 0.01 <= grant.slot_at <= time.time() + 0.01
+    # After a closure of five seconds every field reads back, with one write and one read each
+    until = time.time() + 5
+    assert limiter.close("s", until, "auth") == until
+    assert limiter.writes == 2
+    state = limiter.state("s")
+    assert limiter.reads == 2
+    assert state.scope == "s"
+    assert state.next_slot_at == pytest.approx(grant.slot_at + 0.5, abs=1e-6)
+    assert state.closed_until == pytest.approx(until, abs=1e-6)
+    assert state.reason == "auth"
+    assert state.last_close_seconds is not None
+    assert 4.5 <= state.last_close_seconds <= 5.0
+    item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#s"}})["Item"]
+    assert item["closures"]["N"] == "1"
+    assert abs(int(item["expires_at"]["N"]) - (until + ITEM_TTL_SECONDS)) <= 1
+
+
+def test_a_limiter_error_names_the_scope_and_the_operation(local_aws: LocalAws) -> None:
+    limiter = DynamoLimiter(local_aws.dynamodb(), "no-such-table")
+    with pytest.raises(LimiterError, match="limiter update failed for scope 'a'"):
+        limiter.reserve("a", 1.0, horizon=1)
+    with pytest.raises(LimiterError, match="gate close failed for scope 'b'"):
+        limiter.close("b", time.time() + 1, "throttled")
+    with pytest.raises(LimiterError, match="limiter read failed for scope 'c'"):
+        limiter.state("c")

@@ -40,3 +40,18 @@ def test_a_gate_is_closed_only_strictly_before_its_end() -> None:
     assert not ScopeState("s", None, None, None, None).closed(100.0)
     assert ScopeState("s", None, 100.5, "throttled", 1.0).closed(100.0)
     assert not ScopeState("s", None, 100.0, "throttled", 1.0).closed(100.0)
+
+
+class TopOfRange(random.Random):
+    """Draws the top of every range, so a delay shows the bound it was drawn under."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+@given(attempt=st.integers(min_value=1, max_value=60), base=POSITIVE, cap=POSITIVE)
+def test_a_retry_delay_can_reach_its_exponential_ceiling(
+    attempt: int, base: float, cap: float
+) -> None:
+    delay = retry_delay(attempt, base=base, cap=cap, rng=TopOfRange())
+    assert delay == min(cap, base * 2.0 ** (attempt - 1))
