@@ -133,9 +133,15 @@ def test_a_reservation_costs_one_write_in_either_regime(local_aws: LocalAws, tab
     assert isinstance(late, Grant)
     assert late.slot_at == pytest.approx(firsts[-1] + 2.0, abs=1e-6)
     assert b.writes == 2
+    # and one that guesses idle for a busy scope and must refuse pays one write, not two
+    c = DynamoLimiter(local_aws.dynamodb(), table)
+    assert isinstance(c.reserve("busy", 1.0, horizon=0.5), Denial)
+    assert c.writes == 1
     # The item expires a day after its last use (DynamoDB TTL, epoch seconds)
-    item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#busy"}})["Item"]
-    assert abs(int(item["expires_at"]["N"]) - (time.time() + ITEM_TTL_SECONDS)) <= 60
+    for scope in ("busy", "idle"):
+        key = {"pk": {"S": f"scope#{scope}"}}
+        item = local_aws.dynamodb().get_item(TableName=table, Key=key)["Item"]
+        assert abs(int(item["expires_at"]["N"]) - (time.time() + ITEM_TTL_SECONDS)) <= 60
 
 
 def test_the_state_reads_back_what_reservations_and_closures_wrote(
@@ -164,6 +170,11 @@ def test_the_state_reads_back_what_reservations_and_closures_wrote(
     assert 4.5 <= state.last_close_seconds <= 5.0
     item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#s"}})["Item"]
     assert item["closures"]["N"] == "1"
+    # A closure shorter than a second is recorded as that long, not rounded up
+    limiter.close("short", time.time() + 0.5, "throttled")
+    short = limiter.state("short").last_close_seconds
+    assert short is not None
+    assert 0.3 <= short <= 0.5
     assert abs(int(item["expires_at"]["N"]) - (until + ITEM_TTL_SECONDS)) <= 1
 
 

@@ -55,3 +55,14 @@ def test_a_retry_delay_can_reach_its_exponential_ceiling(
 ) -> None:
     delay = retry_delay(attempt, base=base, cap=cap, rng=TopOfRange())
     assert delay == min(cap, base * 2.0 ** (attempt - 1))
+
+
+@given(last=st.one_of(st.none(), POSITIVE), base=POSITIVE, cap=POSITIVE, jitter=st.floats(0, 5))
+def test_a_closure_adds_its_whole_jitter_at_the_top_of_the_range(
+    last: float | None, base: float, cap: float, jitter: float
+) -> None:
+    top = TopOfRange()
+    assert close_delay(None, last, base=base, cap=cap, jitter=jitter, rng=top) == (
+        min(cap, max(base, 2.0 * (last or 0.0))) + jitter
+    )
+    assert close_delay(3.0, last, base=base, cap=cap, jitter=jitter, rng=top) == 3.0 + jitter
