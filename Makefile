@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration drills bench install postgres layers synth lock clean
+.PHONY: demo test unit integration drills bench mutate install postgres layers synth lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
@@ -44,6 +44,15 @@ drills: install
 bench: install
 	$(BIN)/sweeper bench ledger
 	$(BIN)/sweeper bench rate
+
+# Mutation testing of the core ([tool.mutmut] in pyproject.toml), in a flat copy under build/mutate;
+# not part of `make test` (tens of minutes). MUTANTS="sweeper.limiter*" narrows it to one module.
+MUTANTS ?=
+mutate: install
+	rm -rf build/mutate && mkdir -p build/mutate
+	cp -r layers/sweeper/python/sweeper tests functions events pyproject.toml build/mutate/
+	cd build/mutate && SWEEPER_FUNCTIONS_DIR=$(CURDIR)/build/mutate/functions $(CURDIR)/$(BIN)/mutmut run --max-children 2 $(MUTANTS)
+	cd build/mutate && $(CURDIR)/$(BIN)/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
 
 # The Lambda layers for python3.13 on arm64, built with pip (no Docker); cached under build/.
 layers: $(STAMP)

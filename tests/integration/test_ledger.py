@@ -9,7 +9,9 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.conninfo import make_conninfo
 
+from sweeper.ledger import queries
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 
@@ -130,6 +132,41 @@ def test_concurrent_claimers_never_get_the_same_row(ledger: Ledger, db_url: str)
     assert len(every) == 3000
     assert len(set(every)) == 3000
     assert sum(1 for got in claims.values() if got) > 1  # they really did run side by side
+
+
+def test_a_claimer_does_not_wait_for_another_claim_in_flight(ledger: Ledger, db_url: str) -> None:
+    # Given ten due rows, and a claim whose transaction is still open (its locks held)
+    add(ledger, 10)
+    holder = psycopg.connect(db_url)  # not autocommit: the claim's transaction stays open
+    held = holder.execute(
+        queries.CLAIM_DUE,
+        {
+            "policy": "exports",
+            "owner": "held",
+            "now": T0,
+            "expires": T0 + LEASE,
+            "limit": 4,
+            "from": [JobStatus.PENDING.value],
+        },
+    ).fetchall()
+    assert len(held) == 4
+    # When another claimer asks for every due row, willing to wait for a lock for a minute
+    other = Ledger(make_conninfo(db_url, options="-c lock_timeout=60s"))
+    got: list[int] = []
+    claimer = threading.Thread(
+        target=lambda: got.extend(j.id for j in other.claim("exports", "o", T0, LEASE, limit=10))
+    )
+    claimer.start()
+    claimer.join(timeout=2.0)
+    waited = claimer.is_alive()
+    holder.rollback()  # let a blocked claimer go, so a failure does not hang the run
+    claimer.join()
+    holder.close()
+    other.close()
+    # Then it did not wait for the open claim, and got the other rows (none of the held ones)
+    assert not waited, "the second claimer waited for the first claim's row locks"
+    assert len(got) == 6
+    assert not set(got) & {row[0] for row in held}
 
 
 OFFSETS = st.integers(min_value=-3, max_value=3)

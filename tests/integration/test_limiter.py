@@ -9,7 +9,8 @@ import time
 import pytest
 
 from sweeper.config import Policy
-from sweeper.limiter import Denial, DynamoLimiter, Grant
+from sweeper.errors import LimiterError
+from sweeper.limiter import ITEM_TTL_SECONDS, Denial, DynamoLimiter, Grant, ScopeState
 from sweeper.local.aws import LocalAws, provision
 
 pytestmark = pytest.mark.integration
@@ -103,3 +104,85 @@ def test_an_auth_closure_says_so(local_aws: LocalAws, table: str) -> None:
     refused = limiter.reserve("s", 0.01, horizon=1)
     assert isinstance(refused, Denial)
     assert refused.reason == "auth"
+
+
+def test_a_reservation_costs_one_write_in_either_regime(local_aws: LocalAws, table: str) -> None:
+    # Given a limiter reserving one scope at 1/s (busy: each slot is ahead of now)
+    a = DynamoLimiter(local_aws.dynamodb(), table)
+    slots = [a.reserve("busy", 1.0, horizon=10) for _ in range(4)]
+    # Then each reservation took one conditional write, the slots one interval apart
+    assert a.writes == 4
+    assert all(isinstance(s, Grant) for s in slots)
+    firsts = [s.slot_at for s in slots if isinstance(s, Grant)]
+    assert [round(b - x, 6) for x, b in itertools.pairwise(firsts)] == [1.0, 1.0, 1.0]
+    # and a refusal beyond the horizon costs one write too, and the next grant again one
+    assert isinstance(a.reserve("busy", 1.0, horizon=0.5), Denial)
+    assert a.writes == 5
+    assert isinstance(a.reserve("busy", 1.0, horizon=10), Grant)
+    assert a.writes == 6
+    # When a scope is idle (its slots behind now), each reservation is one write as well, at now
+    for _ in range(3):
+        before = time.time()
+        idle = a.reserve("idle", 0.000_001, horizon=1)
+        assert isinstance(idle, Grant)
+        assert before - 0.01 <= idle.slot_at <= time.time() + 0.01
+    assert a.writes == 9
+    # and a limiter that has not seen a busy scope pays one wrong guess, once, not a slot
+    b = DynamoLimiter(local_aws.dynamodb(), table)
+    late = b.reserve("busy", 1.0, horizon=10)
+    assert isinstance(late, Grant)
+    assert late.slot_at == pytest.approx(firsts[-1] + 2.0, abs=1e-6)
+    assert b.writes == 2
+    # and one that guesses idle for a busy scope and must refuse pays one write, not two
+    c = DynamoLimiter(local_aws.dynamodb(), table)
+    assert isinstance(c.reserve("busy", 1.0, horizon=0.5), Denial)
+    assert c.writes == 1
+    # The item expires a day after its last use (DynamoDB TTL, epoch seconds)
+    for scope in ("busy", "idle"):
+        key = {"pk": {"S": f"scope#{scope}"}}
+        item = local_aws.dynamodb().get_item(TableName=table, Key=key)["Item"]
+        assert abs(int(item["expires_at"]["N"]) - (time.time() + ITEM_TTL_SECONDS)) <= 60
+
+
+def test_the_state_reads_back_what_reservations_and_closures_wrote(
+    local_aws: LocalAws, table: str
+) -> None:
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    # A scope never used has no slot and no closure, read with one strongly consistent read
+    assert limiter.state("fresh") == ScopeState("fresh", None, None, None, None)
+    assert limiter.reads == 1
+    # After an idle reservation the slot is now, and the next one an interval later
+    before = time.time()
+    grant = limiter.reserve("s", 0.5, horizon=1)
+    assert isinstance(grant, Grant)
+    assert before - 0.01 <= grant.slot_at <= time.time() + 0.01
+    # After a closure of five seconds every field reads back, with one write and one read each
+    until = time.time() + 5
+    assert limiter.close("s", until, "auth") == until
+    assert limiter.writes == 2
+    state = limiter.state("s")
+    assert limiter.reads == 2
+    assert state.scope == "s"
+    assert state.next_slot_at == pytest.approx(grant.slot_at + 0.5, abs=1e-6)
+    assert state.closed_until == pytest.approx(until, abs=1e-6)
+    assert state.reason == "auth"
+    assert state.last_close_seconds is not None
+    assert 4.5 <= state.last_close_seconds <= 5.0
+    item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#s"}})["Item"]
+    assert item["closures"]["N"] == "1"
+    # A closure shorter than a second is recorded as that long, not rounded up
+    limiter.close("short", time.time() + 0.5, "throttled")
+    short = limiter.state("short").last_close_seconds
+    assert short is not None
+    assert 0.3 <= short <= 0.5
+    assert abs(int(item["expires_at"]["N"]) - (until + ITEM_TTL_SECONDS)) <= 1
+
+
+def test_a_limiter_error_names_the_scope_and_the_operation(local_aws: LocalAws) -> None:
+    limiter = DynamoLimiter(local_aws.dynamodb(), "no-such-table")
+    with pytest.raises(LimiterError, match="limiter update failed for scope 'a'"):
+        limiter.reserve("a", 1.0, horizon=1)
+    with pytest.raises(LimiterError, match="gate close failed for scope 'b'"):
+        limiter.close("b", time.time() + 1, "throttled")
+    with pytest.raises(LimiterError, match="limiter read failed for scope 'c'"):
+        limiter.state("c")

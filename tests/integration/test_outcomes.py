@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -150,21 +150,33 @@ def test_a_throttle_closes_the_scope_for_every_consumer_until_retry_after(
 def test_no_consumer_calls_a_closed_scope_and_a_reopened_one_is_called_at_once(
     pipeline: Pipeline,
 ) -> None:
+    # Given a scope closed for one second (the vendor's clock is this process's monotonic one)
     h = harness(pipeline)
     records = h.records(2)
-    h.limiter.close("exports", time.time() + 1.0, "throttled")
-    # the first record waits in place (within max_wait), then both are called after reopening
-    started = time.time()
+    until = time.time() + 1.0
+    reopens = time.monotonic() + (until - time.time())
+    h.limiter.close("exports", until, "throttled")
+    # When both records are delivered (the first waits in place, within max_wait)
     assert h.deliver(records) == set()
+    # Then the vendor saw no call while the scope was closed, and the first one right after
     audit = pipeline.vendor.audit()
     assert audit.calls_total == 2
-    assert time.time() - started >= 1.0
-    assert h.sleeps
-    assert h.sleeps[0] >= 0.9
+    assert min(audit.arrivals) >= reopens - 0.005  # clock conversion slack only
+    assert min(audit.arrivals) <= reopens + h.policy.throttle.reopen_jitter_seconds + 1.0
+    assert h.sleeps  # it waited in place, not by a queue round trip
+    assert h.metrics.totals[Metric.GATE_DEFERRALS] == 1
+
+
+class TopOfRange(random.Random):
+    """Draws the top of every range asked for, so a delay shows the bound it was drawn from."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
 
 
 def test_a_transient_failure_backs_off_and_counts_an_attempt(pipeline: Pipeline) -> None:
     h = harness(pipeline, retry=RetryConfig(base_seconds=4, cap_seconds=60))
+    h.deps = dataclasses.replace(h.deps, rng=TopOfRange())
     (record,) = h.records(1)
     pipeline.vendor.fail_next(1, 500)
     assert h.deliver([record]) == {record["messageId"]}
@@ -175,7 +187,9 @@ def test_a_transient_failure_backs_off_and_counts_an_attempt(pipeline: Pipeline)
         OutcomeClass.TRANSIENT,
         "http_500",
     )
-    assert 0 <= h.visibility.hidden[record["receiptHandle"]] <= 4
+    # it comes back after the first backoff (full jitter over [0, base]; this rng draws the top)
+    assert h.visibility.hidden[record["receiptHandle"]] == 4.0
+    assert job.next_attempt_at - job.updated_at == timedelta(seconds=4)
     # the idempotency record was released: the retry calls again and succeeds
     assert h.deliver([record]) == set()
     assert h.job(record).status is JobStatus.SUCCEEDED

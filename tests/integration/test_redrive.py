@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 
 from functions.redrive import app as redrive_app
@@ -283,3 +284,53 @@ def test_a_dead_letter_that_disagrees_with_its_ledger_row_stays_and_fails_the_ru
     # Then the genuine letter moves, the forged one stays and is counted as an error
     assert (report.moved, report.errors, report.left) == (1, 1, 1)
     assert work_queue_bodies(pipeline) == [body(0)]
+
+
+def test_a_redrive_reports_its_policy_and_time_and_is_recorded_only_when_it_changed_things(
+    pipeline: Pipeline,
+) -> None:
+    # Given three dead letters, one of whose jobs has since succeeded
+    dead_letters(pipeline, 3)
+    pipeline.ledger.mark_succeeded(key(0), OutcomeClass.ACCEPTED, datetime.now(UTC))
+    clock = Clock()
+    seen: list[RedriveReport] = []
+
+    def actions() -> list[tuple[str, str, dict[str, Any]]]:
+        with psycopg.connect(pipeline.env["SWEEPER_DATABASE_URL"]) as conn:
+            rows = conn.execute(
+                "SELECT policy, action, detail FROM sweeper_operator_actions ORDER BY id"
+            ).fetchall()
+        return [(str(p), str(a), dict(d)) for p, a, d in rows]
+
+    # When a dry run looks at them, nothing is recorded
+    dry = redrive(pipeline, RedriveRequest(dry_run=True))
+    assert (dry.dry_run, dry.moved) == (True, 2)
+    assert actions() == []
+    # When they are redriven at 3/s on a clock that moves only while the redrive waits
+    report = redrive(
+        pipeline,
+        RedriveRequest(rate_per_second=3),
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        progress=seen.append,
+    )
+    # Then the report names the policy, its time is the clock's, and progress was reported
+    assert (report.policy, report.moved, report.dropped_settled) == ("exports", 2, 1)
+    assert clock.now > 1000.0
+    assert report.elapsed_seconds == round(clock.now - 1000.0, 3)
+    assert seen[-1:] == [report]
+    # and the redrive is recorded once, with its figures
+    ((policy, action, detail),) = actions()
+    assert (policy, action) == ("exports", "redrive")
+    assert detail == {
+        "moved": 2,
+        "retried_terminal": 0,
+        "dropped_settled": 1,
+        "request": RedriveRequest(rate_per_second=3).model_dump(mode="json", exclude_none=True),
+    }
+    # When a later redrive only drops a letter whose job has succeeded, that is recorded too
+    sqs = pipeline.aws.sqs()
+    sqs.send_message(QueueUrl=pipeline.resources.dlq_url, MessageBody=body(0))
+    dropped = redrive(pipeline)
+    assert (dropped.moved, dropped.dropped_settled) == (0, 1)
+    assert [d["dropped_settled"] for _, _, d in actions()] == [1, 1]

@@ -41,6 +41,8 @@ class DemoReport:
     discovered: int
     published: int
     consumed: int
+    acknowledged: int  # deliveries whose message the event source deleted
+    returned: int  # deliveries sent back to the queue (a wait, a retry, a function error)
     succeeded: int
     terminal: int
     pending: int
@@ -121,6 +123,8 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             discovered=run.totals.discovered,
             published=run.totals.published,
             consumed=run.source.stats.records_delivered,
+            acknowledged=run.source.stats.records_deleted,
+            returned=run.source.stats.records_failed,
             succeeded=counts[JobStatus.SUCCEEDED],
             terminal=counts[JobStatus.FAILED],
             pending=counts[JobStatus.PENDING] + counts[JobStatus.LEASED],
