@@ -14,13 +14,12 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 
 from sweeper import runtime
 from sweeper.consumer import process_batch
-from sweeper.dead_letters import SqsDeadLetterQueue
-from sweeper.limiter import DynamoLimiter
 from sweeper.models import ActionCall, ActionResult, JobMessage, JobStatus, OutcomeClass
 from sweeper.operator import retry_jobs
-from sweeper.redrive import RedriveRequest, run_redrive
+from sweeper.redrive import RedriveRequest
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import deps_with, failed_ids, invoke, publish_all
+from tests.integration.test_redrive import redrive
 
 pytestmark = pytest.mark.integration
 
@@ -111,18 +110,7 @@ def test_redrive_of_a_terminal_job_makes_one_fresh_call(pipeline: Pipeline) -> N
     sqs = pipeline.aws.sqs()
     sqs.send_message(QueueUrl=pipeline.resources.dlq_url, MessageBody=record["body"])
     # When redriving with terminal jobs included, and the moved message is delivered
-    dlq = SqsDeadLetterQueue(sqs, pipeline.resources.dlq_url, pipeline.resources.queue_url)
-    limiter = DynamoLimiter(pipeline.aws.dynamodb(), pipeline.resources.limiter_table)
-    report = run_redrive(
-        RedriveRequest(include_terminal=True),
-        pipeline.ledger,
-        dlq,
-        limiter.state,
-        policy="exports",
-        clock=lambda: datetime.now(UTC),
-        default_rate_per_second=1000.0,
-        remaining_seconds=lambda: 100.0,
-    )
+    report = redrive(pipeline, RedriveRequest(include_terminal=True))
     assert (report.moved, report.retried_terminal) == (1, 1)
     got = sqs.receive_message(QueueUrl=pipeline.resources.queue_url)["Messages"]
     moved = [{**record, "messageId": m["MessageId"], "body": m["Body"]} for m in got]
