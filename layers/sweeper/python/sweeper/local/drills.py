@@ -661,14 +661,20 @@ class _CommandClock:
         return times[0] if times else None
 
 
+def _scenario(run: DrillRun, scenario: Any, name: str) -> tuple[Any, _CommandClock]:
+    """Run one of the operator scenarios on the drill's stack, timing its commands."""
+    clock = _CommandClock(run.say)
+    try:
+        report = scenario(run.console, run.local_file, echo=clock)
+    except ScenarioError as exc:
+        raise DrillError(f"the {name} scenario failed: {exc}") from exc
+    return report, clock
+
+
 def dlq_and_redrive(run: DrillRun) -> None:
     """A vendor incident outlasts max_receive_count: every message lands in the DLQ; the
     operator sees it in `status` and redrives once the gate reopens (the `dlq` scenario)."""
-    clock = _CommandClock(run.say)
-    try:
-        report = dlq_scenario(run.console, run.local_file, echo=clock)
-    except ScenarioError as exc:
-        raise DrillError(f"the dlq scenario failed: {exc}") from exc
+    report, clock = _scenario(run, dlq_scenario, "dlq")
     run.fault_over_at = clock.last("redrive")
     run.check_equal("DLQ depth seen by status", report.checks["status: DLQ depth"], 6)
     run.check_equal("moved by redrive", report.checks["redrive: moved"], 6)
@@ -678,11 +684,7 @@ def dlq_and_redrive(run: DrillRun) -> None:
 def missed_runs(run: DrillRun) -> None:
     """Paused while scheduled runs pass and one run is never delivered; after resume,
     `catch-up` releases every missed run in order (the `catch-up` scenario)."""
-    clock = _CommandClock(run.say)
-    try:
-        report = catch_up_scenario(run.console, run.local_file, echo=clock)
-    except ScenarioError as exc:
-        raise DrillError(f"the catch-up scenario failed: {exc}") from exc
+    report, clock = _scenario(run, catch_up_scenario, "catch-up")
     run.fault_over_at = clock.first("catch-up")
     run.check_equal("missed runs released", len(report.checks["catch-up: was"]), 5)
     run.check_equal("second catch-up finds none", report.checks["second catch-up: missed"], 0)
