@@ -333,6 +333,7 @@ class _Delivery:
             outcome=outcome,
             code=exc.code,
             count_attempt=True,
+            max_attempts=deps.policy.max_attempts,
         )
         if attempts is None:
             return  # settled meanwhile by another delivery
