@@ -292,7 +292,20 @@ class Ledger:
             },
         )
         rows.sort(key=lambda r: (r[7], r[0]))
-        return [ClaimedJob(*row[:7], eligible_since=row[7], resent=bool(row[8])) for row in rows]
+        return [
+            ClaimedJob(
+                id=row[0],
+                policy_version=row[1],
+                tenant_id=row[2],
+                object_id=row[3],
+                scope=row[4],
+                operation_key=row[5],
+                attempt_count=row[6],
+                eligible_since=row[7],
+                resent=bool(row[8]),
+            )
+            for row in rows
+        ]
 
     def release(self, ids: Sequence[int], owner: str, now: datetime) -> int:
         """Put back to pending the rows of this batch whose messages were not published."""
