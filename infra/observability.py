@@ -24,6 +24,7 @@ from constructs import Construct
 from infra.function import SERVICE_NAME
 from infra.pipeline import Pipeline
 from infra.redrive import Redrive
+from infra.retention import Retention
 from sweeper.observability import METRICS_NAMESPACE, Metric
 
 ALARM_PERIOD_SECONDS = 300
@@ -32,6 +33,11 @@ BACKLOG_EVALUATION_PERIODS = 3
 KEY_DELETION_WINDOW_DAYS = 7
 DASHBOARD_WIDGET_WIDTH = 8
 DASHBOARD_WIDGET_HEIGHT = 6
+
+#: The prune runs about daily: its "falls behind" alarm looks at whole days, two in a row (one
+#: incomplete run, e.g. the first after a long pause, is a catch-up, not an incident).
+PRUNE_ALARM_PERIOD_SECONDS = 86_400
+PRUNE_BEHIND_EVALUATION_PERIODS = 2
 
 _GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 _GE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
@@ -232,6 +238,77 @@ class Observability(Construct):
             self._graph("Auth circuit open", [auth_open]),
             cloudwatch.AlarmStatusWidget(
                 title=f"{policy.name} alarms",
+                alarms=list(alarms),
+                width=DASHBOARD_WIDGET_WIDTH,
+                height=DASHBOARD_WIDGET_HEIGHT,
+            ),
+        )
+
+    def watch_retention(self, retention: Retention) -> None:
+        """Alarms and a dashboard row for one policy's scheduled prune."""
+        policy = retention.policy
+        scope = Construct(self, f"Retention-{policy.name}")
+        period = Duration.seconds(ALARM_PERIOD_SECONDS)
+        incomplete = cloudwatch.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=Metric.PRUNE_INCOMPLETE,
+            dimensions_map={"service": SERVICE_NAME, "policy": policy.name},
+            statistic="Sum",
+            period=Duration.seconds(PRUNE_ALARM_PERIOD_SECONDS),
+        )
+        deleted = [
+            self._app_metric(policy.name, name, "Sum")
+            for name in (
+                Metric.PRUNED_JOBS,
+                Metric.PRUNED_JOB_EVENTS,
+                Metric.PRUNED_RUNS,
+                Metric.PRUNED_OPERATOR_ACTIONS,
+            )
+        ]
+        errors = retention.function.function.metric_errors(period=period)
+        schedule_dlq_visible = _visible(retention.schedule.dead_letter_queue)
+        specs = [
+            AlarmSpec(
+                "PruneBehind",
+                incomplete,
+                1,
+                "the scheduled prune ran out of budget with old rows left, two days running: "
+                "retention falls behind",
+                operator=_GE,
+                periods=PRUNE_BEHIND_EVALUATION_PERIODS,
+            ),
+            AlarmSpec("PruneErrors", errors, 0, "a scheduled prune run failed"),
+            AlarmSpec(
+                "PruneScheduleDeadLetters",
+                schedule_dlq_visible,
+                0,
+                "a scheduled prune run was not delivered or failed all its retries",
+            ),
+        ]
+        action = cloudwatch_actions.SnsAction(self.topic)
+        alarms: list[cloudwatch.Alarm] = []
+        for spec in specs:
+            alarm = cloudwatch.Alarm(
+                scope,
+                spec.name,
+                alarm_name=f"{Stack.of(self).stack_name}-{policy.name}-{spec.name}",
+                alarm_description=f"sweeper {policy.name}: {spec.meaning}",
+                metric=spec.metric,
+                threshold=spec.threshold,
+                comparison_operator=spec.operator,
+                evaluation_periods=spec.periods,
+                datapoints_to_alarm=spec.periods,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+            alarms.append(alarm)
+        self.alarms.extend(alarms)
+        self.dashboard.add_widgets(
+            self._graph(f"{policy.name} prune: rows deleted", list(deleted)),
+            self._graph(f"{policy.name} prune: incomplete runs, errors", [incomplete, errors]),
+            cloudwatch.AlarmStatusWidget(
+                title=f"{policy.name} prune alarms",
                 alarms=list(alarms),
                 width=DASHBOARD_WIDGET_WIDTH,
                 height=DASHBOARD_WIDGET_HEIGHT,

@@ -18,6 +18,7 @@ from infra.options import DeploymentOptions
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
 from infra.redrive import Redrive
+from infra.retention import Retention
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
 
@@ -80,6 +81,18 @@ class SweeperStack(Stack):
             observability.watch(pipeline, redrive)
             for construct in (pipeline, redrive):
                 Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
+            if policy.retention.enabled:
+                retention = Retention(
+                    self,
+                    f"Retention-{policy.name}",
+                    policy=policy,
+                    network=network,
+                    database=database,
+                    packaging=packaging,
+                )
+                retention.schedule.schedule.node.add_dependency(migrations.resource)
+                observability.watch_retention(retention)
+                Tags.of(retention).add(POLICY_TAG_KEY, policy.name)
 
             prefix = pascal_case(policy.name)
             self._output(f"{prefix}QueueUrl", pipeline.queue.queue_url, "work queue")

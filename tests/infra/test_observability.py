@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from infra.observability import backlog_threshold
 from tests.infra.conftest import Synth
+from tests.infra.test_retention import PRUNE_ALARMS
 
 ALARMS = (
     "QueueAge",
@@ -43,8 +44,9 @@ def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied:
             assert alarm["AlarmActions"] == [{"Ref": topic}]
             assert alarm["OKActions"] == [{"Ref": topic}]
             assert alarm["AlarmName"] == f"Sweeper-{policy.name}-{name}"
+    # and the scheduled prune's own (tests/infra/test_retention.py)
     proxied.template.resource_count_is(
-        "AWS::CloudWatch::Alarm", len(ALARMS) * len(proxied.config.policies)
+        "AWS::CloudWatch::Alarm", (len(ALARMS) + len(PRUNE_ALARMS)) * len(proxied.config.policies)
     )
 
 

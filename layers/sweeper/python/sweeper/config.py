@@ -29,6 +29,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sweeper.errors import ConfigError
 from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, recommended_visibility_timeout_seconds
+from sweeper.schedule_expression import parse_schedule
 
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,
 #: so that leases do not expire while their messages still wait in the queue.
@@ -44,6 +45,10 @@ DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
 #: (consumer.MIN_CALL_SECONDS); a shorter timeout would return every record uncalled until each
 #: reached the DLQ. One more second for the batch's ledger read (a unit test checks the sum).
 MIN_CONSUMER_TIMEOUT_SECONDS = 7
+#: Settled jobs are kept at least as long as a dead letter can wait for redrive.
+MIN_SETTLED_JOB_RETENTION_DAYS = 14
+#: The scheduled prune's budget stays well inside Lambda's 15 minutes.
+RETENTION_MAX_BUDGET_SECONDS = 600.0
 #: Fields a scope template may use.
 SCOPE_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
 DEFAULT_URL_TEMPLATE = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
@@ -240,6 +245,51 @@ class AlarmConfig(_Strict):
     terminal_failures: int = Field(default=1, ge=1)
 
 
+class RetentionConfig(_Strict):
+    """How long settled ledger rows are kept, and how the scheduled prune runs.
+
+    The prune deletes, per policy, settled jobs (with their job events) completed more than
+    `settled_job_days` ago, run records scheduled more than `run_days` ago and operator actions
+    more than `operator_action_days` ago, `batch_rows` rows per short transaction, for at most
+    `budget_seconds` per run. Unsettled jobs are never deleted.
+    """
+
+    enabled: bool = True
+    schedule: str = Field(default="rate(1 day)", pattern=r"^(rate|cron)\(.+\)$")
+    #: At least the DLQ's retention, so that a dead letter always finds its job (a unit test
+    #: checks this floor against infra's DEAD_LETTER_RETENTION_DAYS).
+    settled_job_days: float = Field(default=30.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    run_days: float = Field(default=90.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    operator_action_days: float = Field(default=365.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    batch_rows: int = Field(default=500, ge=1, le=10_000)
+    budget_seconds: float = Field(default=120.0, ge=5, le=RETENTION_MAX_BUDGET_SECONDS)
+
+    @field_validator("schedule")
+    @classmethod
+    def _parsable_schedule(cls, value: str) -> str:
+        try:
+            parse_schedule(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @model_validator(mode="after")
+    def _records_outlive_their_jobs(self) -> Self:
+        # A batch's audit counts its jobs, and an operator action explains the jobs it moved:
+        # neither may go before the jobs they describe.
+        if self.run_days < self.settled_job_days:
+            raise ValueError(
+                f"run_days ({self.run_days:g}) must be at least settled_job_days "
+                f"({self.settled_job_days:g}): a batch's record outlives its jobs"
+            )
+        if self.operator_action_days < self.settled_job_days:
+            raise ValueError(
+                f"operator_action_days ({self.operator_action_days:g}) must be at least "
+                f"settled_job_days ({self.settled_job_days:g}): an action outlives its jobs"
+            )
+        return self
+
+
 class Policy(_Strict):
     """One kind of cleanup obligation and everything that governs how it runs."""
 
@@ -255,6 +305,7 @@ class Policy(_Strict):
     alarms: AlarmConfig = AlarmConfig()
     retry: RetryConfig = RetryConfig()
     throttle: ThrottleConfig = ThrottleConfig()
+    retention: RetentionConfig = RetentionConfig()
     max_attempts: int = Field(default=8, ge=1, le=100)
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)

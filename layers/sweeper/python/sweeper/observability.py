@@ -28,6 +28,12 @@ class Metric:
     REDRIVE_KEPT_TERMINAL = "KeptTerminal"
     REDRIVE_KEPT_CLOSED = "KeptClosed"
     REDRIVE_ERRORS = "RedriveErrors"
+    # retention (the scheduled prune)
+    PRUNED_JOBS = "PrunedJobs"
+    PRUNED_JOB_EVENTS = "PrunedJobEvents"
+    PRUNED_RUNS = "PrunedRuns"
+    PRUNED_OPERATOR_ACTIONS = "PrunedOperatorActions"
+    PRUNE_INCOMPLETE = "PruneIncomplete"  # 1 when the budget stopped a run with rows left (alarm)
     # consumer
     ATTEMPTS_PREFIX = "Attempts_"  # + outcome class, e.g. Attempts_accepted
     SUCCEEDED = "Succeeded"
