@@ -334,3 +334,32 @@ def test_runs_after_a_local_pipeline_run_reconcile_for_every_batch(
     assert (totals["succeeded"], totals["terminal"], totals["retried"]) == (23, 2, 3)
     # each message was delivered at least once, and each retried one once more
     assert totals["consumed"] >= totals["published"] + totals["retried"]
+
+
+def test_runs_prints_a_line_per_batch_and_refuses_a_since_it_cannot_read(
+    ledger: Ledger, db_url: str, tmp_path: Path
+) -> None:
+    # Given one batch that published two jobs, one settled
+    keys = add(ledger, 2, due=datetime.now(UTC) - timedelta(minutes=5))
+    now = datetime.now(UTC)
+    start(ledger, "b1", now)
+    ledger.claim(POLICY, "b1", now, LEASE, 10)
+    finish(ledger, "b1", now, published=2)
+    ledger.mark_succeeded(keys[0], OutcomeClass.ACCEPTED, now)
+    config = tmp_path / "sweeper.toml"
+    config.write_text(f'[[policies]]\nname = "{POLICY}"\n', encoding="utf-8")
+    target = ["--database-url", db_url, "--config", str(config)]
+    target += ["--local-file", str(tmp_path / "absent.json")]
+    # When a person asks, and when the time cannot be read
+    shown = CliRunner().invoke(main, ["runs", "--since", "2h", *target])
+    refused = CliRunner().invoke(main, ["runs", "--since", "yesterday", *target])
+    # Then the batch is one line with its figures; the bad time is one line naming the option
+    assert shown.exit_code == 0, shown.output
+    (line,) = [x for x in shown.output.splitlines() if "batch b1" in x]
+    assert "published 2 (resent 0)" in line
+    assert "succeeded 1" in line
+    assert "1 in flight" in line
+    assert "DOES NOT RECONCILE" not in line
+    assert refused.exit_code == 2
+    assert "--since" in refused.output
+    assert "Traceback" not in refused.output
