@@ -20,7 +20,9 @@ from sweeper.ledger.store import Ledger
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.stack import LocalStack
 from sweeper.models import NewJob, OutcomeClass
+from sweeper.producer import run_producer
 from tests.conftest import PgServer
+from tests.fakes import FakePublisher
 
 pytestmark = pytest.mark.integration
 
@@ -363,3 +365,40 @@ def test_runs_prints_a_line_per_batch_and_refuses_a_since_it_cannot_read(
     assert refused.exit_code == 2
     assert "--since" in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_the_producer_records_resends_and_the_oldest_age_at_release(ledger: Ledger) -> None:
+    # Given three jobs due at T0 - 10 min, all published by a first run
+    due = T0 - timedelta(minutes=10)
+    add(ledger, 3, due=due)
+    policy = Policy(name=POLICY, lease_seconds=60)
+    first_publisher = FakePublisher(fail_ids=set())
+    first = run_producer(
+        policy,
+        T0,
+        ledger,
+        first_publisher,
+        clock=lambda: T0,
+        remaining_seconds=lambda: 60.0,
+        batch_id="b1",
+    )
+    # When their leases expire and a second run (with one publish failure) sends them again
+    later = T0 + timedelta(minutes=5)
+    failing = {first_publisher.sent[0].entry_id}
+    second = run_producer(
+        policy,
+        later,
+        ledger,
+        FakePublisher(fail_ids=failing),
+        clock=lambda: later,
+        remaining_seconds=lambda: 60.0,
+        batch_id="b2",
+    )
+    # Then the first run carries all three; the second only re-sent the two it published
+    got = report(ledger)
+    assert (first.published, second.published, second.resent) == (3, 2, 2)
+    assert (got["b1"].carried, got["b1"].in_flight, got["b2"].carried) == (3, 3, 0)
+    assert (got["b2"].resent, got["b2"].publish_failures) == (2, 1)
+    assert got["b1"].oldest_age_at_release_seconds == 600.0
+    assert got["b2"].oldest_age_at_release_seconds == 900.0
+    assert all(r.reconciles for r in got.values())

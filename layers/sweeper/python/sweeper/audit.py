@@ -34,6 +34,8 @@ class BatchReport:
     discovered: int
     #: Messages the run sent, re-sends included (the run record's and the metric's figure).
     published: int
+    #: Messages the run could not send (their jobs went back to pending, carried by no batch).
+    publish_failures: int
     resent: int
     #: Jobs this batch carries: published - resent.
     carried: int
@@ -75,6 +77,7 @@ def batch_report(row: BatchAudit) -> BatchReport:
         stop_reason=row.stop_reason,
         discovered=row.discovered,
         published=row.published,
+        publish_failures=row.publish_failures,
         resent=row.resent,
         carried=carried,
         consumed=row.consumed,
