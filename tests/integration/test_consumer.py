@@ -285,8 +285,11 @@ def test_each_delivery_records_how_long_it_held_the_environment(pipeline: Pipeli
     deps, _ = deps_with(pipeline, pipeline.ledger)
     sink = RecordingSink()
     deps = replace(deps, metrics=sink)
-    batch = [*records, {**records[0], "messageId": "dup"}, {**records[0], "messageId": "bad",
-             "body": "not json"}]
+    batch = [
+        *records,
+        {**records[0], "messageId": "dup"},
+        {**records[0], "messageId": "bad", "body": "not json"},
+    ]
     # When the batch is handled
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     process_batch({"Records": batch}, pipeline.lambda_context(), deps, processor)

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from sweeper.config import ConsumerConfig
-from sweeper.observability import Metric
 from sweeper.ramp import (
     HOLD_DEAD_LETTER_SHARE,
     HOLD_DUPLICATE_RATE,
@@ -89,7 +88,9 @@ def test_lowering_one_environment_keeps_one_and_the_event_sources_floor() -> Non
     )
 
 
-@pytest.mark.parametrize(("calls", "verdict"), [(MIN_CALLS - 1, "insufficient"), (MIN_CALLS, "raise")])
+@pytest.mark.parametrize(
+    ("calls", "verdict"), [(MIN_CALLS - 1, "insufficient"), (MIN_CALLS, "raise")]
+)
 def test_too_few_calls_are_no_evidence(calls: int, verdict: str) -> None:
     figures = healthy(attempts={"accepted": float(calls)}, succeeded=float(calls))
     assert decide(figures, CONSUMER, RATE).verdict == verdict
@@ -124,9 +125,7 @@ def test_the_429_rate_holds_then_lowers(rate: float, verdict: str) -> None:
 def test_the_dlq_share_holds_then_lowers(share: float, verdict: str) -> None:
     # share = bound / (settled + bound), with settled + bound = 10 000
     bound = share * 10_000
-    decision = decide(
-        healthy(succeeded=10_000 - bound, dead_letter_bound=bound), CONSUMER, RATE
-    )
+    decision = decide(healthy(succeeded=10_000 - bound, dead_letter_bound=bound), CONSUMER, RATE)
     assert decision.verdict == verdict
 
 
@@ -135,9 +134,7 @@ def test_the_dlq_share_holds_then_lowers(share: float, verdict: str) -> None:
 )
 def test_the_duplicate_rate_holds(rate: float, verdict: str) -> None:
     duplicates = rate * 10_000  # of 10 000 deliveries that reached the ledger
-    decision = decide(
-        healthy(succeeded=10_000 - duplicates, duplicates=duplicates), CONSUMER, RATE
-    )
+    decision = decide(healthy(succeeded=10_000 - duplicates, duplicates=duplicates), CONSUMER, RATE)
     assert decision.verdict == verdict
 
 
@@ -162,9 +159,7 @@ def test_without_delivery_times_nothing_is_raised() -> None:
 
 
 def test_every_reason_is_given_when_several_figures_are_off() -> None:
-    figures = healthy(
-        attempts={"accepted": 9_000.0, "throttled": 1_000.0}, duplicates=500.0
-    )
+    figures = healthy(attempts={"accepted": 9_000.0, "throttled": 1_000.0}, duplicates=500.0)
     decision = decide(figures, CONSUMER, RATE)
     assert decision.verdict == "lower"
     assert [r.split(" ")[0] for r in decision.reasons] == ["429", "duplicate"]
@@ -218,10 +213,22 @@ def emf(at: datetime, policy: str, **metrics: float | list[float]) -> str:
 def test_emf_lines_of_the_policy_within_the_window_are_summed() -> None:
     start = NOW - timedelta(hours=1)
     lines = [
-        emf(NOW - timedelta(minutes=5), "exports", Attempts_accepted=[1, 1], Succeeded=2,
-            ProcessingSeconds=[0.1, 0.3]),
-        emf(NOW - timedelta(minutes=4), "exports", Attempts_throttled=1, DeadLetterBound=1,
-            Duplicates=1, TerminalFailures=1, ProcessingSeconds=0.2),
+        emf(
+            NOW - timedelta(minutes=5),
+            "exports",
+            Attempts_accepted=[1, 1],
+            Succeeded=2,
+            ProcessingSeconds=[0.1, 0.3],
+        ),
+        emf(
+            NOW - timedelta(minutes=4),
+            "exports",
+            Attempts_throttled=1,
+            DeadLetterBound=1,
+            Duplicates=1,
+            TerminalFailures=1,
+            ProcessingSeconds=0.2,
+        ),
         emf(NOW - timedelta(minutes=3), "other", Attempts_accepted=50),
         emf(NOW - timedelta(hours=2), "exports", Attempts_accepted=50),
         emf(NOW, "exports", Attempts_accepted=50),  # the window's end is open
@@ -234,3 +241,111 @@ def test_emf_lines_of_the_policy_within_the_window_are_summed() -> None:
     assert figures.dead_letter_bound == 1.0
     assert (figures.p50_seconds, figures.p95_seconds) == (0.2, 0.3)
     assert figures.hours == 1.0
+
+
+def test_the_runbook_quotes_the_thresholds_the_code_applies() -> None:
+    from pathlib import Path
+
+    import sweeper.ramp as ramp
+
+    runbook = (Path(__file__).parents[2] / "docs" / "runbook.md").read_text(encoding="utf-8")
+
+    def pct(value: float) -> str:
+        return f"{value * 100:g} %"
+
+    rows = {
+        "| 429 rate |": (ramp.HOLD_THROTTLED_RATE, ramp.LOWER_THROTTLED_RATE),
+        "| duplicate rate |": (ramp.HOLD_DUPLICATE_RATE, None),
+        "| DLQ share |": (ramp.HOLD_DEAD_LETTER_SHARE, ramp.LOWER_DEAD_LETTER_SHARE),
+    }
+    for start, (hold, lower) in rows.items():
+        (line,) = [row for row in runbook.splitlines() if row.startswith(start)]
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        assert cells[2] == pct(hold), line
+        assert cells[3] == (pct(lower) if lower is not None else "-"), line
+    assert f"{pct(ramp.HOLD_P95_TIMEOUT_FRACTION)} of it" in runbook
+    assert f"Fewer than {ramp.MIN_CALLS} vendor calls" in runbook
+    assert f"at most {ramp.MAX_RAISE_STEP} more" in runbook
+
+
+def test_cloudwatch_figures_come_from_the_consumers_metrics_and_percentiles() -> None:
+    import boto3
+    from botocore.stub import Stubber
+
+    from sweeper.ramp import figures_from_cloudwatch
+
+    # Given CloudWatch answering each query of the window (one period), split over two pages
+    client = boto3.client(
+        "cloudwatch",
+        region_name="eu-west-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    sent: list[dict[str, Any]] = []
+    client.meta.events.register(
+        "provide-client-params.cloudwatch.GetMetricData", lambda params, **_: sent.append(params)
+    )
+    answers = {
+        ("Attempts_accepted", "Sum"): [990.0],
+        ("Attempts_throttled", "Sum"): [6.0, 4.0],
+        ("Succeeded", "Sum"): [990.0],
+        ("DeadLetterBound", "Sum"): [1.0],
+        ("ProcessingSeconds", "p50"): [0.08],
+        ("ProcessingSeconds", "p95"): [0.2, 0.3],
+    }
+    start = NOW - timedelta(hours=6)
+    with Stubber(client) as stub:
+        ids: dict[tuple[str, str], str] = {}
+
+        def respond(page: int, token: str | None) -> None:
+            results = [
+                {"Id": ids[k], "Label": k[0], "Values": [v[page]], "StatusCode": "Complete"}
+                for k, v in answers.items()
+                if len(v) > page
+            ]
+            stub.add_response(
+                "get_metric_data",
+                {"MetricDataResults": results, **({"NextToken": token} if token else {})},
+            )
+
+        # the ids are m0..mN in query order: learn them from the query the adapter builds
+        names = [
+            f"Attempts_{o}"
+            for o in (
+                "accepted",
+                "absent",
+                "throttled",
+                "transient",
+                "unknown",
+                "permanent",
+                "auth",
+            )
+        ]
+        order = [
+            (n, "Sum")
+            for n in [*names, "Succeeded", "TerminalFailures", "Duplicates", "DeadLetterBound"]
+        ]
+        order += [("ProcessingSeconds", "p50"), ("ProcessingSeconds", "p95")]
+        ids = {key: f"m{i}" for i, key in enumerate(order)}
+        respond(0, "next")
+        respond(1, None)
+        # When the figures are read
+        figures = figures_from_cloudwatch(client, "exports", start, NOW)
+    # Then sums add up across pages, and the largest percentile of the periods is kept
+    assert figures.attempts == {"accepted": 990.0, "throttled": 10.0}
+    assert (figures.succeeded, figures.dead_letter_bound) == (990.0, 1.0)
+    assert (figures.p50_seconds, figures.p95_seconds) == (0.08, 0.3)
+    assert figures.hours == 6.0
+    # and every query names the consumer's namespace and dimensions, one period for the window
+    queries = sent[0]["MetricDataQueries"]
+    assert [
+        (q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Stat"]) for q in queries
+    ] == (order)
+    for query in queries:
+        stat = query["MetricStat"]
+        assert stat["Metric"]["Namespace"] == "Sweeper"
+        assert stat["Metric"]["Dimensions"] == [
+            {"Name": "service", "Value": "sweeper"},
+            {"Name": "policy", "Value": "exports"},
+        ]
+        assert stat["Period"] == 6 * 3600

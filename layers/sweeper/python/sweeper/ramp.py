@@ -15,15 +15,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from sweeper.config import ConsumerConfig
 from sweeper.event_source import MAX_MAXIMUM_CONCURRENCY, MIN_MAXIMUM_CONCURRENCY
 from sweeper.models import OutcomeClass
 from sweeper.observability import METRICS_NAMESPACE, Metric
-
-if TYPE_CHECKING:
-    from mypy_boto3_cloudwatch import CloudWatchClient
 
 #: Fewer vendor calls than this in the window is not evidence either way: measure longer.
 MIN_CALLS = 200
@@ -76,7 +73,9 @@ class RampFigures:
 
     @property
     def dead_letter_share(self) -> float:
-        return _share(self.dead_letter_bound, self.succeeded + self.terminal + self.dead_letter_bound)
+        return _share(
+            self.dead_letter_bound, self.succeeded + self.terminal + self.dead_letter_bound
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -264,7 +263,7 @@ def figures_from_emf(
 
 
 def figures_from_cloudwatch(
-    client: CloudWatchClient,
+    client: Any,
     policy: str,
     start: datetime,
     end: datetime,
@@ -302,7 +301,7 @@ def figures_from_cloudwatch(
     values: dict[tuple[str, str], list[float]] = {}
     paginator = client.get_paginator("get_metric_data")
     for page in paginator.paginate(
-        MetricDataQueries=queries,  # type: ignore[arg-type]
+        MetricDataQueries=queries,
         StartTime=start,
         EndTime=end,
     ):

@@ -3,13 +3,13 @@
 The canary is a job for the policy's sandbox tenant (`[policies.smoke]`, refused without it) and
 an object id no one has used: the prefix plus a fresh random id. Its hops, in order:
 
-| hop      | passes when                                                   | a failure means                 |
-|----------|---------------------------------------------------------------|---------------------------------|
-| ledger   | the canary's row is written, pending and due now              | the ledger is unreachable       |
-| queue    | the producer, released now, leased and published it           | producer, SQS, or a paused policy |
-| consumer | a consumer took it (the vendor saw its key, or its row moved) | consumer stopped, paused, failing |
-| vendor   | the vendor's answer is a success class (accepted, absent)     | the vendor refused or is down   |
-| ledger   | the row is settled `succeeded`                                | the consumer could not commit   |
+| hop      | passes when                                         | a failure means              |
+|----------|-----------------------------------------------------|------------------------------|
+| ledger   | the canary's row is written, pending and due now    | the ledger is unreachable    |
+| queue    | the producer, released now, leased and published it | producer or SQS; paused      |
+| consumer | a consumer took it (the vendor saw it, or it moved) | consumer stopped or failing  |
+| vendor   | the answer is a success class (accepted, absent)    | the vendor refused, is down  |
+| ledger   | the row is settled `succeeded`                      | the consumer cannot commit   |
 
 The consumer writes nothing between receiving a message and calling, so without a vendor audit
 (`--api-url` naming a vendor with the simulator's `GET /_audit`) the consumer and vendor hops are
@@ -77,6 +77,8 @@ class SmokeReport:
     operation_key: str
     hops: list[Hop] = field(default_factory=lambda: [Hop(name) for name in HOPS])
     failed_hop: str | None = None
+    #: Which of the five hops failed (the ledger is both the first and the last).
+    failed_index: int | None = None
     failure: str | None = None
     cleaned_up: bool = False
     batch_id: str | None = None
@@ -91,6 +93,7 @@ class SmokeReport:
             "operation_key": self.operation_key,
             "passed": self.passed,
             "failed_hop": self.failed_hop,
+            "failed_hop_number": None if self.failed_index is None else self.failed_index + 1,
             "failure": self.failure,
             "batch_id": self.batch_id,
             "cleaned_up": self.cleaned_up,
@@ -118,6 +121,7 @@ class _Timeline:
         hop = self.report.hops[index]
         hop.detail = detail
         self.report.failed_hop, self.report.failure = hop.name, detail
+        self.report.failed_index = index
         return SmokeFailedError(hop.name, detail)
 
 

@@ -3,10 +3,19 @@
 One module per command group; each registers its commands on the top-level group, `main`.
 """
 
-from sweeper.cli import bench, console, demo, local, maintenance, obligations, redrive
+from sweeper.cli import (
+    bench,
+    checks,
+    console,
+    demo,
+    local,
+    maintenance,
+    obligations,
+    redrive,
+)
 from sweeper.cli.base import main
 
 __all__ = ["main"]
 
 # The command modules register their commands when imported.
-del bench, console, demo, local, maintenance, obligations, redrive
+del bench, checks, console, demo, local, maintenance, obligations, redrive
