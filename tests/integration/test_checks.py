@@ -17,6 +17,7 @@ from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.ledger.store import Ledger
 from sweeper.local.scenarios import SCENARIO_CONFIG
 from sweeper.models import JobStatus, NewJob
+from sweeper.ramp import RampFigures, decide
 from sweeper.scheduling import schedule_jobs
 from tests.integration.conftest import StartConsole
 
@@ -123,7 +124,8 @@ def test_a_smoke_names_the_vendor_when_it_refuses(start_console: StartConsole, d
     # Then the consumer called, and the vendor's refusal is named with its outcome class
     assert report["failed_hop"] == "vendor"
     assert [h["passed"] for h in report["hops"]] == [True, True, True, False, False]
-    assert "the vendor answered transient" in report["failure"]
+    # (a 503 with Retry-After is the vendor asking to slow down: throttled)
+    assert "the vendor answered throttled, http_503" in report["failure"]
     assert "smoke failed at hop 4/5 vendor" in stderr
     assert canary_rows(db_url) == 0
 
@@ -140,32 +142,86 @@ def test_a_smoke_on_a_paused_policy_fails_at_the_queue(
     assert canary_rows(db_url) == 0
 
 
+JOBS = 40
+
+
 def test_ramp_check_reads_the_local_stacks_emf_log(
     start_console: StartConsole, ledger: Ledger
 ) -> None:
-    # Given 240 jobs released and settled by the local stack
+    # Given 40 jobs released and settled by the local stack (fewer calls than the rule needs,
+    # to keep the test short on a busy machine: the rule itself is tests/unit/test_ramp.py's)
     stack, local_file = start_console()
     policy = stack.config.policy("exports")
     now = datetime.now(UTC)
-    schedule_jobs(ledger, policy, [NewJob("t1", f"o{i}", now) for i in range(240)], now)
+    schedule_jobs(ledger, policy, [NewJob("t1", f"o{i}", now) for i in range(JOBS)], now)
     run(local_file, "release")
-    deadline = time.monotonic() + 120
-    while ledger.counts("exports")[JobStatus.SUCCEEDED] < 240:
+    deadline = time.monotonic() + 240
+    while ledger.counts("exports")[JobStatus.SUCCEEDED] < JOBS:
         assert time.monotonic() < deadline, ledger.counts("exports")
         time.sleep(0.2)
     # When ramp-check reads the last hour
     found: dict[str, Any] = {}
     while time.monotonic() < deadline:  # EMF lines land when each invocation returns
         found, _ = run(local_file, "ramp-check", "--hours", "1")
-        if found["figures"]["succeeded"] >= 240:
+        if found["figures"]["succeeded"] >= JOBS:
             break
         time.sleep(0.2)
     # Then it counted every call and settlement, timed every delivery, and decided
     figures = found["figures"]
     assert figures["source"].startswith("emf:")
-    assert figures["attempts"] == {"accepted": 240.0}
-    assert (figures["succeeded"], figures["dead_letter_bound"]) == (240.0, 0.0)
+    assert figures["attempts"] == {"accepted": JOBS}
+    assert (figures["succeeded"], figures["dead_letter_bound"]) == (JOBS, 0.0)
     assert figures["throttled_rate"] == 0.0
     assert 0 < figures["p50_seconds"] <= figures["p95_seconds"]
-    assert found["verdict"] in ("raise", "hold")
+    # and decided by the rule on those figures (which verdict depends on this machine's speed)
+    expected = decide(
+        RampFigures(
+            hours=figures["hours"],
+            attempts=figures["attempts"],
+            succeeded=figures["succeeded"],
+            terminal=figures["terminal"],
+            duplicates=figures["duplicates"],
+            dead_letter_bound=figures["dead_letter_bound"],
+            p50_seconds=figures["p50_seconds"],
+            p95_seconds=figures["p95_seconds"],
+        ),
+        policy.consumer,
+        policy.quota.rate_per_second,
+    )
+    assert (found["verdict"], found["recommended_environments"]) == (
+        expected.verdict,
+        expected.recommended,
+    )
+    assert found["verdict"] == "insufficient"
     assert found["current_environments"] == 2
+    assert found["reasons"] == list(expected.reasons)
+
+
+def test_the_canary_cleanup_deletes_only_a_sandbox_canary(ledger: Ledger) -> None:
+    # Given a customer's job, a sandbox job without the canary prefix, and a canary
+    from sweeper.config import Policy
+
+    policy = Policy.model_validate({"name": "exports", "smoke": {"tenant_id": SANDBOX}})
+    now = datetime.now(UTC)
+    jobs = [
+        NewJob("customer-1", "sweeper-smoke-1", now),
+        NewJob(SANDBOX, "report.csv", now),
+        NewJob(SANDBOX, "sweeper-smoke-2", now),
+    ]
+    schedule_jobs(ledger, policy, jobs, now)
+    keys = [f"exports:{j.tenant_id}:{j.object_id}:v1" for j in jobs]
+
+    def delete(key: str) -> bool:
+        return ledger.delete_canary(
+            key, policy="exports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
+        )
+
+    # When the canary is asked for under another policy, then each as the canary
+    other_policy = ledger.delete_canary(
+        keys[2], policy="imports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
+    )
+    deleted = [delete(key) for key in keys]
+    # Then only the canary went; the others are untouched
+    assert deleted == [False, False, True]
+    assert other_policy is False
+    assert [ledger.get(k) is not None for k in keys] == [True, True, False]
