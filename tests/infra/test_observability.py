@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -182,7 +183,7 @@ def _expression(alarm: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return expression, reads
 
 
-def evaluate(alarm: dict[str, Any], period: dict[str, float | None]) -> float | None:
+def evaluate(alarm: dict[str, Any], period: Mapping[str, float | None]) -> float | None:
     """One period of the alarm's expression, given each metric's datapoint (None: none emitted).
 
     Covers the subset of CloudWatch metric math the alarms use (IF, FILL, AND, comparisons,

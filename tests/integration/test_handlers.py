@@ -11,7 +11,7 @@ from functions.consumer import app as consumer_app
 from functions.producer import app as producer_app
 from sweeper import runtime
 from sweeper.errors import ConfigError
-from sweeper.local.lambda_runtime import parse_emf
+from sweeper.local.lambda_runtime import LocalLambdaContext, parse_emf
 from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
 from sweeper.scheduling import schedule_jobs
@@ -119,10 +119,15 @@ def test_the_consumer_handler_emits_the_limiter_slots_its_batch_used(
         now,
     )
     capsys.readouterr()
+
+    # A roomy timeout: a slow cold start on a loaded machine must not leave no time to call
+    def context() -> LocalLambdaContext:
+        return LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60)
+
     # When the consumer handles the batch, then the same batch again (both jobs settled by then)
-    consumer_app.handler(event, pipeline.lambda_context())
+    consumer_app.handler(event, context())
     first = parse_emf(capsys.readouterr().out)
-    consumer_app.handler(event, pipeline.lambda_context())
+    consumer_app.handler(event, context())
     second = parse_emf(capsys.readouterr().out)
     # Then the first batch used a slot per call; the second called nothing and says so
     assert first[Metric.LIMITER_SLOTS_USED] == 2 == pipeline.vendor.audit().calls_total
