@@ -49,6 +49,12 @@ class Metric:
     LIMITER_SLOTS_USED = "LimiterSlotsUsed"
     AUTH_CIRCUIT_OPEN = "AuthCircuitOpen"  # an auth failure opened the scope's circuit (alarm)
     EXHAUSTED = "Exhausted"
+    #: Seconds one delivery held its execution environment (limiter waits included); one value
+    #: per record, so CloudWatch keeps percentiles (`sweeper ramp-check` reads p50 and p95).
+    PROCESSING_SECONDS = "ProcessingSeconds"
+    #: A record returned on its last allowed receive: the queue moves it to the DLQ next.
+    #: (SQS's own NumberOfMessagesSent does not count messages moved to a DLQ.)
+    DEAD_LETTER_BOUND = "DeadLetterBound"
 
 
 class CountingSink:
