@@ -55,6 +55,7 @@ class SweeperStack(Stack):
             self, "Migrations", network=network, database=database, packaging=packaging
         )
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
+        observability.watch_database(database)
 
         for policy in config.policies:
             pipeline = Pipeline(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -14,6 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.consumer import app as consumer_app
 from sweeper import runtime
+from sweeper.config import ScopeConfig
 from sweeper.consumer import ConsumerDeps, guard_with_idempotency, process_batch
 from sweeper.ledger.store import Ledger
 from sweeper.models import (
@@ -485,3 +487,39 @@ def test_another_policys_job_is_not_called_by_this_policys_consumer(pipeline: Pi
     # Then it is not called with this policy's action, and counted as a mismatch
     assert pipeline.vendor.audit().calls_total == 0
     assert sink.totals.get(Metric.MISMATCHED) == 1
+
+
+class EmittedSink:
+    """Every metric as emitted, in order (CountingSink sums them)."""
+
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, float]] = []
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        self.emitted.append((name, value))
+
+    def values(self, name: str) -> list[float]:
+        return [value for emitted, value in self.emitted if emitted == name]
+
+
+def test_a_batch_reports_once_the_slots_it_called_in_and_not_those_it_waited_for(
+    pipeline: Pipeline,
+) -> None:
+    # Given four delivered jobs in two tenant scopes, one of them closed by the vendor
+    per_tenant = pipeline.policy.model_copy(update={"scope": ScopeConfig(kind="tenant")})
+    now = datetime.now(UTC)
+    jobs = [NewJob(f"tenant-{i % 2}", f"obj-{i}", now - timedelta(seconds=1)) for i in range(4)]
+    schedule_jobs(pipeline.ledger, per_tenant, jobs, now)
+    records = publish_all(pipeline)
+    deps, _ = deps_with(pipeline, pipeline.ledger)
+    sink = EmittedSink()
+    deps = replace(deps, metrics=sink)
+    scopes = sorted({JobMessage.model_validate_json(r["body"]).scope for r in records})
+    assert len(scopes) == 2
+    deps.limiter.close(scopes[0], time.time() + 60, "throttled")
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # When the batch is handled
+    process_batch({"Records": records}, pipeline.lambda_context(), deps, processor)
+    # Then one figure for the batch: the two calls made, not the two records sent back
+    assert pipeline.vendor.audit().calls_total == 2
+    assert sink.values(Metric.LIMITER_SLOTS_USED) == [2]

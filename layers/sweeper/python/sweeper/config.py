@@ -278,6 +278,10 @@ class AlarmConfig(_Strict):
     queue_age_seconds: int = Field(default=900, gt=0)
     oldest_eligible_age_seconds: int = Field(default=1800, gt=0)
     terminal_failures: int = Field(default=1, ge=1)
+    #: Share of the vendor calls in a period answered 5xx / connection refused (transient) ...
+    transient_rate_percent: float = Field(default=10.0, gt=0, le=100)
+    #: ... or with no answer once sent (unknown: timeout, connection lost), which alarms sooner.
+    unknown_rate_percent: float = Field(default=5.0, gt=0, le=100)
 
 
 class RetentionConfig(_Strict):
