@@ -81,18 +81,18 @@ def _config(*reserved: int) -> SweeperConfig:
     )
 
 
-def test_the_stack_reserves_each_consumer_and_each_redrive_function() -> None:
-    assert required_reserved_concurrency(_config(4, 10)) == 4 + 1 + 10 + 1
+def test_the_stack_reserves_each_consumer_and_each_redrive_and_prune_function() -> None:
+    assert required_reserved_concurrency(_config(4, 10)) == (4 + 1 + 1) + (10 + 1 + 1)
 
 
 def test_an_account_limit_below_100_plus_the_reservations_fails(lambda_settings: Any) -> None:
-    # Given a new account's limit of 10 and a policy file that reserves 4 + 1
+    # Given a new account's limit of 10 and a policy file that reserves 4 + 1 + 1
     client = lambda_settings(total=10, unreserved=10)
     # When
     result = check_account_concurrency(client, required_reserved_concurrency(_config(4)))
     # Then
     assert result.status is Status.FAIL
-    assert "at least 105" in result.detail
+    assert "at least 106" in result.detail
     assert result.fix is not None
     assert "L-B99A9384" in result.fix
     assert "105" in result.fix
