@@ -25,19 +25,46 @@ def bench() -> None:
     show_default=True,
     help="Ledger sizes (rows) to measure, comma-separated.",
 )
-@click.option("--page", default=1000, type=click.IntRange(1, 10_000), help="Rows per claim.")
-@click.option("--pages", default=20, type=click.IntRange(1, 1000), help="Claims measured per size.")
+@click.option("--claimers", default=8, type=click.IntRange(1, 64), help="Concurrent claimers.")
+@click.option("--page", default=100, type=click.IntRange(1, 10_000), help="Rows per claim.")
+@click.option(
+    "--rows-per-round",
+    default=4000,
+    type=click.IntRange(1, 1_000_000),
+    help="Rows claimed and settled per timed round.",
+)
+@click.option("--rounds", default=5, type=click.IntRange(1, 100), help="Timed rounds per size.")
 @database_option
 @json_option
 @friendly_errors
 def bench_ledger(
-    sizes: str, page: int, pages: int, database_url: str | None, as_json: bool
+    sizes: str,
+    claimers: int,
+    page: int,
+    rows_per_round: int,
+    rounds: int,
+    database_url: str | None,
+    as_json: bool,
 ) -> None:
-    """Claim-and-mark throughput with small and large ledgers: the claim costs the page."""
+    """The claim -> settle cycle with concurrent claimers on a small and a large ledger, without
+    a VACUUM between rounds: its cost is the work, not the table."""
     from sweeper_bench.ledger import run_ledger_bench
 
+    try:
+        parsed = [int(s) for s in sizes.split(",")]
+    except ValueError:
+        raise click.BadParameter(
+            "give row counts like 10000,1000000", param_hint="--sizes"
+        ) from None
+    if any(n < 1 for n in parsed):
+        raise click.BadParameter("every size must be at least 1", param_hint="--sizes")
     result = run_ledger_bench(
-        [int(s) for s in sizes.split(",")], page=page, pages=pages, database_url=database_url
+        parsed,
+        claimers=claimers,
+        page=page,
+        rows_per_round=rows_per_round,
+        rounds=rounds,
+        database_url=database_url,
     )
     emit(result, as_json)
 
