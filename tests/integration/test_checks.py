@@ -86,7 +86,12 @@ def test_a_smoke_follows_its_canary_through_every_hop_and_deletes_it(
     assert stack.stack.vendor is not None
     audit = stack.stack.vendor.audit()
     assert (audit.calls_by_key[key], audit.effects_by_key[key]) == (1, 1)
-    assert "vendor received 1 call" in report["hops"][2]["detail"]
+    # (the consumer is seen by the call's arrival, or first by a ledger write when it had to
+    # return the canary, e.g. without Lambda time left for a call on a loaded machine)
+    assert report["hops"][2]["detail"] in (
+        "the vendor received 1 call(s) with the canary's key",
+        "a consumer handled the canary",
+    )
 
 
 def test_a_smoke_names_the_consumer_when_no_consumer_reads_the_queue(
