@@ -86,7 +86,12 @@ def test_a_smoke_follows_its_canary_through_every_hop_and_deletes_it(
     assert stack.stack.vendor is not None
     audit = stack.stack.vendor.audit()
     assert (audit.calls_by_key[key], audit.effects_by_key[key]) == (1, 1)
-    assert "vendor received 1 call" in report["hops"][2]["detail"]
+    # (the consumer is seen by the call's arrival, or first by a ledger write when it had to
+    # return the canary, e.g. without Lambda time left for a call on a loaded machine)
+    assert report["hops"][2]["detail"] in (
+        "the vendor received 1 call(s) with the canary's key",
+        "a consumer handled the canary",
+    )
 
 
 def test_a_smoke_names_the_consumer_when_no_consumer_reads_the_queue(
@@ -139,39 +144,51 @@ def test_a_smoke_on_a_paused_policy_fails_at_the_queue(
     assert report["failed_hop"] == "queue"
     assert "paused" in report["failure"]
     assert "smoke failed at hop 2/5 queue: the release failed: policy exports is paused" in stderr
+    # and for a person: each hop's line, the failed one marked, the canary's fate
+    text = CliRunner().invoke(main, ["smoke", "--local-file", str(local_file)])
+    assert text.exit_code == 1
+    lines = text.stdout.splitlines()
+    assert lines[1].startswith("  ok   ledger")
+    assert lines[2].startswith("  FAIL queue")
+    assert lines[-1] == "  canary deleted"
     assert canary_rows(db_url) == 0
 
 
-JOBS = 40
+#: Settled jobs the test waits for: enough for figures, few enough for a busy machine (the
+#: rule itself, which needs 200 calls, is tests/unit/test_ramp.py's).
+SETTLED = 10
 
 
 def test_ramp_check_reads_the_local_stacks_emf_log(
     start_console: StartConsole, ledger: Ledger
 ) -> None:
-    # Given 40 jobs released and settled by the local stack (fewer calls than the rule needs,
-    # to keep the test short on a busy machine: the rule itself is tests/unit/test_ramp.py's)
+    # Given jobs released and (some of them) settled by the local stack
     stack, local_file = start_console()
     policy = stack.config.policy("exports")
     now = datetime.now(UTC)
-    schedule_jobs(ledger, policy, [NewJob("t1", f"o{i}", now) for i in range(JOBS)], now)
+    schedule_jobs(ledger, policy, [NewJob("t1", f"o{i}", now) for i in range(40)], now)
     run(local_file, "release")
     deadline = time.monotonic() + 240
-    while ledger.counts("exports")[JobStatus.SUCCEEDED] < JOBS:
+    while ledger.counts("exports")[JobStatus.SUCCEEDED] < SETTLED:
         assert time.monotonic() < deadline, ledger.counts("exports")
         time.sleep(0.2)
     # When ramp-check reads the last hour
     found: dict[str, Any] = {}
     while time.monotonic() < deadline:  # EMF lines land when each invocation returns
         found, _ = run(local_file, "ramp-check", "--hours", "1")
-        if found["figures"]["succeeded"] >= JOBS:
+        if found["figures"]["succeeded"] >= SETTLED:
             break
         time.sleep(0.2)
-    # Then it counted every call and settlement, timed every delivery, and decided
+    settled_in_ledger = ledger.counts("exports")[JobStatus.SUCCEEDED]
+    # Then it counted the calls and settlements the consumers made, and timed the deliveries
     figures = found["figures"]
     assert figures["source"].startswith("emf:")
-    assert figures["attempts"] == {"accepted": JOBS}
-    assert (figures["succeeded"], figures["dead_letter_bound"]) == (JOBS, 0.0)
+    assert SETTLED <= figures["succeeded"] <= settled_in_ledger
+    assert figures["calls"] >= figures["succeeded"]
+    assert set(figures["attempts"]) == {"accepted"}  # the simulator refused nothing
     assert figures["throttled_rate"] == 0.0
+    # (records may be DLQ-bound here: on a loaded machine a 10 s consumer returns records it
+    # has no time left to call, and each return costs a receive)
     assert 0 < figures["p50_seconds"] <= figures["p95_seconds"]
     # and decided by the rule on those figures (which verdict depends on this machine's speed)
     expected = decide(
@@ -195,6 +212,12 @@ def test_ramp_check_reads_the_local_stacks_emf_log(
     assert found["verdict"] == "insufficient"
     assert found["current_environments"] == 2
     assert found["reasons"] == list(expected.reasons)
+    # and for a person: the verdict, the figures and why
+    text = CliRunner().invoke(main, ["ramp-check", "--hours", "1", "--local-file", str(local_file)])
+    assert text.exit_code == 0, text.output
+    assert text.stdout.startswith("policy exports: NOT ENOUGH DATA; stay at 2 environment(s)")
+    assert "(429 rate 0.00%)" in text.stdout
+    assert "  why             " in text.stdout
 
 
 def test_the_canary_cleanup_deletes_only_a_sandbox_canary(ledger: Ledger) -> None:
