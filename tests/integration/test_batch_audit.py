@@ -294,7 +294,7 @@ def test_runs_after_a_local_pipeline_run_reconcile_for_every_batch(
             first = run.tick()
             run.seed(25, 3)
             second = run.tick()
-            assert run.run(lambda: run.final() == 25, timeout_seconds=120)
+            assert run.run(lambda: run.final() == 25, timeout_seconds=240)
         assert first is not None
         assert second is not None
         # and the operator asks `sweeper runs`
@@ -304,7 +304,7 @@ def test_runs_after_a_local_pipeline_run_reconcile_for_every_batch(
             main,
             [
                 "runs",
-                *("--policy", policy.name, "--since", "1h", "--json"),
+                *("--policy", policy.name, "--since", "1h", "--limit", "10000", "--json"),
                 *("--database-url", url, "--config", str(config)),
                 *("--local-file", str(tmp_path / "absent.json")),
             ],

@@ -19,7 +19,7 @@ from typing import Any
 from sweeper.ledger.store import BatchAudit, Ledger
 
 #: Batches per report unless asked otherwise.
-DEFAULT_BATCHES = 50
+DEFAULT_BATCHES = 500
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ def since_time(value: str, now: datetime) -> datetime:
     "such as 12h or 7d.",
 )
 @click.option(
-    "--limit", default=50, show_default=True, type=click.IntRange(1, 10_000), help="At most."
+    "--limit", default=500, show_default=True, type=click.IntRange(1, 10_000), help="At most."
 )
 @target_options
 @json_option
