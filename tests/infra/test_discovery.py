@@ -92,18 +92,17 @@ def test_sql_discovery_reaches_the_source_on_its_port(proxied: Synth) -> None:
 
 def test_discovery_alarms_on_errors_lost_runs_and_lag(proxied: Synth) -> None:
     alarms = {
-        alarm["Properties"]["AlarmName"]["Fn::Join"][1][-1]: alarm["Properties"]
+        str(alarm["Properties"]["AlarmName"]).split("-", 1)[-1]: alarm["Properties"]
         for alarm in proxied.resources("AWS::CloudWatch::Alarm").values()
-        if isinstance(alarm["Properties"]["AlarmName"], dict)
     }
-    lag = alarms["-exports-DiscoveryLag"]
+    lag = alarms["exports-DiscoveryLag"]
     assert lag["MetricName"] == "DiscoveryLagSeconds"
     assert lag["TreatMissingData"] == "breaching"  # a discovery that stopped running alarms too
     assert lag["Threshold"] == 172_800
     assert lag["Period"] * lag["EvaluationPeriods"] >= 172_800
     for policy in ("exports", "stale-sessions"):
-        assert f"-{policy}-DiscoveryErrors" in alarms
-        assert f"-{policy}-DiscoveryScheduleDeadLetters" in alarms
+        assert f"{policy}-DiscoveryErrors" in alarms
+        assert f"{policy}-DiscoveryScheduleDeadLetters" in alarms
 
 
 def test_the_lag_window_spans_the_threshold_in_at_most_a_day_of_periods() -> None:

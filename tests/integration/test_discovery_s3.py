@@ -19,6 +19,8 @@ from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LocalAws
 from sweeper.models import JobStatus
 
+pytestmark = pytest.mark.integration
+
 DAY = 86_400
 
 

@@ -4,17 +4,21 @@ bad rows counted by position, a read-only session, one run per scheduled time.""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sweeper.cli import main
 from sweeper.config import Policy, SqlDiscovery
 from sweeper.discovery.rows import Cursor, Page, Rejected
 from sweeper.discovery.run import (
@@ -32,6 +36,8 @@ from sweeper.errors import DiscoveryFailedError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus
 from tests.conftest import PgServer
+
+pytestmark = pytest.mark.integration
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 _counter = itertools.count()
@@ -423,3 +429,88 @@ def test_query_parameters_are_bound_not_formatted(source_db: SourceDb, ledger: L
     report = discover(policy, SqlSource(policy.discovery, source_db.url), DiscoveryStore(ledger))  # type: ignore[arg-type]
     assert (report.scanned, report.inserted) == (1, 1)
     assert source_db.count() == 3
+
+
+def test_the_discover_command_runs_a_pass_and_reports_it(
+    source_db: SourceDb, db_url: str, tmp_path: Path
+) -> None:
+    # Given a policy file with an sql discovery and a source of 30 rows
+    source_db.insert(rows(30))
+    config = tmp_path / "sweeper.toml"
+    config.write_text(
+        '[[policies]]\nname = "exports"\n[policies.discovery]\nkind = "sql"\n'
+        f'query = "{QUERY}"\npage_size = 7\n'
+    )
+    args = [
+        "discover",
+        "--policy",
+        "exports",
+        "--config",
+        str(config),
+        "--database-url",
+        db_url,
+        "--local-file",
+        str(tmp_path / "none.json"),
+        "--source-url",
+        source_db.url,
+        "--json",
+    ]
+    # When it runs twice
+    first = CliRunner().invoke(main, args)
+    second = CliRunner().invoke(main, args)
+    # Then the first inserted every row, the second changed nothing
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.output)
+    assert (report["scanned"], report["inserted"], report["stop_reason"]) == (30, 30, COMPLETE)
+    assert json.loads(second.output)["unchanged"] == 30
+
+
+def test_the_discover_command_needs_the_source_url_for_sql(db_url: str, tmp_path: Path) -> None:
+    config = tmp_path / "sweeper.toml"
+    config.write_text(
+        f'[[policies]]\nname = "exports"\n[policies.discovery]\nkind = "sql"\nquery = "{QUERY}"\n'
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "discover",
+            "--config",
+            str(config),
+            "--database-url",
+            db_url,
+            "--local-file",
+            str(tmp_path / "none.json"),
+        ],
+        env={"SWEEPER_SOURCE_DATABASE_URL": ""},
+    )
+    assert result.exit_code == 2
+    assert "--source-url" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_source_that_cannot_be_read_exits_1_with_one_line(
+    db_url: str, tmp_path: Path, pg_server: PgServer
+) -> None:
+    config = tmp_path / "sweeper.toml"
+    config.write_text(
+        f'[[policies]]\nname = "exports"\n[policies.discovery]\nkind = "sql"\nquery = "{QUERY}"\n'
+    )
+    missing = pg_server.url_for("no_such_database") + " password=hunter2"
+    result = CliRunner().invoke(
+        main,
+        [
+            "discover",
+            "--config",
+            str(config),
+            "--database-url",
+            db_url,
+            "--local-file",
+            str(tmp_path / "none.json"),
+            "--source-url",
+            missing,
+        ],
+    )
+    assert result.exit_code == 1
+    assert "cannot connect to the source database" in result.output
+    assert "hunter2" not in result.output
+    assert "Traceback" not in result.output

@@ -119,6 +119,10 @@ class Endpoints:
         client: DynamoDBClient = self._client("dynamodb")
         return client
 
+    def s3(self) -> Any:
+        """An S3 client (discovery's `ListsObjects`; the S3 stubs are not a dependency)."""
+        return self._client("s3")
+
     def lambda_client(self, config: BotoConfig | None = None) -> LambdaClient:
         client: LambdaClient = self._client("lambda", config)
         return client
