@@ -354,6 +354,7 @@ def test_a_run_that_lost_the_cursor_to_another_steps_aside_with_nothing_written(
 
     jobs = [j for j in map(check_row, page.rows) if not isinstance(j, str)]
     common: dict[str, Any] = {
+        "source": "sql",
         "state": state,
         "cursor_after": page.next_cursor,
         "complete": False,
@@ -514,3 +515,29 @@ def test_a_source_that_cannot_be_read_exits_1_with_one_line(
     assert "cannot connect to the source database" in result.output
     assert "hunter2" not in result.output
     assert "Traceback" not in result.output
+
+
+def test_status_lists_the_last_discovery_runs_without_their_cursor(
+    source_db: SourceDb, ledger: Ledger
+) -> None:
+    # Given four discovery runs of a policy
+    from sweeper.cli.console import STATUS_DISCOVERY_RUNS, _discovery_runs
+
+    source_db.insert(rows(12))
+    policy = policy_for(page_size=5)
+    source = SqlSource(policy.discovery, source_db.url)  # type: ignore[arg-type]
+    for n in range(4):
+        discover(policy, source, DiscoveryStore(ledger), at=NOW + timedelta(minutes=n))
+
+    class Console:  # what the status helper reads: the ledger
+        def __init__(self, ledger: Ledger) -> None:
+            self.ledger = ledger
+
+    # When status collects them
+    shown = _discovery_runs(Console(ledger), policy)  # type: ignore[arg-type]
+    # Then the newest three, with their figures, and no cursor
+    assert len(shown) == STATUS_DISCOVERY_RUNS == 3
+    assert [r["stop_reason"] for r in shown] == [COMPLETE] * 3
+    assert shown[-1]["scanned"] == 12
+    assert all("cursor" not in key for run in shown for key in run)
+    assert _discovery_runs(Console(ledger), Policy(name="other")) == []  # type: ignore[arg-type]

@@ -2,20 +2,17 @@
 
 from typing import Final
 
-# The policy's cursor row, created on first use; a source of another kind starts afresh (its
-# cursor would mean nothing to the new source).
+# The cursor of a policy's source, created on first use. One per source kind: a policy fed by
+# two sources (the demo's doors) keeps two positions.
 ENSURE_CURSOR: Final = """
-INSERT INTO sweeper_discovery_cursors AS c (policy, source, updated_at)
+INSERT INTO sweeper_discovery_cursors (policy, source, updated_at)
 VALUES (%(policy)s, %(source)s, %(now)s)
-ON CONFLICT (policy) DO UPDATE
-SET source = EXCLUDED.source, cursor = NULL, pass_number = c.pass_number + 1, pass_scanned = 0,
-    pass_started_at = NULL, updated_at = EXCLUDED.updated_at
-WHERE c.source <> EXCLUDED.source
+ON CONFLICT (policy, source) DO NOTHING
 """
 
 SELECT_CURSOR: Final = """
 SELECT cursor, pass_number, pass_scanned, pass_started_at, last_complete_at
-FROM sweeper_discovery_cursors WHERE policy = %(policy)s
+FROM sweeper_discovery_cursors WHERE policy = %(policy)s AND source = %(source)s
 """
 
 # Advance the cursor after one committed page, in that page's transaction, and only from the
@@ -30,19 +27,20 @@ SET cursor = CASE WHEN %(complete)s THEN NULL ELSE %(cursor_after)s::jsonb END,
                            ELSE coalesce(pass_started_at, %(now)s) END,
     last_complete_at = CASE WHEN %(complete)s THEN %(now)s ELSE last_complete_at END,
     updated_at = %(now)s
-WHERE policy = %(policy)s AND pass_number = %(pass_number)s
+WHERE policy = %(policy)s AND source = %(source)s AND pass_number = %(pass_number)s
   AND pass_scanned = %(pass_scanned)s
   AND cursor IS NOT DISTINCT FROM %(cursor_before)s::jsonb
 RETURNING pass_number
 """
 
-# One run per (policy, scheduled time): a repeat delivery counts an invocation and does nothing.
+# One run per (policy, source, scheduled time): a repeat delivery counts an invocation and
+# does nothing.
 START_RUN: Final = """
 INSERT INTO sweeper_discovery_runs (run_id, policy, source, scheduled_at, started_at,
                                     pass_number, cursor_before)
 VALUES (%(run_id)s, %(policy)s, %(source)s, %(scheduled_at)s, %(now)s, %(pass_number)s,
         %(cursor)s)
-ON CONFLICT (policy, scheduled_at) DO UPDATE
+ON CONFLICT (policy, source, scheduled_at) DO UPDATE
 SET invocations = sweeper_discovery_runs.invocations + 1
 RETURNING run_id, invocations
 """

@@ -66,9 +66,9 @@ class DiscoveryReport:
         return self.scanned / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 
 
-def discovery_run_id(policy: str, scheduled_at: datetime) -> str:
-    """The run's identity: its policy and scheduled time (a repeat delivery has the same)."""
-    return f"discover:{policy}:{scheduled_at.isoformat()}"
+def discovery_run_id(policy: str, source: str, scheduled_at: datetime) -> str:
+    """The run's identity: policy, source and scheduled time (a repeat delivery has the same)."""
+    return f"discover:{policy}:{source}:{scheduled_at.isoformat()}"
 
 
 def run_discovery(
@@ -88,7 +88,7 @@ def run_discovery(
     """
     started = monotonic()
     limit = page_size or (policy.discovery.page_size if policy.discovery else 1000)
-    run_id = discovery_run_id(policy.name, scheduled_at)
+    run_id = discovery_run_id(policy.name, source.kind, scheduled_at)
     state = store.cursor(policy.name, source.kind, clock())
     start = store.start_run(run_id, policy.name, source.kind, scheduled_at, state, clock())
     report = DiscoveryReport(
@@ -155,6 +155,7 @@ def _page(
         policy,
         report.run_id,
         jobs,
+        source=source.kind,
         state=state,
         cursor_after=page.next_cursor,
         complete=page.exhausted,

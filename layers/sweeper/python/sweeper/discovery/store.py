@@ -97,10 +97,12 @@ class DiscoveryStore:
             return cur.fetchall() if cur.description is not None else []
 
     def cursor(self, policy: str, source: str, now: datetime) -> CursorState:
-        """The policy's cursor (created on first use; reset when the source kind changed)."""
+        """The cursor of the policy's source (created on first use)."""
         with self._ledger.transaction() as conn:
             conn.execute(queries.ENSURE_CURSOR, {"policy": policy, "source": source, "now": now})
-            row = conn.execute(queries.SELECT_CURSOR, {"policy": policy}).fetchone()
+            row = conn.execute(
+                queries.SELECT_CURSOR, {"policy": policy, "source": source}
+            ).fetchone()
         assert row is not None  # ENSURE_CURSOR made it
         return CursorState(row[0], int(row[1]), int(row[2]), row[3], row[4])
 
@@ -134,6 +136,7 @@ class DiscoveryStore:
         run_id: str,
         jobs: Sequence[NewJob],
         *,
+        source: str,
         state: CursorState,
         cursor_after: Cursor | None,
         complete: bool,
@@ -157,6 +160,7 @@ class DiscoveryStore:
                 queries.ADVANCE_CURSOR,
                 {
                     "policy": policy.name,
+                    "source": source,
                     "complete": complete,
                     "cursor_after": _jsonb(cursor_after),
                     "cursor_before": _jsonb(state.cursor),

@@ -2,13 +2,13 @@
 -- row per discovery run with what it found. Ids, counts, cursors and times; never customer data
 -- beyond the cursor (the last sort key read, which the source needs to resume).
 
--- One row per policy with discovery. The cursor is the position after the last page whose
+-- One row per (policy, source kind) with discovery. The cursor is the position after the last page whose
 -- obligations were committed, updated in the same transaction as that page's upsert, so a run
 -- killed anywhere resumes exactly after what the ledger holds. `cursor` NULL: the next page is the
 -- first of a new pass. A run writes it only if it still holds the value the run read
 -- (compare-and-set), so two overlapping runs never both advance from the same position.
 CREATE TABLE sweeper_discovery_cursors (
-    policy            text        PRIMARY KEY,
+    policy            text        NOT NULL,
     source            text        NOT NULL CHECK (source IN ('sql', 's3')),
     cursor            jsonb,
     -- Passes started since the cursor was created; a pass may span several runs.
@@ -17,10 +17,11 @@ CREATE TABLE sweeper_discovery_cursors (
     pass_scanned      bigint      NOT NULL DEFAULT 0 CHECK (pass_scanned >= 0),
     pass_started_at   timestamptz,
     last_complete_at  timestamptz,
-    updated_at        timestamptz NOT NULL
+    updated_at        timestamptz NOT NULL,
+    PRIMARY KEY (policy, source)
 );
 
--- One row per discovery run. (policy, scheduled_at) is unique: the scheduler delivers at least
+-- One row per discovery run. (policy, source, scheduled_at) is unique: the scheduler delivers at least
 -- once, so a second invocation for the same time is detected and does nothing.
 CREATE TABLE sweeper_discovery_runs (
     run_id            text        PRIMARY KEY,
@@ -44,6 +45,6 @@ CREATE TABLE sweeper_discovery_runs (
     cursor_after      jsonb,
     elapsed_seconds   double precision,
     stop_reason       text,
-    CONSTRAINT sweeper_discovery_runs_once_per_schedule UNIQUE (policy, scheduled_at)
+    CONSTRAINT sweeper_discovery_runs_once_per_schedule UNIQUE (policy, source, scheduled_at)
 );
 CREATE INDEX sweeper_discovery_runs_recent ON sweeper_discovery_runs (policy, started_at DESC);
