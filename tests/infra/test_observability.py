@@ -35,6 +35,10 @@ def _alarm(synth: Synth, policy: str, name: str) -> dict[str, Any]:
     return props
 
 
+#: DiscoveryErrors, DiscoveryScheduleDeadLetters, DiscoveryLag.
+DISCOVERY_ALARMS = 3
+
+
 def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied: Synth) -> None:
     topic = proxied.logical_id("Observability/AlarmTopic/Resource")
     for policy in proxied.config.policies:
@@ -43,8 +47,11 @@ def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied:
             assert alarm["AlarmActions"] == [{"Ref": topic}]
             assert alarm["OKActions"] == [{"Ref": topic}]
             assert alarm["AlarmName"] == f"Sweeper-{policy.name}-{name}"
+    # and the discovery alarms (tests/infra/test_discovery.py) of each policy with discovery
+    discovering = sum(1 for policy in proxied.config.policies if policy.discovery is not None)
     proxied.template.resource_count_is(
-        "AWS::CloudWatch::Alarm", len(ALARMS) * len(proxied.config.policies)
+        "AWS::CloudWatch::Alarm",
+        len(ALARMS) * len(proxied.config.policies) + DISCOVERY_ALARMS * discovering,
     )
 
 
