@@ -95,3 +95,17 @@ def test_a_good_row_is_an_obligation_in_utc() -> None:
 )
 def test_a_bad_row_is_rejected_with_a_reason_naming_no_value(row: SourceRow, reason: str) -> None:
     assert check_row(row) == reason
+
+
+@pytest.mark.parametrize(
+    "value", ["plain-id_1.x~", "with:colon", "space here", "ünïcode", "a/b", "%41", "", "A-Z"]
+)
+def test_the_operation_keys_fast_path_encodes_exactly_as_quote(value: str) -> None:
+    from urllib.parse import quote
+
+    from sweeper.models import operation_key
+
+    assert (
+        operation_key("p", value, value, 1)
+        == f"p:{quote(value, safe='')}:{quote(value, safe='')}:v1"
+    )

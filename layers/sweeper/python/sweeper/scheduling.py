@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -36,8 +37,14 @@ def scope_for(policy: Policy, job: NewJob) -> str:
         policy=policy.name,
         tenant_id=job.tenant_id,
         object_id=job.object_id,
-        host=urlsplit(policy.action.api_url).hostname or "",
+        host=_host(policy.action.api_url),
     )
+
+
+@lru_cache(maxsize=64)
+def _host(api_url: str) -> str:
+    """The API's host name, parsed once per URL, not once per job."""
+    return urlsplit(api_url).hostname or ""
 
 
 #: The CSV header: these columns in this order; due_at may be left out.
