@@ -1,4 +1,4 @@
-"""The discovery store's statements (migration 0005), parameterised, each with its guarantee."""
+"""The discovery store's statements (migration 0006), parameterised, each with its guarantee."""
 
 from typing import Final
 

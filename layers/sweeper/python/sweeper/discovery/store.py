@@ -1,4 +1,4 @@
-"""The ledger's side of discovery: the policy's cursor and the run records (migration 0005).
+"""The ledger's side of discovery: the policy's cursor and the run records (migration 0006).
 
 Obligations go in through `Ledger.schedule`, the one idempotent upsert; the cursor and the run's
 figures advance inside that same transaction, so a page is committed whole or not at all.
