@@ -79,6 +79,10 @@ class Database(Construct):
         self.proxy: rds.DatabaseProxy | None = None
         #: The application user's secret (new cluster only); None: every function uses `secret`.
         self.app_secret: secretsmanager.ISecret | None = None
+        #: The hosted rotations of the secrets this stack owns (none for an imported cluster).
+        self.rotations: list[secretsmanager.SecretRotation] = []
+        #: The most ACUs the new cluster may scale to (None for an imported cluster).
+        self.max_capacity_acu: float | None = None
         # Where functions connect, unless the secret's own host and port are right.
         self._runtime_endpoint: tuple[str, str] | None = None
         self._direct_endpoint: tuple[str, str] | None = None
@@ -103,6 +107,7 @@ class Database(Construct):
 
         cluster = self._new_cluster(network, options)
         self.cluster = cluster
+        self.max_capacity_acu = options.database_max_capacity_acu
         assert cluster.secret is not None  # generated credentials always come with a secret
         self.secret = cluster.secret
         self.app_secret = self._app_secret(network, cluster)
@@ -184,12 +189,13 @@ class Database(Construct):
         # The rotation function runs in the function subnets: it needs the Secrets Manager
         # endpoint and the database, both reachable from there. No rotation at creation: the
         # migrations read the secret during the same deploy.
-        cluster.add_rotation_single_user(
+        rotation = cluster.add_rotation_single_user(
             automatically_after=Duration.days(SECRET_ROTATION_DAYS),
             vpc_subnets=network.function_subnets,
             endpoint=network.secrets_manager_endpoint,
             rotate_immediately_on_update=False,
         )
+        self.rotations.append(rotation)
         acknowledge(cluster, "AwsSolutions-RDS6", IAM_AUTH_REASON)
         return cluster
 
@@ -207,7 +213,7 @@ class Database(Construct):
         attached = secret.attach(cluster)  # adds host, port and engine
         # Same placement as the admin's rotation. No rotation at creation: the user is made by
         # the migrations during the same deploy.
-        cluster.add_rotation_multi_user(
+        rotation = cluster.add_rotation_multi_user(
             "AppSecretRotation",
             secret=attached,
             automatically_after=Duration.days(SECRET_ROTATION_DAYS),
@@ -215,6 +221,7 @@ class Database(Construct):
             endpoint=network.secrets_manager_endpoint,
             rotate_immediately_on_update=False,
         )
+        self.rotations.append(rotation)
         return attached
 
     def _new_proxy(

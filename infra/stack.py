@@ -19,6 +19,7 @@ from infra.options import DeploymentOptions
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
 from infra.redrive import Redrive
+from infra.retention import Retention
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
 
@@ -55,6 +56,7 @@ class SweeperStack(Stack):
             self, "Migrations", network=network, database=database, packaging=packaging
         )
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
+        observability.watch_database(database)
 
         for policy in config.policies:
             pipeline = Pipeline(
@@ -98,6 +100,18 @@ class SweeperStack(Stack):
                     discovery.function.function.function_name,
                     "discovery function",
                 )
+            if policy.retention.enabled:
+                retention = Retention(
+                    self,
+                    f"Retention-{policy.name}",
+                    policy=policy,
+                    network=network,
+                    database=database,
+                    packaging=packaging,
+                )
+                retention.schedule.schedule.node.add_dependency(migrations.resource)
+                observability.watch_retention(retention)
+                Tags.of(retention).add(POLICY_TAG_KEY, policy.name)
 
             prefix = pascal_case(policy.name)
             self._output(f"{prefix}QueueUrl", pipeline.queue.queue_url, "work queue")

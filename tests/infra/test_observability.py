@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.observability import backlog_threshold
 from tests.infra.conftest import Synth
+from tests.infra.signals import dashboard_signals
+from tests.infra.test_retention import PRUNE_ALARMS
 
 ALARMS = (
     "QueueAge",
@@ -24,7 +29,16 @@ ALARMS = (
     "MismatchedMessages",
     "RedriveErrors",
     "RedriveScheduleDeadLetters",
+    "ClaimsStalled",
+    "CompletionsStalled",
+    "LeaseExpiries",
+    "TransientRate",
+    "UnknownRate",
+    "PublishFailures",
 )
+#: Only for a policy whose jobs share one limiter scope; only for a cluster the stack creates.
+SINGLE_SCOPE_ALARMS = ("LimiterSaturated",)
+LEDGER_ALARMS = ("DatabaseCapacityAtMax", "SecretRotationErrors")
 
 
 def _alarm(synth: Synth, policy: str, name: str) -> dict[str, Any]:
@@ -42,17 +56,51 @@ DISCOVERY_ALARMS = 3
 def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied: Synth) -> None:
     topic = proxied.logical_id("Observability/AlarmTopic/Resource")
     for policy in proxied.config.policies:
-        for name in ALARMS:
+        for name in ALARMS + SINGLE_SCOPE_ALARMS:  # both policies have one scope (global)
             alarm = _alarm(proxied, policy.name, name)
             assert alarm["AlarmActions"] == [{"Ref": topic}]
             assert alarm["OKActions"] == [{"Ref": topic}]
             assert alarm["AlarmName"] == f"Sweeper-{policy.name}-{name}"
-    # and the discovery alarms (tests/infra/test_discovery.py) of each policy with discovery
+            assert alarm["AlarmDescription"].endswith(f"(runbook: {name})")
+    for name in LEDGER_ALARMS:
+        alarm = _ledger_alarm(proxied, name)
+        assert alarm["AlarmActions"] == [{"Ref": topic}]
+        assert alarm["OKActions"] == [{"Ref": topic}]
+        assert alarm["AlarmName"] == f"Sweeper-{name}"
+    # and the scheduled prune's own (tests/infra/test_retention.py), and discovery's of each
+    # policy with discovery (tests/infra/test_discovery.py)
     discovering = sum(1 for policy in proxied.config.policies if policy.discovery is not None)
     proxied.template.resource_count_is(
         "AWS::CloudWatch::Alarm",
-        len(ALARMS) * len(proxied.config.policies) + DISCOVERY_ALARMS * discovering,
+        len(ALARMS + SINGLE_SCOPE_ALARMS + PRUNE_ALARMS) * len(proxied.config.policies)
+        + len(LEDGER_ALARMS)
+        + DISCOVERY_ALARMS * discovering,
     )
+
+
+def _ledger_alarm(synth: Synth, name: str) -> dict[str, Any]:
+    props: dict[str, Any] = synth.resource(
+        f"^ObservabilityLedger{name}[0-9A-F]{{8}}$", "AWS::CloudWatch::Alarm"
+    )["Properties"]
+    return props
+
+
+def test_a_policy_with_a_scope_per_tenant_has_no_saturation_alarm(default: Synth) -> None:
+    # sweeper.toml's policy limits each tenant on its own: its figure sums every tenant's slots
+    (policy,) = default.config.policies
+    assert policy.scope.kind == "tenant"
+    names = {
+        r["Properties"]["AlarmName"] for r in default.resources("AWS::CloudWatch::Alarm").values()
+    }
+    assert f"Sweeper-{policy.name}-LimiterSaturated" not in names
+    assert f"Sweeper-{policy.name}-TransientRate" in names
+
+
+def test_an_imported_cluster_has_no_ledger_alarms(imported: Synth) -> None:
+    names = {
+        r["Properties"]["AlarmName"] for r in imported.resources("AWS::CloudWatch::Alarm").values()
+    }
+    assert not {f"Sweeper-{name}" for name in LEDGER_ALARMS} & names
 
 
 def test_queue_alarms_use_the_policy_thresholds(proxied: Synth) -> None:
@@ -127,3 +175,176 @@ def test_backlog_threshold_is_what_the_quota_drains_within_the_age_threshold(
     assert threshold >= 1
     assert threshold >= rate * age  # below it, the age alarm would not follow
     assert threshold == 1 or threshold < rate * age + 1  # the smallest such whole number
+
+
+# -- the stall and rate alarms: metric math, evaluated one period at a time ------------------------
+
+
+def _expression(alarm: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """The alarm's returned expression and, per query id, the metric name that id reads."""
+    expression = ""
+    reads: dict[str, str] = {}
+    for query in alarm["Metrics"]:
+        if "Expression" in query and query.get("ReturnData", True):
+            expression = query["Expression"]
+        elif "MetricStat" in query:
+            reads[query["Id"]] = query["MetricStat"]["Metric"]["MetricName"]
+    assert expression, "no returned expression"
+    return expression, reads
+
+
+def evaluate(alarm: dict[str, Any], period: Mapping[str, float | None]) -> float | None:
+    """One period of the alarm's expression, given each metric's datapoint (None: none emitted).
+
+    Covers the subset of CloudWatch metric math the alarms use (IF, FILL, AND, comparisons,
+    arithmetic); a division by zero yields no datapoint, which the alarms treat as not breaching.
+    """
+    expression, reads = _expression(alarm)
+    values = {query_id: period.get(metric) for query_id, metric in reads.items()}
+    python = re.sub(r"\bAND\b", "and", expression)
+    functions = {
+        "IF": lambda condition, then, otherwise: then if condition else otherwise,
+        "FILL": lambda value, fill: fill if value is None else value,
+    }
+    try:
+        return float(eval(python, {"__builtins__": {}}, {**functions, **values}))
+    except ZeroDivisionError:
+        return None
+
+
+def _breaches(alarm: dict[str, Any], value: float | None) -> bool:
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    return value is not None and value >= alarm["Threshold"]
+
+
+def test_claims_stalled_fires_only_when_a_run_saw_due_work_and_claimed_none(
+    proxied: Synth,
+) -> None:
+    alarm = _alarm(proxied, "exports", "ClaimsStalled")
+    age, claims = "OldestEligibleAgeSeconds", "Discovered"
+    # due work, nothing claimed (in-flight cap, budget): fires
+    assert _breaches(alarm, evaluate(alarm, {age: 0.0, claims: 0}))
+    assert _breaches(alarm, evaluate(alarm, {age: 4000.0, claims: None}))
+    # due work claimed: quiet
+    assert not _breaches(alarm, evaluate(alarm, {age: 4000.0, claims: 1000}))
+    # an idle policy (no due rows: no age reported), a paused one (no run metrics): quiet
+    assert not _breaches(alarm, evaluate(alarm, {age: None, claims: 0}))
+    assert not _breaches(alarm, evaluate(alarm, {age: None, claims: None}))
+    assert alarm["EvaluationPeriods"] == 1
+
+
+def test_completions_stalled_fires_when_consumers_run_and_nothing_settles(
+    proxied: Synth,
+) -> None:
+    alarm = _alarm(proxied, "exports", "CompletionsStalled")
+    waiting = {"ApproximateNumberOfMessagesVisible": 40, "Invocations": 12}
+    # messages wait, consumers run, nothing settles: fires (three periods running)
+    assert _breaches(alarm, evaluate(alarm, {**waiting, "Succeeded": 0, "TerminalFailures": None}))
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (3, 3)
+    # settling, successfully or terminally: quiet
+    assert not _breaches(alarm, evaluate(alarm, {**waiting, "Succeeded": 30}))
+    assert not _breaches(alarm, evaluate(alarm, {**waiting, "TerminalFailures": 2}))
+    # idle (no messages), paused (event source off: no invocations): quiet
+    idle = {"ApproximateNumberOfMessagesVisible": 0, "Invocations": 0}
+    assert not _breaches(alarm, evaluate(alarm, idle))
+    paused = {"ApproximateNumberOfMessagesVisible": 40, "Invocations": None}
+    assert not _breaches(alarm, evaluate(alarm, paused))
+
+
+def _calls(**by_outcome: int) -> dict[str, float | None]:
+    return {f"Attempts_{outcome}": float(n) for outcome, n in by_outcome.items()}
+
+
+def test_outcome_rates_are_shares_of_all_calls_from_enough_calls(proxied: Synth) -> None:
+    for policy in proxied.config.policies:
+        transient = _alarm(proxied, policy.name, "TransientRate")
+        unknown = _alarm(proxied, policy.name, "UnknownRate")
+        assert transient["Threshold"] == policy.alarms.transient_rate_percent
+        assert unknown["Threshold"] == policy.alarms.unknown_rate_percent
+        assert transient["EvaluationPeriods"] == unknown["EvaluationPeriods"] == 2
+    transient = _alarm(proxied, "exports", "TransientRate")
+    unknown = _alarm(proxied, "exports", "UnknownRate")
+    # every outcome class counts in the whole; each rate reads its own class
+    calls = _calls(accepted=80, absent=4, throttled=2, transient=10, unknown=2, permanent=1, auth=1)
+    assert evaluate(transient, calls) == 10.0
+    assert evaluate(unknown, calls) == 2.0
+    assert _breaches(transient, evaluate(transient, calls))
+    assert not _breaches(unknown, evaluate(unknown, calls))
+    # below twenty calls a period one 503 is not a rate; an idle period is no rate at all
+    assert evaluate(transient, _calls(accepted=10, transient=9)) == 0
+    assert not _breaches(transient, evaluate(transient, {}))
+
+
+def test_limiter_saturation_is_slots_used_against_the_scope_s_slots(proxied: Synth) -> None:
+    for policy in proxied.config.policies:
+        alarm = _alarm(proxied, policy.name, "LimiterSaturated")
+        slots = policy.quota.rate_per_second * 300
+        assert evaluate(alarm, {"LimiterSlotsUsed": slots}) == pytest.approx(100.0)
+        assert _breaches(alarm, evaluate(alarm, {"LimiterSlotsUsed": 0.95 * slots}))
+        assert not _breaches(alarm, evaluate(alarm, {"LimiterSlotsUsed": 0.5 * slots}))
+        assert not _breaches(alarm, evaluate(alarm, {}))
+        assert alarm["EvaluationPeriods"] == 3
+
+
+def test_lease_expiries_and_publish_failures_alarm_on_any(default: Synth) -> None:
+    for name, metric in (
+        ("LeaseExpiries", "LeasesReclaimed"),
+        ("PublishFailures", "PublishFailures"),
+    ):
+        alarm = _alarm(default, "exports", name)
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("Sweeper", metric)
+        assert (alarm["Statistic"], alarm["Threshold"]) == ("Sum", 1)
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+# -- the ledger ---------------------------------------------------------------------------------
+
+
+def test_ledger_capacity_alarms_at_the_configured_maximum(default: Synth) -> None:
+    alarm = _ledger_alarm(default, "DatabaseCapacityAtMax")
+    cluster = default.logical_id("Database/Cluster/Resource")
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/RDS", "ServerlessDatabaseCapacity")
+    assert alarm["Dimensions"] == [{"Name": "DBClusterIdentifier", "Value": {"Ref": cluster}}]
+    maximum = default.resource("^DatabaseCluster[0-9A-F]{8}$", "AWS::RDS::DBCluster")["Properties"][
+        "ServerlessV2ScalingConfiguration"
+    ]["MaxCapacity"]
+    assert (alarm["Statistic"], alarm["Threshold"]) == ("Maximum", maximum)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_rotation_alarm_reads_the_errors_of_both_rotation_functions(proxied: Synth) -> None:
+    alarm = _ledger_alarm(proxied, "SecretRotationErrors")
+    # the hosted rotations are serverless applications named by a parameter: the same names
+    applications = proxied.resources("AWS::Serverless::Application").values()
+    rotation_functions = {app["Properties"]["Parameters"]["functionName"] for app in applications}
+    assert len(rotation_functions) == 2  # the admin's and the application user's
+    read = {
+        query["MetricStat"]["Metric"]["Dimensions"][0]["Value"]
+        for query in alarm["Metrics"]
+        if "MetricStat" in query
+        and query["MetricStat"]["Metric"]["MetricName"] == "Errors"
+        and query["MetricStat"]["Metric"]["Namespace"] == "AWS/Lambda"
+    }
+    assert read == rotation_functions
+    assert _breaches(alarm, evaluate(alarm, {"Errors": 1}))
+    assert not _breaches(alarm, evaluate(alarm, {}))
+
+
+def test_the_dashboard_draws_every_signal_the_design_names(proxied: Synth) -> None:
+    signals = dashboard_signals(proxied)
+    for metric in (
+        "OldestEligibleAgeSeconds",
+        "Discovered",  # claims
+        "Succeeded",  # completions
+        "TerminalFailures",
+        "LeasesReclaimed",
+        "Attempts_transient",
+        "Attempts_unknown",
+        "LimiterSlotsUsed",
+        "PublishFailures",
+        "ServerlessDatabaseCapacity",
+        "Errors",  # the rotation functions' (and the consumer's)
+    ):
+        assert metric in signals, metric
+    for alarm_id in ALARMS + SINGLE_SCOPE_ALARMS + LEDGER_ALARMS:
+        assert alarm_id in signals, alarm_id

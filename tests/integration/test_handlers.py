@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from functions.consumer import app as consumer_app
 from functions.producer import app as producer_app
+from sweeper import runtime
 from sweeper.errors import ConfigError
-from sweeper.models import JobMessage, JobStatus
+from sweeper.local.lambda_runtime import LocalLambdaContext, parse_emf
+from sweeper.models import JobMessage, JobStatus, NewJob
+from sweeper.observability import Metric
+from sweeper.scheduling import schedule_jobs
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration
@@ -70,3 +76,59 @@ def test_the_sample_sqs_batch_drives_the_consumer_handler(pipeline: Pipeline) ->
     assert response["batchItemFailures"] == []
     assert pipeline.ledger.counts("exports")[JobStatus.SUCCEEDED] == 2
     assert pipeline.vendor.audit().effects_total == 2
+
+
+# -- what the handlers emit is what the alarms and the dashboard read (infra/observability.py) --
+
+
+def test_the_producer_handler_emits_claims_lease_expiries_and_publish_failures(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given twelve due rows released by one run, whose leases then expire unsettled
+    pipeline.seed(12)
+    event = load_event("scheduler_event.json")
+    producer_app.handler(event, pipeline.lambda_context("producer"))
+    first = parse_emf(capsys.readouterr().out)
+    later = datetime.now(UTC) + timedelta(seconds=pipeline.policy.lease_seconds + 1)
+    monkeypatch.setattr(runtime, "utcnow", lambda: later)
+    # When the next scheduled run comes
+    producer_app.handler(
+        {**event, "time": "2026-11-29T02:05:00Z"}, pipeline.lambda_context("producer")
+    )
+    second = parse_emf(capsys.readouterr().out)
+    # Then the first run reported its claims and the second the expired leases it reclaimed
+    assert first[Metric.DISCOVERED] == 12
+    assert first[Metric.RECLAIMED] == 0
+    assert first[Metric.PUBLISH_FAILURES] == 0
+    assert Metric.OLDEST_ELIGIBLE_AGE in first
+    assert second[Metric.RECLAIMED] == 12
+    assert second[Metric.DISCOVERED] == 12
+
+
+def test_the_consumer_handler_emits_the_limiter_slots_its_batch_used(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the ledger holds the two jobs the sample batch names
+    event = load_event("sqs_batch.json")
+    messages = [JobMessage.model_validate_json(r["body"]) for r in event["Records"]]
+    now = datetime.now(UTC)
+    schedule_jobs(
+        pipeline.ledger,
+        pipeline.policy,
+        [NewJob(m.tenant_id, m.object_id, now) for m in messages],
+        now,
+    )
+    capsys.readouterr()
+
+    # A roomy timeout: a slow cold start on a loaded machine must not leave no time to call
+    def context() -> LocalLambdaContext:
+        return LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60)
+
+    # When the consumer handles the batch, then the same batch again (both jobs settled by then)
+    consumer_app.handler(event, context())
+    first = parse_emf(capsys.readouterr().out)
+    consumer_app.handler(event, context())
+    second = parse_emf(capsys.readouterr().out)
+    # Then the first batch used a slot per call; the second called nothing and says so
+    assert first[Metric.LIMITER_SLOTS_USED] == 2 == pipeline.vendor.audit().calls_total
+    assert second[Metric.LIMITER_SLOTS_USED] == 0

@@ -28,7 +28,12 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sweeper.errors import ConfigError
-from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, recommended_visibility_timeout_seconds
+from sweeper.event_source import (
+    LAMBDA_MAX_TIMEOUT_SECONDS,
+    MIN_MAXIMUM_CONCURRENCY,
+    recommended_visibility_timeout_seconds,
+)
+from sweeper.schedule_expression import parse_schedule
 
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,
 #: so that leases do not expire while their messages still wait in the queue.
@@ -44,6 +49,10 @@ DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
 #: (consumer.MIN_CALL_SECONDS); a shorter timeout would return every record uncalled until each
 #: reached the DLQ. One more second for the batch's ledger read (a unit test checks the sum).
 MIN_CONSUMER_TIMEOUT_SECONDS = 7
+#: Settled jobs are kept at least as long as a dead letter can wait for redrive.
+MIN_SETTLED_JOB_RETENTION_DAYS = 14
+#: The scheduled prune's budget stays well inside Lambda's 15 minutes.
+RETENTION_MAX_BUDGET_SECONDS = 600.0
 #: Fields a scope template may use.
 SCOPE_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
 DEFAULT_URL_TEMPLATE = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
@@ -195,10 +204,18 @@ class HttpActionConfig(_Strict):
 
 
 class ConsumerConfig(_Strict):
-    """How consumers read the queue. Parallelism is capped twice, on purpose (docs/decisions.md)."""
+    """How consumers read the queue. Parallelism is capped twice, on purpose (docs/decisions.md).
+
+    A cautious start runs one execution environment: `reserved_concurrency = 1`. The event
+    source's maximum cannot go below 2 (Lambda's floor), so that one case pairs reserved 1 with
+    maximum 2: the mapping may hold a second batch that Lambda throttles, which costs its
+    messages a receive (docs/decisions.md, "A cautious start").
+    """
 
     reserved_concurrency: int = Field(default=4, ge=1, le=1000)
-    max_concurrency: int = Field(default=4, ge=2, le=1000, description="event source maximum")
+    max_concurrency: int = Field(
+        default=4, ge=MIN_MAXIMUM_CONCURRENCY, le=1000, description="event source maximum"
+    )
     batch_size: int = Field(default=10, ge=1, le=10)
     batch_window_seconds: int = Field(default=0, ge=0, le=300)
     timeout_seconds: int = Field(
@@ -208,12 +225,24 @@ class ConsumerConfig(_Strict):
 
     @model_validator(mode="after")
     def _max_not_above_reserved(self) -> Self:
-        if self.max_concurrency > self.reserved_concurrency:
+        if self.max_concurrency > self.reserved_concurrency and not self.single_environment:
             raise ValueError(
                 "max_concurrency must not exceed reserved_concurrency: the event source would "
-                "keep receiving while invocations are throttled"
+                "keep receiving while invocations are throttled (the one exception: "
+                f"reserved_concurrency = 1 with max_concurrency = {MIN_MAXIMUM_CONCURRENCY}, "
+                "Lambda's floor, for a cautious start)"
             )
         return self
+
+    @property
+    def single_environment(self) -> bool:
+        """One execution environment: reserved 1, with the event source at Lambda's floor."""
+        return self.reserved_concurrency == 1 and self.max_concurrency == MIN_MAXIMUM_CONCURRENCY
+
+    @property
+    def environments(self) -> int:
+        """How many execution environments can run at once: the lower of the two caps."""
+        return min(self.reserved_concurrency, self.max_concurrency)
 
     @property
     def visibility_timeout_seconds(self) -> int:
@@ -249,6 +278,70 @@ class AlarmConfig(_Strict):
     queue_age_seconds: int = Field(default=900, gt=0)
     oldest_eligible_age_seconds: int = Field(default=1800, gt=0)
     terminal_failures: int = Field(default=1, ge=1)
+    #: Share of the vendor calls in a period answered 5xx / connection refused (transient) ...
+    transient_rate_percent: float = Field(default=10.0, gt=0, le=100)
+    #: ... or with no answer once sent (unknown: timeout, connection lost), which alarms sooner.
+    unknown_rate_percent: float = Field(default=5.0, gt=0, le=100)
+
+
+class RetentionConfig(_Strict):
+    """How long settled ledger rows are kept, and how the scheduled prune runs.
+
+    The prune deletes, per policy, settled jobs (with their job events) completed more than
+    `settled_job_days` ago, run records scheduled more than `run_days` ago and operator actions
+    more than `operator_action_days` ago, `batch_rows` rows per short transaction, for at most
+    `budget_seconds` per run. Unsettled jobs are never deleted.
+    """
+
+    enabled: bool = True
+    schedule: str = Field(default="rate(1 day)", pattern=r"^(rate|cron)\(.+\)$")
+    #: At least the DLQ's retention, so that a dead letter always finds its job (a unit test
+    #: checks this floor against infra's DEAD_LETTER_RETENTION_DAYS).
+    settled_job_days: float = Field(default=30.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    run_days: float = Field(default=90.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    operator_action_days: float = Field(default=365.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    batch_rows: int = Field(default=500, ge=1, le=10_000)
+    budget_seconds: float = Field(default=120.0, ge=5, le=RETENTION_MAX_BUDGET_SECONDS)
+
+    @field_validator("schedule")
+    @classmethod
+    def _parsable_schedule(cls, value: str) -> str:
+        try:
+            parse_schedule(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @model_validator(mode="after")
+    def _records_outlive_their_jobs(self) -> Self:
+        # A batch's audit counts its jobs, and an operator action explains the jobs it moved:
+        # neither may go before the jobs they describe.
+        if self.run_days < self.settled_job_days:
+            raise ValueError(
+                f"run_days ({self.run_days:g}) must be at least settled_job_days "
+                f"({self.settled_job_days:g}): a batch's record outlives its jobs"
+            )
+        if self.operator_action_days < self.settled_job_days:
+            raise ValueError(
+                f"operator_action_days ({self.operator_action_days:g}) must be at least "
+                f"settled_job_days ({self.settled_job_days:g}): an action outlives its jobs"
+            )
+        return self
+
+
+class SmokeConfig(_Strict):
+    """The sandbox target of `sweeper smoke`: a tenant the vendor keeps for tests.
+
+    The canary's object is always `object_prefix` plus a fresh random id under this tenant, so a
+    smoke run never names an existing object; without this section `sweeper smoke` is refused.
+    """
+
+    tenant_id: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:-]+$")
+    object_prefix: str = Field(
+        default="sweeper-smoke-", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$"
+    )
+    #: How long the canary may take from release to settlement before the smoke fails.
+    timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
 
 
 #: Fields an S3 key template may name; each matches one or more characters other than "/".
@@ -351,6 +444,8 @@ class Policy(_Strict):
     alarms: AlarmConfig = AlarmConfig()
     retry: RetryConfig = RetryConfig()
     throttle: ThrottleConfig = ThrottleConfig()
+    retention: RetentionConfig = RetentionConfig()
+    smoke: SmokeConfig | None = None
     max_attempts: int = Field(default=8, ge=1, le=100)
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)

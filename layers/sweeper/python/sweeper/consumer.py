@@ -155,9 +155,46 @@ def process_batch(
             )
             return
         call = ActionCall.for_delivery(target, item)
-        _Delivery(call, record.receipt_handle, deps, call_timeout).handle(target.status)
+        started = deps.now()
+        try:
+            _Delivery(call, record.receipt_handle, deps, call_timeout, slots).handle(target.status)
+        finally:
+            deps.metrics.add_metric(
+                Metric.PROCESSING_SECONDS, "Seconds", max(0.0, deps.now() - started)
+            )
 
-    return process_partial_response(event, handle, processor, context)
+    slots = _SlotCount()
+    try:
+        response = process_partial_response(event, handle, processor, context)
+    finally:
+        # Once per batch, zero included: a batch that called nothing still reports its scopes idle.
+        deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", slots.used)
+    _count_dead_letter_bound(event, response, deps)
+    return response
+
+
+@dataclass(slots=True)
+class _SlotCount:
+    """The slots one batch took and called in (a slot let go unused does not count)."""
+
+    used: int = 0
+
+
+def _count_dead_letter_bound(
+    event: dict[str, Any], response: PartialItemFailureResponse, deps: ConsumerDeps
+) -> None:
+    """Count the records returned on their last allowed receive: the DLQ is their next stop."""
+    returned = {str(item.get("itemIdentifier")) for item in response.get("batchItemFailures", [])}
+    limit = deps.policy.consumer.max_receive_count
+    for raw in event.get("Records", []):
+        if str(raw.get("messageId", "")) not in returned:
+            continue
+        try:
+            receives = int(raw.get("attributes", {}).get("ApproximateReceiveCount", 0))
+        except (TypeError, ValueError):
+            continue
+        if receives >= limit:
+            deps.metrics.add_metric(Metric.DEAD_LETTER_BOUND, "Count", 1)
 
 
 class _Delivery:
@@ -169,11 +206,13 @@ class _Delivery:
         receipt_handle: str,
         deps: ConsumerDeps,
         call_timeout: Callable[[], float | None],
+        slots: _SlotCount,
     ) -> None:
         self.job = job
         self.receipt = receipt_handle
         self.deps = deps
         self.call_timeout = call_timeout
+        self.slots = slots
         self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
 
     def handle(self, status: JobStatus) -> None:
@@ -260,6 +299,7 @@ class _Delivery:
                     continue  # the read was slow: this slot has passed, take another
             if wait > 0:
                 deps.sleep(wait)
+            self.slots.used += 1  # the call is sent right after this returns
             return self.call_timeout()
 
     def _defer(self, denial: Denial, wait: float) -> NoReturn:
@@ -333,6 +373,7 @@ class _Delivery:
             outcome=outcome,
             code=exc.code,
             count_attempt=True,
+            max_attempts=deps.policy.max_attempts,
         )
         if attempts is None:
             return  # settled meanwhile by another delivery

@@ -123,6 +123,10 @@ class Endpoints:
         """An S3 client (discovery's `ListsObjects`; the S3 stubs are not a dependency)."""
         return self._client("s3")
 
+    def cloudwatch(self) -> Any:
+        """A CloudWatch client (untyped: the project installs no CloudWatch stubs)."""
+        return self._client("cloudwatch")
+
     def lambda_client(self, config: BotoConfig | None = None) -> LambdaClient:
         client: LambdaClient = self._client("lambda", config)
         return client

@@ -128,11 +128,13 @@ class Job:
     updated_at: datetime
     completed_at: datetime | None
     retry_round: int = 0
+    #: The batch that first published it in this retry round (migration 0005); kept when settled.
+    batch_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimedJob:
-    """What a claim returns: the fields a message needs, nothing more."""
+    """What a claim returns: the fields a message needs, and what the run record counts."""
 
     id: int
     policy_version: int
@@ -141,6 +143,10 @@ class ClaimedJob:
     scope: str
     operation_key: str
     attempt_count: int
+    #: When it became eligible: the run record's oldest age at release is measured from here.
+    eligible_since: datetime | None = None
+    #: An earlier batch carries it (its lease expired); this batch only sends it again.
+    resent: bool = False
 
 
 class Target(Protocol):

@@ -37,6 +37,12 @@ class Metric:
     REDRIVE_KEPT_TERMINAL = "KeptTerminal"
     REDRIVE_KEPT_CLOSED = "KeptClosed"
     REDRIVE_ERRORS = "RedriveErrors"
+    # retention (the scheduled prune)
+    PRUNED_JOBS = "PrunedJobs"
+    PRUNED_JOB_EVENTS = "PrunedJobEvents"
+    PRUNED_RUNS = "PrunedRuns"
+    PRUNED_OPERATOR_ACTIONS = "PrunedOperatorActions"
+    PRUNE_INCOMPLETE = "PruneIncomplete"  # 1 when the budget stopped a run with rows left (alarm)
     # consumer
     ATTEMPTS_PREFIX = "Attempts_"  # + outcome class, e.g. Attempts_accepted
     SUCCEEDED = "Succeeded"
@@ -53,8 +59,17 @@ class Metric:
     LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
     LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue
     LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time
+    #: slots a batch took from its scopes and sent a call in, emitted once per batch: against
+    #: the quota's slots per period it is the limiter's utilization (infra/observability.py)
+    LIMITER_SLOTS_USED = "LimiterSlotsUsed"
     AUTH_CIRCUIT_OPEN = "AuthCircuitOpen"  # an auth failure opened the scope's circuit (alarm)
     EXHAUSTED = "Exhausted"
+    #: Seconds one delivery held its execution environment (limiter waits included); one value
+    #: per record, so CloudWatch keeps percentiles (`sweeper ramp-check` reads p50 and p95).
+    PROCESSING_SECONDS = "ProcessingSeconds"
+    #: A record returned on its last allowed receive: the queue moves it to the DLQ next.
+    #: (SQS's own NumberOfMessagesSent does not count messages moved to a DLQ.)
+    DEAD_LETTER_BOUND = "DeadLetterBound"
 
 
 class CountingSink:

@@ -45,6 +45,10 @@ class ProducerReport:
     in_flight: int = 0
     oldest_eligible_age_seconds: float | None = None
     stop_reason: str = "drained"
+    #: Published messages for jobs an earlier batch carries (their lease expired): re-sends.
+    resent: int = 0
+    #: The longest any published job had been eligible when this run claimed it.
+    oldest_released_age_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -110,7 +114,8 @@ def run_producer(
     oldest_age = ledger.oldest_eligible_age(policy.name, now)
     in_flight = ledger.count_in_flight(policy.name, now)
     lease = timedelta(seconds=policy.lease_seconds)
-    discovered = published = failures = released = 0
+    discovered = published = failures = released = resent = 0
+    oldest_released: float | None = None
     stop_reason = "drained"
     page_seconds = 0.0
     try:
@@ -123,8 +128,9 @@ def run_producer(
                 stop_reason = "in_flight_cap"
                 break
             page_started = time.monotonic()
+            claimed_at = clock()
             claimed = ledger.claim(
-                policy.name, batch_id, clock(), lease, min(policy.page_size, room)
+                policy.name, batch_id, claimed_at, lease, min(policy.page_size, room)
             )
             if not claimed:
                 break
@@ -132,6 +138,14 @@ def run_producer(
             sent, failed_ids, error = _publish(policy.name, claimed, batch_id, publisher)
             published += sent
             failures += len(failed_ids)
+            not_sent = set(failed_ids)
+            for job in claimed:
+                if job.id in not_sent:
+                    continue
+                resent += job.resent
+                if job.eligible_since is not None:
+                    age = max(0.0, (claimed_at - job.eligible_since).total_seconds())
+                    oldest_released = age if oldest_released is None else max(oldest_released, age)
             released += ledger.release(failed_ids, batch_id, clock())
             in_flight += sent
             if error is not None:
@@ -150,6 +164,8 @@ def run_producer(
             publish_failures=failures,
             oldest_age_seconds=oldest_age,
             stop_reason=stop_reason,
+            resent=resent,
+            oldest_released_age_seconds=oldest_released,
         )
     return ProducerReport(
         batch_id=batch_id,
@@ -164,6 +180,8 @@ def run_producer(
         in_flight=in_flight,
         oldest_eligible_age_seconds=oldest_age,
         stop_reason=stop_reason,
+        resent=resent,
+        oldest_released_age_seconds=oldest_released,
     )
 
 

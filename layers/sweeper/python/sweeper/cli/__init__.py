@@ -3,20 +3,25 @@
 One module per command group; each registers its commands on the top-level group, `main`.
 """
 
-from sweeper.cli import (
-    bench,
-    console,
-    demo,
-    discover,
-    local,
-    maintenance,
-    obligations,
-    plan,
-    redrive,
-)
+from importlib import import_module
+
 from sweeper.cli.base import main
 
 __all__ = ["main"]
 
-# The command modules register their commands when imported.
-del bench, console, demo, discover, local, maintenance, obligations, plan, redrive
+#: The command modules, one a line; importing one registers its commands on `main`.
+COMMAND_MODULES = (
+    "audit",
+    "bench",
+    "checks",
+    "console",
+    "demo",
+    "discover",
+    "local",
+    "maintenance",
+    "obligations",
+    "plan",
+    "redrive",
+)
+for _module in COMMAND_MODULES:
+    import_module(f"sweeper.cli.{_module}")

@@ -9,6 +9,7 @@ import click
 
 from sweeper.cli.base import (
     OUTCOMES,
+    Console,
     actor_option,
     current_time,
     emit,
@@ -23,6 +24,7 @@ from sweeper.cli.base import (
     reason_option,
     target_options,
 )
+from sweeper.config import Policy
 
 
 @main.command()
@@ -92,43 +94,9 @@ def schedule(
 def release(policy_name: str | None, actor: str, as_json: bool, **target: Any) -> None:
     """Run the policy's producer now instead of waiting for its schedule: the local stack's
     producer, or on AWS the deployed producer function (Lambda Invoke). Refused while paused."""
-    from botocore.config import Config as BotoConfig
-
-    from sweeper.errors import OperatorError
-    from sweeper.queue import SqsPublisher
-    from sweeper.release import invoke_producer, release_now
-
     with open_console(**target) as console:
         policy = console.policy(policy_name)
-        where = console.endpoints.policy(policy.name)
-        if console.endpoints.local is not None:
-            if where.queue_url is None:
-                raise OperatorError(f"the local stack has no work queue for {policy.name}")
-            publisher = SqsPublisher(console.endpoints.sqs(), where.queue_url)
-            report = release_now(policy, console.ledger, publisher, clock=current_time).as_dict()
-        else:
-            if where.producer_function is None:
-                raise OperatorError(
-                    f"stack {console.endpoints.stack!r} names no producer function for "
-                    f"{policy.name} (output {policy.name}ProducerFunctionName); check --stack"
-                )
-            # Without a ledger URL the function itself skips a paused policy (and says so).
-            if console.endpoints.database_url and console.ledger.is_paused(policy.name):
-                raise OperatorError(f"policy {policy.name} is paused: `sweeper resume` it first")
-            # Wait as long as the producer may run; never retried (a retry is a second run).
-            client = console.endpoints.lambda_client(
-                BotoConfig(
-                    read_timeout=int(policy.producer_budget_seconds) + 60,
-                    retries={"total_max_attempts": 1},
-                )
-            )
-            report = invoke_producer(
-                client,
-                where.producer_function,
-                policy.name,
-                current_time(),
-                region=console.endpoints.region,
-            )
+        report = release_policy(console, policy)
     del actor  # recorded by the producer's run, not as an operator action
     if as_json:
         click.echo(json.dumps(report, default=str))
@@ -137,6 +105,45 @@ def release(policy_name: str | None, actor: str, as_json: bool, **target: Any) -
         f"policy {policy.name}: released {report.get('published', 0)} of "
         f"{report.get('discovered', 0)} due job(s) ({report.get('stop_reason')}); "
         f"batch {report.get('batch_id')}"
+    )
+
+
+def release_policy(console: Console, policy: Policy) -> dict[str, Any]:
+    """Run the policy's producer now: the local stack's, or the deployed function on AWS
+    (`release`, and `smoke` to send its canary). Refused while paused."""
+    from botocore.config import Config as BotoConfig
+
+    from sweeper.errors import OperatorError
+    from sweeper.queue import SqsPublisher
+    from sweeper.release import invoke_producer, release_now
+
+    where = console.endpoints.policy(policy.name)
+    if console.endpoints.local is not None:
+        if where.queue_url is None:
+            raise OperatorError(f"the local stack has no work queue for {policy.name}")
+        publisher = SqsPublisher(console.endpoints.sqs(), where.queue_url)
+        return release_now(policy, console.ledger, publisher, clock=current_time).as_dict()
+    if where.producer_function is None:
+        raise OperatorError(
+            f"stack {console.endpoints.stack!r} names no producer function for "
+            f"{policy.name} (output {policy.name}ProducerFunctionName); check --stack"
+        )
+    # Without a ledger URL the function itself skips a paused policy (and says so).
+    if console.endpoints.database_url and console.ledger.is_paused(policy.name):
+        raise OperatorError(f"policy {policy.name} is paused: `sweeper resume` it first")
+    # Wait as long as the producer may run; never retried (a retry is a second run).
+    client = console.endpoints.lambda_client(
+        BotoConfig(
+            read_timeout=int(policy.producer_budget_seconds) + 60,
+            retries={"total_max_attempts": 1},
+        )
+    )
+    return invoke_producer(
+        client,
+        where.producer_function,
+        policy.name,
+        current_time(),
+        region=console.endpoints.region,
     )
 
 

@@ -49,6 +49,8 @@ RETURNING j.id
 # Claim the earliest due pending rows of one policy and lease them to a batch. SKIP LOCKED: two
 # claimers never wait on, or return, the same row. Uses sweeper_jobs_pending_due, so the cost is
 # the page returned. The caller commits at once: no lock outlives this statement's transaction.
+# The batch (the owner) becomes the job's carrier unless an earlier batch already carries it (a
+# resend after its lease expired): `resent` says which (migration 0005).
 CLAIM_DUE: Final = """
 WITH due AS (
     SELECT id FROM sweeper_jobs
@@ -59,17 +61,19 @@ WITH due AS (
 )
 UPDATE sweeper_jobs j
 SET status = 'leased', lease_owner = %(owner)s, lease_expires_at = %(expires)s,
-    updated_at = %(now)s
+    updated_at = %(now)s, batch_id = coalesce(j.batch_id, %(owner)s)
 FROM due
 WHERE j.id = due.id AND j.status = ANY(%(from)s)
 RETURNING j.id, j.policy_version, j.tenant_id, j.object_id, j.scope, j.operation_key,
-          j.attempt_count, j.next_attempt_at
+          j.attempt_count, j.next_attempt_at, j.batch_id <> %(owner)s AS resent
 """
 
-# Give back rows whose messages were not published. Only this batch's own leases are touched.
+# Give back rows whose messages were not published. Only this batch's own leases are touched;
+# a job this batch's claim made its carrier is carried by no batch again.
 RELEASE_LEASES: Final = """
 UPDATE sweeper_jobs
-SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s
+SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s,
+    batch_id = CASE WHEN batch_id = %(owner)s THEN NULL ELSE batch_id END
 WHERE id = ANY(%(ids)s) AND status = ANY(%(from)s) AND lease_owner = %(owner)s
 RETURNING id
 """
@@ -88,47 +92,104 @@ WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
 
 # One query per consumer batch: the ledger's side of every job the batch names. What the consumer
 # calls, under which scope and idempotency round, comes from here, never from the message body.
+# The same statement counts the deliveries per carrying batch (consumed, and duplicates: those of
+# an already settled job), attributed by the ledger's batch id, never the body's. The run rows are
+# locked in batch-id order, so two consumers counting the same batches never deadlock.
 TARGETS_BY_KEYS: Final = """
+WITH found AS (
+    SELECT operation_key, status, policy, policy_version, tenant_id, object_id, scope,
+           retry_round, batch_id
+    FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
+), deliveries AS (
+    SELECT f.batch_id, count(*) AS consumed,
+           count(*) FILTER (WHERE f.status IN ('succeeded', 'failed')) AS duplicates
+    FROM unnest(%(keys)s::text[]) AS k(key) JOIN found f ON f.operation_key = k.key
+    WHERE f.batch_id IS NOT NULL
+    GROUP BY f.batch_id
+), locked AS (
+    SELECT r.batch_id FROM sweeper_runs r
+    WHERE r.batch_id IN (SELECT batch_id FROM deliveries)
+    ORDER BY r.batch_id
+    FOR UPDATE
+), counted AS (
+    UPDATE sweeper_runs r
+    SET consumed = r.consumed + d.consumed, duplicates = r.duplicates + d.duplicates
+    FROM deliveries d JOIN locked l ON l.batch_id = d.batch_id
+    WHERE r.batch_id = d.batch_id
+)
 SELECT operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round
-FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
+FROM found
 """
 
-# The action settled the job (accepted or already absent). Counts the attempt.
+# The action settled the job (accepted or already absent). Counts the attempt, and in the same
+# statement its carrying batch's succeeded (or, when another delivery settled it first, its
+# duplicates). The job row is locked before the run row, as in every settlement.
 MARK_SUCCEEDED: Final = """
-UPDATE sweeper_jobs
-SET status = 'succeeded', last_outcome = %(outcome)s, last_error_code = NULL,
-    lease_owner = NULL, lease_expires_at = NULL, attempt_count = attempt_count + 1,
-    completed_at = %(now)s, updated_at = %(now)s
-WHERE operation_key = %(key)s AND status = ANY(%(from)s)
-RETURNING id
+WITH job AS (
+    SELECT batch_id FROM sweeper_jobs WHERE operation_key = %(key)s
+), moved AS (
+    UPDATE sweeper_jobs
+    SET status = 'succeeded', last_outcome = %(outcome)s, last_error_code = NULL,
+        lease_owner = NULL, lease_expires_at = NULL, attempt_count = attempt_count + 1,
+        completed_at = %(now)s, updated_at = %(now)s
+    WHERE operation_key = %(key)s AND status = ANY(%(from)s)
+    RETURNING id
+), counted AS (
+    UPDATE sweeper_runs r
+    SET succeeded = r.succeeded + (SELECT count(*) FROM moved),
+        duplicates = r.duplicates + 1 - (SELECT count(*) FROM moved),
+        last_settled_at = CASE WHEN EXISTS (SELECT 1 FROM moved)
+                               THEN greatest(r.last_settled_at, %(now)s)
+                               ELSE r.last_settled_at END
+    FROM job WHERE r.batch_id = job.batch_id
+)
+SELECT id FROM moved
 """
 
-# Terminal: a permanent outcome, or attempts exhausted.
+# Terminal: a permanent outcome, or attempts exhausted. Counted as its carrying batch's terminal
+# in the same statement.
 MARK_FAILED: Final = """
-UPDATE sweeper_jobs
-SET status = 'failed', last_outcome = %(outcome)s, last_error_code = %(code)s,
-    lease_owner = NULL, lease_expires_at = NULL, attempt_count = attempt_count + %(attempts)s,
-    completed_at = %(now)s, updated_at = %(now)s
-WHERE operation_key = %(key)s AND status = ANY(%(from)s)
-RETURNING id
+WITH moved AS (
+    UPDATE sweeper_jobs
+    SET status = 'failed', last_outcome = %(outcome)s, last_error_code = %(code)s,
+        lease_owner = NULL, lease_expires_at = NULL, attempt_count = attempt_count + %(attempts)s,
+        completed_at = %(now)s, updated_at = %(now)s
+    WHERE operation_key = %(key)s AND status = ANY(%(from)s)
+    RETURNING id, batch_id
+), counted AS (
+    UPDATE sweeper_runs r
+    SET terminal = r.terminal + 1, last_settled_at = greatest(r.last_settled_at, %(now)s)
+    FROM moved WHERE r.batch_id = moved.batch_id
+)
+SELECT id FROM moved
 """
 
 # A delivery that settled nothing: a retry later, a throttle, a closed gate or a wait for a token.
 # The status stays; next_attempt_at moves to when the job may run again (so the producer does not
 # republish it earlier) and a live lease is stretched to cover the wait. Only real attempts
-# (transient, unknown) count toward the policy's max attempts.
+# (transient, unknown) count toward the policy's max attempts. A counted attempt that leaves
+# attempts to spare (below %(retry_below)s) is its carrying batch's retry, counted in the same
+# statement; one that exhausts them is counted as terminal when MARK_FAILED settles it.
 RECORD_UNSETTLED: Final = """
-UPDATE sweeper_jobs
-SET last_outcome = coalesce(%(outcome)s, last_outcome),
-    last_error_code = coalesce(%(code)s, last_error_code),
-    attempt_count = attempt_count + %(attempts)s,
-    next_attempt_at = %(next_attempt_at)s,
-    lease_expires_at = CASE WHEN status = 'leased'
-                            THEN GREATEST(lease_expires_at, %(lease_until)s)
-                            ELSE lease_expires_at END,
-    updated_at = %(now)s
-WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
-RETURNING attempt_count
+WITH moved AS (
+    UPDATE sweeper_jobs
+    SET last_outcome = coalesce(%(outcome)s, last_outcome),
+        last_error_code = coalesce(%(code)s, last_error_code),
+        attempt_count = attempt_count + %(attempts)s,
+        next_attempt_at = %(next_attempt_at)s,
+        lease_expires_at = CASE WHEN status = 'leased'
+                                THEN GREATEST(lease_expires_at, %(lease_until)s)
+                                ELSE lease_expires_at END,
+        updated_at = %(now)s
+    WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
+    RETURNING attempt_count, batch_id
+), counted AS (
+    UPDATE sweeper_runs r SET retried = r.retried + 1
+    FROM moved
+    WHERE r.batch_id = moved.batch_id AND %(attempts)s > 0
+      AND moved.attempt_count < %(retry_below)s
+)
+SELECT attempt_count FROM moved
 """
 
 START_RUN: Final = """
@@ -142,7 +203,8 @@ FINISH_RUN: Final = """
 UPDATE sweeper_runs
 SET finished_at = %(now)s, reclaimed = %(reclaimed)s, discovered = %(discovered)s,
     published = %(published)s, publish_failures = %(publish_failures)s,
-    oldest_eligible_age_seconds = %(oldest_age)s, stop_reason = %(stop_reason)s
+    oldest_eligible_age_seconds = %(oldest_age)s, stop_reason = %(stop_reason)s,
+    resent = %(resent)s, oldest_released_age_seconds = %(oldest_released_age)s
 WHERE batch_id = %(batch_id)s
 """
 
@@ -153,7 +215,7 @@ SELECT status, count(*) FROM sweeper_jobs WHERE policy = %(policy)s GROUP BY sta
 SELECT_JOB: Final = """
 SELECT id, policy, policy_version, tenant_id, object_id, scope, operation_key, status, due_at,
        next_attempt_at, attempt_count, lease_owner, lease_expires_at, last_outcome,
-       last_error_code, created_at, updated_at, completed_at, retry_round
+       last_error_code, created_at, updated_at, completed_at, retry_round, batch_id
 FROM sweeper_jobs WHERE operation_key = %(key)s
 """
 
@@ -204,7 +266,8 @@ RETURNING id
 """
 
 # Terminal jobs back to pending with a fresh attempt budget and a new retry round (a fresh
-# idempotency record: migration 0003), due now, in one statement: the
+# idempotency record: migration 0003) carried by no batch until one publishes it again (its job
+# event keeps the batch that carried it: migration 0005), due now, in one statement: the
 # operator action, the move (guarded by the state it leaves, SKIP LOCKED so a concurrent retry
 # or prune is never waited on) and one job event per moved row with what it left behind.
 # Unset filters (NULL) match everything.
@@ -214,7 +277,7 @@ WITH action AS (
     VALUES (%(policy)s, 'retry', %(actor)s, %(reason)s, %(detail)s, %(now)s)
     RETURNING id
 ), chosen AS (
-    SELECT id, status, attempt_count, last_outcome, last_error_code FROM sweeper_jobs
+    SELECT id, status, attempt_count, last_outcome, last_error_code, batch_id FROM sweeper_jobs
     WHERE policy = %(policy)s AND status = ANY(%(from)s)
       AND (%(keys)s::text[] IS NULL OR operation_key = ANY(%(keys)s::text[]))
       AND (%(outcomes)s::text[] IS NULL OR last_outcome = ANY(%(outcomes)s::text[]))
@@ -225,15 +288,16 @@ WITH action AS (
 ), moved AS (
     UPDATE sweeper_jobs j
     SET status = 'pending', attempt_count = 0, next_attempt_at = %(now)s, completed_at = NULL,
-        updated_at = %(now)s, retry_round = j.retry_round + 1
+        updated_at = %(now)s, retry_round = j.retry_round + 1, batch_id = NULL
     FROM chosen
     WHERE j.id = chosen.id AND j.status = ANY(%(from)s)
     RETURNING j.id, j.operation_key
 ), events AS (
     INSERT INTO sweeper_job_events (job_id, action_id, event, from_status, to_status,
-                                    previous_attempts, previous_outcome, previous_error_code, at)
+                                    previous_attempts, previous_outcome, previous_error_code, at,
+                                    batch_id)
     SELECT chosen.id, action.id, 'retried', chosen.status, 'pending', chosen.attempt_count,
-           chosen.last_outcome, chosen.last_error_code, %(now)s
+           chosen.last_outcome, chosen.last_error_code, %(now)s, chosen.batch_id
     FROM moved JOIN chosen ON chosen.id = moved.id CROSS JOIN action
 )
 SELECT moved.operation_key FROM moved ORDER BY moved.id
@@ -256,8 +320,9 @@ WITH old AS (
     RETURNING j.id
 ), events AS (
     DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
+    RETURNING e.id
 )
-SELECT id FROM gone
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM events)
 """
 
 # One batch of run records scheduled before the cutoff.
@@ -271,6 +336,22 @@ WITH old AS (
 )
 DELETE FROM sweeper_runs r USING old WHERE r.batch_id = old.batch_id
 RETURNING r.batch_id
+"""
+
+# One batch of operator actions taken before the cutoff that no job event names (a job event
+# keeps its action until the job itself is pruned). sweeper_operator_actions_recent finds them,
+# sweeper_job_events_action answers the NOT EXISTS (and the foreign key's check on delete).
+PRUNE_ACTIONS: Final = """
+WITH old AS (
+    SELECT a.id FROM sweeper_operator_actions a
+    WHERE a.at < %(before)s AND (%(policy)s::text IS NULL OR a.policy = %(policy)s::text)
+      AND NOT EXISTS (SELECT 1 FROM sweeper_job_events e WHERE e.action_id = a.id)
+    ORDER BY a.at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM sweeper_operator_actions a USING old WHERE a.id = old.id
+RETURNING a.id
 """
 
 # The runs recorded for a policy in a time range (sweeper_runs_recent), for catch-up.
@@ -330,4 +411,36 @@ ACTIVE_SCOPES: Final = """
 SELECT scope, count(*) FROM sweeper_jobs
 WHERE policy = %(policy)s AND status IN ('pending', 'leased')
 GROUP BY scope ORDER BY count(*) DESC, scope LIMIT %(limit)s
+"""
+
+
+# -- the per-batch audit (migration 0005) -------------------------------------------------------
+
+# A policy's batches scheduled at or after a time, newest first (sweeper_runs_recent), each with
+# its unsettled jobs counted through sweeper_jobs_unsettled_batch: the page, not the table.
+BATCH_AUDIT: Final = """
+SELECT r.batch_id, r.scheduled_at, r.started_at, r.finished_at, r.stop_reason, r.invocations,
+       r.discovered, r.published, r.resent, r.publish_failures, r.oldest_released_age_seconds,
+       r.consumed, r.succeeded, r.retried, r.terminal, r.duplicates, r.last_settled_at,
+       (SELECT count(*) FROM sweeper_jobs j
+        WHERE j.batch_id = r.batch_id AND j.status IN ('pending', 'leased')) AS in_flight
+FROM sweeper_runs r
+WHERE r.policy = %(policy)s AND r.scheduled_at >= %(since)s
+ORDER BY r.scheduled_at DESC
+LIMIT %(limit)s
+"""
+
+# `sweeper smoke`'s cleanup: its canary row, in any status, and its job events, in one statement.
+# Only a row under the policy's sandbox tenant whose object id carries the canary prefix matches,
+# so a mistyped key can never delete a customer's obligation.
+DELETE_CANARY: Final = """
+WITH gone AS (
+    DELETE FROM sweeper_jobs
+    WHERE operation_key = %(key)s AND policy = %(policy)s AND tenant_id = %(tenant_id)s
+      AND starts_with(object_id, %(prefix)s)
+    RETURNING id
+), events AS (
+    DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
+)
+SELECT id FROM gone
 """

@@ -48,6 +48,8 @@ SCHEDULE_CHUNK_ROWS = 5_000
 SCHEDULE_ATTEMPTS = 5
 #: The first backoff before a retry; doubled per attempt, jittered by +-50 %.
 SCHEDULE_BACKOFF_SECONDS = 0.05
+#: An attempt count no job reaches: every counted attempt is a retry when no limit is given.
+NO_ATTEMPT_LIMIT = 2**31 - 1
 #: serialization_failure and deadlock_detected: the transaction may succeed when run again.
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
@@ -261,10 +263,14 @@ class Ledger:
         publish_failures: int,
         oldest_age_seconds: float | None,
         stop_reason: str,
+        resent: int = 0,
+        oldest_released_age_seconds: float | None = None,
     ) -> None:
         self._execute(
             queries.FINISH_RUN,
             {
+                "resent": resent,
+                "oldest_released_age": oldest_released_age_seconds,
                 "batch_id": batch_id,
                 "now": now,
                 "reclaimed": reclaimed,
@@ -307,7 +313,20 @@ class Ledger:
             },
         )
         rows.sort(key=lambda r: (r[7], r[0]))
-        return [ClaimedJob(*row[:7]) for row in rows]
+        return [
+            ClaimedJob(
+                id=row[0],
+                policy_version=row[1],
+                tenant_id=row[2],
+                object_id=row[3],
+                scope=row[4],
+                operation_key=row[5],
+                attempt_count=row[6],
+                eligible_since=row[7],
+                resent=bool(row[8]),
+            )
+            for row in rows
+        ]
 
     def release(self, ids: Sequence[int], owner: str, now: datetime) -> int:
         """Put back to pending the rows of this batch whose messages were not published."""
@@ -395,10 +414,12 @@ class Ledger:
         outcome: OutcomeClass | None = None,
         code: str | None = None,
         count_attempt: bool = False,
+        max_attempts: int | None = None,
     ) -> int | None:
         """Record a delivery that settled nothing (see queries.RECORD_UNSETTLED).
 
-        Returns the attempt count, or None when the job is already settled.
+        A counted attempt that leaves the job below `max_attempts` is counted as a retry of its
+        carrying batch. Returns the attempt count, or None when the job is already settled.
         """
         rows = self._execute(
             queries.RECORD_UNSETTLED,
@@ -410,6 +431,7 @@ class Ledger:
                 "outcome": None if outcome is None else outcome.value,
                 "code": code,
                 "attempts": 1 if count_attempt else 0,
+                "retry_below": NO_ATTEMPT_LIMIT if max_attempts is None else max_attempts,
             },
         )
         return int(rows[0][0]) if rows else None
@@ -429,6 +451,14 @@ class Ledger:
         rows = self._execute(queries.COUNT_BY_STATUS, {"policy": policy})
         found = {JobStatus(status): int(count) for status, count in rows}
         return {status: found.get(status, 0) for status in JobStatus}
+
+    def batch_audit(self, policy: str, since: datetime, limit: int) -> list[BatchAudit]:
+        """The policy's batches scheduled at or after `since`, newest first, with their outcome
+        counters and unsettled jobs (queries.BATCH_AUDIT)."""
+        rows = self._execute(
+            queries.BATCH_AUDIT, {"policy": policy, "since": since, "limit": limit}
+        )
+        return [BatchAudit(*row) for row in rows]
 
     def runs(self, policy: str, limit: int = 10) -> list[RunRecord]:
         rows = self._execute(queries.SELECT_RUNS, {"policy": policy, "limit": limit})
@@ -542,8 +572,24 @@ class Ledger:
 
     def prune_batch(self, before: datetime, limit: int, policy: str | None = None) -> int:
         """Delete one batch of settled rows completed before `before`; how many."""
+        return self.prune_settled_batch(before, limit, policy)[0]
+
+    def prune_settled_batch(
+        self, before: datetime, limit: int, policy: str | None = None
+    ) -> tuple[int, int]:
+        """Delete one batch of settled jobs completed before `before`, with their job events;
+        (jobs, job events) deleted."""
         rows = self._execute(
             queries.PRUNE_SETTLED, {"before": before, "limit": limit, "policy": policy}
+        )
+        jobs, events = rows[0]
+        return int(jobs), int(events)
+
+    def prune_actions_batch(self, before: datetime, limit: int, policy: str | None = None) -> int:
+        """Delete one batch of operator actions taken before `before` that no job event names;
+        how many."""
+        rows = self._execute(
+            queries.PRUNE_ACTIONS, {"before": before, "limit": limit, "policy": policy}
         )
         return len(rows)
 
@@ -553,6 +599,14 @@ class Ledger:
             queries.PRUNE_RUNS, {"before": before, "limit": limit, "policy": policy}
         )
         return len(rows)
+
+    def delete_canary(self, key: str, *, policy: str, tenant_id: str, prefix: str) -> bool:
+        """Delete a smoke canary (and its job events) in any status; whether it was there."""
+        rows = self._execute(
+            queries.DELETE_CANARY,
+            {"key": key, "policy": policy, "tenant_id": tenant_id, "prefix": prefix},
+        )
+        return bool(rows)
 
     def runs_between(
         self, policy: str, since: datetime, until: datetime
@@ -645,6 +699,30 @@ def _moves(target: JobStatus, *sources: JobStatus) -> list[str]:
     for source in sources:
         check_transition(source, target)
     return [s.value for s in sources]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAudit:
+    """One batch's run record, its outcome counters and its jobs still unsettled."""
+
+    batch_id: str
+    scheduled_at: datetime
+    started_at: datetime
+    finished_at: datetime | None
+    stop_reason: str | None
+    invocations: int
+    discovered: int
+    published: int
+    resent: int
+    publish_failures: int
+    oldest_released_age_seconds: float | None
+    consumed: int
+    succeeded: int
+    retried: int
+    terminal: int
+    duplicates: int
+    last_settled_at: datetime | None
+    in_flight: int
 
 
 @dataclass(frozen=True, slots=True)

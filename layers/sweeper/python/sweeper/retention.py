@@ -1,0 +1,138 @@
+"""Scheduled retention: delete one policy's old ledger metadata in small batches, in a budget.
+
+What goes, oldest first: settled jobs (with their job events) completed before the policy's
+`settled_job_days`, run records scheduled before its `run_days`, and operator actions taken before
+its `operator_action_days` that no remaining job event names. Each batch is its own short
+transaction (SKIP LOCKED, so live work is never waited on); a batch is started only while the
+budget leaves room for it, so a run stops on time and the next scheduled run goes on. Unsettled
+jobs are never deleted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sweeper.config import RetentionConfig
+from sweeper.ledger.store import Ledger
+from sweeper.observability import Metric
+
+#: A batch is started only with at least this much budget left...
+MIN_REMAINING_SECONDS = 1.0
+#: ... and at least this many times the longest batch so far.
+BATCH_TIME_MARGIN = 2.0
+#: Who the operator action names as having pruned.
+SCHEDULE_ACTOR = "schedule"
+DONE = "done"
+BUDGET = "budget"
+
+
+@dataclass
+class RetentionReport:
+    """What one run deleted, and whether it finished (ids and counts only)."""
+
+    policy: str
+    jobs_cutoff: str
+    runs_cutoff: str
+    operator_actions_cutoff: str
+    jobs_deleted: int = 0
+    job_events_deleted: int = 0
+    runs_deleted: int = 0
+    operator_actions_deleted: int = 0
+    batches: int = 0
+    #: DONE when every kind ran out of old rows; BUDGET when the budget stopped it first.
+    stop_reason: str = DONE
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.stop_reason == DONE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "complete": self.complete}
+
+    def metrics(self) -> list[tuple[str, float]]:
+        """(metric name, count) for this run."""
+        return [
+            (Metric.PRUNED_JOBS, self.jobs_deleted),
+            (Metric.PRUNED_JOB_EVENTS, self.job_events_deleted),
+            (Metric.PRUNED_RUNS, self.runs_deleted),
+            (Metric.PRUNED_OPERATOR_ACTIONS, self.operator_actions_deleted),
+            (Metric.PRUNE_INCOMPLETE, 0 if self.complete else 1),
+        ]
+
+
+def run_retention(
+    policy: str,
+    retention: RetentionConfig,
+    ledger: Ledger,
+    *,
+    now: datetime,
+    remaining_seconds: Callable[[], float],
+    monotonic: Callable[[], float] = time.monotonic,
+) -> RetentionReport:
+    """Prune `policy`'s old rows per `retention`, within `remaining_seconds()`; recorded as an
+    operator action by the schedule."""
+    started = monotonic()
+    jobs_cutoff = now - timedelta(days=retention.settled_job_days)
+    runs_cutoff = now - timedelta(days=retention.run_days)
+    actions_cutoff = now - timedelta(days=retention.operator_action_days)
+    report = RetentionReport(
+        policy, jobs_cutoff.isoformat(), runs_cutoff.isoformat(), actions_cutoff.isoformat()
+    )
+    rows = retention.batch_rows
+
+    def jobs() -> int:
+        deleted, events = ledger.prune_settled_batch(jobs_cutoff, rows, policy)
+        report.jobs_deleted += deleted
+        report.job_events_deleted += events
+        return deleted
+
+    def runs() -> int:
+        deleted = ledger.prune_runs_batch(runs_cutoff, rows, policy)
+        report.runs_deleted += deleted
+        return deleted
+
+    def actions() -> int:
+        deleted = ledger.prune_actions_batch(actions_cutoff, rows, policy)
+        report.operator_actions_deleted += deleted
+        return deleted
+
+    longest = 0.0
+    # Jobs first: their events go with them, which frees the actions that named them.
+    for delete in (jobs, runs, actions):
+        while True:
+            if remaining_seconds() < max(MIN_REMAINING_SECONDS, BATCH_TIME_MARGIN * longest):
+                report.stop_reason = BUDGET
+                break
+            batch_started = monotonic()
+            deleted = delete()
+            report.batches += 1
+            longest = max(longest, monotonic() - batch_started)
+            if deleted < rows:
+                break
+        if not report.complete:
+            break
+    report.seconds = round(monotonic() - started, 3)
+    ledger.record_action(
+        policy,
+        "prune",
+        SCHEDULE_ACTOR,
+        now,
+        detail={
+            "cutoffs": {
+                "jobs": report.jobs_cutoff,
+                "runs": report.runs_cutoff,
+                "operator_actions": report.operator_actions_cutoff,
+            },
+            "jobs": report.jobs_deleted,
+            "job_events": report.job_events_deleted,
+            "runs": report.runs_deleted,
+            "operator_actions": report.operator_actions_deleted,
+            "complete": report.complete,
+        },
+    )
+    return report
