@@ -44,6 +44,7 @@ drills: install
 bench: install
 	$(BIN)/sweeper bench ledger
 	$(BIN)/sweeper bench rate
+	$(BIN)/sweeper bench discovery
 
 # Mutation testing of the core ([tool.mutmut] in pyproject.toml), in a flat copy under build/mutate;
 # not part of `make test` (tens of minutes). MUTANTS="sweeper.limiter*" narrows it to one module.

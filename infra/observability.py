@@ -28,6 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.database import Database
+from infra.discovery import Discovery
 from infra.function import SERVICE_NAME
 from infra.pipeline import Pipeline
 from infra.redrive import Redrive
@@ -77,6 +78,8 @@ class AlarmSpec:
     meaning: str
     operator: cloudwatch.ComparisonOperator = _GT
     periods: int = 1
+    #: A period without data: not breaching, unless its absence is the incident (DiscoveryLag).
+    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING
 
 
 class Observability(Construct):
@@ -519,13 +522,67 @@ class Observability(Construct):
             comparison_operator=spec.operator,
             evaluation_periods=spec.periods,
             datapoints_to_alarm=spec.periods,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=spec.missing,
         )
         action = cloudwatch_actions.SnsAction(self.topic)
         alarm.add_alarm_action(action)
         alarm.add_ok_action(action)
         self.alarms.append(alarm)
         return alarm
+
+    def watch_discovery(self, discovery: Discovery) -> None:
+        """Alarms and a dashboard row for one policy's discovery (docs/runbook.md)."""
+        policy = discovery.policy
+        assert policy.discovery is not None  # a Discovery exists only for such a policy
+        scope = Construct(self, f"Discovery-{policy.name}")
+        period = Duration.seconds(ALARM_PERIOD_SECONDS)
+        errors = discovery.function.function.metric_errors(period=period)
+        schedule_dlq = _visible(discovery.schedule.dead_letter_queue)
+        lag_period, lag_periods = lag_alarm_window(policy.discovery.lag_alarm_seconds)
+        lag = cloudwatch.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=Metric.DISCOVERY_LAG,
+            dimensions_map={"service": SERVICE_NAME, "policy": policy.name},
+            statistic="Maximum",
+            period=Duration.seconds(lag_period),
+        )
+        specs = [
+            AlarmSpec("DiscoveryErrors", errors, 0, "a discovery run failed"),
+            AlarmSpec(
+                "DiscoveryScheduleDeadLetters",
+                schedule_dlq,
+                0,
+                "a scheduled discovery run was not delivered or failed all its retries",
+            ),
+            # Each run reports the seconds since its policy's last complete pass. No report for
+            # the whole window (discovery stopped running) breaches too.
+            AlarmSpec(
+                "DiscoveryLag",
+                lag,
+                policy.discovery.lag_alarm_seconds,
+                "no complete discovery pass within the lag threshold",
+                periods=lag_periods,
+                missing=cloudwatch.TreatMissingData.BREACHING,
+            ),
+        ]
+        alarms = [self.add_alarm(scope, spec, policy) for spec in specs]
+        self.dashboard.add_widgets(
+            self._graph(
+                f"{policy.name} discovery: rows",
+                [
+                    self._app_metric(policy.name, Metric.DISCOVERY_SCANNED, "Sum"),
+                    self._app_metric(policy.name, Metric.DISCOVERY_INSERTED, "Sum"),
+                    self._app_metric(policy.name, Metric.DISCOVERY_REJECTED, "Sum"),
+                ],
+            ),
+            self._graph(f"{policy.name} discovery lag (s)", [lag]),
+            cloudwatch.AlarmStatusWidget(
+                title=f"{policy.name} discovery alarms",
+                alarms=alarms,
+                width=DASHBOARD_WIDGET_WIDTH,
+                height=DASHBOARD_WIDGET_HEIGHT,
+            ),
+        )
 
     @staticmethod
     def _app_metric(policy_name: str, name: str, statistic: str) -> cloudwatch.Metric:
@@ -573,6 +630,18 @@ def slots_per_period(policy: Policy) -> float:
 def rotation_function_name(rotation: secretsmanager.SecretRotation) -> str:
     """The hosted rotation function's name: CDK passes the construct's unique id, cut to 64."""
     return Names.unique_id(rotation)[-LAMBDA_FUNCTION_NAME_MAX:]
+
+
+#: CloudWatch evaluates an alarm over at most a day of periods; the lag window is cut into this
+#: many at most.
+LAG_ALARM_MAX_PERIODS = 24
+
+
+def lag_alarm_window(lag_seconds: int) -> tuple[int, int]:
+    """(period, periods) of the lag alarm: together about `lag_seconds`, at most a day's worth
+    of periods, each a whole number of minutes and at least the alarm period."""
+    period = max(ALARM_PERIOD_SECONDS, math.ceil(lag_seconds / LAG_ALARM_MAX_PERIODS / 60) * 60)
+    return period, max(1, math.ceil(lag_seconds / period))
 
 
 def backlog_threshold(rate_per_second: float, queue_age_seconds: int) -> int:

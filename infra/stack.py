@@ -11,6 +11,7 @@ from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.database import Database
+from infra.discovery import Discovery
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
@@ -82,6 +83,23 @@ class SweeperStack(Stack):
             observability.watch(pipeline, redrive)
             for construct in (pipeline, redrive):
                 Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
+            if policy.discovery is not None:
+                discovery = Discovery(
+                    self,
+                    f"Discovery-{policy.name}",
+                    policy=policy,
+                    network=network,
+                    database=database,
+                    packaging=packaging,
+                )
+                discovery.schedule.schedule.node.add_dependency(migrations.resource)
+                observability.watch_discovery(discovery)
+                Tags.of(discovery).add(POLICY_TAG_KEY, policy.name)
+                self._output(
+                    f"{pascal_case(policy.name)}DiscoveryFunctionName",
+                    discovery.function.function.function_name,
+                    "discovery function",
+                )
             if policy.retention.enabled:
                 retention = Retention(
                     self,

@@ -49,6 +49,10 @@ def _alarm(synth: Synth, policy: str, name: str) -> dict[str, Any]:
     return props
 
 
+#: DiscoveryErrors, DiscoveryScheduleDeadLetters, DiscoveryLag.
+DISCOVERY_ALARMS = 3
+
+
 def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied: Synth) -> None:
     topic = proxied.logical_id("Observability/AlarmTopic/Resource")
     for policy in proxied.config.policies:
@@ -63,11 +67,14 @@ def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied:
         assert alarm["AlarmActions"] == [{"Ref": topic}]
         assert alarm["OKActions"] == [{"Ref": topic}]
         assert alarm["AlarmName"] == f"Sweeper-{name}"
-    # and the scheduled prune's own (tests/infra/test_retention.py)
+    # and the scheduled prune's own (tests/infra/test_retention.py), and discovery's of each
+    # policy with discovery (tests/infra/test_discovery.py)
+    discovering = sum(1 for policy in proxied.config.policies if policy.discovery is not None)
     proxied.template.resource_count_is(
         "AWS::CloudWatch::Alarm",
         len(ALARMS + SINGLE_SCOPE_ALARMS + PRUNE_ALARMS) * len(proxied.config.policies)
-        + len(LEDGER_ALARMS),
+        + len(LEDGER_ALARMS)
+        + DISCOVERY_ALARMS * discovering,
     )
 
 

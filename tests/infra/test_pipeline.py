@@ -128,7 +128,11 @@ def test_every_function_runs_python313_on_arm64_with_both_layers(every_variant: 
         every_variant.logical_id("Packaging/SharedLayer/Resource"),
     }
     functions = every_variant.python_functions()
-    assert len(functions) == 1 + 3 * len(every_variant.config.policies)  # migrate + 3 per policy
+    policies = every_variant.config.policies
+    discovering = sum(1 for policy in policies if policy.discovery is not None)
+    pruning = sum(1 for policy in policies if policy.retention.enabled)
+    # migrate + 3 per policy + discovery and the scheduled prune where a policy has them
+    assert len(functions) == 1 + 3 * len(policies) + discovering + pruning
     for function in functions.values():
         props = function["Properties"]
         assert props["Runtime"] == "python3.13"

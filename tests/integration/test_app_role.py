@@ -130,6 +130,8 @@ def test_the_role_holds_data_rights_on_sweeper_tables_only(db_url: str) -> None:
         "sweeper_policy_state",
         "sweeper_operator_actions",
         "sweeper_job_events",
+        "sweeper_discovery_cursors",  # migration 0006: discovery
+        "sweeper_discovery_runs",
     }
     assert {privilege for _, privilege in rows} == {"SELECT", "INSERT", "UPDATE", "DELETE"}
     assert role == (False, False, False, False)

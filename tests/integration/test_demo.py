@@ -68,3 +68,36 @@ def test_the_demo_against_an_external_strict_vendor_causes_no_429(pg_server: PgS
         80,
         1,
     )
+
+
+def test_the_demo_brings_obligations_in_by_discovery_and_reports_each_door(
+    pg_server: PgServer,
+) -> None:
+    # Given a system-of-record database and a bucket, each holding half the obligations
+    url = pg_server.create_database("sweeper_demo_doors")
+    # When the demo feeds the ledger through both doors and runs the pipeline
+    report = run_demo(
+        DemoOptions(
+            jobs=60,
+            tenants=3,
+            consumers=2,
+            database_url=url,
+            timeout_seconds=240,
+            sources=("sql", "s3"),
+        )
+    )
+    # Then each door brought its half in, the bucket's stray keys were rejected, and every
+    # obligation settled once
+    doors = {door["door"]: door for door in report.doors}
+    assert (doors["sql"]["seeded"], doors["sql"]["brought_in"], doors["sql"]["rejected"]) == (
+        30,
+        30,
+        0,
+    )
+    assert (doors["s3"]["seeded"], doors["s3"]["brought_in"], doors["s3"]["rejected"]) == (
+        30,
+        30,
+        2,
+    )
+    assert report.all_final
+    assert (report.succeeded, report.vendor_effects, report.max_keys_per_object) == (60, 60, 1)

@@ -119,6 +119,10 @@ class Endpoints:
         client: DynamoDBClient = self._client("dynamodb")
         return client
 
+    def s3(self) -> Any:
+        """An S3 client (discovery's `ListsObjects`; the S3 stubs are not a dependency)."""
+        return self._client("s3")
+
     def cloudwatch(self) -> Any:
         """A CloudWatch client (untyped: the project installs no CloudWatch stubs)."""
         return self._client("cloudwatch")

@@ -111,3 +111,32 @@ class RedriveIncompleteError(SweeperError):
 
 class OperatorError(SweeperError):
     """An operator command cannot do what was asked (paused policy, unknown target, ...)."""
+
+
+class DiscoveryError(SweeperError):
+    """A discovery run could not finish its work (a source or the ledger failed)."""
+
+
+class DiscoverySourceError(DiscoveryError):
+    """The system of record could not be read: names the source kind, never its rows."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"discovery source {source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class CursorMovedError(DiscoveryError):
+    """Another discovery run advanced the policy's cursor since this run read it."""
+
+
+class DiscoveryFailedError(DiscoveryError):
+    """A run stopped on an error after recording what it did; `report` is that record.
+
+    Raised so that the function fails and its error alarm fires.
+    """
+
+    def __init__(self, reason: str, report: object) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.report = report

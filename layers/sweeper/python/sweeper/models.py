@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
@@ -82,7 +83,17 @@ def operation_key(policy: str, tenant_id: str, object_id: str, policy_version: i
     Tenant and object ids are percent-encoded so that a ':' inside an id can never make two
     obligations share a key; plain ids read as they are.
     """
-    return f"{policy}:{quote(tenant_id, safe='')}:{quote(object_id, safe='')}:v{policy_version}"
+    return f"{policy}:{_encoded(tenant_id)}:{_encoded(object_id)}:v{policy_version}"
+
+
+#: Exactly the characters `quote(..., safe="")` leaves as they are.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
+def _encoded(value: str) -> str:
+    """`quote(value, safe="")`, without its cost for the common id that needs no escaping
+    (discovery computes a key per source row)."""
+    return value if _UNRESERVED.fullmatch(value) else quote(value, safe="")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,15 @@ class Metric:
     RELEASED = "Released"
     OLDEST_ELIGIBLE_AGE = "OldestEligibleAgeSeconds"
     DUPLICATE_INVOCATIONS = "DuplicateInvocations"
+    # discovery
+    DISCOVERY_SCANNED = "DiscoveryScanned"
+    DISCOVERY_INSERTED = "DiscoveryInserted"
+    DISCOVERY_MOVED_EARLIER = "DiscoveryMovedEarlier"
+    DISCOVERY_REJECTED = "DiscoveryRejected"
+    #: 1 when a run completed its pass: the discovery lag alarm watches for its absence.
+    DISCOVERY_PASSES_COMPLETED = "DiscoveryPassesCompleted"
+    #: Seconds since the policy's last complete pass, reported by every run (0 when it completed).
+    DISCOVERY_LAG = "DiscoveryLagSeconds"
     # redrive
     REDRIVE_MOVED = "Moved"
     REDRIVE_DROPPED_SETTLED = "DroppedSettled"

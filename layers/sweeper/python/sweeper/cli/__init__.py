@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "checks",
     "console",
     "demo",
+    "discover",
     "local",
     "maintenance",
     "obligations",

@@ -93,3 +93,37 @@ def bench_rate(
         consumers=consumers, seconds=seconds, quota=quota, database_url=database_url
     )
     emit(result, as_json)
+
+
+@bench.command("discovery")
+@click.option(
+    "--rows", default=200_000, type=click.IntRange(1, 10_000_000), help="Rows in the sql source."
+)
+@click.option(
+    "--objects", default=5_000, type=click.IntRange(1, 1_000_000), help="Objects in the bucket."
+)
+@click.option("--page", default=5_000, type=click.IntRange(1, 10_000), help="Rows per page.")
+@click.option(
+    "--budget",
+    default=5.0,
+    type=click.FloatRange(0.5),
+    help="Seconds per run for the pass spread over several runs.",
+)
+@database_option
+@json_option
+@friendly_errors
+def bench_discovery(
+    rows: int, objects: int, page: int, budget: float, database_url: str | None, as_json: bool
+) -> None:
+    """Rows discovered and upserted per second from an sql source (first and second pass, and a
+    pass spread over budgeted runs) and from an s3 source."""
+    from sweeper_bench.discovery import run_discovery_bench
+
+    result = run_discovery_bench(
+        rows=rows,
+        objects=objects,
+        page_size=page,
+        budget_run_seconds=budget,
+        database_url=database_url,
+    )
+    emit(result, as_json)

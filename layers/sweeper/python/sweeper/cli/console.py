@@ -58,12 +58,41 @@ def status(policy_name: str | None, as_json: bool, **target: Any) -> None:
             at = next_run_at(console, policy)
             item["schedule"] = policy.schedule
             item["next_run"] = None if at is None else at.isoformat()
+            item["discovery_runs"] = _discovery_runs(console, policy)
             found.append(item)
     if as_json:
         click.echo(json.dumps({"target": console.endpoints.mode, "policies": found}, default=str))
         return
     for item in found:
         _print_status(item)
+
+
+#: Discovery runs `status` shows per policy with discovery.
+STATUS_DISCOVERY_RUNS = 3
+
+
+def _discovery_runs(console: Console, policy: Policy) -> list[dict[str, Any]]:
+    """The last discovery runs: counts, stop reason, time; no cursor (it holds source ids)."""
+    from sweeper.discovery.store import DiscoveryStore
+
+    if policy.discovery is None:
+        return []
+    return [
+        {
+            "run_id": run.run_id,
+            "source": run.source,
+            "started_at": run.started_at,
+            "pass_number": run.pass_number,
+            "scanned": run.scanned,
+            "inserted": run.inserted,
+            "moved_earlier": run.moved_earlier,
+            "unchanged": run.unchanged,
+            "rejected": run.rejected,
+            "elapsed_seconds": run.elapsed_seconds,
+            "stop_reason": run.stop_reason,
+        }
+        for run in DiscoveryStore(console.ledger).runs(policy.name, STATUS_DISCOVERY_RUNS)
+    ]
 
 
 def _print_status(item: dict[str, Any]) -> None:
@@ -88,6 +117,12 @@ def _print_status(item: dict[str, Any]) -> None:
         click.echo(
             f"  run {run['scheduled_at']}  published {run['published']}/{run['discovered']}"
             f"  {run['stop_reason']}  batch {run['batch_id']}"
+        )
+    for run in item.get("discovery_runs", []):
+        click.echo(
+            f"  discovery {run['started_at']}  {run['source']} pass {run['pass_number']}: "
+            f"scanned {run['scanned']}, inserted {run['inserted']}, moved earlier "
+            f"{run['moved_earlier']}, rejected {run['rejected']}  {run['stop_reason']}"
         )
 
 

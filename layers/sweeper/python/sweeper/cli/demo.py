@@ -14,6 +14,7 @@ from sweeper.cli.base import (
     main,
 )
 from sweeper.config import Quota
+from sweeper.local.doors import DOORS
 
 
 @main.command()
@@ -50,6 +51,15 @@ from sweeper.config import Quota
     type=click.FloatRange(1),
     help="Give up after this many seconds.",
 )
+@click.option(
+    "--source",
+    "sources",
+    type=click.Choice([*DOORS, "all"]),
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    help="The door(s) obligations come in by, sharing --jobs (repeat for several).",
+)
 @json_option
 @friendly_errors
 def demo(
@@ -61,6 +71,7 @@ def demo(
     database_url: str | None,
     api_url: str | None,
     timeout_seconds: float,
+    sources: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Run the whole pipeline locally (PostgreSQL, moto, vendor simulator) and report.
@@ -78,6 +89,7 @@ def demo(
         api_url=api_url.rstrip("/") if api_url else None,
         rate=Quota.parse(rate) if rate else None,
         timeout_seconds=timeout_seconds,
+        sources=tuple(DOORS) if "all" in sources else tuple(dict.fromkeys(sources)),
     )
     if as_json or not sys.stderr.isatty():
         report = run_demo(options)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, LiteralString
@@ -36,6 +37,9 @@ from sweeper.redaction import describe_target, redact
 ConninfoProvider = Callable[[bool], str]
 #: How a job's limiter scope is derived when it is scheduled (see sweeper.scheduling).
 ScopeFn = Callable[[NewJob], str]
+#: More work in a schedule's own transaction, given (connection, inserted, moved earlier): it
+#: commits with the upsert or not at all (discovery advances its cursor this way).
+WithinSchedule = Callable[["psycopg.Connection[TupleRow]", int, int], None]
 
 #: Rows per upsert statement when scheduling: large enough to amortise the round trip.
 SCHEDULE_CHUNK_ROWS = 5_000
@@ -138,6 +142,17 @@ class Ledger:
             self._conn.close()
             self._conn = None
 
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[TupleRow]]:
+        """One transaction on the ledger's connection, for a store kept beside this one (the
+        discovery store); a database error leaves as a LedgerError with its SQLSTATE only."""
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                yield conn
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+
     def _execute(self, query: LiteralString, params: dict[str, Any]) -> list[TupleRow]:
         conn = self._connection()
         try:
@@ -156,6 +171,8 @@ class Ledger:
         scope_of: ScopeFn,
         jobs: Iterable[NewJob],
         now: datetime,
+        *,
+        within: WithinSchedule | None = None,
     ) -> ScheduleResult:
         """Add obligations idempotently (upsert on the operation key); see queries.UPSERT_JOBS.
 
@@ -164,6 +181,7 @@ class Ledger:
         so two concurrent schedules over the same rows take their locks in the same order and
         cannot deadlock each other. A transaction that still loses a deadlock or a serialization
         conflict (with some other writer) is run again, whole, up to SCHEDULE_ATTEMPTS times.
+        `within`, when given, runs in the same transaction after the upsert (and again on a retry).
         """
         # One statement may not touch a row twice: keep the earliest due time per key first.
         earliest: dict[str, tuple[NewJob, str]] = {}
@@ -176,7 +194,7 @@ class Ledger:
         attempt = 1
         while True:
             try:
-                inserted, moved = self._upsert_all(policy, policy_version, items, now)
+                inserted, moved = self._upsert_all(policy, policy_version, items, now, within)
             except psycopg.Error as exc:
                 if exc.sqlstate not in RETRYABLE_SQLSTATES or attempt >= SCHEDULE_ATTEMPTS:
                     raise LedgerError(
@@ -194,6 +212,7 @@ class Ledger:
         policy_version: int,
         items: Sequence[tuple[str, tuple[NewJob, str]]],
         now: datetime,
+        within: WithinSchedule | None = None,
     ) -> tuple[int, int]:
         """Upsert every row in one transaction, a chunk per statement: (inserted, moved)."""
         conn = self._connection()
@@ -217,6 +236,8 @@ class Ledger:
                 new = sum(1 for (was_insert,) in rows if was_insert)
                 inserted += new
                 moved += len(rows) - new
+            if within is not None:
+                within(conn, inserted, moved)
         return inserted, moved
 
     # -- producer -------------------------------------------------------------------------------

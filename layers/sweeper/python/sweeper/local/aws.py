@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import boto3
 from botocore.config import Config as BotoConfig
@@ -112,6 +112,10 @@ class LocalAws(Service):
 
     def dynamodb(self) -> DynamoDBClient:
         return boto3.client("dynamodb", **self._client_kwargs())  # type: ignore[call-overload,no-any-return]
+
+    def s3(self) -> Any:
+        """An S3 client (untyped: the S3 stubs are not a dependency; discovery's seam is typed)."""
+        return boto3.client("s3", **self._client_kwargs())  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True, slots=True)

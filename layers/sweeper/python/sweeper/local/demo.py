@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
+from sweeper.local.doors import feed_doors
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.stack import LocalStack
 from sweeper.local.vendor import VendorAudit, fetch_audit
@@ -32,6 +33,9 @@ class DemoOptions:
     api_url: str | None = None
     rate: Quota | None = None
     timeout_seconds: float = 300.0
+    #: The doors obligations come in by (sweeper.local.doors), sharing `jobs`; none: the
+    #: obligations are scheduled straight into the ledger.
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class DemoReport:
     elapsed_seconds: float
     all_final: bool
     log_file: str
+    #: Per door: how many obligations came in by it (and what its source held besides).
+    doors: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,7 +106,13 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             producer_budget_seconds=30,
         )
         with LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-") as run:
-            run.seed(options.jobs, options.tenants)
+            if options.sources:
+                doors = feed_doors(
+                    stack, policy, run.ledger, list(options.sources), options.jobs, options.tenants
+                )
+            else:
+                run.seed(options.jobs, options.tenants)
+                doors = []
 
             def done() -> bool:
                 final: int = run.final()
@@ -147,6 +159,7 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             elapsed_seconds=round(time.monotonic() - started, 2),
             all_final=counts[JobStatus.PENDING] + counts[JobStatus.LEASED] == 0,
             log_file=run.log_file,
+            doors=[door.as_dict() for door in doors],
         )
 
 

@@ -25,6 +25,10 @@ class LocalStack(Service):
     vendor_latency_jitter_seconds: float = 0.003
     aws: LocalAws = field(default_factory=LocalAws)
     vendor: VendorSimulator | None = None
+    #: The system of record's database in the same cluster (made on first use by a door).
+    source_database_url: str | None = None
+    #: The bucket the s3 door lists.
+    source_bucket: str = "sweeper-local-exports"
     _exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def start(self) -> Self:

@@ -1,0 +1,127 @@
+"""Discovery: per policy with `[policies.discovery]`, a scheduled function that reads the
+system of record and upserts obligations into the ledger (sweeper.discovery).
+
+Scheduling, discovery and execution are separate functions with separate schedules and budgets.
+The function gets exactly what its source needs: the ledger's application secret; for `sql`,
+a read of the source's own read-only secret and egress on the source's port; for `s3`,
+`s3:ListBucket` on the one bucket, conditioned on the configured prefix. One run at a time per
+policy: the cursor's compare-and-set makes an overlap safe, a reserved concurrency of one makes
+it rare.
+"""
+
+from __future__ import annotations
+
+import math
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.database import Database
+from infra.function import SweeperFunction
+from infra.network import Network
+from infra.packaging import Packaging
+from infra.scheduling import ScheduledInvocation
+from sweeper.config import Policy, S3Discovery, SqlDiscovery
+from sweeper.errors import ConfigError
+from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS
+
+DISCOVERY_MEMORY_MB = 512
+#: The run stops starting pages at its budget; the timeout leaves room to commit the page in hand.
+DISCOVERY_TIMEOUT_MARGIN_SECONDS = 30
+#: One discovery run per policy at a time.
+DISCOVERY_RESERVED_CONCURRENCY = 1
+#: Secrets Manager appends six random characters to a secret's name in its complete ARN.
+_COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
+
+
+class Discovery(Construct):
+    """The discovery function of one policy, its grants and its schedule."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        policy: Policy,
+        network: Network,
+        database: Database,
+        packaging: Packaging,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        config = policy.discovery
+        if config is None:
+            raise ConfigError(f"policy {policy.name} has no discovery to deploy")
+        self.policy = policy
+        self.function = SweeperFunction(
+            self,
+            "Function",
+            code_name="discover",
+            description=f"{policy.name} discovery: finds obligations in the system of record",
+            packaging=packaging,
+            network=network,
+            environment={
+                "SWEEPER_POLICY": policy.model_dump_json(),
+                **database.runtime_environment(),
+            },
+            timeout_seconds=discovery_timeout_seconds(config.budget_seconds),
+            memory_mb=DISCOVERY_MEMORY_MB,
+            reserved_concurrency=DISCOVERY_RESERVED_CONCURRENCY,
+        )
+        database.grant_runtime_access(self.function)
+        self.function.allow_https_to(network.aws_api_peer, "Secrets Manager")
+        if isinstance(config, SqlDiscovery):
+            self._grant_sql(config)
+        else:
+            self._grant_s3(config)
+        self.schedule = ScheduledInvocation(
+            self,
+            "Schedule",
+            function=self.function.function,
+            expression=config.schedule,
+            timezone=policy.timezone,
+            policy_name=policy.name,
+            description=f"sweeper {policy.name}: run discovery",
+        )
+
+    def _grant_sql(self, config: SqlDiscovery) -> None:
+        """The source's own read-only secret (never the ledger's), and its port."""
+        if config.secret_arn is None:
+            raise ConfigError(
+                f"policy {self.policy.name}: discovery.secret_arn must name the source "
+                "database's read-only secret to deploy an sql discovery"
+            )
+        arn = config.secret_arn
+        suffix = arn.rsplit("-", 1)[-1]
+        complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
+        factory = (
+            secretsmanager.Secret.from_secret_complete_arn
+            if complete
+            else secretsmanager.Secret.from_secret_partial_arn
+        )
+        factory(self, "SourceSecret", arn).grant_read(self.function.role)
+        # The system of record's address is not known here (another VPC, peered or shared):
+        # its port only, to the VPC's routable space.
+        self.function.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(config.port), "system-of-record PostgreSQL"
+        )
+
+    def _grant_s3(self, config: S3Discovery) -> None:
+        """ListBucket on the one bucket, for keys under the prefix only; HTTPS to S3."""
+        bucket_arn = Stack.of(self).format_arn(
+            service="s3", region="", account="", resource=config.bucket
+        )
+        statement = iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn])
+        if config.prefix:
+            statement.add_condition("StringLike", {"s3:prefix": [f"{config.prefix}*"]})
+        self.function.role.add_to_policy(statement)
+        # S3 has no endpoint in the VPC: its public addresses, through the NAT.
+        self.function.allow_https_to(ec2.Peer.any_ipv4(), "S3 ListObjectsV2")
+
+
+def discovery_timeout_seconds(budget_seconds: float) -> int:
+    """The run's budget plus room to commit the page in hand, within Lambda's limit."""
+    wanted = math.ceil(budget_seconds) + DISCOVERY_TIMEOUT_MARGIN_SECONDS
+    return min(wanted, LAMBDA_MAX_TIMEOUT_SECONDS)
