@@ -47,6 +47,7 @@ AURORA_POSTGRES_VERSION = "17.7"
 #: What infra/redrive.py reserves for each policy's redrive function.
 REDRIVE_RESERVED_CONCURRENCY = 1
 PRUNE_RESERVED_CONCURRENCY = 1
+DISCOVERY_RESERVED_CONCURRENCY = 1
 #: Node.js majors the CDK supports, and when that support ends (the AWS CDK developer guide,
 #: "Supported Node.js versions": an LTS is supported until 6 months after its end of life).
 NODE_SUPPORT_ENDS = {20: date(2026, 10, 30), 22: date(2027, 10, 30), 24: date(2028, 10, 30)}
@@ -142,9 +143,13 @@ def check_policy_file(path: str | Path) -> tuple[CheckResult, SweeperConfig | No
 
 
 def required_reserved_concurrency(config: SweeperConfig) -> int:
-    """What the stack reserves: each policy's consumer, its redrive and its prune function."""
+    """What the stack reserves: each policy's consumer and redrive function, and its prune and
+    discovery functions when it has them."""
     return sum(
-        p.consumer.reserved_concurrency + REDRIVE_RESERVED_CONCURRENCY + PRUNE_RESERVED_CONCURRENCY
+        p.consumer.reserved_concurrency
+        + REDRIVE_RESERVED_CONCURRENCY
+        + (PRUNE_RESERVED_CONCURRENCY if p.retention.enabled else 0)
+        + (DISCOVERY_RESERVED_CONCURRENCY if p.discovery is not None else 0)
         for p in config.policies
     )
 
