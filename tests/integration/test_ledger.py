@@ -13,7 +13,7 @@ from psycopg.conninfo import make_conninfo
 
 from sweeper.errors import LedgerError
 from sweeper.ledger import queries
-from sweeper.ledger.store import Ledger
+from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.local.postgres import free_port
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 
@@ -300,3 +300,22 @@ def test_runs_lists_the_latest_ten_by_default_newest_first(ledger: Ledger) -> No
     runs = ledger.runs("exports")
     assert [r.batch_id for r in runs] == [f"b{m}" for m in range(11, 1, -1)]
     assert [r.batch_id for r in ledger.runs("exports", limit=2)] == ["b11", "b10"]
+
+
+def test_a_schedule_reports_new_moved_and_unchanged_rows_exactly(ledger: Ledger) -> None:
+    ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", f"o{i}", T0) for i in range(3)], T0)
+    result = ledger.schedule(
+        "exports",
+        1,
+        lambda j: "s",
+        [
+            NewJob("t", "o0", T0 - LEASE),  # moved earlier
+            NewJob("t", "o1", T0),  # unchanged
+            NewJob("t", "o2", T0 + LEASE),  # unchanged: never moved later
+            NewJob("t", "o3", T0),  # new
+            NewJob("t", "o4", T0),  # new
+            NewJob("t", "o5", T0),  # new
+        ],
+        T0,
+    )
+    assert result == ScheduleResult(inserted=3, moved_earlier=1, unchanged=2, attempts=1)
