@@ -17,13 +17,18 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+)
 
-from sweeper.config import Policy, Quota, ThrottleConfig
+from sweeper.config import Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
     GATE_RECHECK_LEAD_SECONDS,
     RATE_DEFERRAL_JITTER_SECONDS,
     ConsumerDeps,
+    GuardedCall,
     Prepare,
+    guard_with_idempotency,
     process_batch,
 )
 from sweeper.ledger.store import Ledger
@@ -127,13 +132,15 @@ class Rig:
     metrics: CountingSink
     policy: Policy
     key: str = ""
+    body: str = ""
+    guarded: GuardedCall | None = None  # instead of `calls`, when a test gives its own
 
     def deliver(self, *, timeout: float | None = 30.0, rng: random.Random | None = None) -> bool:
         """Deliver the one job's message; True when the record was reported back (failed)."""
         deps = ConsumerDeps(
             self.policy,
             self.ledger,
-            self.calls,
+            self.guarded or self.calls,
             self.time.utc,
             self.metrics,
             self.limiter,
@@ -142,11 +149,13 @@ class Rig:
             now=lambda: self.time.now,
             rng=rng or TopOfRange(),
         )
-        (claimed,) = self.ledger.claim(
-            self.policy.name, "b-1", self.time.utc(), timedelta(seconds=900), 1
-        )
-        self.key = claimed.operation_key
-        body = JobMessage.for_claim(self.policy.name, claimed, "b-1").to_body()
+        if not self.body:
+            (claimed,) = self.ledger.claim(
+                self.policy.name, "b-1", self.time.utc(), timedelta(seconds=900), 1
+            )
+            self.key = claimed.operation_key
+            self.body = JobMessage.for_claim(self.policy.name, claimed, "b-1").to_body()
+        body = self.body
         record: dict[str, Any] = {"messageId": "m-1", "receiptHandle": "r-1", "body": body}
         record |= {"attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -158,6 +167,10 @@ class Rig:
             call_timeout=lambda: timeout,
         )
         return bool(response["batchItemFailures"])
+
+    def redeliver(self, **kw: Any) -> bool:
+        """The same message delivered again (a later batch)."""
+        return self.deliver(**kw)
 
     def job(self) -> Job:
         job = self.ledger.get(self.key)
@@ -345,3 +358,166 @@ def test_under_one_second_of_lambda_time_the_record_goes_back_at_once_uncalled(
     job = rig.job()
     assert job.attempt_count == 0
     assert job.next_attempt_at == datetime.fromtimestamp(START, UTC)
+
+
+# -- after the call: each outcome class's path, on the same fake clock --------------------------
+
+
+@dataclass
+class Answers:
+    """The action: answers each call from a script, through the real idempotency guard's
+    classification (settled outcomes returned, the others raised as retryable)."""
+
+    time: FakeTime
+    results: list[ActionResult]
+    sent_at: list[float] = field(default_factory=list)
+
+    def perform(self, job: ActionCall, timeout: float | None) -> ActionResult:
+        self.sent_at.append(self.time.now)
+        return self.results.pop(0)
+
+
+def answered(rig: Rig, *results: ActionResult) -> Answers:
+    answers = Answers(rig.time, list(results))
+    rig.guarded = guard_with_idempotency(answers.perform, lambda f: f)
+    rig.limiter.answers = [grant(0.0)] * len(results)
+    return answers
+
+
+def result(outcome: OutcomeClass, status: int, retry_after: float | None = None) -> ActionResult:
+    return ActionResult(
+        outcome=outcome, status_code=status, code=f"http_{status}", retry_after_seconds=retry_after
+    )
+
+
+def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(rig: Rig) -> None:
+    answers = answered(rig, result(OutcomeClass.ACCEPTED, 200))
+    assert rig.deliver() is False
+    assert rig.count(Metric.ATTEMPTS_PREFIX + "accepted") == 1
+    assert rig.count(Metric.SUCCEEDED) == 1
+    job = rig.job()
+    assert (job.status, job.last_outcome, job.attempt_count) == (
+        JobStatus.SUCCEEDED,
+        OutcomeClass.ACCEPTED,
+        1,
+    )
+    assert job.completed_at == datetime.fromtimestamp(START, UTC)
+    assert rig.redeliver() is False  # already settled: acknowledged without a call
+    assert len(answers.sent_at) == 1
+    assert rig.count(Metric.DUPLICATES) == 1
+
+
+def test_a_permanent_answer_is_terminal_at_once_with_its_code(rig: Rig) -> None:
+    answered(rig, result(OutcomeClass.PERMANENT, 422))
+    assert rig.deliver() is False  # deleted: never retried
+    job = rig.job()
+    assert (job.status, job.last_outcome, job.last_error_code, job.attempt_count) == (
+        JobStatus.FAILED,
+        OutcomeClass.PERMANENT,
+        "http_422",
+        1,
+    )
+    assert rig.count(Metric.TERMINAL_FAILURES) == 1
+    assert rig.count(Metric.SUCCEEDED) == 0
+    assert rig.hidden.seconds == {}
+
+
+def test_a_throttle_closes_the_scope_for_retry_after_plus_jitter_and_burns_no_attempt(
+    rig: Rig,
+) -> None:
+    answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=3.0))
+    assert rig.deliver() is True
+    # Retry-After 3 s plus the whole reopening jitter (0.5 s, the top of its range)
+    assert rig.limiter.closed == [("scope-a", START + 3.5, "throttled")]
+    assert rig.hidden.seconds == {"r-1": 3}  # back when the gate reopens, whole seconds
+    assert rig.count(Metric.THROTTLE_EVENTS) == 1
+    assert rig.count(Metric.ATTEMPTS_PREFIX + "throttled") == 1
+    job = rig.job()
+    assert (job.status, job.attempt_count, job.last_outcome, job.last_error_code) == (
+        JobStatus.LEASED,
+        0,
+        OutcomeClass.THROTTLED,
+        "http_429",
+    )
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 3, UTC)
+
+
+def test_a_throttle_without_retry_after_doubles_the_last_closure(rig: Rig) -> None:
+    rig.limiter.states = [ScopeState("scope-a", None, None, None, 4.0)]  # last closed for 4 s
+    answered(rig, result(OutcomeClass.THROTTLED, 429))
+    assert rig.deliver() is True
+    assert rig.limiter.closed == [("scope-a", START + 8.5, "throttled")]
+    assert rig.hidden.seconds == {"r-1": 8}
+
+
+def test_an_auth_failure_opens_the_circuit_for_the_cooloff(rig: Rig) -> None:
+    rig.policy = rig.policy.model_copy(
+        update={"throttle": rig.policy.throttle.model_copy(update={"auth_cooloff_seconds": 120})}
+    )
+    answered(rig, result(OutcomeClass.AUTH, 401))
+    assert rig.deliver() is True
+    assert rig.limiter.closed == [("scope-a", START + 120, "auth")]
+    assert rig.hidden.seconds == {"r-1": 120}
+    assert rig.count(Metric.AUTH_CIRCUIT_OPEN) == 1
+    assert rig.count(Metric.THROTTLE_EVENTS) == 0
+    job = rig.job()
+    assert (job.attempt_count, job.last_outcome) == (0, OutcomeClass.AUTH)
+
+
+def test_a_transient_answer_counts_an_attempt_and_backs_off(rig: Rig) -> None:
+    rig.policy = rig.policy.model_copy(
+        update={"retry": RetryConfig(base_seconds=4, cap_seconds=60), "max_attempts": 3}
+    )
+    answered(rig, result(OutcomeClass.TRANSIENT, 503))
+    assert rig.deliver() is True
+    assert rig.hidden.seconds == {"r-1": 4.0}  # full jitter over [0, 4]: the top
+    assert rig.count(Metric.RETRIES) == 1
+    assert rig.count(Metric.TERMINAL_FAILURES) == 0
+    job = rig.job()
+    assert (job.status, job.attempt_count, job.last_outcome, job.last_error_code) == (
+        JobStatus.LEASED,
+        1,
+        OutcomeClass.TRANSIENT,
+        "http_503",
+    )
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 4, UTC)
+    assert job.lease_expires_at == job.next_attempt_at + timedelta(seconds=900)
+
+
+def test_the_last_allowed_attempt_makes_the_job_terminal(rig: Rig) -> None:
+    rig.policy = rig.policy.model_copy(update={"max_attempts": 2})
+    answered(rig, result(OutcomeClass.UNKNOWN, 504), result(OutcomeClass.UNKNOWN, 504))
+    assert rig.deliver() is True  # attempt 1 of 2: retried
+    assert rig.count(Metric.EXHAUSTED) == 0
+    assert rig.redeliver() is False  # attempt 2 of 2: terminal, the message deleted
+    job = rig.job()
+    assert (job.status, job.attempt_count, job.last_error_code) == (
+        JobStatus.FAILED,
+        2,
+        "exhausted",
+    )
+    assert rig.count(Metric.EXHAUSTED) == 1
+    assert rig.count(Metric.TERMINAL_FAILURES) == 1
+    assert rig.count(Metric.RETRIES) == 1
+
+
+def test_a_delivery_while_another_calls_comes_back_after_a_call_timeout(rig: Rig) -> None:
+    def busy(job: ActionCall, prepare: Prepare) -> ActionResult:
+        raise IdempotencyAlreadyInProgressError("in progress")
+
+    rig.guarded = busy
+    assert rig.deliver(timeout=7.2) is True
+    assert rig.hidden.seconds == {"r-1": 8}  # the call's timeout, rounded up
+    assert rig.count(Metric.IN_PROGRESS_ELSEWHERE) == 1
+    job = rig.job()
+    assert (job.status, job.attempt_count) == (JobStatus.LEASED, 0)
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 8, UTC)
+
+
+def test_without_a_known_call_timeout_another_delivery_waits_five_seconds(rig: Rig) -> None:
+    def busy(job: ActionCall, prepare: Prepare) -> ActionResult:
+        raise IdempotencyAlreadyInProgressError("in progress")
+
+    rig.guarded = busy
+    assert rig.deliver(timeout=None) is True
+    assert rig.hidden.seconds == {"r-1": 5}

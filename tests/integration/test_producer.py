@@ -301,3 +301,22 @@ def test_in_flight_counts_every_page_up_to_the_cap(ledger: Ledger) -> None:
     report = run(ledger, policy, FakePublisher())
     assert (report.discovered, report.published, report.in_flight) == (20, 20, 20)
     assert report.stop_reason == "in_flight_cap"
+
+
+def test_a_run_out_of_time_reclaims_one_page_only_and_claims_nothing(ledger: Ledger) -> None:
+    policy = Policy(name="exports", page_size=3, lease_seconds=30)
+    seed(ledger, policy, 8)
+    run(ledger, policy, FakePublisher())
+    later = T0 + timedelta(seconds=31)
+    publisher = FakePublisher()
+    report = run(
+        ledger,
+        policy,
+        publisher,
+        scheduled_at=later,
+        clock=lambda: later,
+        remaining_seconds=lambda: MIN_REMAINING_SECONDS / 2,
+    )
+    # each reclaim statement is bounded by the page size, and the budget stops the loop
+    assert (report.reclaimed, report.published, report.stop_reason) == (3, 0, "budget")
+    assert ledger.counts("exports")[JobStatus.PENDING] == 3
