@@ -13,7 +13,7 @@ from psycopg.conninfo import make_conninfo
 
 from sweeper.errors import LedgerError
 from sweeper.ledger import queries
-from sweeper.ledger.store import Ledger, ScheduleResult, connect_failure
+from sweeper.ledger.store import Ledger, PolicyState, ScheduleResult, connect_failure
 from sweeper.local.postgres import free_port
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 
@@ -328,3 +328,9 @@ def test_a_schedule_reports_new_moved_and_unchanged_rows_exactly(ledger: Ledger)
         T0,
     )
     assert result == ScheduleResult(inserted=3, moved_earlier=1, unchanged=2, attempts=1)
+
+
+def test_a_policy_never_paused_reads_as_running_with_no_history(ledger: Ledger) -> None:
+    assert ledger.policy_state("never-paused") == PolicyState(
+        "never-paused", False, None, None, None, None
+    )

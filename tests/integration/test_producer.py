@@ -320,3 +320,16 @@ def test_a_run_out_of_time_reclaims_one_page_only_and_claims_nothing(ledger: Led
     # each reclaim statement is bounded by the page size, and the budget stops the loop
     assert (report.reclaimed, report.published, report.stop_reason) == (3, 0, "budget")
     assert ledger.counts("exports")[JobStatus.PENDING] == 3
+
+
+def test_room_for_one_more_row_is_used(ledger: Ledger) -> None:
+    # a page of 19 against a cap of 20 leaves room for exactly one: it is claimed too
+    policy = Policy(
+        name="exports",
+        quota=Quota(limit=2, period_seconds=1, headroom=1.0),
+        lease_seconds=20,
+        page_size=19,
+    )
+    seed(ledger, policy, 30)
+    report = run(ledger, policy, FakePublisher())
+    assert (report.published, report.in_flight, report.stop_reason) == (20, 20, "in_flight_cap")
