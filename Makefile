@@ -48,12 +48,19 @@ bench: install
 
 # Mutation testing of the core ([tool.mutmut] in pyproject.toml), in a flat copy under build/mutate;
 # not part of `make test` (tens of minutes). MUTANTS="sweeper.limiter*" narrows it to one module.
+# tests/mutate_services.py starts PostgreSQL and moto once for every mutant, not once per mutant.
+# MODULE=consumer (producer, store, redrive, limiter) mutates one module against its own test
+# selection ([tool.sweeper-mutate.*] in pyproject.toml), in build/mutate-consumer/.
 MUTANTS ?=
+MODULE ?=
+MUTATE_DIR := build/mutate$(if $(MODULE),-$(MODULE))
 mutate: install
-	rm -rf build/mutate && mkdir -p build/mutate
-	cp -r layers/sweeper/python/sweeper tests functions events pyproject.toml build/mutate/
-	cd build/mutate && SWEEPER_FUNCTIONS_DIR=$(CURDIR)/build/mutate/functions $(CURDIR)/$(BIN)/mutmut run --max-children 2 $(MUTANTS)
-	cd build/mutate && $(CURDIR)/$(BIN)/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
+	rm -rf $(MUTATE_DIR) && mkdir -p $(MUTATE_DIR)
+	cp -r layers/sweeper/python/sweeper tests functions events docs README.md pyproject.toml $(MUTATE_DIR)/
+	cd $(MUTATE_DIR) && SWEEPER_FUNCTIONS_DIR=$(CURDIR)/$(MUTATE_DIR)/functions $(CURDIR)/$(BIN)/python \
+		$(CURDIR)/tests/mutate_services.py $(if $(MODULE),--module $(MODULE)) \
+		$(CURDIR)/$(BIN)/mutmut run --max-children 2 $(MUTANTS)
+	cd $(MUTATE_DIR) && $(CURDIR)/$(BIN)/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
 
 # The Lambda layers for python3.13 on arm64, built with pip (no Docker); cached under build/.
 layers: $(STAMP)

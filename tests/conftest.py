@@ -2,6 +2,9 @@
 
 PostgreSQL: `DATABASE_URL` when set, else a disposable local cluster. Each test that needs the
 ledger gets a database of its own, copied from a migrated template (fast, and nothing leaks).
+`SWEEPER_TEST_TEMPLATE_DB` names a template already migrated on that server, and
+`SWEEPER_TEST_AWS_ENDPOINT` a moto server already running: tests/mutate_services.py sets them so
+that mutation testing starts these services once, not once per mutant.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -89,6 +93,9 @@ def pg_server() -> Iterator[PgServer]:
 
 @pytest.fixture(scope="session")
 def pg_template(pg_server: PgServer) -> str:
+    prepared = os.environ.get("SWEEPER_TEST_TEMPLATE_DB")
+    if prepared:
+        return prepared
     url = pg_server.create_database(TEMPLATE_DB)
     migrate(url)
     return TEMPLATE_DB
@@ -120,6 +127,12 @@ def ledger(db_url: str) -> Iterator[Ledger]:
 @pytest.fixture(scope="session")
 def local_aws() -> Iterator[LocalAws]:
     """moto in server mode: a real HTTP endpoint for SQS and DynamoDB."""
+    external = os.environ.get("SWEEPER_TEST_AWS_ENDPOINT")
+    if external:
+        port = urlsplit(external).port
+        assert port is not None, "SWEEPER_TEST_AWS_ENDPOINT needs a port"
+        yield LocalAws(port=port)  # already running; not started or stopped here
+        return
     with LocalAws() as aws:
         yield aws
 

@@ -11,8 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.conninfo import make_conninfo
 
+from sweeper.errors import LedgerError
 from sweeper.ledger import queries
-from sweeper.ledger.store import Ledger
+from sweeper.ledger.store import Ledger, PolicyState, ScheduleResult, connect_failure
+from sweeper.local.postgres import free_port
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 
 pytestmark = pytest.mark.integration
@@ -224,8 +226,6 @@ def test_a_claim_never_returns_an_unexpired_lease_and_reclaims_expired_ones(
 
 def test_a_failed_login_fetches_the_credentials_again_once(db_url: str) -> None:
     # Given credentials whose cached copy went stale (here: a port nothing listens on)
-    from sweeper.local.postgres import free_port
-
     asked: list[bool] = []
     stale = psycopg.conninfo.make_conninfo(db_url, port=str(free_port()))
 
@@ -238,3 +238,99 @@ def test_a_failed_login_fetches_the_credentials_again_once(db_url: str) -> None:
     assert store.counts("exports")[JobStatus.PENDING] == 0
     assert asked == [False, True]
     store.close()
+
+
+def test_a_ledger_it_cannot_reach_fails_with_one_line_naming_where_never_the_password() -> None:
+    port = free_port()
+    store = Ledger(f"postgresql://app:s3cr3t-pw@127.0.0.1:{port}/ledger")
+    with pytest.raises(LedgerError) as caught:
+        store.counts("exports")
+    # libpq's first line ends in the reason after its last "failed: "; the rest is dropped
+    assert str(caught.value) == (
+        f"cannot connect to the ledger at 127.0.0.1:{port}/ledger (Connection refused); "
+        "check the database URL and that PostgreSQL is running there"
+    )
+
+
+def test_a_connection_error_without_text_is_named_by_its_class() -> None:
+    assert connect_failure(psycopg.OperationalError(""), "h:5432/d") == (
+        "cannot connect to the ledger at h:5432/d (OperationalError); check the database URL "
+        "and that PostgreSQL is running there"
+    )
+    multi = psycopg.OperationalError('connection to server at "h" failed: timeout expired\nmore')
+    assert "(timeout expired)" in connect_failure(multi, "h:5432/d")
+
+
+def test_a_malformed_database_url_is_named_as_such() -> None:
+    with pytest.raises(LedgerError, match=r"\(the database URL is not a valid PostgreSQL URL"):
+        Ledger("host=127.0.0.1 nonsense_option=1").counts("exports")
+
+
+def test_credentials_that_still_fail_after_one_refresh_name_no_target(db_url: str) -> None:
+    asked: list[bool] = []
+    stale = psycopg.conninfo.make_conninfo(db_url, port=str(free_port()))
+
+    def provider(refresh: bool) -> str:
+        asked.append(refresh)
+        return stale
+
+    with pytest.raises(
+        LedgerError, match=r"^cannot connect to the ledger at the configured ledger \("
+    ):
+        Ledger(provider).counts("exports")
+    assert asked == [False, True]
+
+
+def test_a_failed_statement_names_its_sqlstate(fresh_db_url: str) -> None:
+    store = Ledger(fresh_db_url)  # no schema: the table is missing
+    with pytest.raises(LedgerError, match=r"^ledger statement failed \(42P01\)$"):
+        store.counts("exports")
+    store.close()
+
+
+def test_a_closed_or_broken_connection_is_opened_again(ledger: Ledger, db_url: str) -> None:
+    add(ledger, 2)
+    ledger.close()
+    assert ledger.counts("exports")[JobStatus.PENDING] == 2  # closed: reopened
+    with psycopg.connect(db_url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = 'sweeper' AND datname = current_database()"
+        )
+    with pytest.raises(LedgerError):
+        ledger.counts("exports")  # the statement on the dead connection fails ...
+    assert ledger.counts("exports")[JobStatus.PENDING] == 2  # ... and the next one reconnects
+
+
+def test_runs_lists_the_latest_ten_by_default_newest_first(ledger: Ledger) -> None:
+    for minute in range(12):
+        at = T0 + timedelta(minutes=minute)
+        ledger.start_run("exports", at, f"b{minute}", at)
+    runs = ledger.runs("exports")
+    assert [r.batch_id for r in runs] == [f"b{m}" for m in range(11, 1, -1)]
+    assert [r.batch_id for r in ledger.runs("exports", limit=2)] == ["b11", "b10"]
+
+
+def test_a_schedule_reports_new_moved_and_unchanged_rows_exactly(ledger: Ledger) -> None:
+    ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", f"o{i}", T0) for i in range(3)], T0)
+    result = ledger.schedule(
+        "exports",
+        1,
+        lambda j: "s",
+        [
+            NewJob("t", "o0", T0 - LEASE),  # moved earlier
+            NewJob("t", "o1", T0),  # unchanged
+            NewJob("t", "o2", T0 + LEASE),  # unchanged: never moved later
+            NewJob("t", "o3", T0),  # new
+            NewJob("t", "o4", T0),  # new
+            NewJob("t", "o5", T0),  # new
+        ],
+        T0,
+    )
+    assert result == ScheduleResult(inserted=3, moved_earlier=1, unchanged=2, attempts=1)
+
+
+def test_a_policy_never_paused_reads_as_running_with_no_history(ledger: Ledger) -> None:
+    assert ledger.policy_state("never-paused") == PolicyState(
+        "never-paused", False, None, None, None, None
+    )

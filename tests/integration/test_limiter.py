@@ -61,15 +61,17 @@ def test_concurrent_consumers_never_get_slots_closer_than_the_interval(
 def test_a_slot_beyond_the_horizon_is_refused_with_when_to_come_back(
     local_aws: LocalAws, table: str
 ) -> None:
+    # Slots 5 s apart and a 10 s horizon: the fourth request is refused unless the first three
+    # took 5 s (wide enough for a loaded machine; the arithmetic is the same at any scale).
     limiter = DynamoLimiter(local_aws.dynamodb(), table)
-    grants = [limiter.reserve("s", 0.5, horizon=1.0) for _ in range(3)]
-    assert all(isinstance(g, Grant) for g in grants)  # now, +0.5 s, +1.0 s
-    refused = limiter.reserve("s", 0.5, horizon=1.0)
+    grants = [limiter.reserve("s", 5.0, horizon=10.0) for _ in range(3)]
+    assert all(isinstance(g, Grant) for g in grants)  # now, +5 s, +10 s
+    refused = limiter.reserve("s", 5.0, horizon=10.0)
     assert isinstance(refused, Denial)
     assert refused.reason == "rate"
     last = grants[-1]
     assert isinstance(last, Grant)
-    assert refused.retry_at == pytest.approx(last.slot_at + 0.5 - 1.0, abs=1e-3)
+    assert refused.retry_at == pytest.approx(last.slot_at + 5.0 - 10.0, abs=1e-3)
 
 
 def test_a_closed_gate_refuses_every_consumer_until_it_reopens(

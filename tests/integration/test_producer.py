@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LocalAws, provision
 from sweeper.models import JobMessage, JobStatus, NewJob
-from sweeper.producer import run_producer
+from sweeper.producer import MIN_REMAINING_SECONDS, run_producer
 from sweeper.queue import SqsPublisher
 from tests.fakes import FakePublisher
 
@@ -152,3 +153,183 @@ def test_messages_reach_the_real_queue(
             break
         keys.update(JobMessage.model_validate_json(m["Body"]).key for m in messages)
     assert len(keys) == 23
+
+
+def test_a_run_with_exactly_the_floor_of_its_budget_left_still_releases_work(
+    ledger: Ledger,
+) -> None:
+    # The run stops only when *less* than the floor is left: at the floor, it reclaims and claims.
+    policy = Policy(name="exports", page_size=3, lease_seconds=30)
+    seed(ledger, policy, 8)
+    run(ledger, policy, FakePublisher())
+    later = T0 + timedelta(seconds=31)
+    publisher = FakePublisher()
+    report = run(
+        ledger,
+        policy,
+        publisher,
+        scheduled_at=later,
+        clock=lambda: later,
+        remaining_seconds=lambda: MIN_REMAINING_SECONDS,
+    )
+    assert (report.reclaimed, report.published, report.stop_reason) == (8, 8, "drained")
+
+
+def test_leases_expired_beyond_one_page_are_all_reclaimed_and_recorded(ledger: Ledger) -> None:
+    policy = Policy(name="exports", page_size=3, lease_seconds=30)
+    seed(ledger, policy, 8)
+    first = run(ledger, policy, FakePublisher())
+    assert first.reclaimed == 0
+    later = T0 + timedelta(seconds=31)
+    publisher = FakePublisher()
+    report = run(ledger, policy, publisher, scheduled_at=later, clock=lambda: later)
+    # three reclaim pages (3 + 3 + 2), then every row published again
+    assert (report.reclaimed, report.discovered, report.published) == (8, 8, 8)
+    assert len(publisher.sent) == 8
+    recorded = {r.batch_id: r for r in ledger.runs("exports")}[report.batch_id]
+    assert (recorded.reclaimed, recorded.discovered, recorded.published) == (8, 8, 8)
+
+
+def test_the_report_and_the_run_record_carry_every_figure(ledger: Ledger) -> None:
+    # 12 due rows, the oldest due 11 s before the run, pages of 5; the queue always rejects the
+    # 1st, 7th and 8th earliest. A rejected row is released, due at once, so the next page of the
+    # same run claims it again: pages 5 (1 rejected), 5 (3), 5 (3), then 4 (3) < 5 ends the run.
+    policy = Policy(name="exports", page_size=5)
+    seed(ledger, policy, 12)
+    ids = [str(j.id) for j in ledger.claim("exports", "probe", T0, timedelta(seconds=1), 12)]
+    ledger.release([int(i) for i in ids], "probe", T0)
+    failing = {ids[0], ids[6], ids[7]}
+    report = run(ledger, policy, FakePublisher(fail_ids=failing), batch_id="batch-given")
+    assert report.as_dict() == {
+        "batch_id": "batch-given",
+        "policy": "exports",
+        "scheduled_at": T0.isoformat(),
+        "duplicate_invocation": False,
+        "reclaimed": 0,
+        "discovered": 19,
+        "published": 9,
+        "publish_failures": 10,
+        "released": 10,
+        "in_flight": 9,
+        "oldest_eligible_age_seconds": 11.0,
+        "stop_reason": "drained",
+    }
+    (recorded,) = ledger.runs("exports")
+    assert recorded.batch_id == "batch-given"
+    assert (recorded.reclaimed, recorded.discovered, recorded.published) == (0, 19, 9)
+    assert recorded.publish_failures == 10
+    assert recorded.oldest_eligible_age_seconds == 11.0
+    assert recorded.stop_reason == "drained"
+    assert ledger.counts("exports")[JobStatus.PENDING] == 3
+
+
+def test_each_run_has_a_batch_id_of_its_own(ledger: Ledger) -> None:
+    policy = Policy(name="exports")
+    seed(ledger, policy, 2)
+    first = run(ledger, policy, FakePublisher())
+    second = run(ledger, policy, FakePublisher(), scheduled_at=T0 + timedelta(minutes=1))
+    assert first.batch_id != second.batch_id
+    assert str(uuid.UUID(first.batch_id)) == first.batch_id
+
+
+def test_a_duplicate_invocation_reports_the_first_runs_batch_and_publishes_nothing(
+    ledger: Ledger,
+) -> None:
+    policy = Policy(name="exports")
+    seed(ledger, policy, 5)
+    first = run(ledger, policy, FakePublisher())
+    publisher = FakePublisher()
+    second = run(ledger, policy, publisher)
+    assert second.as_dict() == {
+        "batch_id": first.batch_id,
+        "policy": "exports",
+        "scheduled_at": T0.isoformat(),
+        "duplicate_invocation": True,
+        "reclaimed": 0,
+        "discovered": 0,
+        "published": 0,
+        "publish_failures": 0,
+        "released": 0,
+        "in_flight": 0,
+        "oldest_eligible_age_seconds": None,
+        "stop_reason": "duplicate_invocation",
+    }
+    assert publisher.sent == []
+
+
+def test_a_paused_policys_run_is_recorded_as_skipped_and_releases_nothing(
+    ledger: Ledger,
+) -> None:
+    policy = Policy(name="exports")
+    seed(ledger, policy, 5)
+    ledger.pause("exports", "tester", None, T0)
+    publisher = FakePublisher()
+    report = run(ledger, policy, publisher, batch_id="paused-run")
+    assert report.as_dict() == {
+        "batch_id": "paused-run",
+        "policy": "exports",
+        "scheduled_at": T0.isoformat(),
+        "duplicate_invocation": False,
+        "reclaimed": 0,
+        "discovered": 0,
+        "published": 0,
+        "publish_failures": 0,
+        "released": 0,
+        "in_flight": 0,
+        "oldest_eligible_age_seconds": None,
+        "stop_reason": "paused",
+    }
+    assert publisher.sent == []
+    assert ledger.counts("exports")[JobStatus.PENDING] == 5
+    (recorded,) = ledger.runs("exports")
+    assert recorded.batch_id == "paused-run"
+    assert recorded.finished_at == T0
+    assert (recorded.reclaimed, recorded.discovered, recorded.published) == (0, 0, 0)
+    assert (recorded.publish_failures, recorded.oldest_eligible_age_seconds) == (0, None)
+    assert recorded.stop_reason == "paused"
+
+
+def test_in_flight_counts_every_page_up_to_the_cap(ledger: Ledger) -> None:
+    # pages of 7 against a cap of 20: 7 + 7 + 6, then the cap stops the run
+    policy = Policy(
+        name="exports",
+        quota=Quota(limit=2, period_seconds=1, headroom=1.0),
+        lease_seconds=20,
+        page_size=7,
+    )
+    seed(ledger, policy, 50)
+    report = run(ledger, policy, FakePublisher())
+    assert (report.discovered, report.published, report.in_flight) == (20, 20, 20)
+    assert report.stop_reason == "in_flight_cap"
+
+
+def test_a_run_out_of_time_reclaims_one_page_only_and_claims_nothing(ledger: Ledger) -> None:
+    policy = Policy(name="exports", page_size=3, lease_seconds=30)
+    seed(ledger, policy, 8)
+    run(ledger, policy, FakePublisher())
+    later = T0 + timedelta(seconds=31)
+    publisher = FakePublisher()
+    report = run(
+        ledger,
+        policy,
+        publisher,
+        scheduled_at=later,
+        clock=lambda: later,
+        remaining_seconds=lambda: MIN_REMAINING_SECONDS / 2,
+    )
+    # each reclaim statement is bounded by the page size, and the budget stops the loop
+    assert (report.reclaimed, report.published, report.stop_reason) == (3, 0, "budget")
+    assert ledger.counts("exports")[JobStatus.PENDING] == 3
+
+
+def test_room_for_one_more_row_is_used(ledger: Ledger) -> None:
+    # a page of 19 against a cap of 20 leaves room for exactly one: it is claimed too
+    policy = Policy(
+        name="exports",
+        quota=Quota(limit=2, period_seconds=1, headroom=1.0),
+        lease_seconds=20,
+        page_size=19,
+    )
+    seed(ledger, policy, 30)
+    report = run(ledger, policy, FakePublisher())
+    assert (report.published, report.in_flight, report.stop_reason) == (20, 20, "in_flight_cap")

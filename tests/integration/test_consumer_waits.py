@@ -1,0 +1,523 @@
+"""The consumer's way to a rate slot, on a fake clock: every wait is exact, none is slept.
+
+The ledger is the real PostgreSQL; the limiter is a scripted one (the `Limiter` seam has three
+implementations already), so that each answer a limiter can give — a slot now, later, further
+than the re-check lead, already past; a refusal for rate or a closed gate, within the wait or
+beyond it — is asserted on its own: what is slept, what is measured, when the record comes back
+and what the ledger learns. tests/integration/test_outcomes.py drives the same paths against
+the real limiter on DynamoDB with wall-clock bounds.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+)
+
+from sweeper.config import Policy, Quota, RetryConfig, ThrottleConfig
+from sweeper.consumer import (
+    GATE_RECHECK_LEAD_SECONDS,
+    RATE_DEFERRAL_JITTER_SECONDS,
+    ConsumerDeps,
+    GuardedCall,
+    Prepare,
+    guard_with_idempotency,
+    process_batch,
+)
+from sweeper.ledger.store import Ledger
+from sweeper.limiter import Denial, Grant, ScopeState
+from sweeper.local.lambda_runtime import LocalLambdaContext
+from sweeper.models import (
+    ActionCall,
+    ActionResult,
+    Job,
+    JobMessage,
+    JobStatus,
+    NewJob,
+    OutcomeClass,
+)
+from sweeper.observability import CountingSink, Metric
+
+pytestmark = pytest.mark.integration
+
+START = 1_800_000_000.0  # epoch seconds: the fake clock's origin
+
+
+class FakeTime:
+    """Epoch seconds that move only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = START
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.sleeps.append(round(seconds, 6))
+        self.now += seconds
+
+    def utc(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
+
+
+@dataclass
+class ScriptedLimiter:
+    """Answers each reservation from a script of functions of the current fake time."""
+
+    time: FakeTime
+    answers: list[Any]
+    states: list[ScopeState] = field(default_factory=list)
+    reserved: list[tuple[str, float, float]] = field(default_factory=list)
+    state_reads: int = 0
+    closed: list[tuple[str, float, str]] = field(default_factory=list)
+
+    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
+        self.reserved.append((scope, interval, round(horizon, 6)))
+        answer: Grant | Denial = self.answers.pop(0)(self.time.now)
+        return answer
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        self.closed.append((scope, until, reason))
+        return until
+
+    def state(self, scope: str) -> ScopeState:
+        self.state_reads += 1
+        if self.states:
+            return self.states.pop(0)
+        return ScopeState(scope, None, None, None, None)
+
+
+class TopOfRange(random.Random):
+    """Draws the top of every range, so a jitter shows the bound it was drawn from."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+@dataclass
+class Calls:
+    """The guarded call: records the timeout `prepare` gave and when the call was sent."""
+
+    time: FakeTime
+    sent_at: list[float] = field(default_factory=list)
+    timeouts: list[float | None] = field(default_factory=list)
+
+    def __call__(self, job: ActionCall, prepare: Prepare) -> ActionResult:
+        self.timeouts.append(prepare())
+        self.sent_at.append(self.time.now)
+        return ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+
+class Hidden:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def hide_for(self, receipt_handle: str, seconds: float) -> None:
+        self.seconds[receipt_handle] = seconds
+
+
+@dataclass
+class Rig:
+    ledger: Ledger
+    time: FakeTime
+    limiter: ScriptedLimiter
+    calls: Calls
+    hidden: Hidden
+    metrics: CountingSink
+    policy: Policy
+    key: str = ""
+    body: str = ""
+    guarded: GuardedCall | None = None  # instead of `calls`, when a test gives its own
+
+    def deliver(self, *, timeout: float | None = 30.0, rng: random.Random | None = None) -> bool:
+        """Deliver the one job's message; True when the record was reported back (failed)."""
+        deps = ConsumerDeps(
+            self.policy,
+            self.ledger,
+            self.guarded or self.calls,
+            self.time.utc,
+            self.metrics,
+            self.limiter,
+            self.hidden,
+            sleep=self.time.sleep,
+            now=lambda: self.time.now,
+            rng=rng or TopOfRange(),
+        )
+        if not self.body:
+            (claimed,) = self.ledger.claim(
+                self.policy.name, "b-1", self.time.utc(), timedelta(seconds=900), 1
+            )
+            self.key = claimed.operation_key
+            self.body = JobMessage.for_claim(self.policy.name, claimed, "b-1").to_body()
+        body = self.body
+        record: dict[str, Any] = {"messageId": "m-1", "receiptHandle": "r-1", "body": body}
+        record |= {"attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        response = process_batch(
+            {"Records": [record]},
+            LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+            deps,
+            processor,
+            call_timeout=lambda: timeout,
+        )
+        return bool(response["batchItemFailures"])
+
+    def redeliver(self, **kw: Any) -> bool:
+        """The same message delivered again (a later batch)."""
+        return self.deliver(**kw)
+
+    def job(self) -> Job:
+        job = self.ledger.get(self.key)
+        assert job is not None
+        return job
+
+    def count(self, metric: str) -> float:
+        return self.metrics.totals.get(metric, 0.0)
+
+
+@pytest.fixture
+def rig(ledger: Ledger) -> Rig:
+    policy = Policy(
+        name="exports",
+        quota=Quota(limit=4, period_seconds=1.0, headroom=1.0),  # a slot every 0.25 s
+        throttle=ThrottleConfig(max_wait_seconds=2.0, reopen_jitter_seconds=0.5),
+    )
+    time = FakeTime()
+    now = time.utc()
+    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", [NewJob("t", "o", now)], now)
+    limiter = ScriptedLimiter(time, [])
+    return Rig(ledger, time, limiter, Calls(time), Hidden(), CountingSink(), policy)
+
+
+def grant(after: float) -> Any:
+    return lambda now: Grant(now + after)
+
+
+def denial(after: float, reason: str) -> Any:
+    return lambda now: Denial(now + after, reason)  # type: ignore[arg-type]
+
+
+def test_a_slot_due_now_is_called_at_once_with_the_scope_interval_and_the_full_wait(
+    rig: Rig,
+) -> None:
+    rig.limiter.answers = [grant(0.0)]
+    assert rig.deliver() is False
+    assert rig.limiter.reserved == [("scope-a", 0.25, 2.0)]  # interval, horizon = max wait
+    assert rig.time.sleeps == []
+    assert rig.calls.sent_at == [START]
+    assert rig.calls.timeouts == [30.0]
+    assert rig.limiter.state_reads == 0
+    assert rig.count(Metric.LIMITER_WAITS) == 0
+    assert rig.job().status is JobStatus.SUCCEEDED
+
+
+def test_a_slot_within_the_lead_is_slept_for_exactly(rig: Rig) -> None:
+    rig.limiter.answers = [grant(GATE_RECHECK_LEAD_SECONDS)]
+    assert rig.deliver() is False
+    assert rig.time.sleeps == [GATE_RECHECK_LEAD_SECONDS]
+    assert rig.limiter.state_reads == 0  # no re-check for a slot this close
+    assert rig.calls.sent_at == [START + GATE_RECHECK_LEAD_SECONDS]
+    assert rig.count(Metric.LIMITER_WAITS) == 1
+
+
+def test_a_far_slot_rechecks_the_gate_the_lead_before_it_and_calls_on_time(rig: Rig) -> None:
+    rig.limiter.answers = [grant(1.5)]
+    assert rig.deliver() is False
+    assert rig.time.sleeps == [1.5 - GATE_RECHECK_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS]
+    assert rig.limiter.state_reads == 1
+    assert rig.calls.sent_at == [START + 1.5]
+    assert rig.count(Metric.LIMITER_WAITS) == 1
+    assert rig.count(Metric.GATE_DEFERRALS) == 0
+
+
+def test_a_slot_just_past_the_lead_is_rechecked_at_once(rig: Rig) -> None:
+    rig.limiter.answers = [grant(GATE_RECHECK_LEAD_SECONDS + 0.01)]
+    assert rig.deliver() is False
+    assert rig.limiter.state_reads == 1
+    assert rig.time.sleeps == [0.01, GATE_RECHECK_LEAD_SECONDS]
+    assert rig.calls.sent_at == [pytest.approx(START + GATE_RECHECK_LEAD_SECONDS + 0.01)]
+
+
+def test_a_gate_closed_during_the_wait_gives_the_slot_up_and_returns_the_record(
+    rig: Rig,
+) -> None:
+    rig.limiter.answers = [grant(1.5)]
+    until = START + 1.4 + 7.8  # read at START + 1.4: closed for 7.8 s more
+    rig.limiter.states = [ScopeState("scope-a", None, until, "throttled", 8.0)]
+    assert rig.deliver() is True
+    assert rig.calls.sent_at == []
+    assert rig.hidden.seconds == {"r-1": 7}  # whole seconds, rounded down: never late
+    assert rig.count(Metric.GATE_DEFERRALS) == 1
+    job = rig.job()
+    assert (job.status, job.attempt_count, job.last_error_code) == (
+        JobStatus.LEASED,
+        0,
+        "wait_throttled",
+    )
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 1.4 + 7, UTC)
+    assert job.lease_expires_at == job.next_attempt_at + timedelta(seconds=900)
+
+
+def test_a_gate_that_reopened_before_the_recheck_lets_the_call_go(rig: Rig) -> None:
+    rig.limiter.answers = [grant(1.5)]
+    ended = START + 1.0  # it was closed, but that ended before the re-check at START + 1.4
+    rig.limiter.states = [ScopeState("scope-a", None, ended, "throttled", 1.0)]
+    assert rig.deliver() is False
+    assert rig.calls.sent_at == [START + 1.5]
+
+
+def test_a_slot_already_past_is_let_go_and_another_taken(rig: Rig) -> None:
+    rig.limiter.answers = [grant(-0.05), grant(0.0)]  # 50 ms late: beyond the 35 ms tolerance
+    assert rig.deliver() is False
+    assert len(rig.limiter.reserved) == 2
+    assert rig.count(Metric.LATE_SLOTS) == 1
+    assert rig.calls.sent_at == [START]
+
+
+def test_a_slot_late_within_the_tolerance_is_used(rig: Rig) -> None:
+    rig.limiter.answers = [grant(-0.03)]
+    assert rig.deliver() is False
+    assert len(rig.limiter.reserved) == 1
+    assert rig.count(Metric.LATE_SLOTS) == 0
+    assert rig.time.sleeps == []
+
+
+def test_a_rate_refusal_within_the_wait_is_slept_without_jitter(rig: Rig) -> None:
+    rig.limiter.answers = [denial(2.0, "rate"), grant(0.0)]  # exactly the longest wait in place
+    assert rig.deliver() is False
+    assert rig.time.sleeps == [2.0]
+    assert rig.calls.sent_at == [START + 2.0]
+    assert rig.count(Metric.LIMITER_WAITS) == 1
+    assert rig.count(Metric.GATE_DEFERRALS) == 0
+    assert rig.job().attempt_count == 1
+
+
+def test_a_closed_gate_within_the_wait_is_slept_with_the_reopening_jitter(rig: Rig) -> None:
+    rig.limiter.answers = [denial(1.0, "throttled"), denial(0.2, "throttled"), grant(0.0)]
+    assert rig.deliver() is False
+    assert rig.time.sleeps == [1.5, 0.7]  # the wait plus the whole jitter (top of its range)
+    assert rig.count(Metric.GATE_DEFERRALS) == 1  # counted once per record, not per wait
+    assert rig.count(Metric.LIMITER_WAITS) == 0
+    assert rig.calls.sent_at == [START + 2.2]
+
+
+def test_a_rate_refusal_beyond_the_wait_returns_the_record_with_jitter(rig: Rig) -> None:
+    rig.limiter.answers = [denial(3.2, "rate")]
+    assert rig.deliver() is True
+    assert rig.calls.sent_at == []
+    # 3.2 s plus the deferral jitter's top (0.5 s), rounded down to whole seconds
+    assert rig.hidden.seconds == {"r-1": int(3.2 + RATE_DEFERRAL_JITTER_SECONDS)}
+    assert rig.count(Metric.LIMITER_DEFERRALS) == 1
+    assert rig.count(Metric.LIMITER_WAITS) == 1
+    job = rig.job()
+    assert (job.attempt_count, job.last_error_code) == (0, "wait_rate")
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 3, UTC)
+
+
+def test_a_closed_gate_beyond_the_wait_returns_the_record_without_the_rate_jitter(
+    rig: Rig,
+) -> None:
+    rig.limiter.answers = [denial(4.2, "throttled")]
+    assert rig.deliver() is True
+    assert rig.hidden.seconds == {"r-1": 4}  # 4.2 + 0.5 reopening jitter = 4.7: 4 whole seconds
+    assert rig.count(Metric.LIMITER_DEFERRALS) == 0
+    assert rig.count(Metric.GATE_DEFERRALS) == 1
+    assert rig.job().last_error_code == "wait_throttled"
+
+
+def test_the_wait_in_place_never_reaches_into_the_last_second_of_lambda_time(rig: Rig) -> None:
+    # 2.5 s of Lambda time left: the horizon is 1.5 s (not the 2 s max wait)
+    rig.limiter.answers = [denial(1.6, "rate")]
+    assert rig.deliver(timeout=2.5) is True
+    assert rig.limiter.reserved == [("scope-a", 0.25, 1.5)]
+    assert rig.calls.sent_at == []
+    assert rig.count(Metric.LIMITER_DEFERRALS) == 1
+
+
+def test_with_exactly_one_second_of_lambda_time_left_the_call_is_still_made(rig: Rig) -> None:
+    rig.limiter.answers = [grant(0.0)]
+    assert rig.deliver(timeout=1.0) is False
+    assert rig.limiter.reserved == [("scope-a", 0.25, 0.0)]
+    assert rig.calls.timeouts == [1.0]
+
+
+def test_under_one_second_of_lambda_time_the_record_goes_back_at_once_uncalled(
+    rig: Rig,
+) -> None:
+    rig.limiter.answers = [grant(0.0)]
+    assert rig.deliver(timeout=0.99) is True
+    assert rig.limiter.reserved == []
+    assert rig.calls.sent_at == []
+    assert rig.hidden.seconds == {"r-1": 0.0}
+    job = rig.job()
+    assert job.attempt_count == 0
+    assert job.next_attempt_at == datetime.fromtimestamp(START, UTC)
+
+
+# -- after the call: each outcome class's path, on the same fake clock --------------------------
+
+
+@dataclass
+class Answers:
+    """The action: answers each call from a script, through the real idempotency guard's
+    classification (settled outcomes returned, the others raised as retryable)."""
+
+    time: FakeTime
+    results: list[ActionResult]
+    sent_at: list[float] = field(default_factory=list)
+
+    def perform(self, job: ActionCall, timeout: float | None) -> ActionResult:
+        self.sent_at.append(self.time.now)
+        return self.results.pop(0)
+
+
+def answered(rig: Rig, *results: ActionResult) -> Answers:
+    answers = Answers(rig.time, list(results))
+    rig.guarded = guard_with_idempotency(answers.perform, lambda f: f)
+    rig.limiter.answers = [grant(0.0)] * len(results)
+    return answers
+
+
+def result(outcome: OutcomeClass, status: int, retry_after: float | None = None) -> ActionResult:
+    return ActionResult(
+        outcome=outcome, status_code=status, code=f"http_{status}", retry_after_seconds=retry_after
+    )
+
+
+def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(rig: Rig) -> None:
+    answers = answered(rig, result(OutcomeClass.ACCEPTED, 200))
+    assert rig.deliver() is False
+    assert rig.count(Metric.ATTEMPTS_PREFIX + "accepted") == 1
+    assert rig.count(Metric.SUCCEEDED) == 1
+    job = rig.job()
+    assert (job.status, job.last_outcome, job.attempt_count) == (
+        JobStatus.SUCCEEDED,
+        OutcomeClass.ACCEPTED,
+        1,
+    )
+    assert job.completed_at == datetime.fromtimestamp(START, UTC)
+    assert rig.redeliver() is False  # already settled: acknowledged without a call
+    assert len(answers.sent_at) == 1
+    assert rig.count(Metric.DUPLICATES) == 1
+
+
+def test_a_permanent_answer_is_terminal_at_once_with_its_code(rig: Rig) -> None:
+    answered(rig, result(OutcomeClass.PERMANENT, 422))
+    assert rig.deliver() is False  # deleted: never retried
+    job = rig.job()
+    assert (job.status, job.last_outcome, job.last_error_code, job.attempt_count) == (
+        JobStatus.FAILED,
+        OutcomeClass.PERMANENT,
+        "http_422",
+        1,
+    )
+    assert rig.count(Metric.TERMINAL_FAILURES) == 1
+    assert rig.count(Metric.SUCCEEDED) == 0
+    assert rig.hidden.seconds == {}
+
+
+def test_a_throttle_closes_the_scope_for_retry_after_plus_jitter_and_burns_no_attempt(
+    rig: Rig,
+) -> None:
+    answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=3.0))
+    assert rig.deliver() is True
+    # Retry-After 3 s plus the whole reopening jitter (0.5 s, the top of its range)
+    assert rig.limiter.closed == [("scope-a", START + 3.5, "throttled")]
+    assert rig.hidden.seconds == {"r-1": 3}  # back when the gate reopens, whole seconds
+    assert rig.count(Metric.THROTTLE_EVENTS) == 1
+    assert rig.count(Metric.ATTEMPTS_PREFIX + "throttled") == 1
+    job = rig.job()
+    assert (job.status, job.attempt_count, job.last_outcome, job.last_error_code) == (
+        JobStatus.LEASED,
+        0,
+        OutcomeClass.THROTTLED,
+        "http_429",
+    )
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 3, UTC)
+
+
+def test_a_throttle_without_retry_after_doubles_the_last_closure(rig: Rig) -> None:
+    rig.limiter.states = [ScopeState("scope-a", None, None, None, 4.0)]  # last closed for 4 s
+    answered(rig, result(OutcomeClass.THROTTLED, 429))
+    assert rig.deliver() is True
+    assert rig.limiter.closed == [("scope-a", START + 8.5, "throttled")]
+    assert rig.hidden.seconds == {"r-1": 8}
+
+
+def test_an_auth_failure_opens_the_circuit_for_the_cooloff(rig: Rig) -> None:
+    rig.policy = rig.policy.model_copy(
+        update={"throttle": rig.policy.throttle.model_copy(update={"auth_cooloff_seconds": 120})}
+    )
+    answered(rig, result(OutcomeClass.AUTH, 401))
+    assert rig.deliver() is True
+    assert rig.limiter.closed == [("scope-a", START + 120, "auth")]
+    assert rig.hidden.seconds == {"r-1": 120}
+    assert rig.count(Metric.AUTH_CIRCUIT_OPEN) == 1
+    assert rig.count(Metric.THROTTLE_EVENTS) == 0
+    job = rig.job()
+    assert (job.attempt_count, job.last_outcome) == (0, OutcomeClass.AUTH)
+
+
+def test_a_transient_answer_counts_an_attempt_and_backs_off(rig: Rig) -> None:
+    rig.policy = rig.policy.model_copy(
+        update={"retry": RetryConfig(base_seconds=4, cap_seconds=60), "max_attempts": 3}
+    )
+    answered(rig, result(OutcomeClass.TRANSIENT, 503))
+    assert rig.deliver() is True
+    assert rig.hidden.seconds == {"r-1": 4.0}  # full jitter over [0, 4]: the top
+    assert rig.count(Metric.RETRIES) == 1
+    assert rig.count(Metric.TERMINAL_FAILURES) == 0
+    job = rig.job()
+    assert (job.status, job.attempt_count, job.last_outcome, job.last_error_code) == (
+        JobStatus.LEASED,
+        1,
+        OutcomeClass.TRANSIENT,
+        "http_503",
+    )
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 4, UTC)
+    assert job.lease_expires_at == job.next_attempt_at + timedelta(seconds=900)
+
+
+def test_the_last_allowed_attempt_makes_the_job_terminal(rig: Rig) -> None:
+    rig.policy = rig.policy.model_copy(update={"max_attempts": 2})
+    answered(rig, result(OutcomeClass.UNKNOWN, 504), result(OutcomeClass.UNKNOWN, 504))
+    assert rig.deliver() is True  # attempt 1 of 2: retried
+    assert rig.count(Metric.EXHAUSTED) == 0
+    assert rig.redeliver() is False  # attempt 2 of 2: terminal, the message deleted
+    job = rig.job()
+    assert (job.status, job.attempt_count, job.last_error_code) == (
+        JobStatus.FAILED,
+        2,
+        "exhausted",
+    )
+    assert rig.count(Metric.EXHAUSTED) == 1
+    assert rig.count(Metric.TERMINAL_FAILURES) == 1
+    assert rig.count(Metric.RETRIES) == 1
+
+
+def test_a_delivery_while_another_calls_comes_back_after_a_call_timeout(rig: Rig) -> None:
+    def busy(job: ActionCall, prepare: Prepare) -> ActionResult:
+        raise IdempotencyAlreadyInProgressError("in progress")
+
+    rig.guarded = busy
+    assert rig.deliver(timeout=7.2) is True
+    assert rig.hidden.seconds == {"r-1": 8}  # the call's timeout, rounded up
+    assert rig.count(Metric.IN_PROGRESS_ELSEWHERE) == 1
+    job = rig.job()
+    assert (job.status, job.attempt_count) == (JobStatus.LEASED, 0)
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 8, UTC)
+
+
+def test_without_a_known_call_timeout_another_delivery_waits_five_seconds(rig: Rig) -> None:
+    def busy(job: ActionCall, prepare: Prepare) -> ActionResult:
+        raise IdempotencyAlreadyInProgressError("in progress")
+
+    rig.guarded = busy
+    assert rig.deliver(timeout=None) is True
+    assert rig.hidden.seconds == {"r-1": 5}
