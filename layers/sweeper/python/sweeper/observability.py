@@ -46,6 +46,15 @@ class Metric:
     LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time
     AUTH_CIRCUIT_OPEN = "AuthCircuitOpen"  # an auth failure opened the scope's circuit (alarm)
     EXHAUSTED = "Exhausted"
+    # intake (hints from the webhook, files and EventBridge)
+    HINTS_INSERTED = "HintsInserted"
+    HINTS_MOVED_EARLIER = "HintsMovedEarlier"
+    HINTS_UNCHANGED = "HintsUnchanged"
+    INTAKE_REJECTED = "IntakeRejected"  # messages dropped unread: malformed, never retried
+    INTAKE_FAILED = "IntakeFailed"  # messages returned to the queue: their upsert did not commit
+    # webhook
+    WEBHOOK_PREFIX = "Webhook_"  # + answer code, e.g. Webhook_accepted, Webhook_stale_timestamp
+    WEBHOOK_HINTS_ACCEPTED = "WebhookHintsAccepted"
 
 
 class CountingSink:
