@@ -164,6 +164,17 @@ class HttpActionConfig(_Strict):
     #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
     retry_after_header: str | None = None
     retry_after_header_unit: Literal["s", "ms"] = "s"
+    #: The vendor's measured latency (seconds): `sweeper plan` and synth use it to warn when the
+    #: consumers cannot reach the quota. Unset: not checked.
+    latency_p50_seconds: float | None = Field(default=None, gt=0, le=120)
+    latency_p95_seconds: float | None = Field(default=None, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _p50_not_above_p95(self) -> Self:
+        p50, p95 = self.latency_p50_seconds, self.latency_p95_seconds
+        if p95 is not None and (p50 is None or p50 > p95):
+            raise ValueError("latency_p95_seconds needs latency_p50_seconds, at most as large")
+        return self
 
     @field_validator("outcomes")
     @classmethod
