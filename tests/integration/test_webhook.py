@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -76,7 +76,7 @@ class Webhook:
 
 
 @pytest.fixture
-def webhook(local_aws: LocalAws, unique_name: str) -> Iterator[Webhook]:
+def webhook(local_aws: LocalAws, unique_name: str) -> Webhook:
     resources = provision_intake(
         local_aws.sqs(),
         local_aws.dynamodb(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -21,7 +21,7 @@ from sweeper.models import MAX_ID_LENGTH, NewJob
 from sweeper.scheduling import NO_NUL_PATTERN, JobInput
 
 #: The `kind` of every message sweeper itself puts on an intake queue.
-HINT_MESSAGE_KIND = "sweeper.hints"
+HINT_MESSAGE_KIND: Final = "sweeper.hints"
 #: One message carries at most this many hints ...
 MAX_HINTS_PER_MESSAGE = 500
 #: ... and at most this many bytes: below SQS's 256 KiB for one message, so that a body cut
