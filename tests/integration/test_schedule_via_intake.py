@@ -118,3 +118,50 @@ def test_a_stack_without_an_intake_queue_is_a_one_line_error(
 @pytest.fixture(autouse=True)
 def _no_ambient_database(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
+
+
+def test_status_shows_the_intake_queue_and_its_dlq(
+    local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, tmp_path: Path, db_url: str
+) -> None:
+    # Given a stack whose intake queue holds one message and whose DLQ holds none
+    resources = provision_intake(
+        local_aws.sqs(),
+        local_aws.dynamodb(),
+        local_aws.secretsmanager(),
+        Policy(name="exports"),
+        prefix=unique_name,
+    )
+    _stack(
+        local_aws,
+        unique_name,
+        {
+            "ExportsIntakeQueueUrl": resources.queue_url,
+            "ExportsIntakeDeadLetterQueueUrl": resources.dlq_url,
+        },
+    )
+    local_aws.sqs().send_message(QueueUrl=resources.queue_url, MessageBody="{}")
+    config = tmp_path / "sweeper.toml"
+    config.write_text('[[policies]]\nname = "exports"\n')
+
+    # When the operator asks for the status
+    result = CliRunner().invoke(
+        main,
+        [
+            "status",
+            "--stack",
+            unique_name,
+            "--config",
+            str(config),
+            "--database-url",
+            db_url,
+            "--local-file",
+            str(tmp_path / "absent.json"),
+            "--json",
+        ],
+    )
+
+    # Then the intake queue and its DLQ are shown with their depths
+    assert result.exit_code == 0, result.output
+    (policy,) = json.loads(result.stdout)["policies"]
+    assert policy["intake"] == {"messages": 1, "in_flight": 0}
+    assert policy["intake_dlq"] == {"messages": 0, "in_flight": 0}
