@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from sweeper import runtime
 from sweeper.config import IntakeConfig, Policy
 from sweeper.intake.process import IntakeDeps, process_intake_batch
 from sweeper.intake.replay import PENDING_LEASE_SECONDS, Claim, DynamoReplayMarkers
@@ -20,6 +21,7 @@ from sweeper.intake.signature import sign
 from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse, handle_webhook
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
+from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
 from sweeper.observability import CountingSink
 from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
 
@@ -262,3 +264,48 @@ def test_a_claim_held_by_a_request_in_flight_refuses_a_twin_until_its_lease_ends
     assert markers.claim(key, now=after_lease, expires_at=int(now) + 600) is Claim.CLAIMED
     markers.accept(key)
     assert markers.claim(key, now=after_lease + 100, expires_at=int(now) + 600) is Claim.DUPLICATE
+
+
+def test_the_deployed_handler_reads_its_secret_and_answers_a_function_url_event(
+    local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the webhook function's environment as the CDK app sets it: no database at all
+    resources = provision_intake(
+        local_aws.sqs(),
+        local_aws.dynamodb(),
+        local_aws.secretsmanager(),
+        POLICY,
+        prefix=unique_name,
+        secret_value=SECRET,
+    )
+    for name, value in {
+        "SWEEPER_POLICY": POLICY.model_dump_json(),
+        "SWEEPER_NEEDS_DATABASE": "false",
+        "SWEEPER_INTAKE_QUEUE_URL": resources.queue_url,
+        "SWEEPER_REPLAY_TABLE": resources.replay_table,
+        "SWEEPER_WEBHOOK_SECRET_ARN": resources.secret_arn,
+        "POWERTOOLS_SERVICE_NAME": "sweeper",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SWEEPER_DATABASE_URL", raising=False)
+    runtime.reset()
+    handler = load_handler("webhook")
+    event = {
+        "version": "2.0",
+        "rawPath": PATH,
+        "headers": {"sweeper-signature": sign(SECRET, int(time.time()), HINT)},
+        "requestContext": {"http": {"method": "POST", "path": PATH}},
+        "body": HINT.decode(),
+        "isBase64Encoded": False,
+    }
+
+    # When a signed request arrives through the function URL
+    answer = handler(event, LocalLambdaContext("sweeper-webhook", timeout_seconds=10))
+    runtime.reset()
+
+    # Then it is accepted and on the intake queue
+    assert answer["statusCode"] == 202, answer
+    attributes = local_aws.sqs().get_queue_attributes(
+        QueueUrl=resources.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "1"
