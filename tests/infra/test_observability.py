@@ -25,6 +25,8 @@ ALARMS = (
     "RedriveErrors",
     "RedriveScheduleDeadLetters",
 )
+#: Per policy with its webhook on (infra/intake.py): under Observability/Intake-<policy>.
+INTAKE_ALARMS = ("IntakeDeadLetters", "IntakeAge", "IntakeErrors", "WebhookErrors")
 
 
 def _alarm(synth: Synth, policy: str, name: str) -> dict[str, Any]:
@@ -43,8 +45,17 @@ def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied:
             assert alarm["AlarmActions"] == [{"Ref": topic}]
             assert alarm["OKActions"] == [{"Ref": topic}]
             assert alarm["AlarmName"] == f"Sweeper-{policy.name}-{name}"
+        for name in INTAKE_ALARMS:
+            intake: dict[str, Any] = proxied.resource(
+                f"^ObservabilityIntake{policy.name.replace('-', '')}{name}[0-9A-F]{{8}}$",
+                "AWS::CloudWatch::Alarm",
+            )["Properties"]
+            assert intake["AlarmActions"] == [{"Ref": topic}]
+            assert intake["OKActions"] == [{"Ref": topic}]
+            assert intake["AlarmName"] == f"Sweeper-{policy.name}-{name}"
     proxied.template.resource_count_is(
-        "AWS::CloudWatch::Alarm", len(ALARMS) * len(proxied.config.policies)
+        "AWS::CloudWatch::Alarm",
+        (len(ALARMS) + len(INTAKE_ALARMS)) * len(proxied.config.policies),
     )
 
 
