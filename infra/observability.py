@@ -30,6 +30,7 @@ from constructs import Construct
 from infra.database import Database
 from infra.discovery import Discovery
 from infra.function import SERVICE_NAME
+from infra.intake import Intake
 from infra.pipeline import Pipeline
 from infra.redrive import Redrive
 from infra.retention import Retention
@@ -582,6 +583,57 @@ class Observability(Construct):
                 width=DASHBOARD_WIDGET_WIDTH,
                 height=DASHBOARD_WIDGET_HEIGHT,
             ),
+        )
+
+    def watch_intake(self, intake: Intake) -> None:
+        """Alarms and a dashboard row for one policy's intake (queue, DLQ, function, webhook)."""
+        policy = intake.policy
+        scope = Construct(self, f"Intake-{policy.name}")
+        period = Duration.seconds(ALARM_PERIOD_SECONDS)
+        age = intake.queue.metric_approximate_age_of_oldest_message(
+            period=period, statistic="Maximum"
+        )
+        dead = _visible(intake.dead_letter_queue)
+        errors = intake.function.function.metric_errors(period=period)
+        rejected = self._app_metric(policy.name, Metric.INTAKE_REJECTED, "Sum")
+        specs = [
+            AlarmSpec(
+                "IntakeDeadLetters",
+                dead,
+                0,
+                "hints reached the intake DLQ: their upsert failed every delivery (runbook)",
+            ),
+            AlarmSpec(
+                "IntakeAge",
+                age,
+                policy.intake.age_alarm_seconds,
+                "the oldest hint waits longer than the threshold: the intake falls behind",
+            ),
+            AlarmSpec("IntakeErrors", errors, 0, "intake invocations failed as a whole"),
+        ]
+        if intake.webhook is not None:
+            specs.append(
+                AlarmSpec(
+                    "WebhookErrors",
+                    intake.webhook.function.metric_errors(period=period),
+                    0,
+                    "webhook invocations failed (senders saw 5xx from Lambda itself)",
+                )
+            )
+        alarms = [self.add_alarm(scope, spec, policy) for spec in specs]
+        widgets: list[cloudwatch.IWidget] = [
+            self._graph("Intake queue: age of oldest (s)", [age]),
+            self._graph("Intake DLQ: visible", [dead]),
+            self._graph("Intake: rejected messages", [rejected]),
+        ]
+        self.dashboard.add_widgets(*widgets)
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(
+                title=f"{policy.name} intake alarms",
+                alarms=alarms,
+                width=DASHBOARD_WIDGET_WIDTH,
+                height=DASHBOARD_WIDGET_HEIGHT,
+            )
         )
 
     @staticmethod

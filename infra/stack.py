@@ -12,6 +12,7 @@ from constructs import Construct
 
 from infra.database import Database
 from infra.discovery import Discovery
+from infra.intake import Intake
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
@@ -80,8 +81,17 @@ class SweeperStack(Stack):
             # No scheduled run before the ledger's schema exists.
             pipeline.producer_schedule.schedule.node.add_dependency(migrations.resource)
             redrive.schedule.schedule.node.add_dependency(migrations.resource)
+            intake = Intake(
+                self,
+                f"Intake-{policy.name}",
+                policy=policy,
+                network=network,
+                database=database,
+                packaging=packaging,
+            )
             observability.watch(pipeline, redrive)
-            for construct in (pipeline, redrive):
+            observability.watch_intake(intake)
+            for construct in (pipeline, redrive, intake):
                 Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
             if policy.discovery is not None:
                 discovery = Discovery(
@@ -128,6 +138,17 @@ class SweeperStack(Stack):
                 pipeline.consumer.function.function_name,
                 "consumer function",
             )
+            self._output(f"{prefix}IntakeQueueUrl", intake.queue.queue_url, "intake queue")
+            self._output(
+                f"{prefix}IntakeDeadLetterQueueUrl",
+                intake.dead_letter_queue.queue_url,
+                "intake queue's DLQ",
+            )
+            if intake.webhook_url is not None and intake.secret is not None:
+                self._output(f"{prefix}WebhookUrl", intake.webhook_url.url, "webhook base URL")
+                self._output(
+                    f"{prefix}WebhookSecretArn", intake.secret.secret_arn, "webhook signing secret"
+                )
 
         self._output("IdempotencyTableName", tables.idempotency.table_name, "idempotency table")
         self._output("LimiterTableName", tables.limiter.table_name, "limiter table")

@@ -39,6 +39,8 @@ ALARMS = (
 #: Only for a policy whose jobs share one limiter scope; only for a cluster the stack creates.
 SINGLE_SCOPE_ALARMS = ("LimiterSaturated",)
 LEDGER_ALARMS = ("DatabaseCapacityAtMax", "SecretRotationErrors")
+#: Per policy with its webhook on (infra/intake.py): under Observability/Intake-<policy>.
+INTAKE_ALARMS = ("IntakeDeadLetters", "IntakeAge", "IntakeErrors", "WebhookErrors")
 
 
 def _alarm(synth: Synth, policy: str, name: str) -> dict[str, Any]:
@@ -62,6 +64,14 @@ def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied:
             assert alarm["OKActions"] == [{"Ref": topic}]
             assert alarm["AlarmName"] == f"Sweeper-{policy.name}-{name}"
             assert alarm["AlarmDescription"].endswith(f"(runbook: {name})")
+        for name in INTAKE_ALARMS:
+            intake: dict[str, Any] = proxied.resource(
+                f"^ObservabilityIntake{policy.name.replace('-', '')}{name}[0-9A-F]{{8}}$",
+                "AWS::CloudWatch::Alarm",
+            )["Properties"]
+            assert intake["AlarmActions"] == [{"Ref": topic}]
+            assert intake["OKActions"] == [{"Ref": topic}]
+            assert intake["AlarmName"] == f"Sweeper-{policy.name}-{name}"
     for name in LEDGER_ALARMS:
         alarm = _ledger_alarm(proxied, name)
         assert alarm["AlarmActions"] == [{"Ref": topic}]
@@ -74,7 +84,8 @@ def test_every_policy_has_every_alarm_and_each_notifies_on_alarm_and_ok(proxied:
         "AWS::CloudWatch::Alarm",
         len(ALARMS + SINGLE_SCOPE_ALARMS + PRUNE_ALARMS) * len(proxied.config.policies)
         + len(LEDGER_ALARMS)
-        + DISCOVERY_ALARMS * discovering,
+        + DISCOVERY_ALARMS * discovering
+        + len(INTAKE_ALARMS) * len(proxied.config.policies),
     )
 
 

@@ -131,8 +131,10 @@ def test_every_function_runs_python313_on_arm64_with_both_layers(every_variant: 
     policies = every_variant.config.policies
     discovering = sum(1 for policy in policies if policy.discovery is not None)
     pruning = sum(1 for policy in policies if policy.retention.enabled)
-    # migrate + 3 per policy + discovery and the scheduled prune where a policy has them
-    assert len(functions) == 1 + 3 * len(policies) + discovering + pruning
+    webhooks = sum(1 for policy in policies if policy.intake.webhook)
+    # migrate + per policy: producer, consumer, redrive, intake; and the webhook, discovery and
+    # the scheduled prune where a policy has them
+    assert len(functions) == 1 + 4 * len(policies) + webhooks + discovering + pruning
     for function in functions.values():
         props = function["Properties"]
         assert props["Runtime"] == "python3.13"

@@ -138,3 +138,15 @@ def test_a_consumer_timeout_too_short_to_make_a_call_is_refused() -> None:
     with pytest.raises(ValidationError, match="timeout_seconds"):
         ConsumerConfig(timeout_seconds=MIN_CONSUMER_TIMEOUT_SECONDS - 1)
     assert ConsumerConfig(timeout_seconds=MIN_CONSUMER_TIMEOUT_SECONDS).timeout_seconds == 7
+
+
+def test_only_a_function_without_database_may_start_without_a_database_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SWEEPER_POLICY", Policy(name="p").model_dump_json())
+    monkeypatch.setenv("SWEEPER_NEEDS_DATABASE", "false")
+    assert Settings().database_url is None
+    monkeypatch.setenv("SWEEPER_DATABASE_URL", "postgresql://x@localhost/db")
+    monkeypatch.setenv("SWEEPER_DATABASE_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x")
+    with pytest.raises(ValueError, match="exactly one"):
+        Settings()

@@ -14,7 +14,7 @@ import tomllib
 import zoneinfo
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -429,6 +429,48 @@ class S3Discovery(_DiscoveryBase):
 DiscoveryConfig = Annotated[SqlDiscovery | S3Discovery, Field(discriminator="kind")]
 
 
+class IntakeConfig(_Strict):
+    """How hints come in: the intake queue and function, the signed webhook, EventBridge rules.
+
+    A hint only inserts an idempotent job or moves its due time earlier (sweeper.intake).
+    """
+
+    #: Serve `POST /v1/hints/{policy}` (a Lambda function URL on AWS, loopback locally).
+    webhook: bool = True
+    #: A signature's timestamp may be this far from the receiver's clock, either way.
+    signature_tolerance_seconds: int = Field(default=300, ge=30, le=3600)
+    #: Larger request bodies are refused with 413 before their signature is checked. The
+    #: ceiling keeps one request's hints, normalised, inside one SQS message (256 KiB).
+    max_body_bytes: int = Field(default=65_536, ge=1024, le=131_072)
+    max_hints_per_request: int = Field(default=500, ge=1, le=1000)
+    #: Above this many messages waiting on the intake queue, the webhook sheds load (429).
+    max_backlog: int = Field(default=100_000, ge=1)
+    #: The webhook function's reserved concurrency: a function URL answers 429 beyond it.
+    webhook_reserved_concurrency: int = Field(default=5, ge=1, le=1000)
+    #: The intake function: at most this many ledger writers at once.
+    reserved_concurrency: int = Field(default=2, ge=1, le=100)
+    batch_size: int = Field(default=10, ge=1, le=10)
+    timeout_seconds: int = Field(default=30, ge=5, le=900)
+    max_receive_count: int = Field(default=5, ge=1, le=1000)
+    #: The intake age alarm: the oldest hint on the intake queue is older than this.
+    age_alarm_seconds: int = Field(default=300, gt=0)
+    #: EventBridge event patterns (default bus) whose events become this policy's hints; each
+    #: event's `detail` is one hint, or `{"hints": [...]}`.
+    event_patterns: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("event_patterns")
+    @classmethod
+    def _patterns_match_something(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for index, pattern in enumerate(value):
+            if not pattern:
+                raise ValueError(f"event pattern {index} is empty (it would match every event)")
+        return value
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        return recommended_visibility_timeout_seconds(self.timeout_seconds, 0)
+
+
 class Policy(_Strict):
     """One kind of cleanup obligation and everything that governs how it runs."""
 
@@ -446,6 +488,7 @@ class Policy(_Strict):
     throttle: ThrottleConfig = ThrottleConfig()
     retention: RetentionConfig = RetentionConfig()
     smoke: SmokeConfig | None = None
+    intake: IntakeConfig = IntakeConfig()
     max_attempts: int = Field(default=8, ge=1, le=100)
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)
@@ -544,6 +587,10 @@ class Settings(BaseSettings):
     idempotency_table: str | None = None
     limiter_table: str | None = None
     dlq_url: str | None = None
+    intake_queue_url: str | None = None
+    #: The webhook's replay markers (DynamoDB) and its signing secret (Secrets Manager).
+    replay_table: str | None = None
+    webhook_secret_arn: str | None = None
     idempotency_expiry_seconds: int = Field(default=7 * 86_400, ge=60)
     #: "shared" in production; the two others exist for the rate benchmark's baselines only,
     #: and are refused unless the local stack started the function (`local_stack` below).
@@ -555,10 +602,14 @@ class Settings(BaseSettings):
         default=True, description="off behind RDS Proxy: no server-side prepared statements"
     )
     service_name: str = "sweeper"
+    #: False for the webhook function only: it never connects to the ledger, and is given no
+    #: way to (no database environment, no grant, no network path).
+    needs_database: bool = True
 
     @model_validator(mode="after")
     def _one_database_source(self) -> Self:
-        if (self.database_url is None) == (self.database_secret_arn is None):
+        sources = (self.database_url is not None) + (self.database_secret_arn is not None)
+        if sources > 1 or (sources == 0 and self.needs_database):
             raise ValueError(
                 "set exactly one of SWEEPER_DATABASE_URL or SWEEPER_DATABASE_SECRET_ARN"
             )
@@ -581,7 +632,16 @@ class Settings(BaseSettings):
         return 5 if self.database_prepare else None
 
     def require(
-        self, field: Literal["queue_url", "idempotency_table", "limiter_table", "dlq_url"]
+        self,
+        field: Literal[
+            "queue_url",
+            "idempotency_table",
+            "limiter_table",
+            "dlq_url",
+            "intake_queue_url",
+            "replay_table",
+            "webhook_secret_arn",
+        ],
     ) -> str:
         value = getattr(self, field)
         if not value:

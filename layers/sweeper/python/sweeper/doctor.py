@@ -143,11 +143,13 @@ def check_policy_file(path: str | Path) -> tuple[CheckResult, SweeperConfig | No
 
 
 def required_reserved_concurrency(config: SweeperConfig) -> int:
-    """What the stack reserves: each policy's consumer and redrive function, and its prune and
-    discovery functions when it has them."""
+    """What the stack reserves: each policy's consumer, redrive, intake and webhook functions,
+    and its prune and discovery functions when it has them."""
     return sum(
         p.consumer.reserved_concurrency
         + REDRIVE_RESERVED_CONCURRENCY
+        + p.intake.reserved_concurrency
+        + (p.intake.webhook_reserved_concurrency if p.intake.webhook else 0)
         + (PRUNE_RESERVED_CONCURRENCY if p.retention.enabled else 0)
         + (DISCOVERY_RESERVED_CONCURRENCY if p.discovery is not None else 0)
         for p in config.policies
@@ -198,7 +200,8 @@ def check_account_concurrency(
             Status.FAIL,
             f"{detail}: the limit must be at least {need}",
             f"request a Lambda 'Concurrent executions' quota of at least {need} (Service "
-            "Quotas, code L-B99A9384), or lower consumer.reserved_concurrency",
+            "Quotas, code L-B99A9384), or lower consumer.reserved_concurrency or "
+            "intake.reserved_concurrency / webhook_reserved_concurrency",
         )
     if unreserved < need:
         return CheckResult(

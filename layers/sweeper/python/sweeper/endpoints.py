@@ -40,6 +40,8 @@ class PolicyEndpoints(BaseModel):
     dlq_url: str | None = None
     consumer_function: str | None = None
     producer_function: str | None = None
+    intake_queue_url: str | None = None
+    intake_dlq_url: str | None = None
 
 
 class LocalFile(BaseModel):
@@ -169,6 +171,8 @@ class Endpoints:
             dlq_url=outputs.get(f"{prefix}DeadLetterQueueUrl"),
             consumer_function=outputs.get(f"{prefix}ConsumerFunctionName"),
             producer_function=outputs.get(f"{prefix}ProducerFunctionName"),
+            intake_queue_url=outputs.get(f"{prefix}IntakeQueueUrl"),
+            intake_dlq_url=outputs.get(f"{prefix}IntakeDeadLetterQueueUrl"),
         )
 
     def limiter_table(self) -> str | None:

@@ -140,3 +140,31 @@ class DiscoveryFailedError(DiscoveryError):
         super().__init__(reason)
         self.reason = reason
         self.report = report
+
+
+class SignatureError(SweeperError):
+    """A webhook request's signature is missing, malformed, stale or wrong (answered 401).
+
+    `reason` is a short code (`missing_signature`, `malformed_signature`, `stale_timestamp`,
+    `signature_mismatch`); it never carries the header, the body or the secret.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"webhook signature refused: {reason}")
+        self.reason = reason
+
+
+class HintRejectedError(SweeperError):
+    """An intake message or webhook body holds no valid hints; never retried.
+
+    `problems` name positions and fields (`[3].due_at: missing`), never a value.
+    """
+
+    def __init__(self, reason: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(f"hints rejected: {reason}" + (f" {list(problems)}" if problems else ""))
+        self.reason = reason
+        self.problems = problems
+
+
+class ReplayStoreError(SweeperError):
+    """The webhook's replay markers (DynamoDB) could not be read or written."""

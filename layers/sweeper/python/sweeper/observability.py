@@ -71,6 +71,16 @@ class Metric:
     #: (SQS's own NumberOfMessagesSent does not count messages moved to a DLQ.)
     DEAD_LETTER_BOUND = "DeadLetterBound"
 
+    # intake (hints from the webhook, files and EventBridge)
+    HINTS_INSERTED = "HintsInserted"
+    HINTS_MOVED_EARLIER = "HintsMovedEarlier"
+    HINTS_UNCHANGED = "HintsUnchanged"
+    INTAKE_REJECTED = "IntakeRejected"  # messages dropped unread: malformed, never retried
+    INTAKE_FAILED = "IntakeFailed"  # messages returned to the queue: their upsert did not commit
+    # webhook
+    WEBHOOK_PREFIX = "Webhook_"  # + answer code, e.g. Webhook_accepted, Webhook_stale_timestamp
+    WEBHOOK_HINTS_ACCEPTED = "WebhookHintsAccepted"
+
 
 class CountingSink:
     """A MetricSink that keeps totals in memory (tests, the local stack)."""

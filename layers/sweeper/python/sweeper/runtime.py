@@ -23,10 +23,14 @@ from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import P
 from sweeper.actions.http import HttpAction
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import GuardedCall, guard_with_idempotency
+from sweeper.intake.replay import DynamoReplayMarkers
+from sweeper.intake.send import QueueBacklog
+from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter
 from sweeper.models import ActionResult
+from sweeper.observability import MetricSink
 from sweeper.queue import SqsPublisher, SqsVisibility
 
 if TYPE_CHECKING:
@@ -166,6 +170,47 @@ def guarded_call() -> GuardedCall:
     return guard_with_idempotency(action().perform, idempotent())
 
 
+#: The webhook's signing secret is fetched again at most this often (a rotation takes effect
+#: within it).
+WEBHOOK_SECRET_MAX_AGE_SECONDS = 300
+
+
+def webhook_secret() -> str:
+    """The policy's webhook signing secret (SecretString), cached by Powertools."""
+    return str(
+        parameters.get_secret(
+            settings().require("webhook_secret_arn"), max_age=WEBHOOK_SECRET_MAX_AGE_SECONDS
+        )
+    )
+
+
+@lru_cache(maxsize=1)
+def replay_markers() -> DynamoReplayMarkers:
+    return DynamoReplayMarkers(dynamodb_client(), settings().require("replay_table"))
+
+
+@lru_cache(maxsize=1)
+def intake_publisher() -> SqsPublisher:
+    return SqsPublisher(sqs_client(), settings().require("intake_queue_url"))
+
+
+@lru_cache(maxsize=1)
+def intake_backlog() -> QueueBacklog:
+    return QueueBacklog(sqs_client(), settings().require("intake_queue_url"))
+
+
+def webhook_deps(metrics: MetricSink) -> WebhookDeps:
+    return WebhookDeps(
+        policy=settings().policy,
+        secret=webhook_secret,
+        replay=replay_markers(),
+        publisher=intake_publisher(),
+        backlog=intake_backlog(),
+        clock=utcnow,
+        metrics=metrics,
+    )
+
+
 def remaining_budget(context: Any, budget_seconds: float) -> Callable[[], float]:
     """Seconds left: the smaller of the configured budget and Lambda's remaining time."""
     started = time.monotonic()
@@ -205,6 +250,9 @@ def reset() -> None:
         idempotency_config,
         idempotent,
         guarded_call,
+        replay_markers,
+        intake_publisher,
+        intake_backlog,
     ):
         cached.cache_clear()
     load_settings.cache_clear()

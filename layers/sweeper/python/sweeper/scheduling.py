@@ -20,6 +20,8 @@ from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import MAX_ID_LENGTH, NewJob
 
 InputFormat = Literal["csv", "jsonl"]
+#: PostgreSQL text cannot hold a NUL character: refuse it with the input, not at the upsert.
+NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
 class JobInput(BaseModel):
@@ -27,8 +29,8 @@ class JobInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    tenant_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    object_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    tenant_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
+    object_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
     due_at: AwareDatetime | None = None
 
 

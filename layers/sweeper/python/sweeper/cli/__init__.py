@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "console",
     "demo",
     "discover",
+    "intake",
     "local",
     "maintenance",
     "obligations",

@@ -55,6 +55,15 @@ def status(policy_name: str | None, as_json: bool, **target: Any) -> None:
                 dlq_url=where.dlq_url,
                 gate=gate,
             ).as_dict()
+            for name, url in (
+                ("intake", where.intake_queue_url),
+                ("intake_dlq", where.intake_dlq_url),
+            ):
+                if url is None:
+                    item[name] = None
+                else:
+                    messages, in_flight = queue_depth(sqs, url)
+                    item[name] = {"messages": messages, "in_flight": in_flight}
             at = next_run_at(console, policy)
             item["schedule"] = policy.schedule
             item["next_run"] = None if at is None else at.isoformat()
@@ -104,8 +113,8 @@ def _print_status(item: dict[str, Any]) -> None:
     click.echo(f"  leased          {item['leased_in_flight']} in flight")
     next_run = item["next_run"] or "unknown (no scheduled run recorded yet)"
     click.echo(f"  next run        {next_run}  ({item['schedule']}; `sweeper release` runs it now)")
-    for name in ("queue", "dlq"):
-        queue = item[name]
+    for name in ("queue", "dlq", "intake", "intake_dlq"):
+        queue = item.get(name)
         if queue is not None:
             click.echo(f"  {name:<15} {queue['messages']} ({queue['in_flight']} in flight)")
     for gate in item["gates"]:

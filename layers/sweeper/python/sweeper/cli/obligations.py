@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from sweeper.cli.base import (
     OUTCOMES,
@@ -61,6 +62,10 @@ def schedule(
     name = str(getattr(source, "name", "-"))
     chosen: Any = fmt or ("csv" if name.endswith(".csv") else "jsonl")
     now = current_time()
+    # `--stack S` on the command line: through the stack's intake queue, no database needed.
+    via_intake = (
+        click.get_current_context().get_parameter_source("stack") is ParameterSource.COMMANDLINE
+    )
     with open_console(**target) as console:
         policy = console.policy(policy_name)
         try:
@@ -70,6 +75,9 @@ def schedule(
             raise click.ClickException(
                 f"{where}, {exc}; nothing was scheduled (fix the input and run again)"
             ) from exc
+        if via_intake:
+            emit(send_to_intake(console, policy, jobs), as_json)
+            return
         result = schedule_jobs(console.ledger, policy, jobs, now)
         hint = next_run_hint(console, policy) if console.endpoints.local is not None else None
     emit(
@@ -83,6 +91,29 @@ def schedule(
     )
     if hint is not None and not as_json:
         click.echo(hint, err=True)
+
+
+def send_to_intake(console: Any, policy: Any, jobs: list[Any]) -> dict[str, Any]:
+    """Put validated obligations on the policy's intake queue; the intake function upserts them."""
+    from sweeper.errors import OperatorError
+    from sweeper.intake.send import send_hints
+    from sweeper.queue import SqsPublisher
+
+    url = console.endpoints.policy(policy.name).intake_queue_url
+    if not url:
+        where = "the local stack" if console.endpoints.local is not None else "the stack"
+        raise OperatorError(
+            f"{where} has no intake queue for policy {policy.name!r} (deploy this version, "
+            "or schedule without --stack to write to the ledger directly)"
+        )
+    report = send_hints(SqsPublisher(console.endpoints.sqs(), url), policy.name, "file", jobs)
+    return {
+        "policy": policy.name,
+        "sent": report.hints,
+        "messages": report.messages,
+        "request_id": report.request_id,
+        "via": "intake queue",
+    }
 
 
 @main.command()

@@ -7,6 +7,7 @@ The application's boto3 code is unchanged: it reaches moto through AWS_ENDPOINT_
 from __future__ import annotations
 
 import json
+import secrets as secrets_module
 import socket
 import subprocess
 import sys
@@ -117,6 +118,9 @@ class LocalAws(Service):
         """An S3 client (untyped: the S3 stubs are not a dependency; discovery's seam is typed)."""
         return boto3.client("s3", **self._client_kwargs())  # type: ignore[call-overload]
 
+    def secretsmanager(self) -> Any:
+        return boto3.client("secretsmanager", **self._client_kwargs())  # type: ignore[call-overload]
+
 
 @dataclass(frozen=True, slots=True)
 class PipelineResources:
@@ -180,3 +184,54 @@ def _table(dynamodb: DynamoDBClient, name: str, *, key: str, ttl: str) -> str:
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
         )
     return name
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeResources:
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+    replay_table: str
+    secret_arn: str
+
+
+def provision_intake(
+    sqs: SQSClient,
+    dynamodb: DynamoDBClient,
+    secrets: Any,  # a secretsmanager client (no stubs are installed for it)
+    policy: Policy,
+    *,
+    prefix: str = "sweeper",
+    secret_value: str | None = None,
+) -> IntakeResources:
+    """Create (or find) the policy's intake queue, its DLQ, the replay table and the webhook's
+    signing secret, as infra/intake.py does. An existing secret keeps its value."""
+    base = f"{prefix}-{policy.name}"
+    dlq_url = sqs.create_queue(
+        QueueName=f"{base}-intake-dlq",
+        Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)},
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queue_url = sqs.create_queue(
+        QueueName=f"{base}-intake",
+        Attributes={
+            "VisibilityTimeout": str(policy.intake.visibility_timeout_seconds),
+            "MessageRetentionPeriod": str(QUEUE_RETENTION_SECONDS),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": policy.intake.max_receive_count}
+            ),
+        },
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    table = _table(dynamodb, f"{prefix}-replay", key="pk", ttl="expires_at")
+    name = f"{base}-webhook"
+    try:
+        secret_arn = secrets.describe_secret(SecretId=name)["ARN"]
+    except secrets.exceptions.ResourceNotFoundException:
+        value = secret_value or secrets_module.token_hex(32)
+        secret_arn = secrets.create_secret(Name=name, SecretString=value)["ARN"]
+    return IntakeResources(queue_url, queue_arn, dlq_url, table, secret_arn)

@@ -1,0 +1,26 @@
+"""Intake Lambda: SQS batch of hints → one idempotent upsert into the ledger → partial response."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sweeper import runtime
+from sweeper.intake.process import IntakeDeps, process_intake_batch
+from sweeper.observability import METRICS_NAMESPACE
+
+logger = Logger()
+metrics = Metrics(namespace=METRICS_NAMESPACE)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    settings = runtime.settings()
+    metrics.add_dimension("policy", settings.policy.name)
+    deps = IntakeDeps(
+        policy=settings.policy, ledger=runtime.ledger(), clock=runtime.utcnow, metrics=metrics
+    )
+    response, report = process_intake_batch(event, deps)
+    logger.info("intake batch", extra=report.as_dict())
+    return response

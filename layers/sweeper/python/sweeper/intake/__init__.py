@@ -1,0 +1,1 @@
+"""Hints and intake: the signed webhook, the intake queue and the function that drains it."""

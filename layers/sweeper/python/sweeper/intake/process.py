@@ -1,0 +1,111 @@
+"""The intake function's logic: an SQS batch of hints → one idempotent upsert → partial response.
+
+A message is acknowledged (left out of `batchItemFailures`) only once the transaction holding
+its hints has committed. A message that cannot be read is acknowledged unread and counted: the
+same body would fail the same way on every delivery, and the ledger is unchanged by it.
+
+Every readable message of a batch goes into one transaction (the upsert dedups and orders the
+keys, see Ledger.schedule). If that transaction fails, each message is tried on its own, so
+that one message the database refuses cannot hold back the others; what still fails comes back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sweeper.config import Policy
+from sweeper.errors import HintRejectedError, LedgerError
+from sweeper.intake.hints import parse_queue_body
+from sweeper.ledger.store import Ledger, ScheduleResult
+from sweeper.models import NewJob
+from sweeper.observability import Metric, MetricSink
+from sweeper.scheduling import schedule_jobs
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class IntakeReport:
+    messages: int = 0
+    rejected: int = 0
+    failed: int = 0
+    hints: int = 0
+    inserted: int = 0
+    moved_earlier: int = 0
+    unchanged: int = 0
+
+    def add(self, result: ScheduleResult) -> None:
+        self.inserted += result.inserted
+        self.moved_earlier += result.moved_earlier
+        self.unchanged += result.unchanged
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class IntakeDeps:
+    policy: Policy
+    ledger: Ledger
+    clock: Callable[[], datetime]
+    metrics: MetricSink
+
+
+def process_intake_batch(
+    event: dict[str, Any], deps: IntakeDeps
+) -> tuple[dict[str, list[dict[str, str]]], IntakeReport]:
+    """Upsert a batch's hints; return the partial batch response and what was done."""
+    report = IntakeReport()
+    readable: dict[str, list[NewJob]] = {}
+    for record in event.get("Records", []):
+        report.messages += 1
+        message_id = str(record.get("messageId", ""))
+        try:
+            source, jobs = parse_queue_body(str(record.get("body", "")), deps.policy.name)
+        except HintRejectedError as exc:
+            report.rejected += 1
+            logger.error(
+                "intake message rejected",
+                extra={"message_id": message_id, "reason": exc.reason, "problems": exc.problems},
+            )
+            continue
+        readable[message_id] = jobs
+        report.hints += len(jobs)
+        logger.debug("intake message", extra={"message_id": message_id, "source": source})
+
+    failed = _upsert(readable, deps, report)
+    report.failed = len(failed)
+    for name, value in (
+        (Metric.HINTS_INSERTED, report.inserted),
+        (Metric.HINTS_MOVED_EARLIER, report.moved_earlier),
+        (Metric.HINTS_UNCHANGED, report.unchanged),
+        (Metric.INTAKE_REJECTED, report.rejected),
+        (Metric.INTAKE_FAILED, report.failed),
+    ):
+        deps.metrics.add_metric(name, "Count", value)
+    return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}, report
+
+
+def _upsert(readable: dict[str, list[NewJob]], deps: IntakeDeps, report: IntakeReport) -> list[str]:
+    """The message ids whose hints did not commit."""
+    if not readable:
+        return []
+    now = deps.clock()
+    try:
+        everything = [job for jobs in readable.values() for job in jobs]
+        report.add(schedule_jobs(deps.ledger, deps.policy, everything, now))
+        return []
+    except LedgerError:
+        logger.warning("batch upsert failed; message by message", extra={"messages": len(readable)})
+    failed = []
+    for message_id, jobs in readable.items():
+        try:
+            report.add(schedule_jobs(deps.ledger, deps.policy, jobs, now))
+        except LedgerError:
+            logger.exception("intake upsert failed", extra={"message_ids": [message_id]})
+            failed.append(message_id)
+    return failed

@@ -1,0 +1,262 @@
+"""The intake function: hints from the intake queue upserted into the ledger, idempotently."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sweeper import runtime
+from sweeper.config import Policy
+from sweeper.intake.hints import hint_messages
+from sweeper.intake.process import IntakeDeps, process_intake_batch
+from sweeper.intake.send import send_hints
+from sweeper.ledger.store import Ledger
+from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
+from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
+from sweeper.local.poller import to_event_record
+from sweeper.models import NewJob
+from sweeper.observability import CountingSink, Metric
+from sweeper.queue import SqsPublisher
+from sweeper.scheduling import schedule_jobs
+
+POLICY = Policy(name="exports")
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _record(message_id: str, body: str) -> dict[str, Any]:
+    return {"messageId": message_id, "receiptHandle": f"rh-{message_id}", "body": body}
+
+
+def _deps(ledger: Ledger, metrics: CountingSink | None = None) -> IntakeDeps:
+    return IntakeDeps(POLICY, ledger, lambda: NOW, metrics or CountingSink())
+
+
+def _message(*jobs: NewJob, policy: str = "exports") -> str:
+    (body,) = hint_messages(policy, "webhook", "req", list(jobs))
+    return body
+
+
+def _rows(db_url: str) -> list[tuple[str, str, datetime]]:
+    with psycopg.connect(db_url) as conn:
+        return [
+            (t, o, d)
+            for t, o, d in conn.execute(
+                "SELECT tenant_id, object_id, due_at FROM sweeper_jobs ORDER BY object_id"
+            ).fetchall()
+        ]
+
+
+def _snapshot(db_url: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("SELECT * FROM sweeper_jobs ORDER BY id").fetchall()
+
+
+def test_a_batch_of_hints_is_upserted_and_every_message_acknowledged(
+    ledger: Ledger, db_url: str
+) -> None:
+    metrics = CountingSink()
+    event = {
+        "Records": [
+            _record("m1", _message(NewJob("t1", "o1", NOW))),
+            _record("m2", _message(NewJob("t1", "o2", NOW), NewJob("t2", "o3", NOW))),
+        ]
+    }
+
+    response, report = process_intake_batch(event, _deps(ledger, metrics))
+
+    assert response == {"batchItemFailures": []}
+    assert (report.messages, report.hints, report.inserted) == (2, 3, 3)
+    assert [r[1] for r in _rows(db_url)] == ["o1", "o2", "o3"]
+    assert metrics.totals[Metric.HINTS_INSERTED] == 3
+
+
+def test_an_unreadable_message_is_acknowledged_and_counted_and_the_rest_commit(
+    ledger: Ledger, db_url: str
+) -> None:
+    metrics = CountingSink()
+    event = {
+        "Records": [
+            _record("bad-json", "{not json"),
+            _record("wrong-policy", _message(NewJob("t1", "o9", NOW), policy="uploads")),
+            _record("good", _message(NewJob("t1", "o1", NOW))),
+        ]
+    }
+
+    response, report = process_intake_batch(event, _deps(ledger, metrics))
+
+    assert response == {"batchItemFailures": []}  # never retried: it would fail the same way
+    assert report.rejected == 2
+    assert metrics.totals[Metric.INTAKE_REJECTED] == 2
+    assert [r[1] for r in _rows(db_url)] == ["o1"]
+
+
+def test_when_the_ledger_is_down_no_message_is_acknowledged(pg_server: Any) -> None:
+    down = Ledger(pg_server.url_for("no_such_database"))
+    event = {
+        "Records": [
+            _record("m1", _message(NewJob("t1", "o1", NOW))),
+            _record("m2", _message(NewJob("t1", "o2", NOW))),
+            _record("bad", "{"),
+        ]
+    }
+
+    response, report = process_intake_batch(event, _deps(down))
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m1"}, {"itemIdentifier": "m2"}]}
+    assert (report.failed, report.rejected) == (2, 1)
+
+
+def test_a_message_the_database_refuses_comes_back_alone(ledger: Ledger, db_url: str) -> None:
+    # A constraint the database enforces and the hint model does not know: the batch's
+    # transaction fails, then each message is tried alone and only the refused one returns.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "ALTER TABLE sweeper_jobs ADD CONSTRAINT refuse_poison CHECK (object_id <> 'poison')"
+        )
+    event = {
+        "Records": [
+            _record("m1", _message(NewJob("t1", "o1", NOW))),
+            _record("poison", _message(NewJob("t1", "poison", NOW))),
+            _record("m3", _message(NewJob("t1", "o3", NOW))),
+        ]
+    }
+
+    response, report = process_intake_batch(event, _deps(ledger))
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
+    assert report.inserted == 2
+    assert [r[1] for r in _rows(db_url)] == ["o1", "o3"]
+
+
+_CASES = itertools.count()
+_DOORS = st.lists(
+    st.tuples(st.sampled_from(["file", "hint"]), st.integers(min_value=-10_000, max_value=10_000)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(arrivals=_DOORS)
+def test_hints_and_schedules_in_any_order_converge_on_one_job_due_earliest(
+    ledger: Ledger, db_url: str, arrivals: list[tuple[str, int]]
+) -> None:
+    # Given one obligation (new in every example) arriving by either door, in any order
+    object_id = f"obj-{next(_CASES)}"
+    for door, offset in arrivals:
+        job = NewJob("t1", object_id, NOW + timedelta(seconds=offset))
+        if door == "file":
+            schedule_jobs(ledger, POLICY, [job], NOW)
+        else:
+            response, _ = process_intake_batch(
+                {"Records": [_record("m", _message(job))]}, _deps(ledger)
+            )
+            assert response == {"batchItemFailures": []}
+
+    # Then the ledger holds one job for it, due at the earliest time any door gave
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT due_at, next_attempt_at FROM sweeper_jobs WHERE object_id = %s", (object_id,)
+        ).fetchall()
+    earliest = NOW + timedelta(seconds=min(offset for _, offset in arrivals))
+    assert rows == [(earliest, earliest)]
+
+
+# -- through the real queue and handler ------------------------------------------------------
+
+
+@pytest.fixture
+def intake(
+    db_url: str,
+    local_aws: LocalAws,
+    aws_env: dict[str, str],
+    unique_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[IntakeResources, dict[str, str]]]:
+    """The intake queue in the emulator and the intake function's environment, as deployed."""
+    resources = provision_intake(
+        local_aws.sqs(),
+        local_aws.dynamodb(),
+        local_aws.secretsmanager(),
+        POLICY,
+        prefix=unique_name,
+    )
+    env = {
+        **aws_env,
+        "SWEEPER_POLICY": POLICY.model_dump_json(),
+        "SWEEPER_DATABASE_URL": db_url,
+        "SWEEPER_INTAKE_QUEUE_URL": resources.queue_url,
+        "POWERTOOLS_SERVICE_NAME": "sweeper",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    runtime.reset()
+    yield resources, env
+    runtime.reset()
+
+
+def _receive(local_aws: LocalAws, resources: IntakeResources, wait_seconds: float) -> list[Any]:
+    sqs = local_aws.sqs()
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        found = sqs.receive_message(
+            QueueUrl=resources.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", [])
+        if found:
+            return list(found)
+    return []
+
+
+def test_a_kill_between_the_commit_and_the_acknowledgement_creates_no_second_row(
+    intake: tuple[IntakeResources, dict[str, str]], local_aws: LocalAws, db_url: str
+) -> None:
+    resources, env = intake
+    send_hints(
+        SqsPublisher(local_aws.sqs(), resources.queue_url),
+        "exports",
+        "file",
+        [NewJob("t1", "o1", NOW), NewJob("t2", "o2", NOW)],
+    )
+
+    # When an intake invocation commits its upsert and dies before the message is deleted
+    crashed = subprocess.run(
+        [sys.executable, "-m", "tests.integration.intake_process", resources.queue_url],
+        env={**os.environ, **env},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    first = json.loads(crashed.stdout.strip().splitlines()[-1])
+    assert first == {"received": 1, "response": {"batchItemFailures": []}}
+    committed = _snapshot(db_url)
+    assert len(committed) == 2
+
+    # Then the message comes back, and its second delivery changes nothing
+    redelivered = _receive(local_aws, resources, wait_seconds=15)
+    assert len(redelivered) == 1
+    arn = local_aws.sqs().get_queue_attributes(
+        QueueUrl=resources.queue_url, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    handler = load_handler("intake")
+    event = {"Records": [to_event_record(m, arn, env["AWS_REGION"]) for m in redelivered]}
+    response = handler(event, LocalLambdaContext("sweeper-intake", timeout_seconds=30))
+    assert response == {"batchItemFailures": []}
+    assert _snapshot(db_url) == committed  # the same two rows, not even touched
