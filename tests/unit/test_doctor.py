@@ -103,7 +103,7 @@ def test_an_account_limit_below_100_plus_the_reservations_fails(lambda_settings:
     assert "at least 113" in result.detail
     assert result.fix is not None
     assert "L-B99A9384" in result.fix
-    assert "112" in result.fix
+    assert "113" in result.fix
 
 
 def test_other_functions_reservations_can_leave_too_little(lambda_settings: Any) -> None:
