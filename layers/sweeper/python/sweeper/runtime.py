@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import P
 
 from sweeper.actions.http import HttpAction
 from sweeper.config import Settings, load_settings
-from sweeper.consumer import GuardedCall, guard_with_idempotency
+from sweeper.consumer import GuardedCall, ParallelBatchProcessor, guard_with_idempotency
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter
@@ -166,6 +166,12 @@ def guarded_call() -> GuardedCall:
     return guard_with_idempotency(action().perform, idempotent())
 
 
+@lru_cache(maxsize=1)
+def batch_processor() -> ParallelBatchProcessor:
+    """The consumer's batch processor: `consumer.parallel_calls` records at a time."""
+    return ParallelBatchProcessor(settings().policy.consumer.parallel_calls)
+
+
 def remaining_budget(context: Any, budget_seconds: float) -> Callable[[], float]:
     """Seconds left: the smaller of the configured budget and Lambda's remaining time."""
     started = time.monotonic()
@@ -205,6 +211,7 @@ def reset() -> None:
         idempotency_config,
         idempotent,
         guarded_call,
+        batch_processor,
     ):
         cached.cache_clear()
     load_settings.cache_clear()

@@ -7,12 +7,14 @@ due times and leases can be tested exactly.
 
 from __future__ import annotations
 
+import functools
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, LiteralString
+from typing import Any, Concatenate, LiteralString
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -46,6 +48,24 @@ SCHEDULE_ATTEMPTS = 5
 SCHEDULE_BACKOFF_SECONDS = 0.05
 #: serialization_failure and deadlock_detected: the transaction may succeed when run again.
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def _serialised[**P, R](
+    method: Callable[Concatenate[Ledger, P], R],
+) -> Callable[Concatenate[Ledger, P], R]:
+    """Run a method that uses the connection while holding the ledger's lock.
+
+    A psycopg connection runs one transaction at a time: two threads inside
+    `conn.transaction()` at once would nest one in the other and commit out of order. Every
+    method that opens a transaction carries this decorator (or goes through `_execute`).
+    """
+
+    @functools.wraps(method)
+    def run(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +102,10 @@ class RunRecord:
 class Ledger:
     """PostgreSQL job store. One connection, opened on first use and reopened if it broke.
 
-    Not thread-safe by design: a Lambda instance runs one invocation at a time; concurrent
-    callers (threads, the local poller's workers) each build their own.
+    Shared by the threads of one consumer batch (`consumer.parallel_calls`), which take turns on
+    the connection: each statement is one short transaction, held under a lock, so ledger writes
+    are serialised, never interleaved (a write takes milliseconds, a vendor call far longer).
+    Separate processes and the local poller's workers each build their own.
     """
 
     def __init__(
@@ -99,6 +121,7 @@ class Ledger:
         self._prepare_threshold = prepare_threshold
         self._sleep = sleep  # the backoff between schedule attempts
         self._conn: psycopg.Connection[TupleRow] | None = None
+        self._lock = threading.RLock()
 
     # -- connection -----------------------------------------------------------------------------
 
@@ -131,11 +154,13 @@ class Ledger:
             application_name="sweeper",
         )
 
+    @_serialised
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
 
+    @_serialised
     def _execute(self, query: LiteralString, params: dict[str, Any]) -> list[TupleRow]:
         conn = self._connection()
         try:
@@ -186,6 +211,7 @@ class Ledger:
                 continue
             return ScheduleResult(inserted, moved, len(items) - inserted - moved, attempt)
 
+    @_serialised
     def _upsert_all(
         self,
         policy: str,
@@ -425,6 +451,7 @@ class Ledger:
             return PolicyState(policy, False, None, None, None, None)
         return PolicyState(*rows[0])
 
+    @_serialised
     def pause(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Pause a policy (idempotent); True when this call paused it. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
@@ -441,6 +468,7 @@ class Ledger:
             raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
         return changed
 
+    @_serialised
     def resume(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Resume a policy; True when it was paused. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
