@@ -281,6 +281,34 @@ class DynamoLimiter:
         return ScopeState(scope, num("tat"), num("closed_until"), reason, num("last_close_us"))
 
 
+def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:
+    """Every scope whose gate is closed at `now`: one Scan of the limiter table (an item per
+    scope used within a day, about 100 bytes each), eventually consistent.
+
+    For the producer, which passes over their rows: a closure it does not see yet only means
+    rows are claimed that the consumer returns, as without this read.
+    """
+    closed: set[str] = set()
+    start: dict[str, Any] | None = None
+    while True:
+        args: dict[str, Any] = {
+            "TableName": table,
+            "FilterExpression": "closed_until > :now",
+            "ProjectionExpression": "pk",
+            "ExpressionAttributeValues": {":now": _n(now * US)},
+        }
+        if start:
+            args["ExclusiveStartKey"] = start
+        try:
+            page = client.scan(**args)
+        except ClientError as exc:
+            raise LimiterError("limiter read of closed scopes failed") from exc
+        closed.update(item["pk"]["S"].removeprefix("scope#") for item in page.get("Items", []))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return closed
+
+
 class PerWorkerLimiter:
     """Benchmark baseline: each worker spaces its own calls at quota / workers, and no gate.
 

@@ -25,8 +25,9 @@ from sweeper.config import Settings, load_settings
 from sweeper.consumer import GuardedCall, ParallelBatchProcessor, guard_with_idempotency
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter
+from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter, closed_scopes
 from sweeper.models import ActionResult
+from sweeper.producer import ClosedScopes, no_closed_scopes
 from sweeper.queue import SqsPublisher, SqsVisibility
 
 if TYPE_CHECKING:
@@ -164,6 +165,19 @@ def idempotent() -> Idempotent:
 @lru_cache(maxsize=1)
 def guarded_call() -> GuardedCall:
     return guard_with_idempotency(action().perform, idempotent())
+
+
+def producer_closed_scopes() -> ClosedScopes:
+    """The producer's view of closed gates; none when the function has no limiter table."""
+    current = settings()
+    if not current.limiter_table:
+        return no_closed_scopes
+    table = current.limiter_table
+
+    def read() -> set[str]:
+        return closed_scopes(dynamodb_client(), table, time.time())
+
+    return read
 
 
 @lru_cache(maxsize=1)

@@ -49,10 +49,13 @@ RETURNING j.id
 # Claim the earliest due pending rows of one policy and lease them to a batch. SKIP LOCKED: two
 # claimers never wait on, or return, the same row. Uses sweeper_jobs_pending_due, so the cost is
 # the page returned. The caller commits at once: no lock outlives this statement's transaction.
+# Rows of the scopes in %(closed)s (gate closed) are passed over, unchanged: a filter on the index
+# scan, so a closed scope's due rows ahead of the page add to its cost.
 CLAIM_DUE: Final = """
 WITH due AS (
     SELECT id FROM sweeper_jobs
     WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
+      AND scope <> ALL(%(closed)s)
     ORDER BY next_attempt_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -295,9 +295,19 @@ class Ledger:
         return len(rows)
 
     def claim(
-        self, policy: str, owner: str, now: datetime, lease: timedelta, limit: int
+        self,
+        policy: str,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int,
+        closed_scopes: Sequence[str] = (),
     ) -> list[ClaimedJob]:
-        """Lease up to `limit` due rows to `owner`, earliest due first, and commit."""
+        """Lease up to `limit` due rows to `owner`, earliest due first, and commit.
+
+        Rows of `closed_scopes` (whose gate is closed) are left as they are, due time included:
+        leased and published now, they would only come back from the consumer.
+        """
         if limit <= 0:
             return []
         rows = self._execute(
@@ -309,6 +319,7 @@ class Ledger:
                 "expires": now + lease,
                 "limit": limit,
                 "from": _moves(JobStatus.LEASED, JobStatus.PENDING),
+                "closed": list(closed_scopes),
             },
         )
         rows.sort(key=lambda r: (r[7], r[0]))
