@@ -27,9 +27,9 @@ from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import Policy
 from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, check_policy_event_source
+from sweeper.plan import CONSUMER_MEMORY_MB, quota_warning
 
 PRODUCER_MEMORY_MB = 512
-CONSUMER_MEMORY_MB = 512
 #: The producer stops starting pages at its budget; Lambda's timeout leaves room to finish one.
 PRODUCER_TIMEOUT_MARGIN_SECONDS = 30
 SQS_QUEUE_NAME_MAX_LENGTH = 80
@@ -146,6 +146,14 @@ class Pipeline(Construct):
         tables.grant_consumer(self.consumer.role)
         database.grant_runtime_access(self.consumer)
         self._grant_api_access(network)
+        self._warn_when_quota_unreachable()
+
+    def _warn_when_quota_unreachable(self) -> None:
+        """With the vendor's latency measured (action.latency_*), say at synth when the
+        consumers cannot reach the quota (`sweeper plan` gives the figures)."""
+        warning = quota_warning(self.policy)
+        if warning is not None:
+            Annotations.of(self).add_warning_v2("sweeper:QuotaUnreachable", warning)
 
     def _grant_api_access(self, network: Network) -> None:
         """The vendor API over the internet (through NAT), its token, and DynamoDB."""

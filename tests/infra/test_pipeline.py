@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from aws_cdk.assertions import Annotations, Match
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
 from infra.pipeline import producer_timeout_seconds
@@ -244,3 +245,17 @@ def test_outputs_have_stable_logical_ids(proxied: Synth) -> None:
 def test_pascal_case_turns_policy_names_into_logical_id_parts() -> None:
     assert pascal_case("stale-sessions") == "StaleSessions"
     assert pascal_case("exports") == "Exports"
+
+
+def test_synth_warns_when_a_policys_measured_vendor_is_too_slow_for_its_quota(
+    proxied: Synth,
+) -> None:
+    # exports: 4 environments against a 0.4 s vendor; stale-sessions: 8 against 0.2 s, 10/s
+    warnings = [
+        str(entry.entry.data)
+        for entry in Annotations.from_stack(proxied.stack).find_warning(
+            "*", Match.string_like_regexp("cannot reach its quota")
+        )
+    ]
+    assert len(warnings) == 1
+    assert "policy exports cannot reach its quota" in warnings[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -263,6 +264,75 @@ def test_metrics_count_duplicates_and_malformed(pipeline: Pipeline) -> None:
     assert sink.totals[Metric.SUCCEEDED] == 1
     assert sink.totals[Metric.DUPLICATES] == 1
     assert sink.totals[Metric.MALFORMED] == 1
+
+
+class RecordingSink(CountingSink):
+    """Keeps every value, as EMF does, besides the totals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, list[float]] = {}
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        super().add_metric(name, unit, value)
+        self.values.setdefault(name, []).append(value)
+
+
+def test_each_delivery_records_how_long_it_held_the_environment(pipeline: Pipeline) -> None:
+    # Given three published jobs, one of them delivered twice, and one unreadable body
+    pipeline.seed(3)
+    records = publish_all(pipeline)
+    deps, _ = deps_with(pipeline, pipeline.ledger)
+    sink = RecordingSink()
+    deps = replace(deps, metrics=sink)
+    batch = [
+        *records,
+        {**records[0], "messageId": "dup"},
+        {**records[0], "messageId": "bad", "body": "not json"},
+    ]
+    # When the batch is handled
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    process_batch({"Records": batch}, pipeline.lambda_context(), deps, processor)
+    # Then every delivery of a ledger job has one time (the duplicate too), the garbage none
+    times = sink.values[Metric.PROCESSING_SECONDS]
+    assert len(times) == 4
+    assert all(t >= 0 for t in times)
+    # and the three calls took at least the simulator's latency
+    assert sorted(times)[-1] > 0
+
+
+def test_a_record_returned_on_its_last_allowed_receive_is_counted_towards_the_dlq(
+    pipeline: Pipeline,
+) -> None:
+    # Given three jobs whose calls all fail (503), received max-1, max and max times
+    pipeline.seed(3)
+    records = publish_all(pipeline)
+    limit = pipeline.policy.consumer.max_receive_count
+    receives = [limit - 1, limit, limit + 1]
+    batch = [
+        {**r, "attributes": {**r["attributes"], "ApproximateReceiveCount": str(n)}}
+        for r, n in zip(records, receives, strict=True)
+    ]
+    pipeline.vendor.fail_next(3, 503)
+    deps, sink = deps_with(pipeline, pipeline.ledger)
+    # When the batch is handled
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    response = process_batch({"Records": batch}, pipeline.lambda_context(), deps, processor)
+    # Then all three come back, and the two at or past the limit are bound for the DLQ
+    assert len(response["batchItemFailures"]) == 3
+    assert sink.totals[Metric.DEAD_LETTER_BOUND] == 2
+
+
+def test_a_settled_record_on_its_last_receive_is_not_bound_for_the_dlq(pipeline: Pipeline) -> None:
+    pipeline.seed(1)
+    (record,) = publish_all(pipeline)
+    last = str(pipeline.policy.consumer.max_receive_count)
+    deps, sink = deps_with(pipeline, pipeline.ledger)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    batch = [{**record, "attributes": {**record["attributes"], "ApproximateReceiveCount": last}}]
+    response = process_batch({"Records": batch}, pipeline.lambda_context(), deps, processor)
+    assert response["batchItemFailures"] == []
+    assert Metric.DEAD_LETTER_BOUND not in sink.totals
 
 
 # -- a body can only cause what the ledger holds for its key (issue: trust nothing that arrives) --

@@ -29,6 +29,39 @@ def test_max_concurrency_above_reserved_is_refused() -> None:
         ConsumerConfig(reserved_concurrency=2, max_concurrency=3)
 
 
+def test_one_environment_pairs_reserved_one_with_the_event_sources_floor() -> None:
+    # Lambda refuses an SQS event source maximum below 2, so one environment is reserved 1
+    consumer = ConsumerConfig(reserved_concurrency=1, max_concurrency=2)
+    assert consumer.single_environment
+    assert consumer.environments == 1
+
+
+@pytest.mark.parametrize(("reserved", "maximum"), [(1, 3), (2, 3), (3, 4)])
+def test_only_reserved_one_may_sit_below_the_event_sources_maximum(
+    reserved: int, maximum: int
+) -> None:
+    with pytest.raises(ValueError, match="the one exception: reserved_concurrency = 1"):
+        ConsumerConfig(reserved_concurrency=reserved, max_concurrency=maximum)
+
+
+def test_environments_is_the_lower_cap() -> None:
+    assert ConsumerConfig(reserved_concurrency=6, max_concurrency=4).environments == 4
+    assert not ConsumerConfig(reserved_concurrency=2, max_concurrency=2).single_environment
+
+
+def test_the_smoke_target_is_absent_unless_configured() -> None:
+    assert Policy(name="p").smoke is None
+    policy = Policy.model_validate({"name": "p", "smoke": {"tenant_id": "sandbox-1"}})
+    assert policy.smoke is not None
+    assert (policy.smoke.tenant_id, policy.smoke.object_prefix) == ("sandbox-1", "sweeper-smoke-")
+
+
+@pytest.mark.parametrize("tenant", ["", "a b", "t/1", "x" * 257])
+def test_a_smoke_tenant_must_be_a_plain_id(tenant: str) -> None:
+    with pytest.raises(ValueError, match=r"smoke\.tenant_id"):
+        Policy.model_validate({"name": "p", "smoke": {"tenant_id": tenant}})
+
+
 def test_visibility_timeout_is_six_function_timeouts_plus_the_window() -> None:
     assert (
         ConsumerConfig(timeout_seconds=30, batch_window_seconds=5).visibility_timeout_seconds == 185

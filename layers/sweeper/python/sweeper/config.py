@@ -28,7 +28,11 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sweeper.errors import ConfigError
-from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, recommended_visibility_timeout_seconds
+from sweeper.event_source import (
+    LAMBDA_MAX_TIMEOUT_SECONDS,
+    MIN_MAXIMUM_CONCURRENCY,
+    recommended_visibility_timeout_seconds,
+)
 
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,
 #: so that leases do not expire while their messages still wait in the queue.
@@ -164,6 +168,17 @@ class HttpActionConfig(_Strict):
     #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
     retry_after_header: str | None = None
     retry_after_header_unit: Literal["s", "ms"] = "s"
+    #: The vendor's measured latency (seconds): `sweeper plan` and synth use it to warn when the
+    #: consumers cannot reach the quota. Unset: not checked.
+    latency_p50_seconds: float | None = Field(default=None, gt=0, le=120)
+    latency_p95_seconds: float | None = Field(default=None, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _p50_not_above_p95(self) -> Self:
+        p50, p95 = self.latency_p50_seconds, self.latency_p95_seconds
+        if p95 is not None and (p50 is None or p50 > p95):
+            raise ValueError("latency_p95_seconds needs latency_p50_seconds, at most as large")
+        return self
 
     @field_validator("outcomes")
     @classmethod
@@ -184,10 +199,18 @@ class HttpActionConfig(_Strict):
 
 
 class ConsumerConfig(_Strict):
-    """How consumers read the queue. Parallelism is capped twice, on purpose (docs/decisions.md)."""
+    """How consumers read the queue. Parallelism is capped twice, on purpose (docs/decisions.md).
+
+    A cautious start runs one execution environment: `reserved_concurrency = 1`. The event
+    source's maximum cannot go below 2 (Lambda's floor), so that one case pairs reserved 1 with
+    maximum 2: the mapping may hold a second batch that Lambda throttles, which costs its
+    messages a receive (docs/decisions.md, "A cautious start").
+    """
 
     reserved_concurrency: int = Field(default=4, ge=1, le=1000)
-    max_concurrency: int = Field(default=4, ge=2, le=1000, description="event source maximum")
+    max_concurrency: int = Field(
+        default=4, ge=MIN_MAXIMUM_CONCURRENCY, le=1000, description="event source maximum"
+    )
     batch_size: int = Field(default=10, ge=1, le=10)
     batch_window_seconds: int = Field(default=0, ge=0, le=300)
     timeout_seconds: int = Field(
@@ -210,12 +233,24 @@ class ConsumerConfig(_Strict):
 
     @model_validator(mode="after")
     def _max_not_above_reserved(self) -> Self:
-        if self.max_concurrency > self.reserved_concurrency:
+        if self.max_concurrency > self.reserved_concurrency and not self.single_environment:
             raise ValueError(
                 "max_concurrency must not exceed reserved_concurrency: the event source would "
-                "keep receiving while invocations are throttled"
+                "keep receiving while invocations are throttled (the one exception: "
+                f"reserved_concurrency = 1 with max_concurrency = {MIN_MAXIMUM_CONCURRENCY}, "
+                "Lambda's floor, for a cautious start)"
             )
         return self
+
+    @property
+    def single_environment(self) -> bool:
+        """One execution environment: reserved 1, with the event source at Lambda's floor."""
+        return self.reserved_concurrency == 1 and self.max_concurrency == MIN_MAXIMUM_CONCURRENCY
+
+    @property
+    def environments(self) -> int:
+        """How many execution environments can run at once: the lower of the two caps."""
+        return min(self.reserved_concurrency, self.max_concurrency)
 
     @property
     def visibility_timeout_seconds(self) -> int:
@@ -253,6 +288,21 @@ class AlarmConfig(_Strict):
     terminal_failures: int = Field(default=1, ge=1)
 
 
+class SmokeConfig(_Strict):
+    """The sandbox target of `sweeper smoke`: a tenant the vendor keeps for tests.
+
+    The canary's object is always `object_prefix` plus a fresh random id under this tenant, so a
+    smoke run never names an existing object; without this section `sweeper smoke` is refused.
+    """
+
+    tenant_id: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:-]+$")
+    object_prefix: str = Field(
+        default="sweeper-smoke-", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$"
+    )
+    #: How long the canary may take from release to settlement before the smoke fails.
+    timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
+
+
 class Policy(_Strict):
     """One kind of cleanup obligation and everything that governs how it runs."""
 
@@ -268,6 +318,7 @@ class Policy(_Strict):
     alarms: AlarmConfig = AlarmConfig()
     retry: RetryConfig = RetryConfig()
     throttle: ThrottleConfig = ThrottleConfig()
+    smoke: SmokeConfig | None = None
     max_attempts: int = Field(default=8, ge=1, le=100)
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)

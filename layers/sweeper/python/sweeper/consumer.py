@@ -284,9 +284,35 @@ def process_batch(
             return
         call = ActionCall.for_delivery(target, item)
         with alone(item.key):
-            _Delivery(call, record.receipt_handle, deps, call_timeout, slots).handle(target.status)
+            started = deps.now()
+            try:
+                delivery = _Delivery(call, record.receipt_handle, deps, call_timeout, slots)
+                delivery.handle(target.status)
+            finally:
+                deps.metrics.add_metric(
+                    Metric.PROCESSING_SECONDS, "Seconds", max(0.0, deps.now() - started)
+                )
 
-    return process_partial_response(event, handle, processor, context)
+    response = process_partial_response(event, handle, processor, context)
+    _count_dead_letter_bound(event, response, deps)
+    return response
+
+
+def _count_dead_letter_bound(
+    event: dict[str, Any], response: PartialItemFailureResponse, deps: ConsumerDeps
+) -> None:
+    """Count the records returned on their last allowed receive: the DLQ is their next stop."""
+    returned = {str(item.get("itemIdentifier")) for item in response.get("batchItemFailures", [])}
+    limit = deps.policy.consumer.max_receive_count
+    for raw in event.get("Records", []):
+        if str(raw.get("messageId", "")) not in returned:
+            continue
+        try:
+            receives = int(raw.get("attributes", {}).get("ApproximateReceiveCount", 0))
+        except (TypeError, ValueError):
+            continue
+        if receives >= limit:
+            deps.metrics.add_metric(Metric.DEAD_LETTER_BOUND, "Count", 1)
 
 
 class _Delivery:

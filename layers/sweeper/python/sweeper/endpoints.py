@@ -119,6 +119,10 @@ class Endpoints:
         client: DynamoDBClient = self._client("dynamodb")
         return client
 
+    def cloudwatch(self) -> Any:
+        """A CloudWatch client (untyped: the project installs no CloudWatch stubs)."""
+        return self._client("cloudwatch")
+
     def lambda_client(self, config: BotoConfig | None = None) -> LambdaClient:
         client: LambdaClient = self._client("lambda", config)
         return client

@@ -46,6 +46,12 @@ class Metric:
     LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time
     AUTH_CIRCUIT_OPEN = "AuthCircuitOpen"  # an auth failure opened the scope's circuit (alarm)
     EXHAUSTED = "Exhausted"
+    #: Seconds one delivery held its execution environment (limiter waits included); one value
+    #: per record, so CloudWatch keeps percentiles (`sweeper ramp-check` reads p50 and p95).
+    PROCESSING_SECONDS = "ProcessingSeconds"
+    #: A record returned on its last allowed receive: the queue moves it to the DLQ next.
+    #: (SQS's own NumberOfMessagesSent does not count messages moved to a DLQ.)
+    DEAD_LETTER_BOUND = "DeadLetterBound"
 
 
 class CountingSink:

@@ -572,6 +572,14 @@ class Ledger:
         )
         return len(rows)
 
+    def delete_canary(self, key: str, *, policy: str, tenant_id: str, prefix: str) -> bool:
+        """Delete a smoke canary (and its job events) in any status; whether it was there."""
+        rows = self._execute(
+            queries.DELETE_CANARY,
+            {"key": key, "policy": policy, "tenant_id": tenant_id, "prefix": prefix},
+        )
+        return bool(rows)
+
     def runs_between(
         self, policy: str, since: datetime, until: datetime
     ) -> dict[datetime, str | None]:

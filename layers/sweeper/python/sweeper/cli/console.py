@@ -1,0 +1,207 @@
+"""The operator's console: `status`, `pause`, `resume`, `inspect`."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from sweeper.cli.base import (
+    Console,
+    actor_option,
+    consumer_function_option,
+    current_time,
+    emit,
+    friendly_errors,
+    json_option,
+    main,
+    next_run_at,
+    open_console,
+    policy_option,
+    reason_option,
+    target_options,
+)
+from sweeper.config import Policy
+
+
+@main.command()
+@policy_option
+@target_options
+@json_option
+@friendly_errors
+def status(policy_name: str | None, as_json: bool, **target: Any) -> None:
+    """Per policy: jobs by status, oldest eligible age, in flight, queue and DLQ depth, gates
+    (closed ones with their reopening time), and the last runs."""
+    from sweeper.dead_letters import queue_depth
+    from sweeper.operator import policy_status
+
+    with open_console(**target) as console:
+        policies = (
+            [console.policy(policy_name)] if policy_name is not None else console.config.policies
+        )
+        sqs = console.endpoints.sqs()
+        gate = console.gate()
+        found = []
+        for policy in policies:
+            where = console.endpoints.policy(policy.name)
+            item = policy_status(
+                policy,
+                console.ledger,
+                now=current_time(),
+                depth=lambda url: queue_depth(sqs, url),
+                queue_url=where.queue_url,
+                dlq_url=where.dlq_url,
+                gate=gate,
+            ).as_dict()
+            at = next_run_at(console, policy)
+            item["schedule"] = policy.schedule
+            item["next_run"] = None if at is None else at.isoformat()
+            found.append(item)
+    if as_json:
+        click.echo(json.dumps({"target": console.endpoints.mode, "policies": found}, default=str))
+        return
+    for item in found:
+        _print_status(item)
+
+
+def _print_status(item: dict[str, Any]) -> None:
+    paused = f"PAUSED since {item['paused_at']} by {item['paused_by']}" if item["paused"] else ""
+    click.echo(f"policy {item['policy']}  {paused}".rstrip())
+    counts = "  ".join(f"{k} {v}" for k, v in item["counts"].items())
+    click.echo(f"  jobs            {counts}")
+    click.echo(f"  oldest eligible {item['oldest_eligible_age_seconds'] or 0:.1f} s")
+    click.echo(f"  leased          {item['leased_in_flight']} in flight")
+    next_run = item["next_run"] or "unknown (no scheduled run recorded yet)"
+    click.echo(f"  next run        {next_run}  ({item['schedule']}; `sweeper release` runs it now)")
+    for name in ("queue", "dlq"):
+        queue = item[name]
+        if queue is not None:
+            click.echo(f"  {name:<15} {queue['messages']} ({queue['in_flight']} in flight)")
+    for gate in item["gates"]:
+        state = (
+            f"CLOSED until {gate['reopens_at']} ({gate['reason']})" if gate["closed"] else "open"
+        )
+        click.echo(f"  gate {gate['scope']:<10} {state}; {gate['unsettled_jobs']} unsettled")
+    for run in item["runs"]:
+        click.echo(
+            f"  run {run['scheduled_at']}  published {run['published']}/{run['discovered']}"
+            f"  {run['stop_reason']}  batch {run['batch_id']}"
+        )
+
+
+def _switch(console: Console, policy: Policy, consumer_function: str | None) -> Any:
+    """The consumer's event source mappings on AWS; None locally (the stack polls the flag)."""
+    from sweeper.event_sources import EventSourceSwitch
+
+    if console.endpoints.mode == "local":
+        return None
+    name = consumer_function or console.endpoints.policy(policy.name).consumer_function
+    if not name:
+        raise click.UsageError(
+            "no consumer function in the stack outputs: pass --consumer-function"
+        )
+    return EventSourceSwitch(console.endpoints.lambda_client(), name)
+
+
+@main.command()
+@policy_option
+@reason_option
+@actor_option
+@consumer_function_option
+@target_options
+@json_option
+@friendly_errors
+def pause(
+    policy_name: str | None,
+    reason: str | None,
+    actor: str,
+    consumer_function: str | None,
+    as_json: bool,
+    **target: Any,
+) -> None:
+    """Pause a policy: the producer skips (recording each skipped run), consumers stop, queued
+    messages are kept. Undo with `resume`; release the skipped runs with `catch-up`."""
+    from sweeper.operator import pause_policy
+
+    with open_console(**target) as console:
+        policy = console.policy(policy_name)
+        switch = _switch(console, policy, consumer_function)
+        result = pause_policy(
+            policy.name, console.ledger, switch, actor=actor, reason=reason, now=current_time()
+        )
+    emit(result.as_dict(), as_json)
+
+
+@main.command()
+@policy_option
+@reason_option
+@actor_option
+@consumer_function_option
+@target_options
+@json_option
+@friendly_errors
+def resume(
+    policy_name: str | None,
+    reason: str | None,
+    actor: str,
+    consumer_function: str | None,
+    as_json: bool,
+    **target: Any,
+) -> None:
+    """Resume a paused policy: consumers first, then the producer."""
+    from sweeper.operator import resume_policy
+
+    with open_console(**target) as console:
+        policy = console.policy(policy_name)
+        switch = _switch(console, policy, consumer_function)
+        result = resume_policy(
+            policy.name, console.ledger, switch, actor=actor, reason=reason, now=current_time()
+        )
+    emit(result.as_dict(), as_json)
+
+
+@main.command()
+@policy_option
+@click.option(
+    "--stuck-after",
+    "stuck_after_seconds",
+    default=3600.0,
+    type=click.FloatRange(0),
+    help="A pending job overdue by this many seconds counts as stuck.",
+)
+@click.option("--limit", default=100, type=click.IntRange(1, 10_000), help="Rows per kind.")
+@target_options
+@json_option
+@friendly_errors
+def inspect(
+    policy_name: str | None,
+    stuck_after_seconds: float,
+    limit: int,
+    as_json: bool,
+    **target: Any,
+) -> None:
+    """Terminal and stuck jobs: outcome class, error code, attempts and times; no customer data."""
+    from sweeper.operator import inspect_jobs
+
+    with open_console(**target) as console:
+        policy = console.policy(policy_name)
+        rows = inspect_jobs(
+            policy.name,
+            console.ledger,
+            now=current_time(),
+            stuck_after=timedelta(seconds=stuck_after_seconds),
+            limit=limit,
+        )
+    if as_json:
+        click.echo(json.dumps({"policy": policy.name, "jobs": rows}, default=str))
+        return
+    if not rows:
+        click.echo(f"policy {policy.name}: no terminal or stuck jobs")
+    for row in rows:
+        click.echo(
+            f"{row['kind']:<8} {row['status']:<7} {row['outcome'] or '-':<9} "
+            f"{row['error_code'] or '-':<14} attempts {row['attempts']:<3} "
+            f"updated {row['updated_at']}  {row['operation_key']}"
+        )

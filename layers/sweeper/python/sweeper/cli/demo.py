@@ -1,0 +1,95 @@
+"""`sweeper demo`: the whole pipeline, locally, in one command."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from sweeper.cli.base import (
+    database_option,
+    emit,
+    friendly_errors,
+    json_option,
+    main,
+)
+from sweeper.config import Quota
+
+
+@main.command()
+@click.option("--jobs", default=500, type=click.IntRange(1, 1_000_000), help="Obligations to seed.")
+@click.option(
+    "--tenants", default=5, type=click.IntRange(1, 100_000), help="Tenants to spread them over."
+)
+@click.option(
+    "--consumers",
+    default=4,
+    type=click.IntRange(2, 64),
+    help="Consumer concurrency (the event source's maximum concurrency).",
+)
+@click.option(
+    "--batch-size", default=10, type=click.IntRange(1, 10), help="Records per consumer batch."
+)
+@click.option(
+    "--rate",
+    default=None,
+    metavar="N/PERIOD",
+    help="The vendor's quota for the default scope, e.g. 40/1s (simulator and limiter).",
+)
+@database_option
+@click.option(
+    "--api-url",
+    envvar="SWEEPER_API_URL",
+    show_envvar=True,
+    help="An external vendor speaking the same contract, instead of the simulator.",
+)
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    default=300.0,
+    type=click.FloatRange(1),
+    help="Give up after this many seconds.",
+)
+@json_option
+@friendly_errors
+def demo(
+    jobs: int,
+    tenants: int,
+    consumers: int,
+    batch_size: int,
+    rate: str | None,
+    database_url: str | None,
+    api_url: str | None,
+    timeout_seconds: float,
+    as_json: bool,
+) -> None:
+    """Run the whole pipeline locally (PostgreSQL, moto, vendor simulator) and report.
+
+    Exits 0 only when every obligation is final.
+    """
+    from sweeper.local.demo import DemoOptions, run_demo
+
+    options = DemoOptions(
+        jobs=jobs,
+        tenants=tenants,
+        consumers=consumers,
+        batch_size=batch_size,
+        database_url=database_url,
+        api_url=api_url.rstrip("/") if api_url else None,
+        rate=Quota.parse(rate) if rate else None,
+        timeout_seconds=timeout_seconds,
+    )
+    if as_json or not sys.stderr.isatty():
+        report = run_demo(options)
+    else:
+        with click.progressbar(length=jobs, label="settling", file=sys.stderr) as bar:
+            seen = [0]
+
+            def progress(done: int, total: int) -> None:
+                bar.update(done - seen[0])
+                seen[0] = done
+
+            report = run_demo(options, progress)
+    emit(report.as_dict(), as_json)
+    if not report.all_final:
+        sys.exit(1)

@@ -1,0 +1,187 @@
+"""`sweeper plan`: Little's law over the policy, checked against figures worked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from sweeper.cli import main
+from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
+from sweeper.errors import ConfigError
+from sweeper.plan import PlanInput, Prices, lognormal_mean, make_plan, quota_warning
+
+
+def _policy(**consumer: int) -> Policy:
+    # 100 calls/s at headroom 0.8: a target of 80/s; every 5 minutes.
+    return Policy(
+        name="exports",
+        quota=Quota(limit=100, period_seconds=1.0, headroom=0.8),
+        consumer=ConsumerConfig(
+            **{"reserved_concurrency": 4, "max_concurrency": 4, "batch_size": 10, **consumer}
+        ),
+    )
+
+
+def test_the_lognormal_mean_is_above_the_median_by_the_spread() -> None:
+    assert lognormal_mean(0.1, 0.1) == pytest.approx(0.1)
+    sigma = math.log(3) / 1.6449
+    assert lognormal_mean(0.1, 0.3) == pytest.approx(0.1 * math.exp(sigma**2 / 2))
+
+
+def test_a_slow_vendor_with_few_environments_cannot_reach_the_quota_and_says_what_to_raise() -> (
+    None
+):
+    # Given 4 environments, one call at a time, and a vendor at 0.3 s (no spread, no overhead)
+    plan = make_plan(
+        _policy(),
+        PlanInput(latency_p50_seconds=0.3, latency_p95_seconds=0.3, overhead_seconds=0.0),
+    )
+    # Then the consumers complete 4 / 0.3 = 13.3 jobs/s of the 80/s target
+    assert plan.consumer_capacity_per_second == pytest.approx(13.33, abs=0.01)
+    assert plan.throughput_per_second == pytest.approx(13.33, abs=0.01)
+    assert plan.utilization_of_quota == pytest.approx(13.33 / 80, abs=0.001)
+    # And 80 x 0.3 = 24 calls must be in flight: 24 environments, or 6 calls in each of 4
+    assert plan.needed_in_flight == 24
+    assert plan.recommended_environments == 24
+    assert plan.recommended_parallel_calls == 6
+    assert len(plan.warnings) == 1
+    assert "cannot reach its quota" in plan.warnings[0]
+    assert "concurrency to 24 or parallel calls to 6" in plan.warnings[0]
+
+
+def test_parallel_calls_multiply_what_each_environment_completes() -> None:
+    given = PlanInput(
+        latency_p50_seconds=0.3, latency_p95_seconds=0.3, overhead_seconds=0.0, parallel_calls=6
+    )
+    plan = make_plan(_policy(), given)
+    assert plan.consumer_capacity_per_second == pytest.approx(80.0)
+    assert plan.throughput_per_second == pytest.approx(80.0)
+    assert plan.warnings == []
+
+
+def test_the_limiter_caps_throughput_and_the_backlog_drains_at_the_net_rate() -> None:
+    # Given a fast vendor (8 environments / 0.05 s = 160/s) and a backlog with arrivals
+    plan = make_plan(
+        _policy(reserved_concurrency=8, max_concurrency=8),
+        PlanInput(
+            latency_p50_seconds=0.05,
+            latency_p95_seconds=0.05,
+            overhead_seconds=0.0,
+            backlog=60_000,
+            arrival_per_second=20.0,
+        ),
+    )
+    # Then throughput is the target rate, and 60,000 jobs drain at 80 - 20 = 60/s
+    assert plan.consumer_capacity_per_second == pytest.approx(160.0)
+    assert plan.throughput_per_second == pytest.approx(80.0)
+    assert plan.drain_seconds == pytest.approx(1000.0)
+    # And the oldest job waits the drain plus one schedule interval (5 minutes)
+    assert plan.oldest_age_seconds == pytest.approx(1300.0)
+    assert plan.warnings == []
+
+
+def test_arrivals_at_or_over_the_throughput_never_drain_and_warn() -> None:
+    plan = make_plan(
+        _policy(),
+        PlanInput(latency_p50_seconds=0.01, latency_p95_seconds=0.01, arrival_per_second=80.0),
+    )
+    assert plan.drain_seconds is None
+    assert plan.oldest_age_seconds is None
+    assert any("never drains" in w for w in plan.warnings)
+
+
+def test_a_batch_that_may_outlast_half_the_timeout_warns() -> None:
+    # 10 records one at a time at up to 4 s each: 40 s against a 60 s timeout
+    plan = make_plan(
+        _policy(),
+        PlanInput(latency_p50_seconds=1.0, latency_p95_seconds=4.0, overhead_seconds=0.0),
+    )
+    assert plan.batch_seconds_p95 == pytest.approx(40.0)
+    assert any("over half the consumer timeout" in w for w in plan.warnings)
+
+
+def test_requests_and_cost_per_million_jobs_follow_from_the_batch_and_the_prices() -> None:
+    plan = make_plan(
+        _policy(reserved_concurrency=8, max_concurrency=8),
+        PlanInput(latency_p50_seconds=0.05, latency_p95_seconds=0.05, overhead_seconds=0.0),
+        Prices(
+            lambda_per_million_requests=1.0,
+            lambda_per_gb_second=1e-6,
+            sqs_per_million_requests=1.0,
+            dynamodb_per_million_writes=1.0,
+            dynamodb_per_million_reads=1.0,
+        ),
+    )
+    # One send per 10 jobs, one receive and one delete per batch of 10
+    assert plan.requests_per_job["sqs"] == pytest.approx(0.3)
+    assert plan.requests_per_job["lambda_invocations"] == pytest.approx(0.1)
+    # 8 busy environments of 0.5 GB at 80 jobs/s: 0.05 GB-s a job
+    assert plan.requests_per_job["lambda_gb_seconds"] == pytest.approx(0.05)
+    assert plan.requests_per_job["dynamodb_writes"] == pytest.approx(3.0)
+    assert plan.cost_per_million_jobs == pytest.approx(
+        {
+            "sqs": 0.3,
+            "lambda_requests": 0.1,
+            "lambda_duration": 0.05,
+            "dynamodb": 3.0,
+            "total": 3.45,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"latency_p50_seconds": 0.0, "latency_p95_seconds": 0.1},
+        {"latency_p50_seconds": 0.2, "latency_p95_seconds": 0.1},
+        {"latency_p50_seconds": 0.1, "latency_p95_seconds": 0.1, "backlog": -1},
+        {"latency_p50_seconds": 0.1, "latency_p95_seconds": 0.1, "scopes": 0},
+    ],
+)
+def test_impossible_figures_are_refused(given: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        PlanInput(**given)  # type: ignore[arg-type]
+
+
+def test_synth_is_warned_only_when_the_measured_latency_cannot_reach_the_quota() -> None:
+    assert quota_warning(_policy()) is None  # not measured: not checked
+    slow = _policy().model_copy(
+        update={"action": HttpActionConfig(latency_p50_seconds=0.3, latency_p95_seconds=0.5)}
+    )
+    fast = _policy().model_copy(update={"action": HttpActionConfig(latency_p50_seconds=0.01)})
+    warning = quota_warning(slow)
+    assert warning is not None
+    assert "cannot reach its quota" in warning
+    assert quota_warning(fast) is None
+
+
+def test_p95_without_p50_or_below_it_is_refused_in_the_policy_file() -> None:
+    with pytest.raises(ValueError, match="latency_p95_seconds"):
+        HttpActionConfig(latency_p95_seconds=0.5)
+    with pytest.raises(ValueError, match="latency_p95_seconds"):
+        HttpActionConfig(latency_p50_seconds=0.6, latency_p95_seconds=0.5)
+
+
+def test_the_command_prints_the_plan_and_exits_1_on_a_warning() -> None:
+    runner = CliRunner()
+    ok = runner.invoke(
+        main, ["plan", "--latency-p50", "0.01", "--config", "sweeper.toml"], prog_name="sweeper"
+    )
+    assert ok.exit_code == 0, ok.output
+    assert "throughput" in ok.output
+    slow = runner.invoke(
+        main,
+        ["plan", "--latency-p50", "0.5", "--config", "sweeper.toml", "--json"],
+        prog_name="sweeper",
+    )
+    assert slow.exit_code == 1
+    assert "cannot reach its quota" in slow.output
+
+
+def test_the_command_without_a_latency_is_one_line_that_says_what_to_give() -> None:
+    result = CliRunner().invoke(main, ["plan", "--config", "sweeper.toml"], prog_name="sweeper")
+    assert result.exit_code == 2
+    assert "--latency-p50" in result.output
+    assert "Traceback" not in result.output
