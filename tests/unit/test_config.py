@@ -159,4 +159,4 @@ def test_parallel_calls_outside_one_to_the_batch_size_are_refused(
     fields: dict[str, int], message: str
 ) -> None:
     with pytest.raises(ValidationError, match=message):
-        ConsumerConfig(**fields)  # type: ignore[arg-type]
+        ConsumerConfig(**fields)
