@@ -97,6 +97,8 @@ class Pipeline(Construct):
             environment={
                 "SWEEPER_POLICY": policy_json,
                 "SWEEPER_QUEUE_URL": self.queue.queue_url,
+                # The producer passes over the rows of scopes whose gate is closed.
+                "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
                 **database.runtime_environment(),
             },
             timeout_seconds=producer_timeout_seconds(policy),
@@ -105,6 +107,9 @@ class Pipeline(Construct):
         self.queue.grant_send_messages(self.producer.role)
         database.grant_runtime_access(self.producer)
         self.producer.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
+        tables.grant_gate_scanner(self.producer.role)
+        # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
+        self.producer.allow_https_to(network.dynamodb_peer, "DynamoDB (the throttle gates)")
         self.producer_schedule = ScheduledInvocation(
             self,
             "ProducerSchedule",

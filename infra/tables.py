@@ -61,6 +61,10 @@ class Tables(Construct):
         """Read a scope's throttle gate (the redrive waits while it is closed)."""
         self.limiter.grant(grantee, "dynamodb:GetItem")
 
+    def grant_gate_scanner(self, grantee: iam.IGrantable) -> None:
+        """List the closed gates (the producer passes over their scopes' rows)."""
+        self.limiter.grant(grantee, "dynamodb:Scan")
+
     def grant_consumer(self, grantee: iam.IGrantable) -> None:
         """What a consumer does: idempotency records and limiter buckets, item by item."""
         self.idempotency.grant(grantee, *IDEMPOTENCY_ACTIONS)

@@ -3,7 +3,6 @@
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -13,9 +12,6 @@ from sweeper.observability import METRICS_NAMESPACE
 
 logger = Logger()
 metrics = Metrics(namespace=METRICS_NAMESPACE)
-# A batch whose every record failed is still a partial response, not a function error: the
-# Errors alarm is for bugs, and the records come back either way.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @metrics.log_metrics
@@ -34,5 +30,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         visibility=runtime.visibility(),
     )
     return process_batch(
-        event, context, deps, processor, call_timeout=runtime.call_timeout(context)
+        event,
+        context,
+        deps,
+        runtime.batch_processor(),
+        call_timeout=runtime.call_timeout(context),
     )

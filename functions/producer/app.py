@@ -39,6 +39,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             context, settings.policy.producer_budget_seconds
         ),
         batch_id=release_batch_id() if schedule.detail.release else None,
+        closed_scopes=runtime.producer_closed_scopes(),
     )
     for name, value in (
         (Metric.RECLAIMED, report.reclaimed),

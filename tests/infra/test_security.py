@@ -92,7 +92,8 @@ def test_producer_only_sends_to_its_own_queue(proxied: Synth) -> None:
         prefix = f"Pipeline{policy.name.replace('-', '')}"
         statements = _function_statements(proxied, f"^{prefix}ProducerFunction[0-9A-F]{{8}}$")
         actions = _actions(statements)
-        assert not {a for a in actions if a.startswith("dynamodb:")}
+        # DynamoDB: only listing the closed gates (see the producer's scan test below)
+        assert {a for a in actions if a.startswith("dynamodb:")} == {"dynamodb:Scan"}
         assert "sqs:ReceiveMessage" not in actions
         own_queue = proxied.logical_id(f"Pipeline-{policy.name}/WorkQueue/Resource")
         dlq = proxied.logical_id(
@@ -127,7 +128,7 @@ def test_secrets_reach_functions_by_arn_only(every_variant: Synth) -> None:
             assert "SECRET" not in name or name.endswith("_SECRET_ARN")
 
 
-def test_producer_egress_is_https_to_the_vpc_endpoints_and_postgres(default: Synth) -> None:
+def test_producer_egress_is_https_to_endpoints_dynamodb_and_postgres(default: Synth) -> None:
     group_id = default.logical_id("Pipeline-exports/Producer/SecurityGroup/Resource")
     inline = default.template_json["Resources"][group_id]["Properties"]["SecurityGroupEgress"]
     assert [(rule["CidrIp"], rule["FromPort"]) for rule in inline] == [(VPC_CIDR, 443)]
@@ -136,9 +137,11 @@ def test_producer_egress_is_https_to_the_vpc_endpoints_and_postgres(default: Syn
         for rule in default.resources("AWS::EC2::SecurityGroupEgress").values()
         if rule["Properties"]["GroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
     ]
-    assert [(rule["FromPort"], "DestinationSecurityGroupId" in rule) for rule in separate] == [
-        (5432, True)
-    ]
+    # PostgreSQL to the database's group; HTTPS to DynamoDB's prefix list (the closed gates)
+    assert sorted(
+        (rule["FromPort"], "DestinationSecurityGroupId" in rule, "DestinationPrefixListId" in rule)
+        for rule in separate
+    ) == [(443, False, True), (5432, True, False)]
 
 
 def test_consumer_egress_reaches_the_vendor_port(proxied: Synth) -> None:
@@ -194,6 +197,17 @@ def test_redrive_reads_the_gate_and_moves_only_its_own_dead_letters(default: Syn
             assert dlq in rendered
         if statement_actions & {"sqs:SendMessage"} and "Schedule" not in rendered:
             assert work in rendered
+
+
+def test_the_producer_may_only_scan_the_limiter_for_closed_gates(default: Synth) -> None:
+    statements = _function_statements(default, r"^PipelineexportsProducerFunction[0-9A-F]{8}$")
+    assert {a for a in _actions(statements) if a.startswith("dynamodb:")} == {"dynamodb:Scan"}
+    limiter = default.logical_id("Tables/Limiter/Resource")
+    for statement in statements:
+        if "dynamodb:Scan" in set(_as_list(statement["Action"])):
+            assert limiter in json.dumps(statement["Resource"])
+    variables = default.environment(r"^PipelineexportsProducerFunction[0-9A-F]{8}$")
+    assert variables["SWEEPER_LIMITER_TABLE"] == {"Ref": limiter}
 
 
 def test_no_deployed_function_may_run_a_baseline_limiter(every_variant: Synth) -> None:

@@ -77,7 +77,11 @@ class ScriptedLimiter:
     state_reads: int = 0
     closed: list[tuple[str, float, str]] = field(default_factory=list)
 
-    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
+    def reserve(
+        self, scope: str, interval: float, horizon: float, count: int = 1
+    ) -> Grant | Denial:
+        # One record a batch here: the consumer never asks for a block of slots.
+        assert count == 1
         self.reserved.append((scope, interval, round(horizon, 6)))
         answer: Grant | Denial = self.answers.pop(0)(self.time.now)
         return answer

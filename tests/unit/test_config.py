@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from sweeper.config import ConsumerConfig, Policy, Quota, Settings, load_config, load_settings
 from sweeper.errors import ConfigError
@@ -150,3 +151,24 @@ def test_only_a_function_without_database_may_start_without_a_database_source(
     monkeypatch.setenv("SWEEPER_DATABASE_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x")
     with pytest.raises(ValueError, match="exactly one"):
         Settings()
+
+
+def test_parallel_calls_default_to_one_after_another_and_start_cautiously_at_one() -> None:
+    assert ConsumerConfig().parallel_calls == 1
+    assert ConsumerConfig(parallel_calls=1, batch_size=1).parallel_calls == 1
+    assert ConsumerConfig(parallel_calls=10).parallel_calls == 10
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"parallel_calls": 0}, "greater than or equal to 1"),
+        ({"parallel_calls": 11}, "less than or equal to 10"),
+        ({"parallel_calls": 5, "batch_size": 4}, "must not exceed batch_size"),
+    ],
+)
+def test_parallel_calls_outside_one_to_the_batch_size_are_refused(
+    fields: dict[str, int], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ConsumerConfig(**fields)

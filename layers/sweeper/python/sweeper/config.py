@@ -222,6 +222,19 @@ class ConsumerConfig(_Strict):
         default=60, ge=MIN_CONSUMER_TIMEOUT_SECONDS, le=LAMBDA_MAX_TIMEOUT_SECONDS
     )
     max_receive_count: int = Field(default=5, ge=5, le=1000)
+    #: Records of one batch called at the same time by one environment (threads; the work is
+    #: waiting on the vendor). 1 calls them one after another. Every call still takes its slot
+    #: from the shared limiter, so this raises what one environment can do, never the rate.
+    parallel_calls: int = Field(default=1, ge=1, le=10)
+
+    @model_validator(mode="after")
+    def _parallel_within_batch(self) -> Self:
+        if self.parallel_calls > self.batch_size:
+            raise ValueError(
+                f"parallel_calls ({self.parallel_calls}) must not exceed batch_size "
+                f"({self.batch_size}): a batch never has more records to call at once"
+            )
+        return self
 
     @model_validator(mode="after")
     def _max_not_above_reserved(self) -> Self:

@@ -26,13 +26,21 @@ from __future__ import annotations
 import logging
 import math
 import random
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -43,7 +51,7 @@ from pydantic import ValidationError
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.errors import MalformedMessageError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.limiter import Denial, Grant, Limiter, close_delay, retry_delay
 from sweeper.models import (
     SETTLED_STATUSES,
     ActionCall,
@@ -95,6 +103,112 @@ class ConsumerDeps:
     rng: random.Random = field(default_factory=random.Random)
 
 
+class ParallelBatchProcessor(BatchProcessor):
+    """Powertools' SQS BatchProcessor, handling up to `parallel_calls` records at a time.
+
+    Only `process` changes: each record still goes through Powertools' `_process_record`, so
+    the partial batch response (success and failure lists, one entry per record) is built by
+    Powertools as before; appending to those lists is safe from threads. Threads, not asyncio:
+    the work is waiting on the vendor, DynamoDB and the ledger, whose clients are synchronous.
+    """
+
+    def __init__(self, parallel_calls: int) -> None:
+        # A batch whose every record failed is still a partial response, not a function error:
+        # the Errors alarm is for bugs, and the records come back either way.
+        super().__init__(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        if parallel_calls < 1:
+            raise ValueError("parallel_calls must be at least 1")
+        self.parallel_calls = parallel_calls
+
+    def process(self) -> list[tuple[Any, ...]]:
+        workers = min(self.parallel_calls, len(self.records))
+        if workers <= 1:
+            return super().process()
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweeper-call") as pool:
+            return list(pool.map(self._process_record, self.records))
+
+
+class _LockedSink:
+    """A MetricSink safe to share between a batch's threads (Powertools Metrics is not)."""
+
+    def __init__(self, inner: MetricSink) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        with self._lock:
+            self._inner.add_metric(name, unit, value)
+
+
+class BatchSlots:
+    """The limiter slots of one batch: reserved several in one write, handed out one per call.
+
+    When a record needs a slot and none is banked for its scope, one write reserves a slot for
+    each record that may ask within moments: the batch's records of that scope not yet called,
+    at most the threads not already in a call. The slots keep their exact times; a banked slot
+    whose time has passed (beyond the late tolerance) is let go, never used late. With
+    `parallel_calls = 1` this is one slot per write, as before. Shared by the batch's threads.
+    """
+
+    def __init__(
+        self,
+        limiter: Limiter,
+        parallel_calls: int,
+        calls_by_scope: Mapping[str, int],
+        now: Callable[[], float],
+        metrics: MetricSink,
+    ) -> None:
+        self._limiter = limiter
+        self._parallel = parallel_calls
+        self._pending = Counter(calls_by_scope)  # records of each scope yet to take a slot
+        self._now = now
+        self._metrics = metrics
+        self._banked: dict[str, deque[float]] = {}
+        self._checked_at: dict[str, float] = {}  # when each bank's write saw the gate open
+        self._calling = 0  # threads between their slot and their outcome
+        self.used = 0  # slots taken and called in (a slot let go unused does not count)
+        self._lock = threading.Lock()
+
+    def reserve(self, scope: str, interval: float, horizon: float) -> tuple[float, Grant | Denial]:
+        """One slot (or a denial), and when the gate was last seen open for it."""
+        with self._lock:
+            bank = self._banked.get(scope)
+            while bank:
+                slot = bank.popleft()
+                if slot >= self._now() - LATE_SLOT_TOLERANCE_SECONDS:
+                    return self._checked_at[scope], Grant(slot)
+                self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+            count = max(1, min(self._pending[scope], self._parallel - self._calling))
+            requested = self._now()
+            decision = self._limiter.reserve(scope, interval, horizon, count)
+            if isinstance(decision, Grant) and decision.count > 1:
+                first, *rest = decision.slots
+                self._banked[scope] = deque(rest)
+                self._checked_at[scope] = requested
+                return requested, Grant(first)
+            return requested, decision
+
+    def calling(self, scope: str) -> None:
+        """A record took its slot and is calling."""
+        with self._lock:
+            self._pending[scope] -= 1
+            self._calling += 1
+            self.used += 1
+
+    def done(self, scope: str, called: bool) -> None:
+        """A record is finished with (called or not): it will ask for no more slots."""
+        with self._lock:
+            if called:
+                self._calling -= 1
+            else:
+                self._pending[scope] -= 1
+
+    def forget(self, scope: str) -> None:
+        """The gate of `scope` closed: banked slots are not used."""
+        with self._lock:
+            self._banked.pop(scope, None)
+
+
 def parse_body(message_id: str, body: str) -> JobMessage:
     try:
         return JobMessage.model_validate_json(body)
@@ -121,6 +235,22 @@ def process_batch(
             parsed[message_id] = exc
     keys = [m.key for m in parsed.values() if isinstance(m, JobMessage)]
     targets = deps.ledger.targets(keys)  # the one ledger read per batch
+    deps = replace(deps, metrics=_LockedSink(deps.metrics))
+    calls_by_scope = Counter(
+        target.scope
+        for target in (targets.get(key) for key in keys)
+        if target is not None and target.status not in SETTLED_STATUSES
+    )
+    parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
+    slots = BatchSlots(deps.limiter, parallel, calls_by_scope, deps.now, deps.metrics)
+    # Two deliveries of one job in a batch run one after the other (the second then finds the
+    # first's stored result), never side by side, where the second would only find it in flight.
+    same_job = {key: threading.Lock() for key, n in Counter(keys).items() if n > 1}
+
+    @contextmanager
+    def alone(key: str) -> Iterator[None]:
+        with same_job.get(key) or nullcontext():
+            yield
 
     def handle(record: SQSRecord) -> None:
         item = parsed.get(record.message_id)
@@ -155,15 +285,16 @@ def process_batch(
             )
             return
         call = ActionCall.for_delivery(target, item)
-        started = deps.now()
-        try:
-            _Delivery(call, record.receipt_handle, deps, call_timeout, slots).handle(target.status)
-        finally:
-            deps.metrics.add_metric(
-                Metric.PROCESSING_SECONDS, "Seconds", max(0.0, deps.now() - started)
-            )
+        with alone(item.key):
+            started = deps.now()
+            try:
+                delivery = _Delivery(call, record.receipt_handle, deps, call_timeout, slots)
+                delivery.handle(target.status)
+            finally:
+                deps.metrics.add_metric(
+                    Metric.PROCESSING_SECONDS, "Seconds", max(0.0, deps.now() - started)
+                )
 
-    slots = _SlotCount()
     try:
         response = process_partial_response(event, handle, processor, context)
     finally:
@@ -171,13 +302,6 @@ def process_batch(
         deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", slots.used)
     _count_dead_letter_bound(event, response, deps)
     return response
-
-
-@dataclass(slots=True)
-class _SlotCount:
-    """The slots one batch took and called in (a slot let go unused does not count)."""
-
-    used: int = 0
 
 
 def _count_dead_letter_bound(
@@ -206,16 +330,23 @@ class _Delivery:
         receipt_handle: str,
         deps: ConsumerDeps,
         call_timeout: Callable[[], float | None],
-        slots: _SlotCount,
+        slots: BatchSlots,
     ) -> None:
         self.job = job
         self.receipt = receipt_handle
         self.deps = deps
         self.call_timeout = call_timeout
         self.slots = slots
+        self.called = False
         self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
 
     def handle(self, status: JobStatus) -> None:
+        try:
+            self._handle(status)
+        finally:
+            self.slots.done(self.job.scope, self.called)
+
+    def _handle(self, status: JobStatus) -> None:
         deps = self.deps
         if status in SETTLED_STATUSES:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
@@ -252,8 +383,9 @@ class _Delivery:
             horizon = throttle.max_wait_seconds
             if timeout is not None:
                 horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
-            requested = deps.now()
-            decision = deps.limiter.reserve(self.job.scope, quota.interval_seconds, horizon)
+            requested, decision = self.slots.reserve(
+                self.job.scope, quota.interval_seconds, horizon
+            )
             now = deps.now()
             if isinstance(decision, Denial):
                 wait = decision.retry_at - now
@@ -299,7 +431,8 @@ class _Delivery:
                     continue  # the read was slow: this slot has passed, take another
             if wait > 0:
                 deps.sleep(wait)
-            self.slots.used += 1  # the call is sent right after this returns
+            self.called = True
+            self.slots.calling(self.job.scope)
             return self.call_timeout()
 
     def _defer(self, denial: Denial, wait: float) -> NoReturn:
@@ -357,6 +490,7 @@ class _Delivery:
             until = deps.limiter.close(
                 self.job.scope, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
             )
+            self.slots.forget(self.job.scope)  # this batch's other records use no banked slot
             logger.warning(
                 "scope closed",
                 extra={**log, "closed_at": round(now, 4), "closed_for_seconds": round(delay, 3)},

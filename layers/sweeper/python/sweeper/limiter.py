@@ -13,8 +13,11 @@ One DynamoDB item per scope holds both:
 
 Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
 from idle to busy, no reads; a consumer that slept for its slot re-reads the gate once (0.5 RCU,
-strongly consistent) before calling. One item takes about 1,000 writes/s, so one scope carries
-up to about 1,000 calls/s (docs/decisions.md). Hand-written because no maintained Python library
+strongly consistent) before calling. One write may reserve `count` consecutive slots (`tat +=
+count * interval`): each slot keeps its own exact time, so the spacing, and the bound above, are
+those of single reservations; a batch calling several records at once takes them in one write.
+One item takes about 1,000 writes/s, so one scope carries about 1,000 x (slots per write)
+calls/s (README, "The rate cap"). Hand-written because no maintained Python library
 implements a shared GCRA over DynamoDB conditional writes.
 """
 
@@ -45,9 +48,18 @@ Reason = Literal["rate", "throttled", "auth"]
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """A reserved slot: call at `slot_at` (epoch seconds), not before."""
+    """Reserved slots: the first at `slot_at` (epoch seconds), then one every `interval`.
+
+    Each slot is for one call, at its time, not before.
+    """
 
     slot_at: float
+    count: int = 1
+    interval: float = 0.0
+
+    @property
+    def slots(self) -> tuple[float, ...]:
+        return tuple(self.slot_at + i * self.interval for i in range(self.count))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +85,9 @@ class ScopeState:
 class Limiter(Protocol):
     """What a consumer asks before calling the vendor (three implementations: see below)."""
 
-    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial: ...
+    def reserve(
+        self, scope: str, interval: float, horizon: float, count: int = 1
+    ) -> Grant | Denial: ...
 
     def close(self, scope: str, until: float, reason: Reason) -> float: ...
 
@@ -82,6 +96,12 @@ class Limiter(Protocol):
 
 def _n(value: float | int) -> dict[str, str]:
     return {"N": str(int(value))}
+
+
+def _grant(first_us: int, count: int, step_us: int) -> Grant:
+    if count == 1:
+        return Grant(first_us / US)
+    return Grant(first_us / US, count, step_us / US)
 
 
 class DynamoLimiter:
@@ -104,63 +124,83 @@ class DynamoLimiter:
     def _key(self, scope: str) -> dict[str, Any]:
         return {"pk": {"S": f"scope#{scope}"}}
 
-    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
-        """Reserve the next slot of `scope` if it falls within `horizon` seconds.
+    def reserve(
+        self, scope: str, interval: float, horizon: float, count: int = 1
+    ) -> Grant | Denial:
+        """Reserve the next `count` slots of `scope` (fewer if not all fall within `horizon`).
 
         Two conditional writes exist: the busy path (the bucket is ahead of now: take the next
-        slot, `tat += interval`) and the idle path (behind now: the slot is now). Which one to
-        try first is guessed from the last `tat` this process saw, so that one write is usual
-        in either regime; a wrong guess costs one failed write, which returns the item and so
-        corrects the guess. The guess only picks the order: it never decides a slot.
+        slots, `tat += n * interval`) and the idle path (behind now: the first slot is now).
+        Which one to try first is guessed from the last `tat` this process saw, so that one
+        write is usual in either regime; a wrong guess costs one failed write, which returns the
+        item and so corrects the guess. The guess only picks the order: it never decides a slot.
+        Every slot granted lies within `horizon`: when fewer than `count` do, fewer are taken,
+        and the first slot alone decides a denial.
         """
         step = max(1, round(interval * US))
+        reach = int(horizon * US)
+        want = max(1, min(count, reach // step + 1))
         for _ in range(MAX_RACES):
             now = int(self._clock() * US)
             busy_first = self._last_tat.get(scope, 0) > now
             for busy in (busy_first, not busy_first):
                 outcome = (
-                    self._busy(scope, step, now, horizon) if busy else self._idle(scope, step, now)
+                    self._busy(scope, step, now, horizon, want)
+                    if busy
+                    else self._idle(scope, step, now, want)
                 )
                 if isinstance(outcome, (Grant, Denial)):
                     return outcome
                 # A failed condition returned the item: remember its tat, maybe refuse.
-                self._last_tat[scope] = int(outcome["tat"]["N"]) if "tat" in outcome else 0
+                tat = int(outcome["tat"]["N"]) if "tat" in outcome else 0
+                self._last_tat[scope] = tat
                 denial = self._denial(outcome, now, horizon)
                 if denial is not None:
                     return denial
+                if tat > now:  # busy, first slot within reach: take what fits before it ends
+                    want = max(1, min(want, (now + reach - tat) // step + 1))
+                    if busy:
+                        break  # the busy path again, with fewer slots (not the idle path)
         return Denial(self._clock() + interval, "rate")  # lost every race: try again shortly
 
-    def _busy(self, scope: str, step: int, now: int, horizon: float) -> Grant | dict[str, Any]:
+    def _busy(
+        self, scope: str, step: int, now: int, horizon: float, want: int
+    ) -> Grant | dict[str, Any]:
         result = self._update(
             scope,
             "SET tat = tat + :i, expires_at = :ttl",
             "tat > :now AND tat <= :h AND "
             "(attribute_not_exists(closed_until) OR closed_until <= :now)",
             {
-                ":i": _n(step),
+                ":i": _n(want * step),
                 ":now": _n(now),
-                ":h": _n(now + horizon * US),
+                # the last of the slots taken lies within the horizon
+                ":h": _n(now + horizon * US - (want - 1) * step),
                 ":ttl": _n(now // US + ITEM_TTL_SECONDS),
             },
             returns="UPDATED_NEW",
         )
         if isinstance(result, int):
             self._last_tat[scope] = result
-            return Grant((result - step) / US)
+            return _grant(result - want * step, want, step)
         return result or {}
 
-    def _idle(self, scope: str, step: int, now: int) -> Grant | dict[str, Any]:
+    def _idle(self, scope: str, step: int, now: int, want: int) -> Grant | dict[str, Any]:
         result = self._update(
             scope,
             "SET tat = :t, expires_at = :ttl",
             "(attribute_not_exists(tat) OR tat <= :now) AND "
             "(attribute_not_exists(closed_until) OR closed_until <= :now)",
-            {":t": _n(now + step), ":now": _n(now), ":ttl": _n(now // US + ITEM_TTL_SECONDS)},
+            {
+                ":t": _n(now + want * step),
+                ":now": _n(now),
+                ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+            },
             returns="NONE",
         )
         if isinstance(result, int):
-            self._last_tat[scope] = now + step
-            return Grant(now / US)
+            self._last_tat[scope] = now + want * step
+            return _grant(now, want, step)
         return result or {}
 
     def _denial(self, item: dict[str, Any] | None, now: int, horizon: float) -> Denial | None:
@@ -241,6 +281,34 @@ class DynamoLimiter:
         return ScopeState(scope, num("tat"), num("closed_until"), reason, num("last_close_us"))
 
 
+def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:
+    """Every scope whose gate is closed at `now`: one Scan of the limiter table (an item per
+    scope used within a day, about 100 bytes each), eventually consistent.
+
+    For the producer, which passes over their rows: a closure it does not see yet only means
+    rows are claimed that the consumer returns, as without this read.
+    """
+    closed: set[str] = set()
+    start: dict[str, Any] | None = None
+    while True:
+        args: dict[str, Any] = {
+            "TableName": table,
+            "FilterExpression": "closed_until > :now",
+            "ProjectionExpression": "pk",
+            "ExpressionAttributeValues": {":now": _n(now * US)},
+        }
+        if start:
+            args["ExclusiveStartKey"] = start
+        try:
+            page = client.scan(**args)
+        except ClientError as exc:
+            raise LimiterError("limiter read of closed scopes failed") from exc
+        closed.update(item["pk"]["S"].removeprefix("scope#") for item in page.get("Items", []))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return closed
+
+
 class PerWorkerLimiter:
     """Benchmark baseline: each worker spaces its own calls at quota / workers, and no gate.
 
@@ -252,13 +320,15 @@ class PerWorkerLimiter:
         self._clock = clock
         self._next: dict[str, float] = {}
 
-    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
+    def reserve(
+        self, scope: str, interval: float, horizon: float, count: int = 1
+    ) -> Grant | Denial:
         now = self._clock()
         slot = max(self._next.get(scope, now), now)
         if slot - now > horizon:
             return Denial(slot - horizon, "rate")
         self._next[scope] = slot + interval * self._workers
-        return Grant(slot)
+        return Grant(slot)  # one slot at a time, whatever was asked
 
     def close(self, scope: str, until: float, reason: Reason) -> float:
         return until  # no shared gate: each worker learns of a closure by being throttled
@@ -273,8 +343,10 @@ class NoLimiter:
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
 
-    def reserve(self, scope: str, interval: float, horizon: float) -> Grant | Denial:
-        return Grant(self._clock())  # every slot is now
+    def reserve(
+        self, scope: str, interval: float, horizon: float, count: int = 1
+    ) -> Grant | Denial:
+        return Grant(self._clock(), max(1, count))  # every slot is now
 
     def close(self, scope: str, until: float, reason: Reason) -> float:
         return until

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +27,12 @@ MIN_REMAINING_SECONDS = 1.0
 PAUSED = "paused"
 
 Clock = Callable[[], datetime]
+#: The scopes whose gate is closed right now (read from the shared limiter before each claim).
+ClosedScopes = Callable[[], Collection[str]]
+
+
+def no_closed_scopes() -> Collection[str]:
+    return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +75,13 @@ def run_producer(
     clock: Clock,
     remaining_seconds: Callable[[], float],
     batch_id: str | None = None,
+    closed_scopes: ClosedScopes = no_closed_scopes,
 ) -> ProducerReport:
-    """Release the policy's due work, within `remaining_seconds()`; see the module docstring."""
+    """Release the policy's due work, within `remaining_seconds()`; see the module docstring.
+
+    Rows of scopes whose gate is closed are not claimed: they keep their due time and are
+    claimed by the first run after the reopening, instead of bouncing off the closed gate.
+    """
     batch_id = batch_id or new_batch_id()
     start = ledger.start_run(policy.name, scheduled_at, batch_id, clock())
     if start.duplicate:
@@ -130,7 +141,12 @@ def run_producer(
             page_started = time.monotonic()
             claimed_at = clock()
             claimed = ledger.claim(
-                policy.name, batch_id, claimed_at, lease, min(policy.page_size, room)
+                policy.name,
+                batch_id,
+                claimed_at,
+                lease,
+                min(policy.page_size, room),
+                closed_scopes=sorted(closed_scopes()),
             )
             if not claimed:
                 break

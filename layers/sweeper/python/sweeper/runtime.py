@@ -22,15 +22,16 @@ from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import P
 
 from sweeper.actions.http import HttpAction
 from sweeper.config import Settings, load_settings
-from sweeper.consumer import GuardedCall, guard_with_idempotency
+from sweeper.consumer import GuardedCall, ParallelBatchProcessor, guard_with_idempotency
 from sweeper.intake.replay import DynamoReplayMarkers
 from sweeper.intake.send import QueueBacklog
 from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter
+from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter, closed_scopes
 from sweeper.models import ActionResult
 from sweeper.observability import MetricSink
+from sweeper.producer import ClosedScopes, no_closed_scopes
 from sweeper.queue import SqsPublisher, SqsVisibility
 
 if TYPE_CHECKING:
@@ -211,6 +212,25 @@ def webhook_deps(metrics: MetricSink) -> WebhookDeps:
     )
 
 
+def producer_closed_scopes() -> ClosedScopes:
+    """The producer's view of closed gates; none when the function has no limiter table."""
+    current = settings()
+    if not current.limiter_table:
+        return no_closed_scopes
+    table = current.limiter_table
+
+    def read() -> set[str]:
+        return closed_scopes(dynamodb_client(), table, time.time())
+
+    return read
+
+
+@lru_cache(maxsize=1)
+def batch_processor() -> ParallelBatchProcessor:
+    """The consumer's batch processor: `consumer.parallel_calls` records at a time."""
+    return ParallelBatchProcessor(settings().policy.consumer.parallel_calls)
+
+
 def remaining_budget(context: Any, budget_seconds: float) -> Callable[[], float]:
     """Seconds left: the smaller of the configured budget and Lambda's remaining time."""
     started = time.monotonic()
@@ -253,6 +273,7 @@ def reset() -> None:
         replay_markers,
         intake_publisher,
         intake_backlog,
+        batch_processor,
     ):
         cached.cache_clear()
     load_settings.cache_clear()

@@ -51,10 +51,14 @@ RETURNING j.id
 # the page returned. The caller commits at once: no lock outlives this statement's transaction.
 # The batch (the owner) becomes the job's carrier unless an earlier batch already carries it (a
 # resend after its lease expired): `resent` says which (migration 0005).
+
+# Rows of the scopes in %(closed)s (gate closed) are passed over, unchanged: a filter on the index
+# scan, so a closed scope's due rows ahead of the page add to its cost.
 CLAIM_DUE: Final = """
 WITH due AS (
     SELECT id FROM sweeper_jobs
     WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
+      AND scope <> ALL(%(closed)s)
     ORDER BY next_attempt_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

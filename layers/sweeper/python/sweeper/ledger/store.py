@@ -7,13 +7,15 @@ due times and leases can be tested exactly.
 
 from __future__ import annotations
 
+import functools
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, LiteralString
+from typing import Any, Concatenate, LiteralString
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -54,6 +56,24 @@ NO_ATTEMPT_LIMIT = 2**31 - 1
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
 
+def _serialised[**P, R](
+    method: Callable[Concatenate[Ledger, P], R],
+) -> Callable[Concatenate[Ledger, P], R]:
+    """Run a method that uses the connection while holding the ledger's lock.
+
+    A psycopg connection runs one transaction at a time: two threads inside
+    `conn.transaction()` at once would nest one in the other and commit out of order. Every
+    method that opens a transaction carries this decorator (or goes through `_execute`).
+    """
+
+    @functools.wraps(method)
+    def run(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleResult:
     inserted: int
@@ -88,8 +108,10 @@ class RunRecord:
 class Ledger:
     """PostgreSQL job store. One connection, opened on first use and reopened if it broke.
 
-    Not thread-safe by design: a Lambda instance runs one invocation at a time; concurrent
-    callers (threads, the local poller's workers) each build their own.
+    Shared by the threads of one consumer batch (`consumer.parallel_calls`), which take turns on
+    the connection: each statement is one short transaction, held under a lock, so ledger writes
+    are serialised, never interleaved (a write takes milliseconds, a vendor call far longer).
+    Separate processes and the local poller's workers each build their own.
     """
 
     def __init__(
@@ -105,6 +127,7 @@ class Ledger:
         self._prepare_threshold = prepare_threshold
         self._sleep = sleep  # the backoff between schedule attempts
         self._conn: psycopg.Connection[TupleRow] | None = None
+        self._lock = threading.RLock()
 
     # -- connection -----------------------------------------------------------------------------
 
@@ -137,6 +160,7 @@ class Ledger:
             application_name="sweeper",
         )
 
+    @_serialised
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -153,6 +177,7 @@ class Ledger:
         except psycopg.Error as exc:
             raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
 
+    @_serialised
     def _execute(self, query: LiteralString, params: dict[str, Any]) -> list[TupleRow]:
         conn = self._connection()
         try:
@@ -206,6 +231,7 @@ class Ledger:
                 continue
             return ScheduleResult(inserted, moved, len(items) - inserted - moved, attempt)
 
+    @_serialised
     def _upsert_all(
         self,
         policy: str,
@@ -296,9 +322,19 @@ class Ledger:
         return len(rows)
 
     def claim(
-        self, policy: str, owner: str, now: datetime, lease: timedelta, limit: int
+        self,
+        policy: str,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int,
+        closed_scopes: Sequence[str] = (),
     ) -> list[ClaimedJob]:
-        """Lease up to `limit` due rows to `owner`, earliest due first, and commit."""
+        """Lease up to `limit` due rows to `owner`, earliest due first, and commit.
+
+        Rows of `closed_scopes` (whose gate is closed) are left as they are, due time included:
+        leased and published now, they would only come back from the consumer.
+        """
         if limit <= 0:
             return []
         rows = self._execute(
@@ -310,6 +346,7 @@ class Ledger:
                 "expires": now + lease,
                 "limit": limit,
                 "from": _moves(JobStatus.LEASED, JobStatus.PENDING),
+                "closed": list(closed_scopes),
             },
         )
         rows.sort(key=lambda r: (r[7], r[0]))
@@ -476,6 +513,7 @@ class Ledger:
             return PolicyState(policy, False, None, None, None, None)
         return PolicyState(*rows[0])
 
+    @_serialised
     def pause(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Pause a policy (idempotent); True when this call paused it. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
@@ -492,6 +530,7 @@ class Ledger:
             raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
         return changed
 
+    @_serialised
     def resume(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Resume a policy; True when it was paused. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}

@@ -122,6 +122,7 @@ class VendorAudit:
     `incidents` are (start, end) pairs; `first_success_after_reopen_seconds` is, for each, the time
     from its end to the first 2xx answered after it (None while there is none).
     `answers_lost` are calls processed (with their effect) whose answer the client never got.
+    `max_in_flight` is the most calls the vendor held at once (arrived, not yet answered).
     """
 
     calls_total: int
@@ -143,6 +144,7 @@ class VendorAudit:
     incidents: tuple[tuple[float, float], ...] = ()
     first_success_after_reopen_seconds: tuple[float | None, ...] = ()
     delays_seconds: tuple[float, ...] = ()
+    max_in_flight: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (status codes become string keys)."""
@@ -165,6 +167,7 @@ class VendorAudit:
             "incidents": [list(span) for span in self.incidents],
             "first_success_after_reopen_seconds": list(self.first_success_after_reopen_seconds),
             "delays_seconds": list(self.delays_seconds),
+            "max_in_flight": self.max_in_flight,
         }
 
     @classmethod
@@ -195,6 +198,7 @@ class VendorAudit:
                 for s in data.get("first_success_after_reopen_seconds", ())
             ),
             delays_seconds=tuple(float(d) for d in data.get("delays_seconds", ())),
+            max_in_flight=int(data.get("max_in_flight", 0)),
         )
 
 
@@ -355,6 +359,8 @@ class _VendorState:
         self._quota_rejections = 0
         self._calls_during_closure = 0
         self._answers_lost = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
 
     def reset(self) -> None:
         """Back to the state the simulator was built with."""
@@ -394,6 +400,8 @@ class _VendorState:
         with self._lock:
             now = time.monotonic()  # read under the lock so that arrivals stay in order
             self._arrivals.append(now)
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
             self._arrivals_by_scope.setdefault(scope, []).append(now)
             if key is not None:
                 self._calls_by_key[key] += 1
@@ -485,6 +493,7 @@ class _VendorState:
         """Decide the response (and the effect, if any) once the latency has passed."""
         with self._lock:
             now = time.monotonic()
+            self._in_flight -= 1
             reply = arrival.early if arrival.early is not None else self._decide(arrival)
             self._responses[reply.status] += 1
             if arrival.quota_rejected:
@@ -559,6 +568,7 @@ class _VendorState:
                     self._first_success_after(i.end) for i in self._incidents
                 ),
                 delays_seconds=tuple(self._delays),
+                max_in_flight=self._max_in_flight,
             )
 
 
