@@ -112,7 +112,7 @@ def lognormal_mean(p50: float, p95: float) -> float:
 
 def policy_parallel_calls(policy: Policy) -> int:
     """Calls one consumer environment makes at once (1 when the policy does not say)."""
-    return policy.consumer.parallel_calls
+    return int(getattr(policy.consumer, "parallel_calls", 1))
 
 
 def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) -> Plan:

@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sweeper.backpressure import completion_window_seconds, in_flight_budget
 from sweeper.config import Policy
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
@@ -125,12 +124,6 @@ def run_producer(
     now = clock()
     oldest_age = ledger.oldest_eligible_age(policy.name, now)
     in_flight = ledger.count_in_flight(policy.name, now)
-    window = timedelta(seconds=completion_window_seconds(policy))
-    budget = in_flight_budget(
-        policy,
-        completed_in_window=ledger.completed_since(policy.name, now - window),
-        in_flight=in_flight,
-    )
     lease = timedelta(seconds=policy.lease_seconds)
     discovered = published = failures = released = resent = 0
     oldest_released: float | None = None
@@ -141,9 +134,9 @@ def run_producer(
             if remaining_seconds() < max(MIN_REMAINING_SECONDS, PAGE_TIME_MARGIN * page_seconds):
                 stop_reason = "budget"
                 break
-            room = budget.limit - in_flight
+            room = policy.max_in_flight - in_flight
             if room <= 0:
-                stop_reason = "in_flight_cap" if budget.reason == "quota" else "backpressure"
+                stop_reason = "in_flight_cap"
                 break
             page_started = time.monotonic()
             claimed_at = clock()

@@ -88,13 +88,6 @@ SELECT count(*) FROM sweeper_jobs
 WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(now)s
 """
 
-# Jobs of one policy settled (succeeded or failed) since a time: the achieved completion rate
-# the producer's in-flight budget follows (sweeper_jobs_settled_completed).
-COUNT_COMPLETED_SINCE: Final = """
-SELECT count(*) FROM sweeper_jobs
-WHERE completed_at > %(since)s AND policy = %(policy)s
-"""
-
 # The due time of the oldest eligible pending row (first entry of sweeper_jobs_pending_due).
 OLDEST_ELIGIBLE: Final = """
 SELECT min(next_attempt_at) FROM sweeper_jobs

@@ -384,12 +384,6 @@ class Ledger:
         rows = self._execute(queries.COUNT_IN_FLIGHT, {"policy": policy, "now": now})
         return int(rows[0][0])
 
-    def completed_since(self, policy: str, since: datetime) -> int:
-        """How many of the policy's jobs were settled after `since`."""
-        return int(
-            self._execute(queries.COUNT_COMPLETED_SINCE, {"policy": policy, "since": since})[0][0]
-        )
-
     def oldest_eligible_age(self, policy: str, now: datetime) -> float | None:
         """Seconds since the oldest eligible pending row became due; None when none is due."""
         rows = self._execute(queries.OLDEST_ELIGIBLE, {"policy": policy, "now": now})
