@@ -239,7 +239,7 @@ def test_every_function_has_a_network_path_to_each_service_it_is_granted(
 def test_each_function_kind_is_checked_for_its_services(default: Synth, function: str) -> None:
     """The derivation sees the services each kind of function really uses."""
     expected = {
-        "Producer": {"sqs", "secretsmanager"},
+        "Producer": {"sqs", "secretsmanager", "dynamodb"},  # dynamodb: the closed gates
         "Consumer": {"sqs", "secretsmanager", "dynamodb"},
         "Redrive": {"sqs", "secretsmanager", "dynamodb"},
         "Migrations": {"secretsmanager"},

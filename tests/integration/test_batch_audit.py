@@ -315,12 +315,10 @@ def test_runs_after_a_local_pipeline_run_reconcile_for_every_batch(
     assert audit["reconciled"] is True
     batches = {b["batch_id"]: b for b in audit["batches"]}
     one, two = batches[first["batch_id"]], batches[second["batch_id"]]
-    assert (one["discovered"], one["published"], two["discovered"], two["published"]) == (
-        15,
-        15,
-        10,
-        10,
-    )
+    # (the second run also claims those of the first run's jobs that came due again by then,
+    # after a transient answer: how many depends on how fast the consumers were)
+    assert (one["discovered"], one["published"], one["resent"]) == (15, 15, 0)
+    assert two["discovered"] == two["published"] >= 10
     for batch in (one, two):
         assert batch["carried"] == batch["succeeded"] + batch["terminal"] + batch["in_flight"]
         assert batch["drained"] is True

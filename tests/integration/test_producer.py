@@ -212,6 +212,8 @@ def test_the_report_and_the_run_record_carry_every_figure(ledger: Ledger) -> Non
         "released": 10,
         "in_flight": 9,
         "oldest_eligible_age_seconds": 11.0,
+        "resent": 0,
+        "oldest_released_age_seconds": 10.0,
         "stop_reason": "drained",
     }
     (recorded,) = ledger.runs("exports")
@@ -252,6 +254,8 @@ def test_a_duplicate_invocation_reports_the_first_runs_batch_and_publishes_nothi
         "released": 0,
         "in_flight": 0,
         "oldest_eligible_age_seconds": None,
+        "resent": 0,
+        "oldest_released_age_seconds": None,
         "stop_reason": "duplicate_invocation",
     }
     assert publisher.sent == []
@@ -277,6 +281,8 @@ def test_a_paused_policys_run_is_recorded_as_skipped_and_releases_nothing(
         "released": 0,
         "in_flight": 0,
         "oldest_eligible_age_seconds": None,
+        "resent": 0,
+        "oldest_released_age_seconds": None,
         "stop_reason": "paused",
     }
     assert publisher.sent == []

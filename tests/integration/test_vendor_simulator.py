@@ -541,6 +541,7 @@ def test_the_audit_round_trips_through_json() -> None:
         incidents=((3.0, 4.0), (10.0, 11.5)),
         first_success_after_reopen_seconds=(0.125, None),
         delays_seconds=(0.01, 0.02),
+        max_in_flight=2,
     )
     assert all(getattr(audit, f.name) != f.default for f in fields(audit))
     # When
