@@ -84,6 +84,24 @@ def invoke_producer(
     client: LambdaClient, function_name: str, policy: str, at: datetime, *, region: str
 ) -> dict[str, Any]:
     """Invoke the deployed producer synchronously; its report, or OperatorError."""
+    return invoke_scheduled_function(
+        client, function_name, policy, at, region=region, what="the producer", after="see its logs"
+    )
+
+
+def invoke_scheduled_function(
+    client: Any,
+    function_name: str,
+    policy: str,
+    at: datetime,
+    *,
+    region: str,
+    what: str,
+    after: str,
+) -> dict[str, Any]:
+    """Invoke a deployed scheduled function (producer, discovery) synchronously with the
+    scheduler's event at `at`; its report, or OperatorError naming `what` and, on a function
+    error, what to look at (`after`)."""
     payload = json.dumps(release_event(policy, at, region=region)).encode()
     try:
         response = client.invoke(
@@ -92,7 +110,7 @@ def invoke_producer(
         body = response["Payload"].read()
     except (ClientError, BotoCoreError) as exc:
         raise OperatorError(
-            f"cannot invoke the producer {function_name}: {type(exc).__name__} "
+            f"cannot invoke {what} {function_name}: {type(exc).__name__} "
             "(check --stack, --region, --profile and lambda:InvokeFunction)"
         ) from exc
     try:
@@ -101,11 +119,9 @@ def invoke_producer(
         report = None
     if response.get("FunctionError"):
         kind = report.get("errorType") if isinstance(report, dict) else None
-        raise OperatorError(
-            f"the producer {function_name} failed ({kind or 'unknown error'}); see its logs"
-        )
+        raise OperatorError(f"{what} {function_name} failed ({kind or 'unknown error'}); {after}")
     if not isinstance(report, dict):
-        raise OperatorError(f"the producer {function_name} returned no report")
+        raise OperatorError(f"{what} {function_name} returned no report")
     return report
 
 

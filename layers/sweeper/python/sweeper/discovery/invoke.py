@@ -3,14 +3,10 @@ deployed discovery function (`sweeper discover`)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from sweeper.errors import OperatorError
-from sweeper.release import release_event
+from sweeper.release import invoke_scheduled_function
 
 
 def invoke_discovery(
@@ -20,27 +16,12 @@ def invoke_discovery(
 
     The event is the scheduler's shape at `at` (the run's identity), as a release marks it.
     """
-    payload = json.dumps(release_event(policy, at, region=region)).encode()
-    try:
-        response = client.invoke(
-            FunctionName=function_name, InvocationType="RequestResponse", Payload=payload
-        )
-        body = response["Payload"].read()
-    except (ClientError, BotoCoreError) as exc:
-        raise OperatorError(
-            f"cannot invoke the discovery function {function_name}: {type(exc).__name__} "
-            "(check --stack, --region, --profile and lambda:InvokeFunction)"
-        ) from exc
-    try:
-        report: Any = json.loads(body) if body else None
-    except ValueError:
-        report = None
-    if response.get("FunctionError"):
-        kind = report.get("errorType") if isinstance(report, dict) else None
-        raise OperatorError(
-            f"the discovery function {function_name} failed ({kind or 'unknown error'}); "
-            "its last run is in `sweeper status`, its error in its logs"
-        )
-    if not isinstance(report, dict):
-        raise OperatorError(f"the discovery function {function_name} returned no report")
-    return report
+    return invoke_scheduled_function(
+        client,
+        function_name,
+        policy,
+        at,
+        region=region,
+        what="the discovery function",
+        after="its last run is in `sweeper status`, its error in its logs",
+    )
