@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from sweeper.cli import main
 from sweeper.local.demo import DemoOptions, run_demo
+from sweeper.local.doors import DEMO_STRAY_KEYS
 from sweeper.local.vendor import VendorProcess
 from tests.conftest import PgServer
 
@@ -37,7 +40,9 @@ def test_the_demo_settles_every_job_once_with_one_key_per_object(pg_server: PgSe
     assert (report.publish_failures, report.vendor_429s, report.throttle_events) == (0, 0, 0)
 
 
-def test_the_demo_against_an_external_strict_vendor_causes_no_429(pg_server: PgServer) -> None:
+def test_the_demo_against_an_external_strict_vendor_causes_no_429(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
     # Given a vendor that speaks the contract, in another process, with a strict quota
     vendor = VendorProcess("--rate", "20/1s", "--scope", "global")
     try:
@@ -49,6 +54,7 @@ def test_the_demo_against_an_external_strict_vendor_causes_no_429(pg_server: PgS
                 "demo",
                 *("--rate", "20/1s", "--jobs", "80", "--tenants", "3", "--consumers", "4"),
                 *("--database-url", url, "--api-url", vendor.url, "--json"),
+                *("--source", "sql", "--local-file", str(tmp_path / "local.json")),
             ],
         )
         audit = vendor.audit()
@@ -70,12 +76,20 @@ def test_the_demo_against_an_external_strict_vendor_causes_no_429(pg_server: PgS
     )
 
 
-def test_the_demo_brings_obligations_in_by_discovery_and_reports_each_door(
-    pg_server: PgServer,
+def test_the_demo_brings_obligations_in_by_every_door_and_reports_each_door(
+    pg_server: PgServer, tmp_path: Path
 ) -> None:
-    # Given a system-of-record database and a bucket, each holding half the obligations
+    # Given a system-of-record database, a bucket, the webhook on loopback and the intake
+    # queue, each door bringing a quarter of the obligations
     url = pg_server.create_database("sweeper_demo_doors")
-    # When the demo feeds the ledger through both doors and runs the pipeline
+    local_file = tmp_path / "local.json"
+    seen: list[dict[str, Any]] = []
+
+    def progress(done: int, total: int) -> None:
+        if not seen:  # what a sender reads while the demo runs
+            seen.append(json.loads(local_file.read_text(encoding="utf-8")))
+
+    # When the demo feeds the ledger through every door and runs the pipeline
     report = run_demo(
         DemoOptions(
             jobs=60,
@@ -83,21 +97,26 @@ def test_the_demo_brings_obligations_in_by_discovery_and_reports_each_door(
             consumers=2,
             database_url=url,
             timeout_seconds=240,
-            sources=("sql", "s3"),
-        )
+            sources=("sql", "s3", "webhook", "file"),
+            local_file=local_file,
+        ),
+        progress,
     )
-    # Then each door brought its half in, the bucket's stray keys were rejected, and every
+    # Then each door brought its quarter in, the bucket's stray keys were rejected, and every
     # obligation settled once
-    doors = {door["door"]: door for door in report.doors}
-    assert (doors["sql"]["seeded"], doors["sql"]["brought_in"], doors["sql"]["rejected"]) == (
-        30,
-        30,
-        0,
-    )
-    assert (doors["s3"]["seeded"], doors["s3"]["brought_in"], doors["s3"]["rejected"]) == (
-        30,
-        30,
-        2,
-    )
+    doors = {d["door"]: (d["seeded"], d["brought_in"], d["rejected"]) for d in report.doors}
+    assert doors == {
+        "sql": (15, 15, 0),
+        "s3": (15, 15, len(DEMO_STRAY_KEYS)),
+        "webhook": (15, 15, 0),
+        "file": (15, 15, 0),
+    }
     assert report.all_final
     assert (report.succeeded, report.vendor_effects, report.max_keys_per_object) == (60, 60, 1)
+    # and while it ran, the local file named its webhook and the secret that signs for it; it
+    # is gone with the demo
+    assert seen[0]["webhook_url"].startswith("http://127.0.0.1:")
+    assert len(seen[0]["webhook_secret"]) == 64
+    assert seen[0]["policies"][report.policy]["intake_queue_url"]
+    assert report.local_file == str(local_file)
+    assert not local_file.exists()

@@ -62,6 +62,10 @@ class LocalFile(BaseModel):
     #: When the producers' schedules were anchored, and the tick that overrides them (if any).
     started_at: datetime | None = None
     tick_seconds: float | None = None
+    #: The webhook on loopback (`POST {webhook_url}/v1/hints/{policy}`) and the secret that
+    #: signs its requests (the local emulator's, made at start; never a deployed one).
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
 
     def write(self, path: Path) -> None:
         """Write atomically: a reader sees the old file or the whole new one."""

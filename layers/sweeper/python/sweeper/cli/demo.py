@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -11,6 +12,7 @@ from sweeper.cli.base import (
     emit,
     friendly_errors,
     json_option,
+    local_file_option,
     main,
 )
 from sweeper.config import Quota
@@ -60,6 +62,7 @@ from sweeper.local.doors import DOORS
     show_default=True,
     help="The door(s) obligations come in by, sharing --jobs (repeat for several).",
 )
+@local_file_option
 @json_option
 @friendly_errors
 def demo(
@@ -72,11 +75,16 @@ def demo(
     api_url: str | None,
     timeout_seconds: float,
     sources: tuple[str, ...],
+    local_file: str,
     as_json: bool,
 ) -> None:
     """Run the whole pipeline locally (PostgreSQL, moto, vendor simulator) and report.
 
-    Exits 0 only when every obligation is final.
+    Obligations come in by each --source door: discovery of a system-of-record database and
+    of a bucket, signed hints to the webhook on loopback, a file through the intake queue.
+    While it runs, --local-file names its endpoints (webhook_url, webhook_secret, queues), as
+    `local up` writes them, unless another local stack owns that file. Exits 0 only when every
+    obligation is final.
     """
     from sweeper.local.demo import DemoOptions, run_demo
 
@@ -90,6 +98,7 @@ def demo(
         rate=Quota.parse(rate) if rate else None,
         timeout_seconds=timeout_seconds,
         sources=tuple(DOORS) if "all" in sources else tuple(dict.fromkeys(sources)),
+        local_file=Path(local_file),
     )
     if as_json or not sys.stderr.isatty():
         report = run_demo(options)

@@ -82,14 +82,17 @@ def local_up(
     )
     data = found.model_dump(mode="json")
     data["database_url"] = redact(data["database_url"])
+    if data.get("webhook_secret"):
+        data["webhook_secret"] = f"(in {local_file})"  # a secret is not printed
     if as_json:
         click.echo(json.dumps(data))
         return
     click.echo(f"local stack running (pid {found.pid}); endpoints in {local_file}")
-    for key in ("database_url", "aws_endpoint_url", "vendor_url", "log_file"):
+    for key in ("database_url", "aws_endpoint_url", "vendor_url", "webhook_url", "log_file"):
         click.echo(f"  {key:<17} {data[key]}")
     for name, where in found.policies.items():
         click.echo(f"  policy {name}: queue {where.queue_url}  dlq {where.dlq_url}")
+        click.echo(f"  policy {name}: intake {where.intake_queue_url}")
 
 
 @local.command("down")

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -32,10 +33,13 @@ from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION, LocalFile, PolicyEndpoint
 from sweeper.errors import LedgerError, LocalStackError, OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LOCAL_REGION, PipelineResources
+from sweeper.local.intake import LocalIntake
 from sweeper.local.lambda_runtime import Invocation
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.service import Service
 from sweeper.local.stack import LocalStack
+from sweeper.local.webhook import LocalWebhook
+from sweeper.observability import CountingSink
 from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
 
@@ -52,6 +56,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class _PolicyRuntime:
     pipeline: LocalPipeline
+    intake: LocalIntake
     paused: bool = False
     ticks: int = 0
 
@@ -95,6 +100,10 @@ class LocalConsoleStack(Service):
             ).name
         )
         self.policies: dict[str, _PolicyRuntime] = {}
+        #: Signs every policy's webhook requests locally (on AWS each policy has its own).
+        self.webhook_secret = secrets.token_hex(32)
+        self.webhook: LocalWebhook | None = None
+        self.webhook_metrics = CountingSink()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
@@ -111,6 +120,13 @@ class LocalConsoleStack(Service):
         try:
             for configured in self.config.policies:
                 self._start_policy(configured)
+            served = [r for r in self.policies.values() if r.policy.intake.webhook]
+            self.webhook = LocalWebhook(
+                {r.policy.name: r.intake.webhook_deps(self.webhook_metrics) for r in served},
+                concurrency=max(
+                    (r.policy.intake.webhook_reserved_concurrency for r in served), default=1
+                ),
+            ).start()
             self._spawn(self._watch_pauses, "pause-watcher")
             for runtime in self.policies.values():
                 self._spawn(lambda r=runtime: self._tick(r), f"ticker-{runtime.policy.name}")
@@ -132,8 +148,16 @@ class LocalConsoleStack(Service):
             consumer_function_name=LOCAL_CONSUMER_FUNCTION.format(policy=policy.name),
             producer_function_name=f"sweeper-{policy.name}-producer",
         )
-        self.policies[policy.name] = _PolicyRuntime(pipeline)
+        intake = LocalIntake(
+            self.stack,
+            policy,
+            secret=self.webhook_secret,
+            prefix=self.prefix,
+            log_file=self.log_file,
+        )
+        self.policies[policy.name] = _PolicyRuntime(pipeline, intake)
         pipeline.start()
+        intake.start()
 
     def _spawn(self, target: Any, name: str) -> None:
         def run() -> None:
@@ -182,8 +206,9 @@ class LocalConsoleStack(Service):
         if self.errors:
             return self.errors[0]
         for runtime in self.policies.values():
-            if runtime.pipeline.source.error is not None:
-                return runtime.pipeline.source.error
+            for source in (runtime.pipeline.source, runtime.intake.source):
+                if source.error is not None:
+                    return source.error
         return None
 
     def next_tick(self, policy: Policy, after: datetime, anchor: datetime) -> datetime:
@@ -234,11 +259,15 @@ class LocalConsoleStack(Service):
                     dlq_url=r.resources.dlq_url,
                     consumer_function=LOCAL_CONSUMER_FUNCTION.format(policy=name),
                     producer_function=r.pipeline.producer_function_name,
+                    intake_queue_url=r.intake.resources.queue_url,
+                    intake_dlq_url=r.intake.resources.dlq_url,
                 )
                 for name, r in self.policies.items()
             },
             started_at=self.started_at,
             tick_seconds=self.tick_seconds,
+            webhook_url=self.webhook.url if self.webhook is not None else None,
+            webhook_secret=self.webhook_secret,
         )
 
     def stop(self) -> None:
@@ -246,8 +275,12 @@ class LocalConsoleStack(Service):
         for thread in self._threads:
             thread.join(timeout=STOP_TIMEOUT_SECONDS)
         try:
+            if self.webhook is not None:
+                self.webhook.stop()
             for runtime in self.policies.values():
                 with contextlib.suppress(Exception):  # its error was reported as it happened
+                    runtime.intake.stop()
+                with contextlib.suppress(Exception):
                     runtime.pipeline.stop()
         finally:
             self.stack.stop()

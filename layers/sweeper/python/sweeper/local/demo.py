@@ -7,18 +7,27 @@ source feed the consumer handler in worker processes; stop when every obligation
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import secrets
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
+from sweeper.endpoints import LocalFile, PolicyEndpoints, read_local_file
+from sweeper.local.aws import LOCAL_REGION
 from sweeper.local.doors import feed_doors
+from sweeper.local.intake import LocalIntake
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.stack import LocalStack
 from sweeper.local.vendor import VendorAudit, fetch_audit
+from sweeper.local.webhook import LocalWebhook
 from sweeper.models import JobStatus
-from sweeper.observability import Metric
+from sweeper.observability import CountingSink, Metric
 
 CONSUMER_TIMEOUT_SECONDS = 30
 
@@ -36,6 +45,9 @@ class DemoOptions:
     #: The doors obligations come in by (sweeper.local.doors), sharing `jobs`; none: the
     #: obligations are scheduled straight into the ledger.
     sources: tuple[str, ...] = ()
+    #: Where to write the demo stack's endpoints while it runs (as `local up` does), so that
+    #: the console commands and a sender reach it; removed at the end. None: not written.
+    local_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,8 @@ class DemoReport:
     log_file: str
     #: Per door: how many obligations came in by it (and what its source held besides).
     doors: list[dict[str, Any]] = field(default_factory=list)
+    #: The local file written while the demo ran, or None (not asked, or another stack's).
+    local_file: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,7 +119,13 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             lease_seconds=120,
             producer_budget_seconds=30,
         )
-        with LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-") as run:
+        with contextlib.ExitStack() as running:
+            run = running.enter_context(
+                LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-")
+            )
+            if options.sources:
+                _serve_hints(running, stack, policy, run.log_file)
+            written = _write_local_file(running, options.local_file, stack, run)
             if options.sources:
                 doors = feed_doors(
                     stack, policy, run.ledger, list(options.sources), options.jobs, options.tenants
@@ -160,7 +180,102 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             all_final=counts[JobStatus.PENDING] + counts[JobStatus.LEASED] == 0,
             log_file=run.log_file,
             doors=[door.as_dict() for door in doors],
+            local_file=None if written is None else str(written),
         )
+
+
+def _serve_hints(
+    running: contextlib.ExitStack, stack: LocalStack, policy: Policy, log_file: str
+) -> None:
+    """The policy's intake (queue, function) and its webhook on loopback, for the hint doors."""
+    secret = secrets.token_hex(32)
+    intake = running.enter_context(
+        LocalIntake(stack, policy, secret=secret, prefix="sweeper-demo", log_file=log_file)
+    )
+    webhook = running.enter_context(
+        LocalWebhook(
+            {policy.name: intake.webhook_deps(CountingSink())},
+            concurrency=policy.intake.webhook_reserved_concurrency,
+        )
+    )
+    stack.webhook_url, stack.webhook_secret = webhook.url, secret
+    stack.intake_queue_urls[policy.name] = intake.resources.queue_url
+
+
+def _write_local_file(
+    running: contextlib.ExitStack, path: Path | None, stack: LocalStack, run: LocalPipeline
+) -> Path | None:
+    """Write where the demo's stack listens to `path` (removed on exit); None when not asked or
+    when the file belongs to another running stack (left alone)."""
+    if path is None:
+        return None
+    existing = read_local_file(path)
+    if existing is not None and _alive(existing.pid):
+        return None
+    assert stack.database_url is not None
+    folder = running.enter_context(tempfile.TemporaryDirectory(prefix="sweeper-demo-"))
+    config = Path(folder) / "sweeper.toml"
+    config.write_text(policy_toml(run.policy), encoding="utf-8")
+    policy = run.policy.name
+    LocalFile(
+        pid=os.getpid(),
+        database_url=stack.database_url,
+        aws_endpoint_url=stack.aws.endpoint_url,
+        region=LOCAL_REGION,
+        vendor_url=stack.api_url,
+        limiter_table=run.resources.limiter_table,
+        idempotency_table=run.resources.idempotency_table,
+        log_file=run.log_file,
+        config=str(config),
+        policies={
+            policy: PolicyEndpoints(
+                queue_url=run.resources.queue_url,
+                dlq_url=run.resources.dlq_url,
+                consumer_function=run.consumer_function_name,
+                producer_function=run.producer_function_name,
+                intake_queue_url=stack.intake_queue_urls.get(policy),
+            )
+        },
+        webhook_url=stack.webhook_url,
+        webhook_secret=stack.webhook_secret,
+    ).write(path)
+    running.callback(_remove, path)
+    return path
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def policy_toml(policy: Policy) -> str:
+    """The policy as a policy file (`[[policies]]` with inline tables) that load_config reads."""
+    fields = policy.model_dump(mode="json", exclude_none=True)
+    lines = ["[[policies]]"]
+    lines += [f"{json.dumps(key)} = {_toml_value(value)}" for key, value in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    # JSON's strings, numbers and booleans are TOML's; tables and arrays are written inline.
+    if isinstance(value, dict):
+        items = ", ".join(
+            f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None
+        )
+        return "{" + items + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def _ours(by_key: dict[str, int], policy: str) -> int:

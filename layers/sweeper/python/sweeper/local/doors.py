@@ -5,12 +5,18 @@ path. Add a door by adding an entry to `DOORS`.
 - sql: rows in the system-of-record database of the local cluster (a database of its own),
   found by a discovery pass of the sql source (keyset pages, persisted cursor).
 - s3: objects in a bucket of the AWS emulator, found by a discovery pass of the s3 source.
+- webhook: hints posted, signed, to the webhook on loopback; it puts them on the intake queue
+  and the intake function upserts them.
+- file: a file of obligations sent through the intake queue, as `sweeper schedule --stack` does.
+
+The hint doors need the stack's intake (`LocalStack.webhook_url` and `intake_queue_urls`) and
+count what the ledger gained while they waited for it, as an operator would.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -20,6 +26,8 @@ from sweeper.discovery.run import COMPLETE, DiscoveryReport, run_discovery
 from sweeper.discovery.s3 import S3Source
 from sweeper.discovery.sql import SqlSource
 from sweeper.discovery.store import DiscoveryStore
+from sweeper.errors import LocalStackError
+from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
 from sweeper.local.sources import (
     BUCKET_PREFIX,
@@ -31,11 +39,18 @@ from sweeper.local.sources import (
     source_database,
 )
 from sweeper.local.stack import LocalStack
+from sweeper.local.webhook import post_signed
+from sweeper.models import NewJob
+from sweeper.queue import SqsPublisher
 
 #: A discovery run's budget in the demo; a pass that needs more continues in the next run.
 DEMO_DISCOVERY_BUDGET_SECONDS = 30.0
 #: Objects written to the bucket that no key template matches: rejected by position.
 DEMO_STRAY_KEYS = ("exports/README", "exports/tenant-0/nested/not-an-export")
+#: Hints per webhook request in the demo (a request may carry up to the policy's limit).
+DEMO_HINTS_PER_REQUEST = 100
+#: How long a hint door waits for the intake function to have put every hint in the ledger.
+HINT_ARRIVAL_TIMEOUT_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -146,7 +161,83 @@ class S3Door:
         return _report(self.name, count, runs)
 
 
-DOORS: dict[str, Door] = {door.name: door for door in (SqlDoor(), S3Door())}
+def _hints(door: str, count: int, tenants: int) -> list[NewJob]:
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    return [NewJob(f"tenant-{n % tenants}", f"{door}-{n:09d}", due) for n in range(count)]
+
+
+def _held(ledger: Ledger, policy: Policy) -> int:
+    return sum(ledger.counts(policy.name).values())
+
+
+def _wait_for_ledger(ledger: Ledger, policy: Policy, expected: int, door: str) -> int:
+    """Poll until the ledger holds `expected` jobs of the policy; how many it holds."""
+    deadline = time.monotonic() + HINT_ARRIVAL_TIMEOUT_SECONDS
+    held = _held(ledger, policy)
+    while held < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+        held = _held(ledger, policy)
+    if held < expected:
+        raise LocalStackError(
+            f"the {door} door's hints did not all reach the ledger within "
+            f"{HINT_ARRIVAL_TIMEOUT_SECONDS:.0f} s ({expected - held} missing; see the log file)"
+        )
+    return held
+
+
+def _chunks(jobs: list[NewJob], size: int) -> list[list[NewJob]]:
+    return [jobs[i : i + size] for i in range(0, len(jobs), size)]
+
+
+def _hint_body(jobs: Sequence[NewJob]) -> list[dict[str, str]]:
+    return [
+        {"tenant_id": j.tenant_id, "object_id": j.object_id, "due_at": j.due_at.isoformat()}
+        for j in jobs
+    ]
+
+
+class WebhookDoor:
+    name = "webhook"
+
+    def feed(
+        self, stack: LocalStack, policy: Policy, ledger: Ledger, count: int, tenants: int
+    ) -> DoorReport:
+        if stack.webhook_url is None or stack.webhook_secret is None:
+            raise LocalStackError("the webhook door needs the local stack's intake running")
+        before = _held(ledger, policy)
+        requests = _chunks(_hints(self.name, count, tenants), DEMO_HINTS_PER_REQUEST)
+        for chunk in requests:
+            status, body = post_signed(
+                stack.webhook_url, policy.name, stack.webhook_secret, _hint_body(chunk)
+            )
+            if status != 202:
+                raise LocalStackError(
+                    f"the local webhook answered {status} ({body.get('error')}) to the demo"
+                )
+        held = _wait_for_ledger(ledger, policy, before + count, self.name)
+        return DoorReport(self.name, count, held - before, 0, 0, len(requests))
+
+
+class FileDoor:
+    name = "file"
+
+    def feed(
+        self, stack: LocalStack, policy: Policy, ledger: Ledger, count: int, tenants: int
+    ) -> DoorReport:
+        queue_url = stack.intake_queue_urls.get(policy.name)
+        if queue_url is None:
+            raise LocalStackError("the file door needs the local stack's intake running")
+        before = _held(ledger, policy)
+        jobs = _hints(self.name, count, tenants)
+        if jobs:
+            send_hints(SqsPublisher(stack.aws.sqs(), queue_url), policy.name, "file", jobs)
+        held = _wait_for_ledger(ledger, policy, before + count, self.name)
+        return DoorReport(self.name, count, held - before, 0, 0, 1 if jobs else 0)
+
+
+DOORS: dict[str, Door] = {
+    door.name: door for door in (SqlDoor(), S3Door(), WebhookDoor(), FileDoor())
+}
 
 
 def split(total: int, doors: list[str]) -> dict[str, int]:

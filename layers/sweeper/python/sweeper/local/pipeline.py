@@ -115,6 +115,7 @@ class LocalPipeline(Service):
             ).name
         )
         self.producer_function_name = producer_function_name
+        self.consumer_function_name = consumer_function_name
         self.totals = ProducerTotals()
         self.ledger_counts: dict[JobStatus, int] = {}
         self.source = LocalEventSource(

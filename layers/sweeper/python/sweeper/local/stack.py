@@ -29,6 +29,11 @@ class LocalStack(Service):
     source_database_url: str | None = None
     #: The bucket the s3 door lists.
     source_bucket: str = "sweeper-local-exports"
+    #: Where hints come in once an intake runs (sweeper.local.intake): the webhook on loopback,
+    #: the secret that signs its requests, and each policy's intake queue.
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    intake_queue_urls: dict[str, str] = field(default_factory=dict)
     _exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def start(self) -> Self:
