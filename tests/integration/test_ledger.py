@@ -335,3 +335,34 @@ def test_a_policy_never_paused_reads_as_running_with_no_history(ledger: Ledger) 
     assert ledger.policy_state("never-paused") == PolicyState(
         "never-paused", False, None, None, None, None
     )
+
+
+def test_schedules_inside_one_outer_transaction_each_upsert_only_their_own_rows(
+    ledger: Ledger,
+) -> None:
+    # Given a caller's transaction on the ledger's connection (the staging table is emptied
+    # at a commit), in which one job is scheduled and then deleted again
+    with ledger.transaction() as conn:
+        first = ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", "o", T0)], T0)
+        conn.execute("DELETE FROM sweeper_jobs WHERE object_id = 'o'")
+        # When another job is scheduled before anything commits
+        second = ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", "p", T0)], T0)
+    # Then the second schedule upserted its own row only: the first's is not written again
+    assert first.inserted == second.inserted == 1
+    assert ledger.get("exports:t:o:v1") is None
+    assert sum(ledger.counts("exports").values()) == 1
+
+
+def test_a_schedule_after_a_refused_one_stages_nothing_of_it(ledger: Ledger) -> None:
+    # Given a schedule whose extra work in the same transaction fails (its rows were staged)
+    def refuse(conn: psycopg.Connection[object], inserted: int, moved: int) -> None:
+        raise LedgerError("refused")
+
+    with pytest.raises(LedgerError):
+        ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", "gone", T0)], T0, within=refuse)
+    # When the next schedule runs on the same connection
+    result = ledger.schedule("exports", 1, lambda j: "s", [NewJob("t", "kept", T0)], T0)
+    # Then only its own row was written
+    assert result.inserted == 1
+    assert ledger.get("exports:t:gone:v1") is None
+    assert sum(ledger.counts("exports").values()) == 1

@@ -122,7 +122,7 @@ def test_two_schedulers_in_opposite_orders_both_complete_without_a_deadlock(
 def test_a_failure_late_in_a_file_writes_nothing(
     admin: psycopg.Connection[Any], ledger: Ledger
 ) -> None:
-    # Given a file longer than one upsert statement whose last row the database refuses
+    # Given a file of many pages' worth of rows whose last row the database refuses
     admin.execute(
         """
         CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -136,11 +136,11 @@ def test_a_failure_late_in_a_file_writes_nothing(
     admin.execute(
         "CREATE TRIGGER refuse BEFORE INSERT ON sweeper_jobs FOR EACH ROW EXECUTE FUNCTION refuse()"
     )
-    batch = [*jobs(store.SCHEDULE_CHUNK_ROWS + 10), NewJob("zz", "zz-refused", NOW)]
+    batch = [*jobs(5_010), NewJob("zz", "zz-refused", NOW)]
     # When it is scheduled
     with pytest.raises(LedgerError, match="nothing of this input was written"):
         schedule_jobs(ledger, POLICY, batch, NOW)
-    # Then not one row of it was written, not even the first statement's
+    # Then not one row of it was written
     assert total(ledger) == 0
 
 

@@ -1,9 +1,9 @@
 """Hints as they cross a wire: a webhook body, an intake queue message, an EventBridge event.
 
 A hint names one obligation (tenant, object, optional due time). It may only insert the job
-idempotently or move its due time earlier (ledger.queries.UPSERT_JOBS). Nothing here trusts its
-input: every shape is validated whole by pydantic, and a refusal names positions and error
-codes, never a value (ids may be customer data).
+idempotently or move its due time earlier (ledger.queries.UPSERT_STAGED_JOBS). Nothing here
+trusts its input: every shape is validated whole by pydantic, and a refusal names positions and
+error codes, never a value (ids may be customer data).
 """
 
 from __future__ import annotations

@@ -6,27 +6,53 @@ from `sweeper.models.TRANSITIONS`), so a stale worker can never move a row the w
 
 from typing import Final
 
-# Idempotent upsert on the operation key. A repeat never duplicates a row and can only move due_at
-# earlier; next_attempt_at follows only for a row never attempted, so an earlier due date cannot
-# override a retry delay or a vendor's Retry-After. Returns one row per insert or move. Rows are
-# taken in array order, so a caller that sorts them by operation key takes its row locks in the
-# same order as every other scheduler: concurrent upserts of the same rows wait, never deadlock.
-UPSERT_JOBS: Final = """
-INSERT INTO sweeper_jobs AS j (policy, policy_version, tenant_id, object_id, scope, operation_key,
-                               due_at, next_attempt_at, created_at, updated_at)
-SELECT %(policy)s, %(policy_version)s, t.tenant_id, t.object_id, t.scope, t.operation_key,
-       t.due_at, t.due_at, %(now)s, %(now)s
-FROM unnest(%(tenant_ids)s::text[], %(object_ids)s::text[], %(scopes)s::text[],
-            %(keys)s::text[], %(due)s::timestamptz[])
-     AS t(tenant_id, object_id, scope, operation_key, due_at)
-ON CONFLICT (operation_key) DO UPDATE
-SET due_at = EXCLUDED.due_at,
-    next_attempt_at = CASE WHEN j.status = 'pending' AND j.attempt_count = 0
-                           THEN LEAST(j.next_attempt_at, EXCLUDED.due_at)
-                           ELSE j.next_attempt_at END,
-    updated_at = EXCLUDED.updated_at
-WHERE EXCLUDED.due_at < j.due_at
-RETURNING (xmax = 0) AS inserted
+# Scheduling copies its rows into a staging table of the session (binary COPY: no parameter
+# arrays to format), then upserts them with one statement. Temporary, so each session has its own
+# and nothing is logged; emptied at every commit, so a retried or failed transaction leaves
+# nothing behind. Created on first use in a session (a session holding a temporary table is
+# pinned by RDS Proxy: only the schedulers, intake and discovery, ever create it).
+CREATE_SCHEDULE_STAGE: Final = """
+CREATE TEMPORARY TABLE IF NOT EXISTS sweeper_schedule_stage (
+    tenant_id     text        NOT NULL,
+    object_id     text        NOT NULL,
+    scope         text        NOT NULL,
+    operation_key text        NOT NULL,
+    due_at        timestamptz NOT NULL
+) ON COMMIT DELETE ROWS
+"""
+
+COPY_SCHEDULE_STAGE: Final = """
+COPY sweeper_schedule_stage (tenant_id, object_id, scope, operation_key, due_at)
+FROM STDIN (FORMAT BINARY)
+"""
+
+# A schedule inside a caller's transaction (no commit since the last one) starts from empty.
+EMPTY_SCHEDULE_STAGE: Final = "DELETE FROM sweeper_schedule_stage"
+
+# Idempotent upsert on the operation key, from the staging table. A repeat never duplicates a row
+# and can only move due_at earlier; next_attempt_at follows only for a row never attempted, so an
+# earlier due date cannot override a retry delay or a vendor's Retry-After. Counts the inserts and
+# the moves (the rest were unchanged). Rows are taken in operation-key order (the caller stages
+# each key once), so concurrent upserts of the same rows take their row locks in the same order:
+# they wait, never deadlock.
+UPSERT_STAGED_JOBS: Final = """
+WITH upserted AS (
+    INSERT INTO sweeper_jobs AS j (policy, policy_version, tenant_id, object_id, scope,
+                                   operation_key, due_at, next_attempt_at, created_at, updated_at)
+    SELECT %(policy)s, %(policy_version)s, s.tenant_id, s.object_id, s.scope, s.operation_key,
+           s.due_at, s.due_at, %(now)s, %(now)s
+    FROM sweeper_schedule_stage s
+    ORDER BY s.operation_key
+    ON CONFLICT (operation_key) DO UPDATE
+    SET due_at = EXCLUDED.due_at,
+        next_attempt_at = CASE WHEN j.status = 'pending' AND j.attempt_count = 0
+                               THEN LEAST(j.next_attempt_at, EXCLUDED.due_at)
+                               ELSE j.next_attempt_at END,
+        updated_at = EXCLUDED.updated_at
+    WHERE EXCLUDED.due_at < j.due_at
+    RETURNING (xmax = 0) AS inserted
+)
+SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted
 """
 
 # Return expired leases to pending. SKIP LOCKED: a row a consumer is settling right now is left to

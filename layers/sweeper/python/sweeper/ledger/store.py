@@ -43,8 +43,8 @@ ScopeFn = Callable[[NewJob], str]
 #: commits with the upsert or not at all (discovery advances its cursor this way).
 WithinSchedule = Callable[["psycopg.Connection[TupleRow]", int, int], None]
 
-#: Rows per upsert statement when scheduling: large enough to amortise the round trip.
-SCHEDULE_CHUNK_ROWS = 5_000
+#: The staging table's column types, as COPY writes them in binary.
+SCHEDULE_STAGE_TYPES = ("text", "text", "text", "text", "timestamptz")
 #: A schedule transaction that loses a deadlock or a serialization conflict is run again, whole,
 #: at most this many times in all; then the error is raised (nothing of the file was written).
 SCHEDULE_ATTEMPTS = 5
@@ -199,7 +199,7 @@ class Ledger:
         *,
         within: WithinSchedule | None = None,
     ) -> ScheduleResult:
-        """Add obligations idempotently (upsert on the operation key); see queries.UPSERT_JOBS.
+        """Add obligations idempotently (upsert on the operation key): UPSERT_STAGED_JOBS.
 
         All or nothing: `jobs` is read whole before anything is written (a bad one raises with
         nothing written), then every row is upserted in one transaction, in operation-key order,
@@ -240,28 +240,25 @@ class Ledger:
         now: datetime,
         within: WithinSchedule | None = None,
     ) -> tuple[int, int]:
-        """Upsert every row in one transaction, a chunk per statement: (inserted, moved)."""
+        """Upsert every row in one transaction: copy them into the session's staging table,
+        then one statement (see queries.UPSERT_STAGED_JOBS): (inserted, moved)."""
         conn = self._connection()
-        inserted = moved = 0
+        outer = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
         with conn.transaction():
-            for start in range(0, len(items), SCHEDULE_CHUNK_ROWS):
-                chunk = items[start : start + SCHEDULE_CHUNK_ROWS]
-                rows = conn.execute(
-                    queries.UPSERT_JOBS,
-                    {
-                        "policy": policy,
-                        "policy_version": policy_version,
-                        "now": now,
-                        "tenant_ids": [job.tenant_id for _, (job, _s) in chunk],
-                        "object_ids": [job.object_id for _, (job, _s) in chunk],
-                        "scopes": [scope for _, (_j, scope) in chunk],
-                        "keys": [key for key, _ in chunk],
-                        "due": [job.due_at for _, (job, _s) in chunk],
-                    },
-                ).fetchall()
-                new = sum(1 for (was_insert,) in rows if was_insert)
-                inserted += new
-                moved += len(rows) - new
+            conn.execute(queries.CREATE_SCHEDULE_STAGE)
+            if outer:  # inside a caller's transaction: an earlier schedule's rows are still staged
+                conn.execute(queries.EMPTY_SCHEDULE_STAGE)
+            with conn.cursor() as cur:
+                with cur.copy(queries.COPY_SCHEDULE_STAGE) as copy:
+                    copy.set_types(SCHEDULE_STAGE_TYPES)
+                    for key, (job, scope) in items:
+                        copy.write_row((job.tenant_id, job.object_id, scope, key, job.due_at))
+                row = cur.execute(
+                    queries.UPSERT_STAGED_JOBS,
+                    {"policy": policy, "policy_version": policy_version, "now": now},
+                ).fetchone()
+            assert row is not None  # an aggregate always answers one row
+            inserted, moved = int(row[0]), int(row[1])
             if within is not None:
                 within(conn, inserted, moved)
         return inserted, moved
