@@ -228,6 +228,11 @@ def test_local_up_runs_the_stack_in_the_background_and_local_down_stops_it(
         assert written["vendor_url"] == vendor.url  # --api-url: no simulator of its own
         assert local_file.exists()
         assert set(written["policies"]) == {"exports"}
+        # the webhook's URL is printed, its signing secret only written to the file
+        on_disk = json.loads(local_file.read_text(encoding="utf-8"))
+        assert written["webhook_url"] == on_disk["webhook_url"]
+        assert len(on_disk["webhook_secret"]) == 64
+        assert on_disk["webhook_secret"] not in up.output
         status = sweeper(local_file, "status")
         assert status["target"] == "local"
         assert status["policies"][0]["dlq"] == {"messages": 0, "in_flight": 0}

@@ -106,18 +106,33 @@ def bench_rate(
 @click.option(
     "--budget",
     default=5.0,
-    type=click.FloatRange(0.5),
-    help="Seconds per run for the pass spread over several runs.",
+    type=click.FloatRange(2.0),
+    help="Seconds per run for the pass spread over several runs (a run keeps at least a "
+    "second in hand, so shorter budgets would read nothing).",
+)
+@click.option(
+    "--only",
+    "parts",
+    type=click.Choice(["passes", "budgeted", "s3"]),
+    multiple=True,
+    help="Run only these parts (repeat for several): the sql source's first and second pass, "
+    "its pass spread over budgeted runs (with the every-row-once count), the s3 source.",
 )
 @database_option
 @json_option
 @friendly_errors
 def bench_discovery(
-    rows: int, objects: int, page: int, budget: float, database_url: str | None, as_json: bool
+    rows: int,
+    objects: int,
+    page: int,
+    budget: float,
+    parts: tuple[str, ...],
+    database_url: str | None,
+    as_json: bool,
 ) -> None:
     """Rows discovered and upserted per second from an sql source (first and second pass, and a
     pass spread over budgeted runs) and from an s3 source."""
-    from sweeper_bench.discovery import run_discovery_bench
+    from sweeper_bench.discovery import PARTS, run_discovery_bench
 
     result = run_discovery_bench(
         rows=rows,
@@ -125,5 +140,6 @@ def bench_discovery(
         page_size=page,
         budget_run_seconds=budget,
         database_url=database_url,
+        parts=parts or PARTS,
     )
     emit(result, as_json)
