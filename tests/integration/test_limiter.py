@@ -180,16 +180,22 @@ def test_a_slow_write_still_grants_a_slot_the_consumer_can_use(
     limiter.reserve("slow", 0.000_001, horizon=1)  # the first one measures the round trip
     assert limiter.lead >= 0.08
     # When a consumer reserves an idle scope, again and again
-    for _ in range(5):
+    checked = 0
+    for _ in range(6):
+        lead = limiter.lead
         asked = time.time()
         grant = limiter.reserve("slow", 0.000_001, horizon=1)
         answered = time.time()
-        # Then the slot has not passed (beyond the tolerance) when the answer arrives: the
-        # consumer can use it, where a slot taken at the time of asking would be let go
         assert isinstance(grant, Grant)
-        assert grant.slot_at >= answered - LATE_SLOT_TOLERANCE_SECONDS
-        # and it is no further ahead than the lead
-        assert grant.slot_at <= asked + limiter.lead + 0.001
+        # Then the slot is no further ahead than the lead
+        assert grant.slot_at <= asked + lead + 0.001
+        # and, unless this write was slower than the slowest recent one (beyond the tolerance),
+        # it has not passed when the answer arrives: the consumer can use it, where a slot
+        # taken at the time of asking would be let go
+        if answered - asked <= lead + LATE_SLOT_TOLERANCE_SECONDS:
+            checked += 1
+            assert grant.slot_at >= answered - LATE_SLOT_TOLERANCE_SECONDS
+    assert checked >= 3
 
 
 def test_the_lead_is_bounded(local_aws: LocalAws, table: str) -> None:
@@ -249,6 +255,12 @@ def test_a_limiter_error_names_the_scope_and_the_operation(local_aws: LocalAws) 
         limiter.state("c")
 
 
+def item_of(local_aws: LocalAws, table: str, scope: str) -> dict[str, Any]:
+    key = {"pk": {"S": f"scope#{scope}"}}
+    item: dict[str, Any] = local_aws.dynamodb().get_item(TableName=table, Key=key)["Item"]
+    return item
+
+
 def test_an_adaptive_scope_is_reserved_at_the_rate_its_item_holds(
     local_aws: LocalAws, table: str
 ) -> None:
@@ -278,14 +290,11 @@ def test_an_adaptive_scope_is_reserved_at_the_rate_its_item_holds(
     assert b.writes == 4
     # and the other 429s of that overshoot do not cut it again within the cooldown
     assert b.cut("found", spec) == pytest.approx(30.0)
-    key = {"pk": {"S": "scope#found"}}
-    item = local_aws.dynamodb().get_item(TableName=table, Key=key)["Item"]
-    assert int(item["ar_v"]["N"]) == 2  # set once, cut once
+    assert int(item_of(local_aws, table, "found")["ar_v"]["N"]) == 2  # set once, cut once
     # but one after the cooldown does, from the rate reached meanwhile (30 + 3 x 10, halved)
     now[0] += 3
     assert b.cut("found", spec) == pytest.approx(30.0)
-    item = local_aws.dynamodb().get_item(TableName=table, Key=key)["Item"]
-    assert int(item["ar_v"]["N"]) == 3
+    assert int(item_of(local_aws, table, "found")["ar_v"]["N"]) == 3
 
 
 def test_an_adaptive_rate_never_leaves_its_bounds_in_the_item(

@@ -354,35 +354,24 @@ class DynamoLimiter:
             known = self._rates.get(scope)
             rate, since, version = known if known else (adaptive.floor, now, 0)
             new = adaptive.after_cut(adaptive.rate_at(rate, since / US, now / US))
-            try:
-                self.writes += 1
-                self._client.update_item(
-                    TableName=self._table,
-                    Key=self._key(scope),
-                    UpdateExpression=(
-                        "SET ar = :ar, ar_at = :now, ar_v = :next, ar_cut_at = :now, "
-                        "expires_at = :ttl"
-                    ),
-                    ConditionExpression=(
-                        ("attribute_not_exists(ar_v)" if version == 0 else "ar_v = :v")
-                        + " AND (attribute_not_exists(ar_cut_at) OR ar_cut_at <= :recent)"
-                    ),
-                    ExpressionAttributeValues={
-                        ":ar": _n(new * MILLI),
-                        ":now": _n(now),
-                        ":next": _n(version + 1),
-                        ":recent": _n(now - adaptive.cooldown * US),
-                        ":ttl": _n(now // US + ITEM_TTL_SECONDS),
-                        **({":v": _n(version)} if version else {}),
-                    },
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise LimiterError(f"rate cut failed for scope {scope!r}") from exc
-                item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-                self._learn_rate(scope, item)
-                cut_at = int(item["ar_cut_at"]["N"]) if "ar_cut_at" in item else 0
+            failed = self._update(
+                scope,
+                "SET ar = :ar, ar_at = :now, ar_v = :next, ar_cut_at = :now, expires_at = :ttl",
+                ("attribute_not_exists(ar_v)" if version == 0 else "ar_v = :v")
+                + " AND (attribute_not_exists(ar_cut_at) OR ar_cut_at <= :recent)",
+                {
+                    ":ar": _n(new * MILLI),
+                    ":now": _n(now),
+                    ":next": _n(version + 1),
+                    ":recent": _n(now - adaptive.cooldown * US),
+                    ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+                    **({":v": _n(version)} if version else {}),
+                },
+                returns="NONE",
+            )
+            if isinstance(failed, dict):  # the condition failed: the item as it is
+                self._learn_rate(scope, failed)
+                cut_at = int(failed["ar_cut_at"]["N"]) if "ar_cut_at" in failed else 0
                 if cut_at > now - adaptive.cooldown * US:
                     # cut by another consumer for this same overshoot: follow it
                     learned = self._rates.get(scope)
