@@ -148,6 +148,8 @@ def test_a_claimer_does_not_wait_for_another_claim_in_flight(ledger: Ledger, db_
             "now": T0,
             "expires": T0 + LEASE,
             "limit": 4,
+            "window": 8,
+            "scope_cap": None,
             "from": [JobStatus.PENDING.value],
             "closed": [],
         },
