@@ -149,6 +149,7 @@ def test_a_claimer_does_not_wait_for_another_claim_in_flight(ledger: Ledger, db_
             "expires": T0 + LEASE,
             "limit": 4,
             "window": 8,
+            "fallback": 32,
             "scope_cap": None,
             "from": [JobStatus.PENDING.value],
             "closed": [],

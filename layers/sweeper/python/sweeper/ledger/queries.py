@@ -68,7 +68,11 @@ RETURNING j.id
 # Locking: the candidates are read without locks (a window function cannot lock); then, in turn
 # order, each is locked by its primary key FOR UPDATE SKIP LOCKED and re-checked as it is now
 # (still pending, still due) until the page is full: the LIMIT counts only rows this claim locked,
-# so two claimers never wait on, or return, the same row, and no more than a page is locked.
+# so two claimers never wait on, or return, the same row, and no more than a page is locked. When
+# concurrent claimers hold the candidates, the page goes on in due order through the next
+# %(fallback)s due rows (sweeper_jobs_pending_due, read only that far) of the scopes that a whole
+# page more cannot take past their cap: a claimer is not left empty-handed while due rows nobody
+# holds remain.
 CLAIM_DUE: Final = """
 WITH RECURSIVE tenants AS (
     (SELECT tenant_id FROM sweeper_jobs
@@ -111,11 +115,29 @@ WITH RECURSIVE tenants AS (
            coalesce(b.leases, 0) + row_number() OVER (
                PARTITION BY c.scope ORDER BY c.turn, c.next_attempt_at, c.id) AS scope_load
     FROM candidates c LEFT JOIN busy b ON b.scope = c.scope
+), tight AS (
+    SELECT s.scope FROM (
+        SELECT scope, leases AS load FROM busy
+        UNION ALL
+        SELECT scope, count(*) FROM candidates GROUP BY scope
+    ) s
+    GROUP BY s.scope
+    HAVING sum(s.load) + %(limit)s > %(scope_cap)s::bigint
 ), due AS (
     SELECT locked.id FROM (
-        SELECT r.id FROM ranked r
-        WHERE %(scope_cap)s::bigint IS NULL OR r.scope_load <= %(scope_cap)s::bigint
-        ORDER BY r.turn, r.next_attempt_at, r.id
+        (SELECT r.id FROM ranked r
+         WHERE %(scope_cap)s::bigint IS NULL OR r.scope_load <= %(scope_cap)s::bigint
+         ORDER BY r.turn, r.next_attempt_at, r.id)
+        UNION ALL
+        (SELECT f.id FROM (
+             SELECT id, scope FROM sweeper_jobs
+             WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
+               AND scope <> ALL(%(closed)s)
+             ORDER BY next_attempt_at, id
+             LIMIT %(fallback)s
+         ) f
+         WHERE f.id NOT IN (SELECT id FROM candidates)
+           AND f.scope NOT IN (SELECT scope FROM tight))
     ) pick CROSS JOIN LATERAL (
         SELECT j.id FROM sweeper_jobs j
         WHERE j.id = pick.id AND j.status = 'pending' AND j.next_attempt_at <= %(now)s

@@ -56,6 +56,9 @@ NO_ATTEMPT_LIMIT = 2**31 - 1
 #: share, so a page fills when few tenants hold work and when concurrent claimers hold some of
 #: the candidates locked (those are skipped, never waited for).
 CLAIM_WINDOW_PAGES = 2
+#: When concurrent claimers hold every candidate, a claim goes on through at most this many pages
+#: of further due rows in due order (the pages those claimers are taking).
+CLAIM_FALLBACK_PAGES = 8
 #: serialization_failure and deadlock_detected: the transaction may succeed when run again.
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
@@ -354,6 +357,7 @@ class Ledger:
                 "expires": now + lease,
                 "limit": limit,
                 "window": limit * CLAIM_WINDOW_PAGES,
+                "fallback": limit * CLAIM_FALLBACK_PAGES,
                 "scope_cap": scope_cap,
                 "from": _moves(JobStatus.LEASED, JobStatus.PENDING),
                 "closed": list(closed_scopes),
