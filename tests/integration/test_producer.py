@@ -367,7 +367,9 @@ class ConcurrencyProbe:
     """A publisher in front of another that holds its first `together` calls until that many
     are in flight at once (a sequential producer breaks the barrier), and records the peak."""
 
-    def __init__(self, inner: Publisher, together: int, reject: set[str] = frozenset()) -> None:
+    def __init__(
+        self, inner: Publisher, together: int, reject: frozenset[str] = frozenset()
+    ) -> None:
         self.inner = inner
         self.reject = reject
         self.barrier = threading.Barrier(together, timeout=30)
@@ -431,7 +433,7 @@ def test_entries_rejected_in_concurrent_calls_are_released_and_counted(
     ledger.release(ids, "probe", T0)
     rejected = {str(ids[3]), str(ids[47]), str(ids[90])}
     sqs = local_aws.sqs()
-    probe = ConcurrencyProbe(SqsPublisher(sqs, resources.queue_url), 3, reject=rejected)
+    probe = ConcurrencyProbe(SqsPublisher(sqs, resources.queue_url), 3, frozenset(rejected))
     # When the producer publishes them, three calls at once
     report = run(ledger, policy, probe)
     # Then the rejected rows are pending again and counted as publish failures
