@@ -73,6 +73,11 @@ RETURNING j.id
 # %(fallback)s due rows (sweeper_jobs_pending_due, read only that far) of the scopes that a whole
 # page more cannot take past their cap: a claimer is not left empty-handed while due rows nobody
 # holds remain.
+# Run before CLAIM_DUE in its transaction. The planner cannot see the per-tenant LIMIT, so it
+# estimates the candidates at thousands of times their number, and past jit_above_cost it would
+# spend most of a second compiling a statement that runs in milliseconds (measured on 1M rows).
+CLAIM_WITHOUT_JIT: Final = "SET LOCAL jit = off"
+
 CLAIM_DUE: Final = """
 WITH RECURSIVE tenants AS (
     (SELECT tenant_id FROM sweeper_jobs

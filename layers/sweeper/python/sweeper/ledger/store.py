@@ -194,6 +194,16 @@ class Ledger:
         except psycopg.Error as exc:
             raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
 
+    @_serialised
+    def _claim_rows(self, params: dict[str, Any]) -> list[TupleRow]:
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                conn.execute(queries.CLAIM_WITHOUT_JIT)
+                return conn.execute(queries.CLAIM_DUE, params).fetchall()
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+
     # -- scheduling -----------------------------------------------------------------------------
 
     def schedule(
@@ -348,8 +358,7 @@ class Ledger:
         """
         if limit <= 0 or (scope_cap is not None and scope_cap <= 0):
             return []
-        rows = self._execute(
-            queries.CLAIM_DUE,
+        rows = self._claim_rows(
             {
                 "policy": policy,
                 "owner": owner,
