@@ -26,6 +26,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import sql
 
+from sweeper.config import Policy
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
 from sweeper.local.postgres import LocalPostgres
@@ -34,6 +35,11 @@ from sweeper.models import OutcomeClass
 POLICY: Final = "bench"
 NOW: Final = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 LEASE: Final = timedelta(minutes=15)
+#: The per-scope cap the producer claims with, for the default quota and this lease: the claim
+#: counts each scope's leases, as in production (the bench's in-flight rows stay below it).
+SCOPE_CAP: Final = Policy(
+    name=POLICY, lease_seconds=int(LEASE.total_seconds())
+).max_in_flight_per_scope
 
 # Bench-only bulk seed: rows `first`..`last`, pending and due, due times spread over the past.
 SEED_ROWS: Final = """
@@ -82,7 +88,9 @@ def _claimer(url: str, owner: str, share: int, page: int, start: threading.Barri
     try:
         start.wait()
         while settled < share:
-            jobs = ledger.claim(POLICY, owner, NOW, LEASE, min(page, share - settled))
+            jobs = ledger.claim(
+                POLICY, owner, NOW, LEASE, min(page, share - settled), scope_cap=SCOPE_CAP
+            )
             if not jobs:
                 break
             for job in jobs:

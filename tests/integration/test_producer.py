@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +16,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LocalAws, provision
 from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.producer import MIN_REMAINING_SECONDS, run_producer
-from sweeper.queue import SqsPublisher
+from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
 from tests.fakes import FakePublisher
 
 pytestmark = pytest.mark.integration
@@ -74,7 +76,7 @@ def test_partly_failed_batch_releases_exactly_the_failed_rows(ledger: Ledger) ->
 
 
 def test_a_failed_call_releases_every_unsent_row_and_raises(ledger: Ledger) -> None:
-    policy = Policy(name="exports")
+    policy = Policy(name="exports", publish_concurrency=1)
     seed(ledger, policy, 35)
     with pytest.raises(PublishError):
         run(ledger, policy, FakePublisher(break_after=2))
@@ -339,3 +341,104 @@ def test_room_for_one_more_row_is_used(ledger: Ledger) -> None:
     seed(ledger, policy, 30)
     report = run(ledger, policy, FakePublisher())
     assert (report.published, report.in_flight, report.stop_reason) == (20, 20, "in_flight_cap")
+
+
+def test_after_a_failed_concurrent_call_no_call_starts_and_every_unsent_row_is_released(
+    ledger: Ledger,
+) -> None:
+    # Given 200 due rows (20 calls), four calls at once, and a queue that fails from call 3 on
+    policy = Policy(name="exports", publish_concurrency=4)
+    seed(ledger, policy, 200)
+    publisher = FakePublisher(break_after=2)
+    # When the producer publishes
+    with pytest.raises(PublishError):
+        run(ledger, policy, publisher)
+    # Then no call started after the failure was seen (only those already under way ran)
+    assert publisher.calls <= 2 + policy.publish_concurrency
+    # and exactly the rows whose messages went out are leased; every other row is pending
+    counts = ledger.counts("exports")
+    (recorded,) = ledger.runs("exports")
+    assert recorded.published == len(publisher.sent) == 20
+    assert (counts[JobStatus.LEASED], counts[JobStatus.PENDING]) == (20, 180)
+    assert (recorded.publish_failures, recorded.stop_reason) == (180, "publish_error")
+
+
+class ConcurrencyProbe:
+    """A publisher in front of another that holds its first `together` calls until that many
+    are in flight at once (a sequential producer breaks the barrier), and records the peak."""
+
+    def __init__(
+        self, inner: Publisher, together: int, reject: frozenset[str] = frozenset()
+    ) -> None:
+        self.inner = inner
+        self.reject = reject
+        self.barrier = threading.Barrier(together, timeout=30)
+        self.lock = threading.Lock()
+        self.calls = self.in_flight = self.peak = 0
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
+        with self.lock:
+            self.calls += 1
+            first = self.calls <= self.barrier.parties
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        try:
+            if first:
+                self.barrier.wait()
+            kept = [m for m in messages if m.entry_id not in self.reject]
+            refused = [m.entry_id for m in messages if m.entry_id in self.reject]
+            return self.inner.send_batch(kept) + refused
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+def drain(sqs: Any, queue_url: str) -> list[str]:
+    keys: list[str] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
+        messages = got.get("Messages", [])
+        if not messages:
+            return keys
+        keys.extend(JobMessage.model_validate_json(m["Body"]).key for m in messages)
+
+
+def test_many_batches_are_sent_concurrently_within_the_bound_and_all_land(
+    ledger: Ledger, local_aws: LocalAws, unique_name: str
+) -> None:
+    # Given 250 due rows in one page, four calls at once, and the real queue (moto)
+    policy = Policy(name="exports", page_size=250, publish_concurrency=4)
+    resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
+    seed(ledger, policy, 250)
+    sqs = local_aws.sqs()
+    probe = ConcurrencyProbe(SqsPublisher(sqs, resources.queue_url), together=4)
+    # When the producer runs
+    report = run(ledger, policy, probe)
+    # Then its 25 calls ran four at a time, never more
+    assert (probe.calls, probe.peak) == (25, 4)
+    # and every message is on the queue, once
+    keys = drain(sqs, resources.queue_url)
+    assert report.published == 250
+    assert len(keys) == len(set(keys)) == 250
+
+
+def test_entries_rejected_in_concurrent_calls_are_released_and_counted(
+    ledger: Ledger, local_aws: LocalAws, unique_name: str
+) -> None:
+    # Given 95 due rows, three of them in different calls rejected by the queue
+    policy = Policy(name="exports", publish_concurrency=3)
+    resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
+    seed(ledger, policy, 95)
+    ids = [j.id for j in ledger.claim("exports", "probe", T0, timedelta(seconds=1), 95)]
+    ledger.release(ids, "probe", T0)
+    rejected = {str(ids[3]), str(ids[47]), str(ids[90])}
+    sqs = local_aws.sqs()
+    probe = ConcurrencyProbe(SqsPublisher(sqs, resources.queue_url), 3, frozenset(rejected))
+    # When the producer publishes them, three calls at once
+    report = run(ledger, policy, probe)
+    # Then the rejected rows are pending again and counted as publish failures
+    assert (report.published, report.publish_failures, report.released) == (92, 3, 3)
+    pending = {str(j.id) for j in ledger.claim("exports", "after", T0, timedelta(seconds=1), 100)}
+    assert pending == rejected
+    # and every other row's message is on the queue
+    assert len(set(drain(sqs, resources.queue_url))) == 92

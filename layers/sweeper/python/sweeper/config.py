@@ -50,6 +50,8 @@ DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
 #: (consumer.MIN_CALL_SECONDS); a shorter timeout would return every record uncalled until each
 #: reached the DLQ. One more second for the batch's ledger read (a unit test checks the sum).
 MIN_CONSUMER_TIMEOUT_SECONDS = 7
+#: botocore's default connection pool per client: more concurrent calls would queue for one.
+MAX_PUBLISH_CONCURRENCY = 10
 #: Settled jobs are kept at least as long as a dead letter can wait for redrive.
 MIN_SETTLED_JOB_RETENTION_DAYS = 14
 #: The scheduled prune's budget stays well inside Lambda's 15 minutes.
@@ -541,6 +543,9 @@ class Policy(_Strict):
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)
     producer_budget_seconds: float = Field(default=240.0, gt=0, le=LAMBDA_MAX_TIMEOUT_SECONDS)
+    #: SendMessageBatch calls the producer has in flight at once (threads; each call is a wait on
+    #: SQS). At most botocore's default connection pool (10), so no call waits for a connection.
+    publish_concurrency: int = Field(default=4, ge=1, le=MAX_PUBLISH_CONCURRENCY)
     #: Where obligations are found (a periodic reconciliation pass); none: scheduled by hand.
     discovery: DiscoveryConfig | None = None
 
@@ -552,6 +557,17 @@ class Policy(_Strict):
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown time zone {value!r}") from exc
         return value
+
+    @property
+    def max_in_flight_per_scope(self) -> int:
+        """Cap on one scope's leased rows: what its own rate drains within part of a lease.
+
+        Every scope has the quota's rate, so more of one scope's work would wait in the queue
+        while its leases run out; the claim leaves it due for a later one (sweeper.ledger).
+        """
+        return max(
+            1, math.floor(self.quota.rate_per_second * self.lease_seconds * LEASE_DRAIN_FRACTION)
+        )
 
     @property
     def max_in_flight(self) -> int:

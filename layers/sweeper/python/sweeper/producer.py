@@ -1,15 +1,18 @@
 """The producer: release due work from the ledger into the queue, then exit.
 
-Per run: reclaim expired leases, then claim a page, commit, publish it, release what failed;
-repeat until nothing is due, the in-flight cap is reached, or the time budget runs out. Claims
-are short transactions and commit before any network call.
+Per run: reclaim expired leases, then claim a page, commit, publish it (`publish_concurrency`
+SendMessageBatch calls at once), release what failed; repeat until nothing is due, the in-flight
+cap is reached, or the time budget runs out. Claims are short transactions and commit before any
+network call.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -147,11 +150,14 @@ def run_producer(
                 lease,
                 min(policy.page_size, room),
                 closed_scopes=sorted(closed_scopes()),
+                scope_cap=policy.max_in_flight_per_scope,
             )
             if not claimed:
                 break
             discovered += len(claimed)
-            sent, failed_ids, error = _publish(policy.name, claimed, batch_id, publisher)
+            sent, failed_ids, error = _publish(
+                policy.name, claimed, batch_id, publisher, policy.publish_concurrency
+            )
             published += sent
             failures += len(failed_ids)
             not_sent = set(failed_ids)
@@ -202,17 +208,25 @@ def run_producer(
 
 
 def _publish(
-    policy: str, claimed: list[ClaimedJob], batch_id: str, publisher: Publisher
+    policy: str,
+    claimed: list[ClaimedJob],
+    batch_id: str,
+    publisher: Publisher,
+    concurrency: int = 1,
 ) -> tuple[int, list[int], PublishError | None]:
-    """Publish a claimed page ten at a time: (sent, ids not sent, the error that stopped it).
+    """Publish a claimed page ten at a time, `concurrency` calls at once.
 
-    When a whole call fails, its rows and every row not yet sent count as not sent, so the caller
-    releases them all before the error propagates: nothing stays leased without a message.
+    Returns (sent, ids not sent, the error that stopped it). Entries the queue rejects are not
+    sent. When a whole call fails, its rows count as not sent, no further call starts, and the
+    rows of every call not started count as not sent too, so the caller releases them all before
+    the error propagates: nothing stays leased without a message.
     """
-    failed: list[int] = []
-    sent = 0
-    for start in range(0, len(claimed), SQS_MAX_BATCH):
-        chunk = claimed[start : start + SQS_MAX_BATCH]
+    chunks = [claimed[i : i + SQS_MAX_BATCH] for i in range(0, len(claimed), SQS_MAX_BATCH)]
+    stop = threading.Event()
+
+    def send(chunk: list[ClaimedJob]) -> tuple[int, list[int], PublishError | None]:
+        if stop.is_set():
+            return 0, [job.id for job in chunk], None
         messages = [
             OutgoingMessage(
                 entry_id=str(job.id),
@@ -224,7 +238,16 @@ def _publish(
         try:
             rejected = publisher.send_batch(messages)
         except PublishError as exc:
-            return sent, failed + [job.id for job in claimed[start:]], exc
-        failed.extend(int(entry_id) for entry_id in rejected)
-        sent += len(chunk) - len(rejected)
-    return sent, failed, None
+            stop.set()
+            return 0, [job.id for job in chunk], exc
+        return len(chunk) - len(rejected), [int(entry_id) for entry_id in rejected], None
+
+    if concurrency <= 1 or len(chunks) <= 1:
+        results = [send(chunk) for chunk in chunks]
+    else:
+        with ThreadPoolExecutor(max_workers=min(concurrency, len(chunks))) as pool:
+            results = list(pool.map(send, chunks))
+    sent = sum(result[0] for result in results)
+    failed = [job_id for result in results for job_id in result[1]]
+    error = next((result[2] for result in results if result[2] is not None), None)
+    return sent, failed, error

@@ -72,22 +72,109 @@ WHERE j.id = expired.id AND j.status = ANY(%(from)s)
 RETURNING j.id
 """
 
-# Claim the earliest due pending rows of one policy and lease them to a batch. SKIP LOCKED: two
-# claimers never wait on, or return, the same row. Uses sweeper_jobs_pending_due, so the cost is
-# the page returned. The caller commits at once: no lock outlives this statement's transaction.
-# The batch (the owner) becomes the job's carrier unless an earlier batch already carries it (a
-# resend after its lease expired): `resent` says which (migration 0005).
+# Claim due pending rows of one policy, fairly, and lease them to a batch. The caller commits at
+# once: no lock outlives this statement's transaction. The batch (the owner) becomes the job's
+# carrier unless an earlier batch already carries it (a resend after its lease expired): `resent`
+# says which (migration 0005).
+#
+# Fairness: tenants take turns. The candidates are each tenant's earliest due rows (an equal
+# share of the page, found by a loose index scan over sweeper_jobs_pending_tenant_due: one probe
+# per tenant holding pending rows) plus the policy's %(window)s earliest due rows
+# (sweeper_jobs_pending_due, so a page fills whatever the tenants hold). A row's turn is its rank
+# within its tenant by due time; the page is taken by turn, then due time: every tenant with due
+# work has its first row in the page before any tenant has its second, so a backlog delays no
+# other tenant's due work by more than one claim (while the tenants with due work are fewer than
+# the page).
+#
+# Per-scope cap: a scope never holds more than %(scope_cap)s unexpired leases (NULL: no cap), its
+# rows counted in the order they would be taken, so a capped scope leaves its room to the others.
+# Rows of the scopes in %(closed)s (gate closed) are passed over, unchanged (a filter, so a closed
+# scope's due rows ahead of a tenant's first open one add to the cost).
+#
+# Locking: the candidates are read without locks (a window function cannot lock); then, in turn
+# order, each is locked by its primary key FOR UPDATE SKIP LOCKED and re-checked as it is now
+# (still pending, still due) until the page is full: the LIMIT counts only rows this claim locked,
+# so two claimers never wait on, or return, the same row, and no more than a page is locked. When
+# concurrent claimers hold the candidates, the page goes on in due order through the next
+# %(fallback)s due rows (sweeper_jobs_pending_due, read only that far) of the scopes that a whole
+# page more cannot take past their cap: a claimer is not left empty-handed while due rows nobody
+# holds remain.
+# Run before CLAIM_DUE in its transaction. The planner cannot see the per-tenant LIMIT, so it
+# estimates the candidates at thousands of times their number, and past jit_above_cost it would
+# spend most of a second compiling a statement that runs in milliseconds (measured on 1M rows).
+CLAIM_WITHOUT_JIT: Final = "SET LOCAL jit = off"
 
-# Rows of the scopes in %(closed)s (gate closed) are passed over, unchanged: a filter on the index
-# scan, so a closed scope's due rows ahead of the page add to its cost.
 CLAIM_DUE: Final = """
-WITH due AS (
-    SELECT id FROM sweeper_jobs
-    WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
-      AND scope <> ALL(%(closed)s)
-    ORDER BY next_attempt_at, id
+WITH RECURSIVE tenants AS (
+    (SELECT tenant_id FROM sweeper_jobs
+     WHERE policy = %(policy)s AND status = 'pending'
+     ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.tenant_id FROM sweeper_jobs j
+            WHERE j.policy = %(policy)s AND j.status = 'pending' AND j.tenant_id > t.tenant_id
+            ORDER BY j.tenant_id LIMIT 1)
+    FROM tenants t WHERE t.tenant_id IS NOT NULL
+), share AS (
+    SELECT ceil(%(limit)s::numeric / greatest(1, count(*)))::bigint AS per_tenant
+    FROM tenants WHERE tenant_id IS NOT NULL
+), candidates AS (
+    SELECT c.id, c.tenant_id, c.scope, c.next_attempt_at,
+           row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.next_attempt_at, c.id) AS turn
+    FROM (
+        SELECT h.* FROM tenants t CROSS JOIN LATERAL (
+            SELECT j.id, j.tenant_id, j.scope, j.next_attempt_at FROM sweeper_jobs j
+            WHERE j.policy = %(policy)s AND j.status = 'pending' AND j.tenant_id = t.tenant_id
+              AND j.next_attempt_at <= %(now)s AND j.scope <> ALL(%(closed)s)
+            ORDER BY j.next_attempt_at, j.id
+            LIMIT (SELECT per_tenant FROM share)
+        ) h
+        WHERE t.tenant_id IS NOT NULL
+        UNION
+        (SELECT id, tenant_id, scope, next_attempt_at FROM sweeper_jobs
+         WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
+           AND scope <> ALL(%(closed)s)
+         ORDER BY next_attempt_at, id
+         LIMIT %(window)s)
+    ) c
+), busy AS (
+    SELECT scope, count(*) AS leases FROM sweeper_jobs
+    WHERE %(scope_cap)s::bigint IS NOT NULL
+      AND policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(now)s
+    GROUP BY scope
+), ranked AS (
+    SELECT c.id, c.turn, c.next_attempt_at,
+           coalesce(b.leases, 0) + row_number() OVER (
+               PARTITION BY c.scope ORDER BY c.turn, c.next_attempt_at, c.id) AS scope_load
+    FROM candidates c LEFT JOIN busy b ON b.scope = c.scope
+), tight AS (
+    SELECT s.scope FROM (
+        SELECT scope, leases AS load FROM busy
+        UNION ALL
+        SELECT scope, count(*) FROM candidates GROUP BY scope
+    ) s
+    GROUP BY s.scope
+    HAVING sum(s.load) + %(limit)s > %(scope_cap)s::bigint
+), due AS (
+    SELECT locked.id FROM (
+        (SELECT r.id FROM ranked r
+         WHERE %(scope_cap)s::bigint IS NULL OR r.scope_load <= %(scope_cap)s::bigint
+         ORDER BY r.turn, r.next_attempt_at, r.id)
+        UNION ALL
+        (SELECT f.id FROM (
+             SELECT id, scope FROM sweeper_jobs
+             WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
+               AND scope <> ALL(%(closed)s)
+             ORDER BY next_attempt_at, id
+             LIMIT %(fallback)s
+         ) f
+         WHERE f.id NOT IN (SELECT id FROM candidates)
+           AND f.scope NOT IN (SELECT scope FROM tight))
+    ) pick CROSS JOIN LATERAL (
+        SELECT j.id FROM sweeper_jobs j
+        WHERE j.id = pick.id AND j.status = 'pending' AND j.next_attempt_at <= %(now)s
+        FOR UPDATE SKIP LOCKED
+    ) locked
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE sweeper_jobs j
 SET status = 'leased', lease_owner = %(owner)s, lease_expires_at = %(expires)s,

@@ -52,6 +52,13 @@ SCHEDULE_ATTEMPTS = 5
 SCHEDULE_BACKOFF_SECONDS = 0.05
 #: An attempt count no job reaches: every counted attempt is a retry when no limit is given.
 NO_ATTEMPT_LIMIT = 2**31 - 1
+#: A claim also reads this many pages of the policy's earliest due rows besides each tenant's
+#: share, so a page fills when few tenants hold work and when concurrent claimers hold some of
+#: the candidates locked (those are skipped, never waited for).
+CLAIM_WINDOW_PAGES = 2
+#: When concurrent claimers hold every candidate, a claim goes on through at most this many pages
+#: of further due rows in due order (the pages those claimers are taking).
+CLAIM_FALLBACK_PAGES = 8
 #: serialization_failure and deadlock_detected: the transaction may succeed when run again.
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
@@ -184,6 +191,16 @@ class Ledger:
             with conn.transaction():
                 cur = conn.execute(query, params)
                 return cur.fetchall() if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+
+    @_serialised
+    def _claim_rows(self, params: dict[str, Any]) -> list[TupleRow]:
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                conn.execute(queries.CLAIM_WITHOUT_JIT)
+                return conn.execute(queries.CLAIM_DUE, params).fetchall()
         except psycopg.Error as exc:
             raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
 
@@ -326,22 +343,28 @@ class Ledger:
         lease: timedelta,
         limit: int,
         closed_scopes: Sequence[str] = (),
+        scope_cap: int | None = None,
     ) -> list[ClaimedJob]:
-        """Lease up to `limit` due rows to `owner`, earliest due first, and commit.
+        """Lease up to `limit` due rows to `owner`, tenants taking turns, and commit.
 
-        Rows of `closed_scopes` (whose gate is closed) are left as they are, due time included:
-        leased and published now, they would only come back from the consumer.
+        Each tenant with due work has its earliest row in the page before any tenant has a
+        second one; within a turn, earliest due first. A scope never holds more than
+        `scope_cap` unexpired leases (None: no cap). Rows of `closed_scopes` (whose gate is
+        closed) are left as they are, due time included: leased and published now, they would
+        only come back from the consumer.
         """
-        if limit <= 0:
+        if limit <= 0 or (scope_cap is not None and scope_cap <= 0):
             return []
-        rows = self._execute(
-            queries.CLAIM_DUE,
+        rows = self._claim_rows(
             {
                 "policy": policy,
                 "owner": owner,
                 "now": now,
                 "expires": now + lease,
                 "limit": limit,
+                "window": limit * CLAIM_WINDOW_PAGES,
+                "fallback": limit * CLAIM_FALLBACK_PAGES,
+                "scope_cap": scope_cap,
                 "from": _moves(JobStatus.LEASED, JobStatus.PENDING),
                 "closed": list(closed_scopes),
             },

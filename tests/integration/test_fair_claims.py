@@ -1,0 +1,189 @@
+"""Fair claims: tenants take turns within a page, and no scope holds more leases than its cap."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from sweeper.config import Policy, Quota
+from sweeper.ledger import queries
+from sweeper.ledger.store import Ledger
+from sweeper.models import JobMessage, JobStatus, NewJob
+from sweeper.producer import run_producer
+from tests.fakes import FakePublisher
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=60)
+SMALL_TENANTS = [f"t{i}" for i in range(1, 10)]
+
+
+def seed_backlog_and_fresh_work(ledger: Ledger, scope: str = "global") -> None:
+    """Tenant `big` owes 1,000 rows due long ago; nine tenants owe 5 each, due just now.
+
+    The backlog is older than every other tenant's work: the case where "earliest due first"
+    would hand the whole page to `big`.
+    """
+    backlog = [NewJob("big", f"b{i:04d}", T0 - timedelta(hours=2, seconds=i)) for i in range(1000)]
+    fresh = [
+        NewJob(tenant, f"o{i}", T0 - timedelta(seconds=i))
+        for tenant in SMALL_TENANTS
+        for i in range(5)
+    ]
+    scope_of = (lambda j: "exports") if scope == "global" else (lambda j: j.tenant_id)
+    ledger.schedule("exports", 1, scope_of, backlog + fresh, T0)
+
+
+def seed(ledger: Ledger, counts: dict[str, int]) -> None:
+    """`counts[tenant]` due rows per tenant, each tenant its own scope, earlier tenants older."""
+    jobs = [
+        NewJob(tenant, f"o{i:04d}", T0 - timedelta(hours=len(counts) - t, seconds=i))
+        for t, (tenant, n) in enumerate(counts.items())
+        for i in range(n)
+    ]
+    ledger.schedule("exports", 1, lambda j: j.tenant_id, jobs, T0)
+
+
+def test_the_first_claim_takes_every_tenants_due_rows_despite_one_tenants_backlog(
+    ledger: Ledger,
+) -> None:
+    # Given one tenant with 1,000 rows overdue for hours and nine with 5 rows each, one scope
+    seed_backlog_and_fresh_work(ledger)
+    # When one claim of a page of 100 runs
+    claimed = ledger.claim("exports", "batch-1", T0, LEASE, 100)
+    # Then every small tenant's rows are all in it, and the backlog fills the rest of the page
+    per_tenant = Counter(job.tenant_id for job in claimed)
+    assert {tenant: per_tenant[tenant] for tenant in SMALL_TENANTS} == dict.fromkeys(
+        SMALL_TENANTS, 5
+    )
+    assert per_tenant["big"] == 55
+    # and what the backlog gave was its oldest rows
+    big = [job.eligible_since for job in claimed if job.tenant_id == "big"]
+    assert T0 - timedelta(hours=2, seconds=999) in big
+
+
+def test_tenants_take_turns_when_the_page_cannot_hold_everyones_work(ledger: Ledger) -> None:
+    # Given two tenants with 30 due rows each, tenant a's all older than tenant b's
+    seed(ledger, {"a": 30, "b": 30})
+    # When a page of 10 is claimed
+    claimed = ledger.claim("exports", "batch-1", T0, LEASE, 10)
+    # Then it is shared: five rows each, each tenant's oldest first
+    assert Counter(job.tenant_id for job in claimed) == {"a": 5, "b": 5}
+    for tenant in ("a", "b"):
+        mine = sorted(j.object_id for j in claimed if j.tenant_id == tenant)
+        assert mine == [f"o{i:04d}" for i in range(25, 30)]
+
+
+def test_the_producers_first_page_carries_every_tenants_work(ledger: Ledger) -> None:
+    # Given the backlog and the nine tenants' fresh work, and a producer with pages of 100
+    seed_backlog_and_fresh_work(ledger)
+    policy = Policy(name="exports", page_size=100)
+    publisher = FakePublisher()
+    # When the producer runs
+    report = run_producer(
+        policy, T0, ledger, publisher, clock=lambda: T0, remaining_seconds=lambda: 100.0
+    )
+    # Then the first page it published holds every tenant's rows
+    first_page = [JobMessage.model_validate_json(m.body) for m in publisher.sent[:100]]
+    assert {b.tenant_id for b in first_page} == {"big", *SMALL_TENANTS}
+    assert report.published == 1045
+
+
+def test_a_scope_never_holds_more_leases_than_its_cap(ledger: Ledger) -> None:
+    # Given three scopes: a and b with 50 due rows each (a's the oldest), c with 3
+    seed(ledger, {"a": 50, "b": 50, "c": 3})
+    # When a claim with room for 100 rows runs with a cap of 10 leases per scope
+    claimed = ledger.claim("exports", "batch-1", T0, LEASE, 100, scope_cap=10)
+    # Then no scope got more than its cap, and the capped ones left room to the others
+    assert Counter(job.scope for job in claimed) == {"a": 10, "b": 10, "c": 3}
+    # and while those leases run, a second claim adds nothing to the full scopes
+    assert ledger.claim("exports", "batch-2", T0, LEASE, 100, scope_cap=10) == []
+    # and a larger cap takes only the difference
+    more = ledger.claim("exports", "batch-3", T0, LEASE, 100, scope_cap=12)
+    assert Counter(job.scope for job in more) == {"a": 2, "b": 2}
+
+
+def test_expired_leases_do_not_count_against_a_scopes_cap(ledger: Ledger) -> None:
+    # Given a scope whose cap is full of leases
+    seed(ledger, {"a": 20})
+    assert len(ledger.claim("exports", "batch-1", T0, LEASE, 100, scope_cap=5)) == 5
+    # When those leases have expired (not yet reclaimed)
+    later = T0 + LEASE + timedelta(seconds=1)
+    again = ledger.claim("exports", "batch-2", later, LEASE, 100, scope_cap=5)
+    # Then the scope has its whole cap again
+    assert len(again) == 5
+    assert ledger.count_in_flight("exports", later) == 5
+
+
+class RecordingLedger(Ledger):
+    """The real ledger, remembering the scope cap of each claim."""
+
+    caps: list[int | None]
+
+    def claim(self, *args: Any, **kwargs: Any) -> Any:
+        self.caps.append(kwargs.get("scope_cap"))
+        return super().claim(*args, **kwargs)
+
+
+def test_the_producer_caps_each_scope_at_what_its_rate_drains_within_the_horizon(
+    db_url: str, ledger: Ledger
+) -> None:
+    # Given a policy at 2 calls/s with a 20 s lease: one scope drains 20 rows in half a lease
+    policy = Policy(
+        name="exports", quota=Quota(limit=2, period_seconds=1, headroom=1.0), lease_seconds=20
+    )
+    assert policy.max_in_flight_per_scope == 20
+    seed(ledger, {"a": 5})
+    recording = RecordingLedger(db_url)
+    recording.caps = []
+    # When the producer runs
+    run_producer(
+        policy, T0, recording, FakePublisher(), clock=lambda: T0, remaining_seconds=lambda: 100.0
+    )
+    recording.close()
+    # Then each claim carried that cap
+    assert recording.caps
+    assert set(recording.caps) == {20}
+
+
+def test_the_claim_reads_indexes_not_the_table(ledger: Ledger, db_url: str) -> None:
+    # Given 20,000 due rows of 100 tenants in one scope, analysed
+    jobs = [
+        NewJob(f"t{i % 100}", f"o{i:05d}", T0 - timedelta(milliseconds=i)) for i in range(20_000)
+    ]
+    ledger.schedule("exports", 1, lambda j: "exports", jobs, T0)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("ANALYZE sweeper_jobs")
+        # When the claim's plan is read (EXPLAIN without ANALYZE: nothing is leased)
+        row = conn.execute(
+            b"EXPLAIN (FORMAT JSON) " + queries.CLAIM_DUE.encode(),
+            {
+                "policy": "exports",
+                "owner": "explain",
+                "now": T0,
+                "expires": T0 + LEASE,
+                "limit": 100,
+                "window": 200,
+                "fallback": 800,
+                "scope_cap": 1000,
+                "from": [JobStatus.PENDING.value],
+                "closed": [],
+            },
+        ).fetchone()
+    # Then no node scans sweeper_jobs whole
+    assert row is not None
+    scans = list(_nodes(row[0][0]["Plan"]))
+    assert not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
+    used = {n.get("Index Name") for n in scans}
+    assert {"sweeper_jobs_pending_tenant_due", "sweeper_jobs_pending_due"} <= used
+
+
+def _nodes(node: dict[str, Any]) -> Any:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _nodes(child)
