@@ -402,6 +402,18 @@ def test_the_budget_is_what_the_achieved_rate_drains_in_half_a_lease(ledger: Led
     assert report.in_flight <= report.in_flight_budget
 
 
+def test_consumers_faster_than_the_quota_reach_its_formula_within_seconds(ledger: Ledger) -> None:
+    # The rate is taken over the span of the settlements, not the whole window: consumers that
+    # drain the floor in seconds show their speed at once, and the budget is the formula's
+    seed(ledger, SLOW, 3000)
+    publisher = FakePublisher()
+    run(ledger, SLOW, publisher)
+    drain(ledger, publisher, seconds=8, per_second=60, policy=SLOW)
+    at = T0 + timedelta(seconds=9)
+    report = run(ledger, SLOW, publisher, scheduled_at=at, clock=lambda: at)
+    assert (report.in_flight_budget, report.stop_reason) == (2400, "in_flight_cap")
+
+
 def test_stalled_consumers_get_no_more_than_the_floor(ledger: Ledger) -> None:
     seed(ledger, SLOW, 1200)
     publisher = FakePublisher()
