@@ -369,7 +369,8 @@ def test_the_producer_records_resends_and_the_oldest_age_at_release(ledger: Ledg
     # Given three jobs due at T0 - 10 min, all published by a first run
     due = T0 - timedelta(minutes=10)
     add(ledger, 3, due=due)
-    policy = Policy(name=POLICY, lease_seconds=60)
+    # (a 42 s visibility timeout: a reclaim may publish again as soon as the lease expires)
+    policy = Policy(name=POLICY, lease_seconds=60, consumer=ConsumerConfig(timeout_seconds=7))
     first_publisher = FakePublisher(fail_ids=set())
     first = run_producer(
         policy,

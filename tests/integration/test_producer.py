@@ -10,11 +10,14 @@ from typing import Any
 
 import pytest
 
-from sweeper.config import Policy, Quota
+from sweeper import backpressure
+from sweeper.backpressure import floor as budget_floor
+from sweeper.backpressure import republish_delay_seconds
+from sweeper.config import ConsumerConfig, Policy, Quota
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LocalAws, provision
-from sweeper.models import JobMessage, JobStatus, NewJob
+from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
 from sweeper.producer import MIN_REMAINING_SECONDS, run_producer
 from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
 from tests.fakes import FakePublisher
@@ -117,7 +120,7 @@ def test_expired_leases_are_reclaimed_and_published_again(ledger: Ledger) -> Non
     policy = Policy(name="exports", lease_seconds=30)
     seed(ledger, policy, 5)
     run(ledger, policy, FakePublisher())
-    later = T0 + timedelta(seconds=31)
+    later = T0 + timedelta(seconds=31 + republish_delay_seconds(policy))
     publisher = FakePublisher()
     report = run(ledger, policy, publisher, scheduled_at=later, clock=lambda: later)
     assert (report.reclaimed, report.published) == (5, 5)
@@ -164,7 +167,7 @@ def test_a_run_with_exactly_the_floor_of_its_budget_left_still_releases_work(
     policy = Policy(name="exports", page_size=3, lease_seconds=30)
     seed(ledger, policy, 8)
     run(ledger, policy, FakePublisher())
-    later = T0 + timedelta(seconds=31)
+    later = T0 + timedelta(seconds=31 + republish_delay_seconds(policy))
     publisher = FakePublisher()
     report = run(
         ledger,
@@ -182,7 +185,7 @@ def test_leases_expired_beyond_one_page_are_all_reclaimed_and_recorded(ledger: L
     seed(ledger, policy, 8)
     first = run(ledger, policy, FakePublisher())
     assert first.reclaimed == 0
-    later = T0 + timedelta(seconds=31)
+    later = T0 + timedelta(seconds=31 + republish_delay_seconds(policy))
     publisher = FakePublisher()
     report = run(ledger, policy, publisher, scheduled_at=later, clock=lambda: later)
     # three reclaim pages (3 + 3 + 2), then every row published again
@@ -217,6 +220,7 @@ def test_the_report_and_the_run_record_carry_every_figure(ledger: Ledger) -> Non
         "resent": 0,
         "oldest_released_age_seconds": 10.0,
         "stop_reason": "drained",
+        "in_flight_budget": budget_floor(policy),  # nothing settled yet: the floor
     }
     (recorded,) = ledger.runs("exports")
     assert recorded.batch_id == "batch-given"
@@ -259,6 +263,7 @@ def test_a_duplicate_invocation_reports_the_first_runs_batch_and_publishes_nothi
         "resent": 0,
         "oldest_released_age_seconds": None,
         "stop_reason": "duplicate_invocation",
+        "in_flight_budget": 0,
     }
     assert publisher.sent == []
 
@@ -286,6 +291,7 @@ def test_a_paused_policys_run_is_recorded_as_skipped_and_releases_nothing(
         "resent": 0,
         "oldest_released_age_seconds": None,
         "stop_reason": "paused",
+        "in_flight_budget": 0,
     }
     assert publisher.sent == []
     assert ledger.counts("exports")[JobStatus.PENDING] == 5
@@ -315,7 +321,7 @@ def test_a_run_out_of_time_reclaims_one_page_only_and_claims_nothing(ledger: Led
     policy = Policy(name="exports", page_size=3, lease_seconds=30)
     seed(ledger, policy, 8)
     run(ledger, policy, FakePublisher())
-    later = T0 + timedelta(seconds=31)
+    later = T0 + timedelta(seconds=31 + republish_delay_seconds(policy))
     publisher = FakePublisher()
     report = run(
         ledger,
@@ -442,3 +448,169 @@ def test_entries_rejected_in_concurrent_calls_are_released_and_counted(
     assert pending == rejected
     # and every other row's message is on the queue
     assert len(set(drain(sqs, resources.queue_url))) == 92
+
+
+# -- backpressure: the budget follows what the consumers settle (sweeper.backpressure) ----------
+
+#: The demo's shape: 40/s for a 120 s lease (cap 2,400), consumers timing out at 30 s (a 180 s
+#: visibility timeout), four environments of ten.
+SLOW = Policy(
+    name="exports",
+    quota=Quota(limit=40, period_seconds=1, headroom=1.0),
+    lease_seconds=120,
+    consumer=ConsumerConfig(timeout_seconds=30),
+)
+
+
+def consume(
+    ledger: Ledger, publisher: FakePublisher, *, seconds: int, per_second: int, policy: Policy
+) -> dict[str, int]:
+    """Simulated time: a producer run every second, consumers taking `per_second` messages a
+    second from the queue in publish order; what was published, settled, reclaimed."""
+    taken = settled = reclaimed = 0
+    for second in range(1, seconds + 1):
+        now = T0 + timedelta(seconds=second)
+        for message in publisher.sent[taken : taken + per_second]:
+            key = JobMessage.model_validate_json(message.body).key
+            settled += ledger.mark_succeeded(key, OutcomeClass.ACCEPTED, now)
+        taken = min(len(publisher.sent), taken + per_second)
+        report = run(ledger, policy, publisher, scheduled_at=now, clock=lambda at=now: at)
+        reclaimed += report.reclaimed
+    return {"published": len(publisher.sent), "settled": settled, "reclaimed": reclaimed}
+
+
+def test_the_budget_follows_a_slow_settle_rate_without_a_reclaim_storm(ledger: Ledger) -> None:
+    # Given 1,200 due jobs at a 40/s quota and consumers that settle 5 a second (8x slower)
+    seed(ledger, SLOW, 1200)
+    publisher = FakePublisher()
+    first = run(ledger, SLOW, publisher)
+    # Then a fresh policy starts at the floor, not at the quota's 2,400
+    assert (first.published, first.stop_reason) == (budget_floor(SLOW), "backpressure")
+    assert budget_floor(SLOW) == 150
+    # When the consumers work it off
+    totals = consume(ledger, publisher, seconds=260, per_second=5, policy=SLOW)
+    # Then every job is settled, no lease expired, and no job was published twice
+    assert totals == {"published": 1200, "settled": 1200, "reclaimed": 0}
+
+
+def test_the_budget_is_what_the_achieved_rate_drains_in_half_a_lease(ledger: Ledger) -> None:
+    seed(ledger, SLOW, 1200)
+    publisher = FakePublisher()
+    run(ledger, SLOW, publisher)
+    consume(ledger, publisher, seconds=90, per_second=5, policy=SLOW)
+    at = T0 + timedelta(seconds=91)
+    report = run(ledger, SLOW, publisher, scheduled_at=at, clock=lambda: at)
+    # 5/s for 60 s: about 300 (5 per burst, so the estimate is a little above)
+    assert 280 <= report.in_flight_budget <= 330
+    assert report.in_flight <= report.in_flight_budget
+
+
+def test_consumers_faster_than_the_quota_reach_its_formula_within_seconds(ledger: Ledger) -> None:
+    # The rate is taken over the span of the settlements, not the whole window: consumers that
+    # drain the floor in seconds show their speed at once, and the budget is the formula's
+    seed(ledger, SLOW, 3000)
+    publisher = FakePublisher()
+    run(ledger, SLOW, publisher)
+    consume(ledger, publisher, seconds=8, per_second=60, policy=SLOW)
+    at = T0 + timedelta(seconds=9)
+    report = run(ledger, SLOW, publisher, scheduled_at=at, clock=lambda: at)
+    assert (report.in_flight_budget, report.stop_reason) == (2400, "in_flight_cap")
+
+
+def test_stalled_consumers_get_no_more_than_the_floor(ledger: Ledger) -> None:
+    seed(ledger, SLOW, 1200)
+    publisher = FakePublisher()
+    run(ledger, SLOW, publisher)
+    # nothing settles for a minute: every run stops at the floor, nothing more is published
+    consume(ledger, publisher, seconds=60, per_second=0, policy=SLOW)
+    assert len(publisher.sent) == budget_floor(SLOW)
+
+
+def test_without_the_budget_the_same_consumers_cause_a_reclaim_storm(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The control case: a floor as high as the quota's formula, i.e. the formula alone
+    monkeypatch.setattr(backpressure, "FLOOR_FRACTION", 1.0)
+    seed(ledger, SLOW, 1200)
+    publisher = FakePublisher()
+    totals = consume(ledger, publisher, seconds=260, per_second=5, policy=SLOW)
+    assert totals["reclaimed"] > 100
+    assert totals["published"] > 1.05 * 1200
+
+
+def test_a_reclaim_within_one_visibility_timeout_does_not_publish_again(ledger: Ledger) -> None:
+    # Given a 30 s lease on a queue whose visibility timeout is 42 s (consumers time out at 7 s)
+    policy = Policy(name="exports", lease_seconds=30, consumer=ConsumerConfig(timeout_seconds=7))
+    assert policy.consumer.visibility_timeout_seconds == 42
+    seed(ledger, policy, 5)
+    run(ledger, policy, FakePublisher())
+    # When the lease has expired but the publish is younger than the visibility timeout
+    publisher = FakePublisher()
+    early = T0 + timedelta(seconds=41)
+    report = run(ledger, policy, publisher, scheduled_at=early, clock=lambda: early)
+    # Then nothing is reclaimed or published, and the rows still count as on the consumers
+    assert (report.reclaimed, report.published, report.in_flight) == (0, 0, 5)
+    # And once the publish is a visibility timeout old, they are published again
+    later = T0 + timedelta(seconds=42)
+    report = run(ledger, policy, publisher, scheduled_at=later, clock=lambda: later)
+    assert (report.reclaimed, report.published) == (5, 5)
+
+
+def test_deferred_work_does_not_hold_back_due_work(ledger: Ledger) -> None:
+    # Given the floor's worth of work on the consumers, every row of it sent back to wait (a
+    # throttle, a closed gate): their next attempt is a minute away, their messages hidden
+    seed(ledger, SLOW, 150)
+    first = FakePublisher()
+    run(ledger, SLOW, first)
+    now = T0 + timedelta(seconds=5)
+    for key in keys_of(first):
+        ledger.record_unsettled(
+            key,
+            now,
+            next_attempt_at=now + timedelta(minutes=1),
+            lease_until=now + timedelta(seconds=SLOW.lease_seconds),
+            outcome=OutcomeClass.THROTTLED,
+        )
+    # When 40 more jobs become due
+    seed_more(ledger, SLOW, 40, now)
+    publisher = FakePublisher()
+    report = run(ledger, SLOW, publisher, scheduled_at=now, clock=lambda: now)
+    # Then they are published: deferred work is not on the consumers
+    assert (report.published, report.in_flight) == (40, 40)
+
+
+def test_dead_lettered_and_paused_work_does_not_hold_back_due_work(ledger: Ledger) -> None:
+    # Given six jobs throttled into the DLQ (leased, their waits over, nothing ever settled) ...
+    seed(ledger, SLOW, 6)
+    first = FakePublisher()
+    run(ledger, SLOW, first)
+    for key in keys_of(first):
+        ledger.record_unsettled(
+            key,
+            T0 + timedelta(seconds=2),
+            next_attempt_at=T0 + timedelta(seconds=3),
+            lease_until=T0 + timedelta(seconds=2 + SLOW.lease_seconds),
+            outcome=OutcomeClass.THROTTLED,
+        )
+    # ... and a pause over the next minute
+    ledger.pause("exports", "tester", None, T0 + timedelta(seconds=5))
+    paused_at = T0 + timedelta(seconds=30)
+    paused = run(ledger, SLOW, FakePublisher(), scheduled_at=paused_at, clock=lambda: paused_at)
+    assert paused.stop_reason == "paused"
+    ledger.resume("exports", "tester", None, T0 + timedelta(seconds=60))
+    # When one more job becomes due and the producer runs (nothing settled in the window)
+    now = T0 + timedelta(seconds=61)
+    seed_more(ledger, SLOW, 1, now)
+    publisher = FakePublisher()
+    report = run(ledger, SLOW, publisher, scheduled_at=now, clock=lambda: now)
+    # Then it is published
+    assert (report.published, report.stop_reason) == (1, "drained")
+
+
+def keys_of(publisher: FakePublisher) -> list[str]:
+    return [JobMessage.model_validate_json(m.body).key for m in publisher.sent]
+
+
+def seed_more(ledger: Ledger, policy: Policy, n: int, due: datetime) -> None:
+    jobs = [NewJob(f"t{i % 4}", f"more{i:05d}", due) for i in range(n)]
+    ledger.schedule(policy.name, policy.version, lambda j: policy.name, jobs, due)

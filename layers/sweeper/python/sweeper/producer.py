@@ -2,8 +2,9 @@
 
 Per run: reclaim expired leases, then claim a page, commit, publish it (`publish_concurrency`
 SendMessageBatch calls at once), release what failed; repeat until nothing is due, the in-flight
-cap is reached, or the time budget runs out. Claims are short transactions and commit before any
-network call.
+budget is reached, or the time budget runs out. Claims are short transactions and commit before
+any network call. The in-flight budget follows what the consumers settle, within the quota's
+formula (sweeper.backpressure).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from sweeper.backpressure import in_flight_budget, republish_delay_seconds, window_seconds
 from sweeper.config import Policy
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
@@ -58,6 +60,9 @@ class ProducerReport:
     resent: int = 0
     #: The longest any published job had been eligible when this run claimed it.
     oldest_released_age_seconds: float | None = None
+    #: The most rows this run would leave on the consumers (sweeper.backpressure); 0 when the
+    #: run did not get that far.
+    in_flight_budget: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -118,15 +123,21 @@ def run_producer(
         )
 
     reclaimed = 0
+    republish_delay = timedelta(seconds=republish_delay_seconds(policy))
     while True:
-        got = ledger.reclaim_expired(policy.name, clock(), policy.page_size)
+        at = clock()
+        got = ledger.reclaim_expired(
+            policy.name, at, policy.page_size, expired_before=at - republish_delay
+        )
         reclaimed += got
         if got < policy.page_size or remaining_seconds() < MIN_REMAINING_SECONDS:
             break
 
     now = clock()
     oldest_age = ledger.oldest_eligible_age(policy.name, now)
-    in_flight = ledger.count_in_flight(policy.name, now)
+    in_flight = ledger.count_on_consumers(policy.name, now, now - republish_delay)
+    since = now - timedelta(seconds=window_seconds(policy))
+    budget = in_flight_budget(policy, ledger.settled_between(policy.name, since, now))
     lease = timedelta(seconds=policy.lease_seconds)
     discovered = published = failures = released = resent = 0
     oldest_released: float | None = None
@@ -137,9 +148,9 @@ def run_producer(
             if remaining_seconds() < max(MIN_REMAINING_SECONDS, PAGE_TIME_MARGIN * page_seconds):
                 stop_reason = "budget"
                 break
-            room = policy.max_in_flight - in_flight
+            room = budget.limit - in_flight
             if room <= 0:
-                stop_reason = "in_flight_cap"
+                stop_reason = "in_flight_cap" if budget.reason == "quota" else "backpressure"
                 break
             page_started = time.monotonic()
             claimed_at = clock()
@@ -204,6 +215,7 @@ def run_producer(
         stop_reason=stop_reason,
         resent=resent,
         oldest_released_age_seconds=oldest_released,
+        in_flight_budget=budget.limit,
     )
 
 

@@ -55,12 +55,13 @@ WITH upserted AS (
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted
 """
 
-# Return expired leases to pending. SKIP LOCKED: a row a consumer is settling right now is left to
-# it. Uses sweeper_jobs_leased_expiry; a page at a time.
+# Return leases that expired at or before %(expired_before)s to pending (the producer passes a time
+# one visibility timeout after the last publish: sweeper.backpressure). SKIP LOCKED: a row a
+# consumer is settling right now is left to it. Uses sweeper_jobs_leased_expiry; a page at a time.
 RECLAIM_EXPIRED: Final = """
 WITH expired AS (
     SELECT id FROM sweeper_jobs
-    WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at <= %(now)s
+    WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at <= %(expired_before)s
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -199,6 +200,23 @@ RETURNING id
 COUNT_IN_FLIGHT: Final = """
 SELECT count(*) FROM sweeper_jobs
 WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(now)s
+"""
+
+# Leased rows of one policy the consumers may still hold: not reclaimable yet and not sent back
+# to wait (a deferred row's next_attempt_at is ahead, its message hidden until then). The depth
+# the producer's budget is compared with (sweeper.backpressure; sweeper_jobs_leased_expiry).
+COUNT_ON_CONSUMERS: Final = """
+SELECT count(*) FROM sweeper_jobs
+WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(expired_before)s
+  AND next_attempt_at <= %(now)s
+"""
+
+# Jobs of one policy settled (succeeded or failed) in (since, now], with the first and last
+# settlement: the consumers' achieved rate (sweeper_jobs_settled_completed).
+SETTLED_BETWEEN: Final = """
+SELECT count(*), min(completed_at), max(completed_at) FROM sweeper_jobs
+WHERE status IN ('succeeded', 'failed') AND completed_at > %(since)s AND completed_at <= %(now)s
+  AND policy = %(policy)s
 """
 
 # The due time of the oldest eligible pending row (first entry of sweeper_jobs_pending_due).

@@ -21,6 +21,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
+from sweeper.backpressure import Settled
 from sweeper.errors import LedgerError
 from sweeper.ledger import queries
 from sweeper.models import (
@@ -322,13 +323,16 @@ class Ledger:
             },
         )
 
-    def reclaim_expired(self, policy: str, now: datetime, limit: int) -> int:
-        """Return up to `limit` expired leases to pending; how many were reclaimed."""
+    def reclaim_expired(
+        self, policy: str, now: datetime, limit: int, *, expired_before: datetime | None = None
+    ) -> int:
+        """Return up to `limit` leases expired by `expired_before` (default: now) to pending."""
         rows = self._execute(
             queries.RECLAIM_EXPIRED,
             {
                 "policy": policy,
                 "now": now,
+                "expired_before": now if expired_before is None else expired_before,
                 "limit": limit,
                 "from": _moves(JobStatus.PENDING, JobStatus.LEASED),
             },
@@ -403,6 +407,22 @@ class Ledger:
     def count_in_flight(self, policy: str, now: datetime) -> int:
         rows = self._execute(queries.COUNT_IN_FLIGHT, {"policy": policy, "now": now})
         return int(rows[0][0])
+
+    def count_on_consumers(self, policy: str, now: datetime, expired_before: datetime) -> int:
+        """Leased rows not reclaimable by `expired_before` and not deferred past `now`."""
+        rows = self._execute(
+            queries.COUNT_ON_CONSUMERS,
+            {"policy": policy, "now": now, "expired_before": expired_before},
+        )
+        return int(rows[0][0])
+
+    def settled_between(self, policy: str, since: datetime, now: datetime) -> Settled:
+        """How many of the policy's jobs settled in (since, now], and the first and last time."""
+        rows = self._execute(
+            queries.SETTLED_BETWEEN, {"policy": policy, "since": since, "now": now}
+        )
+        count, first, last = rows[0]
+        return Settled(int(count), first, last)
 
     def oldest_eligible_age(self, policy: str, now: datetime) -> float | None:
         """Seconds since the oldest eligible pending row became due; None when none is due."""
