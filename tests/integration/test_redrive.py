@@ -67,8 +67,8 @@ def dlq_depth(pipeline: Pipeline) -> int:
 class Clock:
     """A monotonic clock that only moves when the code under test sleeps."""
 
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
         self.moves: list[float] = []
 
     def sleep(self, seconds: float) -> None:
@@ -209,6 +209,33 @@ def test_moves_are_paced_at_the_requested_rate(pipeline: Pipeline) -> None:
     assert report.moved == 6
     gaps = [b - a for a, b in itertools.pairwise(moved_at)]
     assert all(gap >= 0.25 - 1e-9 for gap in gaps)
+
+
+def test_the_first_move_is_not_delayed_whatever_the_clock_reads(pipeline: Pipeline) -> None:
+    # Given a monotonic clock below zero (its reference point is undefined, so it may be)
+    dead_letters(pipeline, 2)
+    clock = Clock(start=-50.0)
+    moved_at: list[float] = []
+    real = SqsDeadLetterQueue(
+        pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url
+    )
+
+    class Recording(SqsDeadLetterQueue):
+        def move(self, letter: DeadLetter, group_id: str | None) -> None:
+            moved_at.append(clock.monotonic())
+            real.move(letter, group_id)
+
+    # When redriving at 2/s
+    report = redrive(
+        pipeline,
+        RedriveRequest(rate_per_second=2),
+        dlq=Recording(pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url),
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    # Then the first letter moves at once and the second one interval later
+    assert report.moved == 2
+    assert moved_at == [-50.0, -49.5]
 
 
 def test_it_stops_before_the_time_budget_and_leaves_the_rest(pipeline: Pipeline) -> None:
