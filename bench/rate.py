@@ -10,7 +10,9 @@ starve. Scenarios:
 - `concurrency_cap_only`: no rate limiter, only the consumers' concurrency (reserved concurrency
   as the only limit), a 429 returns the record after its Retry-After;
 - `per_worker_limiter`: each consumer spaces its own calls at quota / consumers (Celery's way);
-- `incident`: sweeper again, with the vendor announcing a closure (429 + Retry-After) mid-run.
+- `incident`: sweeper again, with the vendor announcing a closure (429 + Retry-After) mid-run;
+- `adaptive`: sweeper not told the quota (`quota.adaptive`, a cap of twice the vendor's quota):
+  how long until it sends 0.85 of the quota, and the share of its calls answered 429.
 
 Utilization = calls the vendor accepted per second, from its first call to the end of the run,
 divided by its quota. Timings on a shared machine are noisy: compare the scenarios of one run.
@@ -58,6 +60,29 @@ class Scenario:
     period_seconds: float
     headroom: float | None  # None: the policy default (Quota.safe_headroom)
     incident: bool = False
+    adaptive: bool = False  # sweeper is told a cap of ADAPTIVE_CAP_FACTOR x the quota, not it
+
+
+#: The adaptive scenario's cap, in multiples of the vendor's real quota, and its length: it
+#: starts at a tenth of the cap and needs time to find the quota.
+ADAPTIVE_CAP_FACTOR = 2
+ADAPTIVE_MIN_SECONDS = 45.0
+#: "Reached the quota": a 1-second window holding this share of the quota's calls.
+ADAPTIVE_REACHED = 0.85
+
+
+def _time_to_reach(arrivals: tuple[float, ...], per_second: float, share: float) -> float | None:
+    """Seconds from the first call until some 1-second window holds `share` of the rate."""
+    if not arrivals:
+        return None
+    need = share * per_second
+    start = 0
+    for end, at in enumerate(arrivals):
+        while at - arrivals[start] > 1.0:
+            start += 1
+        if end - start + 1 >= need:
+            return at - arrivals[0]
+    return None
 
 
 def _utilization(audit: VendorAudit, limit: int, period: float, ended_at: float) -> float:
@@ -86,6 +111,8 @@ def run_scenario(
 ) -> dict[str, Any]:
     """Run one scenario for `seconds` and return its figures."""
     rate = scenario.limit / scenario.period_seconds
+    if scenario.adaptive:
+        seconds = max(seconds, ADAPTIVE_MIN_SECONDS)
     # Its own process: the times it records are not delayed by this interpreter's work.
     vendor = VendorProcess(
         *("--rate", f"{scenario.limit}/{scenario.period_seconds:g}s", "--scope", "global"),
@@ -96,7 +123,10 @@ def run_scenario(
     policy = Policy(
         name=f"bench-{secrets.token_hex(3)}",
         quota=Quota(
-            limit=scenario.limit, period_seconds=scenario.period_seconds, headroom=scenario.headroom
+            limit=scenario.limit * (ADAPTIVE_CAP_FACTOR if scenario.adaptive else 1),
+            period_seconds=scenario.period_seconds,
+            headroom=scenario.headroom,
+            adaptive=scenario.adaptive,
         ),
         action=HttpActionConfig(
             api_url=vendor.url,
@@ -148,6 +178,18 @@ def run_scenario(
         "max_calls_in_any_window": audit.max_calls_in_window,
         "quota_limit": scenario.limit,
     }
+    if scenario.adaptive:
+        reached = _time_to_reach(audit.arrivals, rate, ADAPTIVE_REACHED)
+        result.update(
+            {
+                "told_cap": f"{scenario.limit * ADAPTIVE_CAP_FACTOR}/{scenario.period_seconds:g}s",
+                "seconds": seconds,
+                "seconds_to_reach_0_85": None if reached is None else round(reached, 1),
+                "share_of_calls_answered_429": round(
+                    audit.throttled_total / max(1, audit.calls_total), 4
+                ),
+            }
+        )
     if incident is not None:
         start, end = incident
         # Vendor times are monotonic, the consumer's log is wall clock: one offset, one machine.
@@ -245,6 +287,7 @@ def run_rate_bench(
         Scenario("concurrency_cap_only", "off", limit, period, 1.0),
         Scenario("per_worker_limiter", "per_worker", limit, period, 1.0),
         Scenario("incident", "shared", limit, period, None, incident=True),
+        Scenario("adaptive", "shared", limit, period, 1.0, adaptive=True),
     ]
     with _stack(database_url) as stack:
         results = [run_scenario(stack, s, consumers=consumers, seconds=seconds) for s in scenarios]
@@ -260,5 +303,7 @@ def run_rate_bench(
             "utilization_1s_window_min": 0.90,
             "calls_beyond_in_flight_during_incident": 0,
             "first_accepted_after_reopen_seconds_max": 1.0,
+            "adaptive_seconds_to_reach_0_85_max": 60,
+            "adaptive_share_of_calls_answered_429_max": 0.01,
         },
     }

@@ -16,11 +16,11 @@ import math
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.database import Database
-from infra.function import SweeperFunction
+from infra.function import import_secret
+from infra.ledger_function import LedgerFunction
 from infra.network import Network
 from infra.packaging import Packaging
 from infra.scheduling import ScheduledInvocation
@@ -33,8 +33,6 @@ DISCOVERY_MEMORY_MB = 512
 DISCOVERY_TIMEOUT_MARGIN_SECONDS = 30
 #: One discovery run per policy at a time.
 DISCOVERY_RESERVED_CONCURRENCY = 1
-#: Secrets Manager appends six random characters to a secret's name in its complete ARN.
-_COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
 
 
 class Discovery(Construct):
@@ -55,23 +53,20 @@ class Discovery(Construct):
         if config is None:
             raise ConfigError(f"policy {policy.name} has no discovery to deploy")
         self.policy = policy
-        self.function = SweeperFunction(
+        self.function = LedgerFunction(
             self,
             "Function",
+            policy=policy,
+            database=database,
+            network=network,
+            aws_apis="Secrets Manager",
             code_name="discover",
             description=f"{policy.name} discovery: finds obligations in the system of record",
             packaging=packaging,
-            network=network,
-            environment={
-                "SWEEPER_POLICY": policy.model_dump_json(),
-                **database.runtime_environment(),
-            },
             timeout_seconds=discovery_timeout_seconds(config.budget_seconds),
             memory_mb=DISCOVERY_MEMORY_MB,
             reserved_concurrency=DISCOVERY_RESERVED_CONCURRENCY,
         )
-        database.grant_runtime_access(self.function)
-        self.function.allow_https_to(network.aws_api_peer, "Secrets Manager")
         if isinstance(config, SqlDiscovery):
             self._grant_sql(config)
         else:
@@ -93,15 +88,7 @@ class Discovery(Construct):
                 f"policy {self.policy.name}: discovery.secret_arn must name the source "
                 "database's read-only secret to deploy an sql discovery"
             )
-        arn = config.secret_arn
-        suffix = arn.rsplit("-", 1)[-1]
-        complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
-        factory = (
-            secretsmanager.Secret.from_secret_complete_arn
-            if complete
-            else secretsmanager.Secret.from_secret_partial_arn
-        )
-        factory(self, "SourceSecret", arn).grant_read(self.function.role)
+        import_secret(self, "SourceSecret", config.secret_arn).grant_read(self.function.role)
         # The system of record's address is not known here (another VPC, peered or shared):
         # its port only, to the VPC's routable space.
         self.function.security_group.add_egress_rule(

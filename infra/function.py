@@ -13,6 +13,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.nag import acknowledge
@@ -22,6 +23,8 @@ from sweeper.errors import ConfigError
 from sweeper.observability import METRICS_NAMESPACE
 
 SERVICE_NAME = "sweeper"
+#: Secrets Manager appends six random characters to a secret's name in its complete ARN.
+_COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
 LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 HTTPS_PORT = 443
 #: Lambda's limit on the whole environment of a function.
@@ -136,3 +139,13 @@ def _check_environment_size(name: str, environment: Mapping[str, str]) -> None:
             f"the {name} function's environment would take about {size} bytes, more than "
             f"Lambda's {LAMBDA_ENVIRONMENT_MAX_BYTES}: shorten the policy (its description)"
         )
+
+
+def import_secret(scope: Construct, construct_id: str, arn: str) -> secretsmanager.ISecret:
+    """A secret named by the policy file, by its complete ARN or a partial one (without the
+    six random characters): the grant must match either form."""
+    suffix = arn.rsplit("-", 1)[-1]
+    complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
+    if complete:
+        return secretsmanager.Secret.from_secret_complete_arn(scope, construct_id, arn)
+    return secretsmanager.Secret.from_secret_partial_arn(scope, construct_id, arn)

@@ -11,22 +11,22 @@ function is the only writer, with a partial batch response (docs/decisions.md, "
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.database import Database
 from infra.function import SweeperFunction
+from infra.ledger_function import LedgerFunction
 from infra.nag import acknowledge
 from infra.network import Network
 from infra.packaging import Packaging
-from infra.queues import WORK_QUEUE_RETENTION_DAYS, dead_letter_queue, encrypted_queue
+from infra.queues import queue_with_dead_letters
 from sweeper.config import Policy
 from sweeper.intake.replay import REPLAY_PARTITION_KEY, REPLAY_TTL_ATTRIBUTE
 
@@ -72,39 +72,25 @@ class Intake(Construct):
         config = policy.intake
         policy_json = policy.model_dump_json()
 
-        stack = Stack.of(self)
-        queue_name = f"{stack.stack_name}-{policy.name}-intake"
-        queue_arn = stack.format_arn(service="sqs", resource=queue_name)
-        self.dead_letter_queue = dead_letter_queue(
+        self.queue, self.dead_letter_queue = queue_with_dead_letters(
             self,
-            "DeadLetterQueue",
-            redrive_allow_policy=sqs.RedriveAllowPolicy(
-                redrive_permission=sqs.RedrivePermission.BY_QUEUE,
-                source_queues=[sqs.Queue.from_queue_arn(self, "IntakeQueueArn", queue_arn)],
-            ),
-        )
-        self.queue = encrypted_queue(
-            self,
-            "Queue",
-            queue_name=queue_name,
-            visibility_timeout=Duration.seconds(config.visibility_timeout_seconds),
-            retention_period=Duration.days(WORK_QUEUE_RETENTION_DAYS),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                max_receive_count=config.max_receive_count, queue=self.dead_letter_queue
-            ),
-            redrive_allow_policy=sqs.RedriveAllowPolicy(
-                redrive_permission=sqs.RedrivePermission.DENY_ALL
-            ),
+            queue_id="Queue",
+            queue_arn_id="IntakeQueueArn",
+            queue_name=f"{Stack.of(self).stack_name}-{policy.name}-intake",
+            visibility_seconds=config.visibility_timeout_seconds,
+            max_receive_count=config.max_receive_count,
         )
 
-        self.function = SweeperFunction(
+        self.function = LedgerFunction(
             self,
             "Function",
+            policy=policy,
+            database=database,
+            network=network,
+            aws_apis="SQS and Secrets Manager",
             code_name="intake",
             description=f"{policy.name} intake: upserts hints from the intake queue",
             packaging=packaging,
-            network=network,
-            environment={"SWEEPER_POLICY": policy_json, **database.runtime_environment()},
             timeout_seconds=config.timeout_seconds,
             memory_mb=INTAKE_MEMORY_MB,
             reserved_concurrency=config.reserved_concurrency,
@@ -117,8 +103,6 @@ class Intake(Construct):
                 max_concurrency=max(2, config.reserved_concurrency),
             )
         )
-        database.grant_runtime_access(self.function)
-        self.function.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
 
         self.rules: list[events.Rule] = []
         for index, pattern in enumerate(config.event_patterns):

@@ -14,15 +14,14 @@ from urllib.parse import urlsplit
 from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda_event_sources as event_sources
-from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.database import Database
-from infra.function import HTTPS_PORT, SweeperFunction
+from infra.function import HTTPS_PORT, import_secret
+from infra.ledger_function import LedgerFunction
 from infra.network import Network
 from infra.packaging import Packaging
-from infra.queues import WORK_QUEUE_RETENTION_DAYS, dead_letter_queue, encrypted_queue
+from infra.queues import queue_with_dead_letters
 from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import Policy
@@ -33,8 +32,6 @@ PRODUCER_MEMORY_MB = 512
 #: The producer stops starting pages at its budget; Lambda's timeout leaves room to finish one.
 PRODUCER_TIMEOUT_MARGIN_SECONDS = 30
 SQS_QUEUE_NAME_MAX_LENGTH = 80
-#: Secrets Manager appends six random characters to a secret's name in its complete ARN.
-_COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
 
 
 class Pipeline(Construct):
@@ -56,57 +53,37 @@ class Pipeline(Construct):
         consumer_config = policy.consumer
         visibility_seconds = consumer_config.visibility_timeout_seconds
         check_policy_event_source(policy, visibility_seconds)
-        policy_json = policy.model_dump_json()
 
-        # The DLQ admits this work queue only. Naming the work queue lets the DLQ's redrive
-        # allow policy name its ARN without a reference cycle between the two queues.
-        stack = Stack.of(self)
-        work_queue_name = f"{stack.stack_name}-{policy.name}-work"
+        work_queue_name = f"{Stack.of(self).stack_name}-{policy.name}-work"
         assert len(work_queue_name) <= SQS_QUEUE_NAME_MAX_LENGTH  # both parts are bounded
-        work_queue_arn = stack.format_arn(service="sqs", resource=work_queue_name)
-        self.dead_letter_queue = dead_letter_queue(
+        self.queue, self.dead_letter_queue = queue_with_dead_letters(
             self,
-            "DeadLetterQueue",
-            redrive_allow_policy=sqs.RedriveAllowPolicy(
-                redrive_permission=sqs.RedrivePermission.BY_QUEUE,
-                source_queues=[sqs.Queue.from_queue_arn(self, "WorkQueueArn", work_queue_arn)],
-            ),
-        )
-        self.queue = encrypted_queue(
-            self,
-            "WorkQueue",
+            queue_id="WorkQueue",
+            queue_arn_id="WorkQueueArn",
             queue_name=work_queue_name,
-            visibility_timeout=Duration.seconds(visibility_seconds),
-            retention_period=Duration.days(WORK_QUEUE_RETENTION_DAYS),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                max_receive_count=consumer_config.max_receive_count,
-                queue=self.dead_letter_queue,
-            ),
-            redrive_allow_policy=sqs.RedriveAllowPolicy(
-                redrive_permission=sqs.RedrivePermission.DENY_ALL
-            ),
+            visibility_seconds=visibility_seconds,
+            max_receive_count=consumer_config.max_receive_count,
         )
 
-        self.producer = SweeperFunction(
+        self.producer = LedgerFunction(
             self,
             "Producer",
+            policy=policy,
+            database=database,
+            network=network,
+            aws_apis="SQS and Secrets Manager",
             code_name="producer",
             description=f"{policy.name} producer: pages due ledger rows into the work queue",
             packaging=packaging,
-            network=network,
             environment={
-                "SWEEPER_POLICY": policy_json,
                 "SWEEPER_QUEUE_URL": self.queue.queue_url,
                 # The producer passes over the rows of scopes whose gate is closed.
                 "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
-                **database.runtime_environment(),
             },
             timeout_seconds=producer_timeout_seconds(policy),
             memory_mb=PRODUCER_MEMORY_MB,
         )
         self.queue.grant_send_messages(self.producer.role)
-        database.grant_runtime_access(self.producer)
-        self.producer.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
         tables.grant_gate_scanner(self.producer.role)
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
         self.producer.allow_https_to(network.dynamodb_peer, "DynamoDB (the throttle gates)")
@@ -120,20 +97,22 @@ class Pipeline(Construct):
             description=f"sweeper {policy.name}: run the producer",
         )
 
-        self.consumer = SweeperFunction(
+        # Its HTTPS rule is its own (_grant_api_access): the vendor's address is not known.
+        self.consumer = LedgerFunction(
             self,
             "Consumer",
+            policy=policy,
+            database=database,
+            network=network,
+            aws_apis=None,
             code_name="consumer",
             description=f"{policy.name} consumer: calls the API once per job, idempotently",
             packaging=packaging,
-            network=network,
             environment={
-                "SWEEPER_POLICY": policy_json,
                 # The consumer changes the visibility of messages it defers (rate limit, gate).
                 "SWEEPER_QUEUE_URL": self.queue.queue_url,
                 "SWEEPER_IDEMPOTENCY_TABLE": tables.idempotency.table_name,
                 "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
-                **database.runtime_environment(),
             },
             timeout_seconds=consumer_config.timeout_seconds,
             memory_mb=CONSUMER_MEMORY_MB,
@@ -149,7 +128,6 @@ class Pipeline(Construct):
             )
         )
         tables.grant_consumer(self.consumer.role)
-        database.grant_runtime_access(self.consumer)
         self._grant_api_access(network)
         self._warn_when_quota_unreachable()
 
@@ -179,15 +157,7 @@ class Pipeline(Construct):
                 ec2.Peer.any_ipv4(), ec2.Port.tcp(port), "vendor API"
             )
         if action.auth_secret_arn:
-            arn = action.auth_secret_arn
-            suffix = arn.rsplit("-", 1)[-1]
-            complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
-            factory = (
-                secretsmanager.Secret.from_secret_complete_arn
-                if complete
-                else secretsmanager.Secret.from_secret_partial_arn
-            )
-            factory(self, "ApiToken", arn).grant_read(self.consumer.role)
+            import_secret(self, "ApiToken", action.auth_secret_arn).grant_read(self.consumer.role)
 
 
 def producer_timeout_seconds(policy: Policy) -> int:

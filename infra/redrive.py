@@ -11,7 +11,7 @@ from __future__ import annotations
 from constructs import Construct
 
 from infra.database import Database
-from infra.function import SweeperFunction
+from infra.ledger_function import LedgerFunction
 from infra.network import Network
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
@@ -41,19 +41,20 @@ class Redrive(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         policy = pipeline.policy
-        self.function = SweeperFunction(
+        self.function = LedgerFunction(
             self,
             "Function",
+            policy=policy,
+            database=database,
+            network=network,
+            aws_apis="SQS and Secrets Manager",
             code_name="redrive",
             description=f"{policy.name} redrive: works off the dead-letter queue",
             packaging=packaging,
-            network=network,
             environment={
-                "SWEEPER_POLICY": policy.model_dump_json(),
                 "SWEEPER_QUEUE_URL": pipeline.queue.queue_url,
                 "SWEEPER_DLQ_URL": pipeline.dead_letter_queue.queue_url,
                 "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
-                **database.runtime_environment(),
             },
             timeout_seconds=REDRIVE_TIMEOUT_SECONDS,
             memory_mb=REDRIVE_MEMORY_MB,
@@ -62,8 +63,6 @@ class Redrive(Construct):
         pipeline.dead_letter_queue.grant_consume_messages(self.function.role)
         pipeline.queue.grant_send_messages(self.function.role)
         tables.grant_gate_reader(self.function.role)
-        database.grant_runtime_access(self.function)
-        self.function.allow_https_to(network.aws_api_peer, "SQS and Secrets Manager")
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
         self.function.allow_https_to(network.dynamodb_peer, "DynamoDB (the throttle gate)")
         self.schedule = ScheduledInvocation(

@@ -12,7 +12,7 @@ import math
 from constructs import Construct
 
 from infra.database import Database
-from infra.function import SweeperFunction
+from infra.ledger_function import LedgerFunction
 from infra.network import Network
 from infra.packaging import Packaging
 from infra.scheduling import ScheduledInvocation
@@ -44,23 +44,20 @@ class Retention(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.policy = policy
-        self.function = SweeperFunction(
+        self.function = LedgerFunction(
             self,
             "Function",
+            policy=policy,
+            database=database,
+            network=network,
+            aws_apis="Secrets Manager",
             code_name="prune",
             description=f"{policy.name} prune: deletes old settled ledger metadata",
             packaging=packaging,
-            network=network,
-            environment={
-                "SWEEPER_POLICY": policy.model_dump_json(),
-                **database.runtime_environment(),
-            },
             timeout_seconds=prune_timeout_seconds(policy),
             memory_mb=PRUNE_MEMORY_MB,
             reserved_concurrency=PRUNE_RESERVED_CONCURRENCY,
         )
-        database.grant_runtime_access(self.function)
-        self.function.allow_https_to(network.aws_api_peer, "Secrets Manager")
         self.schedule = ScheduledInvocation(
             self,
             "Schedule",

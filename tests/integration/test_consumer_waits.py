@@ -32,7 +32,7 @@ from sweeper.consumer import (
     process_batch,
 )
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import Denial, Grant, ScopeState
+from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
 from sweeper.local.lambda_runtime import LocalLambdaContext
 from sweeper.models import (
     ActionCall,
@@ -78,10 +78,16 @@ class ScriptedLimiter:
     closed: list[tuple[str, float, str]] = field(default_factory=list)
 
     def reserve(
-        self, scope: str, interval: float, horizon: float, count: int = 1
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
     ) -> Grant | Denial:
         # One record a batch here: the consumer never asks for a block of slots.
         assert count == 1
+        assert adaptive is None  # a known quota
         self.reserved.append((scope, interval, round(horizon, 6)))
         answer: Grant | Denial = self.answers.pop(0)(self.time.now)
         return answer
@@ -89,6 +95,9 @@ class ScriptedLimiter:
     def close(self, scope: str, until: float, reason: Any) -> float:
         self.closed.append((scope, until, reason))
         return until
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
 
     def state(self, scope: str) -> ScopeState:
         self.state_reads += 1

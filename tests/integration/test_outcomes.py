@@ -8,6 +8,7 @@ was told to come back.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import time
 from datetime import UTC, datetime, timedelta
@@ -145,6 +146,52 @@ def test_a_throttle_closes_the_scope_for_every_consumer_until_retry_after(
         assert job.next_attempt_at.timestamp() >= before + 1
     assert h.metrics.totals[Metric.THROTTLE_EVENTS] == 1
     assert h.metrics.totals[Metric.GATE_DEFERRALS] == 2
+
+
+def test_an_adaptive_scope_is_called_at_its_found_rate_and_a_429_cuts_it(
+    pipeline: Pipeline,
+) -> None:
+    # Given a policy told only a cap (100/s), not its vendor's quota, from 10/s, halved on a 429
+    quota = pipeline.policy.quota.model_copy(
+        update={
+            "limit": 100,
+            "period_seconds": 1.0,
+            "headroom": 1.0,
+            "adaptive": True,
+            "adaptive_floor": 0.1,
+            "adaptive_increase": 0.001,
+            "adaptive_cut": 0.5,
+        }
+    )
+    h = harness(pipeline, quota=quota)
+    records = h.records(4)
+    # When a batch of three is called, the calls are a tenth of a second apart (10/s), not 10 ms
+    assert h.deliver(records[:3]) == set()
+    arrivals = sorted(pipeline.vendor.audit().arrivals)
+    assert min(b - a for a, b in itertools.pairwise(arrivals)) >= 0.1 - 0.035 - 0.025
+    # When, two seconds later, consumers told to raise it by 50/s each second (so it is at the
+    # cap, 100/s) meet a 429, the scope's shared rate is cut, once, by half
+    time.sleep(2.0)
+    faster = harness(pipeline, quota=quota.model_copy(update={"adaptive_increase": 0.5}))
+    pipeline.vendor.fail_next(1, 429, retry_after="1")
+    assert faster.deliver(records[3:]) == {records[3]["messageId"]}
+    item = pipeline.aws.dynamodb().get_item(
+        TableName=pipeline.resources.limiter_table, Key={"pk": {"S": "scope#exports"}}
+    )["Item"]
+    assert int(item["ar_v"]["N"]) == 2  # set at the floor, then cut once
+    assert int(item["ar"]["N"]) == 50_000  # the cap halved, in thousandths of a call per second
+
+
+def test_a_known_quota_keeps_no_adaptive_rate(pipeline: Pipeline) -> None:
+    h = harness(pipeline)
+    records = h.records(1)
+    pipeline.vendor.fail_next(1, 429, retry_after="1")
+    h.deliver(records)
+    item = pipeline.aws.dynamodb().get_item(
+        TableName=pipeline.resources.limiter_table, Key={"pk": {"S": "scope#exports"}}
+    )["Item"]
+    assert "closed_until" in item
+    assert "ar_v" not in item
 
 
 def test_no_consumer_calls_a_closed_scope_and_a_reopened_one_is_called_at_once(

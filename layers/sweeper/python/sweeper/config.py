@@ -33,6 +33,7 @@ from sweeper.event_source import (
     MIN_MAXIMUM_CONCURRENCY,
     recommended_visibility_timeout_seconds,
 )
+from sweeper.limiter import Adaptive
 from sweeper.schedule_expression import parse_schedule
 
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,
@@ -85,6 +86,22 @@ class Quota(_Strict):
         description="spread of send-to-arrival latency at the vendor (p99 - min); sets the "
         "default headroom",
     )
+    adaptive: bool = Field(
+        default=False,
+        description="the vendor's quota is not known: find it (AIMD); limit/period is the cap",
+    )
+    adaptive_floor: float = Field(
+        default=0.1, gt=0, le=1, description="adaptive: starting and lowest rate, share of the cap"
+    )
+    adaptive_increase: float = Field(
+        default=0.02,
+        gt=0,
+        le=1,
+        description="adaptive: rate added per second without a 429, share of the cap",
+    )
+    adaptive_cut: float = Field(
+        default=0.7, gt=0, lt=1, description="adaptive: the rate is multiplied by this on a 429"
+    )
 
     @classmethod
     def parse(cls, text: str, headroom: float | None = None) -> Quota:
@@ -128,6 +145,24 @@ class Quota(_Strict):
     def interval_seconds(self) -> float:
         """The spacing of calls in one scope (the GCRA emission interval)."""
         return 1.0 / self.rate_per_second
+
+    @property
+    def adaptive_spec(self) -> Adaptive | None:
+        """The rate controller when the quota is to be found, else None (a known quota).
+
+        The cap is the rate above (limit, headroom applied); several 429s of one overshoot
+        arrive within about a window, so one cut per two windows.
+        """
+        if not self.adaptive:
+            return None
+        cap = self.rate_per_second
+        return Adaptive(
+            floor=cap * self.adaptive_floor,
+            cap=cap,
+            increase=cap * self.adaptive_increase,
+            cut=self.adaptive_cut,
+            cooldown=2 * self.period_seconds,
+        )
 
 
 class ScopeConfig(_Strict):

@@ -51,7 +51,7 @@ from pydantic import ValidationError
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.errors import MalformedMessageError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import Denial, Grant, Limiter, close_delay, retry_delay
+from sweeper.limiter import Adaptive, Denial, Grant, Limiter, close_delay, retry_delay
 from sweeper.models import (
     SETTLED_STATUSES,
     ActionCall,
@@ -157,8 +157,10 @@ class BatchSlots:
         calls_by_scope: Mapping[str, int],
         now: Callable[[], float],
         metrics: MetricSink,
+        adaptive: Adaptive | None = None,
     ) -> None:
         self._limiter = limiter
+        self._adaptive = adaptive
         self._parallel = parallel_calls
         self._pending = Counter(calls_by_scope)  # records of each scope yet to take a slot
         self._now = now
@@ -180,7 +182,7 @@ class BatchSlots:
                 self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
             count = max(1, min(self._pending[scope], self._parallel - self._calling))
             requested = self._now()
-            decision = self._limiter.reserve(scope, interval, horizon, count)
+            decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
             if isinstance(decision, Grant) and decision.count > 1:
                 first, *rest = decision.slots
                 self._banked[scope] = deque(rest)
@@ -242,7 +244,14 @@ def process_batch(
         if target is not None and target.status not in SETTLED_STATUSES
     )
     parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
-    slots = BatchSlots(deps.limiter, parallel, calls_by_scope, deps.now, deps.metrics)
+    slots = BatchSlots(
+        deps.limiter,
+        parallel,
+        calls_by_scope,
+        deps.now,
+        deps.metrics,
+        deps.policy.quota.adaptive_spec,
+    )
     # Two deliveries of one job in a batch run one after the other (the second then finds the
     # first's stored result), never side by side, where the second would only find it in flight.
     same_job = {key: threading.Lock() for key, n in Counter(keys).items() if n > 1}
@@ -469,7 +478,7 @@ class _Delivery:
         deps = self.deps
         outcome = OutcomeClass(exc.outcome)
         deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + outcome.value, "Count", 1)
-        log = {**self.ids, "outcome": outcome.value, "code": exc.code}
+        log: dict[str, object] = {**self.ids, "outcome": outcome.value, "code": exc.code}
         throttle = deps.policy.throttle
         if outcome in (OutcomeClass.THROTTLED, OutcomeClass.AUTH):
             now = deps.now()
@@ -484,6 +493,10 @@ class _Delivery:
                     rng=deps.rng,
                 )
                 deps.metrics.add_metric(Metric.THROTTLE_EVENTS, "Count", 1)
+                adaptive = deps.policy.quota.adaptive_spec
+                if adaptive is not None:  # the quota is being found: this 429 says "slower"
+                    rate = deps.limiter.cut(self.job.scope, adaptive)
+                    log["rate_per_second"] = round(rate, 3)
             else:
                 delay = throttle.auth_cooloff_seconds
                 deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)

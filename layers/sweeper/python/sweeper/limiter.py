@@ -17,8 +17,19 @@ strongly consistent) before calling. One write may reserve `count` consecutive s
 count * interval`): each slot keeps its own exact time, so the spacing, and the bound above, are
 those of single reservations; a batch calling several records at once takes them in one write.
 One item takes about 1,000 writes/s, so one scope carries about 1,000 x (slots per write)
-calls/s (README, "The rate cap"). Hand-written because no maintained Python library
-implements a shared GCRA over DynamoDB conditional writes.
+calls/s (README, "The rate cap").
+
+A reservation reaches DynamoDB some milliseconds after it was asked, and its answer comes back as
+late again. A slot granted at the time the request was made would have passed by the time the
+consumer learns of it: under a slow write (a latency spike on AWS, a loaded emulator here) every
+idle-bucket slot would arrive later than the consumer's late-slot tolerance and be let go unused.
+So each limiter reserves as of `now + lead`, where the lead is the slowest of its recent write
+round trips (at most MAX_LEAD_SECONDS): a slot is at least that far ahead when it is granted, and
+the consumer waits for it. Spacing is unchanged (every slot is still `interval` after the last),
+so the bound above holds; an idle scope's first call is only delayed by the lead.
+
+Hand-written because no maintained Python library implements a shared GCRA over DynamoDB
+conditional writes.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -42,6 +54,15 @@ US = 1_000_000
 ITEM_TTL_SECONDS = 86_400
 #: A reservation that loses this many races in a row gives up with a short denial.
 MAX_RACES = 8
+#: The lead of a limiter that has not measured a write yet (its first round trip also opens
+#: the connection), and the most any lead may be: slower writes than this are an incident, not
+#: something to plan every slot around.
+FIRST_LEAD_SECONDS = 0.05
+MAX_LEAD_SECONDS = 0.25
+#: How many recent write round trips the lead is taken from (their slowest).
+LEAD_SAMPLES = 8
+#: The adaptive rate is stored in thousandths of a call per second.
+MILLI = 1000
 
 Reason = Literal["rate", "throttled", "auth"]
 
@@ -82,14 +103,57 @@ class ScopeState:
         return self.closed_until is not None and self.closed_until > now
 
 
+@dataclass(frozen=True, slots=True)
+class Adaptive:
+    """The rate controller of a scope whose quota is not known (`quota.adaptive`).
+
+    Additive increase, multiplicative decrease, in calls per second: the rate starts at `floor`,
+    rises by `increase` every second while no 429 arrives, and a 429 cuts it to `cut` times what
+    it was (at least `floor`), at most once per `cooldown` seconds (one overshoot brings several
+    429s; they are one signal). It never exceeds `cap`. The rate lives in the scope's limiter
+    item, so every consumer follows the same value.
+    """
+
+    floor: float
+    cap: float
+    increase: float
+    cut: float
+    cooldown: float
+
+    def rate_at(self, rate: float, since: float, now: float) -> float:
+        """The rate at `now`, set to `rate` at `since` and raised since then."""
+        return max(self.floor, min(self.cap, rate + self.increase * max(0.0, now - since)))
+
+    def after_cut(self, rate: float) -> float:
+        """The rate after a 429 arrived while it was `rate`."""
+        return max(self.floor, min(self.cap, rate * self.cut))
+
+
+@dataclass(frozen=True, slots=True)
+class _RateGuard:
+    """A reservation at the adaptive rate: its spacing (µs) and the rate's known version."""
+
+    step: int
+    version: int
+    floor: float
+    now: int
+
+
 class Limiter(Protocol):
     """What a consumer asks before calling the vendor (three implementations: see below)."""
 
     def reserve(
-        self, scope: str, interval: float, horizon: float, count: int = 1
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
     ) -> Grant | Denial: ...
 
     def close(self, scope: str, until: float, reason: Reason) -> float: ...
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float: ...
 
     def state(self, scope: str) -> ScopeState: ...
 
@@ -120,74 +184,105 @@ class DynamoLimiter:
         self.writes = 0  # conditional writes made, for the benchmark's cost figure
         self.reads = 0
         self._last_tat: dict[str, int] = {}  # per scope: which path to try first (a hint only)
+        self._round_trips: deque[float] = deque(maxlen=LEAD_SAMPLES)
+        # per scope, the adaptive rate last seen: (calls/s, set at µs, version)
+        self._rates: dict[str, tuple[float, int, int]] = {}
+
+    @property
+    def lead(self) -> float:
+        """How far ahead of now a reservation is made: the slowest recent write round trip."""
+        if not self._round_trips:
+            return FIRST_LEAD_SECONDS
+        return min(MAX_LEAD_SECONDS, max(self._round_trips))
 
     def _key(self, scope: str) -> dict[str, Any]:
         return {"pk": {"S": f"scope#{scope}"}}
 
     def reserve(
-        self, scope: str, interval: float, horizon: float, count: int = 1
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
     ) -> Grant | Denial:
         """Reserve the next `count` slots of `scope` (fewer if not all fall within `horizon`).
 
         Two conditional writes exist: the busy path (the bucket is ahead of now: take the next
-        slots, `tat += n * interval`) and the idle path (behind now: the first slot is now).
+        slots, `tat += n * interval`) and the idle path (behind now: the first slot is now, where
+        "now" is the real time plus the lead, as with every comparison here).
         Which one to try first is guessed from the last `tat` this process saw, so that one
         write is usual in either regime; a wrong guess costs one failed write, which returns the
         item and so corrects the guess. The guess only picks the order: it never decides a slot.
         Every slot granted lies within `horizon`: when fewer than `count` do, fewer are taken,
         and the first slot alone decides a denial.
+
+        With `adaptive`, `interval` is ignored: the spacing is that of the rate held in the item,
+        and the write is conditional on the rate's version this process knows, so that no slot
+        is taken at a rate another consumer has cut (a stale version costs one failed write,
+        which returns the item, and a reservation at the current rate).
         """
-        step = max(1, round(interval * US))
-        reach = int(horizon * US)
-        want = max(1, min(count, reach // step + 1))
+        horizon_us = int(horizon * US)
+        fits = max(1, count)
         for _ in range(MAX_RACES):
-            now = int(self._clock() * US)
+            # "now" is the earliest slot this reservation can still use: the time its answer
+            # is back (see the module's docstring). The horizon stays counted from the real now.
+            real = int(self._clock() * US)
+            now = real + min(int(self.lead * US), horizon_us)
+            reach = real + horizon_us
+            guard = self._guard(scope, adaptive, real) if adaptive else None
+            step = guard.step if guard else max(1, round(interval * US))
+            want = max(1, min(fits, horizon_us // step + 1))
             busy_first = self._last_tat.get(scope, 0) > now
             for busy in (busy_first, not busy_first):
                 outcome = (
-                    self._busy(scope, step, now, horizon, want)
+                    self._busy(scope, step, now, reach, want, guard)
                     if busy
-                    else self._idle(scope, step, now, want)
+                    else self._idle(scope, step, now, want, guard)
                 )
                 if isinstance(outcome, (Grant, Denial)):
                     return outcome
                 # A failed condition returned the item: remember its tat, maybe refuse.
                 tat = int(outcome["tat"]["N"]) if "tat" in outcome else 0
                 self._last_tat[scope] = tat
-                denial = self._denial(outcome, now, horizon)
+                denial = self._denial(outcome, now, reach, horizon_us)
                 if denial is not None:
                     return denial
+                if guard and self._learn_rate(scope, outcome) != guard.version:
+                    break  # another consumer changed the rate: reserve again at the new one
                 if tat > now:  # busy, first slot within reach: take what fits before it ends
-                    want = max(1, min(want, (now + reach - tat) // step + 1))
+                    fits = want = max(1, min(want, (reach - tat) // step + 1))
                     if busy:
                         break  # the busy path again, with fewer slots (not the idle path)
         return Denial(self._clock() + interval, "rate")  # lost every race: try again shortly
 
     def _busy(
-        self, scope: str, step: int, now: int, horizon: float, want: int
+        self, scope: str, step: int, now: int, reach: int, want: int, guard: _RateGuard | None
     ) -> Grant | dict[str, Any]:
-        result = self._update(
-            scope,
+        update, condition, values = self._guarded(
             "SET tat = tat + :i, expires_at = :ttl",
             "tat > :now AND tat <= :h AND "
             "(attribute_not_exists(closed_until) OR closed_until <= :now)",
             {
                 ":i": _n(want * step),
                 ":now": _n(now),
-                # the last of the slots taken lies within the horizon
-                ":h": _n(now + horizon * US - (want - 1) * step),
+                # the last of the slots taken lies within the horizon (`reach`: epoch µs)
+                ":h": _n(reach - (want - 1) * step),
                 ":ttl": _n(now // US + ITEM_TTL_SECONDS),
             },
-            returns="UPDATED_NEW",
+            guard,
         )
+        result = self._update(scope, update, condition, values, returns="UPDATED_NEW")
         if isinstance(result, int):
             self._last_tat[scope] = result
+            self._settle_guard(scope, guard)
             return _grant(result - want * step, want, step)
         return result or {}
 
-    def _idle(self, scope: str, step: int, now: int, want: int) -> Grant | dict[str, Any]:
-        result = self._update(
-            scope,
+    def _idle(
+        self, scope: str, step: int, now: int, want: int, guard: _RateGuard | None
+    ) -> Grant | dict[str, Any]:
+        update, condition, values = self._guarded(
             "SET tat = :t, expires_at = :ttl",
             "(attribute_not_exists(tat) OR tat <= :now) AND "
             "(attribute_not_exists(closed_until) OR closed_until <= :now)",
@@ -196,14 +291,101 @@ class DynamoLimiter:
                 ":now": _n(now),
                 ":ttl": _n(now // US + ITEM_TTL_SECONDS),
             },
-            returns="NONE",
+            guard,
         )
+        result = self._update(scope, update, condition, values, returns="NONE")
         if isinstance(result, int):
             self._last_tat[scope] = now + want * step
+            self._settle_guard(scope, guard)
             return _grant(now, want, step)
         return result or {}
 
-    def _denial(self, item: dict[str, Any] | None, now: int, horizon: float) -> Denial | None:
+    # -- the adaptive rate (quota.adaptive) -------------------------------------------------------
+
+    def _guard(self, scope: str, adaptive: Adaptive, now: int) -> _RateGuard:
+        """The spacing at the scope's shared rate as this process knows it, and its version."""
+        known = self._rates.get(scope)
+        if known is None:  # not seen yet: the first reservation ever sets the floor
+            return _RateGuard(max(1, round(US / adaptive.floor)), 0, adaptive.floor, now)
+        rate, since, version = known
+        current = adaptive.rate_at(rate, since / US, now / US)
+        return _RateGuard(max(1, round(US / current)), version, adaptive.floor, now)
+
+    @staticmethod
+    def _guarded(
+        update: str, condition: str, values: dict[str, Any], guard: _RateGuard | None
+    ) -> tuple[str, str, dict[str, Any]]:
+        if guard is None:
+            return update, condition, values
+        if guard.version == 0:  # the first to use the scope adaptively sets its starting rate
+            return (
+                update + ", ar = :ar, ar_at = :ar_at, ar_v = :ar_v",
+                condition + " AND attribute_not_exists(ar_v)",
+                {
+                    **values,
+                    ":ar": _n(guard.floor * MILLI),
+                    ":ar_at": _n(guard.now),
+                    ":ar_v": _n(1),
+                },
+            )
+        return update, condition + " AND ar_v = :ar_v", {**values, ":ar_v": _n(guard.version)}
+
+    def _settle_guard(self, scope: str, guard: _RateGuard | None) -> None:
+        if guard is not None and guard.version == 0:
+            self._rates[scope] = (guard.floor, guard.now, 1)
+
+    def _learn_rate(self, scope: str, item: dict[str, Any]) -> int:
+        """Remember the rate an item holds; returns its version (0: none yet)."""
+        if "ar_v" not in item:
+            self._rates.pop(scope, None)
+            return 0
+        version = int(item["ar_v"]["N"])
+        self._rates[scope] = (int(item["ar"]["N"]) / MILLI, int(item["ar_at"]["N"]), version)
+        return version
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        """A 429 arrived: cut the scope's shared rate (once per cooldown); returns the rate now.
+
+        Conditional on the version this process knows and on no cut within the cooldown: of
+        several consumers throttled by one overshoot, one cuts; the others learn the new rate.
+        """
+        for _ in range(MAX_RACES):
+            now = int(self._clock() * US)
+            known = self._rates.get(scope)
+            rate, since, version = known if known else (adaptive.floor, now, 0)
+            new = adaptive.after_cut(adaptive.rate_at(rate, since / US, now / US))
+            failed = self._update(
+                scope,
+                "SET ar = :ar, ar_at = :now, ar_v = :next, ar_cut_at = :now, expires_at = :ttl",
+                ("attribute_not_exists(ar_v)" if version == 0 else "ar_v = :v")
+                + " AND (attribute_not_exists(ar_cut_at) OR ar_cut_at <= :recent)",
+                {
+                    ":ar": _n(new * MILLI),
+                    ":now": _n(now),
+                    ":next": _n(version + 1),
+                    ":recent": _n(now - adaptive.cooldown * US),
+                    ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+                    **({":v": _n(version)} if version else {}),
+                },
+                returns="NONE",
+            )
+            if isinstance(failed, dict):  # the condition failed: the item as it is
+                self._learn_rate(scope, failed)
+                cut_at = int(failed["ar_cut_at"]["N"]) if "ar_cut_at" in failed else 0
+                if cut_at > now - adaptive.cooldown * US:
+                    # cut by another consumer for this same overshoot: follow it
+                    learned = self._rates.get(scope)
+                    return learned[0] if learned else adaptive.floor
+                continue  # a stale version: cut the current rate instead
+            self._rates[scope] = (int(new * MILLI) / MILLI, now, version + 1)
+            return new
+        return self._rates.get(scope, (adaptive.floor, 0, 0))[0]
+
+    def _denial(
+        self, item: dict[str, Any] | None, now: int, reach: int, horizon: int
+    ) -> Denial | None:
+        """A refusal, if the returned item closes the gate or holds no slot before `reach`
+        (epoch µs); `horizon` (µs) says when its slots come within reach."""
         if item is None:
             return None
         closed = int(item["closed_until"]["N"]) if "closed_until" in item else 0
@@ -211,14 +393,15 @@ class DynamoLimiter:
             reason = item.get("reason", {}).get("S", "throttled")
             return Denial(closed / US, "auth" if reason == "auth" else "throttled")
         tat = int(item["tat"]["N"]) if "tat" in item else 0
-        if tat > now + horizon * US:
-            return Denial((tat - horizon * US) / US, "rate")
+        if tat > reach:
+            return Denial((tat - horizon) / US, "rate")
         return None
 
     def _update(
         self, scope: str, update: str, condition: str, values: dict[str, Any], returns: str
     ) -> int | dict[str, Any] | None:
         """Run a conditional update; the new tat (or 0) on success, the old item on failure."""
+        started = time.monotonic()
         try:
             self.writes += 1
             response = self._client.update_item(
@@ -232,9 +415,11 @@ class DynamoLimiter:
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                self._round_trips.append(time.monotonic() - started)
                 item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
                 return item
             raise LimiterError(f"limiter update failed for scope {scope!r}") from exc
+        self._round_trips.append(time.monotonic() - started)
         attributes = response.get("Attributes", {})
         return int(attributes["tat"]["N"]) if "tat" in attributes else 0
 
@@ -321,7 +506,12 @@ class PerWorkerLimiter:
         self._next: dict[str, float] = {}
 
     def reserve(
-        self, scope: str, interval: float, horizon: float, count: int = 1
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
     ) -> Grant | Denial:
         now = self._clock()
         slot = max(self._next.get(scope, now), now)
@@ -332,6 +522,9 @@ class PerWorkerLimiter:
 
     def close(self, scope: str, until: float, reason: Reason) -> float:
         return until  # no shared gate: each worker learns of a closure by being throttled
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        return adaptive.floor  # no shared rate
 
     def state(self, scope: str) -> ScopeState:
         return ScopeState(scope, self._next.get(scope), None, None, None)
@@ -344,12 +537,20 @@ class NoLimiter:
         self._clock = clock
 
     def reserve(
-        self, scope: str, interval: float, horizon: float, count: int = 1
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
     ) -> Grant | Denial:
         return Grant(self._clock(), max(1, count))  # every slot is now
 
     def close(self, scope: str, until: float, reason: Reason) -> float:
         return until
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        return adaptive.cap  # no rate at all
 
     def state(self, scope: str) -> ScopeState:
         return ScopeState(scope, None, None, None, None)

@@ -99,6 +99,12 @@ def dynamodb_client() -> DynamoDBClient:
 
 
 @lru_cache(maxsize=1)
+def s3_client() -> Any:
+    """For discovery's s3 source (its ListsObjects protocol: ListObjectsV2 only)."""
+    return boto3.client("s3")
+
+
+@lru_cache(maxsize=1)
 def limiter() -> DynamoLimiter:
     """The shared limiter and gate."""
     return DynamoLimiter(dynamodb_client(), settings().require("limiter_table"))
@@ -263,6 +269,7 @@ def reset() -> None:
         sqs_client,
         publisher,
         dynamodb_client,
+        s3_client,
         limiter,
         consumer_limiter,
         visibility,

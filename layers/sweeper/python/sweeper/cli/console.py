@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -169,13 +170,7 @@ def pause(
     messages are kept. Undo with `resume`; release the skipped runs with `catch-up`."""
     from sweeper.operator import pause_policy
 
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        switch = _switch(console, policy, consumer_function)
-        result = pause_policy(
-            policy.name, console.ledger, switch, actor=actor, reason=reason, now=current_time()
-        )
-    emit(result.as_dict(), as_json)
+    _turn(pause_policy, policy_name, reason, actor, consumer_function, as_json, target)
 
 
 @main.command()
@@ -197,10 +192,23 @@ def resume(
     """Resume a paused policy: consumers first, then the producer."""
     from sweeper.operator import resume_policy
 
+    _turn(resume_policy, policy_name, reason, actor, consumer_function, as_json, target)
+
+
+def _turn(
+    operation: Callable[..., Any],
+    policy_name: str | None,
+    reason: str | None,
+    actor: str,
+    consumer_function: str | None,
+    as_json: bool,
+    target: dict[str, Any],
+) -> None:
+    """Pause or resume (`operation`) one policy through its consumer switch, and report."""
     with open_console(**target) as console:
         policy = console.policy(policy_name)
         switch = _switch(console, policy, consumer_function)
-        result = resume_policy(
+        result = operation(
             policy.name, console.ledger, switch, actor=actor, reason=reason, now=current_time()
         )
     emit(result.as_dict(), as_json)

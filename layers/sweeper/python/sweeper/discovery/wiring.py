@@ -9,7 +9,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.utilities import parameters
 
 from sweeper import runtime
@@ -30,7 +29,7 @@ def source_for(settings: Settings) -> Source:
     if config is None:
         raise ConfigError(f"policy {settings.policy.name!r} has no [policies.discovery]")
     if isinstance(config, S3Discovery):
-        return S3Source(config, boto3.client("s3"))
+        return S3Source(config, runtime.s3_client())
     return SqlSource(config, _source_conninfo(settings, config))
 
 
