@@ -340,16 +340,24 @@ def test_the_on_demand_handler_runs_the_sample_request(pipeline: Pipeline) -> No
 
 
 def test_a_dead_letter_that_disagrees_with_its_ledger_row_stays_and_fails_the_run(
-    pipeline: Pipeline,
+    pipeline: Pipeline, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Given a forged dead letter: a real job's key, but another object to delete
+    # Given two forged dead letters: a real job's key, but another object, or another scope
     forged = json.loads(body(0)) | {"object_id": "victim-object"}
-    dead_letters(pipeline, 1, extra=[json.dumps(forged)])
+    other_scope = json.loads(body(0)) | {"scope": "elsewhere"}
+    dead_letters(pipeline, 1, extra=[json.dumps(forged), json.dumps(other_scope)])
     # When redriving
-    report = redrive(pipeline)
-    # Then the genuine letter moves, the forged one stays and is counted as an error
-    assert (report.moved, report.errors, report.left) == (1, 1, 1)
+    with caplog.at_level(logging.ERROR, logger="sweeper.redrive"):
+        report = redrive(pipeline)
+    # Then the genuine letter moves, each forged one stays and is counted as an error
+    assert (report.moved, report.errors, report.left) == (1, 2, 2)
     assert work_queue_bodies(pipeline) == [body(0)]
+    # and each is logged with its ids and the names of the fields that differ, not their values
+    logged = [r for r in caplog.records if r.name == "sweeper.redrive"]
+    assert sorted(getattr(r, "fields", None) for r in logged) == [["object_id"], ["scope"]]
+    assert {getattr(r, "operation_key", None) for r in logged} == {key(0)}
+    assert all(getattr(r, "message_id", None) for r in logged)
+    assert "victim-object" not in caplog.text
 
 
 def test_a_redrive_reports_its_policy_and_time_and_is_recorded_only_when_it_changed_things(
