@@ -354,7 +354,7 @@ def test_a_dead_letter_that_disagrees_with_its_ledger_row_stays_and_fails_the_ru
     assert work_queue_bodies(pipeline) == [body(0)]
     # and each is logged with its ids and the names of the fields that differ, not their values
     logged = [r for r in caplog.records if r.name == "sweeper.redrive"]
-    assert sorted(getattr(r, "fields", None) for r in logged) == [["object_id"], ["scope"]]
+    assert sorted(getattr(r, "fields", []) for r in logged) == [["object_id"], ["scope"]]
     assert {getattr(r, "operation_key", None) for r in logged} == {key(0)}
     assert all(getattr(r, "message_id", None) for r in logged)
     assert "victim-object" not in caplog.text
