@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import math
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -17,7 +19,13 @@ from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue, queue_depth
 from sweeper.errors import QueueError, RedriveIncompleteError
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobMessage, JobStatus, OutcomeClass
-from sweeper.redrive import RedriveReport, RedriveRequest, run_redrive
+from sweeper.redrive import (
+    MIN_REMAINING_SECONDS,
+    VISIBILITY_MARGIN_SECONDS,
+    RedriveReport,
+    RedriveRequest,
+    run_redrive,
+)
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration
@@ -67,8 +75,8 @@ def dlq_depth(pipeline: Pipeline) -> int:
 class Clock:
     """A monotonic clock that only moves when the code under test sleeps."""
 
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
         self.moves: list[float] = []
 
     def sleep(self, seconds: float) -> None:
@@ -76,6 +84,37 @@ class Clock:
 
     def monotonic(self) -> float:
         return self.now
+
+
+class Recording(SqsDeadLetterQueue):
+    """The real DLQ, noting what the run asked of it."""
+
+    def __init__(self, pipeline: Pipeline, clock: Clock | None = None) -> None:
+        super().__init__(
+            pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url
+        )
+        self.clock = clock
+        self.visibilities: list[int] = []
+        self.moves: list[tuple[str, str | None]] = []  # (body, group id)
+        self.moved_at: list[float] = []  # on the clock
+        self.released: list[str] = []  # message ids
+        self.move_seconds = 0.0  # how long the first move takes on the clock
+
+    def receive(self, max_messages: int, visibility_seconds: int) -> list[DeadLetter]:
+        self.visibilities.append(visibility_seconds)
+        return super().receive(max_messages, visibility_seconds)
+
+    def move(self, letter: DeadLetter, group_id: str | None) -> None:
+        self.moves.append((letter.body, group_id))
+        super().move(letter, group_id)
+        if self.clock is not None:
+            self.moved_at.append(self.clock.now)
+            if len(self.moves) == 1:
+                self.clock.now += self.move_seconds
+
+    def release(self, letters: Sequence[DeadLetter]) -> None:
+        self.released.extend(letter.message_id for letter in letters)
+        super().release(letters)
 
 
 def redrive(pipeline: Pipeline, request: RedriveRequest | None = None, **kw: Any) -> RedriveReport:
@@ -211,6 +250,33 @@ def test_moves_are_paced_at_the_requested_rate(pipeline: Pipeline) -> None:
     assert all(gap >= 0.25 - 1e-9 for gap in gaps)
 
 
+def test_the_first_move_is_not_delayed_whatever_the_clock_reads(pipeline: Pipeline) -> None:
+    # Given a monotonic clock below zero (its reference point is undefined, so it may be)
+    dead_letters(pipeline, 2)
+    clock = Clock(start=-50.0)
+    moved_at: list[float] = []
+    real = SqsDeadLetterQueue(
+        pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url
+    )
+
+    class Recording(SqsDeadLetterQueue):
+        def move(self, letter: DeadLetter, group_id: str | None) -> None:
+            moved_at.append(clock.monotonic())
+            real.move(letter, group_id)
+
+    # When redriving at 2/s
+    report = redrive(
+        pipeline,
+        RedriveRequest(rate_per_second=2),
+        dlq=Recording(pipeline.aws.sqs(), pipeline.resources.dlq_url, pipeline.resources.queue_url),
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    # Then the first letter moves at once and the second one interval later
+    assert report.moved == 2
+    assert moved_at == [-50.0, -49.5]
+
+
 def test_it_stops_before_the_time_budget_and_leaves_the_rest(pipeline: Pipeline) -> None:
     # Given a budget that has room for three paced moves at 1/s
     dead_letters(pipeline, 6)
@@ -274,16 +340,24 @@ def test_the_on_demand_handler_runs_the_sample_request(pipeline: Pipeline) -> No
 
 
 def test_a_dead_letter_that_disagrees_with_its_ledger_row_stays_and_fails_the_run(
-    pipeline: Pipeline,
+    pipeline: Pipeline, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Given a forged dead letter: a real job's key, but another object to delete
+    # Given two forged dead letters: a real job's key, but another object, or another scope
     forged = json.loads(body(0)) | {"object_id": "victim-object"}
-    dead_letters(pipeline, 1, extra=[json.dumps(forged)])
+    other_scope = json.loads(body(0)) | {"scope": "elsewhere"}
+    dead_letters(pipeline, 1, extra=[json.dumps(forged), json.dumps(other_scope)])
     # When redriving
-    report = redrive(pipeline)
-    # Then the genuine letter moves, the forged one stays and is counted as an error
-    assert (report.moved, report.errors, report.left) == (1, 1, 1)
+    with caplog.at_level(logging.ERROR, logger="sweeper.redrive"):
+        report = redrive(pipeline)
+    # Then the genuine letter moves, each forged one stays and is counted as an error
+    assert (report.moved, report.errors, report.left) == (1, 2, 2)
     assert work_queue_bodies(pipeline) == [body(0)]
+    # and each is logged with its ids and the names of the fields that differ, not their values
+    logged = [r for r in caplog.records if r.name == "sweeper.redrive"]
+    assert sorted(getattr(r, "fields", []) for r in logged) == [["object_id"], ["scope"]]
+    assert {getattr(r, "operation_key", None) for r in logged} == {key(0)}
+    assert all(getattr(r, "message_id", None) for r in logged)
+    assert "victim-object" not in caplog.text
 
 
 def test_a_redrive_reports_its_policy_and_time_and_is_recorded_only_when_it_changed_things(
@@ -334,3 +408,141 @@ def test_a_redrive_reports_its_policy_and_time_and_is_recorded_only_when_it_chan
     dropped = redrive(pipeline)
     assert (dropped.moved, dropped.dropped_settled) == (0, 1)
     assert [d["dropped_settled"] for _, _, d in actions()] == [1, 1]
+
+
+def test_letters_that_cannot_be_handled_stay_counted_one_by_one_and_the_rest_move(
+    pipeline: Pipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given, received first, two unreadable letters and one naming a job the ledger never had,
+    # then four good ones, one of whose jobs has since succeeded
+    orphan = JobMessage.model_validate_json(body(7)).model_copy(update={"key": "exports:x:y:v1"})
+    dead_letters(pipeline, 0, extra=["{not json", "[]", orphan.to_body()])
+    dead_letters(pipeline, 4)
+    pipeline.ledger.mark_succeeded(key(3), OutcomeClass.ACCEPTED, datetime.now(UTC))
+    dlq = Recording(pipeline)
+    # When redriving
+    with caplog.at_level(logging.INFO, logger="sweeper.redrive"):
+        report = redrive(pipeline, dlq=dlq)
+    # Then each bad letter is one error and stays; the good ones move or are dropped; the
+    # readable ones were examined; only the letters that stay are released
+    assert (report.errors, report.moved, report.dropped_settled) == (3, 3, 1)
+    assert (report.examined, report.left) == (5, 3)
+    assert sorted(work_queue_bodies(pipeline)) == sorted(body(i) for i in range(3))
+    assert len(dlq.released) == 3
+    # and each diagnostic names the message (and the key, once read), never the body
+    records = [r for r in caplog.records if r.name == "sweeper.redrive"]
+    errors = [r for r in records if r.levelno == logging.ERROR]
+    assert len(errors) == 3
+    assert all(getattr(r, "message_id", None) for r in records)
+    assert [getattr(r, "operation_key", None) for r in errors].count("exports:x:y:v1") == 1
+    done = [r for r in records if r.levelno == logging.INFO]
+    assert sorted(getattr(r, "operation_key", "") for r in done) == sorted(map(key, range(4)))
+    assert [getattr(r, "terminal", None) for r in done].count(False) == 3
+    assert "not json" not in caplog.text
+
+
+def test_a_dry_run_counts_the_terminal_jobs_it_would_retry(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 3)
+    now = datetime.now(UTC)
+    for i in (0, 1):
+        pipeline.ledger.mark_failed(
+            key(i), OutcomeClass.PERMANENT, "http_400", now, count_attempt=True
+        )
+    before = pipeline.ledger.counts("exports")
+    report = redrive(pipeline, RedriveRequest(dry_run=True, include_terminal=True))
+    assert (report.moved, report.retried_terminal, report.left) == (3, 2, 3)
+    assert pipeline.ledger.counts("exports") == before
+
+
+def test_only_the_terminal_jobs_whose_letters_move_are_retried(pipeline: Pipeline) -> None:
+    # Given two terminal jobs, only one of which has a letter in the DLQ
+    dead_letters(pipeline, 1)
+    pipeline.seed(2)
+    now = datetime.now(UTC)
+    for i in (0, 1):
+        pipeline.ledger.mark_failed(
+            key(i), OutcomeClass.PERMANENT, "http_400", now, count_attempt=True
+        )
+    # When redriving terminal jobs too
+    report = redrive(pipeline, RedriveRequest(include_terminal=True))
+    # Then only that job is back to pending, and the retry is recorded as redrive's
+    assert (report.moved, report.retried_terminal) == (1, 1)
+    statuses = [job.status for job in map(pipeline.ledger.get, (key(0), key(1))) if job]
+    assert statuses == [JobStatus.PENDING, JobStatus.FAILED]
+    with psycopg.connect(pipeline.env["SWEEPER_DATABASE_URL"]) as conn:
+        retries = conn.execute(
+            "SELECT actor, reason FROM sweeper_operator_actions WHERE action = 'retry'"
+        ).fetchall()
+    assert retries == [("redrive", "redrive")]
+
+
+def test_a_scope_filter_moves_the_letters_of_that_scope_only(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 3)
+    other = redrive(pipeline, RedriveRequest(scope="imports"))
+    assert (other.moved, other.not_matching, other.left) == (0, 3, 3)
+    same = redrive(pipeline, RedriveRequest(scope="exports"))
+    assert (same.moved, same.not_matching, same.left) == (3, 0, 0)
+
+
+def test_a_letter_of_another_policy_is_left_alone(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 2)
+    report = redrive(pipeline, RedriveRequest(policy="imports"))
+    assert (report.policy, report.moved, report.not_matching, report.left) == ("imports", 0, 2, 2)
+
+
+def test_with_exactly_the_minimum_time_left_the_run_still_moves(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 2)
+    report = redrive(pipeline, remaining_seconds=lambda: MIN_REMAINING_SECONDS)
+    assert (report.moved, report.stop_reason, report.left) == (2, "drained", 0)
+
+
+def test_letters_stay_hidden_longer_than_the_run_may_last(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 2)
+    dlq = Recording(pipeline)
+    redrive(pipeline, RedriveRequest(dry_run=True), dlq=dlq, remaining_seconds=lambda: 100.2)
+    assert dlq.visibilities
+    assert set(dlq.visibilities) == {math.ceil(100.2) + VISIBILITY_MARGIN_SECONDS}
+
+
+def test_a_run_that_reaches_max_messages_receives_no_more(pipeline: Pipeline) -> None:
+    # Given as many letters as the cap, all received at once
+    dead_letters(pipeline, 2)
+    dlq = Recording(pipeline)
+    report = redrive(pipeline, RedriveRequest(max_messages=2), dlq=dlq)
+    # Then the run ends on the cap without asking the DLQ again
+    assert (report.moved, report.stop_reason) == (2, "max_messages")
+    assert len(dlq.visibilities) == 1
+
+
+def test_each_moved_letter_keeps_its_tenant_as_message_group(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 3)
+    dlq = Recording(pipeline)
+    redrive(pipeline, dlq=dlq)
+    assert sorted(dlq.moves) == sorted((body(i), f"tenant-{i % 3}") for i in range(3))
+
+
+def test_a_slow_move_does_not_let_the_next_ones_burst(pipeline: Pipeline) -> None:
+    # Given a first move that takes a second while the pace is 4 a second
+    dead_letters(pipeline, 4)
+    clock = Clock()
+    dlq = Recording(pipeline, clock)
+    dlq.move_seconds = 1.0
+    redrive(
+        pipeline,
+        RedriveRequest(rate_per_second=4),
+        dlq=dlq,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    # Then the pace holds after it: no two moves closer than a quarter second
+    assert dlq.moved_at[:2] == [1000.0, 1001.0]
+    assert all(b - a >= 0.25 - 1e-9 for a, b in itertools.pairwise(dlq.moved_at))
+    assert len(dlq.moved_at) == 4
+
+
+def test_with_less_than_the_minimum_time_left_nothing_is_received(pipeline: Pipeline) -> None:
+    dead_letters(pipeline, 2)
+    dlq = Recording(pipeline)
+    report = redrive(pipeline, dlq=dlq, remaining_seconds=lambda: MIN_REMAINING_SECONDS - 0.1)
+    assert (report.stop_reason, report.examined, report.left) == ("budget", 0, 2)
+    assert dlq.visibilities == []
