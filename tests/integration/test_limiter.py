@@ -71,17 +71,19 @@ def test_concurrent_consumers_never_get_slots_closer_than_the_interval(
 def test_a_slot_beyond_the_horizon_is_refused_with_when_to_come_back(
     local_aws: LocalAws, table: str
 ) -> None:
-    # Slots 5 s apart and a 10 s horizon: the fourth request is refused unless the first three
-    # took 5 s (wide enough for a loaded machine; the arithmetic is the same at any scale).
+    # Slots 5 s apart and a horizon of 10 s plus the most a lead may be: the fourth request is
+    # refused unless the first three took 5 s (wide enough for a loaded machine; the arithmetic
+    # is the same at any scale).
+    horizon = 10.0 + MAX_LEAD_SECONDS
     limiter = DynamoLimiter(local_aws.dynamodb(), table)
-    grants = [limiter.reserve("s", 5.0, horizon=10.0) for _ in range(3)]
-    assert all(isinstance(g, Grant) for g in grants)  # now, +5 s, +10 s
-    refused = limiter.reserve("s", 5.0, horizon=10.0)
+    grants = [limiter.reserve("s", 5.0, horizon=horizon) for _ in range(3)]
+    assert all(isinstance(g, Grant) for g in grants)  # now (+ the lead), +5 s, +10 s
+    refused = limiter.reserve("s", 5.0, horizon=horizon)
     assert isinstance(refused, Denial)
     assert refused.reason == "rate"
     last = grants[-1]
     assert isinstance(last, Grant)
-    assert refused.retry_at == pytest.approx(last.slot_at + 5.0 - 10.0, abs=1e-3)
+    assert refused.retry_at == pytest.approx(last.slot_at + 5.0 - horizon, abs=1e-3)
 
 
 def test_a_closed_gate_refuses_every_consumer_until_it_reopens(
@@ -135,10 +137,11 @@ def test_a_reservation_costs_one_write_in_either_regime(local_aws: LocalAws, tab
     # When a scope is idle (its slots behind now), each reservation is one write as well, at now
     # plus the lead (the slowest recent round trip: the answer is back by then)
     for _ in range(3):
+        lead = a.lead  # what this reservation plans with
         before = time.time()
         idle = a.reserve("idle", 0.000_001, horizon=1)
         assert isinstance(idle, Grant)
-        assert before <= idle.slot_at <= time.time() + a.lead
+        assert before + lead <= idle.slot_at <= time.time() + lead
     assert a.writes == 9
     # and a limiter that has not seen a busy scope pays one wrong guess, once, not a slot
     b = DynamoLimiter(local_aws.dynamodb(), table)
@@ -218,11 +221,12 @@ def test_the_state_reads_back_what_reservations_and_closures_wrote(
     # A scope never used has no slot and no closure, read with one strongly consistent read
     assert limiter.state("fresh") == ScopeState("fresh", None, None, None, None)
     assert limiter.reads == 1
-    # After an idle reservation the slot is now, and the next one an interval later
+    # After an idle reservation the slot is now (plus the lead), the next one an interval later
+    lead = limiter.lead
     before = time.time()
     grant = limiter.reserve("s", 0.5, horizon=1)
     assert isinstance(grant, Grant)
-    assert before - 0.01 <= grant.slot_at <= time.time() + 0.01
+    assert before + lead <= grant.slot_at <= time.time() + lead
     # After a closure of five seconds every field reads back, with one write and one read each
     until = time.time() + 5
     assert limiter.close("s", until, "auth") == until
