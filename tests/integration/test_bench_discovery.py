@@ -38,3 +38,22 @@ def test_a_budget_too_short_for_one_page_is_refused() -> None:
     result = CliRunner().invoke(main, ["bench", "discovery", "--budget", "0.5"])
     assert result.exit_code == 2
     assert "--budget" in result.output
+
+
+def test_the_s3_pass_is_measured_again_with_its_listing_from_memory(pg_server: PgServer) -> None:
+    # Given 300 objects in the emulated bucket, listed in pages of 100
+    result = run_discovery_bench(
+        rows=1,
+        objects=300,
+        page_size=100,
+        budget_run_seconds=2.0,
+        database_url=pg_server.admin_url,
+        parts=("s3",),
+    )
+    s3 = result["s3"]
+    # Then the live passes inserted, then found unchanged, every object
+    assert (s3["first_pass"]["inserted"], s3["second_pass"]["unchanged"]) == (300, 300)
+    # and the first pass again, on an emptied ledger, inserted every object with no call to the
+    # emulator: what it measures is sweeper's part alone
+    again = s3["first_pass_listing_from_memory"]
+    assert (again["inserted"], again["listing_calls_to_the_emulator"]) == (300, 0)
