@@ -340,8 +340,8 @@ def start_background(
     api_url: str | None = None,
 ) -> LocalFile:
     """Spawn `serve` detached and wait until it has written the local file."""
-    existing = read_local_file(state_file)
-    if existing is not None and _alive(existing.pid):
+    existing = live_local_file(state_file)
+    if existing is not None:
         raise OperatorError(f"a local stack already runs (pid {existing.pid}); see {state_file}")
     with contextlib.suppress(FileNotFoundError):
         state_file.unlink()
@@ -406,6 +406,12 @@ def stop_background(state_file: Path, timeout_seconds: float = STOP_TIMEOUT_SECO
     with contextlib.suppress(FileNotFoundError):
         state_file.unlink()
     return found.pid
+
+
+def live_local_file(path: Path) -> LocalFile | None:
+    """The local file at `path` when the stack that wrote it still runs, else None."""
+    existing = read_local_file(path)
+    return existing if existing is not None and _alive(existing.pid) else None
 
 
 def _alive(pid: int) -> bool:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
-from sweeper.endpoints import LocalFile, PolicyEndpoints, read_local_file
+from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.local.aws import LOCAL_REGION
+from sweeper.local.background import live_local_file
 from sweeper.local.doors import feed_doors
 from sweeper.local.intake import LocalIntake
 from sweeper.local.pipeline import LocalPipeline
@@ -209,8 +210,7 @@ def _write_local_file(
     when the file belongs to another running stack (left alone)."""
     if path is None:
         return None
-    existing = read_local_file(path)
-    if existing is not None and _alive(existing.pid):
+    if live_local_file(path) is not None:
         return None
     assert stack.database_url is not None
     folder = running.enter_context(tempfile.TemporaryDirectory(prefix="sweeper-demo-"))
@@ -246,16 +246,6 @@ def _write_local_file(
 def _remove(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def policy_toml(policy: Policy) -> str:
