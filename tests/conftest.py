@@ -4,7 +4,8 @@ PostgreSQL: `DATABASE_URL` when set, else a disposable local cluster. Each test 
 ledger gets a database of its own, copied from a migrated template (fast, and nothing leaks).
 `SWEEPER_TEST_TEMPLATE_DB` names a template already migrated on that server, and
 `SWEEPER_TEST_AWS_ENDPOINT` a moto server already running: tests/mutate_services.py sets them so
-that mutation testing starts these services once, not once per mutant.
+that mutation testing starts these services once, not once per mutant. `SWEEPER_TEST_LITE_AWS=1`
+serves SQS and DynamoDB from the rate benchmark's stand-in instead of moto.
 """
 
 from __future__ import annotations
@@ -133,7 +134,9 @@ def local_aws() -> Iterator[LocalAws]:
         assert port is not None, "SWEEPER_TEST_AWS_ENDPOINT needs a port"
         yield LocalAws(port=port)  # already running; not started or stopped here
         return
-    with LocalAws() as aws:
+    # SWEEPER_TEST_LITE_AWS=1 runs the same tests with SQS and DynamoDB on the benchmark's
+    # stand-in (sweeper.local.lite_aws): how it is shown to keep AWS's semantics.
+    with LocalAws(lite=os.environ.get("SWEEPER_TEST_LITE_AWS") == "1") as aws:
         yield aws
 
 

@@ -56,9 +56,12 @@ def take_blocks(limiter: DynamoLimiter, start: Any, seed: int) -> tuple[list[flo
     return slots, grants, limiter.writes
 
 
-def process_consumer(port: int, table: str, start: Any, seed: int) -> tuple[list[float], int, int]:
+def process_consumer(
+    ports: tuple[int, int], table: str, start: Any, seed: int
+) -> tuple[list[float], int, int]:
     """One consumer in a process of its own, with its own client."""
-    return take_blocks(DynamoLimiter(LocalAws(port=port).dynamodb(), table), start, seed)
+    aws = LocalAws(port=ports[0], lite_port=ports[1])  # lite_port 0: DynamoDB is moto's
+    return take_blocks(DynamoLimiter(aws.dynamodb(), table), start, seed)
 
 
 def most_in_any_window(slots: list[float], window: float) -> int:
@@ -89,7 +92,10 @@ def test_blocks_of_slots_under_contention_never_exceed_the_rate(
 
     with manager, ProcessPoolExecutor(max_workers=2, mp_context=spawn) as pool:
         futures = [
-            pool.submit(process_consumer, local_aws.port, table, start, 100 + i) for i in range(2)
+            pool.submit(
+                process_consumer, (local_aws.port, local_aws.lite_port), table, start, 100 + i
+            )
+            for i in range(2)
         ]
         threads = [threading.Thread(target=thread_consumer, args=(i,)) for i in range(4)]
         for t in threads:

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -20,6 +21,7 @@ from botocore.config import Config as BotoConfig
 
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
+from sweeper.local.lite_aws import REQUESTS_PATH
 from sweeper.local.postgres import START_TIMEOUT_SECONDS, free_port
 from sweeper.local.service import Service
 
@@ -49,59 +51,68 @@ class LocalAws(Service):
 
     Its own process, not a thread of ours: moto's request handling is CPU-bound Python, and
     sharing our interpreter would make every AWS call wait for the caller's own work.
+
+    With `lite=True` SQS and DynamoDB go to `sweeper.local.lite_aws` instead (a process of
+    its own too), for the rate benchmark: moto's receive slows with the queue's depth and its
+    DynamoDB carries a couple of hundred writes/s. Every other service stays on moto.
     """
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, lite: bool = False, lite_port: int = 0) -> None:
         self.port = port
+        self.lite = lite or bool(lite_port)
+        self.lite_port = lite_port
         self._proc: subprocess.Popen[bytes] | None = None
+        self._lite_proc: subprocess.Popen[bytes] | None = None
 
     @property
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def lite_endpoint_url(self) -> str | None:
+        """Where SQS and DynamoDB are served when they are not on moto."""
+        return f"http://127.0.0.1:{self.lite_port}" if self.lite else None
+
     def start(self) -> Self:
         self.port = self.port or free_port()
-        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [
-                sys.executable,
-                "-m",
-                "sweeper.local.moto_server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise LocalStackError(f"moto server exited at start ({self._proc.returncode})")
+        self._proc = _serve("sweeper.local.moto_server", self.port, "moto server")
+        if self.lite:
+            self.lite_port = self.lite_port or free_port()
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise LocalStackError(f"moto server did not listen within {START_TIMEOUT_SECONDS}s")
+                self._lite_proc = _serve("sweeper.local.lite_aws", self.lite_port, "lite AWS")
+            except BaseException:
+                self.stop()
+                raise
+        return self
 
     def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+        for proc in (self._lite_proc, self._proc):
+            if proc is not None:
+                _end(proc)
+        self._proc = self._lite_proc = None
 
     def env(self) -> dict[str, str]:
-        return local_credentials_env(self.endpoint_url)
+        env = local_credentials_env(self.endpoint_url)
+        if self.lite_endpoint_url is not None:
+            # botocore's service-specific endpoints: only these two services leave moto.
+            env["AWS_ENDPOINT_URL_SQS"] = self.lite_endpoint_url
+            env["AWS_ENDPOINT_URL_DYNAMODB"] = self.lite_endpoint_url
+        return env
 
-    def _client_kwargs(self) -> dict[str, object]:
+    def requests(self) -> dict[str, int]:
+        """SQS and DynamoDB requests served so far, by `service:Operation` (lite only)."""
+        if self.lite_endpoint_url is None:
+            raise LocalStackError("request counts come from the lite AWS endpoint only")
+        with urllib.request.urlopen(  # noqa: S310 - loopback URL built here
+            self.lite_endpoint_url + REQUESTS_PATH, timeout=10
+        ) as answer:
+            counts: dict[str, int] = json.load(answer)["requests"]
+        return counts
+
+    def _client_kwargs(self, service: str = "") -> dict[str, object]:
+        lite = service in ("sqs", "dynamodb") and self.lite_endpoint_url is not None
         return {
-            "endpoint_url": self.endpoint_url,
+            "endpoint_url": self.lite_endpoint_url if lite else self.endpoint_url,
             "region_name": LOCAL_REGION,
             "aws_access_key_id": "testing",
             "aws_secret_access_key": "testing",
@@ -109,10 +120,10 @@ class LocalAws(Service):
         }
 
     def sqs(self) -> SQSClient:
-        return boto3.client("sqs", **self._client_kwargs())  # type: ignore[call-overload,no-any-return]
+        return boto3.client("sqs", **self._client_kwargs("sqs"))  # type: ignore[call-overload,no-any-return]
 
     def dynamodb(self) -> DynamoDBClient:
-        return boto3.client("dynamodb", **self._client_kwargs())  # type: ignore[call-overload,no-any-return]
+        return boto3.client("dynamodb", **self._client_kwargs("dynamodb"))  # type: ignore[call-overload,no-any-return]
 
     def s3(self) -> Any:
         """An S3 client (untyped: the S3 stubs are not a dependency; discovery's seam is typed)."""
@@ -120,6 +131,35 @@ class LocalAws(Service):
 
     def secretsmanager(self) -> Any:
         return boto3.client("secretsmanager", **self._client_kwargs())  # type: ignore[call-overload]
+
+
+def _serve(module: str, port: int, what: str) -> subprocess.Popen[bytes]:
+    """Start `python -m module -H 127.0.0.1 -p port` and wait until it listens."""
+    proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+        [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LocalStackError(f"{what} exited at start ({proc.returncode})")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    _end(proc)
+    raise LocalStackError(f"{what} did not listen within {START_TIMEOUT_SECONDS}s")
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @dataclass(frozen=True, slots=True)

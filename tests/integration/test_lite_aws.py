@@ -1,0 +1,441 @@
+"""The benchmark's SQS and DynamoDB stand-in (sweeper.local.lite_aws) keeps AWS's semantics.
+
+Each test runs against moto and against the stand-in: the same calls, the same answers. The
+whole consumer, producer, redrive and event-source suites also pass on it
+(`SWEEPER_TEST_LITE_AWS=1 pytest tests/integration/test_event_source.py ...`, see README).
+Where moto is kinder than AWS, the test names AWS's documented behaviour and runs on the
+stand-in only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from sweeper.local.aws import LocalAws
+from sweeper.local.lite_aws import serve
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+
+@pytest.fixture(scope="module")
+def lite_url() -> Iterator[str]:
+    with serve() as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _client(service: str, url: str) -> Any:
+    return boto3.client(  # type: ignore[call-overload]
+        service,
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+@pytest.fixture(params=["moto", "lite"])
+def backend(request: pytest.FixtureRequest, local_aws: LocalAws, lite_url: str) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def sqs(backend: str, local_aws: LocalAws, lite_url: str) -> SQSClient:
+    return local_aws.sqs() if backend == "moto" else _client("sqs", lite_url)
+
+
+@pytest.fixture
+def dynamodb(backend: str, local_aws: LocalAws, lite_url: str) -> DynamoDBClient:
+    if backend == "moto":
+        return local_aws.dynamodb()
+    return _client("dynamodb", lite_url)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def lite_sqs(lite_url: str) -> SQSClient:
+    return _client("sqs", lite_url)  # type: ignore[no-any-return]
+
+
+def _queue(sqs: SQSClient, name: str, **attributes: str) -> str:
+    return sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
+
+
+def _arn(sqs: SQSClient, url: str) -> str:
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+
+
+def _receive(sqs: SQSClient, url: str, **kwargs: Any) -> list[Any]:
+    return sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"], **kwargs
+    ).get("Messages", [])
+
+
+def _code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+# --- SQS -----------------------------------------------------------------------------------
+
+
+def test_a_received_message_is_hidden_for_its_visibility_timeout_then_comes_back(
+    sqs: SQSClient, unique_name: str
+) -> None:
+    url = _queue(sqs, unique_name, VisibilityTimeout="1")
+    sqs.send_message(QueueUrl=url, MessageBody="job-1")
+
+    first = _receive(sqs, url)
+    assert [m["Body"] for m in first] == ["job-1"]
+    assert first[0]["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert _receive(sqs, url) == []  # in flight: nobody else gets it
+
+    deadline = time.monotonic() + 10
+    again: list[Any] = []
+    while not again and time.monotonic() < deadline:
+        again = _receive(sqs, url, WaitTimeSeconds=1)
+    assert [m["MessageId"] for m in again] == [first[0]["MessageId"]]
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert again[0]["ReceiptHandle"] != first[0]["ReceiptHandle"]
+
+
+def test_a_deleted_message_never_returns_and_a_batch_reports_each_entry(
+    sqs: SQSClient, unique_name: str
+) -> None:
+    url = _queue(sqs, unique_name, VisibilityTimeout="0")
+    sent = sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"job-{i}"} for i in range(3)]
+    )
+    assert sorted(e["Id"] for e in sent["Successful"]) == ["0", "1", "2"]
+    messages = _receive(sqs, url, VisibilityTimeout=30)
+    assert sorted(m["Body"] for m in messages) == ["job-0", "job-1", "job-2"]
+
+    deleted = sqs.delete_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+        ],
+    )
+    assert len(deleted["Successful"]) == 3
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0"
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_a_message_received_max_receive_count_times_moves_to_the_dlq(
+    sqs: SQSClient, unique_name: str
+) -> None:
+    dlq = _queue(sqs, f"{unique_name}-dlq")
+    url = _queue(
+        sqs,
+        unique_name,
+        VisibilityTimeout="0",
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": _arn(sqs, dlq), "maxReceiveCount": 2}),
+    )
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    sent_id = None
+    for _ in range(2):
+        got = _receive(sqs, url)
+        assert [m["Body"] for m in got] == ["poison"]
+        sent_id = got[0]["MessageId"]
+
+    assert _receive(sqs, url) == []  # the third receive moves it instead of delivering it
+    moved = _receive(sqs, dlq)
+    assert [(m["MessageId"], m["Body"]) for m in moved] == [(sent_id, "poison")]
+
+
+def test_a_visibility_change_to_zero_returns_the_message_at_once(
+    sqs: SQSClient, unique_name: str
+) -> None:
+    url = _queue(sqs, unique_name, VisibilityTimeout="600")
+    sqs.send_message(QueueUrl=url, MessageBody="job")
+    (message,) = _receive(sqs, url)
+    assert _receive(sqs, url) == []
+
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )
+    assert [m["Body"] for m in _receive(sqs, url)] == ["job"]
+
+
+def test_a_long_poll_returns_when_a_message_arrives(sqs: SQSClient, unique_name: str) -> None:
+    url = _queue(sqs, unique_name)
+    got: list[Any] = []
+    poller = threading.Thread(target=lambda: got.extend(_receive(sqs, url, WaitTimeSeconds=10)))
+    poller.start()
+    time.sleep(0.3)  # let the poll begin; it must not need its whole wait
+    started = time.monotonic()
+    sqs.send_message(QueueUrl=url, MessageBody="late")
+    poller.join(timeout=15)
+    assert [m["Body"] for m in got] == ["late"]
+    assert time.monotonic() - started < 5
+
+
+def test_batches_keep_sqs_limits(sqs: SQSClient, unique_name: str) -> None:
+    url = _queue(sqs, unique_name)
+    with pytest.raises(ClientError) as too_many:
+        sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(11)]
+        )
+    assert _code(too_many) in (
+        "TooManyEntriesInBatchRequest",
+        "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+    )
+    with pytest.raises(ClientError) as repeated:
+        sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x"}, {"Id": "a", "MessageBody": "y"}]
+        )
+    assert "BatchEntryIdsNotDistinct" in _code(repeated)
+    with pytest.raises(ClientError) as missing:
+        sqs.get_queue_attributes(QueueUrl=url + "-nope", AttributeNames=["All"])
+    assert "NonExistentQueue" in _code(missing) or "QueueDoesNotExist" in _code(missing)
+
+
+def test_a_stale_receipt_handle_deletes_nothing_as_sqs_documents(
+    lite_sqs: SQSClient, unique_name: str
+) -> None:
+    # DeleteMessage: "You must provide the most recently received receipt handle ... otherwise,
+    # the request succeeds, but the message will not be deleted." (moto deletes it.)
+    url = _queue(lite_sqs, unique_name, VisibilityTimeout="0")
+    lite_sqs.send_message(QueueUrl=url, MessageBody="job")
+    (old,) = _receive(lite_sqs, url)
+    (new,) = _receive(lite_sqs, url, VisibilityTimeout=600)
+
+    lite_sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])
+    attributes = lite_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+    assert attributes["Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "1"
+
+    lite_sqs.delete_message(QueueUrl=url, ReceiptHandle=new["ReceiptHandle"])
+    attributes = lite_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+    assert attributes["Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_a_receive_waits_for_nothing_deleted_or_hidden(
+    lite_sqs: SQSClient, unique_name: str
+) -> None:
+    # The stand-in keeps a heap of visibility times: deleted and re-hidden messages leave stale
+    # entries behind, which a receive must skip, never deliver.
+    url = _queue(lite_sqs, unique_name, VisibilityTimeout="600")
+    lite_sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"job-{i}"} for i in range(10)]
+    )
+    first = _receive(lite_sqs, url, VisibilityTimeout=0)
+    for message in first[:5]:
+        lite_sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    again = _receive(lite_sqs, url)
+    assert sorted(m["Body"] for m in again) == sorted(m["Body"] for m in first[5:])
+    assert _receive(lite_sqs, url) == []
+
+
+# --- DynamoDB ------------------------------------------------------------------------------
+
+
+def _table(dynamodb: DynamoDBClient, name: str) -> str:
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
+def test_a_failed_condition_returns_the_item_when_asked(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    table = _table(dynamodb, unique_name)
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "k"}, "v": {"N": "1"}})
+    with pytest.raises(ClientError) as failed:
+        dynamodb.put_item(
+            TableName=table,
+            Item={"pk": {"S": "k"}, "v": {"N": "2"}},
+            ConditionExpression="attribute_not_exists(pk)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    assert _code(failed) == "ConditionalCheckFailedException"
+    assert failed.value.response.get("Item") == {"pk": {"S": "k"}, "v": {"N": "1"}}
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": "k"}}, ConsistentRead=True)
+    assert item["Item"]["v"] == {"N": "1"}
+
+
+def test_an_update_sets_adds_and_removes_as_dynamodb_does(
+    dynamodb: DynamoDBClient, backend: str, unique_name: str
+) -> None:
+    table = _table(dynamodb, unique_name)
+    key = {"pk": {"S": "scope#a"}}
+    first = dynamodb.update_item(
+        TableName=table,
+        Key=key,
+        UpdateExpression="SET tat = if_not_exists(tat, :zero) + :step, note = :n ADD closures :one",
+        ConditionExpression="attribute_not_exists(closed_until) OR closed_until < :now",
+        ExpressionAttributeValues={
+            ":zero": {"N": "0"},
+            ":step": {"N": "1.5"},
+            ":n": {"S": "x"},
+            ":one": {"N": "1"},
+            ":now": {"N": "100"},
+        },
+        ReturnValues="UPDATED_NEW",
+    )
+    updated = dict(first["Attributes"])
+    if backend == "moto":
+        updated.pop("pk")  # moto returns the key too; DynamoDB returns only what was updated
+    assert updated == {"tat": {"N": "1.5"}, "note": {"S": "x"}, "closures": {"N": "1"}}
+    second = dynamodb.update_item(
+        TableName=table,
+        Key=key,
+        UpdateExpression="SET #t = #t - :step REMOVE note",
+        ConditionExpression="#t BETWEEN :low AND :high AND closures IN (:one, :two)",
+        ExpressionAttributeNames={"#t": "tat"},
+        ExpressionAttributeValues={
+            ":step": {"N": "0.25"},
+            ":low": {"N": "1"},
+            ":high": {"N": "2"},
+            ":one": {"N": "1"},
+            ":two": {"N": "2"},
+        },
+        ReturnValues="ALL_NEW",
+    )
+    assert second["Attributes"] == {
+        "pk": {"S": "scope#a"},
+        "tat": {"N": "1.25"},
+        "closures": {"N": "1"},
+    }
+    with pytest.raises(ClientError) as refused:
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET tat = :v",
+            ConditionExpression="NOT (tat < :v)",
+            ExpressionAttributeValues={":v": {"N": "5"}},
+        )
+    assert _code(refused) == "ConditionalCheckFailedException"
+
+
+def test_a_key_attribute_cannot_be_updated(dynamodb: DynamoDBClient, unique_name: str) -> None:
+    table = _table(dynamodb, unique_name)
+    with pytest.raises(ClientError) as refused:
+        dynamodb.update_item(
+            TableName=table,
+            Key={"pk": {"S": "k"}},
+            UpdateExpression="SET pk = :v",
+            ExpressionAttributeValues={":v": {"S": "other"}},
+        )
+    assert _code(refused) == "ValidationException"
+
+
+def test_a_scan_filters_and_projects(dynamodb: DynamoDBClient, unique_name: str) -> None:
+    table = _table(dynamodb, unique_name)
+    for name, closed in (("a", 10), ("b", 500), ("c", 900)):
+        dynamodb.put_item(
+            TableName=table, Item={"pk": {"S": f"scope#{name}"}, "closed_until": {"N": str(closed)}}
+        )
+    page = dynamodb.scan(
+        TableName=table,
+        FilterExpression="closed_until > :now",
+        ProjectionExpression="pk",
+        ExpressionAttributeValues={":now": {"N": "100"}},
+    )
+    assert sorted(i["pk"]["S"] for i in page["Items"]) == ["scope#b", "scope#c"]
+    assert all(set(i) == {"pk"} for i in page["Items"])
+
+
+def test_conditional_writes_from_many_threads_never_lose_an_update(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    # Each request is atomic: a compare-and-set on a version never lets two writers both win.
+    table = _table(dynamodb, unique_name)
+    key = {"pk": {"S": "counter"}}
+    dynamodb.put_item(TableName=table, Item={**key, "v": {"N": "0"}})
+    wins: list[int] = []
+
+    def writer() -> None:
+        for _ in range(15):
+            while True:
+                seen = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+                version = int(seen["v"]["N"])
+                try:
+                    dynamodb.update_item(
+                        TableName=table,
+                        Key=key,
+                        UpdateExpression="SET v = :next",
+                        ConditionExpression="v = :seen",
+                        ExpressionAttributeValues={
+                            ":next": {"N": str(version + 1)},
+                            ":seen": {"N": str(version)},
+                        },
+                    )
+                except ClientError:
+                    continue
+                wins.append(version)
+                break
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    final = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]["v"]["N"]
+    assert int(final) == 60
+    assert sorted(wins) == list(range(60))  # every version won exactly once
+
+
+def test_an_unused_expression_value_is_refused_as_dynamodb_does(
+    lite_url: str, unique_name: str
+) -> None:
+    # DynamoDB: "Value provided in ExpressionAttributeValues unused in expressions".
+    dynamodb = _client("dynamodb", lite_url)
+    table = _table(dynamodb, unique_name)
+    with pytest.raises(ClientError) as refused:
+        dynamodb.update_item(
+            TableName=table,
+            Key={"pk": {"S": "k"}},
+            UpdateExpression="SET v = :v",
+            ExpressionAttributeValues={":v": {"N": "1"}, ":unused": {"N": "2"}},
+        )
+    assert _code(refused) == "ValidationException"
+    assert "unused" in str(refused.value)
+
+
+def test_what_the_stand_in_does_not_serve_is_refused_not_answered_wrongly(
+    lite_url: str, unique_name: str
+) -> None:
+    dynamodb = _client("dynamodb", lite_url)
+    table = _table(dynamodb, unique_name)
+    with pytest.raises(ClientError) as nested:
+        dynamodb.update_item(
+            TableName=table,
+            Key={"pk": {"S": "k"}},
+            UpdateExpression="SET a.b = :v",
+            ExpressionAttributeValues={":v": {"N": "1"}},
+        )
+    assert "nested attribute paths" in str(nested.value)
+    sqs = _client("sqs", lite_url)
+    url = _queue(sqs, unique_name)
+    with pytest.raises(ClientError) as attributes:
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody="x",
+            MessageAttributes={"a": {"DataType": "String", "StringValue": "b"}},
+        )
+    assert "message attributes" in str(attributes.value)
+
+
+def test_every_request_is_counted_by_service_and_operation(unique_name: str) -> None:
+    with LocalAws(lite=True) as aws:
+        aws.sqs().create_queue(QueueName=unique_name)
+        aws.dynamodb().list_tables()
+        aws.dynamodb().list_tables()
+        counts = aws.requests()
+    assert counts == {"sqs:CreateQueue": 1, "dynamodb:ListTables": 2}
