@@ -77,9 +77,15 @@ def test_the_in_flight_cap_drains_within_half_a_lease() -> None:
 
 def test_a_bad_policy_file_names_the_field(tmp_path: Path) -> None:
     path = tmp_path / "sweeper.toml"
-    path.write_text('[[policies]]\nname = "exports"\n[policies.consumer]\nbatch_size = 50\n')
+    path.write_text('[[policies]]\nname = "exports"\n[policies.consumer]\nbatch_size = 20000\n')
     with pytest.raises(ConfigError, match=r"policies\.0\.consumer\.batch_size"):
         load_config(path)
+
+
+def test_a_batch_above_ten_needs_a_batching_window_as_lambda_does() -> None:
+    with pytest.raises(ValidationError, match="batch_window_seconds of at least 1"):
+        ConsumerConfig(batch_size=11)
+    assert ConsumerConfig(batch_size=50, batch_window_seconds=1, parallel_calls=10).batch_size == 50
 
 
 def test_a_missing_policy_file_is_a_clear_error(tmp_path: Path) -> None:

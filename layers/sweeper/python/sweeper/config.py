@@ -30,6 +30,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sweeper.errors import ConfigError
 from sweeper.event_source import (
     LAMBDA_MAX_TIMEOUT_SECONDS,
+    MAX_BATCH_SIZE,
+    MAX_BATCH_SIZE_WITHOUT_WINDOW,
     MIN_MAXIMUM_CONCURRENCY,
     recommended_visibility_timeout_seconds,
 )
@@ -253,7 +255,10 @@ class ConsumerConfig(_Strict):
     max_concurrency: int = Field(
         default=4, ge=MIN_MAXIMUM_CONCURRENCY, le=1000, description="event source maximum"
     )
-    batch_size: int = Field(default=10, ge=1, le=10)
+    #: Records per invocation. Above 10, Lambda requires a batching window of at least 1 s;
+    #: larger batches let `parallel_calls` threads stay busy through a batch instead of waiting
+    #: for its slowest call (a vendor at 150 ms needs them to fill a quota with few environments).
+    batch_size: int = Field(default=10, ge=1, le=MAX_BATCH_SIZE)
     batch_window_seconds: int = Field(default=0, ge=0, le=300)
     timeout_seconds: int = Field(
         default=60, ge=MIN_CONSUMER_TIMEOUT_SECONDS, le=LAMBDA_MAX_TIMEOUT_SECONDS
@@ -263,6 +268,15 @@ class ConsumerConfig(_Strict):
     #: waiting on the vendor). 1 calls them one after another. Every call still takes its slot
     #: from the shared limiter, so this raises what one environment can do, never the rate.
     parallel_calls: int = Field(default=1, ge=1, le=10)
+
+    @model_validator(mode="after")
+    def _window_for_large_batches(self) -> Self:
+        if self.batch_size > MAX_BATCH_SIZE_WITHOUT_WINDOW and self.batch_window_seconds < 1:
+            raise ValueError(
+                f"batch_size {self.batch_size} is above {MAX_BATCH_SIZE_WITHOUT_WINDOW}: Lambda "
+                "then requires batch_window_seconds of at least 1"
+            )
+        return self
 
     @model_validator(mode="after")
     def _parallel_within_batch(self) -> Self:
