@@ -76,21 +76,40 @@ def bench_ledger(
     "--quota",
     default="15/1s",
     metavar="N/PERIOD",
-    help="The vendor's quota on the short window (the long window is 5 s at the same rate). "
-    "15/s is what the local AWS emulator carries on 2 cores with room to spare.",
+    help="The vendor's quota on the short window for the baselines part (the long window is "
+    "5 s at the same rate). 15/s is what moto carries on 2 cores with room to spare.",
+)
+@click.option(
+    "--only",
+    "parts",
+    type=click.Choice(["baselines", "real"]),
+    multiple=True,
+    help="Run only these parts (repeat for several): the comparison with the baselines at "
+    "--quota on moto, or the real rates (100/s on one scope, 10 scopes at 50/s, vendor p50 "
+    "150 ms) with SQS and DynamoDB on the lite stand-in.",
 )
 @database_option
 @json_option
 @friendly_errors
 def bench_rate(
-    consumers: int, seconds: float, quota: str, database_url: str | None, as_json: bool
+    consumers: int,
+    seconds: float,
+    quota: str,
+    parts: tuple[str, ...],
+    database_url: str | None,
+    as_json: bool,
 ) -> None:
     """Close to the quota, never over it: sweeper's shared limiter against two baselines,
-    then a vendor incident. Utilization, self-caused 429s, the most calls in any window."""
-    from sweeper_bench.rate import run_rate_bench
+    a vendor incident, the adaptive rate, then real rates. Utilization, self-caused 429s, the
+    most calls in any window, AWS requests and cost per job."""
+    from sweeper_bench.rate import PARTS, run_rate_bench
 
     result = run_rate_bench(
-        consumers=consumers, seconds=seconds, quota=quota, database_url=database_url
+        consumers=consumers,
+        seconds=seconds,
+        quota=quota,
+        database_url=database_url,
+        parts=parts or PARTS,
     )
     emit(result, as_json)
 
