@@ -418,6 +418,10 @@ def _stack(database_url: str | None, *, lite: bool = False) -> Iterator[LocalSta
 #: The issue's real rates: a vendor at p50 150 ms, one scope at 100/s with 4 environments, and
 #: ten scopes at 50/s each. Parallel calls are what `sweeper plan` gives for that latency.
 REAL_RATE_LATENCY_SECONDS = 0.15
+#: With a batching window of 1 s: the ten threads of an environment stay busy through a batch
+#: of 50 rather than waiting for the slowest of 10 (measured: 0.84 of the quota with batches of
+#: 10, 0.92 with 50, same run, 4 environments).
+REAL_RATE_BATCH_SIZE = 50
 
 
 def real_rate_scenarios() -> list[Scenario]:
@@ -434,6 +438,7 @@ def real_rate_scenarios() -> list[Scenario]:
             environments=environments,
             parallel_calls=10,
             scopes=scopes,
+            batch_size=REAL_RATE_BATCH_SIZE,
         )
 
     return [
