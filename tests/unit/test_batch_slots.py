@@ -103,3 +103,15 @@ def test_a_block_never_exceeds_the_records_left() -> None:
     slots, limiter = batch_slots(parallel=10, records=2)
     slots.reserve("s", INTERVAL, 60, object())
     assert limiter.counts == [2]
+
+
+def test_a_batch_of_several_scopes_reserves_each_scope_its_share() -> None:
+    # Given a batch of 50 records over 10 scopes and 10 free threads
+    limiter = RecordingLimiter()
+    pending = {f"s{i}": 5 for i in range(10)}
+    slots = BatchSlots(limiter, 10, pending, lambda: NOW, Sink())  # type: ignore[arg-type]
+    # When the first thread asks for scope s0
+    slots.reserve("s0", INTERVAL, 60, object())
+    # Then the block covers s0's share of the free threads (10 x 5/50 = 1), not all ten: the
+    # next records of the batch belong to other scopes, and their slots would pass unused
+    assert limiter.counts == [1]

@@ -196,10 +196,12 @@ class BatchSlots:
                 self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
             # Threads that may ask within moments: those neither calling nor already holding a
             # slot they wait for (counting these too banked slots nobody came for, let go late),
-            # and at least a share of the threads: some calls end within the block's span.
+            # and at least a share of the threads: some calls end within the block's span. Of
+            # those, this scope's share of the records left: the others ask for other scopes.
             free = self._parallel - self._calling - len(self._holding)
-            floor = math.ceil(self._parallel * BLOCK_SHARE_OF_THREADS)
-            count = max(1, min(self._pending[scope], max(free, floor)))
+            asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
+            share = self._pending[scope] / max(1, sum(self._pending.values()))
+            count = max(1, min(self._pending[scope], math.ceil(asking * share)))
             requested = self._now()
             decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
             if isinstance(decision, Grant):
