@@ -1,0 +1,63 @@
+"""The rate benchmark's per-job figures: AWS requests by service and cost per million jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.plan import Prices
+from sweeper_bench.rate import _costs, _diff, _per_second
+
+
+def test_requests_per_job_and_cost_come_from_the_counted_requests() -> None:
+    # Given 100 settled jobs and the requests the stand-in counted for them
+    requests = {
+        "dynamodb:PutItem": 100,  # idempotency: saved in progress
+        "dynamodb:UpdateItem": 140,  # idempotency completed (100) + limiter blocks (40)
+        "dynamodb:GetItem": 60,  # gate re-checks
+        "dynamodb:Scan": 20,  # the producer's closed-gates read
+        "sqs:ReceiveMessage": 30,
+        "sqs:DeleteMessageBatch": 10,
+        "sqs:SendMessageBatch": 10,
+    }
+    # When the figures are computed
+    figures = _costs(
+        requests,
+        settled=100,
+        consumer_invocations=2,
+        consumer_seconds=10.0,
+        producer_runs=20,
+    )
+    # Then writes and reads are told apart, and each service is per settled job
+    assert figures["dynamodb_writes_per_job"] == 2.4
+    assert figures["dynamodb_reads_per_job"] == 0.8
+    assert figures["aws_requests_per_job"] == {
+        "sqs": 0.5,
+        "dynamodb": 3.2,
+        "lambda_consumer_invocations": 0.02,
+    }
+    prices = Prices()
+    cost = figures["cost_per_million_jobs_usd"]
+    assert cost["dynamodb"] == pytest.approx(
+        round(2.4 * prices.dynamodb_per_million_writes + 0.8 * prices.dynamodb_per_million_reads, 2)
+    )
+    assert cost["sqs"] == pytest.approx(round(0.5 * prices.sqs_per_million_requests, 2))
+    # 10 s of 512 MB over 100 jobs: 0.05 GB-s per job
+    assert figures["consumer_gb_seconds_per_job"] == 0.05
+    assert cost["lambda_duration"] == pytest.approx(
+        round(0.05 * prices.lambda_per_gb_second * 1e6, 2)
+    )
+    assert cost["total"] == pytest.approx(
+        cost["dynamodb"] + cost["sqs"] + cost["lambda_duration"] + cost["lambda_requests"], abs=0.02
+    )
+
+
+def test_a_scenario_counts_only_its_own_requests() -> None:
+    before = {"sqs:CreateQueue": 2, "dynamodb:PutItem": 10}
+    after = {"sqs:CreateQueue": 2, "dynamodb:PutItem": 15, "sqs:ReceiveMessage": 3}
+    assert _diff(after, before) == {"dynamodb:PutItem": 5, "sqs:ReceiveMessage": 3}
+    assert _diff(None, before) is None  # moto counts nothing
+
+
+def test_calls_are_counted_in_each_second_from_the_first() -> None:
+    assert _per_second((10.0, 10.5, 11.2, 13.9)) == [2, 1, 0, 1]
+    assert _per_second(()) == []
