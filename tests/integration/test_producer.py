@@ -18,7 +18,8 @@ from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import LocalAws, provision
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
-from sweeper.producer import MIN_REMAINING_SECONDS, run_producer
+from sweeper.operator import policy_status
+from sweeper.producer import MIN_REMAINING_SECONDS, on_consumers, run_producer
 from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
 from tests.fakes import FakePublisher
 
@@ -605,6 +606,30 @@ def test_dead_lettered_and_paused_work_does_not_hold_back_due_work(ledger: Ledge
     report = run(ledger, SLOW, publisher, scheduled_at=now, clock=lambda: now)
     # Then it is published
     assert (report.published, report.stop_reason) == (1, "drained")
+
+
+def test_status_shows_the_work_on_consumers_as_the_producers_budget_counts_it(
+    ledger: Ledger,
+) -> None:
+    # Given ten published jobs, four of them sent back to wait (a throttle: next attempt ahead)
+    seed(ledger, SLOW, 10)
+    first = FakePublisher()
+    run(ledger, SLOW, first)
+    for key in keys_of(first)[:4]:
+        ledger.record_unsettled(
+            key,
+            T0 + timedelta(seconds=1),
+            next_attempt_at=T0 + timedelta(seconds=90),
+            lease_until=T0 + timedelta(seconds=1 + SLOW.lease_seconds),
+            outcome=OutcomeClass.THROTTLED,
+        )
+    # When the operator asks where the policy stands
+    now = T0 + timedelta(seconds=10)
+    status = policy_status(SLOW, ledger, now=now)
+    # Then it shows the six the consumers hold, the figure the producer's budget compares with,
+    # not every unexpired lease (ten)
+    assert status.leased_in_flight == on_consumers(ledger, SLOW, now) == 6
+    assert ledger.count_in_flight(SLOW.name, now) == 10
 
 
 def keys_of(publisher: FakePublisher) -> list[str]:

@@ -18,7 +18,7 @@ from sweeper.event_sources import EventSourceSwitch
 from sweeper.ledger.store import InspectRow, Ledger
 from sweeper.limiter import ScopeState
 from sweeper.models import JobStatus, NewJob, OutcomeClass
-from sweeper.producer import PAUSED, new_batch_id, run_producer
+from sweeper.producer import PAUSED, new_batch_id, on_consumers, run_producer
 from sweeper.queue import Publisher
 from sweeper.schedule_expression import occurrences
 from sweeper.scheduling import scope_for
@@ -118,7 +118,7 @@ def policy_status(
         pause_reason=state.reason if state.paused else None,
         counts={status.value: n for status, n in ledger.counts(policy.name).items()},
         oldest_eligible_age_seconds=ledger.oldest_eligible_age(policy.name, now),
-        leased_in_flight=ledger.count_in_flight(policy.name, now),
+        leased_in_flight=on_consumers(ledger, policy, now),
         queue=queue(queue_url),
         dlq=queue(dlq_url),
         gates=gates,

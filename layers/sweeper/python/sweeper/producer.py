@@ -74,6 +74,13 @@ def new_batch_id() -> str:
     return str(uuid.uuid4())
 
 
+def on_consumers(ledger: Ledger, policy: Policy, now: datetime) -> int:
+    """The work a policy has on its consumers: leased rows not yet reclaimable and not sent back
+    to wait. What the producer's budget is compared with, and what `sweeper status` shows."""
+    republish_delay = timedelta(seconds=republish_delay_seconds(policy))
+    return ledger.count_on_consumers(policy.name, now, now - republish_delay)
+
+
 def run_producer(
     policy: Policy,
     scheduled_at: datetime,
@@ -135,7 +142,7 @@ def run_producer(
 
     now = clock()
     oldest_age = ledger.oldest_eligible_age(policy.name, now)
-    in_flight = ledger.count_on_consumers(policy.name, now, now - republish_delay)
+    in_flight = on_consumers(ledger, policy, now)
     since = now - timedelta(seconds=window_seconds(policy))
     budget = in_flight_budget(policy, ledger.settled_between(policy.name, since, now))
     lease = timedelta(seconds=policy.lease_seconds)

@@ -111,7 +111,8 @@ def _print_status(item: dict[str, Any]) -> None:
     counts = "  ".join(f"{k} {v}" for k, v in item["counts"].items())
     click.echo(f"  jobs            {counts}")
     click.echo(f"  oldest eligible {item['oldest_eligible_age_seconds'] or 0:.1f} s")
-    click.echo(f"  leased          {item['leased_in_flight']} in flight")
+    on_consumers = item["leased_in_flight"]
+    click.echo(f"  leased          {on_consumers} on consumers (what the producer's budget counts)")
     next_run = item["next_run"] or "unknown (no scheduled run recorded yet)"
     click.echo(f"  next run        {next_run}  ({item['schedule']}; `sweeper release` runs it now)")
     for name in ("queue", "dlq", "intake", "intake_dlq"):
