@@ -585,14 +585,7 @@ def test_dead_lettered_and_paused_work_does_not_hold_back_due_work(ledger: Ledge
     seed(ledger, SLOW, 6)
     first = FakePublisher()
     run(ledger, SLOW, first)
-    for key in keys_of(first):
-        ledger.record_unsettled(
-            key,
-            T0 + timedelta(seconds=2),
-            next_attempt_at=T0 + timedelta(seconds=3),
-            lease_until=T0 + timedelta(seconds=2 + SLOW.lease_seconds),
-            outcome=OutcomeClass.THROTTLED,
-        )
+    throttle(ledger, keys_of(first), at=T0 + timedelta(seconds=2), until=timedelta(seconds=1))
     # ... and a pause over the next minute
     ledger.pause("exports", "tester", None, T0 + timedelta(seconds=5))
     paused_at = T0 + timedelta(seconds=30)
@@ -615,14 +608,7 @@ def test_status_shows_the_work_on_consumers_as_the_producers_budget_counts_it(
     seed(ledger, SLOW, 10)
     first = FakePublisher()
     run(ledger, SLOW, first)
-    for key in keys_of(first)[:4]:
-        ledger.record_unsettled(
-            key,
-            T0 + timedelta(seconds=1),
-            next_attempt_at=T0 + timedelta(seconds=90),
-            lease_until=T0 + timedelta(seconds=1 + SLOW.lease_seconds),
-            outcome=OutcomeClass.THROTTLED,
-        )
+    throttle(ledger, keys_of(first)[:4], at=T0 + timedelta(seconds=1), until=timedelta(seconds=89))
     # When the operator asks where the policy stands
     now = T0 + timedelta(seconds=10)
     status = policy_status(SLOW, ledger, now=now)
@@ -630,6 +616,18 @@ def test_status_shows_the_work_on_consumers_as_the_producers_budget_counts_it(
     # not every unexpired lease (ten)
     assert status.leased_in_flight == on_consumers(ledger, SLOW, now) == 6
     assert ledger.count_in_flight(SLOW.name, now) == 10
+
+
+def throttle(ledger: Ledger, keys: list[str], *, at: datetime, until: timedelta) -> None:
+    """As a consumer settles a 429: the next attempt `until` after `at`, the lease renewed."""
+    for key in keys:
+        ledger.record_unsettled(
+            key,
+            at,
+            next_attempt_at=at + until,
+            lease_until=at + timedelta(seconds=SLOW.lease_seconds),
+            outcome=OutcomeClass.THROTTLED,
+        )
 
 
 def keys_of(publisher: FakePublisher) -> list[str]:

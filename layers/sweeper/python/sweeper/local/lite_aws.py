@@ -883,30 +883,15 @@ class Sqs:
             )
 
     def op_SendMessageBatch(self, request: dict[str, Any]) -> dict[str, Any]:
-        queue = self._queue(request)
-        entries = request.get("Entries") or []
-        self._batch(entries)
-        total = sum(len(e.get("MessageBody", "").encode("utf-8")) for e in entries)
+        self._batch(request.get("Entries") or [])
+        total = sum(len(e.get("MessageBody", "").encode("utf-8")) for e in request["Entries"])
         if total > SQS_MAX_MESSAGE_BYTES:
             raise ApiError(
                 "BatchRequestTooLong",
                 "Batch requests cannot be longer than 262144 bytes.",
                 query_code="AWS.SimpleQueueService.BatchRequestTooLong",
             )
-        done, failed = [], []
-        for entry in entries:
-            try:
-                done.append({"Id": entry["Id"], **self._enqueue(queue, entry)})
-            except ApiError as exc:
-                failed.append(
-                    {
-                        "Id": entry["Id"],
-                        "SenderFault": True,
-                        "Code": exc.code,
-                        "Message": exc.message,
-                    }
-                )
-        return {"Successful": done, "Failed": failed}
+        return self._each(request, self._enqueue)
 
     def op_ReceiveMessage(self, request: dict[str, Any]) -> dict[str, Any]:
         queue = self._queue(request)
@@ -1060,16 +1045,18 @@ class Sqs:
         return {}
 
     def _each(
-        self, request: dict[str, Any], act: Callable[[_Queue, dict[str, Any]], None]
+        self,
+        request: dict[str, Any],
+        act: Callable[[_Queue, dict[str, Any]], dict[str, str] | None],
     ) -> dict[str, Any]:
+        """A batch call: each entry succeeds or fails on its own, as SQS reports it."""
         queue = self._queue(request)
         entries = request.get("Entries") or []
         self._batch(entries)
         done, failed = [], []
         for entry in entries:
             try:
-                act(queue, entry)
-                done.append({"Id": entry["Id"]})
+                done.append({"Id": entry["Id"], **(act(queue, entry) or {})})
             except ApiError as exc:
                 failed.append(
                     {
