@@ -20,7 +20,6 @@ from sweeper.limiter import (
     DynamoLimiter,
     Grant,
     ScopeState,
-    closed_scopes,
 )
 from sweeper.local.aws import LocalAws, provision
 
@@ -258,8 +257,6 @@ def test_a_limiter_error_names_the_scope_and_the_operation(local_aws: LocalAws) 
         limiter.close("b", time.time() + 1, "throttled")
     with pytest.raises(LimiterError, match="limiter read failed for scope 'c'"):
         limiter.state("c")
-    with pytest.raises(LimiterError, match="limiter read of closed scopes failed"):
-        closed_scopes(local_aws.dynamodb(), "no-such-table", time.time())
 
 
 def item_of(local_aws: LocalAws, table: str, scope: str) -> dict[str, Any]:
@@ -502,6 +499,20 @@ def test_a_busy_scope_that_turns_adaptive_starts_at_the_floor(
     # and it knows the rate it set: its next reservation is one write
     assert isinstance(limiter.reserve("turn", 1.0, horizon=10, adaptive=spec), Grant)
     assert limiter.writes == 3
+
+
+def test_the_first_adaptive_reservation_teaches_its_consumer_the_rate(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a consumer that made an adaptive scope's first reservation (its rate at the floor)
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    _, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    assert isinstance(limiter.reserve("first", 1.0, horizon=10, adaptive=spec), Grant)
+    # Then it knows the rate's version: its next reservation is one write, at the floor
+    block = limiter.reserve("first", 1.0, horizon=10, count=2, adaptive=spec)
+    assert shape(block) == (T + 0.15, 2, 1 / spec.floor)
+    assert limiter.writes == 2
 
 
 def test_a_consumer_that_never_reserved_cuts_the_shared_rate(

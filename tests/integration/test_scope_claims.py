@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sweeper.config import Policy
+from sweeper.errors import LimiterError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, closed_scopes
 from sweeper.local.aws import LocalAws, provision
@@ -137,3 +138,8 @@ def test_closed_scopes_are_read_across_every_page_of_the_scan(
     # Then every page was read, each once, and every closed scope named
     assert closed == {"a", "b", "c"}
     assert 4 <= client.pages <= 5  # four items, one a page (and maybe a last, empty one)
+
+
+def test_a_failed_read_of_the_closed_scopes_names_the_operation(local_aws: LocalAws) -> None:
+    with pytest.raises(LimiterError, match=r"^limiter read of closed scopes failed$"):
+        closed_scopes(local_aws.dynamodb(), "no-such-table", time.time())
