@@ -552,3 +552,18 @@ def test_active_scopes_are_those_with_unsettled_work_busiest_first(ledger: Ledge
     # Then the scopes with pending or leased work are listed, busiest first, up to the limit
     assert ledger.active_scopes("exports", 10) == {"b": 3, "c": 2, "a": 1}
     assert list(ledger.active_scopes("exports", 2)) == ["b", "c"]
+
+
+def test_a_counted_attempt_without_a_limit_is_a_retry_of_its_batch(ledger: Ledger) -> None:
+    # Given a batch's run record and a job it carries
+    add(ledger, 1)
+    ledger.start_run("exports", T0, "b-1", T0)
+    (key,) = claim_all(ledger, owner="b-1")
+    # When an attempt is counted with no attempt limit given
+    attempts = ledger.record_unsettled(
+        key, T0, next_attempt_at=T0, lease_until=T0 + LEASE, code="http_503", count_attempt=True
+    )
+    # Then it is the job's first attempt and a retry of its batch
+    assert attempts == 1
+    (audit,) = ledger.batch_audit("exports", T0 - timedelta(hours=1), 10)
+    assert (audit.batch_id, audit.retried) == ("b-1", 1)
