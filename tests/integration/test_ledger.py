@@ -567,3 +567,23 @@ def test_a_counted_attempt_without_a_limit_is_a_retry_of_its_batch(ledger: Ledge
     assert attempts == 1
     (audit,) = ledger.batch_audit("exports", T0 - timedelta(hours=1), 10)
     assert (audit.batch_id, audit.retried) == ("b-1", 1)
+
+
+def prepared_statements(ledger: Ledger) -> int:
+    with ledger.transaction() as conn:
+        row = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_statements_are_prepared_on_the_server_unless_turned_off(db_url: str) -> None:
+    # Given a ledger as the Lambdas build it, and one behind a proxy (prepare_threshold=None)
+    default, proxied = Ledger(db_url), Ledger(db_url, prepare_threshold=None)
+    # When each runs one statement many times
+    for ledger in (default, proxied):
+        for _ in range(10):
+            ledger.counts("exports")
+    # Then only the first has prepared it on the server
+    assert (prepared_statements(default) > 0, prepared_statements(proxied)) == (True, 0)
+    default.close()
+    proxied.close()
