@@ -27,6 +27,7 @@ from sweeper.consumer import (
     RATE_DEFERRAL_JITTER_SECONDS,
     ConsumerDeps,
     GuardedCall,
+    ParallelBatchProcessor,
     Prepare,
     guard_with_idempotency,
     process_batch,
@@ -100,8 +101,9 @@ class ScriptedLimiter:
         raise AssertionError("a known quota is never cut")
 
     def state(self, scope: str) -> ScopeState:
+        """The next scripted state if it is of `scope` (a limiter's state is per scope)."""
         self.state_reads += 1
-        if self.states:
+        if self.states and self.states[0].scope == scope:
             return self.states.pop(0)
         return ScopeState(scope, None, None, None, None)
 
@@ -111,6 +113,13 @@ class TopOfRange(random.Random):
 
     def uniform(self, a: float, b: float) -> float:
         return b
+
+
+class BottomOfRange(random.Random):
+    """Draws the bottom of every range."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
 
 
 @dataclass
@@ -148,7 +157,13 @@ class Rig:
     body: str = ""
     guarded: GuardedCall | None = None  # instead of `calls`, when a test gives its own
 
-    def deliver(self, *, timeout: float | None = 30.0, rng: random.Random | None = None) -> bool:
+    def deliver(
+        self,
+        *,
+        timeout: float | None = 30.0,
+        rng: random.Random | None = None,
+        processor: BatchProcessor | None = None,
+    ) -> bool:
         """Deliver the one job's message; True when the record was reported back (failed)."""
         deps = ConsumerDeps(
             self.policy,
@@ -171,7 +186,9 @@ class Rig:
         body = self.body
         record: dict[str, Any] = {"messageId": "m-1", "receiptHandle": "r-1", "body": body}
         record |= {"attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}
-        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        processor = processor or BatchProcessor(
+            event_type=EventType.SQS, raise_on_entire_batch_failure=False
+        )
         response = process_batch(
             {"Records": [record]},
             LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
@@ -342,6 +359,32 @@ def test_a_closed_gate_beyond_the_wait_returns_the_record_without_the_rate_jitte
     assert rig.count(Metric.LIMITER_DEFERRALS) == 0
     assert rig.count(Metric.GATE_DEFERRALS) == 1
     assert rig.job().last_error_code == "wait_throttled"
+
+
+def test_a_rate_refusal_beyond_the_wait_adds_a_jitter_from_zero(rig: Rig) -> None:
+    rig.limiter.answers = [denial(3.2, "rate")]
+    assert rig.deliver(rng=BottomOfRange()) is True
+    assert rig.hidden.seconds == {"r-1": 3}  # 3.2 s plus nothing, rounded down
+
+
+def test_a_closure_of_less_than_a_second_beyond_the_wait_returns_the_record_at_once(
+    rig: Rig,
+) -> None:
+    # One second of Lambda time left: no wait in place; the gate reopens in 0.3 s (+ 0.5 jitter)
+    rig.limiter.answers = [denial(0.3, "throttled")]
+    assert rig.deliver(timeout=1.0) is True
+    assert rig.hidden.seconds == {"r-1": 0}  # 0.8 s, rounded down: visible again at once
+    assert rig.job().next_attempt_at == datetime.fromtimestamp(START, UTC)
+
+
+def test_a_parallel_batch_whose_every_record_goes_back_is_a_partial_response(rig: Rig) -> None:
+    # Given a batch processor calling records side by side, and a record that must go back
+    rig.limiter.answers = [denial(3.2, "rate")]
+    # When the batch is handled, every record of it returned
+    returned = rig.deliver(processor=ParallelBatchProcessor(2))
+    # Then the batch reports it back as an item failure, not as a failed invocation
+    assert returned is True
+    assert rig.count(Metric.LIMITER_DEFERRALS) == 1
 
 
 def test_the_wait_in_place_never_reaches_into_the_last_second_of_lambda_time(rig: Rig) -> None:
