@@ -10,6 +10,7 @@ the real limiter on DynamoDB with wall-clock bounds.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -498,6 +499,25 @@ def test_a_throttle_closes_the_scope_for_retry_after_plus_jitter_and_burns_no_at
     assert job.next_attempt_at == datetime.fromtimestamp(START + 3, UTC)
 
 
+def test_a_throttle_logs_when_and_for_how_long_it_closed_the_scope(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The incident benchmark (bench/rate.py) reads this line: message "scope closed", closed_at
+    answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=3.0))
+    with caplog.at_level(logging.WARNING, logger="sweeper.consumer"):
+        assert rig.deliver() is True
+    (line,) = [r for r in caplog.records if r.getMessage() == "scope closed"]
+    names = ("closed_at", "closed_for_seconds", "outcome", "code", "scope", "operation_key")
+    assert {name: getattr(line, name, None) for name in names} == {
+        "closed_at": START,
+        "closed_for_seconds": 3.5,
+        "outcome": "throttled",
+        "code": "http_429",
+        "scope": "scope-a",
+        "operation_key": rig.key,
+    }
+
+
 def test_a_throttle_without_retry_after_doubles_the_last_closure(rig: Rig) -> None:
     rig.limiter.states = [ScopeState("scope-a", None, None, None, 4.0)]  # last closed for 4 s
     answered(rig, result(OutcomeClass.THROTTLED, 429))
@@ -555,6 +575,27 @@ def test_the_last_allowed_attempt_makes_the_job_terminal(rig: Rig) -> None:
     assert rig.count(Metric.EXHAUSTED) == 1
     assert rig.count(Metric.TERMINAL_FAILURES) == 1
     assert rig.count(Metric.RETRIES) == 1
+
+
+def test_only_attempts_below_the_limit_count_as_retries_of_their_batch(rig: Rig) -> None:
+    # Given the run record of the batch that carries the job, and two attempts allowed
+    rig.ledger.start_run(rig.policy.name, rig.time.utc(), "b-1", rig.time.utc())
+    rig.policy = rig.policy.model_copy(update={"max_attempts": 2})
+    answered(rig, result(OutcomeClass.UNKNOWN, 504), result(OutcomeClass.UNKNOWN, 504))
+    # When both attempts fail (the first retried, the second the last allowed)
+    rig.deliver()
+    rig.redeliver()
+    # Then the batch counts one retry and one terminal job, not two retries
+    (audit,) = rig.ledger.batch_audit(rig.policy.name, rig.time.utc() - timedelta(hours=1), 10)
+    assert (audit.batch_id, audit.retried, audit.terminal) == ("b-1", 1, 1)
+
+
+def test_a_throttle_shorter_than_a_second_returns_the_record_at_once(rig: Rig) -> None:
+    # Retry-After 0 s plus the reopening jitter's top (0.5 s): the gate reopens within a second
+    answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=0.0))
+    assert rig.deliver() is True
+    assert rig.limiter.closed == [("scope-a", START + 0.5, "throttled")]
+    assert rig.hidden.seconds == {"r-1": 0}  # whole seconds, rounded down: visible at once
 
 
 def test_a_delivery_while_another_calls_comes_back_after_a_call_timeout(rig: Rig) -> None:
