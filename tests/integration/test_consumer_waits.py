@@ -504,12 +504,13 @@ def test_a_throttle_logs_when_and_for_how_long_it_closed_the_scope(
 ) -> None:
     # The incident benchmark (bench/rate.py) reads this line: message "scope closed", closed_at
     answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=3.0))
+    rig.time.now += 0.25  # a time with a fraction of a second
     with caplog.at_level(logging.WARNING, logger="sweeper.consumer"):
         assert rig.deliver() is True
     (line,) = [r for r in caplog.records if r.getMessage() == "scope closed"]
     names = ("closed_at", "closed_for_seconds", "outcome", "code", "scope", "operation_key")
     assert {name: getattr(line, name, None) for name in names} == {
-        "closed_at": START,
+        "closed_at": START + 0.25,
         "closed_for_seconds": 3.5,
         "outcome": "throttled",
         "code": "http_429",
