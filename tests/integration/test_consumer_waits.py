@@ -464,6 +464,22 @@ def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(rig: Ri
     assert rig.count(Metric.DUPLICATES) == 1
 
 
+def test_a_job_settled_meanwhile_by_another_delivery_counts_one_duplicate(rig: Rig) -> None:
+    # Given a call during which another delivery of the same job settles it in the ledger
+    def settled_elsewhere(job: ActionCall, prepare: Prepare) -> ActionResult:
+        prepare()
+        assert rig.ledger.mark_succeeded(job.key, OutcomeClass.ACCEPTED, rig.time.utc())
+        return ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+    rig.guarded = settled_elsewhere
+    rig.limiter.answers = [grant(0.0)]
+    # When this delivery's accepted answer comes back, the record is done with
+    assert rig.deliver() is False
+    # Then it counts as one duplicate, not as a second success
+    assert (rig.count(Metric.DUPLICATES), rig.count(Metric.SUCCEEDED)) == (1, 0)
+    assert rig.job().status is JobStatus.SUCCEEDED
+
+
 def test_a_permanent_answer_is_terminal_at_once_with_its_code(rig: Rig) -> None:
     answered(rig, result(OutcomeClass.PERMANENT, 422))
     assert rig.deliver() is False  # deleted: never retried
