@@ -635,3 +635,99 @@ def test_without_a_known_call_timeout_another_delivery_waits_five_seconds(rig: R
     rig.guarded = busy
     assert rig.deliver(timeout=None) is True
     assert rig.hidden.seconds == {"r-1": 5}
+
+
+# -- a batch's banked slots ----------------------------------------------------------------------
+
+
+@dataclass
+class BlockLimiter:
+    """Grants every block of slots asked for, 10 ms apart, unless the scope is closed."""
+
+    time: FakeTime
+    closed_until: float = 0.0
+    reserved: int = 0
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+    ) -> Grant | Denial:
+        self.reserved += 1
+        if self.closed_until > self.time.now:
+            return Denial(self.closed_until, "throttled")
+        return Grant(self.time.now, count, 0.01)
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        self.closed_until = max(self.closed_until, until)
+        return self.closed_until
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
+
+    def state(self, scope: str) -> ScopeState:
+        return ScopeState(scope, None, self.closed_until or None, "throttled", None)
+
+
+class OneByOne(ParallelBatchProcessor):
+    """Banks slots as for `parallel_calls` threads, but handles the records one after another."""
+
+    def process(self) -> list[tuple[Any, ...]]:
+        return [self._process_record(record) for record in self.records]
+
+
+def test_a_closure_drops_the_slots_the_batch_had_banked(ledger: Ledger) -> None:
+    # Given three jobs of one scope in one batch, whose slots are banked in one block (10 ms
+    # apart: close enough to be called without a second look at the gate)
+    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
+    time = FakeTime()
+    now = time.utc()
+    jobs = [NewJob("t", f"o{i}", now) for i in range(3)]
+    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 3)
+    records: list[dict[str, Any]] = [
+        {
+            "messageId": f"m-{i}",
+            "receiptHandle": f"r-{i}",
+            "body": JobMessage.for_claim(policy.name, job, "b-1").to_body(),
+            "attributes": {},
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+        }
+        for i, job in enumerate(claimed)
+    ]
+    # and a vendor whose first answer is a 429 for five seconds
+    calls: list[str] = []
+
+    def perform(job: ActionCall, timeout: float | None) -> ActionResult:
+        calls.append(job.key)
+        return result(OutcomeClass.THROTTLED, 429, retry_after=5.0)
+
+    limiter = BlockLimiter(time)
+    deps = ConsumerDeps(
+        policy,
+        ledger,
+        guard_with_idempotency(perform, lambda f: f),
+        time.utc,
+        CountingSink(),
+        limiter,
+        Hidden(),
+        sleep=time.sleep,
+        now=lambda: time.now,
+        rng=TopOfRange(),
+    )
+    # When the batch is handled
+    response = process_batch(
+        {"Records": records},
+        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+        deps,
+        OneByOne(3),
+        call_timeout=lambda: 30.0,
+    )
+    # Then only the first record called; the others asked the limiter again and went back
+    assert len(calls) == 1
+    assert limiter.reserved == 3
+    assert len(response["batchItemFailures"]) == 3
