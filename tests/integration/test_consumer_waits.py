@@ -10,6 +10,7 @@ the real limiter on DynamoDB with wall-clock bounds.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,6 +28,7 @@ from sweeper.consumer import (
     RATE_DEFERRAL_JITTER_SECONDS,
     ConsumerDeps,
     GuardedCall,
+    ParallelBatchProcessor,
     Prepare,
     guard_with_idempotency,
     process_batch,
@@ -100,8 +102,9 @@ class ScriptedLimiter:
         raise AssertionError("a known quota is never cut")
 
     def state(self, scope: str) -> ScopeState:
+        """The next scripted state if it is of `scope` (a limiter's state is per scope)."""
         self.state_reads += 1
-        if self.states:
+        if self.states and self.states[0].scope == scope:
             return self.states.pop(0)
         return ScopeState(scope, None, None, None, None)
 
@@ -111,6 +114,13 @@ class TopOfRange(random.Random):
 
     def uniform(self, a: float, b: float) -> float:
         return b
+
+
+class BottomOfRange(random.Random):
+    """Draws the bottom of every range."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
 
 
 @dataclass
@@ -148,7 +158,13 @@ class Rig:
     body: str = ""
     guarded: GuardedCall | None = None  # instead of `calls`, when a test gives its own
 
-    def deliver(self, *, timeout: float | None = 30.0, rng: random.Random | None = None) -> bool:
+    def deliver(
+        self,
+        *,
+        timeout: float | None = 30.0,
+        rng: random.Random | None = None,
+        processor: BatchProcessor | None = None,
+    ) -> bool:
         """Deliver the one job's message; True when the record was reported back (failed)."""
         deps = ConsumerDeps(
             self.policy,
@@ -171,7 +187,9 @@ class Rig:
         body = self.body
         record: dict[str, Any] = {"messageId": "m-1", "receiptHandle": "r-1", "body": body}
         record |= {"attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}
-        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        processor = processor or BatchProcessor(
+            event_type=EventType.SQS, raise_on_entire_batch_failure=False
+        )
         response = process_batch(
             {"Records": [record]},
             LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
@@ -344,6 +362,32 @@ def test_a_closed_gate_beyond_the_wait_returns_the_record_without_the_rate_jitte
     assert rig.job().last_error_code == "wait_throttled"
 
 
+def test_a_rate_refusal_beyond_the_wait_adds_a_jitter_from_zero(rig: Rig) -> None:
+    rig.limiter.answers = [denial(3.2, "rate")]
+    assert rig.deliver(rng=BottomOfRange()) is True
+    assert rig.hidden.seconds == {"r-1": 3}  # 3.2 s plus nothing, rounded down
+
+
+def test_a_closure_of_less_than_a_second_beyond_the_wait_returns_the_record_at_once(
+    rig: Rig,
+) -> None:
+    # One second of Lambda time left: no wait in place; the gate reopens in 0.3 s (+ 0.5 jitter)
+    rig.limiter.answers = [denial(0.3, "throttled")]
+    assert rig.deliver(timeout=1.0) is True
+    assert rig.hidden.seconds == {"r-1": 0}  # 0.8 s, rounded down: visible again at once
+    assert rig.job().next_attempt_at == datetime.fromtimestamp(START, UTC)
+
+
+def test_a_parallel_batch_whose_every_record_goes_back_is_a_partial_response(rig: Rig) -> None:
+    # Given a batch processor calling records side by side, and a record that must go back
+    rig.limiter.answers = [denial(3.2, "rate")]
+    # When the batch is handled, every record of it returned
+    returned = rig.deliver(processor=ParallelBatchProcessor(2))
+    # Then the batch reports it back as an item failure, not as a failed invocation
+    assert returned is True
+    assert rig.count(Metric.LIMITER_DEFERRALS) == 1
+
+
 def test_the_wait_in_place_never_reaches_into_the_last_second_of_lambda_time(rig: Rig) -> None:
     # 2.5 s of Lambda time left: the horizon is 1.5 s (not the 2 s max wait)
     rig.limiter.answers = [denial(1.6, "rate")]
@@ -420,6 +464,22 @@ def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(rig: Ri
     assert rig.count(Metric.DUPLICATES) == 1
 
 
+def test_a_job_settled_meanwhile_by_another_delivery_counts_one_duplicate(rig: Rig) -> None:
+    # Given a call during which another delivery of the same job settles it in the ledger
+    def settled_elsewhere(job: ActionCall, prepare: Prepare) -> ActionResult:
+        prepare()
+        assert rig.ledger.mark_succeeded(job.key, OutcomeClass.ACCEPTED, rig.time.utc())
+        return ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+    rig.guarded = settled_elsewhere
+    rig.limiter.answers = [grant(0.0)]
+    # When this delivery's accepted answer comes back, the record is done with
+    assert rig.deliver() is False
+    # Then it counts as one duplicate, not as a second success
+    assert (rig.count(Metric.DUPLICATES), rig.count(Metric.SUCCEEDED)) == (1, 0)
+    assert rig.job().status is JobStatus.SUCCEEDED
+
+
 def test_a_permanent_answer_is_terminal_at_once_with_its_code(rig: Rig) -> None:
     answered(rig, result(OutcomeClass.PERMANENT, 422))
     assert rig.deliver() is False  # deleted: never retried
@@ -453,6 +513,26 @@ def test_a_throttle_closes_the_scope_for_retry_after_plus_jitter_and_burns_no_at
         "http_429",
     )
     assert job.next_attempt_at == datetime.fromtimestamp(START + 3, UTC)
+
+
+def test_a_throttle_logs_when_and_for_how_long_it_closed_the_scope(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The incident benchmark (bench/rate.py) reads this line: message "scope closed", closed_at
+    answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=3.0))
+    rig.time.now += 0.25  # a time with a fraction of a second
+    with caplog.at_level(logging.WARNING, logger="sweeper.consumer"):
+        assert rig.deliver() is True
+    (line,) = [r for r in caplog.records if r.getMessage() == "scope closed"]
+    names = ("closed_at", "closed_for_seconds", "outcome", "code", "scope", "operation_key")
+    assert {name: getattr(line, name, None) for name in names} == {
+        "closed_at": START + 0.25,
+        "closed_for_seconds": 3.5,
+        "outcome": "throttled",
+        "code": "http_429",
+        "scope": "scope-a",
+        "operation_key": rig.key,
+    }
 
 
 def test_a_throttle_without_retry_after_doubles_the_last_closure(rig: Rig) -> None:
@@ -514,6 +594,27 @@ def test_the_last_allowed_attempt_makes_the_job_terminal(rig: Rig) -> None:
     assert rig.count(Metric.RETRIES) == 1
 
 
+def test_only_attempts_below_the_limit_count_as_retries_of_their_batch(rig: Rig) -> None:
+    # Given the run record of the batch that carries the job, and two attempts allowed
+    rig.ledger.start_run(rig.policy.name, rig.time.utc(), "b-1", rig.time.utc())
+    rig.policy = rig.policy.model_copy(update={"max_attempts": 2})
+    answered(rig, result(OutcomeClass.UNKNOWN, 504), result(OutcomeClass.UNKNOWN, 504))
+    # When both attempts fail (the first retried, the second the last allowed)
+    rig.deliver()
+    rig.redeliver()
+    # Then the batch counts one retry and one terminal job, not two retries
+    (audit,) = rig.ledger.batch_audit(rig.policy.name, rig.time.utc() - timedelta(hours=1), 10)
+    assert (audit.batch_id, audit.retried, audit.terminal) == ("b-1", 1, 1)
+
+
+def test_a_throttle_shorter_than_a_second_returns_the_record_at_once(rig: Rig) -> None:
+    # Retry-After 0 s plus the reopening jitter's top (0.5 s): the gate reopens within a second
+    answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=0.0))
+    assert rig.deliver() is True
+    assert rig.limiter.closed == [("scope-a", START + 0.5, "throttled")]
+    assert rig.hidden.seconds == {"r-1": 0}  # whole seconds, rounded down: visible at once
+
+
 def test_a_delivery_while_another_calls_comes_back_after_a_call_timeout(rig: Rig) -> None:
     def busy(job: ActionCall, prepare: Prepare) -> ActionResult:
         raise IdempotencyAlreadyInProgressError("in progress")
@@ -534,3 +635,99 @@ def test_without_a_known_call_timeout_another_delivery_waits_five_seconds(rig: R
     rig.guarded = busy
     assert rig.deliver(timeout=None) is True
     assert rig.hidden.seconds == {"r-1": 5}
+
+
+# -- a batch's banked slots ----------------------------------------------------------------------
+
+
+@dataclass
+class BlockLimiter:
+    """Grants every block of slots asked for, 10 ms apart, unless the scope is closed."""
+
+    time: FakeTime
+    closed_until: float = 0.0
+    reserved: int = 0
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+    ) -> Grant | Denial:
+        self.reserved += 1
+        if self.closed_until > self.time.now:
+            return Denial(self.closed_until, "throttled")
+        return Grant(self.time.now, count, 0.01)
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        self.closed_until = max(self.closed_until, until)
+        return self.closed_until
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
+
+    def state(self, scope: str) -> ScopeState:
+        return ScopeState(scope, None, self.closed_until or None, "throttled", None)
+
+
+class OneByOne(ParallelBatchProcessor):
+    """Banks slots as for `parallel_calls` threads, but handles the records one after another."""
+
+    def process(self) -> list[tuple[Any, ...]]:
+        return [self._process_record(record) for record in self.records]
+
+
+def test_a_closure_drops_the_slots_the_batch_had_banked(ledger: Ledger) -> None:
+    # Given three jobs of one scope in one batch, whose slots are banked in one block (10 ms
+    # apart: close enough to be called without a second look at the gate)
+    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
+    time = FakeTime()
+    now = time.utc()
+    jobs = [NewJob("t", f"o{i}", now) for i in range(3)]
+    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 3)
+    records: list[dict[str, Any]] = [
+        {
+            "messageId": f"m-{i}",
+            "receiptHandle": f"r-{i}",
+            "body": JobMessage.for_claim(policy.name, job, "b-1").to_body(),
+            "attributes": {},
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+        }
+        for i, job in enumerate(claimed)
+    ]
+    # and a vendor whose first answer is a 429 for five seconds
+    calls: list[str] = []
+
+    def perform(job: ActionCall, timeout: float | None) -> ActionResult:
+        calls.append(job.key)
+        return result(OutcomeClass.THROTTLED, 429, retry_after=5.0)
+
+    limiter = BlockLimiter(time)
+    deps = ConsumerDeps(
+        policy,
+        ledger,
+        guard_with_idempotency(perform, lambda f: f),
+        time.utc,
+        CountingSink(),
+        limiter,
+        Hidden(),
+        sleep=time.sleep,
+        now=lambda: time.now,
+        rng=TopOfRange(),
+    )
+    # When the batch is handled
+    response = process_batch(
+        {"Records": records},
+        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+        deps,
+        OneByOne(3),
+        call_timeout=lambda: 30.0,
+    )
+    # Then only the first record called; the others asked the limiter again and went back
+    assert len(calls) == 1
+    assert limiter.reserved == 3
+    assert len(response["batchItemFailures"]) == 3

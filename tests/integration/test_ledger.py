@@ -13,7 +13,14 @@ from psycopg.conninfo import make_conninfo
 
 from sweeper.errors import LedgerError
 from sweeper.ledger import queries
-from sweeper.ledger.store import Ledger, PolicyState, ScheduleResult, connect_failure
+from sweeper.ledger.store import (
+    SCHEDULE_BACKOFF_SECONDS,
+    Ledger,
+    PolicyState,
+    ScheduleResult,
+    _backoff,
+    connect_failure,
+)
 from sweeper.local.postgres import free_port
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 
@@ -369,3 +376,214 @@ def test_a_schedule_after_a_refused_one_stages_nothing_of_it(ledger: Ledger) -> 
     assert result.inserted == 1
     assert ledger.get("exports:t:gone:v1") is None
     assert sum(ledger.counts("exports").values()) == 1
+
+
+# -- the store's smaller reads and writes, each on its own ------------------------------------
+
+
+def claim_all(ledger: Ledger, owner: str = "b-1", at: datetime = T0) -> list[str]:
+    return [job.operation_key for job in ledger.claim("exports", owner, at, LEASE, 100)]
+
+
+def test_a_connection_closed_under_the_ledger_is_opened_again(ledger: Ledger) -> None:
+    # Given the ledger's connection closed by a store that shared it (not broken, only closed)
+    add(ledger, 1)
+    with ledger.transaction() as conn:
+        pass
+    conn.close()
+    # Then the next statement opens another
+    assert ledger.counts("exports")[JobStatus.PENDING] == 1
+
+
+def test_releasing_no_rows_releases_none(ledger: Ledger) -> None:
+    add(ledger, 2)
+    claim_all(ledger)
+    assert ledger.release([], "b-1", T0) == 0
+    assert ledger.counts("exports")[JobStatus.LEASED] == 2
+
+
+def test_a_claim_with_a_cap_of_one_leases_one_row_per_scope(ledger: Ledger) -> None:
+    jobs = [NewJob(f"t{i % 2}", f"o{i}", T0) for i in range(6)]
+    ledger.schedule("exports", 1, lambda j: j.tenant_id, jobs, T0)
+    claimed = ledger.claim("exports", "b-1", T0, LEASE, 100, scope_cap=1)
+    assert sorted(job.scope for job in claimed) == ["t0", "t1"]
+
+
+def test_the_oldest_eligible_age_counts_fractions_of_a_second(ledger: Ledger) -> None:
+    add(ledger, 1)
+    assert ledger.oldest_eligible_age("exports", T0 + timedelta(seconds=0.25)) == 0.25
+    assert ledger.oldest_eligible_age("exports", T0 - timedelta(seconds=1)) is None
+
+
+def test_a_job_retried_by_an_operator_is_targeted_in_its_next_round(ledger: Ledger) -> None:
+    # Given a terminal job that an operator retried
+    add(ledger, 1)
+    (key,) = claim_all(ledger)
+    assert ledger.mark_failed(key, OutcomeClass.PERMANENT, "http_400", T0, count_attempt=True)
+    assert ledger.retry_failed("exports", "ops", T0, keys=[key]) == [key]
+    # Then the consumer's read of it names the new round (its idempotency key changes with it)
+    target = ledger.targets([key])[key]
+    assert (target.operation_key, target.status, target.retry_round) == (key, JobStatus.PENDING, 1)
+
+
+def test_an_unsettled_delivery_of_a_settled_job_records_nothing(ledger: Ledger) -> None:
+    add(ledger, 1)
+    (key,) = claim_all(ledger)
+    assert ledger.mark_succeeded(key, OutcomeClass.ACCEPTED, T0)
+    recorded = ledger.record_unsettled(
+        key, T0, next_attempt_at=T0 + LEASE, lease_until=T0 + LEASE, code="wait_rate"
+    )
+    assert recorded is None
+    job = ledger.get(key)
+    assert job is not None
+    assert (job.status, job.last_error_code) == (JobStatus.SUCCEEDED, None)
+
+
+def actions(db_url: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(
+            "SELECT action, actor, detail FROM sweeper_operator_actions ORDER BY id"
+        ).fetchall()
+
+
+def test_a_retry_is_recorded_with_its_filters_never_the_keys(ledger: Ledger, db_url: str) -> None:
+    # Given two terminal jobs
+    add(ledger, 2, tenants=1)
+    keys = claim_all(ledger)
+    for key in keys:
+        assert ledger.mark_failed(key, OutcomeClass.PERMANENT, "http_400", T0, count_attempt=True)
+    # When an operator retries them by key, outcome and tenant, then by outcome alone
+    ledger.retry_failed(
+        "exports", "ops", T0, keys=keys, outcomes=[OutcomeClass.PERMANENT], tenant_id="t0", limit=5
+    )
+    ledger.retry_failed("exports", "ops", T0, outcomes=[OutcomeClass.TRANSIENT])
+    # Then each action records how it chose (a count of keys, not the keys), and the default limit
+    assert actions(db_url) == [
+        ("retry", "ops", {"keys": 2, "outcomes": ["permanent"], "tenant_filter": True, "limit": 5}),
+        (
+            "retry",
+            "ops",
+            {"keys": None, "outcomes": ["transient"], "tenant_filter": False, "limit": 1000},
+        ),
+    ]
+
+
+def test_a_prune_of_one_policy_keeps_another_policys_rows(ledger: Ledger) -> None:
+    for policy in ("exports", "imports"):
+        add(ledger, 1, policy=policy)
+        (job,) = ledger.claim(policy, "b-1", T0, LEASE, 10)
+        assert ledger.mark_succeeded(job.operation_key, OutcomeClass.ACCEPTED, T0)
+    assert ledger.prune_batch(T0 + timedelta(days=1), 100, "exports") == 1
+    assert ledger.counts("imports")[JobStatus.SUCCEEDED] == 1
+    assert ledger.counts("exports")[JobStatus.SUCCEEDED] == 0
+
+
+def test_the_last_run_at_or_before_a_time_is_found(ledger: Ledger) -> None:
+    for minute in (0, 5, 10):
+        ledger.start_run("exports", T0 + timedelta(minutes=minute), f"b-{minute}", T0)
+    assert ledger.last_run_at_or_before("exports", T0 + timedelta(minutes=7)) == T0 + timedelta(
+        minutes=5
+    )
+    assert ledger.last_run_at_or_before("exports", T0 - timedelta(minutes=1)) is None
+
+
+def finish(ledger: Ledger, batch_id: str, stop_reason: str) -> None:
+    ledger.finish_run(
+        batch_id,
+        T0,
+        reclaimed=0,
+        discovered=0,
+        published=0,
+        publish_failures=0,
+        oldest_age_seconds=None,
+        stop_reason=stop_reason,
+    )
+
+
+def test_a_run_skipped_while_paused_is_reopened_and_records_no_resend(ledger: Ledger) -> None:
+    # Given a run recorded as skipped (paused), without a count of resent messages
+    ledger.start_run("exports", T0, "b-0", T0)
+    finish(ledger, "b-0", "paused")
+    # Then it resent nothing, and it can be re-armed once under a new batch id
+    (audit,) = ledger.batch_audit("exports", T0 - timedelta(hours=1), 10)
+    assert (audit.batch_id, audit.stop_reason, audit.resent) == ("b-0", "paused", 0)
+    assert ledger.reopen_skipped_run("exports", T0, "release-1", T0) is True
+    assert ledger.reopen_skipped_run("exports", T0, "release-2", T0) is False
+
+
+def test_redrive_reads_each_job_under_its_own_key(ledger: Ledger) -> None:
+    add(ledger, 2)
+    keys = sorted(claim_all(ledger))
+    views = ledger.jobs_for_redrive([*keys, "exports:nobody:o:v1"])
+    assert sorted(views) == keys
+    assert [views[key].operation_key for key in keys] == keys
+
+
+def test_inspect_lists_an_expired_lease_deferred_without_an_outcome(ledger: Ledger) -> None:
+    # Given a leased job sent back for the rate (a code, no outcome), whose lease then expired
+    add(ledger, 1)
+    (key,) = claim_all(ledger)
+    ledger.record_unsettled(key, T0, next_attempt_at=T0, lease_until=T0 + LEASE, code="wait_rate")
+    # When the operator inspects after the lease expired
+    rows = ledger.inspect("exports", T0 + 2 * LEASE, T0 - LEASE, 10)
+    # Then the job is listed with its code and no outcome
+    assert [(r.operation_key, r.status, r.last_outcome, r.last_error_code) for r in rows] == [
+        (key, JobStatus.LEASED, None, "wait_rate")
+    ]
+
+
+def test_two_losers_of_one_scheduling_conflict_back_off_for_different_times() -> None:
+    # (jittered by +-50 %: drawn across the range, not at one point of it)
+    delays = [_backoff(1) for _ in range(200)]
+    assert all(
+        0.5 * SCHEDULE_BACKOFF_SECONDS <= d <= 1.5 * SCHEDULE_BACKOFF_SECONDS for d in delays
+    )
+    assert (
+        min(delays) < 0.8 * SCHEDULE_BACKOFF_SECONDS < 1.2 * SCHEDULE_BACKOFF_SECONDS < max(delays)
+    )
+
+
+def test_active_scopes_are_those_with_unsettled_work_busiest_first(ledger: Ledger) -> None:
+    # Given three scopes with 3, 2 and 1 unsettled jobs, and a scope whose one job settled
+    jobs = [NewJob(t, f"o{i}", T0) for t, n in (("a", 1), ("b", 3), ("c", 2)) for i in range(n)]
+    ledger.schedule("exports", 1, lambda j: j.tenant_id, [*jobs, NewJob("d", "o", T0)], T0)
+    done = ledger.claim("exports", "b-1", T0, LEASE, 100, closed_scopes=["a", "b", "c"])
+    assert ledger.mark_succeeded(done[0].operation_key, OutcomeClass.ACCEPTED, T0)
+    # Then the scopes with pending or leased work are listed, busiest first, up to the limit
+    assert ledger.active_scopes("exports", 10) == {"b": 3, "c": 2, "a": 1}
+    assert list(ledger.active_scopes("exports", 2)) == ["b", "c"]
+
+
+def test_a_counted_attempt_without_a_limit_is_a_retry_of_its_batch(ledger: Ledger) -> None:
+    # Given a batch's run record and a job it carries
+    add(ledger, 1)
+    ledger.start_run("exports", T0, "b-1", T0)
+    (key,) = claim_all(ledger, owner="b-1")
+    # When an attempt is counted with no attempt limit given
+    attempts = ledger.record_unsettled(
+        key, T0, next_attempt_at=T0, lease_until=T0 + LEASE, code="http_503", count_attempt=True
+    )
+    # Then it is the job's first attempt and a retry of its batch
+    assert attempts == 1
+    (audit,) = ledger.batch_audit("exports", T0 - timedelta(hours=1), 10)
+    assert (audit.batch_id, audit.retried) == ("b-1", 1)
+
+
+def prepared_statements(ledger: Ledger) -> int:
+    with ledger.transaction() as conn:
+        row = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_statements_are_prepared_on_the_server_unless_turned_off(db_url: str) -> None:
+    # Given a ledger as the Lambdas build it, and one behind a proxy (prepare_threshold=None)
+    default, proxied = Ledger(db_url), Ledger(db_url, prepare_threshold=None)
+    # When each runs one statement many times
+    for ledger in (default, proxied):
+        for _ in range(10):
+            ledger.counts("exports")
+    # Then only the first has prepared it on the server
+    assert (prepared_statements(default) > 0, prepared_statements(proxied)) == (True, 0)
+    default.close()
+    proxied.close()

@@ -320,3 +320,382 @@ def test_an_adaptive_rate_never_leaves_its_bounds_in_the_item(
     # Then each cut starts from at most the cap, and none goes below the floor
     assert rates[0] == pytest.approx(25.0)
     assert all(spec.floor <= r <= spec.cap for r in rates)
+
+
+# -- blocks of slots, boundaries, races: each on a fake clock, so every slot time is exact ------
+# A limiter that has not written yet plans with FIRST_LEAD_SECONDS (its first write's lead is
+# known); later leads are measured, so these tests keep a margin above MAX_LEAD_SECONDS there.
+
+T = 1_000.0  # epoch seconds of the fake clocks
+
+
+def fake_clock(start: float = T) -> tuple[list[float], Any]:
+    now = [start]
+    return now, lambda: now[0]
+
+
+def shape(decision: Grant | Denial) -> tuple[object, ...]:
+    """A grant as (first slot, count, interval), a denial as (retry at, reason), to the µs."""
+    if isinstance(decision, Grant):
+        return round(decision.slot_at, 6), decision.count, round(decision.interval, 6)
+    return round(decision.retry_at, 6), decision.reason
+
+
+def test_a_block_of_slots_on_an_idle_scope_stops_at_the_horizon(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given an idle scope at 1/s and a limiter that has not written yet
+    now, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    # When it asks for five slots within 2.5 s
+    block = limiter.reserve("blk", 1.0, horizon=2.5, count=5)
+    # Then it gets the three that fit, from now plus the lead, one interval apart, in one write
+    assert shape(block) == (T + FIRST_LEAD_SECONDS, 3, 1.0)
+    assert isinstance(block, Grant)
+    assert [round(s, 6) for s in block.slots] == [T + 0.05, T + 1.05, T + 2.05]
+    assert limiter.writes == 1
+    # and, a moment later, the next reservation knows the scope is busy: one write, next slot
+    now[0] += 0.1
+    assert shape(limiter.reserve("blk", 1.0, horizon=10)) == (T + 3.05, 1, 0.0)
+    assert limiter.writes == 2
+
+
+def test_a_block_asked_of_a_busy_scope_is_cut_short_at_the_horizon(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope at 1/s whose next slot is 1.05 s away, as this limiter knows
+    _, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    assert shape(limiter.reserve("busy", 1.0, horizon=10)) == (T + FIRST_LEAD_SECONDS, 1, 0.0)
+    # When it asks for three slots within 1.5 s
+    block = limiter.reserve("busy", 1.0, horizon=1.5, count=3)
+    # Then it gets the one slot before the horizon, not a slot beyond it
+    assert shape(block) == (T + 1.05, 1, 0.0)
+    assert limiter.state("busy").next_slot_at == pytest.approx(T + 2.05, abs=1e-6)
+
+
+def test_a_block_asked_of_a_scope_busy_elsewhere_takes_what_fits_before_the_horizon(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope at 1/s made busy by another consumer: its next slot is 1.05 s away
+    _, clock = fake_clock()
+    other = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    other.reserve("shared", 1.0, horizon=10)
+    # When a consumer that has not seen it asks for four slots within 2.5 s
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    block = limiter.reserve("shared", 1.0, horizon=2.5, count=4)
+    # Then its wrong guess (idle) costs one write, and it takes the two slots that fit
+    assert shape(block) == (T + 1.05, 2, 1.0)
+    assert limiter.writes == 2
+
+
+def test_a_gate_closed_until_exactly_now_no_longer_refuses(local_aws: LocalAws, table: str) -> None:
+    # Given a scope whose next slot is 10.05 s away and whose gate closes until exactly now
+    _, clock = fake_clock()
+    DynamoLimiter(local_aws.dynamodb(), table, clock=clock).reserve("g", 10.0, horizon=100)
+    DynamoLimiter(local_aws.dynamodb(), table, clock=clock).close("g", T, "throttled")
+    # When a consumer asks for a slot now (a horizon of zero: no lead either)
+    refused = DynamoLimiter(local_aws.dynamodb(), table, clock=clock).reserve("g", 10.0, 0.0)
+    # Then it is refused for the rate, until that slot, not for a closure
+    assert shape(refused) == (T + 10.05, "rate")
+
+
+def test_a_slot_exactly_at_the_horizon_is_granted(local_aws: LocalAws, table: str) -> None:
+    # Given a scope at 1/s whose next slot is exactly 1.05 s away
+    _, clock = fake_clock()
+    DynamoLimiter(local_aws.dynamodb(), table, clock=clock).reserve("h", 1.0, horizon=10)
+    # When consumers ask with a horizon of a microsecond less, then of exactly that
+    short = DynamoLimiter(local_aws.dynamodb(), table, clock=clock).reserve("h", 1.0, 1.049_999)
+    at_edge = DynamoLimiter(local_aws.dynamodb(), table, clock=clock).reserve("h", 1.0, 1.05)
+    # Then the first is refused, the second gets the slot
+    assert isinstance(short, Denial)
+    assert short.reason == "rate"
+    assert shape(at_edge) == (T + 1.05, 1, 0.0)
+
+
+def delete_item(local_aws: LocalAws, table: str, scope: str) -> None:
+    local_aws.dynamodb().delete_item(TableName=table, Key={"pk": {"S": f"scope#{scope}"}})
+
+
+def test_a_scope_whose_item_is_gone_is_reserved_afresh(local_aws: LocalAws, table: str) -> None:
+    # Given a limiter that saw a scope busy, and the scope's item then gone (expired, deleted)
+    now, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    limiter.reserve("gone", 10.0, horizon=100, count=3)
+    delete_item(local_aws, table, "gone")
+    # When it reserves the scope again
+    now[0] += 1
+    again = limiter.reserve("gone", 10.0, horizon=100)
+    # Then its wrong guess costs one write and it gets the idle scope's slot: now plus the lead
+    assert isinstance(again, Grant)
+    assert T + 1 <= again.slot_at <= T + 1 + MAX_LEAD_SECONDS
+    assert limiter.writes == 3
+
+
+def test_an_adaptive_scope_whose_item_is_gone_starts_again_at_the_floor(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a limiter that knows an adaptive scope's rate, and the scope's item then gone
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    now, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    limiter.reserve("gone", 1.0, horizon=100, count=50, adaptive=spec)  # 5 s of slots: busy
+    delete_item(local_aws, table, "gone")
+    # When it reserves the scope again, later
+    now[0] += 3
+    again = limiter.reserve("gone", 1.0, horizon=100, count=2, adaptive=spec)
+    # Then the stale version costs one write, and the scope starts again at the floor
+    assert isinstance(again, Grant)
+    assert again.interval == pytest.approx(1 / spec.floor)
+    assert limiter.writes == 3
+    assert int(item_of(local_aws, table, "gone")["ar_v"]["N"]) == 1
+
+
+def test_a_consumer_with_a_stale_rate_on_a_busy_scope_reserves_at_the_cut_rate(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given an adaptive scope with 10 s of slots reserved at the floor, and a second consumer
+    # that learned that rate and that the scope is busy
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    now, clock = fake_clock()
+    a = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    b = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    a.reserve("ar", 1.0, horizon=600, count=100, adaptive=spec)
+    assert isinstance(b.reserve("ar", 1.0, horizon=600, adaptive=spec), Grant)
+    # When, five seconds on (the rate risen to 60/s), the first consumer's 429 cuts it to 30/s
+    now[0] += 5
+    assert a.cut("ar", spec) == pytest.approx(30.0)
+    # Then the second consumer's write at its stale rate fails, and it reserves at 30/s
+    writes = b.writes
+    block = b.reserve("ar", 1.0, horizon=600, count=2, adaptive=spec)
+    assert isinstance(block, Grant)
+    assert block.interval == pytest.approx(1 / 30, abs=1e-6)
+    assert block.slot_at == pytest.approx(T + 10.15, abs=1e-6)  # after the 101 slots before
+    assert b.writes == writes + 2
+    # and a consumer that learned the floor rate sees it risen a second later (from the floor)
+    c = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    c.reserve("fresh", 1.0, horizon=600, adaptive=spec)
+    d = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    d.reserve("fresh", 1.0, horizon=600, adaptive=spec)
+    now[0] += 1
+    later = d.reserve("fresh", 1.0, horizon=600, count=2, adaptive=spec)
+    assert isinstance(later, Grant)
+    assert later.interval == pytest.approx(1 / 20, abs=1e-6)
+
+
+def test_a_busy_scope_that_turns_adaptive_starts_at_the_floor(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope made busy at a known quota (1/s)
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    _, clock = fake_clock()
+    DynamoLimiter(local_aws.dynamodb(), table, clock=clock).reserve("turn", 1.0, horizon=10)
+    # When a consumer reserves it adaptively
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    block = limiter.reserve("turn", 1.0, horizon=10, count=2, adaptive=spec)
+    # Then its slots follow the busy bucket at the floor rate (one wrong guess: two writes)
+    assert shape(block) == (T + 1.05, 2, 1 / spec.floor)
+    assert limiter.writes == 2
+    # and it knows the rate it set: its next reservation is one write
+    assert isinstance(limiter.reserve("turn", 1.0, horizon=10, adaptive=spec), Grant)
+    assert limiter.writes == 3
+
+
+def test_the_first_adaptive_reservation_teaches_its_consumer_the_rate(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a consumer that made an adaptive scope's first reservation (its rate at the floor)
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    _, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    assert isinstance(limiter.reserve("first", 1.0, horizon=10, adaptive=spec), Grant)
+    # Then it knows the rate's version: its next reservation is one write, at the floor
+    block = limiter.reserve("first", 1.0, horizon=10, count=2, adaptive=spec)
+    assert shape(block) == (T + 0.15, 2, 1 / spec.floor)
+    assert limiter.writes == 2
+
+
+def test_a_consumer_that_never_reserved_cuts_the_shared_rate(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given an adaptive scope set at the floor five seconds ago (risen to 60/s since)
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    now, clock = fake_clock()
+    DynamoLimiter(local_aws.dynamodb(), table, clock=clock).reserve("cut", 1.0, 10, adaptive=spec)
+    now[0] += 5
+    # When a consumer that has not seen the scope meets a 429
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    rate = limiter.cut("cut", spec)
+    # Then it learns the rate from its failed write and halves it, in two writes
+    assert rate == pytest.approx(30.0)
+    assert limiter.writes == 2
+    item = item_of(local_aws, table, "cut")
+    assert (item["ar_v"]["N"], item["ar"]["N"]) == ("2", "30000")
+    assert int(item["expires_at"]["N"]) == int(T + 5) + ITEM_TTL_SECONDS
+    # and its next reservation is at the rate it set, in one write
+    block = limiter.reserve("cut", 1.0, horizon=10, count=2, adaptive=spec)
+    assert isinstance(block, Grant)
+    assert block.interval == pytest.approx(1 / 30, abs=1e-6)
+    assert limiter.writes == 3
+
+
+def test_a_429_on_a_scope_never_used_sets_the_rate_at_the_floor(
+    local_aws: LocalAws, table: str
+) -> None:
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    _, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    assert limiter.cut("new", spec) == pytest.approx(spec.floor)
+    assert limiter.writes == 1
+    assert int(item_of(local_aws, table, "new")["ar_v"]["N"]) == 1
+
+
+def test_the_other_429s_of_one_overshoot_follow_the_first_cut(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given an adaptive scope at 60/s, known to a second consumer, cut to 30/s by a first one
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.5, cooldown=2.0)
+    now, clock = fake_clock()
+    first = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    second = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    first.reserve("o", 1.0, horizon=10, adaptive=spec)
+    second.reserve("o", 1.0, horizon=10, adaptive=spec)
+    now[0] += 5
+    assert first.cut("o", spec) == pytest.approx(30.0)
+    # When, half a second later (within the cooldown), the second and a third consumer meet 429s
+    now[0] += 0.5
+    second_writes = second.writes
+    third = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    # Then each follows the cut in one failed write: the rate stays 30/s, cut once
+    assert second.cut("o", spec) == pytest.approx(30.0)
+    assert third.cut("o", spec) == pytest.approx(30.0)
+    assert (second.writes - second_writes, third.writes) == (1, 1)
+    # and so does the first consumer's own next 429 (its version is current: the cooldown holds)
+    first_writes = first.writes
+    assert first.cut("o", spec) == pytest.approx(30.0)
+    assert first.writes == first_writes + 1
+    assert item_of(local_aws, table, "o")["ar_v"]["N"] == "2"
+
+
+class RivalCutsFirst:
+    """A DynamoDB client before each of whose writes another consumer cuts the scope's rate:
+    a reservation or cut that loses every race (possible with a cooldown of zero)."""
+
+    def __init__(self, client: Any, rival: DynamoLimiter, scope: str, spec: Adaptive) -> None:
+        self._client = client
+        self._rival = rival
+        self._scope = scope
+        self._spec = spec
+
+    def update_item(self, **kwargs: Any) -> Any:
+        self._rival.cut(self._scope, self._spec)
+        return self._client.update_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_reservation_and_a_cut_that_lose_every_race_give_up_shortly(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given an adaptive scope at 60/s whose rate another consumer cuts (no cooldown) before
+    # each write of this one
+    spec = Adaptive(floor=10.0, cap=100.0, increase=10.0, cut=0.99, cooldown=0.0)
+    now, clock = fake_clock()
+    rival = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    rival.reserve("race", 1.0, horizon=10, adaptive=spec)
+    now[0] += 5
+    client = RivalCutsFirst(local_aws.dynamodb(), rival, "race", spec)
+    limiter = DynamoLimiter(client, table, clock=clock)  # type: ignore[arg-type]
+    # When it reserves
+    refused = limiter.reserve("race", 0.25, horizon=10, adaptive=spec)
+    # Then after eight lost races it is refused for a moment (one interval), not for long
+    assert shape(refused) == (T + 5.25, "rate")
+    assert limiter.writes == 8
+    # and a cut that loses every race returns the rate it last saw in the item
+    rate = limiter.cut("race", spec)
+    assert limiter.writes == 16
+    held = int(item_of(local_aws, table, "race")["ar"]["N"]) / 1000
+    assert spec.floor < held < 60.0
+    assert rate == held
+
+
+class LaggingReads:
+    """A DynamoDB client whose eventually consistent reads have not caught up with any write."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def get_item(self, **kwargs: Any) -> Any:
+        if kwargs.get("ConsistentRead") is True:
+            return self._client.get_item(**kwargs)
+        return {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_the_gate_is_read_strongly_consistent(local_aws: LocalAws, table: str) -> None:
+    # Given a gate just closed, and reads that lag unless they ask for consistency
+    limiter = DynamoLimiter(LaggingReads(local_aws.dynamodb()), table)  # type: ignore[arg-type]
+    until = time.time() + 30
+    limiter.close("s", until, "throttled")
+    # Then the consumer's re-check sees the closure
+    assert limiter.state("s").closed_until == pytest.approx(until, abs=1e-6)
+
+
+class DelayedWrites:
+    """A DynamoDB client whose writes take the next of `delays` longer (then no longer)."""
+
+    def __init__(self, client: Any, delays: list[float]) -> None:
+        self._client = client
+        self._delays = delays
+
+    def update_item(self, **kwargs: Any) -> Any:
+        time.sleep(self._delays.pop(0) if self._delays else 0.0)
+        return self._client.update_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_the_lead_forgets_a_slow_write_after_eight_faster_ones(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given one write that took 0.2 s longer than the others
+    client = DelayedWrites(local_aws.dynamodb(), [0.2])
+    limiter = DynamoLimiter(client, table)  # type: ignore[arg-type]
+    limiter.reserve("s", 0.000_001, horizon=1)
+    assert limiter.lead >= 0.2
+    # When eight faster writes follow
+    for _ in range(8):
+        limiter.reserve("s", 0.000_001, horizon=1)
+    # Then the lead is theirs: the slowest of the last eight
+    assert limiter.lead < 0.2
+
+
+def test_a_refused_write_is_measured_for_the_lead_too(local_aws: LocalAws, table: str) -> None:
+    # Given a closed gate, and writes that take 50 ms longer than usual
+    DynamoLimiter(local_aws.dynamodb(), table).close("s", time.time() + 30, "throttled")
+    limiter = DynamoLimiter(DelayedWrites(local_aws.dynamodb(), [0.05]), table)  # type: ignore[arg-type]
+    # When a reservation is refused (its write's condition failed)
+    assert isinstance(limiter.reserve("s", 0.01, horizon=1), Denial)
+    # Then that write's round trip is the lead
+    assert 0.05 <= limiter.lead < MAX_LEAD_SECONDS
+
+
+def test_an_interval_below_a_microsecond_still_spaces_slots_a_microsecond_apart(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a limiter on a fake clock (slots apart by the spacing, not by time passing)
+    _, clock = fake_clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    # When it reserves blocks at 10 million calls a second, known and adaptive
+    known = limiter.reserve("fast", 1e-7, horizon=1, count=3)
+    spec = Adaptive(floor=2e6, cap=4e6, increase=1.0, cut=0.5, cooldown=1.0)
+    adaptive = limiter.reserve("fast-ar", 1.0, horizon=1, count=3, adaptive=spec)
+    again = limiter.reserve("fast-ar", 1.0, horizon=1, count=3, adaptive=spec)
+    # Then the slots are one microsecond apart: the finest spacing, never none
+    for block in (known, adaptive, again):
+        assert isinstance(block, Grant)
+        assert block.interval == pytest.approx(1e-6)

@@ -180,6 +180,8 @@ def test_an_adaptive_scope_is_called_at_its_found_rate_and_a_429_cuts_it(
     )["Item"]
     assert int(item["ar_v"]["N"]) == 2  # set at the floor, then cut once
     assert int(item["ar"]["N"]) == 50_000  # the cap halved, in thousandths of a call per second
+    # and the gate is closed for the Retry-After, as for any 429
+    assert "closed_until" in item
 
 
 def test_a_known_quota_keeps_no_adaptive_rate(pipeline: Pipeline) -> None:

@@ -58,7 +58,7 @@ def key_of(record: dict[str, Any]) -> str:
     return JobMessage.model_validate_json(record["body"]).key
 
 
-@pytest.mark.parametrize("parallel_calls", [1, 4])
+@pytest.mark.parametrize("parallel_calls", [1, 2, 4])
 def test_calls_in_flight_never_exceed_parallel_calls(
     pipeline: Pipeline,
     slow_vendor: VendorSimulator,

@@ -138,7 +138,7 @@ def test_a_failure_late_in_a_file_writes_nothing(
     )
     batch = [*jobs(5_010), NewJob("zz", "zz-refused", NOW)]
     # When it is scheduled
-    with pytest.raises(LedgerError, match="nothing of this input was written"):
+    with pytest.raises(LedgerError, match=r"\(23514\); nothing of this input was written$"):
         schedule_jobs(ledger, POLICY, batch, NOW)
     # Then not one row of it was written
     assert total(ledger) == 0

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from sweeper.config import Policy
+from sweeper.errors import LimiterError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, closed_scopes
 from sweeper.local.aws import LocalAws, provision
@@ -104,3 +106,40 @@ def test_closed_scopes_are_read_from_the_shared_limiter(
     closed = closed_scopes(local_aws.dynamodb(), table, time.time())
     # Then it names exactly the scopes closed now
     assert closed == {"exports:t-closed", "exports:t-auth"}
+
+
+class PagedScans:
+    """A DynamoDB client whose scans return one item a page, as a large table's would."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.pages = 0
+
+    def scan(self, **kwargs: Any) -> Any:
+        self.pages += 1
+        return self._client.scan(**kwargs, Limit=1)
+
+
+def test_closed_scopes_are_read_across_every_page_of_the_scan(
+    local_aws: LocalAws, unique_name: str
+) -> None:
+    # Given three closed scopes and an open one, in a table scanned one item a page
+    table = provision(
+        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
+    ).limiter_table
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    now = time.time()
+    for scope in ("a", "b", "c"):
+        limiter.close(scope, now + 60, "throttled")
+    limiter.reserve("open", 1.0, horizon=5)
+    client = PagedScans(local_aws.dynamodb())
+    # When the producer's view of the gates is read
+    closed = closed_scopes(client, table, time.time())  # type: ignore[arg-type]
+    # Then every page was read, each once, and every closed scope named
+    assert closed == {"a", "b", "c"}
+    assert 4 <= client.pages <= 5  # four items, one a page (and maybe a last, empty one)
+
+
+def test_a_failed_read_of_the_closed_scopes_names_the_operation(local_aws: LocalAws) -> None:
+    with pytest.raises(LimiterError, match=r"^limiter read of closed scopes failed$"):
+        closed_scopes(local_aws.dynamodb(), "no-such-table", time.time())

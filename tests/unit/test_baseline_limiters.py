@@ -21,5 +21,6 @@ def test_a_per_worker_limiter_spaces_its_own_calls_at_quota_over_workers() -> No
 def test_no_limiter_grants_every_slot_now() -> None:
     limiter = NoLimiter(clock=lambda: 7.0)
     assert limiter.reserve("s", 1.0, horizon=0) == Grant(7.0)
+    assert limiter.reserve("s", 1.0, horizon=0, count=3) == Grant(7.0, 3)  # a block, all now
     assert limiter.close("s", 9.0, "auth") == 9.0
     assert limiter.state("s") == ScopeState("s", None, None, None, None)

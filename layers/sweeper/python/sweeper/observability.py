@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 METRICS_NAMESPACE = "Sweeper"
+#: The units Powertools' Metrics (the production sink) accepts: a member's name or its value.
+CLOUDWATCH_UNITS = frozenset(MetricUnit.__members__) | frozenset(u.value for u in MetricUnit)
 
 
 class MetricSink(Protocol):
@@ -83,10 +87,16 @@ class Metric:
 
 
 class CountingSink:
-    """A MetricSink that keeps totals in memory (tests, the local stack)."""
+    """A MetricSink that keeps totals in memory (tests, the local stack).
+
+    As strict about units as Powertools' Metrics: a unit CloudWatch does not know raises there
+    (MetricUnitError, failing the invocation), so it raises here too.
+    """
 
     def __init__(self) -> None:
         self.totals: dict[str, float] = {}
 
     def add_metric(self, name: str, unit: str, value: float) -> None:
+        if unit not in CLOUDWATCH_UNITS:
+            raise ValueError(f"metric {name}: {unit!r} is not a CloudWatch unit")
         self.totals[name] = self.totals.get(name, 0.0) + value
