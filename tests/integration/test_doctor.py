@@ -176,7 +176,7 @@ def test_the_cli_fails_one_line_per_problem_without_a_traceback(
 ) -> None:
     # Given an unbootstrapped region and a policy file with a bad field
     config = _policy_file(
-        tmp_path, '[[policies]]\nname = "exports"\n[policies.consumer]\nbatch_size = 50\n'
+        tmp_path, '[[policies]]\nname = "exports"\n[policies.consumer]\nbatch_size = 20000\n'
     )
     # When
     result = CliRunner().invoke(
