@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.consumer import BatchSlots
 from sweeper.limiter import Adaptive, Denial, Grant
+from sweeper.observability import Metric
 
 INTERVAL = 0.01
 NOW = 1_000.0
@@ -102,6 +104,7 @@ def test_one_thread_reserves_one_slot_at_a_time() -> None:
 def test_a_block_never_exceeds_the_records_left() -> None:
     slots, limiter = batch_slots(parallel=10, records=2)
     slots.reserve("s", INTERVAL, 60, object())
+    slots.reserve("s", INTERVAL, 60, object())  # the second slot of the block, from the bank
     assert limiter.counts == [2]
 
 
@@ -115,3 +118,91 @@ def test_a_batch_of_several_scopes_reserves_each_scope_its_share() -> None:
     # Then the block covers s0's share of the free threads (10 x 5/50 = 1), not all ten: the
     # next records of the batch belong to other scopes, and their slots would pass unused
     assert limiter.counts == [1]
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.metrics: list[tuple[str, str, float]] = []
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        self.metrics.append((name, unit, value))
+
+
+def test_a_banked_slot_past_its_time_is_let_go_and_counted_never_used_late() -> None:
+    # Given a block of three slots, one interval apart from its first
+    limiter = RecordingLimiter()
+    sink = RecordingSink()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 10, {"s": 10}, lambda: clock[0], sink)  # type: ignore[arg-type]
+    for record in (object(), object(), object()):  # 10 free threads: a block of 10
+        slots.reserve("s", INTERVAL, 60, record)
+    first_slot = NOW + 10.0 + 1  # RecordingLimiter's first grant
+    # When the next banked slot (first + 3 intervals) is exactly at the late tolerance
+    clock[0] = first_slot + 3 * INTERVAL + LATE_SLOT_TOLERANCE_SECONDS
+    _, kept = slots.reserve("s", INTERVAL, 60, object())
+    # Then it is still used
+    assert isinstance(kept, Grant)
+    assert kept.slot_at == first_slot + 3 * INTERVAL
+    assert sink.metrics == []
+    # When the bank's next two slots are past the tolerance
+    clock[0] = first_slot + 5 * INTERVAL + LATE_SLOT_TOLERANCE_SECONDS + 0.001
+    _, fresh = slots.reserve("s", INTERVAL, 60, object())
+    # Then each is let go and counted once, and the slot given is the first one still ahead
+    assert sink.metrics == [(Metric.LATE_SLOTS, "Count", 1)] * 2
+    assert isinstance(fresh, Grant)
+    assert fresh.slot_at == first_slot + 6 * INTERVAL
+
+
+def test_a_record_finished_without_a_call_leaves_one_record_fewer_to_reserve_for() -> None:
+    slots, limiter = batch_slots(parallel=10, records=5)
+    deferred = object()
+    slots.done("s", False, deferred)  # deferred before it took a slot
+    slots.reserve("s", INTERVAL, 60, object())
+    assert limiter.counts == [4]
+
+
+def test_a_record_calling_is_no_longer_a_record_to_reserve_for() -> None:
+    # Given five records: the first write reserves five slots
+    limiter = RecordingLimiter()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 10, {"s": 5}, lambda: clock[0], RecordingSink())  # type: ignore[arg-type]
+    a, b, c = object(), object(), object()
+    for record in (a, b, c):
+        slots.reserve("s", INTERVAL, 60, record)
+    slots.calling("s", a)
+    slots.calling("s", b)
+    # When the banked slots have passed and the third asks again
+    clock[0] = NOW + 60
+    slots.reserve("s", INTERVAL, 60, c)
+    # Then three are reserved: the records not yet calling
+    assert limiter.counts == [5, 3]
+
+
+def test_a_record_given_up_after_taking_a_slot_no_longer_holds_it() -> None:
+    # Given ten threads with slots, five of which give their record up (a gate closed meanwhile)
+    slots, limiter = batch_slots(parallel=10, records=50)
+    records = [object() for _ in range(10)]
+    for record in records:
+        slots.reserve("s", INTERVAL, 60, record)
+    for record in records[:5]:
+        slots.done("s", False, record)
+    # When another record asks, the bank empty
+    slots.reserve("s", INTERVAL, 60, object())
+    # Then the five threads that gave up are free: 10 - 5 still holding
+    assert limiter.counts == [10, 5]
+
+
+def test_a_record_calling_no_longer_holds_its_slot() -> None:
+    # Given ten threads with slots: five called and finished, one calling
+    slots, limiter = batch_slots(parallel=10, records=50)
+    records = [object() for _ in range(10)]
+    for record in records:
+        slots.reserve("s", INTERVAL, 60, record)
+    for record in records[:5]:
+        slots.calling("s", record)
+        slots.done("s", True, record)
+    slots.calling("s", records[5])
+    # When a holder asks again with the bank empty
+    slots.reserve("s", INTERVAL, 60, records[6])
+    # Then the free threads are the five finished and the asker: 10 - 1 calling - 3 holding
+    assert limiter.counts == [10, 6]
