@@ -184,14 +184,13 @@ class BatchSlots:
     ) -> tuple[float, Grant | Denial]:
         """One slot (or a denial) for `holder` (a record's delivery), and when the gate was
         last seen open for it."""
-        me = holder
         with self._lock:
-            self._holding.discard(me)  # asking again: a slot it held was let go
+            self._holding.discard(holder)  # asking again: a slot it held was let go
             bank = self._banked.get(scope)
             while bank:
                 slot = bank.popleft()
                 if slot >= self._now() - LATE_SLOT_TOLERANCE_SECONDS:
-                    self._holding.add(me)
+                    self._holding.add(holder)
                     return self._checked_at[scope], Grant(slot)
                 self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
             # Threads that may ask within moments: those neither calling nor already holding a
@@ -205,7 +204,7 @@ class BatchSlots:
             requested = self._now()
             decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
             if isinstance(decision, Grant):
-                self._holding.add(me)
+                self._holding.add(holder)
                 if decision.count > 1:
                     first, *rest = decision.slots
                     self._banked[scope] = deque(rest)
