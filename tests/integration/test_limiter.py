@@ -295,10 +295,14 @@ def test_an_adaptive_scope_is_reserved_at_the_rate_its_item_holds(
     # and the other 429s of that overshoot do not cut it again within the cooldown
     assert b.cut("found", spec) == pytest.approx(30.0)
     assert int(item_of(local_aws, table, "found")["ar_v"]["N"]) == 2  # set once, cut once
-    # but one after the cooldown does, from the rate reached meanwhile (30 + 3 x 10, halved)
+    # but one after the cooldown does, from the rate reached meanwhile, halved: the climb back
+    # slows near the peak the first cut kept in the item (60/s), which this consumer learned
+    # from its failed write: 30 + 2.4 s x 10 to the band at 54/s, then 0.6 s x 1 in it
     now[0] += 3
-    assert b.cut("found", spec) == pytest.approx(30.0)
-    assert int(item_of(local_aws, table, "found")["ar_v"]["N"]) == 3
+    assert b.cut("found", spec) == pytest.approx(54.6 / 2)
+    item = item_of(local_aws, table, "found")
+    assert int(item["ar_v"]["N"]) == 3
+    assert int(item["ar_peak"]["N"]) == 54_600  # the new peak, in thousandths
 
 
 def test_an_adaptive_rate_never_leaves_its_bounds_in_the_item(

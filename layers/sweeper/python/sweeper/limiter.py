@@ -112,6 +112,13 @@ class Adaptive:
     it was (at least `floor`), at most once per `cooldown` seconds (one overshoot brings several
     429s; they are one signal). It never exceeds `cap`. The rate lives in the scope's limiter
     item, so every consumer follows the same value.
+
+    After a cut the rate that drew the 429 is kept as the `peak`. Climbing back, the rate rises
+    at `increase` until it is within `approach_band` of the peak, then at `approach_slow` of
+    that through the band, and at `increase` again past the peak (the quota may have grown).
+    Plain AIMD climbs back into the same 429 every `(1 - cut) * peak / increase` seconds; the
+    slow band makes each overshoot rarer and keeps the rate near the quota between them
+    (the idea of TCP CUBIC's plateau, as two straight lines).
     """
 
     floor: float
@@ -119,14 +126,35 @@ class Adaptive:
     increase: float
     cut: float
     cooldown: float
+    approach_band: float = 0.1
+    approach_slow: float = 0.1
 
-    def rate_at(self, rate: float, since: float, now: float) -> float:
-        """The rate at `now`, set to `rate` at `since` and raised since then."""
-        return max(self.floor, min(self.cap, rate + self.increase * max(0.0, now - since)))
+    def rate_at(self, rate: float, since: float, now: float, peak: float | None = None) -> float:
+        """The rate at `now`, set to `rate` at `since` and raised since then (see the class)."""
+        left = max(0.0, now - since)
+        if peak is not None and rate < peak:
+            below = peak * (1.0 - self.approach_band)
+            if rate < below:  # far below the peak: the usual slope, up to the band
+                spent = min(left, (below - rate) / self.increase)
+                rate, left = rate + self.increase * spent, left - spent
+            slow = self.increase * self.approach_slow
+            spent = min(left, max(0.0, peak - rate) / slow)  # through the band, slowly
+            rate, left = rate + slow * spent, left - spent
+        return max(self.floor, min(self.cap, rate + self.increase * left))
 
     def after_cut(self, rate: float) -> float:
         """The rate after a 429 arrived while it was `rate`."""
         return max(self.floor, min(self.cap, rate * self.cut))
+
+
+@dataclass(frozen=True, slots=True)
+class _KnownRate:
+    """The adaptive rate of a scope as its item held it when this process last saw it."""
+
+    rate: float  # calls per second
+    since: int  # set at, epoch µs
+    version: int
+    peak: float | None  # the rate that drew the last 429 (None: no cut yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +213,7 @@ class DynamoLimiter:
         self.reads = 0
         self._last_tat: dict[str, int] = {}  # per scope: which path to try first (a hint only)
         self._round_trips: deque[float] = deque(maxlen=LEAD_SAMPLES)
-        # per scope, the adaptive rate last seen: (calls/s, set at µs, version)
-        self._rates: dict[str, tuple[float, int, int]] = {}
+        self._rates: dict[str, _KnownRate] = {}  # per scope, the adaptive rate last seen
 
     @property
     def lead(self) -> float:
@@ -307,9 +334,8 @@ class DynamoLimiter:
         known = self._rates.get(scope)
         if known is None:  # not seen yet: the first reservation ever sets the floor
             return _RateGuard(max(1, round(US / adaptive.floor)), 0, adaptive.floor, now)
-        rate, since, version = known
-        current = adaptive.rate_at(rate, since / US, now / US)
-        return _RateGuard(max(1, round(US / current)), version, adaptive.floor, now)
+        current = adaptive.rate_at(known.rate, known.since / US, now / US, known.peak)
+        return _RateGuard(max(1, round(US / current)), known.version, adaptive.floor, now)
 
     @staticmethod
     def _guarded(
@@ -332,7 +358,7 @@ class DynamoLimiter:
 
     def _settle_guard(self, scope: str, guard: _RateGuard | None) -> None:
         if guard is not None and guard.version == 0:
-            self._rates[scope] = (guard.floor, guard.now, 1)
+            self._rates[scope] = _KnownRate(guard.floor, guard.now, 1, None)
 
     def _learn_rate(self, scope: str, item: dict[str, Any]) -> int:
         """Remember the rate an item holds; returns its version (0: none yet)."""
@@ -340,7 +366,9 @@ class DynamoLimiter:
             self._rates.pop(scope, None)
             return 0
         version = int(item["ar_v"]["N"])
-        self._rates[scope] = (int(item["ar"]["N"]) / MILLI, int(item["ar_at"]["N"]), version)
+        peak = int(item["ar_peak"]["N"]) / MILLI if "ar_peak" in item else None
+        rate = int(item["ar"]["N"]) / MILLI
+        self._rates[scope] = _KnownRate(rate, int(item["ar_at"]["N"]), version, peak)
         return version
 
     def cut(self, scope: str, adaptive: Adaptive) -> float:
@@ -348,19 +376,23 @@ class DynamoLimiter:
 
         Conditional on the version this process knows and on no cut within the cooldown: of
         several consumers throttled by one overshoot, one cuts; the others learn the new rate.
+        The rate it cut from is kept as the peak the climb back slows down near.
         """
         for _ in range(MAX_RACES):
             now = int(self._clock() * US)
-            known = self._rates.get(scope)
-            rate, since, version = known if known else (adaptive.floor, now, 0)
-            new = adaptive.after_cut(adaptive.rate_at(rate, since / US, now / US))
+            known = self._rates.get(scope) or _KnownRate(adaptive.floor, now, 0, None)
+            version = known.version
+            peak = adaptive.rate_at(known.rate, known.since / US, now / US, known.peak)
+            new = adaptive.after_cut(peak)
             failed = self._update(
                 scope,
-                "SET ar = :ar, ar_at = :now, ar_v = :next, ar_cut_at = :now, expires_at = :ttl",
+                "SET ar = :ar, ar_at = :now, ar_v = :next, ar_cut_at = :now, ar_peak = :peak, "
+                "expires_at = :ttl",
                 ("attribute_not_exists(ar_v)" if version == 0 else "ar_v = :v")
                 + " AND (attribute_not_exists(ar_cut_at) OR ar_cut_at <= :recent)",
                 {
                     ":ar": _n(new * MILLI),
+                    ":peak": _n(peak * MILLI),
                     ":now": _n(now),
                     ":next": _n(version + 1),
                     ":recent": _n(now - adaptive.cooldown * US),
@@ -375,11 +407,14 @@ class DynamoLimiter:
                 if cut_at > now - adaptive.cooldown * US:
                     # cut by another consumer for this same overshoot: follow it
                     learned = self._rates.get(scope)
-                    return learned[0] if learned else adaptive.floor
+                    return learned.rate if learned else adaptive.floor
                 continue  # a stale version: cut the current rate instead
-            self._rates[scope] = (int(new * MILLI) / MILLI, now, version + 1)
+            self._rates[scope] = _KnownRate(
+                int(new * MILLI) / MILLI, now, version + 1, int(peak * MILLI) / MILLI
+            )
             return new
-        return self._rates.get(scope, (adaptive.floor, 0, 0))[0]
+        last = self._rates.get(scope)
+        return last.rate if last else adaptive.floor
 
     def _denial(
         self, item: dict[str, Any] | None, now: int, reach: int, horizon: int
