@@ -9,10 +9,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from sweeper.backpressure import republish_delay_seconds
 from sweeper.config import Policy, Quota
 from sweeper.ledger import queries
 from sweeper.ledger.store import Ledger
-from sweeper.models import JobMessage, JobStatus, NewJob
+from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
 from sweeper.producer import run_producer
 from tests.fakes import FakePublisher
 
@@ -120,13 +121,51 @@ def test_expired_leases_do_not_count_against_a_scopes_cap(ledger: Ledger) -> Non
     assert ledger.count_in_flight("exports", later) == 5
 
 
+def test_a_scopes_cap_counts_its_rows_as_the_producers_depth_does(ledger: Ledger) -> None:
+    # Given a scope whose cap of 5 is full of leases, 2 of them sent back to wait (a throttle:
+    # next attempt five minutes ahead, lease renewed)
+    seed(ledger, {"a": 20})
+    held = ledger.claim("exports", "batch-1", T0, LEASE, 100, scope_cap=5)
+    assert len(held) == 5
+    for job in held[:2]:
+        ledger.record_unsettled(
+            job.operation_key,
+            T0,
+            next_attempt_at=T0 + timedelta(seconds=300),
+            lease_until=T0 + timedelta(seconds=360),
+            outcome=OutcomeClass.THROTTLED,
+        )
+    # When the next claim runs
+    now = T0 + timedelta(seconds=1)
+    again = ledger.claim("exports", "batch-2", now, LEASE, 100, scope_cap=5)
+    # Then the 2 waiting rows hold no room: the consumers do not have them (the producer's
+    # depth does not count them either)
+    assert len(again) == 2
+    assert ledger.count_on_consumers("exports", now, now) == 5
+    # and a lease expired but not yet reclaimable (its message may still be on a consumer)
+    # still holds its room, as in the producer's depth
+    later = T0 + LEASE + timedelta(seconds=1)
+    expired_before = later - timedelta(seconds=30)
+    assert ledger.count_on_consumers("exports", later, expired_before) == 5
+    assert (
+        ledger.claim(
+            "exports", "batch-3", later, LEASE, 100, scope_cap=5, expired_before=expired_before
+        )
+        == []
+    )
+    # and once they are reclaimable, they do not: the whole cap is free again
+    assert len(ledger.claim("exports", "batch-4", later, LEASE, 100, scope_cap=5)) == 5
+
+
 class RecordingLedger(Ledger):
-    """The real ledger, remembering the scope cap of each claim."""
+    """The real ledger, remembering the scope cap of each claim and what it counts."""
 
     caps: list[int | None]
+    expired_before: list[datetime | None]
 
     def claim(self, *args: Any, **kwargs: Any) -> Any:
         self.caps.append(kwargs.get("scope_cap"))
+        self.expired_before.append(kwargs.get("expired_before"))
         return super().claim(*args, **kwargs)
 
 
@@ -140,15 +179,19 @@ def test_the_producer_caps_each_scope_at_what_its_rate_drains_within_the_horizon
     assert policy.max_in_flight_per_scope == 20
     seed(ledger, {"a": 5})
     recording = RecordingLedger(db_url)
-    recording.caps = []
+    recording.caps, recording.expired_before = [], []
     # When the producer runs
     run_producer(
         policy, T0, recording, FakePublisher(), clock=lambda: T0, remaining_seconds=lambda: 100.0
     )
     recording.close()
-    # Then each claim carried that cap
+    # Then each claim carried that cap, counting the scope's rows as the producer's depth does
+    # (a lease is not reclaimable within one visibility timeout of its publish)
     assert recording.caps
     assert set(recording.caps) == {20}
+    assert set(recording.expired_before) == {
+        T0 - timedelta(seconds=republish_delay_seconds(policy))
+    }
 
 
 def test_the_claim_reads_indexes_not_the_table(ledger: Ledger, db_url: str) -> None:
@@ -171,6 +214,7 @@ def test_the_claim_reads_indexes_not_the_table(ledger: Ledger, db_url: str) -> N
                 "window": 200,
                 "fallback": 800,
                 "scope_cap": 1000,
+                "expired_before": T0,
                 "from": [JobStatus.PENDING.value],
                 "closed": [],
             },

@@ -169,6 +169,7 @@ def run_producer(
                 min(policy.page_size, room),
                 closed_scopes=sorted(closed_scopes()),
                 scope_cap=policy.max_in_flight_per_scope,
+                expired_before=claimed_at - republish_delay,
             )
             if not claimed:
                 break

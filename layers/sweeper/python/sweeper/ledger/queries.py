@@ -138,9 +138,11 @@ WITH RECURSIVE tenants AS (
          LIMIT %(window)s)
     ) c
 ), busy AS (
+    -- per scope, what COUNT_ON_CONSUMERS counts for the policy: one definition of in flight
     SELECT scope, count(*) AS leases FROM sweeper_jobs
     WHERE %(scope_cap)s::bigint IS NOT NULL
-      AND policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(now)s
+      AND policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(expired_before)s
+      AND next_attempt_at <= %(now)s
     GROUP BY scope
 ), ranked AS (
     SELECT c.id, c.turn, c.next_attempt_at,

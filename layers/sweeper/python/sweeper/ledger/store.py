@@ -348,14 +348,16 @@ class Ledger:
         limit: int,
         closed_scopes: Sequence[str] = (),
         scope_cap: int | None = None,
+        expired_before: datetime | None = None,
     ) -> list[ClaimedJob]:
         """Lease up to `limit` due rows to `owner`, tenants taking turns, and commit.
 
         Each tenant with due work has its earliest row in the page before any tenant has a
         second one; within a turn, earliest due first. A scope never holds more than
-        `scope_cap` unexpired leases (None: no cap). Rows of `closed_scopes` (whose gate is
-        closed) are left as they are, due time included: leased and published now, they would
-        only come back from the consumer.
+        `scope_cap` rows on the consumers (None: no cap), counted as `count_on_consumers`
+        counts them: leases not reclaimable by `expired_before` (default: now) and not deferred
+        past `now`. Rows of `closed_scopes` (whose gate is closed) are left as they are, due
+        time included: leased and published now, they would only come back from the consumer.
         """
         if limit <= 0 or (scope_cap is not None and scope_cap <= 0):
             return []
@@ -369,6 +371,7 @@ class Ledger:
                 "window": limit * CLAIM_WINDOW_PAGES,
                 "fallback": limit * CLAIM_FALLBACK_PAGES,
                 "scope_cap": scope_cap,
+                "expired_before": now if expired_before is None else expired_before,
                 "from": _moves(JobStatus.LEASED, JobStatus.PENDING),
                 "closed": list(closed_scopes),
             },
