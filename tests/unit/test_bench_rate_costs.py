@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.plan import Prices
-from sweeper_bench.rate import _costs, _diff, _per_second
+from sweeper_bench.rate import _busy_share, _costs, _cpu_jiffies, _diff, _per_second
 
 
 def test_requests_per_job_and_cost_come_from_the_counted_requests() -> None:
@@ -61,3 +61,16 @@ def test_a_scenario_counts_only_its_own_requests() -> None:
 def test_calls_are_counted_in_each_second_from_the_first() -> None:
     assert _per_second((10.0, 10.5, 11.2, 13.9)) == [2, 1, 0, 1]
     assert _per_second(()) == []
+
+
+def test_the_machines_busy_share_is_busy_ticks_over_all_ticks_between_two_readings() -> None:
+    # Given two readings of the machine's CPU ticks (busy, total)
+    # Then the share is the busy part of the ticks that passed, and no reading gives none
+    assert _busy_share((100, 1_000), (550, 1_500)) == 0.9
+    assert _busy_share(None, (550, 1_500)) is None
+    assert _busy_share((100, 1_000), (100, 1_000)) is None  # no time passed
+    # and this machine's reading, where there is one, is two counts with busy within total
+    reading = _cpu_jiffies()
+    if reading is not None:
+        busy, total = reading
+        assert 0 <= busy <= total

@@ -71,7 +71,15 @@ def bench_ledger(
 
 @bench.command("rate")
 @click.option("--consumers", default=8, type=click.IntRange(2, 64), help="Concurrent consumers.")
-@click.option("--seconds", default=20.0, type=click.FloatRange(5), help="Each scenario's length.")
+@click.option(
+    "--seconds", default=20.0, type=click.FloatRange(5), help="Each baseline scenario's length."
+)
+@click.option(
+    "--real-seconds",
+    default=60.0,
+    type=click.FloatRange(5),
+    help="Each real-rate scenario's length (its first second is the ramp).",
+)
 @click.option(
     "--quota",
     default="15/1s",
@@ -94,6 +102,7 @@ def bench_ledger(
 def bench_rate(
     consumers: int,
     seconds: float,
+    real_seconds: float,
     quota: str,
     parts: tuple[str, ...],
     database_url: str | None,
@@ -107,6 +116,7 @@ def bench_rate(
     result = run_rate_bench(
         consumers=consumers,
         seconds=seconds,
+        real_seconds=real_seconds,
         quota=quota,
         database_url=database_url,
         parts=parts or PARTS,
