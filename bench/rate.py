@@ -12,7 +12,8 @@ starve. Scenarios:
 - `per_worker_limiter`: each consumer spaces its own calls at quota / consumers (Celery's way);
 - `incident`: sweeper again, with the vendor announcing a closure (429 + Retry-After) mid-run;
 - `adaptive`: sweeper not told the quota (`quota.adaptive`, a cap of twice the vendor's quota):
-  how long until it sends 0.85 of the quota, and the share of its calls answered 429.
+  how long until it sends 0.85 of the quota, and the share of its calls answered 429 (its own
+  part, with SQS and DynamoDB on lite_aws, as the real rates: see `run_rate_bench`).
 
 Utilization = calls the vendor accepted per second, from its first call to the end of the run,
 divided by its quota. Timings on a shared machine are noisy: compare the scenarios of one run.
@@ -84,9 +85,10 @@ class Scenario:
 
 
 #: The adaptive scenario's cap, in multiples of the vendor's real quota, and its length: it
-#: starts at a tenth of the cap and needs time to find the quota.
+#: starts at a tenth of the cap and needs time to find the quota; 60 s is the horizon of the
+#: target (at 0.85 of the quota within 60 s, at most 1 % of calls answered 429).
 ADAPTIVE_CAP_FACTOR = 2
-ADAPTIVE_MIN_SECONDS = 45.0
+ADAPTIVE_MIN_SECONDS = 60.0
 #: "Reached the quota": a 1-second window holding this share of the quota's calls.
 ADAPTIVE_REACHED = 0.85
 
@@ -480,9 +482,9 @@ def real_rate_scenarios() -> list[Scenario]:
 REAL_RATE_SECONDS = 60.0
 
 
-#: The parts of `bench rate`: the 15/s comparison with its baselines (moto), the real rates
-#: (lite_aws).
-PARTS = ("baselines", "real")
+#: The parts of `bench rate`: the 15/s comparison with its baselines (moto), the adaptive rate
+#: at the same quota and the real rates (both on lite_aws).
+PARTS = ("baselines", "adaptive", "real")
 
 
 def run_rate_bench(
@@ -510,7 +512,6 @@ def run_rate_bench(
         Scenario("concurrency_cap_only", "off", limit, period, 1.0),
         Scenario("per_worker_limiter", "per_worker", limit, period, 1.0),
         Scenario("incident", "shared", limit, period, None, incident=True),
-        Scenario("adaptive", "shared", limit, period, 1.0, adaptive=True),
     ]
     result: dict[str, Any] = {
         "consumers": consumers,
@@ -523,6 +524,17 @@ def run_rate_bench(
                 run_scenario(stack, s, consumers=consumers, seconds=seconds) for s in scenarios
             ]
             result["limiter_cost"] = limiter_cost(stack)
+    if "adaptive" in parts:
+        # On lite_aws: its backlog (a 45-second run's) deepens moto's queue until each receive
+        # takes most of a second, and moto's writes come back after their slots (measured:
+        # 216 slots let go late, 4 calls/s on average), so moto would measure itself.
+        with _stack(database_url, lite=True) as stack:
+            result["adaptive"] = run_scenario(
+                stack,
+                Scenario("adaptive", "shared", limit, period, 1.0, adaptive=True),
+                consumers=consumers,
+                seconds=seconds,
+            )
     if "real" in parts:
         with _stack(database_url, lite=True) as stack:
             result["real_rates"] = [

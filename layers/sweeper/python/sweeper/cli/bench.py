@@ -90,11 +90,12 @@ def bench_ledger(
 @click.option(
     "--only",
     "parts",
-    type=click.Choice(["baselines", "real"]),
+    type=click.Choice(["baselines", "adaptive", "real"]),
     multiple=True,
     help="Run only these parts (repeat for several): the comparison with the baselines at "
-    "--quota on moto, or the real rates (100/s on one scope, 10 scopes at 50/s, vendor p50 "
-    "150 ms) with SQS and DynamoDB on the lite stand-in.",
+    "--quota on moto; the adaptive rate, not told that quota; or the real rates (100/s on one "
+    "scope, 10 scopes at 50/s, vendor p50 150 ms). The last two run SQS and DynamoDB on the "
+    "lite stand-in.",
 )
 @database_option
 @json_option
