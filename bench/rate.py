@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import statistics
 import threading
@@ -148,6 +149,28 @@ def _busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -
     return round((after[0] - before[0]) / (after[1] - before[1]), 3)
 
 
+def _cpu_per_job(
+    before: tuple[int, int] | None, after: tuple[int, int] | None, jobs: int
+) -> float | None:
+    """Busy CPU seconds of the whole machine per settled job between two readings: every
+    process of the local stack (consumers, emulator, PostgreSQL, vendor), and anyone else's."""
+    if before is None or after is None or jobs <= 0:
+        return None
+    return (after[0] - before[0]) / os.sysconf("SC_CLK_TCK") / jobs
+
+
+def _cores_needed(cpu_per_job: float | None, scenario: Scenario) -> dict[str, Any]:
+    """CPU per job here, and the cores the whole local stack would need at the full quota."""
+    if cpu_per_job is None:
+        return {}
+    rate = scenario.limit / scenario.period_seconds * scenario.scopes
+    return {
+        "machine_cpu_ms_per_job": round(cpu_per_job * 1000, 2),
+        "cores_needed_at_quota_here": round(cpu_per_job * rate, 1),
+        "cores_here": os.cpu_count(),
+    }
+
+
 def run_scenario(
     stack: LocalStack, scenario: Scenario, *, consumers: int, seconds: float
 ) -> dict[str, Any]:
@@ -214,7 +237,8 @@ def run_scenario(
                 incident = vendor.start_incident(INCIDENT_FOR_SECONDS, INCIDENT_AT_SECONDS)
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
-            cpu_busy = _busy_share(cpu_before, _cpu_jiffies())
+            cpu_after = _cpu_jiffies()
+            cpu_busy = _busy_share(cpu_before, cpu_after)
             audit = vendor.audit()
             settled = run.final()
             requests = _diff(_aws_requests(stack), requests_before)
@@ -267,6 +291,7 @@ def run_scenario(
                 # The whole machine (every process, and anyone else's): near 1, the figures
                 # above are this machine's, not sweeper's.
                 "machine_cpu_busy_share": cpu_busy,
+                **_cores_needed(_cpu_per_job(cpu_before, cpu_after, settled), scenario),
             }
         )
     if scenario.adaptive:

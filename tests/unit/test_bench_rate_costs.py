@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from sweeper.plan import Prices
-from sweeper_bench.rate import _busy_share, _costs, _cpu_jiffies, _diff, _per_second
+from sweeper_bench.rate import (
+    Scenario,
+    _busy_share,
+    _cores_needed,
+    _costs,
+    _cpu_jiffies,
+    _cpu_per_job,
+    _diff,
+    _per_second,
+)
 
 
 def test_requests_per_job_and_cost_come_from_the_counted_requests() -> None:
@@ -74,3 +85,22 @@ def test_the_machines_busy_share_is_busy_ticks_over_all_ticks_between_two_readin
     if reading is not None:
         busy, total = reading
         assert 0 <= busy <= total
+
+
+def test_the_cores_needed_are_cpu_per_job_times_the_quotas_calls_per_second() -> None:
+    # Given 10 ms of CPU per job, ten scopes at 250 calls per 5 s each (500 calls/s in all)
+    scenario = Scenario("ten", "shared", 250, 5.0, None, scopes=10)
+    figures = _cores_needed(0.010, scenario)
+    # Then the stack needs 5 cores to carry the quota, and a missing reading gives no figure
+    assert figures["machine_cpu_ms_per_job"] == 10.0
+    assert figures["cores_needed_at_quota_here"] == 5.0
+    assert _cores_needed(None, scenario) == {}
+
+
+def test_cpu_per_job_is_the_busy_ticks_in_seconds_over_the_settled_jobs() -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    # Given 2 busy seconds of ticks while 400 jobs settled: 5 ms per job
+    assert _cpu_per_job((0, 0), (2 * tick, 8 * tick), 400) == pytest.approx(0.005)
+    # and nothing settled, or no reading: no figure
+    assert _cpu_per_job((0, 0), (2 * tick, 8 * tick), 0) is None
+    assert _cpu_per_job(None, (2 * tick, 8 * tick), 400) is None
