@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
+from sweeper import consumer
 from sweeper.config import Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
     GATE_RECHECK_LEAD_SECONDS,
@@ -78,6 +79,9 @@ class ScriptedLimiter:
     reserved: list[tuple[str, float, float]] = field(default_factory=list)
     state_reads: int = 0
     closed: list[tuple[str, float, str]] = field(default_factory=list)
+    #: How long each write and each gate read takes on the fake clock (0: instant).
+    reserve_seconds: float = 0.0
+    state_seconds: float = 0.0
 
     def reserve(
         self,
@@ -91,6 +95,7 @@ class ScriptedLimiter:
         assert count == 1
         assert adaptive is None  # a known quota
         self.reserved.append((scope, interval, round(horizon, 6)))
+        self.time.now += self.reserve_seconds
         answer: Grant | Denial = self.answers.pop(0)(self.time.now)
         return answer
 
@@ -104,6 +109,7 @@ class ScriptedLimiter:
     def state(self, scope: str) -> ScopeState:
         """The next scripted state if it is of `scope` (a limiter's state is per scope)."""
         self.state_reads += 1
+        self.time.now += self.state_seconds
         if self.states and self.states[0].scope == scope:
             return self.states.pop(0)
         return ScopeState(scope, None, None, None, None)
@@ -319,6 +325,71 @@ def test_a_slot_late_within_the_tolerance_is_used(rig: Rig) -> None:
     assert rig.time.sleeps == []
 
 
+def test_a_gate_read_so_slow_that_the_slot_passed_lets_it_go_and_takes_another(
+    rig: Rig,
+) -> None:
+    # Given a far slot, and a gate read that answers 50 ms after that slot (beyond the 35 ms
+    # tolerance): the read starts the lead before the slot and takes the lead and 50 ms
+    rig.limiter.answers = [grant(1.5), grant(0.0)]
+    rig.limiter.state_seconds = GATE_RECHECK_LEAD_SECONDS + 0.05
+    # When the record is delivered
+    assert rig.deliver() is False
+    # Then that slot is let go, counted, and the call is made at a second slot
+    assert len(rig.limiter.reserved) == 2
+    assert rig.count(Metric.LATE_SLOTS) == 1
+    assert rig.calls.sent_at == [pytest.approx(START + 1.55)]
+
+
+# The boundaries of the two tolerances, on a clock where they are exact: binary fractions on
+# whole epoch seconds add up without rounding.
+EXACT_LEAD, EXACT_TOLERANCE = 0.125, 0.0625
+
+
+@pytest.fixture
+def exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(consumer, "GATE_RECHECK_LEAD_SECONDS", EXACT_LEAD)
+    monkeypatch.setattr(consumer, "LATE_SLOT_TOLERANCE_SECONDS", EXACT_TOLERANCE)
+
+
+@pytest.mark.usefixtures("exact")
+def test_a_slot_late_by_exactly_the_tolerance_is_still_used(rig: Rig) -> None:
+    rig.limiter.answers = [grant(-EXACT_TOLERANCE)]
+    assert rig.deliver() is False
+    assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SLOTS)) == (1, 0)
+    assert rig.calls.sent_at == [START]
+
+
+@pytest.mark.usefixtures("exact")
+def test_a_slot_late_by_exactly_the_tolerance_after_the_gate_read_is_still_used(
+    rig: Rig,
+) -> None:
+    rig.limiter.answers = [grant(1.5)]
+    rig.limiter.state_seconds = EXACT_LEAD + EXACT_TOLERANCE  # answers the tolerance late
+    assert rig.deliver() is False
+    assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SLOTS)) == (1, 0)
+    assert rig.calls.sent_at == [START + 1.5 + EXACT_TOLERANCE]
+
+
+@pytest.mark.usefixtures("exact")
+def test_a_slot_exactly_the_lead_after_the_request_is_not_read_again(rig: Rig) -> None:
+    rig.limiter.answers = [grant(EXACT_LEAD)]
+    assert rig.deliver() is False
+    assert rig.limiter.state_reads == 0
+    assert rig.time.sleeps == [EXACT_LEAD]
+
+
+@pytest.mark.usefixtures("exact")
+def test_a_gate_read_due_exactly_now_is_made_without_a_sleep_before_it(rig: Rig) -> None:
+    # Given a write that took 62.5 ms and a slot the lead after its answer: the slot is more
+    # than the lead after the request, so the gate is read again, and that read is due now
+    rig.limiter.reserve_seconds = EXACT_TOLERANCE
+    rig.limiter.answers = [grant(EXACT_LEAD)]
+    assert rig.deliver() is False
+    assert rig.limiter.state_reads == 1
+    assert rig.time.sleeps == [EXACT_LEAD]  # only the wait from the read to the slot
+    assert rig.calls.sent_at == [START + EXACT_TOLERANCE + EXACT_LEAD]
+
+
 def test_a_rate_refusal_within_the_wait_is_slept_without_jitter(rig: Rig) -> None:
     rig.limiter.answers = [denial(2.0, "rate"), grant(0.0)]  # exactly the longest wait in place
     assert rig.deliver() is False
@@ -525,13 +596,14 @@ def test_a_throttle_logs_when_and_for_how_long_it_closed_the_scope(
         assert rig.deliver() is True
     (line,) = [r for r in caplog.records if r.getMessage() == "scope closed"]
     names = ("closed_at", "closed_for_seconds", "outcome", "code", "scope", "operation_key")
-    assert {name: getattr(line, name, None) for name in names} == {
+    assert {name: getattr(line, name, None) for name in (*names, "batch_id")} == {
         "closed_at": START + 0.25,
         "closed_for_seconds": 3.5,
         "outcome": "throttled",
         "code": "http_429",
         "scope": "scope-a",
         "operation_key": rig.key,
+        "batch_id": "b-1",  # the ids an operator searches by, with the outcome code
     }
 
 
@@ -731,3 +803,93 @@ def test_a_closure_drops_the_slots_the_batch_had_banked(ledger: Ledger) -> None:
     assert len(calls) == 1
     assert limiter.reserved == 3
     assert len(response["batchItemFailures"]) == 3
+
+
+@dataclass
+class OneSlotPerAsk:
+    """Records the block each reservation asks for, and grants one slot of it at a time (a
+    limiter may grant fewer than asked), or refuses the first ones it is told to."""
+
+    time: FakeTime
+    refuse_first: int = 0
+    asked: list[int] = field(default_factory=list)
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+    ) -> Grant | Denial:
+        self.asked.append(count)
+        if len(self.asked) <= self.refuse_first:
+            return Denial(self.time.now + 60.0, "rate")  # beyond the wait: back to the queue
+        return Grant(self.time.now)
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        return until
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
+
+    def state(self, scope: str) -> ScopeState:
+        return ScopeState(scope, None, None, None, None)
+
+
+def blocks_asked(ledger: Ledger, refuse_first: int) -> tuple[list[int], int]:
+    """Four jobs of one scope in one batch, handled one after another as four threads would
+    bank for them: the block each reservation asked for, and the records called."""
+    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
+    time = FakeTime()
+    now = time.utc()
+    jobs = [NewJob("t", f"o{i}", now) for i in range(4)]
+    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 4)
+    records = [
+        {
+            "messageId": f"m-{i}",
+            "receiptHandle": f"r-{i}",
+            "body": JobMessage.for_claim(policy.name, job, "b-1").to_body(),
+            "attributes": {},
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+        }
+        for i, job in enumerate(claimed)
+    ]
+    calls = Calls(time)
+    limiter = OneSlotPerAsk(time, refuse_first)
+    deps = ConsumerDeps(
+        policy,
+        ledger,
+        calls,
+        time.utc,
+        CountingSink(),
+        limiter,
+        Hidden(),
+        sleep=time.sleep,
+        now=lambda: time.now,
+        rng=TopOfRange(),
+    )
+    process_batch(
+        {"Records": records},
+        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+        deps,
+        OneByOne(4),
+        call_timeout=lambda: 30.0,
+    )
+    return limiter.asked, len(calls.sent_at)
+
+
+def test_each_record_called_leaves_the_next_block_one_smaller(ledger: Ledger) -> None:
+    # Four records, four threads free: the first asks for four slots; each record that has
+    # called and finished is no longer pending, and no longer calling
+    assert blocks_asked(ledger, refuse_first=0) == ([4, 3, 2, 1], 4)
+
+
+def test_a_record_sent_back_uncalled_is_no_longer_counted_for_the_next_block(
+    ledger: Ledger,
+) -> None:
+    # The first record's slot is refused beyond the wait: it goes back to the queue uncalled,
+    # and the next block is for the three records left
+    assert blocks_asked(ledger, refuse_first=1) == ([4, 3, 2, 1], 3)
