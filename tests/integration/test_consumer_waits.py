@@ -518,7 +518,9 @@ def result(outcome: OutcomeClass, status: int, retry_after: float | None = None)
     )
 
 
-def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(rig: Rig) -> None:
+def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
     answers = answered(rig, result(OutcomeClass.ACCEPTED, 200))
     assert rig.deliver() is False
     assert rig.count(Metric.ATTEMPTS_PREFIX + "accepted") == 1
@@ -530,9 +532,19 @@ def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(rig: Ri
         1,
     )
     assert job.completed_at == datetime.fromtimestamp(START, UTC)
-    assert rig.redeliver() is False  # already settled: acknowledged without a call
+    with caplog.at_level(logging.INFO, logger="sweeper.consumer"):
+        assert rig.redeliver() is False  # already settled: acknowledged without a call
     assert len(answers.sent_at) == 1
     assert rig.count(Metric.DUPLICATES) == 1
+    # and the acknowledgement is logged by its ids and the status found, nothing else
+    (line,) = [r for r in caplog.records if r.getMessage() == "already settled; acknowledged"]
+    names = ("operation_key", "batch_id", "scope", "status")
+    assert {name: getattr(line, name, None) for name in names} == {
+        "operation_key": rig.key,
+        "batch_id": "b-1",
+        "scope": "scope-a",
+        "status": JobStatus.SUCCEEDED,
+    }
 
 
 def test_a_job_settled_meanwhile_by_another_delivery_counts_one_duplicate(rig: Rig) -> None:
