@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -849,9 +851,12 @@ class OneSlotPerAsk:
         return ScopeState(scope, None, None, None, None)
 
 
-def blocks_asked(ledger: Ledger, refuse_first: int) -> tuple[list[int], int]:
+def blocks_asked(
+    ledger: Ledger, refuse_first: int, processor: BatchProcessor | None = None
+) -> tuple[list[int], int]:
     """Four jobs of one scope in one batch, handled one after another as four threads would
-    bank for them: the block each reservation asked for, and the records called."""
+    bank for them (or by `processor`): the block each reservation asked for, and the records
+    called."""
     policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
     time = FakeTime()
     now = time.utc()
@@ -887,7 +892,7 @@ def blocks_asked(ledger: Ledger, refuse_first: int) -> tuple[list[int], int]:
         {"Records": records},
         LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
         deps,
-        OneByOne(4),
+        processor or OneByOne(4),
         call_timeout=lambda: 30.0,
     )
     return limiter.asked, len(calls.sent_at)
@@ -905,3 +910,135 @@ def test_a_record_sent_back_uncalled_is_no_longer_counted_for_the_next_block(
     # The first record's slot is refused beyond the wait: it goes back to the queue uncalled,
     # and the next block is for the three records left
     assert blocks_asked(ledger, refuse_first=1) == ([4, 3, 2, 1], 3)
+
+
+def test_without_parallel_calls_each_record_asks_for_its_own_slot_only(ledger: Ledger) -> None:
+    sequential = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    assert blocks_asked(ledger, refuse_first=0, processor=sequential) == ([1, 1, 1, 1], 4)
+
+
+# -- what arrives that is not a job of this ledger -----------------------------------------------
+
+
+def run_batch(rig: Rig, event: dict[str, Any], processor: BatchProcessor | None = None) -> Any:
+    deps = ConsumerDeps(
+        rig.policy,
+        rig.ledger,
+        rig.guarded or rig.calls,
+        rig.time.utc,
+        rig.metrics,
+        rig.limiter,
+        rig.hidden,
+        sleep=rig.time.sleep,
+        now=lambda: rig.time.now,
+        rng=TopOfRange(),
+    )
+    return process_batch(
+        event,
+        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+        deps,
+        processor or BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
+        call_timeout=lambda: 30.0,
+    )
+
+
+def raw(message_id: str, body: str) -> dict[str, Any]:
+    return {
+        "messageId": message_id,
+        "receiptHandle": f"r-{message_id}",
+        "body": body,
+        "attributes": {},
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+    }
+
+
+def test_a_body_that_does_not_parse_is_dropped_with_its_reason_logged_by_message_id(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="sweeper.consumer"):
+        response = run_batch(rig, {"Records": [raw("m-9", "not json")]})
+    assert response == {"batchItemFailures": []}  # never retried: nothing in it to retry
+    assert rig.count(Metric.MALFORMED) == 1
+    (line,) = [r for r in caplog.records if r.getMessage() == "malformed message dropped"]
+    logged = (getattr(line, "message_id", None), getattr(line, "reason", None))
+    assert logged == ("m-9", "invalid fields ['(body)']")
+
+
+def test_a_message_naming_no_ledger_job_is_dropped_and_the_rest_of_its_batch_runs(
+    rig: Rig,
+) -> None:
+    # Given a batch of the rig's job and a well-formed body whose key the ledger never issued
+    rig.limiter.answers = [grant(0.0)]
+    (claimed,) = rig.ledger.claim(rig.policy.name, "b-1", rig.time.utc(), timedelta(seconds=900), 1)
+    good = JobMessage.for_claim(rig.policy.name, claimed, "b-1")
+    forged = good.model_copy(update={"key": "exports:forged"})
+    event = {"Records": [raw("m-1", forged.to_body()), raw("m-2", good.to_body())]}
+    # When the batch is handled
+    assert run_batch(rig, event) == {"batchItemFailures": []}
+    # Then the unknown key is counted as an orphan and the rig's job is called once
+    assert rig.count(Metric.ORPHANS) == 1
+    assert len(rig.calls.sent_at) == 1
+
+
+class OverlapSink(CountingSink):
+    """Counts metrics, and how often two threads were inside it at once (Powertools' Metrics
+    is not safe to share between threads)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = 0
+        self.overlaps = 0
+        self._guard = threading.Lock()
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        with self._guard:
+            self.inside += 1
+            self.overlaps += self.inside > 1
+        time.sleep(0.002)  # long enough for another thread to come in, were it let
+        super().add_metric(name, unit, value)
+        with self._guard:
+            self.inside -= 1
+
+
+def test_a_parallel_batch_reports_its_metrics_one_thread_at_a_time(ledger: Ledger) -> None:
+    # Given eight jobs of one scope handled by four threads, and a sink that notices overlaps
+    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
+    clock = FakeTime()
+    now = clock.utc()
+    jobs = [NewJob("t", f"o{i}", now) for i in range(8)]
+    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 8)
+    event = {
+        "Records": [
+            raw(f"m-{i}", JobMessage.for_claim(policy.name, job, "b-1").to_body())
+            for i, job in enumerate(claimed)
+        ]
+    }
+    sink = OverlapSink()
+    calls = Calls(clock)
+    deps = ConsumerDeps(
+        policy,
+        ledger,
+        calls,
+        clock.utc,
+        sink,
+        OneSlotPerAsk(clock),
+        Hidden(),
+        sleep=lambda seconds: None,
+        now=lambda: clock.now,
+        rng=TopOfRange(),
+    )
+    # When the batch is handled
+    response = process_batch(
+        event,
+        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+        deps,
+        ParallelBatchProcessor(4),
+        call_timeout=lambda: 30.0,
+    )
+    # Then every job was called and counted, and no two threads were ever inside the sink
+    assert response == {"batchItemFailures": []}
+    assert len(calls.sent_at) == 8
+    assert sink.totals[Metric.SUCCEEDED] == 8
+    assert sink.overlaps == 0
