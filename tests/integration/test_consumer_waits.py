@@ -1042,3 +1042,58 @@ def test_a_parallel_batch_reports_its_metrics_one_thread_at_a_time(ledger: Ledge
     assert len(calls.sent_at) == 8
     assert sink.totals[Metric.SUCCEEDED] == 8
     assert sink.overlaps == 0
+
+
+def test_banked_slots_a_slow_call_outlived_are_let_go_counted_and_replaced(
+    ledger: Ledger,
+) -> None:
+    # Given three jobs of one scope whose slots are banked in one block, 10 ms apart, and calls
+    # that take 100 ms each: the banked slots have passed when the next records come for them
+    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
+    clock = FakeTime()
+    now = clock.utc()
+    jobs = [NewJob("t", f"o{i}", now) for i in range(3)]
+    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 3)
+    event = {
+        "Records": [
+            raw(f"m-{i}", JobMessage.for_claim(policy.name, job, "b-1").to_body())
+            for i, job in enumerate(claimed)
+        ]
+    }
+    sent: list[float] = []
+
+    def slow_call(job: ActionCall, prepare: Prepare) -> ActionResult:
+        prepare()
+        sent.append(clock.now)
+        clock.now += 0.1
+        return ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+    sink = CountingSink()
+    limiter = BlockLimiter(clock)
+    deps = ConsumerDeps(
+        policy,
+        ledger,
+        slow_call,
+        clock.utc,
+        sink,
+        limiter,
+        Hidden(),
+        sleep=clock.sleep,
+        now=lambda: clock.now,
+        rng=TopOfRange(),
+    )
+    # When the batch is handled one record after another, banking for three threads
+    response = process_batch(
+        event,
+        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+        deps,
+        OneByOne(3),
+        call_timeout=lambda: 30.0,
+    )
+    # Then every job is called, each passed slot counted once, and new blocks reserved: the
+    # first block's two banked slots, then the second block's one (for the last record)
+    assert response == {"batchItemFailures": []}
+    assert len(sent) == 3
+    assert sink.totals[Metric.LATE_SLOTS] == 3
+    assert limiter.reserved == 3

@@ -125,14 +125,18 @@ def test_side_by_side_records_keep_their_own_outcome_paths(
     assert slow_vendor.audit().effects_total == 4
 
 
+@pytest.mark.parametrize("copies", [2, 3])
 def test_two_deliveries_of_one_job_in_a_parallel_batch_make_one_call(
-    pipeline: Pipeline, slow_vendor: VendorSimulator, monkeypatch: pytest.MonkeyPatch
+    pipeline: Pipeline,
+    slow_vendor: VendorSimulator,
+    monkeypatch: pytest.MonkeyPatch,
+    copies: int,
 ) -> None:
-    # Given one job delivered three times in one batch, handled three records at a time
+    # Given one job delivered two or three times in one batch, handled three records at a time
     run_with(pipeline, monkeypatch, slow_vendor, 3)
     pipeline.seed(1)
     (record,) = publish_all(pipeline)
-    twins = [record, {**record, "messageId": "again-1"}, {**record, "messageId": "again-2"}]
+    twins = [record, *({**record, "messageId": f"again-{i}"} for i in range(1, copies))]
     # When the batch is handled
     response = invoke(pipeline, twins)
     # Then none comes back (none found the first in flight): one call, one effect, succeeded
