@@ -966,7 +966,7 @@ def test_a_body_that_does_not_parse_is_dropped_with_its_reason_logged_by_message
 
 
 def test_a_message_naming_no_ledger_job_is_dropped_and_the_rest_of_its_batch_runs(
-    rig: Rig,
+    rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a batch of the rig's job and a well-formed body whose key the ledger never issued
     rig.limiter.answers = [grant(0.0)]
@@ -975,10 +975,60 @@ def test_a_message_naming_no_ledger_job_is_dropped_and_the_rest_of_its_batch_run
     forged = good.model_copy(update={"key": "exports:forged"})
     event = {"Records": [raw("m-1", forged.to_body()), raw("m-2", good.to_body())]}
     # When the batch is handled
-    assert run_batch(rig, event) == {"batchItemFailures": []}
-    # Then the unknown key is counted as an orphan and the rig's job is called once
+    with caplog.at_level(logging.WARNING, logger="sweeper.consumer"):
+        assert run_batch(rig, event) == {"batchItemFailures": []}
+    # Then the unknown key is counted as an orphan, logged by its ids, and the rig's job is
+    # called once
     assert rig.count(Metric.ORPHANS) == 1
+    (line,) = [
+        r for r in caplog.records if r.getMessage() == "message names no ledger job; dropped"
+    ]
+    logged = (getattr(line, "message_id", None), getattr(line, "operation_key", None))
+    assert logged == ("m-1", "exports:forged")
     assert len(rig.calls.sent_at) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "fields"),
+    [
+        ({"object_id": "another-object"}, ["object_id"]),
+        ({"scope": "another-scope", "tenant_id": "another"}, ["tenant_id", "scope"]),
+    ],
+)
+def test_a_body_that_disagrees_with_its_ledger_row_is_dropped_naming_the_fields(
+    rig: Rig, caplog: pytest.LogCaptureFixture, change: dict[str, str], fields: list[str]
+) -> None:
+    (claimed,) = rig.ledger.claim(rig.policy.name, "b-1", rig.time.utc(), timedelta(seconds=900), 1)
+    forged = JobMessage.for_claim(rig.policy.name, claimed, "b-1").model_copy(update=change)
+    with caplog.at_level(logging.ERROR, logger="sweeper.consumer"):
+        assert run_batch(rig, {"Records": [raw("m-1", forged.to_body())]}) == {
+            "batchItemFailures": []
+        }
+    assert rig.count(Metric.MISMATCHED) == 1
+    assert rig.calls.sent_at == []
+    message = "message disagrees with its ledger row; dropped"
+    (line,) = [r for r in caplog.records if r.getMessage() == message]
+    assert getattr(line, "fields", None) == fields  # names only, never the values
+    assert getattr(line, "operation_key", None) == claimed.operation_key
+
+
+def test_a_job_of_another_policy_is_not_run_by_this_policys_consumer(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a job of another policy, whose body agrees with its own ledger row
+    now = rig.time.utc()
+    rig.ledger.schedule("uploads", 1, lambda j: "scope-u", [NewJob("t", "u1", now)], now)
+    (claimed,) = rig.ledger.claim("uploads", "b-9", now, timedelta(seconds=900), 1)
+    body = JobMessage.for_claim("uploads", claimed, "b-9").to_body()
+    # When it reaches the exports consumer
+    with caplog.at_level(logging.ERROR, logger="sweeper.consumer"):
+        assert run_batch(rig, {"Records": [raw("m-1", body)]}) == {"batchItemFailures": []}
+    # Then it is dropped uncalled, named as the consumer's policy disagreeing
+    assert rig.count(Metric.MISMATCHED) == 1
+    assert rig.calls.sent_at == []
+    message = "message disagrees with its ledger row; dropped"
+    (line,) = [r for r in caplog.records if r.getMessage() == message]
+    assert getattr(line, "fields", None) == ["consumer_policy"]
 
 
 class OverlapSink(CountingSink):
