@@ -1147,3 +1147,54 @@ def test_banked_slots_a_slow_call_outlived_are_let_go_counted_and_replaced(
     assert len(sent) == 3
     assert sink.totals[Metric.LATE_SLOTS] == 3
     assert limiter.reserved == 3
+    # and each record's processing time is its call's 100 ms on the fake clock
+    assert sink.totals[Metric.PROCESSING_SECONDS] == pytest.approx(0.3)
+
+
+def test_only_records_returned_on_their_last_allowed_receive_are_counted_for_the_dlq(
+    ledger: Ledger,
+) -> None:
+    # Given three jobs whose slots are refused beyond the wait (all three go back to the queue)
+    # and an orphan that does not (dropped): on receives that are past the limit of 5, not a
+    # number, missing, and at the limit
+    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
+    assert policy.consumer.max_receive_count == 5
+    clock = FakeTime()
+    now = clock.utc()
+    jobs = [NewJob("t", f"o{i}", now) for i in range(3)]
+    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 3)
+    bodies = [JobMessage.for_claim(policy.name, job, "b-1") for job in claimed]
+    orphan = raw("m-0", bodies[0].model_copy(update={"key": "exports:forged"}).to_body())
+    orphan["attributes"] = {"ApproximateReceiveCount": "9"}
+    bad = raw("m-1", bodies[0].to_body())
+    bad["attributes"] = {"ApproximateReceiveCount": "not a number"}
+    missing = raw("m-2", bodies[1].to_body())
+    del missing["attributes"]
+    last = raw("m-3", bodies[2].to_body())
+    last["attributes"] = {"ApproximateReceiveCount": "5"}
+    sink = CountingSink()
+    deps = ConsumerDeps(
+        policy,
+        ledger,
+        Calls(clock),
+        clock.utc,
+        sink,
+        OneSlotPerAsk(clock, refuse_first=3),
+        Hidden(),
+        sleep=clock.sleep,
+        now=lambda: clock.now,
+        rng=TopOfRange(),
+    )
+    # When the batch is handled
+    response = process_batch(
+        {"Records": [orphan, bad, missing, last]},
+        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+        deps,
+        BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
+        call_timeout=lambda: 30.0,
+    )
+    # Then the three come back, and only the one at its last allowed receive is counted
+    returned = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+    assert returned == {"m-1", "m-2", "m-3"}
+    assert sink.totals[Metric.DEAD_LETTER_BOUND] == 1
