@@ -187,40 +187,40 @@ def run_scenario(
         *("--latency-distribution", "lognormal", "--latency-sigma", str(VENDOR_LATENCY_SIGMA)),
         *("--seed", "7"),
     )
-    policy = Policy(
-        name=f"bench-{secrets.token_hex(3)}",
-        scope=ScopeConfig(kind="global" if scenario.scopes == 1 else "tenant"),
-        quota=Quota(
-            limit=scenario.limit * (ADAPTIVE_CAP_FACTOR if scenario.adaptive else 1),
-            period_seconds=scenario.period_seconds,
-            headroom=scenario.headroom,
-            adaptive=scenario.adaptive,
-        ),
-        action=HttpActionConfig(
-            api_url=vendor.url,
-            read_timeout_seconds=5,
-            retry_after_header="X-RateLimit-Reset-Ms",
-            retry_after_header_unit="ms",
-        ),
-        consumer=ConsumerConfig(
-            reserved_concurrency=consumers,
-            max_concurrency=consumers,
-            batch_size=scenario.batch_size,
-            batch_window_seconds=0 if scenario.batch_size <= 10 else 1,
-            timeout_seconds=60,
-            parallel_calls=scenario.parallel_calls,
-        ),
-        throttle=ThrottleConfig(reopen_jitter_seconds=0.05),
-        lease_seconds=600,
-    )
-    env = {
-        "SWEEPER_LIMITER_MODE": scenario.mode,
-        "SWEEPER_LIMITER_WORKERS": str(consumers),
-        # A log line per settled job costs CPU the two cores need for the emulators; the
-        # warnings (throttles, closures) and the EMF metrics are still written.
-        "POWERTOOLS_LOG_LEVEL": "WARNING",
-    }
-    try:
+    try:  # the vendor is stopped whatever fails after it started
+        policy = Policy(
+            name=f"bench-{secrets.token_hex(3)}",
+            scope=ScopeConfig(kind="global" if scenario.scopes == 1 else "tenant"),
+            quota=Quota(
+                limit=scenario.limit * (ADAPTIVE_CAP_FACTOR if scenario.adaptive else 1),
+                period_seconds=scenario.period_seconds,
+                headroom=scenario.headroom,
+                adaptive=scenario.adaptive,
+            ),
+            action=HttpActionConfig(
+                api_url=vendor.url,
+                read_timeout_seconds=5,
+                retry_after_header="X-RateLimit-Reset-Ms",
+                retry_after_header_unit="ms",
+            ),
+            consumer=ConsumerConfig(
+                reserved_concurrency=consumers,
+                max_concurrency=consumers,
+                batch_size=scenario.batch_size,
+                batch_window_seconds=0 if scenario.batch_size <= 10 else 1,
+                timeout_seconds=60,
+                parallel_calls=scenario.parallel_calls,
+            ),
+            throttle=ThrottleConfig(reopen_jitter_seconds=0.05),
+            lease_seconds=600,
+        )
+        env = {
+            "SWEEPER_LIMITER_MODE": scenario.mode,
+            "SWEEPER_LIMITER_WORKERS": str(consumers),
+            # A log line per settled job costs CPU the two cores need for the emulators; the
+            # warnings (throttles, closures) and the EMF metrics are still written.
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+        }
         with LocalPipeline(
             stack, policy, extra_env=env, prefix=f"bench-{policy.name}", log_prefix="sweeper-bench-"
         ) as run:
