@@ -826,7 +826,10 @@ class OneSlotPerAsk:
 
     time: FakeTime
     refuse_first: int = 0
+    #: The first slot 1.5 s away, and the gate found closed when it is read again before it.
+    far_first: bool = False
     asked: list[int] = field(default_factory=list)
+    state_reads: int = 0
 
     def reserve(
         self,
@@ -839,6 +842,8 @@ class OneSlotPerAsk:
         self.asked.append(count)
         if len(self.asked) <= self.refuse_first:
             return Denial(self.time.now + 60.0, "rate")  # beyond the wait: back to the queue
+        if self.far_first and len(self.asked) == 1:
+            return Grant(self.time.now + 1.5)
         return Grant(self.time.now)
 
     def close(self, scope: str, until: float, reason: Any) -> float:
@@ -848,11 +853,19 @@ class OneSlotPerAsk:
         raise AssertionError("a known quota is never cut")
 
     def state(self, scope: str) -> ScopeState:
+        self.state_reads += 1
+        if self.far_first and self.state_reads == 1:
+            return ScopeState(scope, None, self.time.now + 10.0, "throttled", None)
         return ScopeState(scope, None, None, None, None)
 
 
 def blocks_asked(
-    ledger: Ledger, refuse_first: int, processor: BatchProcessor | None = None
+    ledger: Ledger,
+    refuse_first: int,
+    processor: BatchProcessor | None = None,
+    *,
+    jobs_in_batch: int = 4,
+    far_first: bool = False,
 ) -> tuple[list[int], int]:
     """Four jobs of one scope in one batch, handled one after another as four threads would
     bank for them (or by `processor`): the block each reservation asked for, and the records
@@ -860,9 +873,9 @@ def blocks_asked(
     policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
     time = FakeTime()
     now = time.utc()
-    jobs = [NewJob("t", f"o{i}", now) for i in range(4)]
+    jobs = [NewJob("t", f"o{i}", now) for i in range(jobs_in_batch)]
     ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
-    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 4)
+    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), jobs_in_batch)
     records = [
         {
             "messageId": f"m-{i}",
@@ -875,7 +888,7 @@ def blocks_asked(
         for i, job in enumerate(claimed)
     ]
     calls = Calls(time)
-    limiter = OneSlotPerAsk(time, refuse_first)
+    limiter = OneSlotPerAsk(time, refuse_first, far_first)
     deps = ConsumerDeps(
         policy,
         ledger,
@@ -910,6 +923,16 @@ def test_a_record_sent_back_uncalled_is_no_longer_counted_for_the_next_block(
     # The first record's slot is refused beyond the wait: it goes back to the queue uncalled,
     # and the next block is for the three records left
     assert blocks_asked(ledger, refuse_first=1) == ([4, 3, 2, 1], 3)
+
+
+def test_a_record_that_gave_its_slot_up_holds_no_thread_for_the_next_blocks(
+    ledger: Ledger,
+) -> None:
+    # Six records, four threads: the first takes a slot 1.5 s away and, reading the gate again
+    # before it, finds it closed: it goes back uncalled, holding nothing. The next block is
+    # again for four threads (not three), then for the records left
+    asked, called = blocks_asked(ledger, refuse_first=0, jobs_in_batch=6, far_first=True)
+    assert (asked, called) == ([4, 4, 4, 3, 2, 1], 5)
 
 
 def test_without_parallel_calls_each_record_asks_for_its_own_slot_only(ledger: Ledger) -> None:
