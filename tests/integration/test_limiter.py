@@ -299,6 +299,10 @@ def test_an_adaptive_scope_is_reserved_at_the_rate_its_item_holds(
     # slows near the peak the first cut kept in the item (60/s), which this consumer learned
     # from its failed write: 30 + 2.4 s x 10 to the band at 54/s, then 0.6 s x 1 in it
     now[0] += 3
+    # (and the consumer that cut reserves at that rate too, from its own cut: 54.6/s, not 60)
+    fourth = a.reserve("found", 999.0, horizon=10, count=2, adaptive=spec)
+    assert isinstance(fourth, Grant)
+    assert fourth.interval == pytest.approx(1 / 54.6, abs=1e-6)
     assert b.cut("found", spec) == pytest.approx(54.6 / 2)
     item = item_of(local_aws, table, "found")
     assert int(item["ar_v"]["N"]) == 3
