@@ -158,6 +158,7 @@ def test_a_claimer_does_not_wait_for_another_claim_in_flight(ledger: Ledger, db_
             "window": 8,
             "fallback": 32,
             "scope_cap": None,
+            "expired_before": T0,
             "from": [JobStatus.PENDING.value],
             "closed": [],
         },
