@@ -859,6 +859,60 @@ class OneSlotPerAsk:
         return ScopeState(scope, None, None, None, None)
 
 
+@dataclass
+class OneScopeBatch:
+    """`n` claimed jobs of scope-a in one batch on a fake clock, and the consumer run over it."""
+
+    ledger: Ledger
+    policy: Policy
+    clock: FakeTime
+    bodies: list[JobMessage]
+
+    @classmethod
+    def of(cls, ledger: Ledger, n: int) -> OneScopeBatch:
+        policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
+        clock = FakeTime()
+        now = clock.utc()
+        jobs = [NewJob("t", f"o{i}", now) for i in range(n)]
+        ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+        claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), n)
+        bodies = [JobMessage.for_claim(policy.name, job, "b-1") for job in claimed]
+        return cls(ledger, policy, clock, bodies)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [raw(f"m-{i}", body.to_body()) for i, body in enumerate(self.bodies)]
+
+    def run(
+        self,
+        call: GuardedCall,
+        limiter: Any,
+        processor: BatchProcessor,
+        *,
+        sink: CountingSink | None = None,
+        records: list[dict[str, Any]] | None = None,
+        sleep: Any = None,
+    ) -> Any:
+        deps = ConsumerDeps(
+            self.policy,
+            self.ledger,
+            call,
+            self.clock.utc,
+            sink or CountingSink(),
+            limiter,
+            Hidden(),
+            sleep=sleep or self.clock.sleep,
+            now=lambda: self.clock.now,
+            rng=TopOfRange(),
+        )
+        return process_batch(
+            {"Records": self.records() if records is None else records},
+            LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
+            deps,
+            processor,
+            call_timeout=lambda: 30.0,
+        )
+
+
 def blocks_asked(
     ledger: Ledger,
     refuse_first: int,
@@ -870,44 +924,10 @@ def blocks_asked(
     """Four jobs of one scope in one batch, handled one after another as four threads would
     bank for them (or by `processor`): the block each reservation asked for, and the records
     called."""
-    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
-    time = FakeTime()
-    now = time.utc()
-    jobs = [NewJob("t", f"o{i}", now) for i in range(jobs_in_batch)]
-    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
-    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), jobs_in_batch)
-    records = [
-        {
-            "messageId": f"m-{i}",
-            "receiptHandle": f"r-{i}",
-            "body": JobMessage.for_claim(policy.name, job, "b-1").to_body(),
-            "attributes": {},
-            "messageAttributes": {},
-            "eventSource": "aws:sqs",
-        }
-        for i, job in enumerate(claimed)
-    ]
-    calls = Calls(time)
-    limiter = OneSlotPerAsk(time, refuse_first, far_first)
-    deps = ConsumerDeps(
-        policy,
-        ledger,
-        calls,
-        time.utc,
-        CountingSink(),
-        limiter,
-        Hidden(),
-        sleep=time.sleep,
-        now=lambda: time.now,
-        rng=TopOfRange(),
-    )
-    process_batch(
-        {"Records": records},
-        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
-        deps,
-        processor or OneByOne(4),
-        call_timeout=lambda: 30.0,
-    )
+    batch = OneScopeBatch.of(ledger, jobs_in_batch)
+    calls = Calls(batch.clock)
+    limiter = OneSlotPerAsk(batch.clock, refuse_first, far_first)
+    batch.run(calls, limiter, processor or OneByOne(4))
     return limiter.asked, len(calls.sent_at)
 
 
@@ -1076,39 +1096,16 @@ class OverlapSink(CountingSink):
 
 def test_a_parallel_batch_reports_its_metrics_one_thread_at_a_time(ledger: Ledger) -> None:
     # Given eight jobs of one scope handled by four threads, and a sink that notices overlaps
-    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
-    clock = FakeTime()
-    now = clock.utc()
-    jobs = [NewJob("t", f"o{i}", now) for i in range(8)]
-    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
-    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 8)
-    event = {
-        "Records": [
-            raw(f"m-{i}", JobMessage.for_claim(policy.name, job, "b-1").to_body())
-            for i, job in enumerate(claimed)
-        ]
-    }
+    batch = OneScopeBatch.of(ledger, 8)
     sink = OverlapSink()
-    calls = Calls(clock)
-    deps = ConsumerDeps(
-        policy,
-        ledger,
+    calls = Calls(batch.clock)
+    # When the batch is handled (the fake clock is not moved by four threads at once)
+    response = batch.run(
         calls,
-        clock.utc,
-        sink,
-        OneSlotPerAsk(clock),
-        Hidden(),
-        sleep=lambda seconds: None,
-        now=lambda: clock.now,
-        rng=TopOfRange(),
-    )
-    # When the batch is handled
-    response = process_batch(
-        event,
-        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
-        deps,
+        OneSlotPerAsk(batch.clock),
         ParallelBatchProcessor(4),
-        call_timeout=lambda: 30.0,
+        sink=sink,
+        sleep=lambda seconds: None,
     )
     # Then every job was called and counted, and no two threads were ever inside the sink
     assert response == {"batchItemFailures": []}
@@ -1122,18 +1119,8 @@ def test_banked_slots_a_slow_call_outlived_are_let_go_counted_and_replaced(
 ) -> None:
     # Given three jobs of one scope whose slots are banked in one block, 10 ms apart, and calls
     # that take 100 ms each: the banked slots have passed when the next records come for them
-    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
-    clock = FakeTime()
-    now = clock.utc()
-    jobs = [NewJob("t", f"o{i}", now) for i in range(3)]
-    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
-    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 3)
-    event = {
-        "Records": [
-            raw(f"m-{i}", JobMessage.for_claim(policy.name, job, "b-1").to_body())
-            for i, job in enumerate(claimed)
-        ]
-    }
+    batch = OneScopeBatch.of(ledger, 3)
+    clock = batch.clock
     sent: list[float] = []
 
     def slow_call(job: ActionCall, prepare: Prepare) -> ActionResult:
@@ -1144,26 +1131,8 @@ def test_banked_slots_a_slow_call_outlived_are_let_go_counted_and_replaced(
 
     sink = CountingSink()
     limiter = BlockLimiter(clock)
-    deps = ConsumerDeps(
-        policy,
-        ledger,
-        slow_call,
-        clock.utc,
-        sink,
-        limiter,
-        Hidden(),
-        sleep=clock.sleep,
-        now=lambda: clock.now,
-        rng=TopOfRange(),
-    )
     # When the batch is handled one record after another, banking for three threads
-    response = process_batch(
-        event,
-        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
-        deps,
-        OneByOne(3),
-        call_timeout=lambda: 30.0,
-    )
+    response = batch.run(slow_call, limiter, OneByOne(3), sink=sink)
     # Then every job is called, each passed slot counted once, and new blocks reserved: the
     # first block's two banked slots, then the second block's one (for the last record)
     assert response == {"batchItemFailures": []}
@@ -1180,14 +1149,9 @@ def test_only_records_returned_on_their_last_allowed_receive_are_counted_for_the
     # Given three jobs whose slots are refused beyond the wait (all three go back to the queue)
     # and an orphan that does not (dropped): on receives that are past the limit of 5, not a
     # number, missing, and at the limit
-    policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
-    assert policy.consumer.max_receive_count == 5
-    clock = FakeTime()
-    now = clock.utc()
-    jobs = [NewJob("t", f"o{i}", now) for i in range(3)]
-    ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
-    claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), 3)
-    bodies = [JobMessage.for_claim(policy.name, job, "b-1") for job in claimed]
+    batch = OneScopeBatch.of(ledger, 3)
+    assert batch.policy.consumer.max_receive_count == 5
+    bodies = batch.bodies
     orphan = raw("m-0", bodies[0].model_copy(update={"key": "exports:forged"}).to_body())
     orphan["attributes"] = {"ApproximateReceiveCount": "9"}
     bad = raw("m-1", bodies[0].to_body())
@@ -1197,25 +1161,13 @@ def test_only_records_returned_on_their_last_allowed_receive_are_counted_for_the
     last = raw("m-3", bodies[2].to_body())
     last["attributes"] = {"ApproximateReceiveCount": "5"}
     sink = CountingSink()
-    deps = ConsumerDeps(
-        policy,
-        ledger,
-        Calls(clock),
-        clock.utc,
-        sink,
-        OneSlotPerAsk(clock, refuse_first=3),
-        Hidden(),
-        sleep=clock.sleep,
-        now=lambda: clock.now,
-        rng=TopOfRange(),
-    )
     # When the batch is handled
-    response = process_batch(
-        {"Records": [orphan, bad, missing, last]},
-        LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
-        deps,
+    response = batch.run(
+        Calls(batch.clock),
+        OneSlotPerAsk(batch.clock, refuse_first=3),
         BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
-        call_timeout=lambda: 30.0,
+        sink=sink,
+        records=[orphan, bad, missing, last],
     )
     # Then the three come back, and only the one at its last allowed receive is counted
     returned = {item["itemIdentifier"] for item in response["batchItemFailures"]}
