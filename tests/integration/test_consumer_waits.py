@@ -174,18 +174,7 @@ class Rig:
         processor: BatchProcessor | None = None,
     ) -> bool:
         """Deliver the one job's message; True when the record was reported back (failed)."""
-        deps = ConsumerDeps(
-            self.policy,
-            self.ledger,
-            self.guarded or self.calls,
-            self.time.utc,
-            self.metrics,
-            self.limiter,
-            self.hidden,
-            sleep=self.time.sleep,
-            now=lambda: self.time.now,
-            rng=rng or TopOfRange(),
-        )
+        deps = self.deps(rng)
         if not self.body:
             (claimed,) = self.ledger.claim(
                 self.policy.name, "b-1", self.time.utc(), timedelta(seconds=900), 1
@@ -206,6 +195,20 @@ class Rig:
             call_timeout=lambda: timeout,
         )
         return bool(response["batchItemFailures"])
+
+    def deps(self, rng: random.Random | None = None) -> ConsumerDeps:
+        return ConsumerDeps(
+            self.policy,
+            self.ledger,
+            self.guarded or self.calls,
+            self.time.utc,
+            self.metrics,
+            self.limiter,
+            self.hidden,
+            sleep=self.time.sleep,
+            now=lambda: self.time.now,
+            rng=rng or TopOfRange(),
+        )
 
     def redeliver(self, **kw: Any) -> bool:
         """The same message delivered again (a later batch)."""
@@ -964,22 +967,10 @@ def test_without_parallel_calls_each_record_asks_for_its_own_slot_only(ledger: L
 
 
 def run_batch(rig: Rig, event: dict[str, Any], processor: BatchProcessor | None = None) -> Any:
-    deps = ConsumerDeps(
-        rig.policy,
-        rig.ledger,
-        rig.guarded or rig.calls,
-        rig.time.utc,
-        rig.metrics,
-        rig.limiter,
-        rig.hidden,
-        sleep=rig.time.sleep,
-        now=lambda: rig.time.now,
-        rng=TopOfRange(),
-    )
     return process_batch(
         event,
         LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60),
-        deps,
+        rig.deps(),
         processor or BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         call_timeout=lambda: 30.0,
     )
