@@ -637,3 +637,44 @@ def keys_of(publisher: FakePublisher) -> list[str]:
 def seed_more(ledger: Ledger, policy: Policy, n: int, due: datetime) -> None:
     jobs = [NewJob(f"t{i % 4}", f"more{i:05d}", due) for i in range(n)]
     ledger.schedule(policy.name, policy.version, lambda j: policy.name, jobs, due)
+
+
+def test_the_oldest_released_age_keeps_its_fraction_of_a_second(ledger: Ledger) -> None:
+    # Given one row that became due 0.25 s before the run
+    policy = Policy(name="exports")
+    ledger.schedule(
+        policy.name,
+        policy.version,
+        lambda j: policy.name,
+        [NewJob("t0", "o1", T0 - timedelta(seconds=0.25))],
+        T0,
+    )
+    # When the producer publishes it
+    report = run(ledger, policy, FakePublisher())
+    # Then the age it reports is that quarter of a second, not rounded up
+    assert report.oldest_released_age_seconds == 0.25
+
+
+class CountingReclaims(Ledger):
+    """The real ledger, counting the reclaim pages a run asks for."""
+
+    reclaims = 0
+
+    def reclaim_expired(self, *args: Any, **kwargs: Any) -> int:
+        self.reclaims += 1
+        return super().reclaim_expired(*args, **kwargs)
+
+
+def test_a_reclaim_page_short_of_a_full_page_is_the_last_one(ledger: Ledger, db_url: str) -> None:
+    # Given time enough left (ten seconds less at each look), and fewer expired leases than a
+    # page (none here)
+    policy = Policy(name="exports", page_size=5)
+    seed(ledger, policy, 3)
+    counting = CountingReclaims(db_url)
+    left = iter(range(300, 0, -10))
+    # When the producer runs
+    report = run(counting, policy, FakePublisher(), remaining_seconds=lambda: next(left, 0.0))
+    counting.close()
+    assert report.published == 3
+    # Then it asked for one reclaim page, not one after another until its time ran out
+    assert counting.reclaims == 1
