@@ -231,3 +231,17 @@ def _nodes(node: dict[str, Any]) -> Any:
     yield node
     for child in node.get("Plans", []):
         yield from _nodes(child)
+
+
+def test_a_claim_returns_its_rows_tenants_taking_turns(ledger: Ledger) -> None:
+    # Given the backlog of tenant big (a scope per tenant) and nine tenants' fresh work
+    seed_backlog_and_fresh_work(ledger, scope="tenant")
+    # When a page of 100 is claimed
+    claimed = ledger.claim("exports", "batch-1", T0, LEASE, 100)
+    # Then it comes back (and is published) in turns: each tenant's first row, then the seconds
+    tenants = [job.tenant_id for job in claimed]
+    assert tenants[:50] == ["big", *SMALL_TENANTS] * 5
+    assert tenants[50:] == ["big"] * 50
+    # each turn's rows oldest first, and big's own rows oldest first
+    big = [job.object_id for job in claimed if job.tenant_id == "big"]
+    assert big == [f"b{i:04d}" for i in range(999, 944, -1)]  # its 55 oldest
