@@ -61,11 +61,12 @@ class FakeTime:
     def __init__(self) -> None:
         self.now = START
         self.sleeps: list[float] = []
+        self.overslept: list[float] = []  # how late each next sleep wakes (a loaded machine)
 
     def sleep(self, seconds: float) -> None:
         assert seconds >= 0
         self.sleeps.append(round(seconds, 6))
-        self.now += seconds
+        self.now += seconds + (self.overslept.pop(0) if self.overslept else 0.0)
 
     def utc(self) -> datetime:
         return datetime.fromtimestamp(self.now, UTC)
@@ -345,6 +346,30 @@ def test_a_gate_read_so_slow_that_the_slot_passed_lets_it_go_and_takes_another(
     assert rig.calls.sent_at == [pytest.approx(START + 1.55)]
 
 
+def test_a_wait_that_wakes_past_the_tolerance_lets_the_slot_go_and_takes_another(
+    rig: Rig,
+) -> None:
+    # Given a slot 50 ms away, and a sleep for it that wakes 50 ms late (beyond the 35 ms)
+    rig.limiter.answers = [grant(0.05), grant(0.0)]
+    rig.time.overslept = [0.05]
+    # When the record is delivered
+    assert rig.deliver() is False
+    # Then that slot is let go, counted, and the call is made at the next slot, on time
+    assert len(rig.limiter.reserved) == 2
+    assert rig.count(Metric.LATE_SLOTS) == 1
+    assert rig.calls.sent_at == [pytest.approx(START + 0.1)]
+
+
+def test_a_wait_after_the_gate_read_that_wakes_late_lets_the_slot_go(rig: Rig) -> None:
+    # Given a far slot: a sleep to the re-check, the read, and a last sleep that wakes 50 ms late
+    rig.limiter.answers = [grant(1.5), grant(0.0)]
+    rig.time.overslept = [0.0, 0.05]
+    assert rig.deliver() is False
+    assert rig.limiter.state_reads == 1
+    assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SLOTS)) == (2, 1)
+    assert rig.calls.sent_at == [pytest.approx(START + 1.55)]
+
+
 # The boundaries of the two tolerances, on a clock where they are exact: binary fractions on
 # whole epoch seconds add up without rounding.
 EXACT_LEAD, EXACT_TOLERANCE = 0.125, 0.0625
@@ -373,6 +398,15 @@ def test_a_slot_late_by_exactly_the_tolerance_after_the_gate_read_is_still_used(
     assert rig.deliver() is False
     assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SLOTS)) == (1, 0)
     assert rig.calls.sent_at == [START + 1.5 + EXACT_TOLERANCE]
+
+
+@pytest.mark.usefixtures("exact")
+def test_a_wait_that_wakes_exactly_the_tolerance_late_still_calls(rig: Rig) -> None:
+    rig.limiter.answers = [grant(EXACT_LEAD)]
+    rig.time.overslept = [EXACT_TOLERANCE]
+    assert rig.deliver() is False
+    assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SLOTS)) == (1, 0)
+    assert rig.calls.sent_at == [START + EXACT_LEAD + EXACT_TOLERANCE]
 
 
 @pytest.mark.usefixtures("exact")

@@ -464,6 +464,11 @@ class _Delivery:
                     continue  # the read was slow: this slot has passed, take another
             if wait > 0:
                 deps.sleep(wait)
+                if deps.now() - decision.slot_at > LATE_SLOT_TOLERANCE_SECONDS:
+                    # Woken too late (a loaded machine, a paused environment): sent now, this
+                    # call could arrive in the next slot's window. Let it go, take another.
+                    deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                    continue
             self.called = True
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
