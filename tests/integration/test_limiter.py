@@ -112,6 +112,26 @@ def test_a_closure_is_never_shortened(local_aws: LocalAws, table: str) -> None:
     assert limiter.state("s").closed_until == pytest.approx(now + 30, abs=1e-3)
 
 
+def test_a_limiter_that_last_found_a_scope_busy_tries_the_busy_path_first(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given limiter a whose last write found the scope busy (its second slot was ahead of now)
+    a = DynamoLimiter(local_aws.dynamodb(), table)
+    assert isinstance(a.reserve("shared", 0.05, horizon=10), Grant)  # idle: the first slot
+    assert isinstance(a.reserve("shared", 0.05, horizon=10), Grant)  # busy
+    # and limiter b (another consumer) holding the next 2 s of slots, unknown to a
+    b = DynamoLimiter(local_aws.dynamodb(), table)
+    assert isinstance(b.reserve("shared", 0.05, horizon=10, count=40), Grant)
+    # When a reserves again after a's own last slot has passed
+    time.sleep(0.2)
+    writes = a.writes
+    slot = a.reserve("shared", 0.05, horizon=10)
+    # Then it takes one write: the busy path first, after b's slots
+    assert a.writes - writes == 1
+    assert isinstance(slot, Grant)
+    assert slot.slot_at > time.time() + 1
+
+
 def test_an_auth_closure_says_so(local_aws: LocalAws, table: str) -> None:
     limiter = DynamoLimiter(local_aws.dynamodb(), table)
     limiter.close("s", time.time() + 60, "auth")

@@ -212,6 +212,7 @@ class DynamoLimiter:
         self.writes = 0  # conditional writes made, for the benchmark's cost figure
         self.reads = 0
         self._last_tat: dict[str, int] = {}  # per scope: which path to try first (a hint only)
+        self._busy_seen: dict[str, bool] = {}  # per scope: was it busy at the last write (a hint)
         self._round_trips: deque[float] = deque(maxlen=LEAD_SAMPLES)
         self._rates: dict[str, _KnownRate] = {}  # per scope, the adaptive rate last seen
 
@@ -238,11 +239,11 @@ class DynamoLimiter:
         Two conditional writes exist: the busy path (the bucket is ahead of now: take the next
         slots, `tat += n * interval`) and the idle path (behind now: the first slot is now, where
         "now" is the real time plus the lead, as with every comparison here).
-        Which one to try first is guessed from the last `tat` this process saw, so that one
-        write is usual in either regime; a wrong guess costs one failed write, which returns the
-        item and so corrects the guess. The guess only picks the order: it never decides a slot.
-        Every slot granted lies within `horizon`: when fewer than `count` do, fewer are taken,
-        and the first slot alone decides a denial.
+        Which one to try first is guessed from the last `tat` this process saw and the regime
+        its last write found, so that one write is usual in either regime; a wrong guess costs
+        one failed write, which returns the item and so corrects the guess. The guess only
+        picks the order: it never decides a slot. Every slot granted lies within `horizon`:
+        when fewer than `count` do, fewer are taken, and the first slot alone decides a denial.
 
         With `adaptive`, `interval` is ignored: the spacing is that of the rate held in the item,
         and the write is conditional on the rate's version this process knows, so that no slot
@@ -260,7 +261,10 @@ class DynamoLimiter:
             guard = self._guard(scope, adaptive, real) if adaptive else None
             step = guard.step if guard else max(1, round(interval * US))
             want = max(1, min(fits, horizon_us // step + 1))
-            busy_first = self._last_tat.get(scope, 0) > now
+            # Busy if the last tat seen is still ahead, or if the last write found the bucket
+            # busy: other consumers moved it on since (a backlog several consumers share), which
+            # this process cannot see, and a bucket with a backlog stays busy.
+            busy_first = self._last_tat.get(scope, 0) > now or self._busy_seen.get(scope, False)
             for busy in (busy_first, not busy_first):
                 outcome = (
                     self._busy(scope, step, now, reach, want, guard)
@@ -272,6 +276,7 @@ class DynamoLimiter:
                 # A failed condition returned the item: remember its tat, maybe refuse.
                 tat = int(outcome["tat"]["N"]) if "tat" in outcome else 0
                 self._last_tat[scope] = tat
+                self._busy_seen[scope] = tat > now
                 denial = self._denial(outcome, now, reach, horizon_us)
                 if denial is not None:
                     return denial
@@ -302,6 +307,7 @@ class DynamoLimiter:
         result = self._update(scope, update, condition, values, returns="UPDATED_NEW")
         if isinstance(result, int):
             self._last_tat[scope] = result
+            self._busy_seen[scope] = True
             self._settle_guard(scope, guard)
             return _grant(result - want * step, want, step)
         return result or {}
@@ -323,6 +329,7 @@ class DynamoLimiter:
         result = self._update(scope, update, condition, values, returns="NONE")
         if isinstance(result, int):
             self._last_tat[scope] = now + want * step
+            self._busy_seen[scope] = False
             self._settle_guard(scope, guard)
             return _grant(now, want, step)
         return result or {}
