@@ -8,6 +8,8 @@ block's span). Counting the holders too banked slots that nobody came for in tim
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
@@ -206,3 +208,85 @@ def test_a_record_calling_no_longer_holds_its_slot() -> None:
     slots.reserve("s", INTERVAL, 60, records[6])
     # Then the free threads are the five finished and the asker: 10 - 1 calling - 3 holding
     assert limiter.counts == [10, 6]
+
+
+class WriteOut:
+    """A limiter whose write for scope `slow` stays out until `release` is set (at most 5 s)."""
+
+    def __init__(self, slow: str) -> None:
+        self.slow = slow
+        self.writing = threading.Event()
+        self.release = threading.Event()
+        self.counts: list[tuple[str, int]] = []
+        self.released_in_time: bool | None = None
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+    ) -> Grant | Denial:
+        self.counts.append((scope, count))
+        if scope == self.slow:
+            self.writing.set()
+            self.released_in_time = self.release.wait(5.0)
+        return Grant(NOW, count, interval)
+
+
+def test_a_write_out_for_one_scope_does_not_hold_up_another_scopes_call() -> None:
+    # Given a batch of scopes a and b whose write for b is out on the network
+    limiter = WriteOut(slow="b")
+    slots = BatchSlots(limiter, 2, {"a": 1, "b": 1}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    b_record, a_record = object(), object()
+    waiting = threading.Thread(target=slots.reserve, args=("b", INTERVAL, 60, b_record))
+    waiting.start()
+    assert limiter.writing.wait(5.0)
+    # When a's record reserves and calls meanwhile
+    _, granted = slots.reserve("a", INTERVAL, 60, a_record)
+    slots.calling("a", a_record)
+    limiter.release.set()
+    waiting.join(5.0)
+    # Then it did so while b's write was still out: the batch's lock is not held across it
+    assert isinstance(granted, Grant)
+    assert limiter.released_in_time is True
+
+
+def test_a_thread_asking_while_its_scopes_write_is_out_takes_a_slot_of_that_block() -> None:
+    # Given two threads of one scope, the first one's write out on the network
+    limiter = WriteOut(slow="s")
+    slots = BatchSlots(limiter, 2, {"s": 2}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    first = threading.Thread(target=slots.reserve, args=("s", INTERVAL, 60, object()))
+    first.start()
+    assert limiter.writing.wait(5.0)
+    second_grant: list[Grant | Denial] = []
+    second = threading.Thread(
+        target=lambda: second_grant.append(slots.reserve("s", INTERVAL, 60, object())[1])
+    )
+    second.start()
+    time.sleep(0.05)  # the second thread is now waiting for the first one's write
+    limiter.release.set()
+    first.join(5.0)
+    second.join(5.0)
+    # Then one write reserved for both, and the second took its second slot
+    assert limiter.counts == [("s", 2)]
+    assert second_grant == [Grant(NOW + INTERVAL)]
+
+
+def test_a_block_granted_while_the_gate_closed_banks_nothing() -> None:
+    # Given a write for a block of two out on the network, and the gate closing meanwhile
+    limiter = WriteOut(slow="s")
+    slots = BatchSlots(limiter, 2, {"s": 2}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    first = threading.Thread(target=slots.reserve, args=("s", INTERVAL, 60, object()))
+    first.start()
+    assert limiter.writing.wait(5.0)
+    slots.forget("s")
+    limiter.release.set()
+    first.join(5.0)
+    # When another record of the scope asks, then its slot is not the block's second
+    limiter.slow = ""
+    _, granted = slots.reserve("s", INTERVAL, 60, object())
+    assert [scope for scope, _ in limiter.counts] == ["s", "s"]
+    assert isinstance(granted, Grant)
+    assert granted.slot_at == NOW

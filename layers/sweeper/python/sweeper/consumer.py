@@ -177,40 +177,69 @@ class BatchSlots:
         self._calling = 0  # threads between their slot and their outcome
         self._holding: set[object] = set()  # records with a slot granted, waiting for its time
         self.used = 0  # slots taken and called in (a slot let go unused does not count)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the state above; never held across a network call
+        self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
+        self._closures: Counter[str] = Counter()  # per scope: how often `forget` was called
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
     ) -> tuple[float, Grant | Denial]:
         """One slot (or a denial) for `holder` (a record's delivery), and when the gate was
-        last seen open for it."""
-        with self._lock:
-            self._holding.discard(holder)  # asking again: a slot it held was let go
-            bank = self._banked.get(scope)
-            while bank:
-                slot = bank.popleft()
-                if slot >= self._now() - LATE_SLOT_TOLERANCE_SECONDS:
+        last seen open for it.
+
+        The batch's shared state is locked only to read and update it, never across the
+        limiter's write (a network round trip): a thread whose slot has come must not wait
+        behind another scope's reservation before it calls (measured: calls sent up to 0.12 s
+        after their slots, 429s from a strict vendor). One write per scope at a time: a thread
+        asking while its scope's write is out waits for it, then takes a slot from its block.
+        """
+        with self._scope_lock(scope):
+            with self._lock:
+                self._holding.discard(holder)  # asking again: a slot it held was let go
+                banked = self._take_banked(scope)
+                if banked is not None:
                     self._holding.add(holder)
-                    return self._checked_at[scope], Grant(slot)
-                self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
-            # Threads that may ask within moments: those neither calling nor already holding a
-            # slot they wait for (counting these too banked slots nobody came for, let go late),
-            # and at least a share of the threads: some calls end within the block's span. Of
-            # those, this scope's share of the records left: the others ask for other scopes.
-            free = self._parallel - self._calling - len(self._holding)
-            asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
-            share = self._pending[scope] / max(1, sum(self._pending.values()))
-            count = max(1, min(self._pending[scope], math.ceil(asking * share)))
+                    return self._checked_at[scope], Grant(banked)
+                count = self._block_size(scope)
+                closures = self._closures[scope]
             requested = self._now()
             decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
-            if isinstance(decision, Grant):
+            if not isinstance(decision, Grant):
+                return requested, decision
+            with self._lock:
                 self._holding.add(holder)
-                if decision.count > 1:
+                # Banked only if the gate did not close during the write (see `forget`).
+                if decision.count > 1 and self._closures[scope] == closures:
                     first, *rest = decision.slots
                     self._banked[scope] = deque(rest)
                     self._checked_at[scope] = requested
                     return requested, Grant(first)
             return requested, decision
+
+    def _scope_lock(self, scope: str) -> threading.Lock:
+        with self._lock:
+            return self._writing.setdefault(scope, threading.Lock())
+
+    def _take_banked(self, scope: str) -> float | None:
+        """The next banked slot of `scope` not yet past (those past are let go and counted)."""
+        bank = self._banked.get(scope)
+        while bank:
+            slot = bank.popleft()
+            if slot >= self._now() - LATE_SLOT_TOLERANCE_SECONDS:
+                return slot
+            self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+        return None
+
+    def _block_size(self, scope: str) -> int:
+        """How many slots one write reserves for `scope` (see the class docstring)."""
+        # Threads that may ask within moments: those neither calling nor already holding a
+        # slot they wait for (counting these too banked slots nobody came for, let go late),
+        # and at least a share of the threads: some calls end within the block's span. Of
+        # those, this scope's share of the records left: the others ask for other scopes.
+        free = self._parallel - self._calling - len(self._holding)
+        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
+        share = self._pending[scope] / max(1, sum(self._pending.values()))
+        return max(1, min(self._pending[scope], math.ceil(asking * share)))
 
     def calling(self, scope: str, holder: object) -> None:
         """A record took its slot and is calling."""
@@ -233,6 +262,7 @@ class BatchSlots:
         """The gate of `scope` closed: banked slots are not used."""
         with self._lock:
             self._banked.pop(scope, None)
+            self._closures[scope] += 1
 
 
 def parse_body(message_id: str, body: str) -> JobMessage:
