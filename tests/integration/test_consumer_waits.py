@@ -448,6 +448,14 @@ def test_a_closed_gate_within_the_wait_is_slept_with_the_reopening_jitter(rig: R
     assert rig.calls.sent_at == [START + 2.2]
 
 
+def test_a_closed_gate_within_the_wait_adds_a_jitter_from_zero(rig: Rig) -> None:
+    # The bottom of the jitter's range: the wait is the closure's own, nothing added
+    rig.limiter.answers = [denial(1.0, "throttled"), grant(0.0)]
+    assert rig.deliver(rng=BottomOfRange()) is False
+    assert rig.time.sleeps == [1.0]
+    assert rig.calls.sent_at == [START + 1.0]
+
+
 def test_a_rate_refusal_beyond_the_wait_returns_the_record_with_jitter(rig: Rig) -> None:
     rig.limiter.answers = [denial(3.2, "rate")]
     assert rig.deliver() is True
