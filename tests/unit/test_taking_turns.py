@@ -56,6 +56,26 @@ def test_tenants_sharing_one_scope_keep_due_order_within_a_turn() -> None:
     assert [j.tenant_id for j in taking_turns(jobs)] == ["c", "b", "a", "c", "b", "a"]
 
 
+def test_within_a_turn_a_scope_shared_by_tenants_waits_for_the_other_scopes_first() -> None:
+    # Given tenants a and b on host x (a's job the oldest, then b's) and tenant c on host y
+    jobs = [job(1, "a", "x", 30), job(2, "b", "x", 20), job(3, "c", "y", 10)]
+    # When put in publishing order: x's first job, then y's, and only then x's second
+    assert [j.id for j in taking_turns(jobs)] == [1, 3, 2]
+
+
+def test_a_job_without_a_due_time_comes_first_in_its_turn() -> None:
+    undated = ClaimedJob(
+        id=9,
+        policy_version=1,
+        tenant_id="b",
+        object_id="o9",
+        scope="b",
+        operation_key="k9",
+        attempt_count=0,
+    )
+    assert [j.id for j in taking_turns([job(1, "a", "a", 50), undated])] == [9, 1]
+
+
 @given(
     st.lists(
         st.tuples(st.sampled_from("abcd"), st.sampled_from("wxyz"), st.integers(0, 1000)),
