@@ -355,7 +355,7 @@ class Ledger:
 
         Each tenant with due work has its earliest row in the page before any tenant has a
         second one; within a turn, earliest due first. The rows come back in that order (see
-        `_taking_turns`), which is the order they are published in. A scope never holds more than
+        `taking_turns`), which is the order they are published in. A scope never holds more than
         `scope_cap` rows on the consumers (None: no cap), counted as `count_on_consumers`
         counts them: leases not reclaimable by `expired_before` (default: now) and not deferred
         past `now`. Rows of `closed_scopes` (whose gate is closed) are left as they are, due
