@@ -13,7 +13,8 @@ from sweeper.models import ClaimedJob
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
 
-def job(n: int, tenant: str, scope: str, age_seconds: float) -> ClaimedJob:
+def job(n: int, tenant: str, scope: str, age_seconds: float | None) -> ClaimedJob:
+    """A claimed job due `age_seconds` before T0 (None: without a due time)."""
     return ClaimedJob(
         id=n,
         policy_version=1,
@@ -22,7 +23,7 @@ def job(n: int, tenant: str, scope: str, age_seconds: float) -> ClaimedJob:
         scope=scope,
         operation_key=f"k{n}",
         attempt_count=0,
-        eligible_since=T0 - timedelta(seconds=age_seconds),
+        eligible_since=None if age_seconds is None else T0 - timedelta(seconds=age_seconds),
     )
 
 
@@ -64,16 +65,8 @@ def test_within_a_turn_a_scope_shared_by_tenants_waits_for_the_other_scopes_firs
 
 
 def test_a_job_without_a_due_time_comes_first_in_its_turn() -> None:
-    undated = ClaimedJob(
-        id=9,
-        policy_version=1,
-        tenant_id="b",
-        object_id="o9",
-        scope="b",
-        operation_key="k9",
-        attempt_count=0,
-    )
-    assert [j.id for j in taking_turns([job(1, "a", "a", 50), undated])] == [9, 1]
+    jobs = [job(1, "a", "a", 50), job(9, "b", "b", None)]
+    assert [j.id for j in taking_turns(jobs)] == [9, 1]
 
 
 @given(
