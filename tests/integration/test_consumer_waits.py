@@ -810,6 +810,44 @@ class OneByOne(ParallelBatchProcessor):
         return [self._process_record(record) for record in self.records]
 
 
+class OneThreadOrdered(ParallelBatchProcessor):
+    """Banks slots as for `parallel_calls` threads, and has one thread take the records in the
+    batch's order, as each of its threads would."""
+
+    def process(self) -> list[tuple[Any, ...]]:
+        order = self._order(self.records)
+        taken = []
+        while (index := order.take()) is not None:
+            taken.append(self._process_record(self.records[index]))
+        return taken
+
+
+def test_a_parallel_batch_takes_the_record_a_banked_slot_is_for_before_the_next_in_line(
+    ledger: Ledger,
+) -> None:
+    # Given six jobs of three scopes, received with the scopes taking turns (x, y, z, x, y, z)
+    batch = OneScopeBatch.of(ledger, 6, scopes=3)
+    received = [body.scope for body in batch.bodies]
+    assert received == received[:3] * 2
+    assert len(set(received)) == 3
+    called: list[str] = []
+
+    def call(job: ActionCall, prepare: Prepare) -> ActionResult:
+        prepare()
+        called.append(job.scope)
+        return ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+    limiter = BlockLimiter(batch.clock)
+    # When the batch is handled, its threads taking records through the batch's order
+    response = batch.run(call, limiter, OneThreadOrdered(3))
+    # Then each scope's first record's write banked a slot for its other record (a block not
+    # cut to the scope's third of the records), which is taken next, before the other scopes'
+    # records in line: one write per scope
+    assert response == {"batchItemFailures": []}
+    assert called == [scope for scope in received[:3] for _ in range(2)]
+    assert limiter.reserved == 3
+
+
 def test_a_closure_drops_the_slots_the_batch_had_banked(ledger: Ledger) -> None:
     # Given three jobs of one scope in one batch, whose slots are banked in one block (10 ms
     # apart: close enough to be called without a second look at the gate)
@@ -914,12 +952,18 @@ class OneScopeBatch:
     bodies: list[JobMessage]
 
     @classmethod
-    def of(cls, ledger: Ledger, n: int) -> OneScopeBatch:
+    def of(cls, ledger: Ledger, n: int, scopes: int = 1) -> OneScopeBatch:
+        """With `scopes` > 1, job i is of scope `scope-{i % scopes}` (and the claim's order
+        has the scopes take turns)."""
         policy = Policy(name="exports", throttle=ThrottleConfig(max_wait_seconds=2.0))
         clock = FakeTime()
         now = clock.utc()
         jobs = [NewJob("t", f"o{i}", now) for i in range(n)]
-        ledger.schedule(policy.name, policy.version, lambda j: "scope-a", jobs, now)
+
+        def scope(job: NewJob) -> str:
+            return "scope-a" if scopes == 1 else f"scope-{int(job.object_id[1:]) % scopes}"
+
+        ledger.schedule(policy.name, policy.version, scope, jobs, now)
         claimed = ledger.claim(policy.name, "b-1", now, timedelta(seconds=900), n)
         bodies = [JobMessage.for_claim(policy.name, job, "b-1") for job in claimed]
         return cls(ledger, policy, clock, bodies)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
-from sweeper.consumer import BatchSlots
+from sweeper.consumer import BLOCK_SPAN_SECONDS, BankedFirst, BatchSlots, InOrder
 from sweeper.limiter import Adaptive, Denial, Grant
 from sweeper.observability import Metric
 
@@ -291,3 +293,176 @@ def test_a_block_granted_while_the_gate_closed_banks_nothing() -> None:
     assert [scope for scope, _ in limiter.counts] == ["s", "s"]
     assert isinstance(granted, Grant)
     assert granted.slot_at == NOW
+
+
+# -- banked slots offered to free threads (BankedFirst) ------------------------------------------
+
+
+def offered_slots(
+    pending: dict[str, int], clock: list[float] | None = None, sink: Any = None
+) -> tuple[BatchSlots, RecordingLimiter]:
+    limiter = RecordingLimiter()
+    now = clock or [NOW]
+    slots = BatchSlots(
+        limiter,  # type: ignore[arg-type]
+        10,
+        pending,
+        lambda: now[0],
+        sink or Sink(),
+        offered=True,
+    )
+    return slots, limiter
+
+
+def in_another_thread[T](function: Callable[[], T]) -> T:
+    """What `function` returns when another thread runs it (offers are per thread)."""
+    results: list[T] = []
+    thread = threading.Thread(target=lambda: results.append(function()))
+    thread.start()
+    thread.join(5.0)
+    (result,) = results
+    return result
+
+
+def always(scope: str) -> bool:
+    return True
+
+
+def test_a_free_thread_is_offered_the_scope_of_the_earliest_banked_slot() -> None:
+    # Given banks for b (slots from NOW + 11) and then a (from NOW + 12)
+    slots, limiter = offered_slots({"a": 3, "b": 3})
+    slots.reserve("b", INTERVAL, 60, object())
+    slots.reserve("a", INTERVAL, 60, object())
+    assert limiter.counts == [3, 3]
+    # When a free thread asks which record to take, then it is b's: its slot comes first
+    assert slots.offer(always) == "b"
+
+
+def test_a_banked_slot_a_thread_is_on_its_way_to_is_not_offered_to_another() -> None:
+    # Given one banked slot of a (a block of two, one granted)
+    slots, _ = offered_slots({"a": 2})
+    slots.reserve("a", INTERVAL, 60, object())
+    # When this thread is offered it, then another thread is not
+    assert slots.offer(always) == "a"
+    assert in_another_thread(lambda: slots.offer(always)) is None
+    # When this thread finishes its record without asking for a slot, then the slot is free
+    # for another thread again
+    slots.done("a", False, object())
+    assert in_another_thread(lambda: slots.offer(always)) == "a"
+
+
+def test_a_thread_offered_again_gives_up_the_slot_it_was_offered_before() -> None:
+    slots, _ = offered_slots({"a": 2})
+    slots.reserve("a", INTERVAL, 60, object())
+    assert slots.offer(always) == "a"
+    assert slots.offer(always) == "a"  # not counted twice: the one slot is still its own
+    assert in_another_thread(lambda: slots.offer(always)) is None
+
+
+def test_a_thread_asking_for_its_slot_is_no_longer_on_its_way() -> None:
+    # Given two banked slots of a, this thread on its way to one of them
+    slots, _ = offered_slots({"a": 3})
+    slots.reserve("a", INTERVAL, 60, object())
+    assert slots.offer(always) == "a"
+    # When it asks for its slot (and takes one of the two)
+    slots.reserve("a", INTERVAL, 60, object())
+    # Then the other banked slot is offered to another thread
+    assert in_another_thread(lambda: slots.offer(always)) == "a"
+
+
+def test_banked_slots_already_past_are_not_offered_but_let_go_and_counted() -> None:
+    clock = [NOW]
+    sink = RecordingSink()
+    slots, _ = offered_slots({"a": 3}, clock, sink)
+    slots.reserve("a", INTERVAL, 60, object())  # slots NOW + 11, + 11.01, + 11.02
+    clock[0] = NOW + 11 + 2 * INTERVAL + LATE_SLOT_TOLERANCE_SECONDS + 0.001
+    assert slots.offer(always) is None
+    assert sink.metrics == [(Metric.LATE_SLOTS, "Count", 1)] * 2
+
+
+def test_a_scope_with_no_record_left_to_take_is_not_offered() -> None:
+    # Given banks for a (first) and b
+    slots, _ = offered_slots({"a": 3, "b": 3})
+    slots.reserve("a", INTERVAL, 60, object())
+    slots.reserve("b", INTERVAL, 60, object())
+    # When every record of a is taken already, then b is offered
+    assert slots.offer(lambda scope: scope != "a") == "b"
+    assert slots.offer(lambda scope: False) is None
+
+
+def test_offered_banks_are_not_cut_to_their_scopes_share_of_the_records() -> None:
+    # Given a batch of 50 records over 10 scopes and 10 free threads (shared, the block is 1)
+    slots, limiter = offered_slots({f"s{i}": 5 for i in range(10)})
+    # When the first thread asks for s0, then the block is every record of s0: free threads
+    # come for banked slots whatever scope the batch's next record has
+    slots.reserve("s0", INTERVAL, 60, object())
+    assert limiter.counts == [5]
+
+
+def test_an_offered_block_spans_at_most_the_block_span() -> None:
+    # Given slots 0.1 s apart and 50 records of the scope for 10 free threads
+    slots, limiter = offered_slots({"s": 50})
+    slots.reserve("s", 0.1, 60, object())
+    # Then the block is three slots: its first and the two within BLOCK_SPAN_SECONDS after it
+    assert BLOCK_SPAN_SECONDS == 0.2
+    assert limiter.counts == [3]
+
+
+def test_an_offered_block_spans_exactly_the_block_span_when_the_interval_divides_it() -> None:
+    slots, limiter = offered_slots({"s": 50})
+    slots.reserve("s", BLOCK_SPAN_SECONDS / 4, 60, object())
+    assert limiter.counts == [5]
+
+
+# -- the order a batch's threads take its records in ---------------------------------------------
+
+
+def records_of(*scopes: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    records = [{"messageId": f"m-{i}"} for i in range(len(scopes))]
+    return records, {f"m-{i}": scope for i, scope in enumerate(scopes) if scope}
+
+
+def test_without_banked_slots_records_are_taken_in_the_order_received() -> None:
+    slots, _ = offered_slots({"a": 2, "b": 2})
+    records, scopes = records_of("a", "b", "a", "b")
+    order = BankedFirst(records, scopes, slots)
+    assert [order.take() for _ in range(5)] == [0, 1, 2, 3, None]
+
+
+def test_a_record_of_a_scope_with_a_banked_slot_is_taken_first() -> None:
+    # Given records a, b, c, a, c and a bank of c's slots (a block of two: one banked)
+    slots, _ = offered_slots({"a": 2, "b": 1, "c": 2})
+    records, scopes = records_of("a", "b", "c", "a", "c")
+    order = BankedFirst(records, scopes, slots)
+    slots.reserve("c", INTERVAL, 60, object())
+    # When a thread takes its next record, then it is the first record of c
+    assert order.take() == 2
+    # When it has asked for its slot (the bank is empty), the others come in order, each once
+    slots.reserve("c", INTERVAL, 60, object())
+    assert [order.take() for _ in range(5)] == [0, 1, 3, 4, None]
+
+
+def test_records_without_a_scope_are_taken_in_order_too() -> None:
+    # A record that will ask for no slot (malformed, orphan, settled) has no scope here
+    slots, _ = offered_slots({"a": 2})
+    records, scopes = records_of("", "a", "")
+    order = BankedFirst(records, scopes, slots)
+    assert [order.take() for _ in range(4)] == [0, 1, 2, None]
+
+
+def test_in_order_hands_out_each_record_once_to_many_threads() -> None:
+    order = InOrder(list(range(500)))
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while (index := order.take()) is not None:
+            with lock:
+                taken.append(index)
+
+    threads = [threading.Thread(target=drain) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5.0)
+    assert sorted(taken) == list(range(500))
