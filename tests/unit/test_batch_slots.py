@@ -112,18 +112,6 @@ def test_a_block_never_exceeds_the_records_left() -> None:
     assert limiter.counts == [2]
 
 
-def test_a_batch_of_several_scopes_reserves_each_scope_its_share() -> None:
-    # Given a batch of 50 records over 10 scopes and 10 free threads
-    limiter = RecordingLimiter()
-    pending = {f"s{i}": 5 for i in range(10)}
-    slots = BatchSlots(limiter, 10, pending, lambda: NOW, Sink())  # type: ignore[arg-type]
-    # When the first thread asks for scope s0
-    slots.reserve("s0", INTERVAL, 60, object())
-    # Then the block covers s0's share of the free threads (10 x 5/50 = 1), not all ten: the
-    # next records of the batch belong to other scopes, and their slots would pass unused
-    assert limiter.counts == [1]
-
-
 class RecordingSink:
     def __init__(self) -> None:
         self.metrics: list[tuple[str, str, float]] = []
@@ -303,14 +291,7 @@ def offered_slots(
 ) -> tuple[BatchSlots, RecordingLimiter]:
     limiter = RecordingLimiter()
     now = clock or [NOW]
-    slots = BatchSlots(
-        limiter,  # type: ignore[arg-type]
-        10,
-        pending,
-        lambda: now[0],
-        sink or Sink(),
-        offered=True,
-    )
+    slots = BatchSlots(limiter, 10, pending, lambda: now[0], sink or Sink())  # type: ignore[arg-type]
     return slots, limiter
 
 
@@ -390,8 +371,9 @@ def test_a_scope_with_no_record_left_to_take_is_not_offered() -> None:
     assert slots.offer(lambda scope: False) is None
 
 
-def test_offered_banks_are_not_cut_to_their_scopes_share_of_the_records() -> None:
-    # Given a batch of 50 records over 10 scopes and 10 free threads (shared, the block is 1)
+def test_a_block_is_not_cut_to_its_scopes_share_of_the_records() -> None:
+    # Given a batch of 50 records over 10 scopes and 10 free threads (cut to s0's share of the
+    # records, 5 of 50, the block would be one slot)
     slots, limiter = offered_slots({f"s{i}": 5 for i in range(10)})
     # When the first thread asks for s0, then the block is every record of s0: free threads
     # come for banked slots whatever scope the batch's next record has
@@ -399,7 +381,7 @@ def test_offered_banks_are_not_cut_to_their_scopes_share_of_the_records() -> Non
     assert limiter.counts == [5]
 
 
-def test_an_offered_block_spans_at_most_the_block_span() -> None:
+def test_a_block_spans_at_most_the_block_span() -> None:
     # Given slots 0.1 s apart and 50 records of the scope for 10 free threads
     slots, limiter = offered_slots({"s": 50})
     slots.reserve("s", 0.1, 60, object())
@@ -408,7 +390,7 @@ def test_an_offered_block_spans_at_most_the_block_span() -> None:
     assert limiter.counts == [3]
 
 
-def test_an_offered_block_spans_exactly_the_block_span_when_the_interval_divides_it() -> None:
+def test_a_block_spans_exactly_the_block_span_when_the_interval_divides_it() -> None:
     slots, limiter = offered_slots({"s": 50})
     slots.reserve("s", BLOCK_SPAN_SECONDS / 4, 60, object())
     assert limiter.counts == [5]

@@ -222,9 +222,10 @@ class _LockedSink:
 #: pass. Measured at 100/s, 4 environments x 10 threads, vendor p50 150 ms (docs/decisions.md):
 #: free threads only made 0.8 limiter writes per job; at least 3 made 0.4 with no late slot.
 BLOCK_SHARE_OF_THREADS = 0.3
-#: When banked slots are offered to free threads (BankedFirst), a block spans at most this long
-#: from its first slot to its last: its threads hold their slots until then, and are not free for
-#: the batch's other scopes meanwhile (three slots at 10/s, eleven at 50/s).
+#: A block spans at most this long from its first slot to its last: its threads hold their slots
+#: until then, and are not free for the batch's other scopes meanwhile (three slots at 10/s,
+#: eleven at 50/s). Measured at ten scopes of 10/s (docs/decisions.md): 0.25 s cost more calls
+#: than the writes it saved.
 BLOCK_SPAN_SECONDS = 0.2
 
 
@@ -232,14 +233,12 @@ class BatchSlots:
     """The limiter slots of one batch: reserved several in one write, handed out one per call.
 
     When a record needs a slot and none is banked for its scope, one write reserves a slot for
-    each record that may ask within moments: the batch's records of that scope not yet called,
-    at most the threads not already in a call. The slots keep their exact times; a banked slot
-    whose time has passed (beyond the late tolerance) is let go, never used late. With
-    `parallel_calls = 1` this is one slot per write, as before. Shared by the batch's threads.
-
-    With `offered` (the threads take their records through BankedFirst), a free thread comes
-    for a banked slot whatever the scope of the batch's next record, so a block is not cut to
-    its scope's share of the records; it spans at most BLOCK_SPAN_SECONDS instead.
+    each thread that may ask within moments: at most the batch's records of that scope not yet
+    called, and at most BLOCK_SPAN_SECONDS from the first slot to the last. A free thread comes
+    for a banked slot whatever the scope of the batch's next record (`offer`, BankedFirst). The
+    slots keep their exact times; a banked slot whose time has passed (beyond the late
+    tolerance) is let go, never used late. With `parallel_calls = 1` this is one slot per
+    write, as before. Shared by the batch's threads.
     """
 
     def __init__(
@@ -250,11 +249,8 @@ class BatchSlots:
         now: Callable[[], float],
         metrics: MetricSink,
         adaptive: Adaptive | None = None,
-        *,
-        offered: bool = False,
     ) -> None:
         self._limiter = limiter
-        self._offered = offered
         self._adaptive = adaptive
         self._parallel = parallel_calls
         self._pending = Counter(calls_by_scope)  # records of each scope yet to take a slot
@@ -352,15 +348,13 @@ class BatchSlots:
         """How many slots one write reserves for `scope` (see the class docstring)."""
         # Threads that may ask within moments: those neither calling nor already holding a
         # slot they wait for (counting these too banked slots nobody came for, let go late),
-        # and at least a share of the threads: some calls end within the block's span. Of
-        # those, this scope's share of the records left: the others ask for other scopes.
+        # and at least a share of the threads: some calls end within the block's span. Not cut
+        # to this scope's share of the records: a free thread takes a banked slot's record first.
         free = self._parallel - self._calling - len(self._holding)
         asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
-        if self._offered:
-            span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
-            return max(1, min(self._pending[scope], math.ceil(asking), span))
-        share = self._pending[scope] / max(1, sum(self._pending.values()))
-        return max(1, min(self._pending[scope], math.ceil(asking * share)))
+        # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
+        span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
+        return max(1, min(self._pending[scope], math.ceil(asking), span))
 
     def calling(self, scope: str, holder: object) -> None:
         """A record took its slot and is calling."""
@@ -432,7 +426,6 @@ def process_batch(
         deps.now,
         deps.metrics,
         deps.policy.quota.adaptive_spec,
-        offered=parallel > 1,
     )
     # Two deliveries of one job in a batch run one after the other (the second then finds the
     # first's stored result), never side by side, where the second would only find it in flight.
