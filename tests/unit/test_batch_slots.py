@@ -448,3 +448,19 @@ def test_in_order_hands_out_each_record_once_to_many_threads() -> None:
     for thread in threads:
         thread.join(5.0)
     assert sorted(taken) == list(range(500))
+    assert order.take() is None  # and says so, once none is left, to every thread that asks
+
+
+def test_a_bank_whose_records_are_all_taken_does_not_stop_a_thread() -> None:
+    # Given records a and c, and slots of c banked beyond c's one record (a record given up
+    # before it took its slot leaves them)
+    slots, _ = offered_slots({"a": 1, "c": 3})
+    records, scopes = records_of("a", "c")
+    order = BankedFirst(records, scopes, slots)
+    slots.reserve("c", INTERVAL, 60, object())
+    assert order.take() == 1  # c's record, for the bank
+    slots.reserve("c", INTERVAL, 60, object())  # it takes one of the two banked slots
+    # When the thread takes its next record, one of c's slots still banked
+    # Then it is a's, the next in line: a worker that got no record would stop for good
+    assert order.take() == 0
+    assert order.take() is None

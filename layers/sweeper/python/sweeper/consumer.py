@@ -189,7 +189,9 @@ class BankedFirst:
     def take(self) -> int | None:
         with self._lock:
             scope = self._slots.offer(self._has_left)
-            index = self._first(self._next if scope is None else self._by_scope[scope])
+            index = None if scope is None else self._first(self._by_scope[scope])
+            if index is None:  # no bank offered (or, never meant to be, none of its records left)
+                index = self._first(self._next)
             if index is None:
                 return None
             self._taken[index] = True
