@@ -4,6 +4,10 @@ A block covers the threads that may ask within moments: neither calling nor alre
 slot they wait for, and at least BLOCK_SHARE_OF_THREADS of the threads (calls end within the
 block's span). Counting the holders too banked slots that nobody came for in time: measured at
 100/s with batches of 50, 120 slots were let go late in 20 s.
+
+Also which record a free thread takes (BankedFirst, BatchSlots.offer): one whose scope has a
+banked slot no other thread is on its way to, before the next in line; and the batch processor
+that runs the threads.
 """
 
 from __future__ import annotations
@@ -14,8 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+from aws_lambda_powertools.utilities.batch import process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
-from sweeper.consumer import BLOCK_SPAN_SECONDS, BankedFirst, BatchSlots, InOrder
+from sweeper.consumer import (
+    BLOCK_SPAN_SECONDS,
+    BankedFirst,
+    BatchSlots,
+    InOrder,
+    ParallelBatchProcessor,
+)
 from sweeper.limiter import Adaptive, Denial, Grant
 from sweeper.observability import Metric
 
@@ -464,3 +478,57 @@ def test_a_bank_whose_records_are_all_taken_does_not_stop_a_thread() -> None:
     # Then it is a's, the next in line: a worker that got no record would stop for good
     assert order.take() == 0
     assert order.take() is None
+
+
+class GivenStarts:
+    """Grants each scope's block from the start and spacing it is given."""
+
+    def __init__(self, **blocks: tuple[float, float]) -> None:
+        self.blocks = blocks
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+    ) -> Grant | Denial:
+        start, step = self.blocks[scope]
+        return Grant(NOW + start, count, step)
+
+
+def test_the_earliest_bank_is_found_by_its_first_slot_whatever_the_order_banked() -> None:
+    # Given a bank of a (slots 12.01, 12.02) and then one of b (11.9, 12.8): b's first slot is
+    # the earliest, its second is not
+    limiter = GivenStarts(a=(12.0, 0.01), b=(11.0, 0.9))
+    slots = BatchSlots(limiter, 10, {"a": 3, "b": 3}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    slots.reserve("a", INTERVAL, 60, object())
+    slots.reserve("b", INTERVAL, 60, object())
+    assert slots.offer(always) == "b"
+
+
+def test_a_parallel_processor_used_on_its_own_takes_every_record_in_the_order_received() -> None:
+    # Given Powertools' partial batch response over five records, one of which fails, handled
+    # three at a time without process_batch's order
+    event = {
+        "Records": [
+            {"messageId": f"m-{i}", "body": str(i), "receiptHandle": f"r-{i}"} for i in range(5)
+        ]
+    }
+    handled: list[str] = []
+
+    def handle(record: SQSRecord) -> None:
+        handled.append(record.body)
+        if record.body == "3":
+            raise ValueError("record 3 fails")
+
+    response = process_partial_response(event, handle, ParallelBatchProcessor(3), None)
+    # Then each record was handled once, and only the failed one comes back
+    assert sorted(handled) == ["0", "1", "2", "3", "4"]
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-3"}]}
+
+
+def test_a_parallel_processor_needs_at_least_one_call_at_a_time() -> None:
+    with pytest.raises(ValueError, match=r"^parallel_calls must be at least 1$"):
+        ParallelBatchProcessor(0)
