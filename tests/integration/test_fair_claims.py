@@ -227,6 +227,48 @@ def test_the_claim_reads_indexes_not_the_table(ledger: Ledger, db_url: str) -> N
     assert {"sweeper_jobs_pending_tenant_due", "sweeper_jobs_pending_due"} <= used
 
 
+def test_after_a_large_schedule_into_a_settled_ledger_the_claim_locks_rows_by_primary_key(
+    ledger: Ledger, db_url: str
+) -> None:
+    # Given a ledger of settled rows, analysed (its statistics say nothing is pending), then a
+    # large schedule before the next ANALYZE: the case of a daily run into a ledger of history
+    old = [NewJob(f"t{i % 10}", f"old{i:05d}", T0) for i in range(3_000)]
+    ledger.schedule("exports", 1, lambda j: j.tenant_id, old, T0)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE sweeper_jobs SET status = 'succeeded', completed_at = %s", (T0,))
+        conn.execute("VACUUM ANALYZE sweeper_jobs")
+    new = [NewJob(f"t{i % 10}", f"new{i:05d}", T0) for i in range(5_000)]
+    ledger.schedule("exports", 1, lambda j: j.tenant_id, new, T0)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        # When the claim's plan is read
+        row = conn.execute(
+            b"EXPLAIN (FORMAT JSON) " + queries.CLAIM_DUE.encode(),
+            {
+                "policy": "exports",
+                "owner": "explain",
+                "now": T0,
+                "expires": T0 + LEASE,
+                "limit": 1000,
+                "window": 2000,
+                "fallback": 8000,
+                "scope_cap": 1000,
+                "expired_before": T0,
+                "from": [JobStatus.PENDING.value],
+                "closed": [],
+            },
+        ).fetchone()
+    # Then each row is locked, and updated, through the primary key: a walk of a pending
+    # index per locked row (what the planner picks for "status = 'pending'" when it believes
+    # few rows are) made such a claim of 1,000 of 75,000 rows take 10 s
+    assert row is not None
+    plan = row[0][0]["Plan"]
+    (lock,) = [n for n in _nodes(plan) if n["Node Type"] == "LockRows"]
+    assert [n.get("Index Name") for n in _nodes(lock) if "Index Name" in n] == ["sweeper_jobs_pkey"]
+    updated = [n for n in plan["Plans"] if n.get("Parent Relationship") != "InitPlan"]
+    reads = [n.get("Index Name") for n in _nodes(updated[0]) if n.get("Alias") == "j"]
+    assert reads == ["sweeper_jobs_pkey"], reads
+
+
 def _nodes(node: dict[str, Any]) -> Any:
     yield node
     for child in node.get("Plans", []):
