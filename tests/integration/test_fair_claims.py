@@ -12,7 +12,7 @@ import pytest
 from sweeper.backpressure import republish_delay_seconds
 from sweeper.config import Policy, Quota
 from sweeper.ledger import queries
-from sweeper.ledger.store import Ledger
+from sweeper.ledger.store import CLAIM_FALLBACK_PAGES, CLAIM_WINDOW_PAGES, Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
 from sweeper.producer import run_producer
 from tests.fakes import FakePublisher
@@ -202,26 +202,10 @@ def test_the_claim_reads_indexes_not_the_table(ledger: Ledger, db_url: str) -> N
     ledger.schedule("exports", 1, lambda j: "exports", jobs, T0)
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("ANALYZE sweeper_jobs")
-        # When the claim's plan is read (EXPLAIN without ANALYZE: nothing is leased)
-        row = conn.execute(
-            b"EXPLAIN (FORMAT JSON) " + queries.CLAIM_DUE.encode(),
-            {
-                "policy": "exports",
-                "owner": "explain",
-                "now": T0,
-                "expires": T0 + LEASE,
-                "limit": 100,
-                "window": 200,
-                "fallback": 800,
-                "scope_cap": 1000,
-                "expired_before": T0,
-                "from": [JobStatus.PENDING.value],
-                "closed": [],
-            },
-        ).fetchone()
+    # When the claim's plan is read (EXPLAIN without ANALYZE: nothing is leased)
+    plan = claim_plan(db_url, limit=100)
     # Then no node scans sweeper_jobs whole
-    assert row is not None
-    scans = list(_nodes(row[0][0]["Plan"]))
+    scans = list(_nodes(plan))
     assert not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
     used = {n.get("Index Name") for n in scans}
     assert {"sweeper_jobs_pending_tenant_due", "sweeper_jobs_pending_due"} <= used
@@ -239,8 +223,21 @@ def test_after_a_large_schedule_into_a_settled_ledger_the_claim_locks_rows_by_pr
         conn.execute("VACUUM ANALYZE sweeper_jobs")
     new = [NewJob(f"t{i % 10}", f"new{i:05d}", T0) for i in range(5_000)]
     ledger.schedule("exports", 1, lambda j: j.tenant_id, new, T0)
+    # When the claim's plan is read
+    plan = claim_plan(db_url, limit=1000)
+    # Then each row is locked, and updated, through the primary key: a walk of a pending
+    # index per locked row (what the planner picks for "status = 'pending'" when it believes
+    # few rows are) made such a claim of 1,000 of 75,000 rows take 10 s
+    (lock,) = [n for n in _nodes(plan) if n["Node Type"] == "LockRows"]
+    assert [n.get("Index Name") for n in _nodes(lock) if "Index Name" in n] == ["sweeper_jobs_pkey"]
+    updated = [n for n in plan["Plans"] if n.get("Parent Relationship") != "InitPlan"]
+    reads = [n.get("Index Name") for n in _nodes(updated[0]) if n.get("Alias") == "j"]
+    assert reads == ["sweeper_jobs_pkey"], reads
+
+
+def claim_plan(db_url: str, *, limit: int) -> dict[str, Any]:
+    """The claim's plan for a page of `limit` (EXPLAIN without ANALYZE: nothing is leased)."""
     with psycopg.connect(db_url, autocommit=True) as conn:
-        # When the claim's plan is read
         row = conn.execute(
             b"EXPLAIN (FORMAT JSON) " + queries.CLAIM_DUE.encode(),
             {
@@ -248,25 +245,18 @@ def test_after_a_large_schedule_into_a_settled_ledger_the_claim_locks_rows_by_pr
                 "owner": "explain",
                 "now": T0,
                 "expires": T0 + LEASE,
-                "limit": 1000,
-                "window": 2000,
-                "fallback": 8000,
+                "limit": limit,
+                "window": limit * CLAIM_WINDOW_PAGES,
+                "fallback": limit * CLAIM_FALLBACK_PAGES,
                 "scope_cap": 1000,
                 "expired_before": T0,
                 "from": [JobStatus.PENDING.value],
                 "closed": [],
             },
         ).fetchone()
-    # Then each row is locked, and updated, through the primary key: a walk of a pending
-    # index per locked row (what the planner picks for "status = 'pending'" when it believes
-    # few rows are) made such a claim of 1,000 of 75,000 rows take 10 s
     assert row is not None
-    plan = row[0][0]["Plan"]
-    (lock,) = [n for n in _nodes(plan) if n["Node Type"] == "LockRows"]
-    assert [n.get("Index Name") for n in _nodes(lock) if "Index Name" in n] == ["sweeper_jobs_pkey"]
-    updated = [n for n in plan["Plans"] if n.get("Parent Relationship") != "InitPlan"]
-    reads = [n.get("Index Name") for n in _nodes(updated[0]) if n.get("Alias") == "j"]
-    assert reads == ["sweeper_jobs_pkey"], reads
+    plan: dict[str, Any] = row[0][0]["Plan"]
+    return plan
 
 
 def _nodes(node: dict[str, Any]) -> Any:

@@ -39,9 +39,11 @@ NOW = 1_000.0
 
 @dataclass
 class RecordingLimiter:
-    """Grants every request, `count` slots from the far future; remembers each count."""
+    """Grants every request, `count` slots from the far future (or, for a scope in `starts`,
+    from NOW + its start, its step apart); remembers each count."""
 
     counts: list[int] = field(default_factory=list)
+    starts: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def reserve(
         self,
@@ -52,6 +54,9 @@ class RecordingLimiter:
         adaptive: Adaptive | None = None,
     ) -> Grant | Denial:
         self.counts.append(count)
+        if scope in self.starts:
+            start, step = self.starts[scope]
+            return Grant(NOW + start, count, step)
         return Grant(NOW + 10.0 + len(self.counts), count, interval)
 
 
@@ -480,28 +485,10 @@ def test_a_bank_whose_records_are_all_taken_does_not_stop_a_thread() -> None:
     assert order.take() is None
 
 
-class GivenStarts:
-    """Grants each scope's block from the start and spacing it is given."""
-
-    def __init__(self, **blocks: tuple[float, float]) -> None:
-        self.blocks = blocks
-
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-    ) -> Grant | Denial:
-        start, step = self.blocks[scope]
-        return Grant(NOW + start, count, step)
-
-
 def test_the_earliest_bank_is_found_by_its_first_slot_whatever_the_order_banked() -> None:
     # Given a bank of a (slots 12.01, 12.02) and then one of b (11.9, 12.8): b's first slot is
     # the earliest, its second is not
-    limiter = GivenStarts(a=(12.0, 0.01), b=(11.0, 0.9))
+    limiter = RecordingLimiter(starts={"a": (12.0, 0.01), "b": (11.0, 0.9)})
     slots = BatchSlots(limiter, 10, {"a": 3, "b": 3}, lambda: NOW, Sink())  # type: ignore[arg-type]
     slots.reserve("a", INTERVAL, 60, object())
     slots.reserve("b", INTERVAL, 60, object())
