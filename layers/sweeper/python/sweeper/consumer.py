@@ -190,7 +190,7 @@ class BankedFirst:
         with self._lock:
             scope = self._slots.offer(self._has_left)
             index = None if scope is None else self._first(self._by_scope[scope])
-            if index is None:  # no bank offered (or, never meant to be, none of its records left)
+            if index is None:  # no bank offered, or (not expected) none of its records left
                 index = self._first(self._next)
             if index is None:
                 return None

@@ -68,8 +68,8 @@ WITH expired AS (
 )
 UPDATE sweeper_jobs j
 SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s
-FROM expired
-WHERE j.id = expired.id AND j.status = ANY(%(from)s)
+WHERE j.id = ANY(ARRAY(SELECT id FROM expired))  -- by primary key: see CLAIM_DUE's lock step
+  AND (j.status = ANY(%(from)s)) IS TRUE
 RETURNING j.id
 """
 
@@ -431,8 +431,8 @@ WITH action AS (
     UPDATE sweeper_jobs j
     SET status = 'pending', attempt_count = 0, next_attempt_at = %(now)s, completed_at = NULL,
         updated_at = %(now)s, retry_round = j.retry_round + 1, batch_id = NULL
-    FROM chosen
-    WHERE j.id = chosen.id AND j.status = ANY(%(from)s)
+    WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))  -- by primary key: see CLAIM_DUE's lock step
+      AND (j.status = ANY(%(from)s)) IS TRUE
     RETURNING j.id, j.operation_key
 ), events AS (
     INSERT INTO sweeper_job_events (job_id, action_id, event, from_status, to_status,
@@ -457,8 +457,9 @@ WITH old AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM sweeper_jobs j USING old
-    WHERE j.id = old.id AND j.status IN ('succeeded', 'failed')
+    DELETE FROM sweeper_jobs j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM old))  -- by primary key: see CLAIM_DUE's lock step
+      AND (j.status IN ('succeeded', 'failed')) IS TRUE
     RETURNING j.id
 ), events AS (
     DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
