@@ -410,15 +410,11 @@ def process_batch(
     keys = [m.key for m in parsed.values() if isinstance(m, JobMessage)]
     targets = deps.ledger.targets(keys)  # the one ledger read per batch
     deps = replace(deps, metrics=_LockedSink(deps.metrics))
-    scopes = {  # message id -> scope, for the records that will ask for a slot
-        message_id: target.scope
-        for message_id, target in (
-            (message_id, targets.get(item.key))
-            for message_id, item in parsed.items()
-            if isinstance(item, JobMessage)
-        )
-        if target is not None and target.status not in SETTLED_STATUSES
-    }
+    scopes: dict[str, str] = {}  # message id -> scope, for the records that will ask for a slot
+    for message_id, item in parsed.items():
+        target = targets.get(item.key) if isinstance(item, JobMessage) else None
+        if target is not None and target.status not in SETTLED_STATUSES:
+            scopes[message_id] = target.scope
     calls_by_scope = Counter(scopes.values())
     parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
     slots = BatchSlots(
