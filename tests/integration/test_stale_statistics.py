@@ -12,6 +12,7 @@ held it (docs/decisions.md). Each test builds that state and reads the statement
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
@@ -74,61 +75,64 @@ def _nodes(node: dict[str, Any], *, skip_subplans: bool = False) -> Iterator[dic
         yield from _nodes(child, skip_subplans=skip_subplans)
 
 
-def test_a_reclaim_after_many_leases_expired_finds_each_row_by_primary_key(
-    ledger: Ledger, db_url: str
-) -> None:
-    stale(
-        ledger,
-        db_url,
+@dataclass(frozen=True)
+class Case:
+    statement: LiteralString
+    params: dict[str, Any]
+    move: LiteralString  # how the 5,000 new rows got the state the statement moves them from
+    analysed_as: str  # the state of every row when the statistics were taken
+
+
+CASES = {
+    "reclaim": Case(
+        queries.RECLAIM_EXPIRED,
+        {
+            "policy": "exports",
+            "now": T0,
+            "expired_before": T0,
+            "limit": 1000,
+            "from": [JobStatus.LEASED.value],
+        },
         "UPDATE sweeper_jobs SET status = 'leased', lease_owner = 'b-1', lease_expires_at = "
         "%(ago)s WHERE object_id LIKE 'new%%'",
         analysed_as="succeeded",
-    )
-    params = {
-        "policy": "exports",
-        "now": T0,
-        "expired_before": T0,
-        "limit": 1000,
-        "from": [JobStatus.LEASED.value],
-    }
-    assert set(modified_reads(queries.RECLAIM_EXPIRED, params, db_url)) == {"sweeper_jobs_pkey"}
-
-
-def test_a_retry_after_many_jobs_failed_finds_each_row_by_primary_key(
-    ledger: Ledger, db_url: str
-) -> None:
+    ),
     # The 02:00 case: a vendor outage failed thousands of jobs, and the operator retries them
-    stale(
-        ledger,
-        db_url,
+    "retry": Case(
+        queries.RETRY_FAILED,
+        {
+            "policy": "exports",
+            "actor": "test",
+            "reason": "test",
+            "detail": Jsonb({}),
+            "now": T0,
+            "keys": None,
+            "outcomes": None,
+            "tenant_id": None,
+            "limit": 1000,
+            "from": [JobStatus.FAILED.value],
+        },
         "UPDATE sweeper_jobs SET status = 'failed', completed_at = %(ago)s, "
         "last_outcome = 'permanent' WHERE object_id LIKE 'new%%'",
         analysed_as="pending",
-    )
-    params = {
-        "policy": "exports",
-        "actor": "test",
-        "reason": "test",
-        "detail": Jsonb({}),
-        "now": T0,
-        "keys": None,
-        "outcomes": None,
-        "tenant_id": None,
-        "limit": 1000,
-        "from": [JobStatus.FAILED.value],
-    }
-    assert set(modified_reads(queries.RETRY_FAILED, params, db_url)) == {"sweeper_jobs_pkey"}
-
-
-def test_a_prune_after_many_jobs_settled_finds_each_row_by_primary_key(
-    ledger: Ledger, db_url: str
-) -> None:
-    stale(
-        ledger,
-        db_url,
+    ),
+    "prune": Case(
+        queries.PRUNE_SETTLED,
+        {"before": T0, "limit": 1000, "policy": "exports"},
         "UPDATE sweeper_jobs SET status = 'succeeded', completed_at = %(ago)s "
         "WHERE object_id LIKE 'new%%'",
         analysed_as="pending",
-    )
-    params = {"before": T0, "limit": 1000, "policy": "exports"}
-    assert set(modified_reads(queries.PRUNE_SETTLED, params, db_url)) == {"sweeper_jobs_pkey"}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_statement_moving_many_rows_finds_each_by_primary_key(
+    name: str, ledger: Ledger, db_url: str
+) -> None:
+    # Given 5,000 rows moved to the state the statement moves rows from, after the statistics
+    # were taken with no row in it
+    case = CASES[name]
+    stale(ledger, db_url, case.move, analysed_as=case.analysed_as)
+    # Then its plan reads the rows it updates or deletes by primary key only
+    assert set(modified_reads(case.statement, case.params, db_url)) == {"sweeper_jobs_pkey"}
