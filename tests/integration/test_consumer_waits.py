@@ -1026,6 +1026,19 @@ def test_each_record_called_leaves_the_next_block_one_smaller(ledger: Ledger) ->
     assert blocks_asked(ledger, refuse_first=0) == ([4, 3, 2, 1], 4)
 
 
+def test_a_record_already_settled_is_not_counted_for_the_first_block(ledger: Ledger) -> None:
+    # Given four jobs of one scope in a batch, one of them settled meanwhile by another delivery
+    batch = OneScopeBatch.of(ledger, 4)
+    ledger.mark_succeeded(batch.bodies[0].key, OutcomeClass.ACCEPTED, batch.clock.utc())
+    calls = Calls(batch.clock)
+    limiter = OneSlotPerAsk(batch.clock)
+    # When the batch is handled, banking for four threads
+    batch.run(calls, limiter, OneByOne(4))
+    # Then the first block covers the three records that will call, not the settled one
+    assert limiter.asked == [3, 2, 1]
+    assert len(calls.sent_at) == 3
+
+
 def test_a_record_sent_back_uncalled_is_no_longer_counted_for_the_next_block(
     ledger: Ledger,
 ) -> None:

@@ -411,11 +411,14 @@ def process_batch(
     targets = deps.ledger.targets(keys)  # the one ledger read per batch
     deps = replace(deps, metrics=_LockedSink(deps.metrics))
     scopes: dict[str, str] = {}  # message id -> scope, for the records that will ask for a slot
+    calls_by_scope: Counter[str] = Counter()  # per scope, the records that will reach `done`
     for message_id, item in parsed.items():
         target = targets.get(item.key) if isinstance(item, JobMessage) else None
-        if target is not None and target.status not in SETTLED_STATUSES:
+        if target is None:
+            continue
+        calls_by_scope[target.scope] += 1  # a settled job's record is finished through `done` too
+        if target.status not in SETTLED_STATUSES:
             scopes[message_id] = target.scope
-    calls_by_scope = Counter(scopes.values())
     parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
     slots = BatchSlots(
         deps.limiter,
