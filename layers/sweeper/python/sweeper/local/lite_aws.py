@@ -55,6 +55,9 @@ REGION = "us-east-1"
 SQS_TARGET = "AmazonSQS."
 DYNAMODB_TARGET = "DynamoDB_20120810."
 REQUESTS_PATH = "/_lite/requests"
+#: Appended to an operation's name in the request counts for its conditional checks that failed
+#: (`dynamodb:UpdateItem` counts every request, `dynamodb:UpdateItem:condition_failed` those).
+FAILED_CONDITION = ":condition_failed"
 
 #: SQS's limits (the SQS Developer Guide's quotas page).
 SQS_MAX_BATCH = 10
@@ -1141,6 +1144,9 @@ class _Handler(BaseHTTPRequestHandler):
             request = json.loads(raw or b"{}")
             self._answer(200, backend.handle(operation, request), {})
         except ApiError as exc:
+            if exc.code == "ConditionalCheckFailedException":  # billed as a write all the same
+                with self.server.requests_lock:
+                    self.server.requests[f"{name}:{operation}{FAILED_CONDITION}"] += 1
             self._error(name, exc)
         except (KeyError, TypeError, ValueError) as exc:
             self._error(name, _validation(f"malformed request: {type(exc).__name__} {exc}"))
