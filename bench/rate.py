@@ -171,6 +171,19 @@ def _cores_needed(cpu_per_job: float | None, scenario: Scenario) -> dict[str, An
     }
 
 
+def _consumer_cpu(cpu_seconds: float, settled: int, scenario: Scenario) -> dict[str, Any]:
+    """The consumer environments' own CPU per job (their processes only, every thread), and the
+    cores they alone would need at the full quota: what `sweeper plan --cpu-ms` takes."""
+    if settled <= 0:
+        return {}
+    rate = scenario.limit / scenario.period_seconds * scenario.scopes
+    per_job = cpu_seconds / settled
+    return {
+        "consumer_cpu_ms_per_job": round(per_job * 1000, 2),
+        "consumer_cores_needed_at_quota_here": round(per_job * rate, 1),
+    }
+
+
 def run_scenario(
     stack: LocalStack, scenario: Scenario, *, consumers: int, seconds: float
 ) -> dict[str, Any]:
@@ -229,6 +242,7 @@ def run_scenario(
             incident: tuple[float, float] | None = None
             requests_before = _aws_requests(stack)
             busy_before = run.source.stats.busy_seconds
+            cpu_seconds_before = run.source.stats.cpu_seconds
             invocations_before = run.source.stats.invocations
             runs_before = run.totals.runs
             cpu_before = _cpu_jiffies()
@@ -243,6 +257,7 @@ def run_scenario(
             settled = run.final()
             requests = _diff(_aws_requests(stack), requests_before)
             consumer_seconds = run.source.stats.busy_seconds - busy_before
+            consumer_cpu = run.source.stats.cpu_seconds - cpu_seconds_before
             invocations = run.source.stats.invocations - invocations_before
             producer_runs = run.totals.runs - runs_before
             published = run.totals.published
@@ -292,6 +307,7 @@ def run_scenario(
                 # above are this machine's, not sweeper's.
                 "machine_cpu_busy_share": cpu_busy,
                 **_cores_needed(_cpu_per_job(cpu_before, cpu_after, settled), scenario),
+                **_consumer_cpu(consumer_cpu, settled, scenario),
             }
         )
     if scenario.adaptive:

@@ -1,10 +1,11 @@
 """A tiny Lambda handler for the local event source's tests, importable by its worker processes.
 
 Each message body says what to do on the message's first delivery (JSON; `{}` does nothing):
-`sleep` seconds, `raise`, `kill` (SIGKILL its own process, as the OOM killer would), `settle`
-(journal the batch as settled, then sleep `sleep` seconds), or `fail` with a partial batch
-response naming `self` (this record), `unknown` (an id not in the batch), `empty`, `null`, or
-`bad_key` (an entry without `itemIdentifier`). On a redelivery it only succeeds.
+`sleep` seconds, `spin` (use that many seconds of CPU), `raise`, `kill` (SIGKILL its own
+process, as the OOM killer would), `settle` (journal the batch as settled, then sleep `sleep`
+seconds), or `fail` with a partial batch response naming `self` (this record), `unknown` (an id
+not in the batch), `empty`, `null`, or `bad_key` (an entry without `itemIdentifier`). On a
+redelivery it only succeeds.
 
 Every invocation journals its start and end (pid, times, message ids, receive counts) as JSON
 lines in the file `SWEEPER_TEST_JOURNAL` names, so a test can see batch sizes and overlaps.
@@ -51,6 +52,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             _journal("settled", ids=ids)
         if "sleep" in todo:
             time.sleep(float(todo["sleep"]))
+        if "spin" in todo:
+            until = time.process_time() + float(todo["spin"])
+            while time.process_time() < until:
+                pass
         if todo.get("raise"):
             raise RuntimeError("the test handler was told to fail")
         if todo.get("kill"):

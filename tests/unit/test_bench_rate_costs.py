@@ -10,6 +10,7 @@ from sweeper.plan import Prices
 from sweeper_bench.rate import (
     Scenario,
     _busy_share,
+    _consumer_cpu,
     _cores_needed,
     _costs,
     _cpu_jiffies,
@@ -104,3 +105,12 @@ def test_cpu_per_job_is_the_busy_ticks_in_seconds_over_the_settled_jobs() -> Non
     # and nothing settled, or no reading: no figure
     assert _cpu_per_job((0, 0), (2 * tick, 8 * tick), 0) is None
     assert _cpu_per_job(None, (2 * tick, 8 * tick), 400) is None
+
+
+def test_the_consumers_cpu_per_job_and_the_cores_they_alone_need() -> None:
+    # Given the consumer environments used 4 s of CPU while 500 jobs settled: 8 ms a job
+    scenario = Scenario("ten", "shared", 50, 1.0, None, scopes=10)
+    figures = _consumer_cpu(4.0, 500, scenario)
+    # Then at ten scopes of 50/s they alone need 500 x 0.008 = 4 cores
+    assert figures == {"consumer_cpu_ms_per_job": 8.0, "consumer_cores_needed_at_quota_here": 4.0}
+    assert _consumer_cpu(4.0, 0, scenario) == {}

@@ -125,6 +125,10 @@ class Invocation:
     error: str | None
     duration_seconds: float
     status: InvocationStatus = InvocationStatus.SUCCEEDED
+    #: CPU time the environment's process used during the invocation (all its threads): what
+    #: bounds one environment on Lambda, whose CPU share follows its memory. 0 when unknown (an
+    #: environment that died or was killed).
+    cpu_seconds: float = 0.0
 
 
 def parse_emf(output: str) -> dict[str, float]:
@@ -153,6 +157,7 @@ def invoke(
     handler = load_handler(function)
     context = LocalLambdaContext(function_name=function_name, timeout_seconds=timeout_seconds)
     started = time.monotonic()
+    cpu_started = time.process_time()
     response: Any = None
     error: str | None = None
     try:
@@ -165,7 +170,8 @@ def invoke(
     finally:
         sys.stdout.flush()
     status = InvocationStatus.SUCCEEDED if error is None else InvocationStatus.FUNCTION_ERROR
-    return Invocation(response, error, time.monotonic() - started, status)
+    cpu = time.process_time() - cpu_started
+    return Invocation(response, error, time.monotonic() - started, status, cpu)
 
 
 def init_worker(env: dict[str, str], log_file: str | None) -> None:

@@ -82,10 +82,12 @@ class PollerStats:
     max_in_flight: int = 0
     sqs_errors: int = 0
     busy_seconds: float = 0.0  # summed invocation durations: what Lambda bills as duration
+    cpu_seconds: float = 0.0  # summed CPU time of the invocations' environments
 
     def add(self, invocation: Invocation, delivered: int, failed: int) -> None:
         self.invocations += 1
         self.busy_seconds += invocation.duration_seconds
+        self.cpu_seconds += invocation.cpu_seconds
         self.records_delivered += delivered
         self.records_failed += failed
         self.records_deleted += delivered - failed
