@@ -26,7 +26,7 @@ from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import Policy
 from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, check_policy_event_source
-from sweeper.plan import CONSUMER_MEMORY_MB, quota_warning
+from sweeper.plan import quota_warning
 
 PRODUCER_MEMORY_MB = 512
 #: The producer stops starting pages at its budget; Lambda's timeout leaves room to finish one.
@@ -115,7 +115,7 @@ class Pipeline(Construct):
                 "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
             },
             timeout_seconds=consumer_config.timeout_seconds,
-            memory_mb=CONSUMER_MEMORY_MB,
+            memory_mb=consumer_config.memory_mb,
             reserved_concurrency=consumer_config.reserved_concurrency,
         )
         self.consumer.function.add_event_source(

@@ -112,12 +112,15 @@ def test_consumer_reports_partial_batch_failures_with_the_configured_batching(
         assert props["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
 
 
-def test_function_timeouts_follow_the_policy(proxied: Synth) -> None:
+def test_function_timeouts_and_consumer_memory_follow_the_policy(proxied: Synth) -> None:
+    # exports keeps the default memory, stale-sessions sets 1024 MB
+    assert [p.consumer.memory_mb for p in proxied.config.policies] == [512, 1024]
     for policy in proxied.config.policies:
         prefix = _policy_prefix(policy)
         consumer = proxied.function(f"^{prefix}ConsumerFunction[0-9A-F]{{8}}$")["Properties"]
         producer = proxied.function(f"^{prefix}ProducerFunction[0-9A-F]{{8}}$")["Properties"]
         assert consumer["Timeout"] == policy.consumer.timeout_seconds
+        assert consumer["MemorySize"] == policy.consumer.memory_mb
         assert producer["Timeout"] == producer_timeout_seconds(policy)
         assert producer["Timeout"] > policy.producer_budget_seconds
 

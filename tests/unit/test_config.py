@@ -178,3 +178,13 @@ def test_parallel_calls_outside_one_to_the_batch_size_are_refused(
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         ConsumerConfig(**fields)
+
+
+def test_consumer_memory_defaults_to_512_mb_within_lambdas_range() -> None:
+    assert ConsumerConfig().memory_mb == 512
+    assert ConsumerConfig(memory_mb=128).memory_mb == 128
+    assert ConsumerConfig(memory_mb=10_240).memory_mb == 10_240
+    with pytest.raises(ValidationError, match="greater than or equal to 128"):
+        ConsumerConfig(memory_mb=127)
+    with pytest.raises(ValidationError, match="less than or equal to 10240"):
+        ConsumerConfig(memory_mb=10_241)

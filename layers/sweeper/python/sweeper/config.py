@@ -52,6 +52,11 @@ DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
 #: (consumer.MIN_CALL_SECONDS); a shorter timeout would return every record uncalled until each
 #: reached the DLQ. One more second for the batch's ledger read (a unit test checks the sum).
 MIN_CONSUMER_TIMEOUT_SECONDS = 7
+#: The consumer function's memory unless a policy sets `consumer.memory_mb`, and Lambda's range
+#: (128 MB to 10,240 MB, the Lambda Developer Guide's "Configure Lambda function memory").
+DEFAULT_CONSUMER_MEMORY_MB = 512
+LAMBDA_MIN_MEMORY_MB = 128
+LAMBDA_MAX_MEMORY_MB = 10_240
 #: botocore's default connection pool per client: more concurrent calls would queue for one.
 MAX_PUBLISH_CONCURRENCY = 10
 #: Settled jobs are kept at least as long as a dead letter can wait for redrive.
@@ -268,6 +273,12 @@ class ConsumerConfig(_Strict):
     #: waiting on the vendor). 1 calls them one after another. Every call still takes its slot
     #: from the shared limiter, so this raises what one environment can do, never the rate.
     parallel_calls: int = Field(default=1, ge=1, le=10)
+    #: The function's memory, and with it its CPU: Lambda gives one vCPU at 1,769 MB and a
+    #: proportional share below. The threads of `parallel_calls` share that CPU, so a busy
+    #: environment can run out of it before it runs out of threads (`sweeper plan` says when).
+    memory_mb: int = Field(
+        default=DEFAULT_CONSUMER_MEMORY_MB, ge=LAMBDA_MIN_MEMORY_MB, le=LAMBDA_MAX_MEMORY_MB
+    )
 
     @model_validator(mode="after")
     def _window_for_large_batches(self) -> Self:
