@@ -138,6 +138,7 @@ def test_requests_and_cost_per_million_jobs_follow_from_the_batch_and_the_prices
         {"latency_p50_seconds": 0.2, "latency_p95_seconds": 0.1},
         {"latency_p50_seconds": 0.1, "latency_p95_seconds": 0.1, "backlog": -1},
         {"latency_p50_seconds": 0.1, "latency_p95_seconds": 0.1, "scopes": 0},
+        {"latency_p50_seconds": 0.1, "latency_p95_seconds": 0.1, "cpu_seconds_per_job": -0.001},
     ],
 )
 def test_impossible_figures_are_refused(given: dict[str, float]) -> None:
@@ -185,3 +186,100 @@ def test_the_command_without_a_latency_is_one_line_that_says_what_to_give() -> N
     assert result.exit_code == 2
     assert "--latency-p50" in result.output
     assert "Traceback" not in result.output
+
+
+def _cpu_policy(memory_mb: int, environments: int = 4) -> Policy:
+    # 80/s as above, ten calls at once in each environment: the calls in flight never bind
+    return _policy(
+        reserved_concurrency=environments,
+        max_concurrency=max(2, environments),
+        parallel_calls=10,
+        memory_mb=memory_mb,
+    )
+
+
+def _fast(cpu_seconds_per_job: float = 0.010) -> PlanInput:
+    """A vendor at 50 ms, no overhead: the calls in flight are never the bound here."""
+    return PlanInput(
+        latency_p50_seconds=0.05,
+        latency_p95_seconds=0.05,
+        overhead_seconds=0.0,
+        cpu_seconds_per_job=cpu_seconds_per_job,
+    )
+
+
+def test_an_environment_runs_short_of_cpu_before_it_runs_short_of_threads() -> None:
+    # Given 4 environments of 256 MB (256 / 1769 = 0.1447 vCPU) and 10 ms of CPU per job
+    plan = make_plan(_cpu_policy(256), _fast(0.010))
+    # Then each completes 0.1447 x 0.7 / 0.010 = 10.13 jobs/s: 40.5 in all, not the 80/s
+    # that 4 x 10 calls of 50 ms could make
+    assert plan.calls_capacity_per_second == pytest.approx(800.0)
+    assert plan.vcpu_per_environment == pytest.approx(256 / 1769, abs=0.001)
+    assert plan.cpu_capacity_per_second == pytest.approx(4 * 256 / 1769 * 0.7 / 0.010, abs=0.01)
+    assert plan.throughput_per_second == pytest.approx(40.52, abs=0.01)
+    # And 80 x 0.010 / (4 x 0.7) = 0.2857 vCPU each carries it: 506 MB, or 8 environments
+    assert plan.recommended_memory_mb == 506
+    assert plan.recommended_environments == 8
+    (warning,) = plan.warnings
+    assert "runs short of CPU" in warning
+    assert "raise consumer.memory_mb to 506 or environments to 8" in warning
+
+
+def test_memory_past_one_vcpu_adds_no_capacity_and_the_plan_says_to_add_environments() -> None:
+    # Given one environment: 80/s x 10 ms needs 0.8 / 0.7 = 1.14 vCPU, more than one process has
+    plan = make_plan(_cpu_policy(3538, environments=1), _fast())
+    assert plan.vcpu_per_environment == 1.0
+    assert plan.cpu_capacity_per_second == pytest.approx(70.0)
+    assert plan.recommended_memory_mb == 1769
+    assert plan.recommended_environments == 2
+    (warning,) = plan.warnings
+    assert "raise environments to 2 (one uses at most one vCPU)" in warning
+    # And at 512 MB it takes 4 environments of 0.29 vCPU, or 2 of one vCPU
+    (warning,) = make_plan(_cpu_policy(512, environments=1), _fast()).warnings
+    assert "raise environments to 4, or to 2 with consumer.memory_mb = 1769" in warning
+
+
+def test_enough_memory_for_the_rate_is_not_raised() -> None:
+    plan = make_plan(_cpu_policy(1024), _fast())
+    assert plan.cpu_capacity_per_second == pytest.approx(4 * 1024 / 1769 * 70, abs=0.01)
+    assert plan.throughput_per_second == pytest.approx(80.0)
+    assert plan.recommended_memory_mb == 1024
+    assert plan.recommended_environments == 4
+    assert plan.warnings == []
+
+
+def test_without_a_cpu_figure_cpu_is_not_the_bound() -> None:
+    plan = make_plan(_cpu_policy(128), _fast(0.0))
+    assert plan.cpu_capacity_per_second is None
+    assert plan.throughput_per_second == pytest.approx(80.0)
+    assert plan.warnings == []
+
+
+def test_lambda_duration_per_job_follows_the_consumers_memory() -> None:
+    small = make_plan(_cpu_policy(1024), _fast())
+    large = make_plan(_cpu_policy(2048), _fast())
+    # 4 busy environments of 1 GB at 80 jobs/s: 0.05 GB-s a job; twice that at 2 GB
+    assert small.requests_per_job["lambda_gb_seconds"] == pytest.approx(0.05)
+    assert large.requests_per_job["lambda_gb_seconds"] == pytest.approx(0.1)
+
+
+def test_synth_is_warned_when_only_the_cpu_cannot_carry_the_quota() -> None:
+    measured = HttpActionConfig(latency_p50_seconds=0.05, latency_p95_seconds=0.05)
+    short = _cpu_policy(256).model_copy(update={"action": measured})
+    enough = _cpu_policy(1024).model_copy(update={"action": measured})
+    warning = quota_warning(short)
+    assert warning is not None
+    assert "runs short of CPU" in warning
+    assert quota_warning(enough) is None
+
+
+def test_the_command_takes_the_cpu_per_job() -> None:
+    runner = CliRunner()
+    args = ["plan", "--latency-p50", "0.01", "--config", "sweeper.toml", "--parallel-calls", "4"]
+    assert runner.invoke(main, args, prog_name="sweeper").exit_code == 0
+    heavy = runner.invoke(main, [*args, "--cpu-ms", "40"], prog_name="sweeper")
+    assert heavy.exit_code == 1
+    assert "runs short of CPU" in heavy.output
+    bad = runner.invoke(main, [*args, "--cpu-ms", "-1"], prog_name="sweeper")
+    assert bad.exit_code == 2
+    assert "Traceback" not in bad.output

@@ -9,6 +9,12 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
 - In flight at most: environments (the smaller of reserved and maximum concurrency) times the
   calls one environment makes at once (`parallel_calls`). By Little's law the consumers then
   complete at most `in_flight / mean service time` jobs per second.
+- A call also costs the environment CPU (`cpu_seconds_per_job`: botocore building, signing and
+  parsing the job's DynamoDB requests, the ledger update, the vendor call). Lambda gives an
+  environment one vCPU at 1,769 MB and a proportional share below; its threads share it, and one
+  Python process runs Python code on one core at a time, so at most one vCPU counts. Filled past
+  `CPU_BUSY_SHARE` of it, threads wake late for their slots and let them go unused, so an
+  environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
 - The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
   scopes add up. What drains is the smaller of the two.
 - AWS requests per job: the producer sends in batches of 10; the event source receives and
@@ -23,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import Policy
+from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, Policy
 from sweeper.errors import ConfigError
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
@@ -38,8 +44,20 @@ SEND_BATCH = 10
 #: completed (Powertools: a conditional PutItem and an UpdateItem). Each item is under 1 KB.
 LIMITER_WRITES_PER_JOB = 1.0
 IDEMPOTENCY_WRITES_PER_JOB = 2.0
-#: The consumer function's memory (infra/pipeline.py sets the same figure).
-CONSUMER_MEMORY_MB = 512
+#: The consumer function's memory when a policy does not set `consumer.memory_mb`.
+CONSUMER_MEMORY_MB = DEFAULT_CONSUMER_MEMORY_MB
+#: Lambda gives a function one vCPU (one vCPU-second of credits per second) at 1,769 MB, and a
+#: share in proportion below (the Lambda Developer Guide, "Configure Lambda function memory").
+MB_PER_VCPU = 1769
+#: The consumer's CPU per job: measured 7.4 ms (one scope at 100/s) and 8.1 ms (ten scopes at
+#: 10/s) by `sweeper bench rate` (`consumer_cpu_ms_per_job`), over plain HTTP to the local
+#: emulators; rounded up for TLS and a slower core. Measure yours (Lambda Insights'
+#: `cpu_total_time` per job) and pass it as `--cpu-ms`.
+DEFAULT_CPU_SECONDS_PER_JOB = 0.010
+#: The share of an environment's CPU the plan fills. Busier, its threads are woken late for
+#: their slots (measured here: with the machine 0.57-0.67 busy, under 0.3 % of slots were let go
+#: late; at 0.99 busy, 1.6 slots per call).
+CPU_BUSY_SHARE = 0.7
 #: Leave this share of the function timeout unused by a batch's expected duration.
 TIMEOUT_SHARE = 0.5
 
@@ -67,12 +85,15 @@ class PlanInput:
     overhead_seconds: float = DEFAULT_OVERHEAD_SECONDS
     parallel_calls: int | None = None  # default: the policy's
     limiter_writes_per_job: float = LIMITER_WRITES_PER_JOB
+    cpu_seconds_per_job: float = DEFAULT_CPU_SECONDS_PER_JOB  # 0: CPU is never the bound
 
     def __post_init__(self) -> None:
         if not 0 < self.latency_p50_seconds <= self.latency_p95_seconds:
             raise ConfigError("vendor latency: need 0 < p50 <= p95 (seconds)")
-        if self.arrival_per_second < 0 or self.backlog < 0 or self.overhead_seconds < 0:
+        if min(self.arrival_per_second, self.backlog, self.overhead_seconds) < 0:
             raise ConfigError("arrival rate, backlog and overhead cannot be negative")
+        if self.cpu_seconds_per_job < 0:
+            raise ConfigError("CPU per job cannot be negative")
         if self.scopes < 1 or (self.parallel_calls is not None and self.parallel_calls < 1):
             raise ConfigError("scopes and parallel calls must be at least 1")
 
@@ -85,13 +106,18 @@ class Plan:
     p95_service_seconds: float
     environments: int
     parallel_calls: int
-    consumer_capacity_per_second: float
+    memory_mb: int
+    vcpu_per_environment: float
+    calls_capacity_per_second: float  # what the calls in flight allow
+    cpu_capacity_per_second: float | None  # what the CPU allows; None: no figure (0 given)
+    consumer_capacity_per_second: float  # the smaller of the two
     throughput_per_second: float
     utilization_of_quota: float
     needed_in_flight: int
     needed_in_flight_p95: int
     recommended_environments: int
     recommended_parallel_calls: int
+    recommended_memory_mb: int
     batch_size: int
     batch_seconds_p95: float
     drain_seconds: float | None
@@ -124,23 +150,27 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
     mean_service += given.overhead_seconds
     p95_service = given.latency_p95_seconds + given.overhead_seconds
     in_flight = environments * parallel
-    capacity = in_flight / mean_service
+    calls_capacity = in_flight / mean_service
     target = policy.quota.rate_per_second * given.scopes
+    cpu = _cpu_bound(consumer.memory_mb, environments, target, given.cpu_seconds_per_job)
+    capacity = min(calls_capacity, cpu.capacity)
     throughput = min(target, capacity)
     needed = math.ceil(target * mean_service)
     needed_p95 = math.ceil(target * p95_service)
     warnings: list[str] = []
 
-    recommended_envs = max(environments, math.ceil(needed_p95 / parallel))
+    recommended_envs = max(environments, math.ceil(needed_p95 / parallel), cpu.environments)
     recommended_parallel = max(parallel, math.ceil(needed_p95 / environments))
-    if capacity < target:
+    if calls_capacity < target:
         warnings.append(
             f"policy {policy.name} cannot reach its quota: its consumers complete at most "
-            f"{capacity:.1f} jobs/s against a rate of {target:.1f}/s; raise max and reserved "
-            f"concurrency to {math.ceil(needed / parallel)} or parallel calls to "
+            f"{calls_capacity:.1f} jobs/s against a rate of {target:.1f}/s; raise max and "
+            f"reserved concurrency to {math.ceil(needed / parallel)} or parallel calls to "
             f"{math.ceil(needed / environments)} (p95: {recommended_envs} or "
             f"{recommended_parallel})"
         )
+    if cpu.capacity < target:
+        warnings.append(cpu.warning(policy.name, target))
 
     # One batch in one environment: its records, `parallel` at a time, each at most the p95
     # service time, and no faster than the environment's share of the limiter's rate.
@@ -169,7 +199,7 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
     requests = {
         "sqs": 1 / SEND_BATCH + 2 / batch,  # send; receive and delete, one each per batch
         "lambda_invocations": 1 / batch,
-        "lambda_gb_seconds": CONSUMER_MEMORY_MB / 1024 * environments / max(throughput, 1e-9),
+        "lambda_gb_seconds": consumer.memory_mb / 1024 * environments / max(throughput, 1e-9),
         "dynamodb_writes": given.limiter_writes_per_job + IDEMPOTENCY_WRITES_PER_JOB,
         "dynamodb_reads": 0.0,
     }
@@ -188,6 +218,10 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
         p95_service_seconds=round(p95_service, 4),
         environments=environments,
         parallel_calls=parallel,
+        memory_mb=consumer.memory_mb,
+        vcpu_per_environment=round(cpu.vcpu, 3),
+        calls_capacity_per_second=round(calls_capacity, 2),
+        cpu_capacity_per_second=None if math.isinf(cpu.capacity) else round(cpu.capacity, 2),
         consumer_capacity_per_second=round(capacity, 2),
         throughput_per_second=round(throughput, 2),
         utilization_of_quota=round(throughput / target, 3),
@@ -195,6 +229,7 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
         needed_in_flight_p95=needed_p95,
         recommended_environments=recommended_envs,
         recommended_parallel_calls=recommended_parallel,
+        recommended_memory_mb=cpu.memory_mb,
         batch_size=batch,
         batch_seconds_p95=round(batch_seconds, 2),
         drain_seconds=None if drain is None else round(drain, 1),
@@ -202,6 +237,60 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
         requests_per_job={k: round(v, 4) for k, v in requests.items()},
         cost_per_million_jobs={k: round(v, 2) for k, v in per_million.items()},
         warnings=warnings,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _CpuBound:
+    """What the consumers' CPU allows (see the module docstring), and what would carry the rate."""
+
+    configured_mb: int
+    per_job: float  # CPU seconds per job (0: not given, no bound)
+    vcpu: float  # one environment's CPU at the configured memory, at most one vCPU
+    capacity: float  # jobs/s all environments complete with their CPU CPU_BUSY_SHARE full
+    needed_vcpu: float  # per configured environment, to carry the rate
+    environments: int  # environments that carry the rate at the configured memory
+
+    @property
+    def memory_mb(self) -> int:
+        """The memory at which the configured environments carry the rate; at most one vCPU's."""
+        if self.needed_vcpu <= self.vcpu:
+            return self.configured_mb
+        return min(MB_PER_VCPU, math.ceil(self.needed_vcpu * MB_PER_VCPU))
+
+    def warning(self, policy: str, target: float) -> str:
+        per_environment = self.vcpu * CPU_BUSY_SHARE / self.per_job
+        if self.vcpu >= 1:
+            fix = f"raise environments to {self.environments} (one uses at most one vCPU)"
+        elif self.needed_vcpu > 1:
+            at_one_vcpu = math.ceil(target * self.per_job / CPU_BUSY_SHARE)
+            fix = (
+                f"raise environments to {self.environments}, or to {at_one_vcpu} with "
+                f"consumer.memory_mb = {MB_PER_VCPU} (an environment uses at most one vCPU)"
+            )
+        else:
+            fix = f"raise consumer.memory_mb to {self.memory_mb} or environments to "
+            fix += str(self.environments)
+        return (
+            f"policy {policy} runs short of CPU: at {self.configured_mb} MB a consumer "
+            f"environment has {self.vcpu:.2f} vCPU, about {per_environment:.1f} jobs/s at "
+            f"{self.per_job * 1000:g} ms of CPU per job, {self.capacity:.1f} jobs/s in all "
+            f"against a rate of {target:.1f}/s; {fix}"
+        )
+
+
+def _cpu_bound(memory_mb: int, environments: int, target: float, per_job: float) -> _CpuBound:
+    vcpu = min(1.0, memory_mb / MB_PER_VCPU)
+    if per_job <= 0:
+        return _CpuBound(memory_mb, per_job, vcpu, math.inf, 0.0, environments)
+    per_environment = vcpu * CPU_BUSY_SHARE / per_job
+    return _CpuBound(
+        configured_mb=memory_mb,
+        per_job=per_job,
+        vcpu=vcpu,
+        capacity=environments * per_environment,
+        needed_vcpu=target * per_job / (environments * CPU_BUSY_SHARE),
+        environments=max(environments, math.ceil(target / per_environment)),
     )
 
 

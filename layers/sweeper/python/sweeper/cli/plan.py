@@ -8,6 +8,7 @@ import click
 
 from sweeper.cli.base import config_option, friendly_errors, json_option, main, policy_option
 from sweeper.config import load_config
+from sweeper.plan import DEFAULT_CPU_SECONDS_PER_JOB
 
 
 @main.command()
@@ -43,6 +44,14 @@ from sweeper.config import load_config
     type=click.FloatRange(0, 10),
     help="Sweeper's own seconds per call (limiter, idempotency, ledger).",
 )
+@click.option(
+    "--cpu-ms",
+    "cpu_ms",
+    default=DEFAULT_CPU_SECONDS_PER_JOB * 1000,
+    type=click.FloatRange(0, 10_000),
+    show_default=True,
+    help="The consumer's CPU milliseconds per job (0: CPU is never the bound).",
+)
 @config_option
 @json_option
 @friendly_errors
@@ -55,6 +64,7 @@ def plan(
     scopes: int,
     parallel_calls: int | None,
     overhead: float,
+    cpu_ms: float,
     config_path: str,
     as_json: bool,
 ) -> None:
@@ -87,6 +97,7 @@ def plan(
             scopes=scopes,
             overhead_seconds=overhead,
             parallel_calls=parallel_calls,
+            cpu_seconds_per_job=cpu_ms / 1000,
         ),
     )
     if as_json:
@@ -104,6 +115,7 @@ def render(plan: dict[str, object]) -> list[str]:
     oldest = plan["oldest_age_seconds"]
     cost = plan["cost_per_million_jobs"]
     requests = plan["requests_per_job"]
+    cpu = plan["cpu_capacity_per_second"]
     assert isinstance(cost, dict)
     assert isinstance(requests, dict)
     lines = [
@@ -113,9 +125,12 @@ def render(plan: dict[str, object]) -> list[str]:
         f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",
         f"  in flight needed {plan['needed_in_flight']} (p95: {plan['needed_in_flight_p95']})",
         f"  configured       {plan['environments']} environment(s) x "
-        f"{plan['parallel_calls']} call(s) = {plan['consumer_capacity_per_second']} jobs/s at most",
+        f"{plan['parallel_calls']} call(s) = {plan['calls_capacity_per_second']} jobs/s at most",
+        f"  CPU              {plan['memory_mb']} MB = {plan['vcpu_per_environment']} vCPU an "
+        f"environment: {'no bound' if cpu is None else f'{cpu} jobs/s at most'}",
         f"  recommended      {plan['recommended_environments']} environment(s) or "
-        f"{plan['recommended_parallel_calls']} parallel call(s)",
+        f"{plan['recommended_parallel_calls']} parallel call(s); memory "
+        f"{plan['recommended_memory_mb']} MB",
         f"  throughput       {plan['throughput_per_second']}/s "
         f"({plan['utilization_of_quota']} of the rate)",
         f"  batch            {plan['batch_size']} records, up to {plan['batch_seconds_p95']} s",
