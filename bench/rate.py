@@ -43,6 +43,7 @@ from sweeper.config import (
 from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.local.aws import LocalAws
+from sweeper.local.lite_aws import FAILED_CONDITION
 from sweeper.local.pipeline import LocalPipeline
 from sweeper.local.stack import LocalStack
 from sweeper.local.vendor import VendorAudit, VendorProcess
@@ -443,6 +444,7 @@ def _costs(
 
     sqs = total("sqs") / jobs
     writes = total("dynamodb", DYNAMODB_WRITES) / jobs
+    failed = sum(n for k, n in requests.items() if k.endswith(FAILED_CONDITION)) / jobs
     reads = total("dynamodb", DYNAMODB_READS) / jobs
     invocations = consumer_invocations / jobs
     gb_seconds = consumer_seconds * CONSUMER_MEMORY_MB / 1024 / jobs
@@ -457,6 +459,9 @@ def _costs(
     return {
         "settled": settled,
         "dynamodb_writes_per_job": round(writes, 3),
+        # of those, conditional writes whose condition failed (a limiter's wrong guess of its
+        # bucket's regime, a slot another consumer took first, an idempotency record in use)
+        "dynamodb_failed_conditional_writes_per_job": round(failed, 3),
         "dynamodb_reads_per_job": round(reads, 3),
         "aws_requests_per_job": {
             "sqs": round(sqs, 3),

@@ -439,3 +439,16 @@ def test_every_request_is_counted_by_service_and_operation(unique_name: str) -> 
         aws.dynamodb().list_tables()
         counts = aws.requests()
     assert counts == {"sqs:CreateQueue": 1, "dynamodb:ListTables": 2}
+
+
+def test_failed_conditional_checks_are_counted_beside_their_operation(unique_name: str) -> None:
+    with LocalAws(lite=True) as aws:
+        dynamodb = aws.dynamodb()
+        table = _table(dynamodb, unique_name)
+        new = "attribute_not_exists(pk)"
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}}, ConditionExpression=new)
+        with pytest.raises(ClientError):
+            dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}}, ConditionExpression=new)
+        counts = aws.requests()
+    assert counts["dynamodb:PutItem"] == 2  # every request, failed or not
+    assert counts["dynamodb:PutItem:condition_failed"] == 1

@@ -25,6 +25,7 @@ def test_requests_per_job_and_cost_come_from_the_counted_requests() -> None:
     requests = {
         "dynamodb:PutItem": 100,  # idempotency: saved in progress
         "dynamodb:UpdateItem": 140,  # idempotency completed (100) + limiter blocks (40)
+        "dynamodb:UpdateItem:condition_failed": 10,  # of those 140: counted once, not again
         "dynamodb:GetItem": 60,  # gate re-checks
         "dynamodb:Scan": 20,  # the producer's closed-gates read
         "sqs:ReceiveMessage": 30,
@@ -41,6 +42,7 @@ def test_requests_per_job_and_cost_come_from_the_counted_requests() -> None:
     )
     # Then writes and reads are told apart, and each service is per settled job
     assert figures["dynamodb_writes_per_job"] == 2.4
+    assert figures["dynamodb_failed_conditional_writes_per_job"] == 0.1
     assert figures["dynamodb_reads_per_job"] == 0.8
     assert figures["aws_requests_per_job"] == {
         "sqs": 0.5,
