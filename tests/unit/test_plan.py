@@ -283,3 +283,30 @@ def test_the_command_takes_the_cpu_per_job() -> None:
     bad = runner.invoke(main, [*args, "--cpu-ms", "-1"], prog_name="sweeper")
     assert bad.exit_code == 2
     assert "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (
+            ["--policy", "one-scope"],
+            [
+                "512 MB = 0.289 vCPU an environment: 81.04 jobs/s at most",
+                "memory 596 MB",
+                "raise consumer.memory_mb to 596 or environments to 5",
+            ],
+        ),
+        (
+            ["--policy", "ten-scopes", "--scopes", "10"],
+            ["202.6 jobs/s at most", "raise consumer.memory_mb to 1192 or environments to 24"],
+        ),
+    ],
+)
+def test_the_readmes_cpu_example_is_what_the_command_prints(
+    args: list[str], shown: list[str]
+) -> None:
+    config = ["plan", "--config", "docs/examples/plan-real-rates.toml"]
+    result = CliRunner().invoke(main, [*config, *args], prog_name="sweeper")
+    assert result.exit_code == 1
+    for text in shown:
+        assert text in result.output
