@@ -57,6 +57,9 @@ MIN_CONSUMER_TIMEOUT_SECONDS = 7
 DEFAULT_CONSUMER_MEMORY_MB = 512
 LAMBDA_MIN_MEMORY_MB = 128
 LAMBDA_MAX_MEMORY_MB = 10_240
+#: Lambda gives a function one vCPU (one vCPU-second of credits per second) at 1,769 MB, and a
+#: share in proportion below (the same page).
+MB_PER_VCPU = 1769
 #: botocore's default connection pool per client: more concurrent calls would queue for one.
 MAX_PUBLISH_CONCURRENCY = 10
 #: Settled jobs are kept at least as long as a dead letter can wait for redrive.

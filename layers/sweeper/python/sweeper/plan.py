@@ -29,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, Policy
+from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MB_PER_VCPU, Policy
 from sweeper.errors import ConfigError
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
@@ -46,9 +46,6 @@ LIMITER_WRITES_PER_JOB = 1.0
 IDEMPOTENCY_WRITES_PER_JOB = 2.0
 #: The consumer function's memory when a policy does not set `consumer.memory_mb`.
 CONSUMER_MEMORY_MB = DEFAULT_CONSUMER_MEMORY_MB
-#: Lambda gives a function one vCPU (one vCPU-second of credits per second) at 1,769 MB, and a
-#: share in proportion below (the Lambda Developer Guide, "Configure Lambda function memory").
-MB_PER_VCPU = 1769
 #: The consumer's CPU per job: measured 7.4 ms (one scope at 100/s) and 8.1 ms (ten scopes at
 #: 10/s) by `sweeper bench rate` (`consumer_cpu_ms_per_job`), over plain HTTP to the local
 #: emulators; rounded up for TLS and a slower core. Measure yours (Lambda Insights'

@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from sweeper.errors import LocalStackError
+from sweeper.local.cpu_cap import CpuCap, CpuCaps, vcpu_for
 
 #: How long a cold start may take locally (imports on a busy machine) before it is a failure.
 INIT_TIMEOUT_SECONDS = 120.0
@@ -219,11 +220,19 @@ class ExecutionEnvironment:
         log_file: str | None = None,
         *,
         init_timeout_seconds: float = INIT_TIMEOUT_SECONDS,
+        memory_mb: int | None = None,
+        cpu_caps: CpuCaps | None = None,
     ) -> None:
         self.function = function
         self._env = env
         self._log_file = log_file
         self._init_timeout_seconds = init_timeout_seconds
+        # With both, every cold-started process is held to its memory's CPU share once its
+        # handler is loaded (the init phase runs uncapped: it is not what the caps measure).
+        self._memory_mb = memory_mb
+        self._cpu_caps = cpu_caps
+        self.cpu_cap: CpuCap | None = None
+        self._throttled_before: tuple[int, float] = (0, 0.0)  # of the caps of earlier processes
         self._process: BaseProcess | None = None
         self._conn: Connection | None = None
         self._ready = False
@@ -267,6 +276,30 @@ class ExecutionEnvironment:
             self.discard()
             raise LocalStackError(f"the {self.function} function failed to initialise: {failure}")
         self._ready = True
+        self._cap_cpu()
+
+    def throttling(self) -> tuple[int, float]:
+        """Periods in which this environment's CPU cap paused it, and for how long (seconds),
+        over every process it has had."""
+        periods, seconds = self._throttled_before
+        if self.cpu_cap is not None:
+            now_periods, now_seconds = self.cpu_cap.throttled()
+            periods, seconds = periods + now_periods, seconds + now_seconds
+        return periods, seconds
+
+    def _cap_cpu(self) -> None:
+        pid = self.pid
+        if self._cpu_caps is None or self._memory_mb is None or pid is None:
+            return
+        cap = self._cpu_caps.cap(vcpu_for(self._memory_mb))
+        if cap is None:
+            return
+        try:
+            cap.add(pid)
+        except OSError:
+            cap.remove()
+            return
+        self.cpu_cap = cap
 
     def invoke(
         self, event: dict[str, Any], *, function_name: str, timeout_seconds: float
@@ -331,6 +364,10 @@ class ExecutionEnvironment:
             self._process.join(timeout=5)
         if self._conn is not None:
             self._conn.close()
+        if self.cpu_cap is not None:
+            self._throttled_before = self.throttling()
+            self.cpu_cap.remove()
+            self.cpu_cap = None
         self._process, self._conn, self._ready = None, None, False
 
     def close(self) -> None:

@@ -80,7 +80,10 @@ class LocalPipeline(Service):
         visibility_timeout_seconds: int | None = None,
         consumer_function_name: str = "sweeper-consumer",
         producer_function_name: str = "sweeper-producer",
+        cap_consumer_cpu: bool = False,
     ) -> None:
+        """`cap_consumer_cpu`: hold each consumer environment to the CPU share Lambda gives
+        `consumer.memory_mb` (sweeper.local.cpu_cap), as the rate benchmark does."""
         if stack.database_url is None:
             raise LocalStackError("the local stack is not started")
         self.stack = stack
@@ -128,6 +131,7 @@ class LocalPipeline(Service):
                 batch_window_seconds=policy.consumer.batch_window_seconds,
                 max_concurrency=policy.consumer.max_concurrency,
                 timeout_seconds=policy.consumer.timeout_seconds,
+                memory_mb=policy.consumer.memory_mb if cap_consumer_cpu else None,
             ),
             self.env,
             log_file=self.log_file,

@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.errors import LocalStackError
 from sweeper.event_source import check_sqs_event_source
+from sweeper.local.cpu_cap import CpuCaps
 from sweeper.local.lambda_runtime import ExecutionEnvironment, Invocation, InvocationStatus
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class EventSourceConfig:
     max_concurrency: int = 2
     timeout_seconds: int = 60
     region: str = "us-east-1"
+    #: The function's memory: with it, each environment is held to the CPU share Lambda gives
+    #: that memory (sweeper.local.cpu_cap, where the machine allows it). None: uncapped.
+    memory_mb: int | None = None
 
 
 @dataclass
@@ -242,8 +246,11 @@ class LocalEventSource:
 
     def _loop(self) -> None:
         cfg = self._config
+        caps = CpuCaps() if cfg.memory_mb is not None else None
         self.environments = [
-            ExecutionEnvironment(cfg.function, self._env, self._log_file)
+            ExecutionEnvironment(
+                cfg.function, self._env, self._log_file, memory_mb=cfg.memory_mb, cpu_caps=caps
+            )
             for _ in range(cfg.max_concurrency)
         ]
         idle = list(self.environments)
