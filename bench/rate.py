@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import (
+    DEFAULT_CONSUMER_MEMORY_MB,
     ConsumerConfig,
     HttpActionConfig,
     Policy,
@@ -84,6 +85,10 @@ class Scenario:
     scopes: int = 1
     #: Records per invocation; above 10 with a batching window of 1 s, as Lambda requires.
     batch_size: int = 10
+    #: The consumer's memory (consumer.memory_mb). With `cap_cpu`, each environment is held to
+    #: the CPU share Lambda gives it (sweeper.local.cpu_cap), where this machine allows it.
+    memory_mb: int = DEFAULT_CONSUMER_MEMORY_MB
+    cap_cpu: bool = False
 
 
 #: The adaptive scenario's cap, in multiples of the vendor's real quota, and its length: it
@@ -224,6 +229,7 @@ def run_scenario(
                 batch_window_seconds=0 if scenario.batch_size <= 10 else 1,
                 timeout_seconds=60,
                 parallel_calls=scenario.parallel_calls,
+                memory_mb=scenario.memory_mb,
             ),
             throttle=ThrottleConfig(reopen_jitter_seconds=0.05),
             lease_seconds=600,
@@ -236,7 +242,12 @@ def run_scenario(
             "POWERTOOLS_LOG_LEVEL": "WARNING",
         }
         with LocalPipeline(
-            stack, policy, extra_env=env, prefix=f"bench-{policy.name}", log_prefix="sweeper-bench-"
+            stack,
+            policy,
+            extra_env=env,
+            prefix=f"bench-{policy.name}",
+            log_prefix="sweeper-bench-",
+            cap_consumer_cpu=scenario.cap_cpu,
         ) as run:
             backlog = int(rate * scenario.scopes * seconds * BACKLOG_FACTOR)
             run.seed(backlog, tenants=max(10, scenario.scopes), spread_seconds=1)
@@ -264,6 +275,8 @@ def run_scenario(
             published = run.totals.published
             metrics = run.metrics()
             log_file = run.log_file
+            capped = [e.cpu_cap is not None for e in run.source.environments]
+            throttling = [e.throttling() for e in run.source.environments]
     finally:
         vendor.stop()
     result: dict[str, Any] = {
@@ -288,6 +301,7 @@ def run_scenario(
                 consumer_invocations=invocations,
                 consumer_seconds=consumer_seconds,
                 producer_runs=producer_runs,
+                memory_mb=scenario.memory_mb,
             )
         )
         result.update(
@@ -309,6 +323,12 @@ def run_scenario(
                 "machine_cpu_busy_share": cpu_busy,
                 **_cores_needed(_cpu_per_job(cpu_before, cpu_after, settled), scenario),
                 **_consumer_cpu(consumer_cpu, settled, scenario),
+                "consumer_memory_mb": scenario.memory_mb,
+                # Every environment held to its memory's CPU share (False: not asked, or this
+                # machine could not make the cgroups), and how often the cap paused them.
+                "consumer_cpu_capped": bool(capped) and all(capped),
+                "consumer_cpu_throttled_periods": sum(p for p, _ in throttling),
+                "consumer_cpu_throttled_seconds": round(sum(t for _, t in throttling), 2),
             }
         )
     if scenario.adaptive:
@@ -425,6 +445,7 @@ def _costs(
     consumer_invocations: int,
     consumer_seconds: float,
     producer_runs: int,
+    memory_mb: int = CONSUMER_MEMORY_MB,
 ) -> dict[str, Any]:
     """AWS requests per settled job by service, and what a million jobs cost at list prices.
 
@@ -447,7 +468,7 @@ def _costs(
     failed = sum(n for k, n in requests.items() if k.endswith(FAILED_CONDITION)) / jobs
     reads = total("dynamodb", DYNAMODB_READS) / jobs
     invocations = consumer_invocations / jobs
-    gb_seconds = consumer_seconds * CONSUMER_MEMORY_MB / 1024 / jobs
+    gb_seconds = consumer_seconds * memory_mb / 1024 / jobs
     per_million = {
         "sqs": sqs * prices.sqs_per_million_requests,
         "lambda_requests": invocations * prices.lambda_per_million_requests,
@@ -501,7 +522,9 @@ REAL_RATE_BATCH_SIZE = 100
 def real_rate_scenarios() -> list[Scenario]:
     """Each at a 1-second and a 5-second vendor window, SQS and DynamoDB on lite_aws."""
 
-    def real(name: str, limit: int, period: float, environments: int, scopes: int) -> Scenario:
+    def real(
+        name: str, limit: int, period: float, environments: int, scopes: int, memory_mb: int
+    ) -> Scenario:
         return Scenario(
             name,
             "shared",
@@ -513,16 +536,21 @@ def real_rate_scenarios() -> list[Scenario]:
             parallel_calls=10,
             scopes=scopes,
             batch_size=REAL_RATE_BATCH_SIZE,
+            memory_mb=memory_mb,
+            cap_cpu=True,
         )
 
+    # Each environment is held to the CPU share Lambda gives its memory, at the memory
+    # `sweeper plan` asks for (docs/examples/plan-real-rates.toml: 596 MB for 100/s on 4
+    # environments, 1,192 MB for 500/s on 10), rounded up.
     return [
-        real("one_scope_100_per_s", 100, 1.0, environments=4, scopes=1),
-        real("one_scope_100_per_s", 500, 5.0, environments=4, scopes=1),
-        real("ten_scopes_50_per_s", 50, 1.0, environments=10, scopes=10),
-        real("ten_scopes_50_per_s", 250, 5.0, environments=10, scopes=10),
+        real("one_scope_100_per_s", 100, 1.0, environments=4, scopes=1, memory_mb=768),
+        real("one_scope_100_per_s", 500, 5.0, environments=4, scopes=1, memory_mb=768),
+        real("ten_scopes_50_per_s", 50, 1.0, environments=10, scopes=10, memory_mb=1280),
+        real("ten_scopes_50_per_s", 250, 5.0, environments=10, scopes=10, memory_mb=1280),
         # What a 2-core machine carries with ten scopes (100 calls/s in all): the per-job
         # figures of many scopes, measured where the machine is not the bound.
-        real("ten_scopes_10_per_s", 10, 1.0, environments=4, scopes=10),
+        real("ten_scopes_10_per_s", 10, 1.0, environments=4, scopes=10, memory_mb=768),
     ]
 
 

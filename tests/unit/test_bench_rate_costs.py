@@ -116,3 +116,21 @@ def test_the_consumers_cpu_per_job_and_the_cores_they_alone_need() -> None:
     # Then at ten scopes of 50/s they alone need 500 x 0.008 = 4 cores
     assert figures == {"consumer_cpu_ms_per_job": 8.0, "consumer_cores_needed_at_quota_here": 4.0}
     assert _consumer_cpu(4.0, 0, scenario) == {}
+
+
+def test_lambda_duration_is_priced_at_the_scenarios_memory() -> None:
+    requests = {"sqs:ReceiveMessage": 10}
+    at = {
+        m: _costs(
+            requests,
+            settled=100,
+            consumer_invocations=1,
+            consumer_seconds=10.0,
+            producer_runs=1,
+            memory_mb=m,
+        )
+        for m in (512, 1024)
+    }
+    # 10 s over 100 jobs: 0.05 GB-s per job at 512 MB, twice that at 1,024 MB
+    assert at[512]["consumer_gb_seconds_per_job"] == 0.05
+    assert at[1024]["consumer_gb_seconds_per_job"] == 0.1
