@@ -310,3 +310,16 @@ def test_the_readmes_cpu_example_is_what_the_command_prints(
     assert result.exit_code == 1
     for text in shown:
         assert text in result.output
+
+
+def test_parallel_calls_are_never_recommended_past_what_a_policy_may_set() -> None:
+    # Given 4 environments and a vendor at 0.5 s (p95 0.6 s): 80/s needs 48 calls in flight at
+    # the p95, 12 per environment, past the 10 a policy may set
+    plan = make_plan(
+        _policy(),
+        PlanInput(latency_p50_seconds=0.5, latency_p95_seconds=0.6, overhead_seconds=0.0),
+    )
+    assert plan.needed_in_flight_p95 == 48
+    assert plan.recommended_parallel_calls == 10
+    assert plan.recommended_environments == 48
+    assert "concurrency to 41 (p95: 48; parallel calls stop at 10)" in plan.warnings[0]

@@ -60,6 +60,8 @@ LAMBDA_MAX_MEMORY_MB = 10_240
 #: Lambda gives a function one vCPU (one vCPU-second of credits per second) at 1,769 MB, and a
 #: share in proportion below (the same page).
 MB_PER_VCPU = 1769
+#: The most records one environment calls at once (`consumer.parallel_calls`).
+MAX_PARALLEL_CALLS = 10
 #: botocore's default connection pool per client: more concurrent calls would queue for one.
 MAX_PUBLISH_CONCURRENCY = 10
 #: Settled jobs are kept at least as long as a dead letter can wait for redrive.
@@ -275,7 +277,7 @@ class ConsumerConfig(_Strict):
     #: Records of one batch called at the same time by one environment (threads; the work is
     #: waiting on the vendor). 1 calls them one after another. Every call still takes its slot
     #: from the shared limiter, so this raises what one environment can do, never the rate.
-    parallel_calls: int = Field(default=1, ge=1, le=10)
+    parallel_calls: int = Field(default=1, ge=1, le=MAX_PARALLEL_CALLS)
     #: The function's memory, and with it its CPU: Lambda gives one vCPU at 1,769 MB and a
     #: proportional share below. The threads of `parallel_calls` share that CPU, so a busy
     #: environment can run out of it before it runs out of threads (`sweeper plan` says when).

@@ -29,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MB_PER_VCPU, Policy
+from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, MB_PER_VCPU, Policy
 from sweeper.errors import ConfigError
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
@@ -157,14 +157,22 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
     warnings: list[str] = []
 
     recommended_envs = max(environments, math.ceil(needed_p95 / parallel), cpu.environments)
-    recommended_parallel = max(parallel, math.ceil(needed_p95 / environments))
+    # No more than a policy may set: past that, only environments add calls in flight.
+    recommended_parallel = min(
+        MAX_PARALLEL_CALLS, max(parallel, math.ceil(needed_p95 / environments))
+    )
     if calls_capacity < target:
+        more_calls = math.ceil(needed / environments)
+        parallel_fix = (
+            f"or parallel calls to {more_calls} (p95: {recommended_envs} or "
+            f"{math.ceil(needed_p95 / environments)})"
+            if math.ceil(needed_p95 / environments) <= MAX_PARALLEL_CALLS
+            else f"(p95: {recommended_envs}; parallel calls stop at {MAX_PARALLEL_CALLS})"
+        )
         warnings.append(
             f"policy {policy.name} cannot reach its quota: its consumers complete at most "
             f"{calls_capacity:.1f} jobs/s against a rate of {target:.1f}/s; raise max and "
-            f"reserved concurrency to {math.ceil(needed / parallel)} or parallel calls to "
-            f"{math.ceil(needed / environments)} (p95: {recommended_envs} or "
-            f"{recommended_parallel})"
+            f"reserved concurrency to {math.ceil(needed / parallel)} {parallel_fix}"
         )
     if cpu.capacity < target:
         warnings.append(cpu.warning(policy.name, target))
