@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from sweeper import consumer
 from sweeper.config import Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
+    GATE_READ_LEAD_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
     RATE_DEFERRAL_JITTER_SECONDS,
     ConsumerDeps,
@@ -269,29 +270,45 @@ def test_a_slot_within_the_lead_is_slept_for_exactly(rig: Rig) -> None:
     assert rig.count(Metric.LIMITER_WAITS) == 1
 
 
-def test_a_far_slot_rechecks_the_gate_the_lead_before_it_and_calls_on_time(rig: Rig) -> None:
+def test_a_far_slot_rechecks_the_gate_the_read_lead_before_it_and_calls_on_time(
+    rig: Rig,
+) -> None:
     rig.limiter.answers = [grant(1.5)]
     assert rig.deliver() is False
-    assert rig.time.sleeps == [1.5 - GATE_RECHECK_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS]
+    assert rig.time.sleeps == [1.5 - GATE_READ_LEAD_SECONDS, GATE_READ_LEAD_SECONDS]
     assert rig.limiter.state_reads == 1
     assert rig.calls.sent_at == [START + 1.5]
     assert rig.count(Metric.LIMITER_WAITS) == 1
     assert rig.count(Metric.GATE_DEFERRALS) == 0
 
 
-def test_a_slot_just_past_the_lead_is_rechecked_at_once(rig: Rig) -> None:
+def test_a_slot_just_past_the_lead_is_rechecked_the_read_lead_before_it(rig: Rig) -> None:
     rig.limiter.answers = [grant(GATE_RECHECK_LEAD_SECONDS + 0.01)]
     assert rig.deliver() is False
     assert rig.limiter.state_reads == 1
-    assert rig.time.sleeps == [0.01, GATE_RECHECK_LEAD_SECONDS]
+    before = GATE_RECHECK_LEAD_SECONDS + 0.01 - GATE_READ_LEAD_SECONDS
+    assert rig.time.sleeps == [pytest.approx(before), GATE_READ_LEAD_SECONDS]
     assert rig.calls.sent_at == [pytest.approx(START + GATE_RECHECK_LEAD_SECONDS + 0.01)]
+
+
+def test_a_slot_within_the_lead_of_now_but_not_of_the_request_is_read_the_read_lead_before_it(
+    rig: Rig,
+) -> None:
+    # Given a write that took 40 ms and a slot 80 ms after its answer (120 ms after the request)
+    rig.limiter.reserve_seconds = 0.04
+    rig.limiter.answers = [grant(0.08)]
+    assert rig.deliver() is False
+    # Then the gate is read the read lead before the slot, not at once
+    assert rig.limiter.state_reads == 1
+    assert rig.time.sleeps == [pytest.approx(0.08 - GATE_READ_LEAD_SECONDS), GATE_READ_LEAD_SECONDS]
+    assert rig.calls.sent_at == [pytest.approx(START + 0.12)]
 
 
 def test_a_gate_closed_during_the_wait_gives_the_slot_up_and_returns_the_record(
     rig: Rig,
 ) -> None:
     rig.limiter.answers = [grant(1.5)]
-    until = START + 1.4 + 7.8  # read at START + 1.4: closed for 7.8 s more
+    until = START + 1.45 + 7.8  # read at START + 1.45: closed for 7.8 s more
     rig.limiter.states = [ScopeState("scope-a", None, until, "throttled", 8.0)]
     assert rig.deliver() is True
     assert rig.calls.sent_at == []
@@ -303,13 +320,13 @@ def test_a_gate_closed_during_the_wait_gives_the_slot_up_and_returns_the_record(
         0,
         "wait_throttled",
     )
-    assert job.next_attempt_at == datetime.fromtimestamp(START + 1.4 + 7, UTC)
+    assert job.next_attempt_at == datetime.fromtimestamp(START + 1.45 + 7, UTC)
     assert job.lease_expires_at == job.next_attempt_at + timedelta(seconds=900)
 
 
 def test_a_gate_that_reopened_before_the_recheck_lets_the_call_go(rig: Rig) -> None:
     rig.limiter.answers = [grant(1.5)]
-    ended = START + 1.0  # it was closed, but that ended before the re-check at START + 1.4
+    ended = START + 1.0  # it was closed, but that ended before the re-check at START + 1.45
     rig.limiter.states = [ScopeState("scope-a", None, ended, "throttled", 1.0)]
     assert rig.deliver() is False
     assert rig.calls.sent_at == [START + 1.5]
@@ -335,9 +352,9 @@ def test_a_gate_read_so_slow_that_the_slot_passed_lets_it_go_and_takes_another(
     rig: Rig,
 ) -> None:
     # Given a far slot, and a gate read that answers 50 ms after that slot (beyond the 35 ms
-    # tolerance): the read starts the lead before the slot and takes the lead and 50 ms
+    # tolerance): the read starts the read lead before the slot and takes that and 50 ms
     rig.limiter.answers = [grant(1.5), grant(0.0)]
-    rig.limiter.state_seconds = GATE_RECHECK_LEAD_SECONDS + 0.05
+    rig.limiter.state_seconds = GATE_READ_LEAD_SECONDS + 0.05
     # When the record is delivered
     assert rig.deliver() is False
     # Then that slot is let go, counted, and the call is made at a second slot
@@ -372,12 +389,13 @@ def test_a_wait_after_the_gate_read_that_wakes_late_lets_the_slot_go(rig: Rig) -
 
 # The boundaries of the two tolerances, on a clock where they are exact: binary fractions on
 # whole epoch seconds add up without rounding.
-EXACT_LEAD, EXACT_TOLERANCE = 0.125, 0.0625
+EXACT_LEAD, EXACT_READ_LEAD, EXACT_TOLERANCE = 0.125, 0.03125, 0.0625
 
 
 @pytest.fixture
 def exact(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consumer, "GATE_RECHECK_LEAD_SECONDS", EXACT_LEAD)
+    monkeypatch.setattr(consumer, "GATE_READ_LEAD_SECONDS", EXACT_READ_LEAD)
     monkeypatch.setattr(consumer, "LATE_SLOT_TOLERANCE_SECONDS", EXACT_TOLERANCE)
 
 
@@ -394,7 +412,7 @@ def test_a_slot_late_by_exactly_the_tolerance_after_the_gate_read_is_still_used(
     rig: Rig,
 ) -> None:
     rig.limiter.answers = [grant(1.5)]
-    rig.limiter.state_seconds = EXACT_LEAD + EXACT_TOLERANCE  # answers the tolerance late
+    rig.limiter.state_seconds = EXACT_READ_LEAD + EXACT_TOLERANCE  # the tolerance late
     assert rig.deliver() is False
     assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SLOTS)) == (1, 0)
     assert rig.calls.sent_at == [START + 1.5 + EXACT_TOLERANCE]
@@ -419,14 +437,14 @@ def test_a_slot_exactly_the_lead_after_the_request_is_not_read_again(rig: Rig) -
 
 @pytest.mark.usefixtures("exact")
 def test_a_gate_read_due_exactly_now_is_made_without_a_sleep_before_it(rig: Rig) -> None:
-    # Given a write that took 62.5 ms and a slot the lead after its answer: the slot is more
-    # than the lead after the request, so the gate is read again, and that read is due now
-    rig.limiter.reserve_seconds = EXACT_TOLERANCE
-    rig.limiter.answers = [grant(EXACT_LEAD)]
+    # Given a write that took the lead and a slot the read lead after its answer: the slot is
+    # more than the lead after the request, so the gate is read again, and that read is due now
+    rig.limiter.reserve_seconds = EXACT_LEAD
+    rig.limiter.answers = [grant(EXACT_READ_LEAD)]
     assert rig.deliver() is False
     assert rig.limiter.state_reads == 1
-    assert rig.time.sleeps == [EXACT_LEAD]  # only the wait from the read to the slot
-    assert rig.calls.sent_at == [START + EXACT_TOLERANCE + EXACT_LEAD]
+    assert rig.time.sleeps == [EXACT_READ_LEAD]  # only the wait from the read to the slot
+    assert rig.calls.sent_at == [START + EXACT_LEAD + EXACT_READ_LEAD]
 
 
 def test_a_rate_refusal_within_the_wait_is_slept_without_jitter(rig: Rig) -> None:
@@ -773,11 +791,21 @@ def test_without_a_known_call_timeout_another_delivery_waits_five_seconds(rig: R
 
 @dataclass
 class BlockLimiter:
-    """Grants every block of slots asked for, 10 ms apart, unless the scope is closed."""
+    """Grants every block of slots asked for, `first_after` from now and `spacing` apart,
+    unless the scope is closed (by a consumer, or from `closes_at` for five seconds)."""
 
     time: FakeTime
     closed_until: float = 0.0
     reserved: int = 0
+    first_after: float = 0.0
+    spacing: float = 0.01
+    closes_at: float | None = None
+    state_reads: int = 0
+
+    def _closed_until(self) -> float:
+        if self.closes_at is not None and self.time.now >= self.closes_at:
+            return max(self.closed_until, self.closes_at + 5.0)
+        return self.closed_until
 
     def reserve(
         self,
@@ -788,9 +816,9 @@ class BlockLimiter:
         adaptive: Adaptive | None = None,
     ) -> Grant | Denial:
         self.reserved += 1
-        if self.closed_until > self.time.now:
-            return Denial(self.closed_until, "throttled")
-        return Grant(self.time.now, count, 0.01)
+        if self._closed_until() > self.time.now:
+            return Denial(self._closed_until(), "throttled")
+        return Grant(self.time.now + self.first_after, count, self.spacing)
 
     def close(self, scope: str, until: float, reason: Any) -> float:
         self.closed_until = max(self.closed_until, until)
@@ -800,7 +828,8 @@ class BlockLimiter:
         raise AssertionError("a known quota is never cut")
 
     def state(self, scope: str) -> ScopeState:
-        return ScopeState(scope, None, self.closed_until or None, "throttled", None)
+        self.state_reads += 1
+        return ScopeState(scope, None, self._closed_until() or None, "throttled", None)
 
 
 class OneByOne(ParallelBatchProcessor):
@@ -900,6 +929,40 @@ def test_a_closure_drops_the_slots_the_batch_had_banked(ledger: Ledger) -> None:
     assert len(calls) == 1
     assert limiter.reserved == 3
     assert len(response["batchItemFailures"]) == 3
+
+
+def test_one_look_at_the_gate_serves_the_slots_of_its_block_within_the_lead(
+    ledger: Ledger,
+) -> None:
+    # Given four records of one scope whose slots one write banks 1.5 s away, 20 ms apart
+    batch = OneScopeBatch.of(ledger, 4)
+    calls = Calls(batch.clock)
+    limiter = BlockLimiter(batch.clock, first_after=1.5, spacing=0.02)
+    # When the batch is handled
+    assert batch.run(calls, limiter, OneByOne(4)) == {"batchItemFailures": []}
+    # Then the first record's look, the read lead before its slot, covers the slots up to the
+    # lead after that look (1.50, 1.52, 1.54); the fourth (1.56) is looked at again
+    assert limiter.reserved == 1
+    assert limiter.state_reads == 2
+    expected = [START + 1.5 + 0.02 * i for i in range(4)]
+    assert calls.sent_at == [pytest.approx(at) for at in expected]
+    assert 1.5 - GATE_READ_LEAD_SECONDS + GATE_RECHECK_LEAD_SECONDS < 1.56
+
+
+def test_a_look_that_finds_the_gate_closed_drops_the_banked_slots(ledger: Ledger) -> None:
+    # Given three records of one scope banked 80 ms away, 50 ms apart: the first is called on
+    # its reservation's look; the second reads the gate before its slot and finds it closed
+    batch = OneScopeBatch.of(ledger, 3)
+    calls = Calls(batch.clock)
+    limiter = BlockLimiter(batch.clock, first_after=0.08, spacing=0.05, closes_at=START + 0.08)
+    # When the batch is handled
+    response = batch.run(calls, limiter, OneByOne(3))
+    # Then the third record takes no slot of that block: it asks the limiter, which refuses
+    # while the gate is closed, and goes back with the second
+    assert calls.sent_at == [pytest.approx(START + 0.08)]
+    assert limiter.state_reads == 1
+    assert limiter.reserved == 2
+    assert len(response["batchItemFailures"]) == 2
 
 
 @dataclass

@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.consumer import (
     BLOCK_SPAN_SECONDS,
+    GATE_RECHECK_LEAD_SECONDS,
     BankedFirst,
     BatchSlots,
     InOrder,
@@ -300,6 +301,50 @@ def test_a_block_granted_while_the_gate_closed_banks_nothing() -> None:
     assert [scope for scope, _ in limiter.counts] == ["s", "s"]
     assert isinstance(granted, Grant)
     assert granted.slot_at == NOW
+
+
+def test_a_block_granted_while_the_gate_closed_is_no_look_at_an_open_gate() -> None:
+    # Given the same write out on the network, and the gate closing meanwhile
+    limiter = WriteOut(slow="s")
+    slots = BatchSlots(limiter, 2, {"s": 2}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    first = threading.Thread(target=slots.reserve, args=("s", INTERVAL, 60, object()))
+    first.start()
+    assert limiter.writing.wait(5.0)
+    slots.forget("s")
+    limiter.release.set()
+    first.join(5.0)
+    # Then the grant does not count as having seen the gate open, even for a slot right now
+    assert not slots.covers("s", NOW)
+
+
+# -- looks at the gate, shared by a batch's threads ----------------------------------------------
+
+
+def test_a_granted_reservation_covers_slots_up_to_the_lead_after_it() -> None:
+    clock = [NOW]
+    slots = BatchSlots(RecordingLimiter(), 2, {"s": 4}, lambda: clock[0], Sink())  # type: ignore[arg-type]
+    assert not slots.covers("s", NOW)  # nothing seen yet
+    slots.reserve("s", INTERVAL, 60, object())  # asked at NOW
+    assert slots.covers("s", NOW + GATE_RECHECK_LEAD_SECONDS - 1e-6)
+    assert not slots.covers("s", NOW + GATE_RECHECK_LEAD_SECONDS + 0.001)
+    assert not slots.covers("other", NOW)  # per scope
+
+
+def test_the_latest_look_at_an_open_gate_counts_never_an_older_one() -> None:
+    slots, _ = batch_slots(parallel=2, records=4)
+    slots.saw_open("s", NOW + 1.0)
+    slots.saw_open("s", NOW + 0.5)  # answered later, asked earlier
+    assert slots.covers("s", NOW + 1.0 + GATE_RECHECK_LEAD_SECONDS - 1e-6)
+    assert not slots.covers("s", NOW + 1.0 + GATE_RECHECK_LEAD_SECONDS + 0.001)
+
+
+def test_a_closure_takes_back_every_look_at_an_open_gate() -> None:
+    slots, _ = batch_slots(parallel=2, records=4)
+    slots.saw_open("s", NOW)
+    slots.forget("s")
+    assert not slots.covers("s", NOW)
+    slots.saw_open("s", NOW + 2.0)  # a look after the closure counts again
+    assert slots.covers("s", NOW + 2.0)
 
 
 # -- banked slots offered to free threads (BankedFirst) ------------------------------------------

@@ -74,10 +74,17 @@ Prepare = Callable[[], float | None]
 GuardedCall = Callable[[ActionCall, Prepare], ActionResult]
 Clock = Callable[[], datetime]
 
-#: A slot further away than this is re-checked this long before it. With the late-slot
-#: tolerance, a call is sent at most IN_FLIGHT_BOUND_SECONDS after its consumer last saw the
-#: gate open: calls past that last look are in flight, all others obey a closure.
+#: A slot further than this after the batch's last look at an open gate (a gate read, or a
+#: granted reservation) is looked at again before it. With the late-slot tolerance, a call is
+#: sent at most IN_FLIGHT_BOUND_SECONDS after its consumer last saw the gate open: calls past
+#: that last look are in flight, all others obey a closure.
 GATE_RECHECK_LEAD_SECONDS = 0.1
+#: That look is made this long before its slot: the read has this long, and the late-slot
+#: tolerance, to answer (a strongly consistent GetItem takes milliseconds). Made later than
+#: GATE_RECHECK_LEAD_SECONDS before the slot, one look also covers the slots of its scope that
+#: follow within the rest of that lead, whichever of the batch's threads holds them: the next
+#: few slots of a block at 100/s, so about one read per block rather than one per call.
+GATE_READ_LEAD_SECONDS = 0.05
 IN_FLIGHT_BOUND_SECONDS = GATE_RECHECK_LEAD_SECONDS + LATE_SLOT_TOLERANCE_SECONDS
 #: Below this much Lambda time, a record is not called but returned at once.
 MIN_CALL_SECONDS = 1.0
@@ -259,7 +266,7 @@ class BatchSlots:
         self._now = now
         self._metrics = metrics
         self._banked: dict[str, deque[float]] = {}
-        self._checked_at: dict[str, float] = {}  # when each bank's write saw the gate open
+        self._open_at: dict[str, float] = {}  # per scope: the latest look that saw it open
         self._calling = 0  # threads between their slot and their outcome
         self._holding: set[object] = set()  # records with a slot granted, waiting for its time
         self.used = 0  # slots taken and called in (a slot let go unused does not count)
@@ -287,7 +294,7 @@ class BatchSlots:
                 banked = self._take_banked(scope)
                 if banked is not None:
                     self._holding.add(holder)
-                    return self._checked_at[scope], Grant(banked)
+                    return self._open_at[scope], Grant(banked)
                 count = self._block_size(scope, interval)
                 closures = self._closures[scope]
             requested = self._now()
@@ -296,13 +303,30 @@ class BatchSlots:
                 return requested, decision
             with self._lock:
                 self._holding.add(holder)
-                # Banked only if the gate did not close during the write (see `forget`).
-                if decision.count > 1 and self._closures[scope] == closures:
-                    first, *rest = decision.slots
-                    self._banked[scope] = deque(rest)
-                    self._checked_at[scope] = requested
-                    return requested, Grant(first)
+                # A look at an open gate, and banked, only if the gate did not close during the
+                # write (see `forget`).
+                if self._closures[scope] == closures:
+                    self._saw_open(scope, requested)
+                    if decision.count > 1:
+                        first, *rest = decision.slots
+                        self._banked[scope] = deque(rest)
+                        return requested, Grant(first)
             return requested, decision
+
+    def covers(self, scope: str, slot_at: float) -> bool:
+        """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
+        reservation, by any of its threads) is recent enough for a call at `slot_at`."""
+        with self._lock:
+            seen = self._open_at.get(scope)
+        return seen is not None and slot_at - seen <= GATE_RECHECK_LEAD_SECONDS
+
+    def saw_open(self, scope: str, at: float) -> None:
+        """A gate read asked at `at` found `scope` open."""
+        with self._lock:
+            self._saw_open(scope, at)
+
+    def _saw_open(self, scope: str, at: float) -> None:
+        self._open_at[scope] = max(at, self._open_at.get(scope, at))
 
     def offer(self, has_records: Callable[[str], bool]) -> str | None:
         """The scope whose banked slot the calling thread should take a record for: the earliest
@@ -377,9 +401,11 @@ class BatchSlots:
                 self._pending[scope] -= 1
 
     def forget(self, scope: str) -> None:
-        """The gate of `scope` closed: banked slots are not used."""
+        """The gate of `scope` closed: banked slots are not used, and no earlier look at it
+        counts as open."""
         with self._lock:
             self._banked.pop(scope, None)
+            self._open_at.pop(scope, None)
             self._closures[scope] += 1
 
 
@@ -605,17 +631,22 @@ class _Delivery:
                 deps.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
             if decision.slot_at - requested > GATE_RECHECK_LEAD_SECONDS:
                 # The reservation saw the gate open, but its slot is further away than the lead:
-                # the gate may close meanwhile. Read it once more, the lead before the slot, so
-                # that the read's own latency does not delay the call past its slot. Every call
-                # is thus sent at most the lead after its last look at an open gate.
-                if wait > GATE_RECHECK_LEAD_SECONDS:
-                    deps.sleep(wait - GATE_RECHECK_LEAD_SECONDS)
-                state = deps.limiter.state(self.job.scope)
-                if state.closed(deps.now()) and state.closed_until is not None:
-                    # Closed while we waited: this slot is given up, never used.
-                    gate = Denial(state.closed_until, "throttled")
-                    deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
-                    self._defer(gate, state.closed_until - deps.now())
+                # the gate may close meanwhile. Look once more before the slot, unless another
+                # thread's look by then covers it. Every call is thus sent at most the lead
+                # after the batch's last look at an open gate.
+                if wait > GATE_READ_LEAD_SECONDS:
+                    deps.sleep(wait - GATE_READ_LEAD_SECONDS)
+                if not self.slots.covers(self.job.scope, decision.slot_at):
+                    looked = deps.now()
+                    state = deps.limiter.state(self.job.scope)
+                    if state.closed(deps.now()) and state.closed_until is not None:
+                        # Closed while we waited: this slot is given up, never used, and no
+                        # other thread of the batch calls on an earlier look.
+                        self.slots.forget(self.job.scope)
+                        gate = Denial(state.closed_until, "throttled")
+                        deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+                        self._defer(gate, state.closed_until - deps.now())
+                    self.slots.saw_open(self.job.scope, looked)
                 wait = decision.slot_at - deps.now()
                 if wait < -LATE_SLOT_TOLERANCE_SECONDS:
                     deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
