@@ -12,10 +12,12 @@ One DynamoDB item per scope holds both:
   scope for every consumer; a reservation is refused while it is closed.
 
 Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
-from idle to busy, no reads; a consumer that slept for its slot re-reads the gate once (0.5 RCU,
-strongly consistent) before calling. One write may reserve `count` consecutive slots (`tat +=
-count * interval`): each slot keeps its own exact time, so the spacing, and the bound above, are
-those of single reservations; a batch calling several records at once takes them in one write.
+from idle to busy, no reads; a consumer whose slot is far from its batch's last look at an open
+gate reads the gate once more (1 RCU: strongly consistent, under 4 KB) before calling, and one
+such look serves the batch's next slots of the scope that follow within the re-check lead.
+One write may reserve `count` consecutive slots (`tat += count * interval`): each slot keeps
+its own exact time, so the spacing, and the bound above, are those of single reservations; a
+batch calling several records at once takes them in one write.
 One item takes about 1,000 writes/s, so one scope carries about 1,000 x (slots per write)
 calls/s (README, "The rate cap").
 
