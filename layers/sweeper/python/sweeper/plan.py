@@ -46,11 +46,10 @@ LIMITER_WRITES_PER_JOB = 1.0
 IDEMPOTENCY_WRITES_PER_JOB = 2.0
 #: The consumer function's memory when a policy does not set `consumer.memory_mb`.
 CONSUMER_MEMORY_MB = DEFAULT_CONSUMER_MEMORY_MB
-#: The consumer's CPU per job: measured by `sweeper bench rate` (`consumer_cpu_ms_per_job`)
-#: at 7.4 ms (one scope at 100/s) and 8.1 ms (ten scopes at 10/s) on the machine's cores, and
-#: 9.4-10.1 ms with each environment held to 768 MB's CPU, over plain HTTP to the local
-#: emulators (TLS adds to it). Measure yours (Lambda Insights' `cpu_total_time` per job) and
-#: pass it as `--cpu-ms`.
+#: The consumer's CPU per job: measured by `sweeper bench rate` (`consumer_cpu_ms_per_job`),
+#: each environment held to 768 MB's CPU, at 7.6 ms (one scope at 100/s) and 9.8 ms (ten
+#: scopes at 10/s), over plain HTTP to the local emulators (TLS adds to it). Measure yours
+#: (Lambda Insights' `cpu_total_time` per job) and pass it as `--cpu-ms`.
 DEFAULT_CPU_SECONDS_PER_JOB = 0.010
 #: The share of an environment's CPU the plan fills. Busier, its threads are woken late for
 #: their slots (measured here: with the machine 0.57-0.67 busy, under 0.3 % of slots were let go
