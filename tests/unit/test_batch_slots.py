@@ -263,13 +263,31 @@ def test_a_write_out_for_one_scope_does_not_hold_up_another_scopes_call() -> Non
     assert limiter.released_in_time is True
 
 
-def test_a_thread_asking_while_its_scopes_write_is_out_takes_a_slot_of_that_block() -> None:
-    # Given two threads of one scope, the first one's write out on the network
+def first_write_out(
+    *, closed_before: bool = False
+) -> tuple[BatchSlots, WriteOut, threading.Thread]:
+    """Two threads of scope s: the first one's write, for a block of two, out on the network
+    (after an earlier closure of the scope, with `closed_before`)."""
     limiter = WriteOut(slow="s")
     slots = BatchSlots(limiter, 2, {"s": 2}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    if closed_before:
+        slots.forget("s")
     first = threading.Thread(target=slots.reserve, args=("s", INTERVAL, 60, object()))
     first.start()
     assert limiter.writing.wait(5.0)
+    return slots, limiter, first
+
+
+def close_during_the_write(slots: BatchSlots, limiter: WriteOut, first: threading.Thread) -> None:
+    """The gate closes while the first thread's write is out; then the write answers."""
+    slots.forget("s")
+    limiter.release.set()
+    first.join(5.0)
+
+
+def test_a_thread_asking_while_its_scopes_write_is_out_takes_a_slot_of_that_block() -> None:
+    # Given two threads of one scope, the first one's write out on the network
+    slots, limiter, first = first_write_out()
     second_grant: list[Grant | Denial] = []
     second = threading.Thread(
         target=lambda: second_grant.append(slots.reserve("s", INTERVAL, 60, object())[1])
@@ -285,16 +303,10 @@ def test_a_thread_asking_while_its_scopes_write_is_out_takes_a_slot_of_that_bloc
 
 
 def test_a_block_granted_while_the_gate_closed_banks_nothing() -> None:
-    # Given a write for a block of two out on the network, and the gate closing meanwhile
-    limiter = WriteOut(slow="s")
-    slots = BatchSlots(limiter, 2, {"s": 2}, lambda: NOW, Sink())  # type: ignore[arg-type]
-    slots.forget("s")  # an earlier closure: each one counts, not only the first
-    first = threading.Thread(target=slots.reserve, args=("s", INTERVAL, 60, object()))
-    first.start()
-    assert limiter.writing.wait(5.0)
-    slots.forget("s")
-    limiter.release.set()
-    first.join(5.0)
+    # Given a write for a block of two out on the network, and the gate closing meanwhile (after
+    # an earlier closure: each one counts, not only the first)
+    slots, limiter, first = first_write_out(closed_before=True)
+    close_during_the_write(slots, limiter, first)
     # When another record of the scope asks, then its slot is not the block's second
     limiter.slow = ""
     _, granted = slots.reserve("s", INTERVAL, 60, object())
@@ -305,14 +317,8 @@ def test_a_block_granted_while_the_gate_closed_banks_nothing() -> None:
 
 def test_a_block_granted_while_the_gate_closed_is_no_look_at_an_open_gate() -> None:
     # Given the same write out on the network, and the gate closing meanwhile
-    limiter = WriteOut(slow="s")
-    slots = BatchSlots(limiter, 2, {"s": 2}, lambda: NOW, Sink())  # type: ignore[arg-type]
-    first = threading.Thread(target=slots.reserve, args=("s", INTERVAL, 60, object()))
-    first.start()
-    assert limiter.writing.wait(5.0)
-    slots.forget("s")
-    limiter.release.set()
-    first.join(5.0)
+    slots, limiter, first = first_write_out()
+    close_during_the_write(slots, limiter, first)
     # Then the grant does not count as having seen the gate open, even for a slot right now
     assert not slots.covers("s", NOW)
 
