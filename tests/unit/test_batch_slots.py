@@ -22,6 +22,7 @@ import pytest
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from sweeper import consumer
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.consumer import (
     BLOCK_SPAN_SECONDS,
@@ -334,6 +335,15 @@ def test_a_granted_reservation_covers_slots_up_to_the_lead_after_it() -> None:
     assert slots.covers("s", NOW + GATE_RECHECK_LEAD_SECONDS - 1e-6)
     assert not slots.covers("s", NOW + GATE_RECHECK_LEAD_SECONDS + 0.001)
     assert not slots.covers("other", NOW)  # per scope
+
+
+def test_a_look_covers_a_slot_exactly_the_lead_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a lead that is a binary fraction, so that NOW + lead - NOW is the lead exactly
+    monkeypatch.setattr(consumer, "GATE_RECHECK_LEAD_SECONDS", 0.125)
+    slots, _ = batch_slots(parallel=2, records=4)
+    slots.saw_open("s", NOW)
+    assert slots.covers("s", NOW + 0.125)
+    assert not slots.covers("s", NOW + 0.125 + 2**-20)
 
 
 def test_the_latest_look_at_an_open_gate_counts_never_an_older_one() -> None:
