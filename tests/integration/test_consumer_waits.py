@@ -30,6 +30,7 @@ from sweeper.consumer import (
     GATE_READ_LEAD_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
     RATE_DEFERRAL_JITTER_SECONDS,
+    BatchSlots,
     ConsumerDeps,
     GuardedCall,
     ParallelBatchProcessor,
@@ -947,6 +948,34 @@ def test_one_look_at_the_gate_serves_the_slots_of_its_block_within_the_lead(
     expected = [START + 1.5 + 0.02 * i for i in range(4)]
     assert calls.sent_at == [pytest.approx(at) for at in expected]
     assert 1.5 - GATE_READ_LEAD_SECONDS + GATE_RECHECK_LEAD_SECONDS < 1.56
+
+
+def test_a_look_another_thread_made_while_this_one_waited_serves_its_slot(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given one record whose slot is 1.5 s away, and the batch's slots kept for the test
+    batch = OneScopeBatch.of(ledger, 1)
+    made: list[BatchSlots] = []
+
+    class Kept(BatchSlots):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(consumer, "BatchSlots", Kept)
+
+    def sleep(seconds: float) -> None:
+        batch.clock.sleep(seconds)
+        if len(batch.clock.sleeps) == 1:  # woken for the read: another thread has just looked
+            made[0].saw_open("scope-a", batch.clock.now)
+
+    calls = Calls(batch.clock)
+    limiter = BlockLimiter(batch.clock, first_after=1.5)
+    # When the record is handled
+    assert batch.run(calls, limiter, OneByOne(1), sleep=sleep) == {"batchItemFailures": []}
+    # Then it calls on that look, without a read of its own
+    assert limiter.state_reads == 0
+    assert calls.sent_at == [pytest.approx(START + 1.5)]
 
 
 def test_a_look_that_finds_the_gate_closed_drops_the_banked_slots(ledger: Ledger) -> None:
