@@ -165,11 +165,16 @@ def _cpu_per_job(
     return (after[0] - before[0]) / os.sysconf("SC_CLK_TCK") / jobs
 
 
+def _quota_calls_per_second(scenario: Scenario) -> float:
+    """The vendor calls per second the scenario's quota allows, every scope together."""
+    return scenario.limit / scenario.period_seconds * scenario.scopes
+
+
 def _cores_needed(cpu_per_job: float | None, scenario: Scenario) -> dict[str, Any]:
     """CPU per job here, and the cores the whole local stack would need at the full quota."""
     if cpu_per_job is None:
         return {}
-    rate = scenario.limit / scenario.period_seconds * scenario.scopes
+    rate = _quota_calls_per_second(scenario)
     return {
         "machine_cpu_ms_per_job": round(cpu_per_job * 1000, 2),
         "cores_needed_at_quota_here": round(cpu_per_job * rate, 1),
@@ -182,7 +187,7 @@ def _consumer_cpu(cpu_seconds: float, settled: int, scenario: Scenario) -> dict[
     cores they alone would need at the full quota: what `sweeper plan --cpu-ms` takes."""
     if settled <= 0:
         return {}
-    rate = scenario.limit / scenario.period_seconds * scenario.scopes
+    rate = _quota_calls_per_second(scenario)
     per_job = cpu_seconds / settled
     return {
         "consumer_cpu_ms_per_job": round(per_job * 1000, 2),

@@ -60,6 +60,13 @@ LAMBDA_MAX_MEMORY_MB = 10_240
 #: Lambda gives a function one vCPU (one vCPU-second of credits per second) at 1,769 MB, and a
 #: share in proportion below (the same page).
 MB_PER_VCPU = 1769
+
+
+def vcpu_for(memory_mb: int) -> float:
+    """The vCPU share Lambda gives a function of this memory."""
+    return memory_mb / MB_PER_VCPU
+
+
 #: The most records one environment calls at once (`consumer.parallel_calls`).
 MAX_PARALLEL_CALLS = 10
 #: botocore's default connection pool per client: more concurrent calls would queue for one.

@@ -29,7 +29,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, MB_PER_VCPU, Policy
+from sweeper.config import (
+    DEFAULT_CONSUMER_MEMORY_MB,
+    MAX_PARALLEL_CALLS,
+    MB_PER_VCPU,
+    Policy,
+    vcpu_for,
+)
 from sweeper.errors import ConfigError
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
@@ -158,15 +164,13 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
 
     recommended_envs = max(environments, math.ceil(needed_p95 / parallel), cpu.environments)
     # No more than a policy may set: past that, only environments add calls in flight.
-    recommended_parallel = min(
-        MAX_PARALLEL_CALLS, max(parallel, math.ceil(needed_p95 / environments))
-    )
+    parallel_p95 = math.ceil(needed_p95 / environments)
+    recommended_parallel = min(MAX_PARALLEL_CALLS, max(parallel, parallel_p95))
     if calls_capacity < target:
         more_calls = math.ceil(needed / environments)
         parallel_fix = (
-            f"or parallel calls to {more_calls} (p95: {recommended_envs} or "
-            f"{math.ceil(needed_p95 / environments)})"
-            if math.ceil(needed_p95 / environments) <= MAX_PARALLEL_CALLS
+            f"or parallel calls to {more_calls} (p95: {recommended_envs} or {parallel_p95})"
+            if parallel_p95 <= MAX_PARALLEL_CALLS
             else f"(p95: {recommended_envs}; parallel calls stop at {MAX_PARALLEL_CALLS})"
         )
         warnings.append(
@@ -252,6 +256,7 @@ class _CpuBound:
     configured_mb: int
     per_job: float  # CPU seconds per job (0: not given, no bound)
     vcpu: float  # one environment's CPU at the configured memory, at most one vCPU
+    per_environment: float  # jobs/s one environment completes with its CPU CPU_BUSY_SHARE full
     capacity: float  # jobs/s all environments complete with their CPU CPU_BUSY_SHARE full
     needed_vcpu: float  # per configured environment, to carry the rate
     environments: int  # environments that carry the rate at the configured memory
@@ -264,7 +269,6 @@ class _CpuBound:
         return min(MB_PER_VCPU, math.ceil(self.needed_vcpu * MB_PER_VCPU))
 
     def warning(self, policy: str, target: float) -> str:
-        per_environment = self.vcpu * CPU_BUSY_SHARE / self.per_job
         if self.vcpu >= 1:
             fix = f"raise environments to {self.environments} (one uses at most one vCPU)"
         elif self.needed_vcpu > 1:
@@ -278,21 +282,22 @@ class _CpuBound:
             fix += str(self.environments)
         return (
             f"policy {policy} runs short of CPU: at {self.configured_mb} MB a consumer "
-            f"environment has {self.vcpu:.2f} vCPU, about {per_environment:.1f} jobs/s at "
+            f"environment has {self.vcpu:.2f} vCPU, about {self.per_environment:.1f} jobs/s at "
             f"{self.per_job * 1000:g} ms of CPU per job, {self.capacity:.1f} jobs/s in all "
             f"against a rate of {target:.1f}/s; {fix}"
         )
 
 
 def _cpu_bound(memory_mb: int, environments: int, target: float, per_job: float) -> _CpuBound:
-    vcpu = min(1.0, memory_mb / MB_PER_VCPU)
+    vcpu = min(1.0, vcpu_for(memory_mb))
     if per_job <= 0:
-        return _CpuBound(memory_mb, per_job, vcpu, math.inf, 0.0, environments)
+        return _CpuBound(memory_mb, per_job, vcpu, math.inf, math.inf, 0.0, environments)
     per_environment = vcpu * CPU_BUSY_SHARE / per_job
     return _CpuBound(
         configured_mb=memory_mb,
         per_job=per_job,
         vcpu=vcpu,
+        per_environment=per_environment,
         capacity=environments * per_environment,
         needed_vcpu=target * per_job / (environments * CPU_BUSY_SHARE),
         environments=max(environments, math.ceil(target / per_environment)),

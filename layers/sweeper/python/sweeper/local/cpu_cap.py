@@ -24,17 +24,14 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.config import MB_PER_VCPU
+from sweeper.config import vcpu_for
+
+__all__ = ["PERIOD_US", "CpuCap", "CpuCaps", "vcpu_for"]
 
 #: The period the share is enforced over (observed on Lambda: 20 ms).
 PERIOD_US = 20_000
 #: Where the cgroup filesystems are mounted.
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-def vcpu_for(memory_mb: int) -> float:
-    """The vCPU share Lambda gives a function of this memory."""
-    return memory_mb / MB_PER_VCPU
 
 
 @dataclass(frozen=True, slots=True)
