@@ -40,7 +40,7 @@ def job_for(tenant_id: str = "t1", object_id: str = "o1", policy_version: int = 
 
 
 def action_for(url: str, **config: float) -> HttpAction:
-    return HttpAction(HttpActionConfig(api_url=url, **config))
+    return HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True, **config))
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
@@ -283,7 +283,7 @@ def test_the_bearer_token_and_user_agent_are_sent(
 ) -> None:
     # Given
     url, seen = capture
-    http_action = HttpAction(HttpActionConfig(api_url=url), token="s3cret")
+    http_action = HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True), token="s3cret")
     job = job_for()
     # When
     result = http_action.perform(job)
