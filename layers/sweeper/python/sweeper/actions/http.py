@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from http.client import HTTPException
 from types import MappingProxyType
 from typing import Final
 from urllib.parse import quote
@@ -37,6 +39,8 @@ from sweeper.models import ActionCall, ActionResult, OutcomeClass
 USER_AGENT: Final = f"sweeper/{__version__}"
 #: Connections kept per host: a consumer may run a batch's calls on a few threads.
 POOL_MAX_CONNECTIONS: Final = 10
+#: At most this much of a response body is read (and dropped) at a time.
+BODY_CHUNK_BYTES: Final = 16 * 1024
 
 _TEMPLATE_FIELD_RE: Final = re.compile(r"{(\w+)}")
 _DELAY_SECONDS_RE: Final = re.compile(r"\d+(?:\.\d+)?")
@@ -139,6 +143,26 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
+def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout: float) -> bool:
+    """Read and drop `response`'s body until `deadline` (monotonic); True if read to its end.
+
+    One socket read at a time, each given at most the time left: a vendor trickling its body
+    cannot keep the call past the deadline.
+    """
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            sock = getattr(response.connection, "sock", None)
+            if sock is not None:
+                sock.settimeout(min(left, read_timeout))
+            if not response.read1(BODY_CHUNK_BYTES, decode_content=False):
+                return True
+    except (HTTPError, HTTPException, OSError):
+        return False
+
+
 class HttpAction:
     """Carry out a job with one HTTP call; see `sweeper.actions.Action`."""
 
@@ -178,6 +202,13 @@ class HttpAction:
         """Send the call once and classify what came back; never raises for a status."""
         if timeout_seconds is not None and timeout_seconds <= 0:
             return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
+        # urllib3's `total` bounds each socket read, not their sum: a body trickled a byte at a
+        # time would hold the thread until Lambda stops it. The body is read against this.
+        deadline = time.monotonic() + (
+            timeout_seconds
+            if timeout_seconds is not None
+            else self._config.connect_timeout_seconds + self._config.read_timeout_seconds
+        )
         timeout = urllib3.Timeout(
             connect=self._config.connect_timeout_seconds,
             read=self._config.read_timeout_seconds,
@@ -207,7 +238,10 @@ class HttpAction:
                     scale = 0.001 if self._config.retry_after_header_unit == "ms" else 1.0
                     retry_after = own * scale
         finally:
-            response.drain_conn()  # read and drop the body so the connection can be reused
+            # Read and drop the body so the connection can be reused; one not read whole by the
+            # deadline is closed instead. The status and headers already decide the outcome.
+            if not _drop_body(response, deadline, self._config.read_timeout_seconds):
+                response.close()
             response.release_conn()
         outcome = self._outcomes.classify_status(status, has_retry_after=retry_after is not None)
         return ActionResult(
