@@ -89,7 +89,7 @@ def webhook(local_aws: LocalAws, unique_name: str) -> Webhook:
     clock = [datetime.now(UTC)]
     deps = WebhookDeps(
         policy=POLICY,
-        secret=lambda: SECRET,
+        secrets=lambda: (SECRET,),
         replay=DynamoReplayMarkers(local_aws.dynamodb(), resources.replay_table),
         publisher=SqsPublisher(local_aws.sqs(), resources.queue_url),
         backlog=QueueBacklog(local_aws.sqs(), resources.queue_url, max_age_seconds=0),
@@ -243,10 +243,10 @@ def test_a_queue_refusing_the_send_answers_503_and_the_retry_is_not_a_replay(
 
 
 def test_an_unreadable_secret_answers_503(webhook: Webhook) -> None:
-    def no_secret() -> str:
+    def no_secret() -> tuple[str, ...]:
         raise RuntimeError("AccessDenied")
 
-    webhook.deps = WebhookDeps(**{**webhook.deps.__dict__, "secret": no_secret})
+    webhook.deps = WebhookDeps(**{**webhook.deps.__dict__, "secrets": no_secret})
     assert webhook.post(HINT).status == 503
     assert webhook.queued() == []
 
@@ -309,3 +309,78 @@ def test_the_deployed_handler_reads_its_secret_and_answers_a_function_url_event(
         QueueUrl=resources.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
     )["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == "1"
+
+
+def _deployed_webhook(
+    local_aws: LocalAws, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[IntakeResources, Any]:
+    """The webhook function as the CDK app configures it (no database), its secret SECRET."""
+    resources = provision_intake(
+        local_aws.sqs(),
+        local_aws.dynamodb(),
+        local_aws.secretsmanager(),
+        POLICY,
+        prefix=unique_name,
+        secret_value=SECRET,
+    )
+    for name, value in {
+        "SWEEPER_POLICY": POLICY.model_dump_json(),
+        "SWEEPER_NEEDS_DATABASE": "false",
+        "SWEEPER_INTAKE_QUEUE_URL": resources.queue_url,
+        "SWEEPER_REPLAY_TABLE": resources.replay_table,
+        "SWEEPER_WEBHOOK_SECRET_ARN": resources.secret_arn,
+        "POWERTOOLS_SERVICE_NAME": "sweeper",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SWEEPER_DATABASE_URL", raising=False)
+    runtime.reset()
+    return resources, load_handler("webhook")
+
+
+def _function_url_event(body: bytes, signature: str) -> dict[str, Any]:
+    return {
+        "version": "2.0",
+        "rawPath": PATH,
+        "headers": {"sweeper-signature": signature},
+        "requestContext": {"http": {"method": "POST", "path": PATH}},
+        "body": body.decode(),
+        "isBase64Encoded": False,
+    }
+
+
+def test_during_a_rotation_the_previous_secret_is_accepted_and_an_unknown_one_is_not(
+    local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a webhook secret rotated once: SECRET is now its AWSPREVIOUS version
+    resources, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
+    local_aws.secretsmanager().put_secret_value(
+        SecretId=resources.secret_arn, SecretString="the-new-secret"
+    )
+    context = LocalLambdaContext("sweeper-webhook", timeout_seconds=10)
+
+    def post(secret: str, body: bytes) -> int:
+        signature = sign(secret, int(time.time()), body)
+        return int(handler(_function_url_event(body, signature), context)["statusCode"])
+
+    # When requests arrive signed with the previous, the current and an unknown secret
+    previous = post(SECRET, b'{"tenant_id":"t1","object_id":"o1"}')
+    current = post("the-new-secret", b'{"tenant_id":"t1","object_id":"o2"}')
+    unknown = post("never-a-version", b'{"tenant_id":"t1","object_id":"o3"}')
+    runtime.reset()
+
+    # Then both versions pass, the unknown secret does not
+    assert (previous, current, unknown) == (202, 202, 401)
+
+
+def test_a_never_rotated_secret_accepts_only_its_one_version(
+    local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resources, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
+    context = LocalLambdaContext("sweeper-webhook", timeout_seconds=10)
+    stamp = int(time.time())
+
+    accepted = handler(_function_url_event(HINT, sign(SECRET, stamp, HINT)), context)
+    refused = handler(_function_url_event(HINT, sign("other", stamp, HINT)), context)
+    runtime.reset()
+
+    assert (accepted["statusCode"], refused["statusCode"]) == (202, 401)

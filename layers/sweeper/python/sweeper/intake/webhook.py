@@ -62,8 +62,9 @@ class WebhookResponse:
 @dataclass(frozen=True)
 class WebhookDeps:
     policy: Policy
-    #: The signing secret (Secrets Manager, cached); raises when it cannot be read.
-    secret: Callable[[], str]
+    #: The signing secrets to accept, current first (Secrets Manager's AWSCURRENT, then
+    #: AWSPREVIOUS during a rotation; cached); raises when they cannot be read.
+    secrets: Callable[[], tuple[str, ...]]
     replay: DynamoReplayMarkers
     publisher: Publisher
     #: Messages waiting on the intake queue, or None when unknown.
@@ -107,7 +108,7 @@ def _handle(request: WebhookRequest, deps: WebhookDeps, request_id: str) -> Webh
 
     now = deps.clock()
     try:
-        secret = deps.secret()
+        secrets = deps.secrets()
     except Exception:
         logger.exception("webhook secret unavailable", extra={"request_id": request_id})
         return _error(503, "unavailable")
@@ -115,7 +116,7 @@ def _handle(request: WebhookRequest, deps: WebhookDeps, request_id: str) -> Webh
         signature = verify(
             request.headers.get(SIGNATURE_HEADER),
             request.body,
-            secret,
+            secrets,
             now=now.timestamp(),
             tolerance_seconds=policy.intake.signature_tolerance_seconds,
         )
