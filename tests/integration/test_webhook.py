@@ -375,7 +375,7 @@ def test_during_a_rotation_the_previous_secret_is_accepted_and_an_unknown_one_is
 def test_a_never_rotated_secret_accepts_only_its_one_version(
     local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    resources, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
+    _, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
     context = LocalLambdaContext("sweeper-webhook", timeout_seconds=10)
     stamp = int(time.time())
 
