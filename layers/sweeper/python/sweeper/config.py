@@ -692,6 +692,9 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = None
     database_secret_arn: str | None = None
     database_secret_max_age_seconds: int = Field(default=300, ge=0)
+    #: How long a warm consumer may send a cached vendor API token: a rotation or revocation
+    #: reaches it within this (and at once after an AUTH answer, see sweeper.actions.token).
+    vendor_token_max_age_seconds: int = Field(default=300, ge=0)
     #: Where to connect instead of the secret's host (an RDS Proxy, an imported cluster).
     database_host: str | None = None
     database_port: int | None = Field(default=None, ge=1, le=65_535)

@@ -89,6 +89,17 @@ class PermanentActionError(ActionError):
     """The request itself is wrong; no later attempt can succeed."""
 
 
+class TokenError(SweeperError):
+    """The vendor's API token cannot be had, or cannot be sent (`code`: a short reason).
+
+    Never carries the token.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class LocalStackError(SweeperError):
     """A part of the local stack (database, AWS emulator, simulator) could not start."""
 

@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
 
 from sweeper.actions.http import HttpAction
+from sweeper.actions.token import SecretToken
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import GuardedCall, ParallelBatchProcessor, guard_with_idempotency
 from sweeper.intake.replay import DynamoReplayMarkers
@@ -129,10 +130,16 @@ def visibility() -> SqsVisibility:
 
 @lru_cache(maxsize=1)
 def action() -> HttpAction:
-    config = settings().policy.action
-    token: str | None = None
+    """The vendor call; its token is read per call through the Powertools cache (max_age)."""
+    current = settings()
+    config = current.policy.action
+    token: SecretToken | None = None
     if config.auth_secret_arn:
-        token = str(parameters.get_secret(config.auth_secret_arn, max_age=300))
+        token = SecretToken(
+            config.auth_secret_arn,
+            max_age_seconds=current.vendor_token_max_age_seconds,
+            provider=parameters.SecretsProvider(),
+        )
     return HttpAction(config, token=token)
 
 
