@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse,
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
-from sweeper.observability import CountingSink
+from sweeper.observability import CountingSink, Metric
 from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
 
 SECRET = "webhook-secret-for-tests"
@@ -384,3 +386,47 @@ def test_a_never_rotated_secret_accepts_only_its_one_version(
     runtime.reset()
 
     assert (accepted["statusCode"], refused["statusCode"]) == (202, 401)
+
+
+@pytest.mark.parametrize(
+    ("body", "signed_with", "status"),
+    [
+        (HINT, "not-the-secret", 401),
+        (b'{"tenant_id":"t1"}', SECRET, 400),
+        (b"x" * 4096, SECRET, 413),
+    ],
+)
+def test_a_rejected_request_writes_one_metric_and_no_log_line(
+    local_aws: LocalAws,
+    aws_env: dict[str, str],
+    unique_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    body: bytes,
+    signed_with: str,
+    status: int,
+) -> None:
+    # Given the deployed webhook function (Powertools Logger and Metrics, INFO level)
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
+    _, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
+    # The function's Logger is built once per process, on the stdout of its day: point it at
+    # this test's, where the metrics blob is printed too.
+    for log_handler in logging.getLogger("sweeper").handlers:
+        if isinstance(log_handler, logging.StreamHandler):
+            monkeypatch.setattr(log_handler, "stream", sys.stdout)
+    capsys.readouterr()
+    event = _function_url_event(body, sign(signed_with, int(time.time()), body))
+
+    # When a bad request arrives
+    answer = handler(event, LocalLambdaContext("sweeper-webhook", timeout_seconds=10))
+    runtime.reset()
+
+    # Then its invocation writes one line: the metrics blob (EMF), counting the rejection once
+    assert answer["statusCode"] == status
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    emf = json.loads(lines[0])
+    (directive,) = emf["_aws"]["CloudWatchMetrics"]
+    names = [m["Name"] for m in directive["Metrics"]]
+    assert names == [f"{Metric.WEBHOOK_PREFIX}{json.loads(answer['body'])['error']}"]
+    assert emf[names[0]] == [1.0]
