@@ -223,6 +223,7 @@ def run_scenario(
             ),
             action=HttpActionConfig(
                 api_url=vendor.url,
+                allow_plain_http=True,
                 read_timeout_seconds=5,
                 retry_after_header="X-RateLimit-Reset-Ms",
                 retry_after_header_unit="ms",

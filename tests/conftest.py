@@ -197,7 +197,9 @@ def pipeline(
     """Everything a handler needs, with the function environment set as the CDK app sets it."""
     policy = Policy(
         name="exports",
-        action=HttpActionConfig(api_url=vendor.url, read_timeout_seconds=2.0),
+        action=HttpActionConfig(
+            api_url=vendor.url, allow_plain_http=True, read_timeout_seconds=2.0
+        ),
         # A short function timeout keeps the queue's visibility timeout (six of them) short.
         consumer=ConsumerConfig(timeout_seconds=PIPELINE_CONSUMER_TIMEOUT_SECONDS),
     )

@@ -281,7 +281,11 @@ def test_runs_after_a_local_pipeline_run_reconcile_for_every_batch(
         assert stack.vendor is not None
         assert stack.api_url is not None
         policy = policy.model_copy(
-            update={"action": HttpActionConfig(api_url=stack.api_url, read_timeout_seconds=5)}
+            update={
+                "action": HttpActionConfig(
+                    api_url=stack.api_url, allow_plain_http=True, read_timeout_seconds=5
+                )
+            }
         )
         stack.vendor.fail_next(3, 503)
         stack.vendor.fail_next(2, 400)

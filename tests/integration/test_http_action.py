@@ -40,7 +40,7 @@ def job_for(tenant_id: str = "t1", object_id: str = "o1", policy_version: int = 
 
 
 def action_for(url: str, **config: float) -> HttpAction:
-    return HttpAction(HttpActionConfig(api_url=url, **config))
+    return HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True, **config))
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
@@ -283,7 +283,7 @@ def test_the_bearer_token_and_user_agent_are_sent(
 ) -> None:
     # Given
     url, seen = capture
-    http_action = HttpAction(HttpActionConfig(api_url=url), token="s3cret")
+    http_action = HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True), token="s3cret")
     job = job_for()
     # When
     result = http_action.perform(job)
@@ -294,6 +294,59 @@ def test_the_bearer_token_and_user_agent_are_sent(
     assert seen[0]["User-Agent"] == USER_AGENT
     assert seen[0]["Idempotency-Key"] == job.key
     assert "s3cret" not in repr(http_action)
+
+
+TRICKLE_BYTE_EVERY_SECONDS = 0.2
+TRICKLE_BODY_BYTES = 100  # 20 s at one byte per 0.2 s: far past any deadline below
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """Answers 200 at once, then sends its body one byte every 0.2 s: every read succeeds."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_DELETE(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(TRICKLE_BODY_BYTES))
+        self.end_headers()
+        try:
+            for _ in range(TRICKLE_BODY_BYTES):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(TRICKLE_BYTE_EVERY_SECONDS)  # the vendor's pace, not a wait for it
+        except OSError:
+            pass  # the client hung up: what the deadline is for
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def trickle() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    host, port = server.socket.getsockname()[:2]
+    yield f"http://{host}:{port}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_a_trickled_body_ends_the_call_at_its_deadline(trickle: str) -> None:
+    # Given a vendor that answers 200 and then trickles its body, each read within the timeout
+    http_action = action_for(trickle, read_timeout_seconds=1.0)
+    # When the call is given 1 s in all
+    started = time.monotonic()
+    result = http_action.perform(job_for(), timeout_seconds=1.0)
+    took = time.monotonic() - started
+    http_action.close()
+    # Then it returns by its deadline, classified by the status it received (the body decides
+    # nothing), instead of holding the thread for the 20 s of the body
+    assert took < 1.0 + 0.5
+    assert result.outcome is OutcomeClass.ACCEPTED
+    assert result.status_code == 200
 
 
 @pytest.mark.parametrize(

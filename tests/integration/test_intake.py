@@ -141,6 +141,28 @@ def test_a_message_the_database_refuses_comes_back_alone(ledger: Ledger, db_url:
     assert [r[1] for r in _rows(db_url)] == ["o1", "o3"]
 
 
+def test_a_refused_message_is_logged_with_its_sqlstate_and_never_the_value(
+    ledger: Ledger, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A check violation's DETAIL quotes the failing row: the chained psycopg error must not
+    # reach the log, only its SQLSTATE.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "ALTER TABLE sweeper_jobs ADD CONSTRAINT refuse_poison "
+            "CHECK (object_id <> 'customer-value-7f3a')"
+        )
+    event = {"Records": [_record("poison", _message(NewJob("t1", "customer-value-7f3a", NOW)))]}
+
+    with caplog.at_level("DEBUG"):
+        response, _ = process_intake_batch(event, _deps(ledger))
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
+    refused = [r for r in caplog.records if r.getMessage() == "intake upsert failed"]
+    assert [getattr(r, "sqlstate", None) for r in refused] == ["23514"]  # check_violation
+    assert all(r.exc_info is None for r in caplog.records)
+    assert "customer-value-7f3a" not in caplog.text
+
+
 _CASES = itertools.count()
 _DOORS = st.lists(
     st.tuples(st.sampled_from(["file", "hint"]), st.integers(min_value=-10_000, max_value=10_000)),

@@ -85,12 +85,12 @@ def test_beyond_its_concurrency_it_answers_429_as_a_throttled_function_url(
     # Given one slot, held by a request whose secret read is stuck
     entered, release = threading.Event(), threading.Event()
 
-    def slow_secret() -> str:
+    def slow_secret() -> tuple[str, ...]:
         entered.set()
         release.wait(10)
-        return SECRET
+        return (SECRET,)
 
-    slow = WebhookDeps(**{**deps.__dict__, "secret": slow_secret})
+    slow = WebhookDeps(**{**deps.__dict__, "secrets": slow_secret})
     with LocalWebhook({"exports": slow}, concurrency=1) as webhook:
         hint = {"tenant_id": "t", "object_id": "o"}
         first: list[int] = []

@@ -41,7 +41,9 @@ def run_with(
     policy = p.policy.model_copy(
         update={
             "consumer": p.policy.consumer.model_copy(update={"parallel_calls": parallel_calls}),
-            "action": p.policy.action.model_copy(update={"api_url": vendor.url}),
+            "action": p.policy.action.model_copy(
+                update={"api_url": vendor.url, "allow_plain_http": True}
+            ),
         }
     )
     monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse,
 from sweeper.ledger.store import Ledger
 from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
-from sweeper.observability import CountingSink
+from sweeper.observability import CountingSink, Metric
 from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
 
 SECRET = "webhook-secret-for-tests"
@@ -89,7 +91,7 @@ def webhook(local_aws: LocalAws, unique_name: str) -> Webhook:
     clock = [datetime.now(UTC)]
     deps = WebhookDeps(
         policy=POLICY,
-        secret=lambda: SECRET,
+        secrets=lambda: (SECRET,),
         replay=DynamoReplayMarkers(local_aws.dynamodb(), resources.replay_table),
         publisher=SqsPublisher(local_aws.sqs(), resources.queue_url),
         backlog=QueueBacklog(local_aws.sqs(), resources.queue_url, max_age_seconds=0),
@@ -243,10 +245,10 @@ def test_a_queue_refusing_the_send_answers_503_and_the_retry_is_not_a_replay(
 
 
 def test_an_unreadable_secret_answers_503(webhook: Webhook) -> None:
-    def no_secret() -> str:
+    def no_secret() -> tuple[str, ...]:
         raise RuntimeError("AccessDenied")
 
-    webhook.deps = WebhookDeps(**{**webhook.deps.__dict__, "secret": no_secret})
+    webhook.deps = WebhookDeps(**{**webhook.deps.__dict__, "secrets": no_secret})
     assert webhook.post(HINT).status == 503
     assert webhook.queued() == []
 
@@ -309,3 +311,122 @@ def test_the_deployed_handler_reads_its_secret_and_answers_a_function_url_event(
         QueueUrl=resources.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
     )["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == "1"
+
+
+def _deployed_webhook(
+    local_aws: LocalAws, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[IntakeResources, Any]:
+    """The webhook function as the CDK app configures it (no database), its secret SECRET."""
+    resources = provision_intake(
+        local_aws.sqs(),
+        local_aws.dynamodb(),
+        local_aws.secretsmanager(),
+        POLICY,
+        prefix=unique_name,
+        secret_value=SECRET,
+    )
+    for name, value in {
+        "SWEEPER_POLICY": POLICY.model_dump_json(),
+        "SWEEPER_NEEDS_DATABASE": "false",
+        "SWEEPER_INTAKE_QUEUE_URL": resources.queue_url,
+        "SWEEPER_REPLAY_TABLE": resources.replay_table,
+        "SWEEPER_WEBHOOK_SECRET_ARN": resources.secret_arn,
+        "POWERTOOLS_SERVICE_NAME": "sweeper",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SWEEPER_DATABASE_URL", raising=False)
+    runtime.reset()
+    return resources, load_handler("webhook")
+
+
+def _function_url_event(body: bytes, signature: str) -> dict[str, Any]:
+    return {
+        "version": "2.0",
+        "rawPath": PATH,
+        "headers": {"sweeper-signature": signature},
+        "requestContext": {"http": {"method": "POST", "path": PATH}},
+        "body": body.decode(),
+        "isBase64Encoded": False,
+    }
+
+
+def test_during_a_rotation_the_previous_secret_is_accepted_and_an_unknown_one_is_not(
+    local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a webhook secret rotated once: SECRET is now its AWSPREVIOUS version
+    resources, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
+    local_aws.secretsmanager().put_secret_value(
+        SecretId=resources.secret_arn, SecretString="the-new-secret"
+    )
+    context = LocalLambdaContext("sweeper-webhook", timeout_seconds=10)
+
+    def post(secret: str, body: bytes) -> int:
+        signature = sign(secret, int(time.time()), body)
+        return int(handler(_function_url_event(body, signature), context)["statusCode"])
+
+    # When requests arrive signed with the previous, the current and an unknown secret
+    previous = post(SECRET, b'{"tenant_id":"t1","object_id":"o1"}')
+    current = post("the-new-secret", b'{"tenant_id":"t1","object_id":"o2"}')
+    unknown = post("never-a-version", b'{"tenant_id":"t1","object_id":"o3"}')
+    runtime.reset()
+
+    # Then both versions pass, the unknown secret does not
+    assert (previous, current, unknown) == (202, 202, 401)
+
+
+def test_a_never_rotated_secret_accepts_only_its_one_version(
+    local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
+    context = LocalLambdaContext("sweeper-webhook", timeout_seconds=10)
+    stamp = int(time.time())
+
+    accepted = handler(_function_url_event(HINT, sign(SECRET, stamp, HINT)), context)
+    refused = handler(_function_url_event(HINT, sign("other", stamp, HINT)), context)
+    runtime.reset()
+
+    assert (accepted["statusCode"], refused["statusCode"]) == (202, 401)
+
+
+@pytest.mark.parametrize(
+    ("body", "signed_with", "status"),
+    [
+        (HINT, "not-the-secret", 401),
+        (b'{"tenant_id":"t1"}', SECRET, 400),
+        (b"x" * 4096, SECRET, 413),
+    ],
+)
+def test_a_rejected_request_writes_one_metric_and_no_log_line(
+    local_aws: LocalAws,
+    aws_env: dict[str, str],
+    unique_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    body: bytes,
+    signed_with: str,
+    status: int,
+) -> None:
+    # Given the deployed webhook function (Powertools Logger and Metrics, INFO level)
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
+    _, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
+    # The function's Logger is built once per process, on the stdout of its day: point it at
+    # this test's, where the metrics blob is printed too.
+    for log_handler in logging.getLogger("sweeper").handlers:
+        if isinstance(log_handler, logging.StreamHandler):
+            monkeypatch.setattr(log_handler, "stream", sys.stdout)
+    capsys.readouterr()
+    event = _function_url_event(body, sign(signed_with, int(time.time()), body))
+
+    # When a bad request arrives
+    answer = handler(event, LocalLambdaContext("sweeper-webhook", timeout_seconds=10))
+    runtime.reset()
+
+    # Then its invocation writes one line: the metrics blob (EMF), counting the rejection once
+    assert answer["statusCode"] == status
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    emf = json.loads(lines[0])
+    (directive,) = emf["_aws"]["CloudWatchMetrics"]
+    names = [m["Name"] for m in directive["Metrics"]]
+    assert names == [f"{Metric.WEBHOOK_PREFIX}{json.loads(answer['body'])['error']}"]
+    assert emf[names[0]] == [1.0]

@@ -5,8 +5,18 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sweeper.config import ConsumerConfig, Policy, Quota, Settings, load_config, load_settings
+from sweeper.config import (
+    ConsumerConfig,
+    HttpActionConfig,
+    Policy,
+    Quota,
+    Settings,
+    load_config,
+    load_settings,
+)
 from sweeper.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -188,3 +198,28 @@ def test_consumer_memory_defaults_to_512_mb_within_lambdas_range() -> None:
         ConsumerConfig(memory_mb=127)
     with pytest.raises(ValidationError, match="less than or equal to 10240"):
         ConsumerConfig(memory_mb=10_241)
+
+
+def test_a_plain_http_api_url_is_refused_naming_the_field_and_the_fix(tmp_path: Path) -> None:
+    # Given a policy whose vendor is reached over http:// (the bearer token would travel in clear)
+    path = tmp_path / "sweeper.toml"
+    path.write_text(
+        '[[policies]]\nname = "exports"\n[policies.action]\napi_url = "http://api.example.com"\n'
+    )
+    # Then the file is refused, saying which field and how to fix it
+    with pytest.raises(ConfigError, match=r"api_url uses http://.*allow_plain_http = true"):
+        load_config(path)
+
+
+def test_allow_plain_http_admits_an_http_api_url() -> None:
+    action = HttpActionConfig(api_url="http://127.0.0.1:8900", allow_plain_http=True)
+    assert action.api_url == "http://127.0.0.1:8900"
+    assert HttpActionConfig(api_url="https://api.example.com").allow_plain_http is False
+
+
+@pytest.mark.parametrize(
+    "name", ["sweeper.toml", *sorted(p.name for p in (REPO / "docs" / "examples").glob("*.toml"))]
+)
+def test_the_shipped_policy_files_still_validate(name: str) -> None:
+    path = REPO / name if name == "sweeper.toml" else REPO / "docs" / "examples" / name
+    assert load_config(path).policies

@@ -17,14 +17,14 @@ T = 1_800_000_000
 
 def _reason(header: str | None, body: bytes = BODY, now: float = T, secret: str = SECRET) -> str:
     with pytest.raises(SignatureError) as caught:
-        verify(header, body, secret, now=now, tolerance_seconds=300)
+        verify(header, body, (secret,), now=now, tolerance_seconds=300)
     return caught.value.reason
 
 
 def test_a_signature_made_as_documented_verifies() -> None:
     digest = hmac.new(SECRET.encode(), f"{T}.".encode() + BODY, hashlib.sha256).hexdigest()
 
-    verified = verify(f"t={T},v1={digest}", BODY, SECRET, now=T + 10, tolerance_seconds=300)
+    verified = verify(f"t={T},v1={digest}", BODY, (SECRET,), now=T + 10, tolerance_seconds=300)
 
     assert (verified.timestamp, verified.digest) == (T, digest)
     assert sign(SECRET, T, BODY) == f"t={T},v1={digest}"
@@ -50,14 +50,14 @@ def test_a_timestamp_outside_the_tolerance_is_stale(skew: int) -> None:
 
 @pytest.mark.parametrize("skew", [300, -300, 0])
 def test_a_timestamp_at_the_tolerance_is_accepted(skew: int) -> None:
-    verify(sign(SECRET, T, BODY), BODY, SECRET, now=T + skew, tolerance_seconds=300)
+    verify(sign(SECRET, T, BODY), BODY, (SECRET,), now=T + skew, tolerance_seconds=300)
 
 
 def test_one_matching_signature_among_several_verifies() -> None:
     good = sign(SECRET, T, BODY).split("v1=")[1]
     bad = sign("old-secret", T, BODY).split("v1=")[1]
 
-    verified = verify(f"t={T},v1={bad},v1={good}", BODY, SECRET, now=T, tolerance_seconds=300)
+    verified = verify(f"t={T},v1={bad},v1={good}", BODY, (SECRET,), now=T, tolerance_seconds=300)
 
     assert verified.digest == good
 
@@ -86,6 +86,6 @@ def test_malformed_headers_are_refused_by_reason(header: str | None, reason: str
 def test_the_error_never_carries_the_secret_or_the_header() -> None:
     header = sign("other", T, BODY)
     with pytest.raises(SignatureError) as caught:
-        verify(header, BODY, SECRET, now=T, tolerance_seconds=300)
+        verify(header, BODY, (SECRET,), now=T, tolerance_seconds=300)
     assert SECRET not in str(caught.value)
     assert header not in str(caught.value)

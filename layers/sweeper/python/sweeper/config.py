@@ -217,7 +217,12 @@ class HttpActionConfig(_Strict):
 
     kind: Literal["http"] = "http"
     method: Literal["DELETE", "POST", "PUT", "PATCH", "GET"] = "DELETE"
-    api_url: str = Field(default="http://127.0.0.1:8900", pattern=r"^https?://")
+    #: The vendor. The built-in default names no real host (".invalid" never resolves): a
+    #: policy names its vendor, and the local stack puts its simulator here.
+    api_url: str = Field(default="https://api.invalid", pattern=r"^https?://")
+    #: An `http://` api_url sends the bearer token in clear: refused unless this says so (the
+    #: local stack and the tests' loopback vendors set it).
+    allow_plain_http: bool = False
     url_template: str = DEFAULT_URL_TEMPLATE
     connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
@@ -233,6 +238,15 @@ class HttpActionConfig(_Strict):
     #: consumers cannot reach the quota. Unset: not checked.
     latency_p50_seconds: float | None = Field(default=None, gt=0, le=120)
     latency_p95_seconds: float | None = Field(default=None, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _plain_http_only_when_allowed(self) -> Self:
+        if self.api_url.startswith("http://") and not self.allow_plain_http:
+            raise ValueError(
+                "api_url uses http://, which would send the API token in clear: use https://, "
+                "or set allow_plain_http = true in [action] (a local vendor only)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _p50_not_above_p95(self) -> Self:
@@ -678,6 +692,9 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = None
     database_secret_arn: str | None = None
     database_secret_max_age_seconds: int = Field(default=300, ge=0)
+    #: How long a warm consumer may send a cached vendor API token: a rotation or revocation
+    #: reaches it within this (and at once after an AUTH answer, see sweeper.actions.token).
+    vendor_token_max_age_seconds: int = Field(default=300, ge=0)
     #: Where to connect instead of the secret's host (an RDS Proxy, an imported cluster).
     database_host: str | None = None
     database_port: int | None = Field(default=None, ge=1, le=65_535)

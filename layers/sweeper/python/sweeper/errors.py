@@ -19,6 +19,20 @@ class LedgerError(SweeperError):
     """The ledger could not do what was asked."""
 
 
+def sqlstate_of(exc: BaseException) -> str | None:
+    """The SQLSTATE of the database error behind `exc` (itself or a cause), for a log line.
+
+    Log this, never the error itself: a psycopg error's DETAIL can quote the row's values.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        state = getattr(seen, "sqlstate", None)
+        if isinstance(state, str):
+            return state
+        seen = seen.__cause__
+    return None
+
+
 class MigrationError(LedgerError):
     """A migration file is missing, out of order or failed to apply."""
 
@@ -73,6 +87,17 @@ class RetryableActionError(ActionError):
 
 class PermanentActionError(ActionError):
     """The request itself is wrong; no later attempt can succeed."""
+
+
+class TokenError(SweeperError):
+    """The vendor's API token cannot be had, or cannot be sent (`code`: a short reason).
+
+    Never carries the token.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class LocalStackError(SweeperError):

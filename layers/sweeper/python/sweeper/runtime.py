@@ -21,9 +21,11 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
 
 from sweeper.actions.http import HttpAction
+from sweeper.actions.token import SecretToken
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import GuardedCall, ParallelBatchProcessor, guard_with_idempotency
 from sweeper.intake.replay import DynamoReplayMarkers
+from sweeper.intake.secrets import RotatingSecret
 from sweeper.intake.send import QueueBacklog
 from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
@@ -128,10 +130,16 @@ def visibility() -> SqsVisibility:
 
 @lru_cache(maxsize=1)
 def action() -> HttpAction:
-    config = settings().policy.action
-    token: str | None = None
+    """The vendor call; its token is read per call through the Powertools cache (max_age)."""
+    current = settings()
+    config = current.policy.action
+    token: SecretToken | None = None
     if config.auth_secret_arn:
-        token = str(parameters.get_secret(config.auth_secret_arn, max_age=300))
+        token = SecretToken(
+            config.auth_secret_arn,
+            max_age_seconds=current.vendor_token_max_age_seconds,
+            provider=parameters.SecretsProvider(),
+        )
     return HttpAction(config, token=token)
 
 
@@ -182,12 +190,14 @@ def guarded_call() -> GuardedCall:
 WEBHOOK_SECRET_MAX_AGE_SECONDS = 300
 
 
-def webhook_secret() -> str:
-    """The policy's webhook signing secret (SecretString), cached by Powertools."""
-    return str(
-        parameters.get_secret(
-            settings().require("webhook_secret_arn"), max_age=WEBHOOK_SECRET_MAX_AGE_SECONDS
-        )
+@lru_cache(maxsize=1)
+def webhook_secrets() -> RotatingSecret:
+    """The policy's webhook signing secrets (current, and previous during a rotation), cached."""
+    return RotatingSecret(
+        settings().require("webhook_secret_arn"),
+        WEBHOOK_SECRET_MAX_AGE_SECONDS,
+        current=parameters.SecretsProvider(),
+        previous=parameters.SecretsProvider(),
     )
 
 
@@ -209,7 +219,7 @@ def intake_backlog() -> QueueBacklog:
 def webhook_deps(metrics: MetricSink) -> WebhookDeps:
     return WebhookDeps(
         policy=settings().policy,
-        secret=webhook_secret,
+        secrets=webhook_secrets(),
         replay=replay_markers(),
         publisher=intake_publisher(),
         backlog=intake_backlog(),
@@ -277,6 +287,7 @@ def reset() -> None:
         idempotency_config,
         idempotent,
         guarded_call,
+        webhook_secrets,
         replay_markers,
         intake_publisher,
         intake_backlog,

@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from http.client import HTTPException
 from types import MappingProxyType
 from typing import Final
 from urllib.parse import quote
@@ -31,12 +33,16 @@ from urllib3.exceptions import (
 )
 
 from sweeper import __version__
+from sweeper.actions.token import FixedToken, TokenSource
 from sweeper.config import HttpActionConfig
+from sweeper.errors import TokenError
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 
 USER_AGENT: Final = f"sweeper/{__version__}"
 #: Connections kept per host: a consumer may run a batch's calls on a few threads.
 POOL_MAX_CONNECTIONS: Final = 10
+#: At most this much of a response body is read (and dropped) at a time.
+BODY_CHUNK_BYTES: Final = 16 * 1024
 
 _TEMPLATE_FIELD_RE: Final = re.compile(r"{(\w+)}")
 _DELAY_SECONDS_RE: Final = re.compile(r"\d+(?:\.\d+)?")
@@ -139,29 +145,52 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
+def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout: float) -> bool:
+    """Read and drop `response`'s body until `deadline` (monotonic); True if read to its end.
+
+    One socket read at a time, each given at most the time left: a vendor trickling its body
+    cannot keep the call past the deadline.
+    """
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            sock = getattr(response.connection, "sock", None)
+            if sock is not None:
+                sock.settimeout(min(left, read_timeout))
+            if not response.read1(BODY_CHUNK_BYTES, decode_content=False):
+                return True
+    except (HTTPError, HTTPException, OSError):
+        return False
+
+
 class HttpAction:
     """Carry out a job with one HTTP call; see `sweeper.actions.Action`."""
 
     def __init__(
         self,
         config: HttpActionConfig,
-        token: str | None = None,
+        token: str | TokenSource | None = None,
         *,
         outcomes: OutcomeTable | None = None,
     ) -> None:
-        """`token` is sent as a Bearer token; the caller fetches it (never from the environment)."""
-        if token is not None and ("\r" in token or "\n" in token):
-            raise ValueError("the bearer token must be a single line")
+        """`token` is sent as a Bearer token, asked of its source on every call (a string: a
+        fixed one); the caller says where it comes from (never the environment)."""
+        if isinstance(token, str):
+            try:
+                token = FixedToken(token) if token else None
+            except TokenError as exc:
+                raise ValueError("the bearer token must be a single line") from exc
         self._config = config
         self._outcomes = outcomes if outcomes is not None else outcomes_for(config)
         self._headers = {"User-Agent": USER_AGENT}
-        if token:
-            self._headers["Authorization"] = f"Bearer {token}"
+        self._token = token
         self._lock = threading.Lock()
         self._pool: urllib3.PoolManager | None = None
 
     def __repr__(self) -> str:
-        auth = "bearer" if "Authorization" in self._headers else "none"
+        auth = "bearer" if self._token is not None else "none"
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
 
     def url_for(self, job: ActionCall) -> str:
@@ -175,9 +204,47 @@ class HttpAction:
         return _TEMPLATE_FIELD_RE.sub(lambda m: values[m.group(1)], self._config.url_template)
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
-        """Send the call once and classify what came back; never raises for a status."""
+        """Send the call once and classify what came back; never raises for a status.
+
+        An AUTH answer makes the token source read the token once past its cache. When the
+        token has changed (rotated since it was cached), the answer is TRANSIENT
+        (`auth_token_renewed`): nothing happened at the vendor, and the job's next attempt,
+        after the usual backoff, sends the new token with the same Idempotency-Key. It is not
+        sent again at once: that second call would have no limiter slot of its own.
+        """
         if timeout_seconds is not None and timeout_seconds <= 0:
             return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
+        try:
+            token = self._token.current() if self._token is not None else None
+        except TokenError as exc:
+            return ActionResult(outcome=OutcomeClass.TRANSIENT, code=exc.code)
+        result = self._send(job, token, timeout_seconds)
+        if result.outcome is OutcomeClass.AUTH and self._token is not None:
+            try:
+                renewed = self._token.refresh(token)
+            except TokenError:
+                renewed = False  # the AUTH answer stands: the circuit opens as usual
+            if renewed:
+                return ActionResult(
+                    outcome=OutcomeClass.TRANSIENT,
+                    status_code=result.status_code,
+                    code="auth_token_renewed",
+                )
+        return result
+
+    def _send(
+        self, job: ActionCall, token: str | None, timeout_seconds: float | None
+    ) -> ActionResult:
+        headers = {**self._headers, "Idempotency-Key": job.key}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        # urllib3's `total` bounds each socket read, not their sum: a body trickled a byte at a
+        # time would hold the thread until Lambda stops it. The body is read against this.
+        deadline = time.monotonic() + (
+            timeout_seconds
+            if timeout_seconds is not None
+            else self._config.connect_timeout_seconds + self._config.read_timeout_seconds
+        )
         timeout = urllib3.Timeout(
             connect=self._config.connect_timeout_seconds,
             read=self._config.read_timeout_seconds,
@@ -187,7 +254,7 @@ class HttpAction:
             response = self._pool_manager().urlopen(
                 self._config.method,
                 self.url_for(job),
-                headers={**self._headers, "Idempotency-Key": job.key},
+                headers=headers,
                 timeout=timeout,
                 retries=False,
                 redirect=False,
@@ -207,7 +274,10 @@ class HttpAction:
                     scale = 0.001 if self._config.retry_after_header_unit == "ms" else 1.0
                     retry_after = own * scale
         finally:
-            response.drain_conn()  # read and drop the body so the connection can be reused
+            # Read and drop the body so the connection can be reused; one not read whole by the
+            # deadline is closed instead. The status and headers already decide the outcome.
+            if not _drop_body(response, deadline, self._config.read_timeout_seconds):
+                response.close()
             response.release_conn()
         outcome = self._outcomes.classify_status(status, has_retry_after=retry_after is not None)
         return ActionResult(

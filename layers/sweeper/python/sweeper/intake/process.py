@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from sweeper.config import Policy
-from sweeper.errors import HintRejectedError, LedgerError
+from sweeper.errors import HintRejectedError, LedgerError, sqlstate_of
 from sweeper.intake.hints import parse_queue_body
 from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import NewJob
@@ -105,7 +105,11 @@ def _upsert(readable: dict[str, list[NewJob]], deps: IntakeDeps, report: IntakeR
     for message_id, jobs in readable.items():
         try:
             report.add(schedule_jobs(deps.ledger, deps.policy, jobs, now))
-        except LedgerError:
-            logger.exception("intake upsert failed", extra={"message_ids": [message_id]})
+        except LedgerError as exc:
+            # No traceback: the chained psycopg error's DETAIL can quote the row's values.
+            logger.error(
+                "intake upsert failed",
+                extra={"message_ids": [message_id], "sqlstate": sqlstate_of(exc)},
+            )
             failed.append(message_id)
     return failed

@@ -3,7 +3,9 @@
 `v1` is HMAC-SHA256 over `"<t>.<raw body>"` with the policy's webhook secret. The timestamp
 binds the signature to a moment (a replay outside the tolerance is stale); the replay markers
 (sweeper.intake.replay) refuse a second use inside it. Several `v1` entries may be sent (a
-sender mid-rotation signs with both secrets); unknown keys are ignored, for later schemes.
+sender mid-rotation signs with both secrets); unknown keys are ignored, for later schemes. The
+receiver accepts a signature made with any of the secrets it is given: during a rotation, the
+current one and the previous one (sweeper.intake.secrets).
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ def _digest(secret: str, timestamp: int, body: bytes) -> str:
 
 
 def verify(
-    header: str | None, body: bytes, secret: str, *, now: float, tolerance_seconds: int
+    header: str | None,
+    body: bytes,
+    secrets: tuple[str, ...],
+    *,
+    now: float,
+    tolerance_seconds: int,
 ) -> VerifiedSignature:
-    """Check the header against `body`; raise SignatureError with a reason code otherwise.
+    """Check the header against `body` signed with any of `secrets`; raise SignatureError with a
+    reason code otherwise.
 
     The comparison is constant-time. A timestamp further than `tolerance_seconds` from `now`,
     in either direction, is stale even when the digest matches.
@@ -72,12 +80,17 @@ def verify(
         raise SignatureError("malformed_signature")
     if abs(now - timestamp) > tolerance_seconds:
         raise SignatureError("stale_timestamp")
-    expected = _digest(secret, timestamp, body)
-    # Compare with every candidate, always: the time taken does not say which one matched.
-    matched = [d for d in digests if hmac.compare_digest(d, expected)]
+    # Compare every candidate with every secret, always: the time taken does not say which
+    # one matched.
+    matched = [
+        expected
+        for expected in (_digest(secret, timestamp, body) for secret in secrets)
+        for d in digests
+        if hmac.compare_digest(d, expected)
+    ]
     if not matched:
         raise SignatureError("signature_mismatch")
-    return VerifiedSignature(timestamp, expected)
+    return VerifiedSignature(timestamp, matched[0])
 
 
 def _is_hex(value: str) -> bool:

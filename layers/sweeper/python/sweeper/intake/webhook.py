@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 PATH_RE = re.compile(r"^/v1/hints/(?P<policy>[^/]+)/?$")
 #: What a shed or failed request is told to wait before trying again.
 RETRY_AFTER_SECONDS = 5
+#: Answers to a request refused for what it is (unsigned, badly signed, malformed, too large,
+#: wrong path or method): a metric each, no log line at INFO.
+REJECTED_STATUSES = frozenset({400, 401, 404, 405, 413})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +65,9 @@ class WebhookResponse:
 @dataclass(frozen=True)
 class WebhookDeps:
     policy: Policy
-    #: The signing secret (Secrets Manager, cached); raises when it cannot be read.
-    secret: Callable[[], str]
+    #: The signing secrets to accept, current first (Secrets Manager's AWSCURRENT, then
+    #: AWSPREVIOUS during a rotation; cached); raises when they cannot be read.
+    secrets: Callable[[], tuple[str, ...]]
     replay: DynamoReplayMarkers
     publisher: Publisher
     #: Messages waiting on the intake queue, or None when unknown.
@@ -78,11 +82,16 @@ def _error(status: int, code: str, **extra: Any) -> WebhookResponse:
 
 
 def handle_webhook(request: WebhookRequest, deps: WebhookDeps) -> WebhookResponse:
-    """Answer one request; counts its answer code as a metric and logs ids only."""
+    """Answer one request; counts its answer code as a metric and logs ids only.
+
+    A request refused for what it is (REJECTED_STATUSES) is counted, not logged: anyone can send
+    those, and a flood of them must not become a log line each (docs/decisions.md, 2026-12-02).
+    """
     request_id = new_request_id()
     response = _handle(request, deps, request_id)
     deps.metrics.add_metric(f"{Metric.WEBHOOK_PREFIX}{response.code}", "Count", 1)
-    logger.info(
+    log = logger.debug if response.status in REJECTED_STATUSES else logger.info
+    log(
         "webhook answered",
         extra={
             "request_id": request_id,
@@ -107,7 +116,7 @@ def _handle(request: WebhookRequest, deps: WebhookDeps, request_id: str) -> Webh
 
     now = deps.clock()
     try:
-        secret = deps.secret()
+        secrets = deps.secrets()
     except Exception:
         logger.exception("webhook secret unavailable", extra={"request_id": request_id})
         return _error(503, "unavailable")
@@ -115,7 +124,7 @@ def _handle(request: WebhookRequest, deps: WebhookDeps, request_id: str) -> Webh
         signature = verify(
             request.headers.get(SIGNATURE_HEADER),
             request.body,
-            secret,
+            secrets,
             now=now.timestamp(),
             tolerance_seconds=policy.intake.signature_tolerance_seconds,
         )

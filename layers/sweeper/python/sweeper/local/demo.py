@@ -110,7 +110,9 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
         policy = Policy(
             name=policy_name,
             quota=options.rate or Quota(limit=1000, period_seconds=1),
-            action=HttpActionConfig(api_url=stack.api_url, read_timeout_seconds=5),
+            action=HttpActionConfig(
+                api_url=stack.api_url, allow_plain_http=True, read_timeout_seconds=5
+            ),
             consumer=ConsumerConfig(
                 reserved_concurrency=max(2, options.consumers),
                 max_concurrency=max(2, options.consumers),

@@ -13,13 +13,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
 from sweeper.config import Policy
 from sweeper.intake.replay import DynamoReplayMarkers
+from sweeper.intake.secrets import RotatingSecret
 from sweeper.intake.send import QueueBacklog
 from sweeper.intake.signature import sign
 from sweeper.intake.webhook import (
@@ -39,22 +42,7 @@ from sweeper.queue import SqsPublisher
 log = logging.getLogger(__name__)
 
 #: How long the local secret is kept before it is read again (the Lambda caches for 300 s).
-LOCAL_SECRET_MAX_AGE_SECONDS = 5.0
-
-
-def cached_secret(read: Callable[[], str], max_age_seconds: float) -> Callable[[], str]:
-    """`read` at most every `max_age_seconds` (a failed read raises and is tried next time)."""
-    state: dict[str, Any] = {}
-    lock = threading.Lock()
-
-    def secret() -> str:
-        with lock:
-            now = time.monotonic()
-            if "value" not in state or now - state["at"] >= max_age_seconds:
-                state["value"], state["at"] = read(), now
-            return str(state["value"])
-
-    return secret
+LOCAL_SECRET_MAX_AGE_SECONDS = 5
 
 
 class LocalWebhook(Service):
@@ -178,12 +166,14 @@ def local_webhook_deps(
     secrets = aws.secretsmanager()
     sqs = aws.sqs()
 
-    def read_secret() -> str:
-        return str(secrets.get_secret_value(SecretId=resources.secret_arn)["SecretString"])
-
     return WebhookDeps(
         policy=policy,
-        secret=cached_secret(read_secret, LOCAL_SECRET_MAX_AGE_SECONDS),
+        secrets=RotatingSecret(
+            resources.secret_arn,
+            LOCAL_SECRET_MAX_AGE_SECONDS,
+            current=SecretsProvider(boto3_client=secrets),
+            previous=SecretsProvider(boto3_client=secrets),
+        ),
         replay=DynamoReplayMarkers(aws.dynamodb(), resources.replay_table),
         publisher=SqsPublisher(sqs, resources.queue_url),
         backlog=QueueBacklog(sqs, resources.queue_url),
