@@ -1,6 +1,6 @@
-"""The rate cap shared by every consumer, and the throttle gate, per limiter scope.
+"""The shared limiter on DynamoDB: the rate cap every consumer keeps to, and the throttle gate.
 
-One DynamoDB item per scope holds both:
+One DynamoDB item per scope holds the whole of its state:
 
 - `tat`: the GCRA theoretical arrival time, in microseconds since the epoch. A consumer *reserves*
   the next slot (`slot = max(tat, now)`, `tat = slot + interval`) with one conditional UpdateItem,
@@ -10,6 +10,8 @@ One DynamoDB item per scope holds both:
   its own guess of the rate; more workers do not multiply it.
 - `closed_until` / `reason`: the gate. A vendor's Retry-After (or an auth failure) closes the
   scope for every consumer; a reservation is refused while it is closed.
+- `ar`, `ar_at`, `ar_v`, `ar_peak`, `ar_cut_at`: the adaptive rate of a scope whose quota is
+  not known (its arithmetic is `adaptive.py`'s); a reservation at it is conditional on `ar_v`.
 
 Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
 from idle to busy, no reads; a consumer whose slot is far from its batch's last look at an open
@@ -36,17 +38,17 @@ conditional writes.
 
 from __future__ import annotations
 
-import math
-import random
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from sweeper.errors import LimiterError
+from sweeper.limiter.adaptive import Adaptive
+from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -65,88 +67,6 @@ MAX_LEAD_SECONDS = 0.25
 LEAD_SAMPLES = 8
 #: The adaptive rate is stored in thousandths of a call per second.
 MILLI = 1000
-
-Reason = Literal["rate", "throttled", "auth"]
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """Reserved slots: the first at `slot_at` (epoch seconds), then one every `interval`.
-
-    Each slot is for one call, at its time, not before.
-    """
-
-    slot_at: float
-    count: int = 1
-    interval: float = 0.0
-
-    @property
-    def slots(self) -> tuple[float, ...]:
-        return tuple(self.slot_at + i * self.interval for i in range(self.count))
-
-
-@dataclass(frozen=True, slots=True)
-class Denial:
-    """No slot within the horizon, or the gate is closed: come back at `retry_at`."""
-
-    retry_at: float
-    reason: Reason
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeState:
-    scope: str
-    next_slot_at: float | None
-    closed_until: float | None
-    reason: str | None
-    last_close_seconds: float | None
-
-    def closed(self, now: float) -> bool:
-        return self.closed_until is not None and self.closed_until > now
-
-
-@dataclass(frozen=True, slots=True)
-class Adaptive:
-    """The rate controller of a scope whose quota is not known (`quota.adaptive`).
-
-    Additive increase, multiplicative decrease, in calls per second: the rate starts at `floor`,
-    rises by `increase` every second while no 429 arrives, and a 429 cuts it to `cut` times what
-    it was (at least `floor`), at most once per `cooldown` seconds (one overshoot brings several
-    429s; they are one signal). It never exceeds `cap`. The rate lives in the scope's limiter
-    item, so every consumer follows the same value.
-
-    After a cut the rate that drew the 429 is kept as the `peak`. Climbing back, the rate rises
-    at `increase` until it is within `approach_band` of the peak, then at `approach_slow` of
-    that through the band, and at `increase` again past the peak (the quota may have grown).
-    Plain AIMD climbs back into the same 429 every `(1 - cut) * peak / increase` seconds; the
-    slow band makes each overshoot rarer and keeps the rate near the quota between them
-    (the idea of TCP CUBIC's plateau, as two straight lines).
-    """
-
-    floor: float
-    cap: float
-    increase: float
-    cut: float
-    cooldown: float
-    approach_band: float = 0.1
-    approach_slow: float = 0.1
-
-    def rate_at(self, rate: float, since: float, now: float, peak: float | None = None) -> float:
-        """The rate at `now`, set to `rate` at `since` and raised since then (see the class)."""
-        left = max(0.0, now - since)
-        if peak is not None and rate < peak:
-            below = peak * (1.0 - self.approach_band)
-            if rate < below:  # far below the peak: the usual slope, up to the band
-                spent = min(left, (below - rate) / self.increase)
-                rate, left = rate + self.increase * spent, left - spent
-            slow = self.increase * self.approach_slow
-            spent = min(left, max(0.0, peak - rate) / slow)  # through the band, slowly
-            rate, left = rate + slow * spent, left - spent
-        return max(self.floor, min(self.cap, rate + self.increase * left))
-
-    def after_cut(self, rate: float) -> float:
-        """The rate after a 429 arrived while it was `rate`."""
-        return max(self.floor, min(self.cap, rate * self.cut))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,25 +87,6 @@ class _RateGuard:
     version: int
     floor: float
     now: int
-
-
-class Limiter(Protocol):
-    """What a consumer asks before calling the vendor (three implementations: see below)."""
-
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-    ) -> Grant | Denial: ...
-
-    def close(self, scope: str, until: float, reason: Reason) -> float: ...
-
-    def cut(self, scope: str, adaptive: Adaptive) -> float: ...
-
-    def state(self, scope: str) -> ScopeState: ...
 
 
 def _n(value: float | int) -> dict[str, str]:
@@ -536,92 +437,3 @@ def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:
         start = page.get("LastEvaluatedKey")
         if not start:
             return closed
-
-
-class PerWorkerLimiter:
-    """Benchmark baseline: each worker spaces its own calls at quota / workers, and no gate.
-
-    This is what a per-worker rate limit (Celery's) does; it is never used in production.
-    """
-
-    def __init__(self, workers: int, *, clock: Callable[[], float] = time.time) -> None:
-        self._workers = workers
-        self._clock = clock
-        self._next: dict[str, float] = {}
-
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-    ) -> Grant | Denial:
-        now = self._clock()
-        slot = max(self._next.get(scope, now), now)
-        if slot - now > horizon:
-            return Denial(slot - horizon, "rate")
-        self._next[scope] = slot + interval * self._workers
-        return Grant(slot)  # one slot at a time, whatever was asked
-
-    def close(self, scope: str, until: float, reason: Reason) -> float:
-        return until  # no shared gate: each worker learns of a closure by being throttled
-
-    def cut(self, scope: str, adaptive: Adaptive) -> float:
-        return adaptive.floor  # no shared rate
-
-    def state(self, scope: str) -> ScopeState:
-        return ScopeState(scope, self._next.get(scope), None, None, None)
-
-
-class NoLimiter:
-    """Benchmark baseline: the concurrency cap alone (reserved concurrency as the only limit)."""
-
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
-
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-    ) -> Grant | Denial:
-        return Grant(self._clock(), max(1, count))  # every slot is now
-
-    def close(self, scope: str, until: float, reason: Reason) -> float:
-        return until
-
-    def cut(self, scope: str, adaptive: Adaptive) -> float:
-        return adaptive.cap  # no rate at all
-
-    def state(self, scope: str) -> ScopeState:
-        return ScopeState(scope, None, None, None, None)
-
-
-def close_delay(
-    retry_after: float | None,
-    last_close_seconds: float | None,
-    *,
-    base: float,
-    cap: float,
-    jitter: float,
-    rng: random.Random,
-) -> float:
-    """How long a throttle closes the scope.
-
-    With a Retry-After, exactly that long plus a bounded jitter (never earlier than the vendor
-    asked: jitter only adds, and at most `jitter` seconds). Without one, an exponential delay:
-    double the last closure, starting at `base`, capped at `cap`.
-    """
-    if retry_after is not None:
-        return max(0.0, retry_after) + rng.uniform(0.0, jitter)
-    previous = last_close_seconds or 0.0
-    return min(cap, max(base, 2.0 * previous)) + rng.uniform(0.0, jitter)
-
-
-def retry_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
-    """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]."""
-    ceiling = min(cap, base * math.pow(2.0, max(0, attempt - 1)))
-    return rng.uniform(0.0, ceiling)

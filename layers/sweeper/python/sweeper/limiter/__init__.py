@@ -1,0 +1,47 @@
+"""The rate cap shared by every consumer, and the throttle gate, per limiter scope.
+
+A small package, split as Powertools splits a utility: `base` holds what every limiter speaks
+(`Grant`, `Denial`, `ScopeState` and the `Limiter` protocol), `dynamodb` the production limiter
+(one DynamoDB item per scope: its slots, its gate, its adaptive rate) and the producer's read of
+the closed gates, `adaptive` the arithmetic of the rate for a quota not known, `baselines` the
+rate benchmark's two stand-ins, and `backoff` the throttle and retry delays. This facade
+re-exports their public names, so callers import from `sweeper.limiter` and not from a module.
+"""
+
+from sweeper.limiter.adaptive import Adaptive
+from sweeper.limiter.backoff import close_delay, retry_delay
+from sweeper.limiter.base import Denial, Grant, Limiter, Reason, ScopeState
+from sweeper.limiter.baselines import NoLimiter, PerWorkerLimiter
+from sweeper.limiter.dynamodb import (
+    FIRST_LEAD_SECONDS,
+    ITEM_TTL_SECONDS,
+    LEAD_SAMPLES,
+    MAX_LEAD_SECONDS,
+    MAX_RACES,
+    MILLI,
+    US,
+    DynamoLimiter,
+    closed_scopes,
+)
+
+__all__ = [
+    "FIRST_LEAD_SECONDS",
+    "ITEM_TTL_SECONDS",
+    "LEAD_SAMPLES",
+    "MAX_LEAD_SECONDS",
+    "MAX_RACES",
+    "MILLI",
+    "US",
+    "Adaptive",
+    "Denial",
+    "DynamoLimiter",
+    "Grant",
+    "Limiter",
+    "NoLimiter",
+    "PerWorkerLimiter",
+    "Reason",
+    "ScopeState",
+    "close_delay",
+    "closed_scopes",
+    "retry_delay",
+]

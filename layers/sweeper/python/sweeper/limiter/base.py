@@ -1,0 +1,73 @@
+"""What every limiter speaks: the answers to a reservation, and the `Limiter` protocol.
+
+Before it calls the vendor a consumer asks a limiter for slots of a scope and gets a `Grant`
+(slots, each at its own exact time) or a `Denial` (come back at `retry_at`, and why: the rate,
+a vendor's throttle, an auth failure); `ScopeState` is what a limiter tells of a scope (its next
+slot, its gate's closure). The protocol has three implementations: the shared DynamoDB limiter
+(`dynamodb.py`, production) and the benchmark's two baselines (`baselines.py`); the consumer,
+the redrive and the operator commands know only these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sweeper.limiter.adaptive import Adaptive
+
+Reason = Literal["rate", "throttled", "auth"]
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Reserved slots: the first at `slot_at` (epoch seconds), then one every `interval`.
+
+    Each slot is for one call, at its time, not before.
+    """
+
+    slot_at: float
+    count: int = 1
+    interval: float = 0.0
+
+    @property
+    def slots(self) -> tuple[float, ...]:
+        return tuple(self.slot_at + i * self.interval for i in range(self.count))
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """No slot within the horizon, or the gate is closed: come back at `retry_at`."""
+
+    retry_at: float
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeState:
+    scope: str
+    next_slot_at: float | None
+    closed_until: float | None
+    reason: str | None
+    last_close_seconds: float | None
+
+    def closed(self, now: float) -> bool:
+        return self.closed_until is not None and self.closed_until > now
+
+
+class Limiter(Protocol):
+    """What a consumer asks before calling the vendor (implemented in `dynamodb`, `baselines`)."""
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+    ) -> Grant | Denial: ...
+
+    def close(self, scope: str, until: float, reason: Reason) -> float: ...
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float: ...
+
+    def state(self, scope: str) -> ScopeState: ...
