@@ -1,6 +1,6 @@
 """What the synthesized template says about alarms and the dashboard, read by the naming rules.
 
-Alarm names follow infra/observability.py: `<stack>-<policy>-<id>` or `<stack>-<id>`, the id in
+Alarm names follow infra/observability/base.py: `<stack>-<policy>-<id>` or `<stack>-<id>`, the id in
 PascalCase. The dashboard body is a CloudFormation join; references become `<LogicalId>`.
 """
 
@@ -24,7 +24,7 @@ def template_alarm_ids(synth: Synth) -> dict[str, str]:
         name = resource["Properties"].get("AlarmName")
         assert isinstance(name, str), f"an alarm without a fixed AlarmName: {name!r}"
         assert name.startswith(f"{stack}-"), (
-            f"alarm {name!r} is not named <stack>-[<policy>-]<id> (infra/observability.py)"
+            f"alarm {name!r} is not named <stack>-[<policy>-]<id> (infra/observability/base.py)"
         )
         rest = name.removeprefix(f"{stack}-")
         for policy in policies:

@@ -1,6 +1,6 @@
 """The runbook and the template name the same alarms, and the runbook reads only the dashboard.
 
-Convention (infra/observability.py, docs/runbook.md): an alarm is named `<stack>-<policy>-<id>`
+Convention (infra/observability/, docs/runbook.md): an alarm is named `<stack>-<policy>-<id>`
 or `<stack>-<id>`, its id in PascalCase; the runbook's `## Alarms` section has one `### ` heading
 per alarm, naming its id (or several ids, `A / B`, when they share a section). Both sides are
 read from their sources: the synthesized templates and the markdown, never a list kept by hand.

@@ -78,7 +78,7 @@ def test_the_sample_sqs_batch_drives_the_consumer_handler(pipeline: Pipeline) ->
     assert pipeline.vendor.audit().effects_total == 2
 
 
-# -- what the handlers emit is what the alarms and the dashboard read (infra/observability.py) --
+# -- what the handlers emit is what the alarms and the dashboard read (infra/observability/) --
 
 
 def test_the_producer_handler_emits_claims_lease_expiries_and_publish_failures(
