@@ -9,6 +9,7 @@ traceback, the password given never printed, no customer id echoed, nothing writ
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -170,6 +171,34 @@ CASES: dict[str, Case] = {
         expect="line 2: invalid object_id",
     ),
 }
+
+
+#: Ids every door refuses (models.id_problem), each with the reason the one line gives.
+BAD_IDS = {
+    "dot": (".", "a dot segment"),
+    "dot-dot": ("..", "a dot segment"),
+    "control-character": (f"{OBJECT}\x07x", "a control, invisible or line-separator character"),
+    "bidi-override": (f"{OBJECT}\u202e", "a control, invisible or line-separator character"),
+    "leading-space": (f" {OBJECT}", "leading or trailing whitespace"),
+    "trailing-space": (f"{OBJECT} ", "leading or trailing whitespace"),
+}
+for _name, (_bad, _reason) in BAD_IDS.items():
+    # A valid line first: a file is refused whole, so not even that line is written.
+    CASES[f"csv-object-id-{_name}"] = Case(
+        schedule(),
+        {"in.csv": csv("tenant_id,object_id", f"{TENANT},{OBJECT}", f'{TENANT},"{_bad}"')},
+        expect=f"line 3: invalid object_id ({_reason}",
+    )
+    CASES[f"jsonl-tenant-id-{_name}"] = Case(
+        schedule("-", "--format", "jsonl"),
+        stdin=(
+            json.dumps({"tenant_id": TENANT, "object_id": OBJECT})
+            + "\n"
+            + json.dumps({"tenant_id": _bad, "object_id": OBJECT})
+            + "\n"
+        ).encode(),
+        expect=f"line 2: invalid tenant_id ({_reason}",
+    )
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from sweeper.errors import HintRejectedError
-from sweeper.models import MAX_ID_LENGTH, NewJob
-from sweeper.scheduling import NO_NUL_PATTERN, JobInput
+from sweeper.models import NewJob, ObligationId
+from sweeper.scheduling import JobInput
 
 #: The `kind` of every message sweeper itself puts on an intake queue.
 HINT_MESSAGE_KIND: Final = "sweeper.hints"
@@ -38,8 +38,8 @@ class QueuedHint(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tenant_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
-    object_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
+    tenant_id: ObligationId
+    object_id: ObligationId
     due_at: AwareDatetime
 
 
