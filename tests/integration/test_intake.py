@@ -260,3 +260,35 @@ def test_a_kill_between_the_commit_and_the_acknowledgement_creates_no_second_row
     response = handler(event, LocalLambdaContext("sweeper-intake", timeout_seconds=30))
     assert response == {"batchItemFailures": []}
     assert _snapshot(db_url) == committed  # the same two rows, not even touched
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("tenant_id", ".."),
+        ("object_id", ".."),
+        ("object_id", "."),
+        ("object_id", "o\u0000"),
+        ("tenant_id", " t1"),
+        ("object_id", "o1\t"),
+    ],
+)
+def test_a_message_with_an_id_breaking_the_id_rule_is_rejected_and_its_batch_mate_commits(
+    ledger: Ledger, db_url: str, field: str, bad: str
+) -> None:
+    # Given an intake message (as anyone able to send to the queue could write it) with a bad id
+    hint = {"tenant_id": "t1", "object_id": "o-bad", "due_at": NOW.isoformat()}
+    hint[field] = bad
+    body = {"kind": "sweeper.hints", "v": 1, "policy": "exports", "source": "file"}
+    poison = json.dumps({**body, "request_id": "r1", "hints": [hint]})
+    metrics = CountingSink()
+    event = {
+        "Records": [_record("poison", poison), _record("good", _message(NewJob("t1", "o1", NOW)))]
+    }
+    # When the batch is processed
+    response, report = process_intake_batch(event, _deps(ledger, metrics))
+    # Then the bad message is rejected and counted, never retried; the good one commits alone
+    assert response == {"batchItemFailures": []}
+    assert (report.rejected, report.inserted) == (1, 1)
+    assert metrics.totals[Metric.INTAKE_REJECTED] == 1
+    assert [(t, o) for t, o, _ in _rows(db_url)] == [("t1", "o1")]

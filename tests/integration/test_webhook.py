@@ -309,3 +309,29 @@ def test_the_deployed_handler_reads_its_secret_and_answers_a_function_url_event(
         QueueUrl=resources.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
     )["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "code"),
+    [
+        ("tenant_id", "..", "id_dot_segment"),
+        ("object_id", "..", "id_dot_segment"),
+        ("object_id", ".", "id_dot_segment"),
+        ("object_id", "cust-4711\u0007", "id_control_character"),
+        ("tenant_id", " cust-4711", "id_edge_whitespace"),
+        ("object_id", "cust-4711 ", "id_edge_whitespace"),
+    ],
+)
+def test_a_signed_hint_with_an_id_breaking_the_id_rule_is_refused_and_nothing_queued(
+    webhook: Webhook, field: str, bad: str, code: str
+) -> None:
+    # Given a correctly signed body whose second hint has a bad id
+    hints = [{"tenant_id": "t1", "object_id": "o1"}, {"tenant_id": "t1", "object_id": "o2"}]
+    hints[1][field] = bad
+    # When it is posted
+    response = webhook.post(json.dumps(hints).encode())
+    # Then the whole body is refused by position and code, naming no value, and nothing is queued
+    assert response.status == 400
+    assert response.body == {"error": "invalid_hints", "problems": [f"[1].{field}: {code}"]}
+    assert "cust-4711" not in response.json()
+    assert webhook.queued() == []
