@@ -162,6 +162,11 @@ CASES: dict[str, Case] = {
         stdin=f'{{"tenant_id": "t", "object_id": "o", "{TENANT}": "{OBJECT}"}}\n'.encode(),
         expect="line 1: invalid an unknown field",
     ),
+    "json-line-with-a-5000-digit-number": Case(
+        schedule("-", "--format", "jsonl"),
+        stdin=f'{{"tenant_id": "{TENANT}", "object_id": "{OBJECT}", "n": {"9" * 5000}}}\n'.encode(),
+        expect="line 1: not a JSON object",
+    ),
     "json-line-not-an-object": Case(
         schedule("-"), stdin=f'["{TENANT}", "{OBJECT}"]\n'.encode(), expect="not a JSON object"
     ),

@@ -166,7 +166,7 @@ def _json_lines(text: str) -> Iterator[tuple[int, dict[str, object]]]:
             continue
         try:
             value = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError: also an int of >4300 digits
             raise InputError(number, "not a JSON object") from exc
         if not isinstance(value, dict):
             raise InputError(number, "not a JSON object")
