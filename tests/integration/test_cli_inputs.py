@@ -9,6 +9,7 @@ traceback, the password given never printed, no customer id echoed, nothing writ
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -161,6 +162,11 @@ CASES: dict[str, Case] = {
         stdin=f'{{"tenant_id": "t", "object_id": "o", "{TENANT}": "{OBJECT}"}}\n'.encode(),
         expect="line 1: invalid an unknown field",
     ),
+    "json-line-with-a-5000-digit-number": Case(
+        schedule("-", "--format", "jsonl"),
+        stdin=f'{{"tenant_id": "{TENANT}", "object_id": "{OBJECT}", "n": {"9" * 5000}}}\n'.encode(),
+        expect="line 1: not a JSON object",
+    ),
     "json-line-not-an-object": Case(
         schedule("-"), stdin=f'["{TENANT}", "{OBJECT}"]\n'.encode(), expect="not a JSON object"
     ),
@@ -170,6 +176,34 @@ CASES: dict[str, Case] = {
         expect="line 2: invalid object_id",
     ),
 }
+
+
+#: Ids every door refuses (models.id_problem), each with the reason the one line gives.
+BAD_IDS = {
+    "dot": (".", "a dot segment"),
+    "dot-dot": ("..", "a dot segment"),
+    "control-character": (f"{OBJECT}\x07x", "a control, invisible or line-separator character"),
+    "bidi-override": (f"{OBJECT}\u202e", "a control, invisible or line-separator character"),
+    "leading-space": (f" {OBJECT}", "leading or trailing whitespace"),
+    "trailing-space": (f"{OBJECT} ", "leading or trailing whitespace"),
+}
+for _name, (_bad, _reason) in BAD_IDS.items():
+    # A valid line first: a file is refused whole, so not even that line is written.
+    CASES[f"csv-object-id-{_name}"] = Case(
+        schedule(),
+        {"in.csv": csv("tenant_id,object_id", f"{TENANT},{OBJECT}", f'{TENANT},"{_bad}"')},
+        expect=f"line 3: invalid object_id ({_reason}",
+    )
+    CASES[f"jsonl-tenant-id-{_name}"] = Case(
+        schedule("-", "--format", "jsonl"),
+        stdin=(
+            json.dumps({"tenant_id": TENANT, "object_id": OBJECT})
+            + "\n"
+            + json.dumps({"tenant_id": _bad, "object_id": OBJECT})
+            + "\n"
+        ).encode(),
+        expect=f"line 2: invalid tenant_id ({_reason}",
+    )
 
 
 @pytest.fixture

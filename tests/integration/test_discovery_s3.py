@@ -186,3 +186,33 @@ def test_the_key_template_matches_whole_keys_only() -> None:
     assert (match["tenant_id"], match["object_id"]) == ("acme", "42")
     assert pattern.match("exports/acme/x-42.csv.bak") is None
     assert pattern.match("exports/a/b/x-42.csv") is None
+
+
+def test_keys_whose_ids_break_the_id_rule_are_rejected_and_nothing_of_them_is_written(
+    bucket: tuple[Any, str], ledger: Ledger
+) -> None:
+    # Given keys whose id fields are dot segments, untrimmed or hold a control character
+    # (S3 stores any of them: `[^/]+` in the key pattern matches each), among good keys
+    client, name = bucket
+    bad = ["exports/../..", "exports/t1/..", "exports/./o1", "exports/ t1/o1", "exports/t1/o1\x07"]
+    put(client, name, *bad, "exports/t1/good", "exports/t2/good")
+    listed = [o["Key"] for o in client.list_objects_v2(Bucket=name)["Contents"]]
+    assert sorted(listed) == sorted([*bad, "exports/t1/good", "exports/t2/good"])
+    # When a pass runs
+    later = datetime.now(UTC) + timedelta(days=30)
+    report = discover(policy_for(name), client, ledger, now=later)
+    # Then only the good keys become jobs; each bad one is counted by position and reason
+    assert (report.scanned, report.inserted, report.rejected) == (7, 2, 5)
+    reasons = sorted(r["reason"] for r in report.rejected_sample)
+    assert reasons == sorted(
+        [
+            "tenant_id a dot segment, . or ..",
+            "object_id a dot segment, . or ..",
+            "tenant_id a dot segment, . or ..",
+            "tenant_id leading or trailing whitespace",
+            "object_id a control, invisible or line-separator character",
+        ]
+    )
+    assert ledger.counts("exports")[JobStatus.PENDING] == 2
+    assert ledger.get("exports:t1:good:v1") is not None
+    assert ledger.get("exports:t2:good:v1") is not None

@@ -285,7 +285,7 @@ def test_bad_rows_are_counted_by_position_and_never_stop_the_run(
             conn.execute(
                 "INSERT INTO uploads VALUES "
                 "('t1', 'u1', '2026-01-01T00:00:00+00:00'),"  # 1 good
-                "('  ', 'u2', '2026-01-01T00:00:01+00:00'),"  # 2 blank tenant
+                "('  ', 'u2', '2026-01-01T00:00:01+00:00'),"  # 2 blank tenant (never trimmed)
                 "('t1', 'u3', '2026-01-01T00:00:02'),"  # 3 no zone
                 "('t1', 'secret-value-u4', '2026-01-01T00:00:03 garbage'),"  # 4 not a time
                 "('t2', 'u5', '2026-01-01T00:00:04Z'),"  # 5 good
@@ -307,7 +307,7 @@ def test_bad_rows_are_counted_by_position_and_never_stop_the_run(
     assert (report.scanned, report.inserted, report.rejected) == (6, 2, 4)
     assert report.rejected_sample == [
         {"position": None, "reason": "object_id missing"},
-        {"position": 2, "reason": "tenant_id missing"},
+        {"position": 2, "reason": "tenant_id leading or trailing whitespace"},
         {"position": 3, "reason": "due_at has no time zone"},
         {"position": 4, "reason": "due_at is not an ISO 8601 time"},
     ]
@@ -541,3 +541,35 @@ def test_status_lists_the_last_discovery_runs_without_their_cursor(
     assert shown[-1]["scanned"] == 12
     assert all("cursor" not in key for run in shown for key in run)
     assert _discovery_runs(Console(ledger), Policy(name="other")) == []  # type: ignore[arg-type]
+
+
+def test_rows_whose_ids_break_the_id_rule_are_rejected_and_never_written(
+    source_db: SourceDb, ledger: Ledger
+) -> None:
+    # Given rows whose ids are dot segments, untrimmed or hold a control character, and a good one
+    source_db.insert(
+        [
+            ("..", "exp-1", NOW),
+            ("t1", ".", NOW),
+            (" t1", "exp-2", NOW),
+            ("t1", "exp-3 ", NOW),
+            ("t1", "exp\x1b[31m-4", NOW),
+            ("t1", "exp-good", NOW),
+        ]
+    )
+    policy = policy_for()
+    # When a pass reads them
+    report = discover(policy, SqlSource(policy.discovery, source_db.url), DiscoveryStore(ledger))  # type: ignore[arg-type]
+    # Then only the good row is a job; the others are counted with a reason naming no value
+    assert (report.scanned, report.inserted, report.rejected) == (6, 1, 5)
+    assert sorted(r["reason"] for r in report.rejected_sample) == sorted(
+        [
+            "tenant_id a dot segment, . or ..",
+            "object_id a dot segment, . or ..",
+            "tenant_id leading or trailing whitespace",
+            "object_id leading or trailing whitespace",
+            "object_id a control, invisible or line-separator character",
+        ]
+    )
+    assert ledger.counts("exports")[JobStatus.PENDING] == 1
+    assert ledger.get("exports:t1:exp-good:v1") is not None

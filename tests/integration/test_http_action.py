@@ -9,12 +9,16 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, unquote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sweeper.actions import Action
+from sweeper.actions import http as http_module
 from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
-from sweeper.config import HttpActionConfig
+from sweeper.config import DEFAULT_URL_TEMPLATE, HttpActionConfig
 from sweeper.local.vendor import VendorSimulator
 from sweeper.models import ActionCall, ActionResult, OutcomeClass, operation_key
 
@@ -366,3 +370,93 @@ def test_retry_after_is_read_as_seconds_or_a_date(
 ) -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     assert parse_retry_after(value, now=now) == expected
+
+
+class _PathCapture(BaseHTTPRequestHandler):
+    """Answers 204 and keeps each request's target exactly as it arrived on the request line."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str] = []  # noqa: RUF012  # reset per test by the fixture
+
+    def do_DELETE(self) -> None:
+        self.seen.append(self.path)
+        self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def paths() -> Iterator[tuple[str, list[str]]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PathCapture)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    host, port = server.socket.getsockname()[:2]
+    yield f"http://{host}:{port}", _PathCapture.seen
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+#: Any id at all, the door's rule bypassed: dots, slashes, percent signs, spaces, controls.
+ANY_ID = st.one_of(
+    st.sampled_from([".", "..", "...", "%2E%2E", "%2e.", "/", "../..", "a/../b", " ", "?x", "#"]),
+    st.text(st.characters(codec="utf-8"), max_size=40),
+)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(tenant_id=ANY_ID, object_id=ANY_ID)
+def test_any_id_reaches_the_vendor_as_exactly_its_own_path_segment(
+    paths: tuple[str, list[str]], tenant_id: str, object_id: str
+) -> None:
+    # Given an action on the shipped template, and ids no door checked
+    url, seen = paths
+    http_action = HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True))
+    seen.clear()
+    # When the call is made
+    result = http_action.perform(job_for(tenant_id, object_id))
+    http_action.close()
+    # Then the vendor's request line has the template's segments, each decoding to its id
+    assert result.outcome is OutcomeClass.ACCEPTED
+    (target,) = seen
+    segments = target.split("/")
+    assert len(segments) == len(DEFAULT_URL_TEMPLATE.removeprefix("{api_url}").split("/"))
+    assert segments[:3] == ["", "v1", "tenants"]
+    assert segments[4] == "objects"
+    assert unquote(segments[3]) == tenant_id
+    assert unquote(segments[5]) == object_id
+    assert segments[3] not in (".", "..")
+    assert segments[5] not in (".", "..")
+
+
+def test_a_lone_surrogate_in_an_id_is_a_bad_url_and_nothing_is_sent(
+    paths: tuple[str, list[str]],
+) -> None:
+    url, seen = paths
+    seen.clear()
+    http_action = HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True))
+    # (no operation key can be made of it either: the call is built by hand)
+    call = job_for().model_copy(update={"object_id": "o\ud800"})
+    result = http_action.perform(call)
+    assert (result.outcome, result.code) == (OutcomeClass.PERMANENT, "bad_url")
+    assert seen == []
+
+
+def test_a_path_whose_shape_an_id_changed_is_never_sent(
+    paths: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the dot-segment encoding gone (an encoder regression), so ".." reaches urllib3
+    url, seen = paths
+    seen.clear()
+    monkeypatch.setattr(http_module, "path_segment", lambda value: quote(value, safe=""))
+    http_action = HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True))
+    # When an object id of ".." is called
+    result = http_action.perform(job_for("t1", ".."))
+    # Then the segment-count check refuses it: nothing reaches the vendor
+    assert (result.outcome, result.code) == (OutcomeClass.PERMANENT, "bad_url")
+    assert seen == []

@@ -26,7 +26,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
 from sweeper.local.poller import to_event_record
-from sweeper.models import NewJob
+from sweeper.models import NewJob, id_problem
 from sweeper.observability import CountingSink, Metric
 from sweeper.queue import SqsPublisher
 from sweeper.scheduling import schedule_jobs
@@ -282,3 +282,106 @@ def test_a_kill_between_the_commit_and_the_acknowledgement_creates_no_second_row
     response = handler(event, LocalLambdaContext("sweeper-intake", timeout_seconds=30))
     assert response == {"batchItemFailures": []}
     assert _snapshot(db_url) == committed  # the same two rows, not even touched
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("tenant_id", ".."),
+        ("object_id", ".."),
+        ("object_id", "."),
+        ("object_id", "o\u0000"),
+        ("tenant_id", " t1"),
+        ("object_id", "o1\t"),
+    ],
+)
+def test_a_message_with_an_id_breaking_the_id_rule_is_rejected_and_its_batch_mate_commits(
+    ledger: Ledger, db_url: str, field: str, bad: str
+) -> None:
+    # Given an intake message (as anyone able to send to the queue could write it) with a bad id
+    hint = {"tenant_id": "t1", "object_id": "o-bad", "due_at": NOW.isoformat()}
+    hint[field] = bad
+    body = {"kind": "sweeper.hints", "v": 1, "policy": "exports", "source": "file"}
+    poison = json.dumps({**body, "request_id": "r1", "hints": [hint]})
+    metrics = CountingSink()
+    event = {
+        "Records": [_record("poison", poison), _record("good", _message(NewJob("t1", "o1", NOW)))]
+    }
+    # When the batch is processed
+    response, report = process_intake_batch(event, _deps(ledger, metrics))
+    # Then the bad message is rejected and counted, never retried; the good one commits alone
+    assert response == {"batchItemFailures": []}
+    assert (report.rejected, report.inserted) == (1, 1)
+    assert metrics.totals[Metric.INTAKE_REJECTED] == 1
+    assert [(t, o) for t, o, _ in _rows(db_url)] == [("t1", "o1")]
+
+
+def test_a_poison_number_is_rejected_alone_and_its_batch_mates_commit(
+    ledger: Ledger, db_url: str
+) -> None:
+    # Given a batch whose first message holds an integer of 5,000 digits
+    metrics = CountingSink()
+    poison = '{"kind":"sweeper.hints","v":' + "9" * 5000 + "}"
+    event = {
+        "Records": [
+            _record("poison", poison),
+            _record("m1", _message(NewJob("t1", "o1", NOW))),
+            _record("m2", _message(NewJob("t1", "o2", NOW))),
+        ]
+    }
+    # When it is processed
+    response, report = process_intake_batch(event, _deps(ledger, metrics))
+    # Then that message is rejected and counted; the others commit; nothing comes back
+    assert response == {"batchItemFailures": []}
+    assert (report.rejected, report.inserted) == (1, 2)
+    assert metrics.totals[Metric.INTAKE_REJECTED] == 1
+    assert [r[1] for r in _rows(db_url)] == ["o1", "o2"]
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.one_of(
+        st.text(max_size=100),
+        st.just('{"kind":"sweeper.hints","v":' + "9" * 5000 + "}"),
+        st.fixed_dictionaries(
+            {
+                "tenant_id": st.text(max_size=8) | st.sampled_from([".", "..", " t"]),
+                "object_id": st.text(max_size=8) | st.sampled_from([".", "..", "o\x00"]),
+                "due_at": st.sampled_from(
+                    [NOW.isoformat(), "0001-01-01T00:00:00+01:00", "2026-01-01T00:00:00"]
+                ),
+            }
+        ).map(
+            lambda hint: json.dumps(
+                {
+                    "kind": "sweeper.hints",
+                    "v": 1,
+                    "policy": "exports",
+                    "source": "file",
+                    "request_id": "r1",
+                    "hints": [hint],
+                }
+            )
+        ),
+    )
+)
+def test_any_message_beside_a_valid_one_never_harms_it(
+    ledger: Ledger, db_url: str, body: str
+) -> None:
+    # Given any body at all beside a valid message
+    event = {
+        "Records": [
+            _record("any", body),
+            _record("good", _message(NewJob("t-good", "o-good", NOW))),
+        ]
+    }
+    # When the batch is processed, it never raises and never sends a record back
+    response, report = process_intake_batch(event, _deps(ledger))
+    assert response == {"batchItemFailures": []}
+    assert report.rejected + (report.messages - report.rejected) == 2
+    # Then the valid message's job is there, and every stored id obeys the id rule
+    rows = _rows(db_url)
+    assert ("t-good", "o-good") in {(t, o) for t, o, _ in rows}
+    assert all(id_problem(t) is None and id_problem(o) is None for t, o, _ in rows)

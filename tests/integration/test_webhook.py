@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -430,3 +430,45 @@ def test_a_rejected_request_writes_one_metric_and_no_log_line(
     names = [m["Name"] for m in directive["Metrics"]]
     assert names == [f"{Metric.WEBHOOK_PREFIX}{json.loads(answer['body'])['error']}"]
     assert emf[names[0]] == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "code"),
+    [
+        ("tenant_id", "..", "id_dot_segment"),
+        ("object_id", "..", "id_dot_segment"),
+        ("object_id", ".", "id_dot_segment"),
+        ("object_id", "cust-4711\u0007", "id_control_character"),
+        ("tenant_id", " cust-4711", "id_edge_whitespace"),
+        ("object_id", "cust-4711 ", "id_edge_whitespace"),
+    ],
+)
+def test_a_signed_hint_with_an_id_breaking_the_id_rule_is_refused_and_nothing_queued(
+    webhook: Webhook, field: str, bad: str, code: str
+) -> None:
+    # Given a correctly signed body whose second hint has a bad id
+    hints = [{"tenant_id": "t1", "object_id": "o1"}, {"tenant_id": "t1", "object_id": "o2"}]
+    hints[1][field] = bad
+    # When it is posted
+    response = webhook.post(json.dumps(hints).encode())
+    # Then the whole body is refused by position and code, naming no value, and nothing is queued
+    assert response.status == 400
+    assert response.body == {"error": "invalid_hints", "problems": [f"[1].{field}: {code}"]}
+    assert "cust-4711" not in response.json()
+    assert webhook.queued() == []
+
+
+def test_a_number_of_more_digits_than_python_converts_is_a_bad_body_counted_as_such(
+    webhook: Webhook,
+) -> None:
+    # Given a signed body holding an integer of 5,000 digits (Python refuses to convert it),
+    # under a body limit that lets it through
+    body = b'{"tenant_id":"t1","object_id":"o1","n":' + b"9" * 5000 + b"}"
+    roomy = Policy(name="exports", intake=IntakeConfig(max_body_bytes=16_384))
+    webhook.deps = replace(webhook.deps, policy=roomy)
+    # When it is posted
+    response = webhook.post(body)
+    # Then it is refused like any malformed body, with its rejection metric, nothing queued
+    assert (response.status, response.body["error"]) == (400, "invalid_body")
+    assert webhook.deps.metrics.totals["Webhook_invalid_body"] == 1  # type: ignore[attr-defined]
+    assert webhook.queued() == []

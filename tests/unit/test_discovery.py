@@ -73,7 +73,7 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 def test_a_good_row_is_an_obligation_in_utc() -> None:
     berlin = timezone(timedelta(hours=1))
-    checked = check_row(SourceRow(1, " t1 ", 42, datetime(2026, 3, 1, 13, 0, tzinfo=berlin)))
+    checked = check_row(SourceRow(1, "t1", 42, datetime(2026, 3, 1, 13, 0, tzinfo=berlin)))
     assert checked == NewJob("t1", "42", NOW)
     assert check_row(SourceRow(1, "t1", "o", "2026-03-01 12:00:00+00")) == NewJob("t1", "o", NOW)
 
@@ -82,7 +82,24 @@ def test_a_good_row_is_an_obligation_in_utc() -> None:
     ("row", "reason"),
     [
         (SourceRow(1, None, "o", NOW), "tenant_id missing"),
-        (SourceRow(1, "  ", "o", NOW), "tenant_id missing"),
+        (SourceRow(1, "  ", "o", NOW), "tenant_id leading or trailing whitespace"),
+        # An id is taken as it is, never trimmed: " t1 " would be another object than "t1".
+        (SourceRow(1, " t1 ", "o", NOW), "tenant_id leading or trailing whitespace"),
+        (SourceRow(1, "t", "o1\n", NOW), "object_id leading or trailing whitespace"),
+        (SourceRow(1, "..", "o", NOW), "tenant_id a dot segment, . or .."),
+        (SourceRow(1, "t", ".", NOW), "object_id a dot segment, . or .."),
+        (
+            SourceRow(1, "t", "o\x07o", NOW),
+            "object_id a control, invisible or line-separator character",
+        ),
+        (
+            SourceRow(1, "t\u202eo", "o", NOW),
+            "tenant_id a control, invisible or line-separator character",
+        ),
+        (
+            SourceRow(1, "t\u2028o", "o", NOW),
+            "tenant_id a control, invisible or line-separator character",
+        ),
         (SourceRow(1, "t", "", NOW), "object_id missing"),
         (SourceRow(1, "t", "x" * (MAX_ID_LENGTH + 1), NOW), "object_id longer than 256 characters"),
         (SourceRow(1, "t", "o", None), "due_at missing"),

@@ -147,9 +147,10 @@ def test_unreadable_queue_bodies_are_rejected_by_reason(body: str, reason: str) 
 
 
 def test_messages_stay_within_sqs_limits_with_the_longest_widest_ids() -> None:
-    # Four-byte characters and characters JSON escapes (six bytes each) at the longest length.
+    # Four-byte characters and characters JSON escapes at the longest length (the six-byte
+    # escapes, control characters, are refused in ids; a quote or backslash takes two).
     wide = "\U0001f600" * MAX_ID_LENGTH
-    escaped = "\x01" * MAX_ID_LENGTH
+    escaped = '"\\' * (MAX_ID_LENGTH // 2)
     jobs = [NewJob(wide, f"{escaped}{i}"[-MAX_ID_LENGTH:], NOW) for i in range(600)]
 
     bodies = hint_messages("exports", "file", "req-1", jobs)
@@ -169,4 +170,4 @@ def test_small_hints_are_cut_at_the_count_limit() -> None:
 
 def test_a_nul_character_in_an_id_is_refused_with_the_input() -> None:
     error = _rejected(b'{"tenant_id":"t\\u0000","object_id":"o1"}')
-    assert error.problems == ("tenant_id: string_pattern_mismatch",)
+    assert error.problems == ("tenant_id: id_control_character",)

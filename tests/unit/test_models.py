@@ -1,18 +1,27 @@
 """Job states, outcome classes, operation keys and the wire message."""
 
+import unicodedata
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
 from sweeper.errors import IllegalTransitionError
 from sweeper.models import (
+    MAX_ID_LENGTH,
+    REFUSED_ID_CATEGORIES,
     TRANSITIONS,
     JobMessage,
     JobStatus,
+    ObligationId,
     OutcomeClass,
     check_transition,
+    id_problem,
     operation_key,
 )
+
+_ID: TypeAdapter[str] = TypeAdapter(ObligationId)
 
 
 def test_settled_states_never_move_except_an_operator_retry() -> None:
@@ -63,3 +72,55 @@ def test_a_message_of_an_unknown_schema_version_does_not_parse() -> None:
     assert JobMessage.model_validate_json(body).key == "k"
     with pytest.raises(ValueError, match="v"):
         JobMessage.model_validate_json(body.replace('"v":1', '"v":2'))
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ("", "id_missing"),
+        ("x" * (MAX_ID_LENGTH + 1), "id_too_long"),
+        (".", "id_dot_segment"),
+        ("..", "id_dot_segment"),
+        (" x", "id_edge_whitespace"),
+        ("x ", "id_edge_whitespace"),
+        ("x\n", "id_edge_whitespace"),
+        ("\u3000x", "id_edge_whitespace"),  # ideographic space
+        ("x\x00y", "id_control_character"),
+        ("x\x1by", "id_control_character"),  # escape: a terminal's colours in a log
+        ("x\u200by", "id_control_character"),  # zero-width space (Cf)
+        ("x\u202ey", "id_control_character"),  # right-to-left override (Cf)
+        ("x\u2028y", "id_control_character"),  # line separator (Zl)
+        ("x\ud800y", "id_control_character"),  # a lone surrogate: not UTF-8
+    ],
+)
+def test_an_id_that_is_a_dot_segment_untrimmed_or_has_a_control_character_is_refused(
+    value: str, code: str
+) -> None:
+    assert id_problem(value) == code
+    with pytest.raises(ValidationError) as caught:
+        _ID.validate_python(value)
+    # pydantic's own checks come first for length and for a lone surrogate (string_unicode)
+    assert caught.value.errors()[0]["type"] in (
+        code,
+        "string_too_short",
+        "string_too_long",
+        "string_unicode",
+    )
+
+
+@pytest.mark.parametrize("value", ["t1", "...", ".x", "a/b", "a b", "ünïcode", "x:y", "%2E%2E"])
+def test_ordinary_ids_are_taken_exactly_as_given(value: str) -> None:
+    assert id_problem(value) is None
+    assert _ID.validate_python(value) == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(codec=None), max_size=MAX_ID_LENGTH + 2))
+def test_an_id_is_accepted_exactly_when_the_rule_allows_it(value: str) -> None:
+    allowed = (
+        0 < len(value) <= MAX_ID_LENGTH
+        and value not in (".", "..")
+        and value == value.strip()
+        and all(unicodedata.category(c) not in REFUSED_ID_CATEGORIES for c in value)
+    )
+    assert (id_problem(value) is None) is allowed

@@ -4,17 +4,65 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Annotated, Final, Literal, Protocol
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from sweeper.errors import IllegalTransitionError
 
 #: Longest tenant or object id accepted: the operation key must fit an idempotency record key.
 MAX_ID_LENGTH = 256
+
+#: Unicode categories no id may hold: controls (Cc, NUL included, which PostgreSQL text cannot
+#: store), invisible format characters (Cf: bidi overrides, zero-width ones), lone surrogates
+#: (Cs: not UTF-8) and the line and paragraph separators (Zl, Zp).
+REFUSED_ID_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+#: Why an id is refused: error code -> reason. Neither ever quotes the id (it may be customer data).
+ID_PROBLEMS: Final = {
+    "id_missing": "missing",
+    "id_too_long": f"longer than {MAX_ID_LENGTH} characters",
+    "id_dot_segment": "a dot segment, . or ..",
+    "id_edge_whitespace": "leading or trailing whitespace",
+    "id_control_character": "a control, invisible or line-separator character",
+}
+
+
+def id_problem(value: str) -> str | None:
+    """The code (a key of ID_PROBLEMS) of why `value` cannot be a tenant or object id, or None.
+
+    The one rule every door applies: an id is taken exactly as given, never trimmed, and is
+    never `.` or `..`, which URL clients and servers read as "this" or "the parent" path segment.
+    """
+    if not value:
+        return "id_missing"
+    if len(value) > MAX_ID_LENGTH:
+        return "id_too_long"
+    if _UNRESERVED.fullmatch(value):  # the common id: no whitespace, no control character
+        return "id_dot_segment" if value in (".", "..") else None
+    if value != value.strip():
+        return "id_edge_whitespace"
+    if any(unicodedata.category(char) in REFUSED_ID_CATEGORIES for char in value):
+        return "id_control_character"
+    return None
+
+
+def _checked_id(value: str) -> str:
+    code = id_problem(value)
+    if code is not None:
+        raise PydanticCustomError(code, ID_PROBLEMS[code])
+    return value
+
+
+#: A tenant or object id as every door takes it (see `id_problem`).
+ObligationId = Annotated[
+    str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(_checked_id)
+]
 
 
 class JobStatus(enum.StrEnum):

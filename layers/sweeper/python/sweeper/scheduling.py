@@ -12,26 +12,33 @@ from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError, field_validator
 
 from sweeper.config import Policy
 from sweeper.errors import InputError
 from sweeper.ledger.store import Ledger, ScheduleResult
-from sweeper.models import MAX_ID_LENGTH, NewJob
+from sweeper.models import ID_PROBLEMS, NewJob, ObligationId
 
 InputFormat = Literal["csv", "jsonl"]
-#: PostgreSQL text cannot hold a NUL character: refuse it with the input, not at the upsert.
-NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
 class JobInput(BaseModel):
-    """One obligation as a user writes it; due_at defaults to now and must carry a time zone."""
+    """One obligation as a user writes it; due_at defaults to now and must carry a time zone.
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    Ids are taken exactly as written (ObligationId refuses, never trims, whitespace at an edge).
+    """
 
-    tenant_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
-    object_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: ObligationId
+    object_id: ObligationId
     due_at: AwareDatetime | None = None
+
+    @field_validator("due_at", mode="before")
+    @classmethod
+    def _strip_due_at(cls, value: object) -> object:
+        # A time padded with spaces (`t1, o1, 2026-...` in a CSV) still means that time.
+        return value.strip() if isinstance(value, str) else value
 
 
 def scope_for(policy: Policy, job: NewJob) -> str:
@@ -105,7 +112,8 @@ def _job(line: int, raw: dict[str, object], now: datetime) -> NewJob:
         problems = sorted(
             "an unknown field"
             if e["type"] == "extra_forbidden"
-            else ".".join(str(p) for p in e["loc"]) or "the line"
+            else (".".join(str(p) for p in e["loc"]) or "the line")
+            + (f" ({ID_PROBLEMS[e['type']]})" if e["type"] in ID_PROBLEMS else "")
             for e in exc.errors()
         )
         raise InputError(line, f"invalid {', '.join(problems)}") from exc
@@ -158,7 +166,7 @@ def _json_lines(text: str) -> Iterator[tuple[int, dict[str, object]]]:
             continue
         try:
             value = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError: also an int of >4300 digits
             raise InputError(number, "not a JSON object") from exc
         if not isinstance(value, dict):
             raise InputError(number, "not a JSON object")

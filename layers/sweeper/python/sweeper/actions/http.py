@@ -31,6 +31,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
+from urllib3.util import parse_url
 
 from sweeper import __version__
 from sweeper.actions.token import FixedToken, TokenSource
@@ -165,6 +166,17 @@ def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout
         return False
 
 
+def path_segment(value: str) -> str:
+    """`value` percent-encoded as one path segment that cannot be read as another path.
+
+    `quote` leaves `.` as it is, and a segment of only dots is a dot segment that urllib3 (and
+    many servers) resolve away: `..` would climb to the parent. Such a segment has its dots
+    encoded too (`%2E%2E`), which every layer keeps as one literal segment.
+    """
+    encoded = quote(value, safe="")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
+
+
 class HttpAction:
     """Carry out a job with one HTTP call; see `sweeper.actions.Action`."""
 
@@ -188,6 +200,7 @@ class HttpAction:
         self._token = token
         self._lock = threading.Lock()
         self._pool: urllib3.PoolManager | None = None
+        self._template_slashes = (parse_url(self._fill("t", "o", "k")).path or "").count("/")
 
     def __repr__(self) -> str:
         auth = "bearer" if self._token is not None else "none"
@@ -195,13 +208,28 @@ class HttpAction:
 
     def url_for(self, job: ActionCall) -> str:
         """The job's URL: the template with its ids percent-encoded as single path segments."""
+        return self._fill(job.tenant_id, job.object_id, job.key)
+
+    def _fill(self, tenant_id: str, object_id: str, key: str) -> str:
         values = {
             "api_url": self._config.api_url.rstrip("/"),
-            "tenant_id": quote(job.tenant_id, safe=""),
-            "object_id": quote(job.object_id, safe=""),
-            "operation_key": quote(job.key, safe=""),
+            "tenant_id": path_segment(tenant_id),
+            "object_id": path_segment(object_id),
+            "operation_key": path_segment(key),
         }
         return _TEMPLATE_FIELD_RE.sub(lambda m: values[m.group(1)], self._config.url_template)
+
+    def _checked_url(self, job: ActionCall) -> str | None:
+        """The URL to send, or None when its path, as urllib3 will send it, has not the
+        template's segment count (an id that would climb or split a path is never sent)."""
+        try:
+            url = self.url_for(job)
+            sent = parse_url(url).path or ""
+        except (UnicodeEncodeError, LocationValueError):  # a lone surrogate; an unparsable URL
+            return None
+        if sent.count("/") != self._template_slashes:
+            return None
+        return url
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Send the call once and classify what came back; never raises for a status.
@@ -250,10 +278,13 @@ class HttpAction:
             read=self._config.read_timeout_seconds,
             total=timeout_seconds,
         )
+        url = self._checked_url(job)
+        if url is None:
+            return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_url")
         try:
             response = self._pool_manager().urlopen(
                 self._config.method,
-                self.url_for(job),
+                url,
                 headers=headers,
                 timeout=timeout,
                 retries=False,

@@ -1,7 +1,8 @@
 """What a discovery source yields, and the check every source row passes before the ledger.
 
-A row is trusted for nothing: ids must be present and short enough for an operation key, the
-due time must name its zone. A bad row is reported by its position in the pass and a reason,
+A row is trusted for nothing: ids must pass the id rule every door applies (`id_problem`: present,
+short enough for an operation key, untrimmed, never `.` or `..`, no control character), the due
+time must name its zone. A bad row is reported by its position in the pass and a reason,
 never by its values (they may be customer data), and never stops the run.
 """
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sweeper.models import MAX_ID_LENGTH, NewJob
+from sweeper.models import ID_PROBLEMS, NewJob, id_problem
 
 #: A source's resume point, as JSON (stored in the ledger between runs). None: a pass's start.
 Cursor = dict[str, Any]
@@ -93,12 +94,9 @@ class Problem:
 def _id(value: object) -> str | Problem:
     if value is None:
         return Problem("missing")
-    text = str(value).strip()
-    if not text:
-        return Problem("missing")
-    if len(text) > MAX_ID_LENGTH:
-        return Problem(f"longer than {MAX_ID_LENGTH} characters")
-    return text
+    text = str(value)
+    code = id_problem(text)
+    return text if code is None else Problem(ID_PROBLEMS[code])
 
 
 def _due(value: object) -> datetime | Problem:

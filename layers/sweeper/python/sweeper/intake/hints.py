@@ -17,8 +17,8 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from sweeper.errors import HintRejectedError
-from sweeper.models import MAX_ID_LENGTH, NewJob
-from sweeper.scheduling import NO_NUL_PATTERN, JobInput
+from sweeper.models import NewJob, ObligationId
+from sweeper.scheduling import JobInput
 
 #: The `kind` of every message sweeper itself puts on an intake queue.
 HINT_MESSAGE_KIND: Final = "sweeper.hints"
@@ -38,8 +38,8 @@ class QueuedHint(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tenant_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
-    object_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL_PATTERN)
+    tenant_id: ObligationId
+    object_id: ObligationId
     due_at: AwareDatetime
 
 
@@ -67,6 +67,11 @@ class _DetailHints(BaseModel):
 
 
 _MANY: TypeAdapter[list[JobInput]] = TypeAdapter(list[JobInput])
+
+#: What reading a body as JSON can raise besides a verdict on its shape: ValueError covers bad
+#: UTF-8, bad JSON and an integer of more digits than Python converts (sys.int_info's limit);
+#: RecursionError a nesting too deep. Each refuses the body; none may escape as a crash.
+_UNREADABLE: Final = (ValueError, RecursionError)
 
 
 def problems_of(exc: ValidationError) -> tuple[str, ...]:
@@ -98,7 +103,7 @@ def parse_webhook_body(body: bytes, received_at: datetime, max_hints: int) -> li
     """
     try:
         raw: Any = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except _UNREADABLE as exc:
         raise HintRejectedError("invalid_body", ("(body): not UTF-8 JSON",)) from exc
     if isinstance(raw, list):
         if not raw:
@@ -122,7 +127,7 @@ def parse_queue_body(body: str, policy: str) -> tuple[HintSource, list[NewJob]]:
     """
     try:
         raw: Any = json.loads(body)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except _UNREADABLE as exc:
         raise HintRejectedError("not_json") from exc
     if not isinstance(raw, dict):
         raise HintRejectedError("not_an_object")
@@ -133,7 +138,10 @@ def parse_queue_body(body: str, policy: str) -> tuple[HintSource, list[NewJob]]:
             raise HintRejectedError("invalid_message", problems_of(exc)) from exc
         if message.policy != policy:
             raise HintRejectedError("wrong_policy")
-        return message.source, message.jobs()
+        try:
+            return message.source, message.jobs()
+        except OverflowError as exc:  # a due time at the calendar's edge, not one in UTC
+            raise HintRejectedError("invalid_message", ("hints: due_at out_of_range",)) from exc
     if "detail-type" in raw:
         try:
             event = EventBridgeModel.model_validate(raw)
