@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from psycopg.rows import TupleRow
+
 from sweeper.ledger import queries
 from sweeper.ledger.executor import Executor, _moves
-from sweeper.ledger.rows import RedriveView
 from sweeper.models import JobStatus, LedgerTarget, OutcomeClass
 
 #: An attempt count no job reaches: every counted attempt is a retry when no limit is given.
@@ -26,19 +27,7 @@ class ConsumerLedger(Executor):
         if not keys:
             return {}
         rows = self._execute(queries.TARGETS_BY_KEYS, {"keys": list(keys)})
-        return {
-            str(key): LedgerTarget(
-                operation_key=str(key),
-                status=JobStatus(status),
-                policy=str(policy),
-                policy_version=int(version),
-                tenant_id=str(tenant),
-                object_id=str(obj),
-                scope=str(scope),
-                retry_round=int(retry_round),
-            )
-            for key, status, policy, version, tenant, obj, scope, retry_round in rows
-        }
+        return {target.operation_key: target for target in map(_target, rows)}
 
     def mark_succeeded(self, key: str, outcome: OutcomeClass, now: datetime) -> bool:
         """Settle a job as succeeded; False when it was already settled."""
@@ -102,21 +91,25 @@ class ConsumerLedger(Executor):
         )
         return int(rows[0][0]) if rows else None
 
-    def jobs_for_redrive(self, keys: Sequence[str]) -> dict[str, RedriveView]:
+    def jobs_for_redrive(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
         """What redrive decides on, per operation key; unknown keys are absent."""
         if not keys:
             return {}
         rows = self._execute(queries.JOBS_FOR_REDRIVE, {"keys": list(keys)})
-        return {
-            str(key): RedriveView(
-                str(key),
-                str(policy),
-                int(version),
-                str(tenant),
-                str(obj),
-                str(scope),
-                JobStatus(status),
-                None if outcome is None else OutcomeClass(outcome),
-            )
-            for key, policy, version, tenant, obj, scope, status, outcome in rows
-        }
+        return {target.operation_key: target for target in map(_target, rows)}
+
+
+def _target(row: TupleRow) -> LedgerTarget:
+    """One row of queries.TARGET_COLUMNS, as the consumer and redrive read it."""
+    key, status, policy, version, tenant, obj, scope, retry_round, outcome = row
+    return LedgerTarget(
+        operation_key=str(key),
+        status=JobStatus(status),
+        policy=str(policy),
+        policy_version=int(version),
+        tenant_id=str(tenant),
+        object_id=str(obj),
+        scope=str(scope),
+        retry_round=int(retry_round),
+        last_outcome=None if outcome is None else OutcomeClass(outcome),
+    )

@@ -74,20 +74,6 @@ class PolicyState:
 
 
 @dataclass(frozen=True, slots=True)
-class RedriveView:
-    """The ledger's side of one dead letter."""
-
-    operation_key: str
-    policy: str
-    policy_version: int
-    tenant_id: str
-    object_id: str
-    scope: str
-    status: JobStatus
-    last_outcome: OutcomeClass | None
-
-
-@dataclass(frozen=True, slots=True)
 class InspectRow:
     """A job that needs a human: ids, classes, codes and times, never customer data."""
 
