@@ -22,7 +22,7 @@ from sweeper.ledger.store import (
     connect_failure,
 )
 from sweeper.local.postgres import free_port
-from sweeper.models import JobStatus, NewJob, OutcomeClass
+from sweeper.models import JobStatus, LedgerTarget, NewJob, OutcomeClass
 
 pytestmark = pytest.mark.integration
 
@@ -518,6 +518,41 @@ def test_redrive_reads_each_job_under_its_own_key(ledger: Ledger) -> None:
     views = ledger.jobs_for_redrive([*keys, "exports:nobody:o:v1"])
     assert sorted(views) == keys
     assert [views[key].operation_key for key in keys] == keys
+
+
+def test_the_consumer_and_redrive_read_one_row_and_only_the_consumer_counts_it(
+    ledger: Ledger,
+) -> None:
+    # Given a job of batch b-1 that went back for a retry after a throttled attempt
+    add(ledger, 1)
+    ledger.start_run("exports", T0, "b-1", T0)
+    (key,) = claim_all(ledger, owner="b-1")
+    ledger.record_unsettled(
+        key, T0, next_attempt_at=T0, lease_until=T0 + LEASE, outcome=OutcomeClass.THROTTLED
+    )
+    # When redrive reads it, then the consumer does
+    view = ledger.jobs_for_redrive([key])[key]
+    audit_after_redrive = ledger.batch_audit("exports", T0 - timedelta(hours=1), 10)[0]
+    target = ledger.targets([key])[key]
+    audit_after_consumer = ledger.batch_audit("exports", T0 - timedelta(hours=1), 10)[0]
+    # Then both read the same row, every field of it ...
+    assert (
+        view
+        == target
+        == LedgerTarget(
+            operation_key=key,
+            status=JobStatus.LEASED,
+            policy="exports",
+            policy_version=1,
+            tenant_id="t0",
+            object_id="o00000",
+            scope="exports",
+            retry_round=0,
+            last_outcome=OutcomeClass.THROTTLED,
+        )
+    )
+    # ... and only the consumer's read counts a delivery of its batch
+    assert (audit_after_redrive.consumed, audit_after_consumer.consumed) == (0, 1)
 
 
 def test_inspect_lists_an_expired_lease_deferred_without_an_outcome(ledger: Ledger) -> None:

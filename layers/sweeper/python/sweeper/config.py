@@ -616,9 +616,7 @@ class Policy(_Strict):
         Every scope has the quota's rate, so more of one scope's work would wait in the queue
         while its leases run out; the claim leaves it due for a later one (sweeper.ledger).
         """
-        return max(
-            1, math.floor(self.quota.rate_per_second * self.lease_seconds * LEASE_DRAIN_FRACTION)
-        )
+        return self.max_in_flight
 
     @property
     def max_in_flight(self) -> int:

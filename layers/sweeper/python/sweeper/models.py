@@ -7,7 +7,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Final, Literal, Protocol
+from typing import Annotated, Final, Literal
 from urllib.parse import quote
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -197,21 +197,6 @@ class ClaimedJob:
     resent: bool = False
 
 
-class Target(Protocol):
-    """What a ledger row says an obligation's effect is: the fields a message must agree with."""
-
-    @property
-    def policy(self) -> str: ...
-    @property
-    def policy_version(self) -> int: ...
-    @property
-    def tenant_id(self) -> str: ...
-    @property
-    def object_id(self) -> str: ...
-    @property
-    def scope(self) -> str: ...
-
-
 MESSAGE_SCHEMA_VERSION: Literal[1] = 1
 
 
@@ -247,7 +232,7 @@ class JobMessage(BaseModel):
     def to_body(self) -> str:
         return self.model_dump_json()
 
-    def disagreements(self, target: Target) -> list[str]:
+    def disagreements(self, target: LedgerTarget) -> list[str]:
         """The names of the fields in which this body and the ledger row for its key differ."""
         return [
             name
@@ -264,7 +249,8 @@ class JobMessage(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class LedgerTarget:
-    """The ledger's side of a delivered message: what may be done for its key, and nothing else."""
+    """The ledger's side of a job named by key: for a delivered message, what may be done for
+    its key and nothing else (the consumer); for a dead letter, what redrive decides on."""
 
     operation_key: str
     status: JobStatus
@@ -274,6 +260,7 @@ class LedgerTarget:
     object_id: str
     scope: str
     retry_round: int
+    last_outcome: OutcomeClass | None
 
     @property
     def idempotency_key(self) -> str:

@@ -33,9 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sweeper.dead_letters import SQS_MAX_BATCH, DeadLetter, DeadLetterQueue
 from sweeper.errors import RedriveIncompleteError
 from sweeper.events import ScheduleEvent
-from sweeper.ledger.store import Ledger, RedriveView
+from sweeper.ledger.store import Ledger
 from sweeper.limiter import ScopeState
-from sweeper.models import JobMessage, JobStatus, OutcomeClass
+from sweeper.models import JobMessage, JobStatus, LedgerTarget, OutcomeClass
 from sweeper.observability import Metric
 
 logger = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def _work(run: _Run, progress: Callable[[RedriveReport], None] | None) -> str:
 
 
 def _decide(
-    run: _Run, letter: DeadLetter, message: JobMessage, view: RedriveView | None
+    run: _Run, letter: DeadLetter, message: JobMessage, view: LedgerTarget | None
 ) -> str | None:
     """Handle one dead letter; a stop reason when the run must end here."""
     report, request = run.report, run.request
@@ -287,7 +287,7 @@ def _decide(
     return None
 
 
-def _matches(request: RedriveRequest, policy: str, message: JobMessage, view: RedriveView) -> bool:
+def _matches(request: RedriveRequest, policy: str, message: JobMessage, view: LedgerTarget) -> bool:
     if view.policy != policy or message.policy != policy:
         return False
     if request.tenant_id is not None and view.tenant_id != request.tenant_id:

@@ -232,15 +232,24 @@ SELECT min(next_attempt_at) FROM sweeper_jobs
 WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
 """
 
+# The ledger's side of a job named by key, in the order `outcomes.ConsumerLedger` reads it into a
+# models.LedgerTarget: the one column list of the consumer's and redrive's reads.
+TARGET_COLUMNS: Final = """
+    operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round,
+    last_outcome"""
+
 # One query per consumer batch: the ledger's side of every job the batch names. What the consumer
 # calls, under which scope and idempotency round, comes from here, never from the message body.
 # The same statement counts the deliveries per carrying batch (consumed, and duplicates: those of
 # an already settled job), attributed by the ledger's batch id, never the body's. The run rows are
 # locked in batch-id order, so two consumers counting the same batches never deadlock.
-TARGETS_BY_KEYS: Final = """
+# Joined from constants only (no value is ever formatted into SQL: values are parameters).
+TARGETS_BY_KEYS: Final = (
+    """
 WITH found AS (
-    SELECT operation_key, status, policy, policy_version, tenant_id, object_id, scope,
-           retry_round, batch_id
+    SELECT"""  # noqa: S608
+    + TARGET_COLUMNS
+    + """, batch_id
     FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 ), deliveries AS (
     SELECT f.batch_id, count(*) AS consumed,
@@ -259,9 +268,12 @@ WITH found AS (
     FROM deliveries d JOIN locked l ON l.batch_id = d.batch_id
     WHERE r.batch_id = d.batch_id
 )
-SELECT operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round
+SELECT"""
+    + TARGET_COLUMNS
+    + """
 FROM found
 """
+)
 
 # The action settled the job (accepted or already absent). Counts the attempt, and in the same
 # statement its carrying batch's succeeded (or, when another delivery settled it first, its
@@ -523,11 +535,15 @@ WHERE policy = %(policy)s AND scheduled_at = %(scheduled_at)s AND stop_reason = 
 RETURNING batch_id
 """
 
-# What redrive needs to decide on a dead letter: one query per received batch.
-JOBS_FOR_REDRIVE: Final = """
-SELECT operation_key, policy, policy_version, tenant_id, object_id, scope, status, last_outcome
+# What redrive needs to decide on a dead letter: one query per received batch. The same rows
+# as the consumer's read (TARGET_COLUMNS), counting nothing.
+JOBS_FOR_REDRIVE: Final = (
+    "SELECT"
+    + TARGET_COLUMNS
+    + """
 FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 """
+)
 
 # Jobs needing a human: terminal ones, leases past expiry, and pending rows due long ago. Each
 # branch reads its own partial index; ids, classes, codes and times only.

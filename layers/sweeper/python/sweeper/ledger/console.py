@@ -1,0 +1,205 @@
+"""The operator's part of the ledger: reading jobs and runs, pausing, retrying, recording actions.
+
+Called by `sweeper.operator` (the console and its CLI), `sweeper.audit` (batch audit), and the
+pause switch that the producer and the release check read (`is_paused`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from sweeper.errors import LedgerError
+from sweeper.ledger import queries
+from sweeper.ledger.executor import Executor, _moves, _serialised
+from sweeper.ledger.rows import BatchAudit, InspectRow, PolicyState, RunRecord
+from sweeper.models import Job, JobStatus, OutcomeClass
+
+
+class OperatorLedger(Executor):
+    """The operator's side of `sweeper.ledger.store.Ledger`."""
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Job | None:
+        rows = self._execute(queries.SELECT_JOB, {"key": key})
+        if not rows:
+            return None
+        row = list(rows[0])
+        row[7] = JobStatus(row[7])
+        row[13] = None if row[13] is None else OutcomeClass(row[13])
+        return Job(*row)
+
+    def counts(self, policy: str) -> dict[JobStatus, int]:
+        rows = self._execute(queries.COUNT_BY_STATUS, {"policy": policy})
+        found = {JobStatus(status): int(count) for status, count in rows}
+        return {status: found.get(status, 0) for status in JobStatus}
+
+    def batch_audit(self, policy: str, since: datetime, limit: int) -> list[BatchAudit]:
+        """The policy's batches scheduled at or after `since`, newest first, with their outcome
+        counters and unsettled jobs (queries.BATCH_AUDIT)."""
+        rows = self._execute(
+            queries.BATCH_AUDIT, {"policy": policy, "since": since, "limit": limit}
+        )
+        return [BatchAudit(*row) for row in rows]
+
+    def runs(self, policy: str, limit: int = 10) -> list[RunRecord]:
+        rows = self._execute(queries.SELECT_RUNS, {"policy": policy, "limit": limit})
+        return [RunRecord(*row) for row in rows]
+
+    # -- the operator's console -----------------------------------------------------------------
+
+    def is_paused(self, policy: str) -> bool:
+        rows = self._execute(queries.SELECT_PAUSED, {"policy": policy})
+        return bool(rows and rows[0][0])
+
+    def policy_state(self, policy: str) -> PolicyState:
+        rows = self._execute(queries.SELECT_POLICY_STATE, {"policy": policy})
+        if not rows:
+            return PolicyState(policy, False, None, None, None, None)
+        return PolicyState(*rows[0])
+
+    @_serialised
+    def pause(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
+        """Pause a policy (idempotent); True when this call paused it. Recorded as an action."""
+        params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                paused_at = conn.execute(queries.SET_PAUSED, params).fetchall()[0][0]
+                changed = bool(paused_at == now)
+                conn.execute(
+                    queries.INSERT_ACTION,
+                    {**params, "action": "pause", "detail": Jsonb({"changed": changed})},
+                )
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+        return changed
+
+    @_serialised
+    def resume(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
+        """Resume a policy; True when it was paused. Recorded as an action."""
+        params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                changed = bool(conn.execute(queries.SET_RESUMED, params).fetchall())
+                conn.execute(
+                    queries.INSERT_ACTION,
+                    {**params, "action": "resume", "detail": Jsonb({"changed": changed})},
+                )
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+        return changed
+
+    def record_action(
+        self,
+        policy: str | None,
+        action: str,
+        actor: str,
+        now: datetime,
+        *,
+        reason: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        """Record an operator action (catch-up, prune, redrive); its id."""
+        rows = self._execute(
+            queries.INSERT_ACTION,
+            {
+                "policy": policy,
+                "action": action,
+                "actor": actor,
+                "reason": reason,
+                "detail": Jsonb(detail or {}),
+                "now": now,
+            },
+        )
+        return int(rows[0][0])
+
+    def retry_failed(
+        self,
+        policy: str,
+        actor: str,
+        now: datetime,
+        *,
+        keys: Sequence[str] | None = None,
+        outcomes: Sequence[OutcomeClass] | None = None,
+        tenant_id: str | None = None,
+        limit: int = 1000,
+        reason: str | None = None,
+    ) -> list[str]:
+        """Terminal jobs back to pending, fresh budget, due now; recorded (queries.RETRY_FAILED).
+
+        Returns the operation keys moved.
+        """
+        detail: dict[str, Any] = {
+            "keys": None if keys is None else len(keys),
+            "outcomes": None if outcomes is None else [o.value for o in outcomes],
+            "tenant_filter": tenant_id is not None,
+            "limit": limit,
+        }
+        rows = self._execute(
+            queries.RETRY_FAILED,
+            {
+                "policy": policy,
+                "actor": actor,
+                "reason": reason,
+                "detail": Jsonb(detail),
+                "now": now,
+                "keys": None if keys is None else list(keys),
+                "outcomes": None if outcomes is None else [o.value for o in outcomes],
+                "tenant_id": tenant_id,
+                "limit": limit,
+                "from": _moves(JobStatus.PENDING, JobStatus.FAILED),
+            },
+        )
+        return [str(key) for (key,) in rows]
+
+    def runs_between(
+        self, policy: str, since: datetime, until: datetime
+    ) -> dict[datetime, str | None]:
+        """Scheduled time -> stop reason of every run recorded in [since, until]."""
+        rows = self._execute(
+            queries.RUNS_BETWEEN, {"policy": policy, "since": since, "until": until}
+        )
+        return {at: reason for at, reason in rows}
+
+    def last_run_at_or_before(self, policy: str, at: datetime) -> datetime | None:
+        rows = self._execute(queries.LAST_RUN_AT_OR_BEFORE, {"policy": policy, "at": at})
+        found: datetime | None = rows[0][0]
+        return found
+
+    def reopen_skipped_run(
+        self, policy: str, scheduled_at: datetime, batch_id: str, now: datetime
+    ) -> bool:
+        """Re-arm a run skipped while paused under a new batch id (queries.REOPEN_SKIPPED_RUN)."""
+        rows = self._execute(
+            queries.REOPEN_SKIPPED_RUN,
+            {"policy": policy, "scheduled_at": scheduled_at, "batch_id": batch_id, "now": now},
+        )
+        return bool(rows)
+
+    def inspect(
+        self, policy: str, now: datetime, stuck_before: datetime, limit: int
+    ) -> list[InspectRow]:
+        """Terminal jobs, expired leases and long-overdue pending rows (queries.INSPECT_JOBS)."""
+        rows = self._execute(
+            queries.INSPECT_JOBS,
+            {"policy": policy, "now": now, "stuck_before": stuck_before, "limit": limit},
+        )
+        found = []
+        for row in rows:
+            values = list(row)
+            values[1] = JobStatus(values[1])
+            values[2] = None if values[2] is None else OutcomeClass(values[2])
+            found.append(InspectRow(*values))
+        return found
+
+    def active_scopes(self, policy: str, limit: int) -> dict[str, int]:
+        """Scopes holding pending or leased work, busiest first, with their counts."""
+        rows = self._execute(queries.ACTIVE_SCOPES, {"policy": policy, "limit": limit})
+        return {str(scope): int(count) for scope, count in rows}

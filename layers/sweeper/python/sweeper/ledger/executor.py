@@ -1,0 +1,146 @@
+"""The ledger's executor: its one connection and its one transaction discipline.
+
+Every part of the ledger (one module per caller, joined in `sweeper.ledger.store.Ledger`) runs
+its statements through here: one connection per `Ledger`, opened on first use and reopened if it
+broke, and one short transaction at a time under the ledger's lock. Time is passed in (`now`),
+never read here, so the boundaries of due times and leases can be tested exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Concatenate, LiteralString
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from sweeper.errors import LedgerError
+from sweeper.models import JobStatus, check_transition
+from sweeper.redaction import describe_target, redact
+
+#: Builds the connection string; called with refresh=True after a failed login.
+ConninfoProvider = Callable[[bool], str]
+
+
+def _serialised[S: Executor, **P, R](
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], R]:
+    """Run a method that uses the connection while holding the ledger's lock.
+
+    A psycopg connection runs one transaction at a time: two threads inside
+    `conn.transaction()` at once would nest one in the other and commit out of order. Every
+    method that opens a transaction carries this decorator (or goes through `_execute`).
+    """
+
+    @functools.wraps(method)
+    def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
+class Executor:
+    """The connection and the transaction discipline that every part of the ledger shares.
+
+    Shared by the threads of one consumer batch (`consumer.parallel_calls`), which take turns on
+    the connection: each statement is one short transaction, held under a lock, so ledger writes
+    are serialised, never interleaved (a write takes milliseconds, a vendor call far longer).
+    Separate processes and the local poller's workers each build their own.
+    """
+
+    def __init__(
+        self,
+        conninfo: str | ConninfoProvider,
+        *,
+        prepare_threshold: int | None = 5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        # prepare_threshold=None disables server-side prepared statements (needed behind RDS Proxy
+        # or PgBouncer in transaction mode).
+        self._conninfo = conninfo
+        self._prepare_threshold = prepare_threshold
+        self._sleep = sleep  # the backoff between schedule attempts
+        self._conn: psycopg.Connection[TupleRow] | None = None
+        self._lock = threading.RLock()
+
+    def _connection(self) -> psycopg.Connection[TupleRow]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            try:
+                try:
+                    self._conn = self._connect(refresh=False)
+                except psycopg.OperationalError:
+                    if isinstance(self._conninfo, str):
+                        raise
+                    # A rotated password: fetch the credentials again, past any cache, once.
+                    self._conn = self._connect(refresh=True)
+            except psycopg.Error as exc:
+                raise LedgerError(connect_failure(exc, self._target())) from exc
+        return self._conn
+
+    def _target(self) -> str:
+        """Where the ledger is, for an error message: host, port and database, no credentials."""
+        if not isinstance(self._conninfo, str):
+            return "the configured ledger"
+        return describe_target(self._conninfo)
+
+    def _connect(self, *, refresh: bool) -> psycopg.Connection[TupleRow]:
+        conninfo = self._conninfo if isinstance(self._conninfo, str) else self._conninfo(refresh)
+        return psycopg.connect(
+            conninfo,
+            autocommit=True,
+            prepare_threshold=self._prepare_threshold,
+            application_name="sweeper",
+        )
+
+    @_serialised
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[TupleRow]]:
+        """One transaction on the ledger's connection, for a store kept beside this one (the
+        discovery store); a database error leaves as a LedgerError with its SQLSTATE only."""
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                yield conn
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+
+    @_serialised
+    def _execute(self, query: LiteralString, params: dict[str, Any]) -> list[TupleRow]:
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                cur = conn.execute(query, params)
+                return cur.fetchall() if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+
+
+def connect_failure(exc: psycopg.Error, target: str) -> str:
+    """One line on a failed connection: where (no credentials), why, and what to check."""
+    if isinstance(exc, psycopg.ProgrammingError):
+        why = "the database URL is not a valid PostgreSQL URL or connection string"
+    else:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # libpq: 'connection failed: connection to server at "h", port 5432 failed: <why>'
+        why = redact(first.rsplit("failed: ", 1)[-1])
+    return (
+        f"cannot connect to the ledger at {target} ({why}); check the database URL and that "
+        "PostgreSQL is running there"
+    )
+
+
+def _moves(target: JobStatus, *sources: JobStatus) -> list[str]:
+    """The source states of a guarded UPDATE, each checked against the state machine."""
+    for source in sources:
+        check_transition(source, target)
+    return [s.value for s in sources]

@@ -1,0 +1,115 @@
+"""The consumer's part of the ledger: the rows its messages name, and settling them.
+
+Called by `sweeper.consumer` (and `sweeper.redrive`, which reads the same rows for its dead
+letters). What is called, under which scope, comes from these rows, never from a message body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from psycopg.rows import TupleRow
+
+from sweeper.ledger import queries
+from sweeper.ledger.executor import Executor, _moves
+from sweeper.models import JobStatus, LedgerTarget, OutcomeClass
+
+#: An attempt count no job reaches: every counted attempt is a retry when no limit is given.
+NO_ATTEMPT_LIMIT = 2**31 - 1
+
+
+class ConsumerLedger(Executor):
+    """The consumer's (and redrive's) side of `sweeper.ledger.store.Ledger`."""
+
+    def targets(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
+        """Each named job's ledger row (one query per consumer batch); unknown keys are absent."""
+        if not keys:
+            return {}
+        rows = self._execute(queries.TARGETS_BY_KEYS, {"keys": list(keys)})
+        return {target.operation_key: target for target in map(_target, rows)}
+
+    def mark_succeeded(self, key: str, outcome: OutcomeClass, now: datetime) -> bool:
+        """Settle a job as succeeded; False when it was already settled."""
+        rows = self._execute(
+            queries.MARK_SUCCEEDED,
+            {
+                "key": key,
+                "outcome": outcome.value,
+                "now": now,
+                "from": _moves(JobStatus.SUCCEEDED, JobStatus.LEASED, JobStatus.PENDING),
+            },
+        )
+        return bool(rows)
+
+    def mark_failed(
+        self, key: str, outcome: OutcomeClass, code: str, now: datetime, *, count_attempt: bool
+    ) -> bool:
+        """Make a job terminal; False when it was already settled."""
+        rows = self._execute(
+            queries.MARK_FAILED,
+            {
+                "key": key,
+                "outcome": outcome.value,
+                "code": code,
+                "now": now,
+                "attempts": 1 if count_attempt else 0,
+                "from": _moves(JobStatus.FAILED, JobStatus.LEASED, JobStatus.PENDING),
+            },
+        )
+        return bool(rows)
+
+    def record_unsettled(
+        self,
+        key: str,
+        now: datetime,
+        *,
+        next_attempt_at: datetime,
+        lease_until: datetime,
+        outcome: OutcomeClass | None = None,
+        code: str | None = None,
+        count_attempt: bool = False,
+        max_attempts: int | None = None,
+    ) -> int | None:
+        """Record a delivery that settled nothing (see queries.RECORD_UNSETTLED).
+
+        A counted attempt that leaves the job below `max_attempts` is counted as a retry of its
+        carrying batch. Returns the attempt count, or None when the job is already settled.
+        """
+        rows = self._execute(
+            queries.RECORD_UNSETTLED,
+            {
+                "key": key,
+                "now": now,
+                "next_attempt_at": next_attempt_at,
+                "lease_until": lease_until,
+                "outcome": None if outcome is None else outcome.value,
+                "code": code,
+                "attempts": 1 if count_attempt else 0,
+                "retry_below": NO_ATTEMPT_LIMIT if max_attempts is None else max_attempts,
+            },
+        )
+        return int(rows[0][0]) if rows else None
+
+    def jobs_for_redrive(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
+        """What redrive decides on, per operation key; unknown keys are absent."""
+        if not keys:
+            return {}
+        rows = self._execute(queries.JOBS_FOR_REDRIVE, {"keys": list(keys)})
+        return {target.operation_key: target for target in map(_target, rows)}
+
+
+def _target(row: TupleRow) -> LedgerTarget:
+    """One row of queries.TARGET_COLUMNS, as the consumer and redrive read it."""
+    key, status, policy, version, tenant, obj, scope, retry_round, outcome = row
+    return LedgerTarget(
+        operation_key=str(key),
+        status=JobStatus(status),
+        policy=str(policy),
+        policy_version=int(version),
+        tenant_id=str(tenant),
+        object_id=str(obj),
+        scope=str(scope),
+        retry_round=int(retry_round),
+        last_outcome=None if outcome is None else OutcomeClass(outcome),
+    )

@@ -1,0 +1,89 @@
+"""The ledger's row types: what its reads return, frozen, ids and times only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sweeper.models import JobStatus, OutcomeClass
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleResult:
+    inserted: int
+    moved_earlier: int
+    unchanged: int
+    #: Transactions run: 1, or more when a deadlock or serialization failure was retried.
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    batch_id: str
+    duplicate: bool  # another invocation already holds this (policy, scheduled time)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    batch_id: str
+    policy: str
+    scheduled_at: datetime
+    started_at: datetime
+    finished_at: datetime | None
+    invocations: int
+    reclaimed: int
+    discovered: int
+    published: int
+    publish_failures: int
+    oldest_eligible_age_seconds: float | None
+    stop_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAudit:
+    """One batch's run record, its outcome counters and its jobs still unsettled."""
+
+    batch_id: str
+    scheduled_at: datetime
+    started_at: datetime
+    finished_at: datetime | None
+    stop_reason: str | None
+    invocations: int
+    discovered: int
+    published: int
+    resent: int
+    publish_failures: int
+    oldest_released_age_seconds: float | None
+    consumed: int
+    succeeded: int
+    retried: int
+    terminal: int
+    duplicates: int
+    last_settled_at: datetime | None
+    in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    policy: str
+    paused: bool
+    paused_at: datetime | None
+    paused_by: str | None
+    reason: str | None
+    resumed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class InspectRow:
+    """A job that needs a human: ids, classes, codes and times, never customer data."""
+
+    operation_key: str
+    status: JobStatus
+    last_outcome: OutcomeClass | None
+    last_error_code: str | None
+    attempt_count: int
+    due_at: datetime
+    next_attempt_at: datetime
+    lease_expires_at: datetime | None
+    updated_at: datetime
+    completed_at: datetime | None
