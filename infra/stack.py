@@ -13,6 +13,7 @@ from constructs import Construct
 from infra.database import Database
 from infra.discovery import Discovery
 from infra.intake import Intake
+from infra.intake_sender import IntakeSender
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
@@ -58,6 +59,7 @@ class SweeperStack(Stack):
         )
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
+        intake_sender = IntakeSender(self, "IntakeSender")
 
         for policy in config.policies:
             pipeline = Pipeline(
@@ -88,6 +90,7 @@ class SweeperStack(Stack):
                 network=network,
                 database=database,
                 packaging=packaging,
+                sender=intake_sender,
             )
             observability.watch(pipeline, redrive)
             observability.watch_intake(intake)
@@ -150,6 +153,11 @@ class SweeperStack(Stack):
                     f"{prefix}WebhookSecretArn", intake.secret.secret_arn, "webhook signing secret"
                 )
 
+        self._output(
+            "IntakeSenderRoleArn",
+            intake_sender.role.role_arn,
+            "role that may send to the intake queues (`sweeper schedule --stack`)",
+        )
         self._output("IdempotencyTableName", tables.idempotency.table_name, "idempotency table")
         self._output("LimiterTableName", tables.limiter.table_name, "limiter table")
         self._output("DatabaseSecretArn", database.secret.secret_arn, "ledger admin credential")
