@@ -12,6 +12,7 @@ from constructs import Construct
 
 from infra.database import Database
 from infra.discovery import Discovery
+from infra.function import SweeperFunction
 from infra.intake import Intake
 from infra.intake_sender import IntakeSender
 from infra.migrations import Migrations
@@ -20,6 +21,7 @@ from infra.observability import Observability
 from infra.options import DeploymentOptions
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
+from infra.protection import DeletionProtection
 from infra.redrive import Redrive
 from infra.retention import Retention
 from infra.tables import Tables
@@ -178,6 +180,20 @@ class SweeperStack(Stack):
             "DashboardName", observability.dashboard.dashboard_name, "CloudWatch dashboard"
         )
         Tags.of(self).add("app", APP_TAG, exclude_resource_types=UNTAGGABLE_RESOURCE_TYPES)
+
+        # Functions come up once the ledger's schema exists (a first deploy fails, if it fails,
+        # with the cluster created and deletable), and nothing takes work before then.
+        for function in self.node.find_all():
+            if isinstance(function, SweeperFunction) and function is not migrations.function:
+                function.function.node.add_dependency(migrations.resource)
+        if database.cluster is not None:
+            protection = DeletionProtection(
+                self,
+                "DeletionProtection",
+                cluster=database.cluster,
+                enabled=options.deletion_protection,
+            )
+            protection.after(list(self.node.children))
 
     def _output(self, logical_id: str, value: str, description: str) -> None:
         """An output whose logical ID never changes: tools and tests read it by name."""
