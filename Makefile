@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration drills bench mutate install postgres layers synth lock clean
+.PHONY: demo test unit integration drills bench mutate install postgres layers synth deploy lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
@@ -66,9 +66,25 @@ mutate: install
 layers: $(STAMP)
 	$(BIN)/python layers/build.py
 
+# The stack to deploy, its policy file, and more CDK context (`CONTEXT="alarm_email=ops@example.com
+# rds_proxy=true"`); the AWS account and region are the shell's (AWS_PROFILE, AWS_REGION).
+STACK ?= Sweeper
+CONFIG ?= sweeper.toml
+CONTEXT ?=
+SWEEPER ?= $(BIN)/sweeper
+CDK ?= npx aws-cdk@2
+CDK_CONTEXT := -c stack_name=$(STACK) -c config=$(CONFIG) $(foreach c,$(CONTEXT),-c $(c))
+
 # The CloudFormation template, offline, into cdk.out/ (cdk-nag runs as a validation plugin).
 synth: layers
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(BIN)/python -m infra.app
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(BIN)/python -m infra.app $(CDK_CONTEXT)
+
+# The documented deploy: `sweeper doctor` first (a failed check stops here, nothing deployed),
+# then synth (cdk-nag) and `cdk deploy` of exactly what was synthesized.
+deploy: $(STAMP)
+	$(SWEEPER) doctor --stack $(STACK) --config $(CONFIG)
+	$(MAKE) synth STACK=$(STACK) CONFIG=$(CONFIG) CONTEXT="$(CONTEXT)"
+	$(CDK) deploy --app cdk.out $(STACK)
 
 lock:
 	$(BIN)/uv pip compile pyproject.toml --extra local --extra dev --extra infra --python-version 3.13 --universal -o requirements.lock

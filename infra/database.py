@@ -2,7 +2,8 @@
 
 New cluster: writer only, storage encrypted, TLS forced by the server (`rds.force_ssl`), the
 admin credential in a generated Secrets Manager secret (host, port, dbname, username, password)
-rotated every 30 days, deletion protection on, a snapshot when the stack is deleted.
+rotated every 30 days, a snapshot when the stack is deleted. Deletion protection is switched on
+by infra/protection.py as the deploy's last step, not on the cluster resource itself.
 
 Two credentials, least privilege: the admin (master) secret is read by the migrations function
 only. The producer, consumer and redrive connect as the application user, a member of the
@@ -54,6 +55,12 @@ IAM_AUTH_REASON = (
     "Functions authenticate with the Secrets Manager credential (rotated every 30 days, read "
     "through Powertools parameters with a cache); IAM auth tokens would add a token call per "
     "connection and are rate-limited per second on new connections."
+)
+
+DELETION_PROTECTION_REASON = (
+    "Deletion protection is on, but not set on the cluster resource: the DeletionProtection "
+    "custom resource (infra/protection.py) switches it on after every other resource exists, "
+    "so that a failed first create can still delete the cluster instead of ROLLBACK_FAILED."
 )
 
 
@@ -179,7 +186,9 @@ class Database(Construct):
             parameter_group=parameters,
             storage_encrypted=True,
             iam_authentication=False,
-            deletion_protection=options.deletion_protection,
+            # Never set here: infra/protection.py switches it on once everything else exists,
+            # so that a failed first create can still delete the cluster.
+            deletion_protection=None,
             removal_policy=RemovalPolicy.SNAPSHOT,
             backup=rds.BackupProps(retention=Duration.days(BACKUP_RETENTION_DAYS)),
             cloudwatch_logs_exports=["postgresql"],
@@ -197,6 +206,7 @@ class Database(Construct):
         )
         self.rotations.append(rotation)
         acknowledge(cluster, "AwsSolutions-RDS6", IAM_AUTH_REASON)
+        acknowledge(cluster, "AwsSolutions-RDS10", DELETION_PROTECTION_REASON)
         return cluster
 
     def _app_secret(self, network: Network, cluster: rds.DatabaseCluster) -> secretsmanager.ISecret:

@@ -70,7 +70,7 @@ class Discovery(Construct):
         if isinstance(config, SqlDiscovery):
             self._grant_sql(config)
         else:
-            self._grant_s3(config)
+            self._grant_s3(config, network)
         self.schedule = ScheduledInvocation(
             self,
             "Schedule",
@@ -95,7 +95,7 @@ class Discovery(Construct):
             ec2.Peer.any_ipv4(), ec2.Port.tcp(config.port), "system-of-record PostgreSQL"
         )
 
-    def _grant_s3(self, config: S3Discovery) -> None:
+    def _grant_s3(self, config: S3Discovery, network: Network) -> None:
         """ListBucket on the one bucket, for keys under the prefix only; HTTPS to S3."""
         bucket_arn = Stack.of(self).format_arn(
             service="s3", region="", account="", resource=config.bucket
@@ -104,8 +104,8 @@ class Discovery(Construct):
         if config.prefix:
             statement.add_condition("StringLike", {"s3:prefix": [f"{config.prefix}*"]})
         self.function.role.add_to_policy(statement)
-        # S3 has no endpoint in the VPC: its public addresses, through the NAT.
-        self.function.allow_https_to(ec2.Peer.any_ipv4(), "S3 ListObjectsV2")
+        # Through S3's gateway endpoint (its prefix list), not the NAT.
+        self.function.allow_https_to(network.s3_peer, "S3 ListObjectsV2 (gateway endpoint)")
 
 
 def discovery_timeout_seconds(budget_seconds: float) -> int:

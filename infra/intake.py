@@ -7,14 +7,21 @@ EventBridge rules ──────┼─> intake queue (+ DLQ) ─> intake fun
 The webhook function never reaches the database: it verifies, records the signature in its
 replay table and puts the hints on the intake queue; 202 means they are there. The intake
 function is the only writer, with a partial batch response (docs/decisions.md, "Intake").
+
+The queue admits `sqs:SendMessage` from these three only: the webhook's role, the intake sender
+role (infra/intake_sender.py, for `schedule --stack`) and EventBridge delivering for this
+policy's own rules. Everything else, in this account too, meets an explicit Deny.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -22,6 +29,7 @@ from constructs import Construct
 
 from infra.database import Database
 from infra.function import SweeperFunction
+from infra.intake_sender import IntakeSender
 from infra.ledger_function import LedgerFunction
 from infra.nag import acknowledge
 from infra.network import Network
@@ -66,6 +74,7 @@ class Intake(Construct):
         network: Network,
         database: Database,
         packaging: Packaging,
+        sender: IntakeSender,
     ) -> None:
         super().__init__(scope, construct_id)
         self.policy = policy
@@ -121,6 +130,55 @@ class Intake(Construct):
         self.replay_table: dynamodb.Table | None = None
         if config.webhook:
             self._webhook(policy, network, packaging, policy_json)
+
+        sender.grant_intake(self.queue, self.dead_letter_queue)
+        senders = [sender.role] + ([self.webhook.role] if self.webhook is not None else [])
+        self._admit_only(senders)
+
+    def _admit_only(self, senders: Sequence[iam.IRole]) -> None:
+        """Deny SendMessage to every principal but `senders`, and to every AWS service but
+        EventBridge delivering for this policy's rules.
+
+        Two statements, because a service principal has no role ARN to list: the first refuses
+        any non-service principal whose ARN (a role's, also for its sessions) is not a sender;
+        the second refuses any service request whose source is not one of the rules (no rules:
+        every service request). A rule in another account or of another policy has another ARN.
+        """
+        queue_arn = self.queue.queue_arn
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="SendersAllowed",
+                principals=[iam.ArnPrincipal(role.role_arn) for role in senders],
+                actions=["sqs:SendMessage"],
+                resources=[queue_arn],
+            )
+        )
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheSendersMaySend",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sqs:SendMessage"],
+                resources=[queue_arn],
+                conditions={
+                    "ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in senders]},
+                    "Bool": {"aws:PrincipalIsAWSService": "false"},
+                },
+            )
+        )
+        services: dict[str, dict[str, object]] = {"Bool": {"aws:PrincipalIsAWSService": "true"}}
+        if self.rules:
+            services["ArnNotEquals"] = {"aws:SourceArn": [rule.rule_arn for rule in self.rules]}
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyThePolicysRulesMayDeliver",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sqs:SendMessage"],
+                resources=[queue_arn],
+                conditions=services,
+            )
+        )
 
     def _webhook(
         self, policy: Policy, network: Network, packaging: Packaging, policy_json: str

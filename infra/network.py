@@ -1,8 +1,9 @@
 """Network: a new VPC with private subnets behind a NAT gateway, or an imported one.
 
 Consumers call an internet API, so functions live in private subnets with a route through NAT.
-AWS APIs the functions use stay off the internet path: a gateway endpoint for DynamoDB (free)
-and interface endpoints for SQS and Secrets Manager. The database sits in isolated subnets.
+AWS APIs the functions use stay off the internet path: gateway endpoints for DynamoDB and S3
+(free; S3 for discovery's listings) and interface endpoints for SQS and Secrets Manager. The
+database sits in isolated subnets.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Network(Construct):
         self._imported = options.imports_vpc
         self.secrets_manager_endpoint: ec2.IInterfaceVpcEndpoint | None = None
         self._dynamodb_prefix_list: ec2.IPeer | None = None
+        self._s3_prefix_list: ec2.IPeer | None = None
         if options.imports_vpc:
             # The options model guarantees all four together.
             assert options.vpc_id is not None
@@ -120,13 +122,20 @@ class Network(Construct):
             service=ec2.GatewayVpcEndpointAwsService.DYNAMODB,
             subnets=[self.function_subnets],
         )
+        # Discovery lists S3 buckets: through this endpoint rather than the NAT (no data
+        # processing charge, and the listing never leaves AWS's network).
+        s3 = vpc.add_gateway_endpoint(
+            "S3Endpoint",
+            service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[self.function_subnets],
+        )
         sqs = self._interface_endpoint(vpc, "SqsEndpoint", ec2.InterfaceVpcEndpointAwsService.SQS)
         secrets = self._interface_endpoint(
             vpc, "SecretsManagerEndpoint", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
         )
         self.secrets_manager_endpoint = secrets
         self._dynamodb_prefix_list = self._managed_prefix_list("DynamoDbPrefixList", "dynamodb")
-        self.endpoints.add(dynamodb, sqs, secrets)
+        self.endpoints.add(dynamodb, s3, sqs, secrets)
 
     def _managed_prefix_list(self, construct_id: str, service: str) -> ec2.IPeer:
         """The AWS-managed prefix list of a gateway endpoint service, looked up at deploy time.
@@ -202,3 +211,16 @@ class Network(Construct):
         if self._dynamodb_prefix_list is None:
             return ec2.Peer.any_ipv4()
         return self._dynamodb_prefix_list
+
+    @property
+    def s3_peer(self) -> ec2.IPeer:
+        """Where functions reach S3 over HTTPS: as `dynamodb_peer`, through S3's gateway endpoint.
+
+        The prefix list is looked up on first use only, so a stack without S3 discovery carries
+        no lookup for it.
+        """
+        if self._imported:
+            return ec2.Peer.any_ipv4()
+        if self._s3_prefix_list is None:
+            self._s3_prefix_list = self._managed_prefix_list("S3PrefixList", "s3")
+        return self._s3_prefix_list

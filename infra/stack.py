@@ -12,13 +12,16 @@ from constructs import Construct
 
 from infra.database import Database
 from infra.discovery import Discovery
+from infra.function import SweeperFunction
 from infra.intake import Intake
+from infra.intake_sender import IntakeSender
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
 from infra.options import DeploymentOptions
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
+from infra.protection import DeletionProtection
 from infra.redrive import Redrive
 from infra.retention import Retention
 from infra.tables import Tables
@@ -58,6 +61,7 @@ class SweeperStack(Stack):
         )
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
+        intake_sender = IntakeSender(self, "IntakeSender")
 
         for policy in config.policies:
             pipeline = Pipeline(
@@ -88,6 +92,7 @@ class SweeperStack(Stack):
                 network=network,
                 database=database,
                 packaging=packaging,
+                sender=intake_sender,
             )
             observability.watch(pipeline, redrive)
             observability.watch_intake(intake)
@@ -150,6 +155,11 @@ class SweeperStack(Stack):
                     f"{prefix}WebhookSecretArn", intake.secret.secret_arn, "webhook signing secret"
                 )
 
+        self._output(
+            "IntakeSenderRoleArn",
+            intake_sender.role.role_arn,
+            "role that may send to the intake queues (`sweeper schedule --stack`)",
+        )
         self._output("IdempotencyTableName", tables.idempotency.table_name, "idempotency table")
         self._output("LimiterTableName", tables.limiter.table_name, "limiter table")
         self._output("DatabaseSecretArn", database.secret.secret_arn, "ledger admin credential")
@@ -170,6 +180,20 @@ class SweeperStack(Stack):
             "DashboardName", observability.dashboard.dashboard_name, "CloudWatch dashboard"
         )
         Tags.of(self).add("app", APP_TAG, exclude_resource_types=UNTAGGABLE_RESOURCE_TYPES)
+
+        # Functions come up once the ledger's schema exists (a first deploy fails, if it fails,
+        # with the cluster created and deletable), and nothing takes work before then.
+        for function in self.node.find_all():
+            if isinstance(function, SweeperFunction) and function is not migrations.function:
+                function.function.node.add_dependency(migrations.resource)
+        if database.cluster is not None:
+            protection = DeletionProtection(
+                self,
+                "DeletionProtection",
+                cluster=database.cluster,
+                enabled=options.deletion_protection,
+            )
+            protection.after(list(self.node.children))
 
     def _output(self, logical_id: str, value: str, description: str) -> None:
         """An output whose logical ID never changes: tools and tests read it by name."""

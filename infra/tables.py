@@ -34,12 +34,31 @@ class Tables(Construct):
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
+        # Retained: a record lost while its job is still in flight lets a redelivered message
+        # call the vendor a second time (a second effect). A replaced or deleted stack leaves
+        # the table behind; the records expire by TTL.
         self.idempotency = self._table(
-            "Idempotency", IDEMPOTENCY_PARTITION_KEY, IDEMPOTENCY_TTL_ATTRIBUTE
+            "Idempotency",
+            IDEMPOTENCY_PARTITION_KEY,
+            IDEMPOTENCY_TTL_ATTRIBUTE,
+            removal_policy=RemovalPolicy.RETAIN,
         )
-        self.limiter = self._table("Limiter", LIMITER_PARTITION_KEY, LIMITER_TTL_ATTRIBUTE)
+        # Transient state only: a redeploy after a destroy starts with fresh buckets.
+        self.limiter = self._table(
+            "Limiter",
+            LIMITER_PARTITION_KEY,
+            LIMITER_TTL_ATTRIBUTE,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
 
-    def _table(self, construct_id: str, partition_key: str, ttl_attribute: str) -> dynamodb.Table:
+    def _table(
+        self,
+        construct_id: str,
+        partition_key: str,
+        ttl_attribute: str,
+        *,
+        removal_policy: RemovalPolicy,
+    ) -> dynamodb.Table:
         return dynamodb.Table(
             self,
             construct_id,
@@ -52,9 +71,7 @@ class Tables(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            # Transient state only: a redeploy after a destroy starts with fresh buckets and
-            # the vendor still sees the same Idempotency-Key for every operation.
-            removal_policy=RemovalPolicy.DESTROY,
+            removal_policy=removal_policy,
         )
 
     def grant_gate_reader(self, grantee: iam.IGrantable) -> None:

@@ -6,9 +6,6 @@ the synthesized template, so the two cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from infra.database import AURORA_ENGINE_VERSION
 from sweeper.doctor import (
     AURORA_POSTGRES_ENGINE,
@@ -33,12 +30,3 @@ def test_doctor_counts_what_the_template_reserves(every_variant: Synth) -> None:
         for fn in every_variant.resources("AWS::Lambda::Function").values()
     )
     assert reserved == required_reserved_concurrency(every_variant.config)
-
-
-def test_a_first_deploy_without_deletion_protection_can_roll_back(
-    synth_variant: Callable[[dict[str, Any]], Synth],
-) -> None:
-    # `-c deletion_protection=false` arrives as a string, as on the command line
-    first = synth_variant({"config": "sweeper.toml", "deletion_protection": "false"})
-    cluster = first.resource("DatabaseCluster", "AWS::RDS::DBCluster")["Properties"]
-    assert cluster["DeletionProtection"] is False

@@ -252,3 +252,13 @@ def test_the_redrive_reaches_dynamodb_through_the_gateway_endpoint_only(default:
     """Not through NAT: its egress names DynamoDB's prefix list, not the internet."""
     (redrive,) = [f for lid, f in default.python_functions().items() if "Redrive" in lid]
     assert Network(default).reaches(redrive, "dynamodb") == ["gateway endpoint"]
+
+
+def test_s3_discovery_reaches_s3_through_the_gateway_endpoint_only(proxied: Synth) -> None:
+    """Not through NAT: its egress names S3's prefix list, on the function subnets' routes."""
+    (discovery,) = [
+        f
+        for lid, f in proxied.python_functions().items()
+        if "Discovery" in lid and "s3" in granted_services(proxied, f)
+    ]
+    assert Network(proxied).reaches(discovery, "s3") == ["gateway endpoint"]

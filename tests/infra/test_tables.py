@@ -29,6 +29,14 @@ def test_table_is_on_demand_encrypted_recoverable_and_expires_items(
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
 
 
+def test_the_idempotency_table_outlives_a_replacement_or_a_deleted_stack(default: Synth) -> None:
+    """Losing its records while jobs are in flight would let a redelivery call the vendor again."""
+    logical_id = default.logical_id("Tables/Idempotency/Resource")
+    table = default.template_json["Resources"][logical_id]
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+
+
 def test_consumer_gets_both_table_names(default: Synth) -> None:
     variables = default.environment("Consumer")
     idempotency = default.logical_id("Tables/Idempotency/Resource")

@@ -19,6 +19,7 @@ from typing import Any
 
 from sweeper.config import Policy
 from sweeper.errors import HintRejectedError, LedgerError, sqlstate_of
+from sweeper.intake.event_origin import check_event_origin
 from sweeper.intake.hints import parse_queue_body
 from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import NewJob
@@ -65,7 +66,11 @@ def process_intake_batch(
         report.messages += 1
         message_id = str(record.get("messageId", ""))
         try:
-            source, jobs = parse_queue_body(str(record.get("body", "")), deps.policy.name)
+            body = str(record.get("body", ""))
+            source, jobs = parse_queue_body(body, deps.policy.name)
+            if source == "event":
+                # Only what the policy's own rules could have delivered.
+                check_event_origin(body, deps.policy.intake.event_patterns)
         except HintRejectedError as exc:
             report.rejected += 1
             logger.error(
