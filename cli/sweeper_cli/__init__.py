@@ -5,7 +5,7 @@ One module per command group; each registers its commands on the top-level group
 
 from importlib import import_module
 
-from sweeper.cli.base import main
+from sweeper_cli.base import main
 
 __all__ = ["main"]
 
@@ -25,4 +25,4 @@ COMMAND_MODULES = (
     "redrive",
 )
 for _module in COMMAND_MODULES:
-    import_module(f"sweeper.cli.{_module}")
+    import_module(f"sweeper_cli.{_module}")

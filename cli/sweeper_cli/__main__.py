@@ -1,5 +1,5 @@
-"""`python -m sweeper.cli`: the same command line as the `sweeper` script."""
+"""`python -m sweeper_cli`: the same command line as the `sweeper` script."""
 
-from sweeper.cli import main
+from sweeper_cli import main
 
 main()

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from sweeper.cli.base import (
+from sweeper_cli.base import (
     current_time,
     friendly_errors,
     json_option,

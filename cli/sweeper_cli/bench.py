@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sweeper.cli.base import (
+from sweeper_cli.base import (
     database_option,
     emit,
     friendly_errors,

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from sweeper.cli.base import (
+from sweeper_cli.base import (
     current_time,
     friendly_errors,
     json_option,
@@ -18,7 +18,7 @@ from sweeper.cli.base import (
     policy_option,
     target_options,
 )
-from sweeper.cli.obligations import release_policy
+from sweeper_cli.obligations import release_policy
 
 
 @main.command("ramp-check")

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from sweeper.cli.base import (
+from sweeper.config import Policy
+from sweeper_cli.base import (
     Console,
     actor_option,
     consumer_function_option,
@@ -24,7 +25,6 @@ from sweeper.cli.base import (
     reason_option,
     target_options,
 )
-from sweeper.config import Policy
 
 
 @main.command()

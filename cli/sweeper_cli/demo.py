@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from sweeper.cli.base import (
+from sweeper.config import Quota
+from sweeper_cli.base import (
     database_option,
     emit,
     friendly_errors,
@@ -15,8 +16,7 @@ from sweeper.cli.base import (
     local_file_option,
     main,
 )
-from sweeper.config import Quota
-from sweeper.local.doors import DOORS
+from sweeper_local.doors import DOORS
 
 
 @main.command()
@@ -86,7 +86,7 @@ def demo(
     `local up` writes them, unless another local stack owns that file. Exits 0 only when every
     obligation is final.
     """
-    from sweeper.local.demo import DemoOptions, run_demo
+    from sweeper_local.demo import DemoOptions, run_demo
 
     options = DemoOptions(
         jobs=jobs,

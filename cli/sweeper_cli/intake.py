@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sweeper.cli.base import emit, friendly_errors, json_option
-from sweeper.cli.bench import bench
+from sweeper_cli.base import emit, friendly_errors, json_option
+from sweeper_cli.bench import bench
 
 
 @bench.command("webhook")

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import click
 
-from sweeper.cli.base import (
+from sweeper.config import load_config
+from sweeper.event_source import check_policy_event_source
+from sweeper.redaction import redact
+from sweeper_cli.base import (
     config_option,
     database_option,
     friendly_errors,
@@ -17,9 +20,6 @@ from sweeper.cli.base import (
     local_file_option,
     main,
 )
-from sweeper.config import load_config
-from sweeper.event_source import check_policy_event_source
-from sweeper.redaction import redact
 
 
 @main.group()
@@ -64,7 +64,7 @@ def local_up(
 ) -> None:
     """Start the local stack (PostgreSQL, AWS emulator, vendor simulator, consumers, producer
     tickers) in the background and write where it listens to --local-file."""
-    from sweeper.local.background import start_background
+    from sweeper_local.background import start_background
 
     config = load_config(config_path)  # a bad policy file is refused here, not in the background
     if visibility_timeout_seconds is not None:
@@ -101,7 +101,7 @@ def local_up(
 @friendly_errors
 def local_down(local_file: str, as_json: bool) -> None:
     """Stop the local stack started by `local up` and remove its file."""
-    from sweeper.local.background import stop_background
+    from sweeper_local.background import stop_background
 
     pid = stop_background(Path(local_file))
     if as_json:
@@ -121,7 +121,7 @@ def local_scenario(name: str, database_url: str | None, as_json: bool) -> None:
     dlq: a vendor incident fills the DLQ; status, redrive --dry-run, redrive; all succeed once.
     catch-up: pause, scheduled runs pass, resume, catch-up releases them in order.
     """
-    from sweeper.local.scenarios import run_scenario
+    from sweeper_local.scenarios import run_scenario
 
     report = run_scenario(name, database_url=database_url, echo=None if as_json else click.echo)
     if as_json:
@@ -138,7 +138,7 @@ def local_scenario(name: str, database_url: str | None, as_json: bool) -> None:
 def drill(name: str | None, list_only: bool, as_json: bool) -> None:
     """Run a failure drill (NAME, or `all`) on a local stack of its own and print its figures;
     exit 0 only when every job ended final with one effect per object and nothing lost."""
-    from sweeper.local import drills
+    from sweeper_local import drills
 
     if list_only:
         rows = [

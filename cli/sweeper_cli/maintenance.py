@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from sweeper.cli.base import (
+from sweeper_cli.base import (
     actor_option,
     config_option,
     current_time,

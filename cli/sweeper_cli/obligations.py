@@ -8,7 +8,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from sweeper.cli.base import (
+from sweeper.config import Policy
+from sweeper_cli.base import (
     OUTCOMES,
     Console,
     actor_option,
@@ -25,7 +26,6 @@ from sweeper.cli.base import (
     reason_option,
     target_options,
 )
-from sweeper.config import Policy
 
 
 @main.command()

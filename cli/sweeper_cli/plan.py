@@ -6,9 +6,9 @@ import json
 
 import click
 
-from sweeper.cli.base import config_option, friendly_errors, json_option, main, policy_option
 from sweeper.config import load_config
 from sweeper.plan import DEFAULT_CPU_SECONDS_PER_JOB
+from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
 
 
 @main.command()

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sweeper.cli.base import (
+from sweeper_cli.base import (
     OUTCOMES,
     current_time,
     emit,

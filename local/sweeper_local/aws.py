@@ -21,9 +21,9 @@ from botocore.config import Config as BotoConfig
 
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
-from sweeper.local.lite_aws import REQUESTS_PATH
-from sweeper.local.postgres import START_TIMEOUT_SECONDS, free_port
-from sweeper.local.service import Service
+from sweeper_local.lite_aws import REQUESTS_PATH
+from sweeper_local.postgres import START_TIMEOUT_SECONDS, free_port
+from sweeper_local.service import Service
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -52,7 +52,7 @@ class LocalAws(Service):
     Its own process, not a thread of ours: moto's request handling is CPU-bound Python, and
     sharing our interpreter would make every AWS call wait for the caller's own work.
 
-    With `lite=True` SQS and DynamoDB go to `sweeper.local.lite_aws` instead (a process of
+    With `lite=True` SQS and DynamoDB go to `sweeper_local.lite_aws` instead (a process of
     its own too), for the rate benchmark: moto's receive slows with the queue's depth and its
     DynamoDB carries a couple of hundred writes/s. Every other service stays on moto.
     """
@@ -75,11 +75,11 @@ class LocalAws(Service):
 
     def start(self) -> Self:
         self.port = self.port or free_port()
-        self._proc = _serve("sweeper.local.moto_server", self.port, "moto server")
+        self._proc = _serve("sweeper_local.moto_server", self.port, "moto server")
         if self.lite:
             self.lite_port = self.lite_port or free_port()
             try:
-                self._lite_proc = _serve("sweeper.local.lite_aws", self.lite_port, "lite AWS")
+                self._lite_proc = _serve("sweeper_local.lite_aws", self.lite_port, "lite AWS")
             except BaseException:
                 self.stop()
                 raise

@@ -32,16 +32,16 @@ from sweeper.config import Policy, SweeperConfig, load_config
 from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION, LocalFile, PolicyEndpoints, read_local_file
 from sweeper.errors import LedgerError, LocalStackError, OperatorError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LOCAL_REGION, PipelineResources
-from sweeper.local.intake import LocalIntake
-from sweeper.local.lambda_runtime import Invocation
-from sweeper.local.pipeline import LocalPipeline
-from sweeper.local.service import Service
-from sweeper.local.stack import LocalStack
-from sweeper.local.webhook import LocalWebhook
 from sweeper.observability import CountingSink
 from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
+from sweeper_local.aws import LOCAL_REGION, PipelineResources
+from sweeper_local.intake import LocalIntake
+from sweeper_local.lambda_runtime import Invocation
+from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.service import Service
+from sweeper_local.stack import LocalStack
+from sweeper_local.webhook import LocalWebhook
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
 PAUSE_POLL_SECONDS = 1.0
@@ -350,7 +350,7 @@ def start_background(
     argv = [
         sys.executable,
         "-m",
-        "sweeper.local.background",
+        "sweeper_local.background",
         "--config",
         config_path,
         "--state-file",
@@ -430,7 +430,7 @@ def _alive(pid: int) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.local.background")
+    parser = argparse.ArgumentParser(prog="python -m sweeper_local.background")
     parser.add_argument("--config", required=True)
     parser.add_argument("--state-file", required=True, type=Path)
     parser.add_argument("--tick-seconds", type=float, default=None)

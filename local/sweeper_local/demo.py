@@ -19,16 +19,16 @@ from typing import Any
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.endpoints import LocalFile, PolicyEndpoints
-from sweeper.local.aws import LOCAL_REGION
-from sweeper.local.background import live_local_file
-from sweeper.local.doors import feed_doors
-from sweeper.local.intake import LocalIntake
-from sweeper.local.pipeline import LocalPipeline
-from sweeper.local.stack import LocalStack
-from sweeper.local.vendor import VendorAudit, fetch_audit
-from sweeper.local.webhook import LocalWebhook
 from sweeper.models import JobStatus
 from sweeper.observability import CountingSink, Metric
+from sweeper_local.aws import LOCAL_REGION
+from sweeper_local.background import live_local_file
+from sweeper_local.doors import feed_doors
+from sweeper_local.intake import LocalIntake
+from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.stack import LocalStack
+from sweeper_local.vendor import VendorAudit, fetch_audit
+from sweeper_local.webhook import LocalWebhook
 
 CONSUMER_TIMEOUT_SECONDS = 30
 
@@ -43,7 +43,7 @@ class DemoOptions:
     api_url: str | None = None
     rate: Quota | None = None
     timeout_seconds: float = 300.0
-    #: The doors obligations come in by (sweeper.local.doors), sharing `jobs`; none: the
+    #: The doors obligations come in by (sweeper_local.doors), sharing `jobs`; none: the
     #: obligations are scheduled straight into the ledger.
     sources: tuple[str, ...] = ()
     #: Where to write the demo stack's endpoints while it runs (as `local up` does), so that

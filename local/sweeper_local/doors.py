@@ -29,7 +29,9 @@ from sweeper.discovery.store import DiscoveryStore
 from sweeper.errors import LocalStackError
 from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
-from sweeper.local.sources import (
+from sweeper.models import NewJob
+from sweeper.queue import SqsPublisher
+from sweeper_local.sources import (
     BUCKET_PREFIX,
     KEY_TEMPLATE,
     SOURCE_DATABASE,
@@ -38,10 +40,8 @@ from sweeper.local.sources import (
     seed_source,
     source_database,
 )
-from sweeper.local.stack import LocalStack
-from sweeper.local.webhook import post_signed
-from sweeper.models import NewJob
-from sweeper.queue import SqsPublisher
+from sweeper_local.stack import LocalStack
+from sweeper_local.webhook import post_signed
 
 #: A discovery run's budget in the demo; a pass that needs more continues in the next run.
 DEMO_DISCOVERY_BUDGET_SECONDS = 30.0

@@ -39,22 +39,22 @@ from sweeper.dead_letters import queue_depth
 from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION
 from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LOCAL_REGION
-from sweeper.local.background import LocalConsoleStack
-from sweeper.local.lambda_runtime import (
+from sweeper.models import JobMessage, JobStatus, NewJob
+from sweeper.observability import Metric
+from sweeper.operator import pause_policy, resume_policy
+from sweeper.scheduling import schedule_jobs
+from sweeper_local.aws import LOCAL_REGION
+from sweeper_local.background import LocalConsoleStack
+from sweeper_local.lambda_runtime import (
     ExecutionEnvironment,
     Invocation,
     InvocationStatus,
     metrics_from_log,
 )
-from sweeper.local.poller import RECEIVE_WAIT_SECONDS, to_event_record
-from sweeper.local.postgres import LocalPostgres
-from sweeper.local.scenarios import SCENARIO_CONFIG, ScenarioError, catch_up_scenario, dlq_scenario
-from sweeper.local.vendor import VendorAudit, VendorSimulator
-from sweeper.models import JobMessage, JobStatus, NewJob
-from sweeper.observability import Metric
-from sweeper.operator import pause_policy, resume_policy
-from sweeper.scheduling import schedule_jobs
+from sweeper_local.poller import RECEIVE_WAIT_SECONDS, to_event_record
+from sweeper_local.postgres import LocalPostgres
+from sweeper_local.scenarios import SCENARIO_CONFIG, ScenarioError, catch_up_scenario, dlq_scenario
+from sweeper_local.vendor import VendorAudit, VendorSimulator
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef

@@ -13,13 +13,13 @@ from typing import Self
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
 from sweeper.intake.webhook import WebhookDeps
-from sweeper.local.aws import IntakeResources, provision_intake
-from sweeper.local.pipeline import WARM_TIMEOUT_SECONDS
-from sweeper.local.poller import EventSourceConfig, LocalEventSource
-from sweeper.local.service import Service
-from sweeper.local.stack import LocalStack
-from sweeper.local.webhook import local_webhook_deps
 from sweeper.observability import MetricSink
+from sweeper_local.aws import IntakeResources, provision_intake
+from sweeper_local.pipeline import WARM_TIMEOUT_SECONDS
+from sweeper_local.poller import EventSourceConfig, LocalEventSource
+from sweeper_local.service import Service
+from sweeper_local.stack import LocalStack
+from sweeper_local.webhook import local_webhook_deps
 
 
 class LocalIntake(Service):

@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from sweeper.errors import LocalStackError
-from sweeper.local.cpu_cap import CpuCap, CpuCaps, vcpu_for
+from sweeper_local.cpu_cap import CpuCap, CpuCaps, vcpu_for
 
 #: How long a cold start may take locally (imports on a busy machine) before it is a failure.
 INIT_TIMEOUT_SECONDS = 120.0
@@ -43,9 +43,9 @@ def functions_dir() -> Path:
     explicit = os.environ.get("SWEEPER_FUNCTIONS_DIR")
     if explicit:
         return Path(explicit)
-    # layers/sweeper/python/sweeper/local/lambda_runtime.py -> repository root
+    # local/sweeper_local/lambda_runtime.py -> repository root
     here = Path(__file__).resolve()
-    candidate = here.parents[5] / "functions"
+    candidate = here.parents[2] / "functions"
     if not candidate.is_dir():
         raise LocalStackError(
             "cannot find the functions/ folder; run from a checkout (pip install -e .) "

@@ -26,7 +26,7 @@ themselves, as Powertools does).
 
 moto stays for everything else and for the tests; `LocalAws(lite=True)` routes only SQS and
 DynamoDB here (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB), so the production boto3 code
-is unchanged. Run: `python -m sweeper.local.lite_aws -p PORT`.
+is unchanged. Run: `python -m sweeper_local.lite_aws -p PORT`.
 """
 
 from __future__ import annotations
@@ -1176,7 +1176,7 @@ def serve(host: str = "127.0.0.1", port: int = 0) -> Iterator[LiteAwsServer]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.local.lite_aws")
+    parser = argparse.ArgumentParser(prog="python -m sweeper_local.lite_aws")
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, required=True)
     args = parser.parse_args(argv)

@@ -8,7 +8,7 @@ slot. DynamoDB never allows that, and the limiter relies on it. Until moto seria
 itself, this entry point does: one lock around each DynamoDB request, from parsing to response.
 It is hand-written because no emulator option does it; it changes nothing else of moto.
 
-Run: `python -m sweeper.local.moto_server -H 127.0.0.1 -p PORT` (the same arguments as moto's).
+Run: `python -m sweeper_local.moto_server -H 127.0.0.1 -p PORT` (the same arguments as moto's).
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ from typing import Any, Self
 from sweeper.config import Policy
 from sweeper.errors import LedgerError, LocalStackError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LOCAL_REGION, PipelineResources, provision
-from sweeper.local.lambda_runtime import ExecutionEnvironment, Invocation, metrics_from_log
-from sweeper.local.poller import EventSourceConfig, LocalEventSource
-from sweeper.local.service import Service
-from sweeper.local.stack import LocalStack
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.aws import LOCAL_REGION, PipelineResources, provision
+from sweeper_local.lambda_runtime import ExecutionEnvironment, Invocation, metrics_from_log
+from sweeper_local.poller import EventSourceConfig, LocalEventSource
+from sweeper_local.service import Service
+from sweeper_local.stack import LocalStack
 
 #: The scheduler's tick locally (a deployment uses the policy's schedule expression).
 TICK_SECONDS = 1.0
@@ -83,7 +83,7 @@ class LocalPipeline(Service):
         cap_consumer_cpu: bool = False,
     ) -> None:
         """`cap_consumer_cpu`: hold each consumer environment to the CPU share Lambda gives
-        `consumer.memory_mb` (sweeper.local.cpu_cap), as the rate benchmark does."""
+        `consumer.memory_mb` (sweeper_local.cpu_cap), as the rate benchmark does."""
         if stack.database_url is None:
             raise LocalStackError("the local stack is not started")
         self.stack = stack

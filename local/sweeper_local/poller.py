@@ -34,8 +34,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.errors import LocalStackError
 from sweeper.event_source import check_sqs_event_source
-from sweeper.local.cpu_cap import CpuCaps
-from sweeper.local.lambda_runtime import ExecutionEnvironment, Invocation, InvocationStatus
+from sweeper_local.cpu_cap import CpuCaps
+from sweeper_local.lambda_runtime import ExecutionEnvironment, Invocation, InvocationStatus
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -68,7 +68,7 @@ class EventSourceConfig:
     timeout_seconds: int = 60
     region: str = "us-east-1"
     #: The function's memory: with it, each environment is held to the CPU share Lambda gives
-    #: that memory (sweeper.local.cpu_cap, where the machine allows it). None: uncapped.
+    #: that memory (sweeper_local.cpu_cap, where the machine allows it). None: uncapped.
     memory_mb: int | None = None
 
 

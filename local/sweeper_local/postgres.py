@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 
 from sweeper.errors import LocalStackError
-from sweeper.local.service import Service
+from sweeper_local.service import Service
 
 START_TIMEOUT_SECONDS = 30.0
 UNPRIVILEGED_USER = "nobody"

@@ -29,9 +29,9 @@ from sweeper.dead_letters import queue_depth
 from sweeper.errors import LocalStackError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
-from sweeper.local.background import LocalConsoleStack
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.background import LocalConsoleStack
 
 POLICY = "exports"
 #: The scenarios' policy file: one policy, one global scope, short leases and timeouts.
@@ -110,7 +110,7 @@ class _Script:
             [
                 sys.executable,
                 "-m",
-                "sweeper.cli",
+                "sweeper_cli",
                 *args,
                 "--local-file",
                 str(self.local_file),

@@ -8,10 +8,10 @@ from typing import Self
 
 from sweeper.config import Quota
 from sweeper.ledger.migrate import migrate
-from sweeper.local.aws import LocalAws
-from sweeper.local.postgres import LocalPostgres
-from sweeper.local.service import Service
-from sweeper.local.vendor import VendorSimulator
+from sweeper_local.aws import LocalAws
+from sweeper_local.postgres import LocalPostgres
+from sweeper_local.service import Service
+from sweeper_local.vendor import VendorSimulator
 
 
 @dataclass
@@ -29,7 +29,7 @@ class LocalStack(Service):
     source_database_url: str | None = None
     #: The bucket the s3 door lists.
     source_bucket: str = "sweeper-local-exports"
-    #: Where hints come in once an intake runs (sweeper.local.intake): the webhook on loopback,
+    #: Where hints come in once an intake runs (sweeper_local.intake): the webhook on loopback,
     #: the secret that signs its requests, and each policy's intake queue.
     webhook_url: str | None = None
     webhook_secret: str | None = None

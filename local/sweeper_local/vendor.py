@@ -31,7 +31,7 @@ A call arriving is decided in this order, the first that applies answering it:
 5. the random 401, 503 and 500 rates;
 6. the request itself, after the latency; with `timeout_after_effect_rate` its answer is then lost.
 
-Run it as its own process: `python -m sweeper.local.vendor --port 8900 --rate 40/1s`.
+Run it as its own process: `python -m sweeper_local.vendor --port 8900 --rate 40/1s`.
 """
 
 from __future__ import annotations
@@ -879,7 +879,7 @@ def fetch_audit(url: str, timeout_seconds: float = 10.0) -> VendorAudit:
 
 
 class VendorProcess:
-    """The simulator as a process of its own (`python -m sweeper.local.vendor ARGS`).
+    """The simulator as a process of its own (`python -m sweeper_local.vendor ARGS`).
 
     A separate server, as a real vendor is: the times it records are not delayed by the
     caller's interpreter. `args` are the command line's options; the port is chosen here.
@@ -891,7 +891,7 @@ class VendorProcess:
             self.port = int(probe.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [sys.executable, "-m", "sweeper.local.vendor", "--port", str(self.port), *args],
+            [sys.executable, "-m", "sweeper_local.vendor", "--port", str(self.port), *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -932,7 +932,7 @@ def _quota_arg(text: str) -> Quota:
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve the simulator until SIGTERM or SIGINT; print its URL first."""
     parser = argparse.ArgumentParser(
-        prog="python -m sweeper.local.vendor",
+        prog="python -m sweeper_local.vendor",
         description="Serve the vendor simulator until SIGTERM or SIGINT.",
     )
     parser.add_argument("--host", default="127.0.0.1")

@@ -30,11 +30,11 @@ from sweeper.intake.webhook import (
     WebhookResponse,
     handle_webhook,
 )
-from sweeper.local.aws import IntakeResources, LocalAws
-from sweeper.local.postgres import free_port
-from sweeper.local.service import Service
 from sweeper.observability import MetricSink
 from sweeper.queue import SqsPublisher
+from sweeper_local.aws import IntakeResources, LocalAws
+from sweeper_local.postgres import free_port
+from sweeper_local.service import Service
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import pytest
 from sweeper.actions import Action
 from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
 from sweeper.config import HttpActionConfig
-from sweeper.local.vendor import VendorSimulator
 from sweeper.models import ActionCall, ActionResult, OutcomeClass, operation_key
+from sweeper_local.vendor import VendorSimulator
 
 pytestmark = pytest.mark.integration
 

@@ -266,7 +266,7 @@ def _read(ledger: Ledger, key: str, timeline: _Timeline, hop: int) -> Job:
 
 def simulator_view(api_url: str) -> VendorView:
     """A vendor's view through the simulator's `GET /_audit` (the local stack's vendor)."""
-    from sweeper.local.vendor import fetch_audit
+    from sweeper_local.vendor import fetch_audit
 
     def view(key: str) -> tuple[int, int] | None:
         try:
