@@ -151,6 +151,26 @@ def friendly_errors[F: Callable[..., Any]](fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: The packages of the harness (the `sweeper-local` distribution), absent where only the operator
+#: CLI is installed (`pip install 'sweeper[cli]'`).
+HARNESS_PACKAGES = frozenset({"sweeper_local", "sweeper_bench"})
+LOCAL_STACK_MISSING = (
+    "the local stack is not installed here (only the operator CLI is): run `make demo` "
+    "(or `make install`) in a clone of the repository"
+)
+
+
+@contextmanager
+def local_stack_required() -> Iterator[None]:
+    """Around a command's import of the harness: without it, one line and exit 1."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in HARNESS_PACKAGES:
+            raise
+        raise click.ClickException(LOCAL_STACK_MISSING) from exc
+
+
 database_option = click.option(
     "--database-url",
     envvar=["DATABASE_URL", "SWEEPER_DATABASE_URL"],

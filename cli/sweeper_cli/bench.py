@@ -9,6 +9,7 @@ from sweeper_cli.base import (
     emit,
     friendly_errors,
     json_option,
+    local_stack_required,
     main,
 )
 
@@ -48,7 +49,8 @@ def bench_ledger(
 ) -> None:
     """The claim -> settle cycle with concurrent claimers on a small and a large ledger, without
     a VACUUM between rounds: its cost is the work, not the table."""
-    from sweeper_bench.ledger import run_ledger_bench
+    with local_stack_required():
+        from sweeper_bench.ledger import run_ledger_bench
 
     try:
         parsed = [int(s) for s in sizes.split(",")]
@@ -112,7 +114,8 @@ def bench_rate(
     """Close to the quota, never over it: sweeper's shared limiter against two baselines,
     a vendor incident, the adaptive rate, then real rates. Utilization, self-caused 429s, the
     most calls in any window, AWS requests and cost per job."""
-    from sweeper_bench.rate import PARTS, run_rate_bench
+    with local_stack_required():
+        from sweeper_bench.rate import PARTS, run_rate_bench
 
     result = run_rate_bench(
         consumers=consumers,
@@ -162,7 +165,8 @@ def bench_discovery(
 ) -> None:
     """Rows discovered and upserted per second from an sql source (first and second pass, and a
     pass spread over budgeted runs) and from an s3 source."""
-    from sweeper_bench.discovery import PARTS, run_discovery_bench
+    with local_stack_required():
+        from sweeper_bench.discovery import PARTS, run_discovery_bench
 
     result = run_discovery_bench(
         rows=rows,

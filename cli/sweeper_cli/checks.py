@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,12 +13,16 @@ from sweeper_cli.base import (
     current_time,
     friendly_errors,
     json_option,
+    local_stack_required,
     main,
     open_console,
     policy_option,
     target_options,
 )
 from sweeper_cli.obligations import release_policy
+
+if TYPE_CHECKING:
+    from sweeper.smoke import VendorView
 
 
 @main.command("ramp-check")
@@ -126,7 +130,7 @@ def smoke(
     Exits 1 naming the hop that failed. Refused unless the policy names a sandbox target
     ([policies.smoke]). Releasing runs the producer now: other due work goes out with it.
     """
-    from sweeper.smoke import run_smoke, simulator_view
+    from sweeper.smoke import run_smoke
 
     with open_console(**target) as console:
         policy = console.policy(policy_name)
@@ -161,3 +165,18 @@ def smoke(
             err=True,
         )
         sys.exit(1)
+
+
+def simulator_view(api_url: str) -> VendorView:
+    """A vendor's view through the simulator's `GET /_audit` (the local stack's vendor)."""
+    with local_stack_required():
+        from sweeper_local.vendor import fetch_audit
+
+    def view(key: str) -> tuple[int, int] | None:
+        try:
+            audit = fetch_audit(api_url, timeout_seconds=5)
+        except (OSError, ValueError):
+            return None
+        return audit.calls_by_key.get(key, 0), audit.effects_by_key.get(key, 0)
+
+    return view

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sweeper_cli.base import emit, friendly_errors, json_option
+from sweeper_cli.base import emit, friendly_errors, json_option, local_stack_required
 from sweeper_cli.bench import bench
 
 
@@ -19,6 +19,7 @@ from sweeper_cli.bench import bench
 def bench_webhook(requests: int, hints_per_request: int, workers: int, as_json: bool) -> None:
     """Webhook hints accepted per second: signed requests over loopback HTTP, each verified,
     replay-checked and on the intake queue before its 202."""
-    from sweeper_bench.webhook import run_webhook_bench
+    with local_stack_required():
+        from sweeper_bench.webhook import run_webhook_bench
 
     emit(run_webhook_bench(requests, hints_per_request, workers), as_json)

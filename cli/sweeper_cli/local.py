@@ -18,6 +18,7 @@ from sweeper_cli.base import (
     interactive,
     json_option,
     local_file_option,
+    local_stack_required,
     main,
 )
 
@@ -64,7 +65,8 @@ def local_up(
 ) -> None:
     """Start the local stack (PostgreSQL, AWS emulator, vendor simulator, consumers, producer
     tickers) in the background and write where it listens to --local-file."""
-    from sweeper_local.background import start_background
+    with local_stack_required():
+        from sweeper_local.background import start_background
 
     config = load_config(config_path)  # a bad policy file is refused here, not in the background
     if visibility_timeout_seconds is not None:
@@ -101,7 +103,8 @@ def local_up(
 @friendly_errors
 def local_down(local_file: str, as_json: bool) -> None:
     """Stop the local stack started by `local up` and remove its file."""
-    from sweeper_local.background import stop_background
+    with local_stack_required():
+        from sweeper_local.background import stop_background
 
     pid = stop_background(Path(local_file))
     if as_json:
@@ -121,7 +124,8 @@ def local_scenario(name: str, database_url: str | None, as_json: bool) -> None:
     dlq: a vendor incident fills the DLQ; status, redrive --dry-run, redrive; all succeed once.
     catch-up: pause, scheduled runs pass, resume, catch-up releases them in order.
     """
-    from sweeper_local.scenarios import run_scenario
+    with local_stack_required():
+        from sweeper_local.scenarios import run_scenario
 
     report = run_scenario(name, database_url=database_url, echo=None if as_json else click.echo)
     if as_json:
@@ -138,7 +142,8 @@ def local_scenario(name: str, database_url: str | None, as_json: bool) -> None:
 def drill(name: str | None, list_only: bool, as_json: bool) -> None:
     """Run a failure drill (NAME, or `all`) on a local stack of its own and print its figures;
     exit 0 only when every job ended final with one effect per object and nothing lost."""
-    from sweeper_local import drills
+    with local_stack_required():
+        from sweeper_local import drills
 
     if list_only:
         rows = [
