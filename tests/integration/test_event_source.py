@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from sweeper.errors import ConfigError
-from sweeper.event_source import recommended_visibility_timeout_seconds
+from sweeper.limits import recommended_visibility_timeout_seconds
 from sweeper_cli import main
 from sweeper_local.aws import LocalAws
 from sweeper_local.poller import EventSourceConfig, LocalEventSource, run_until
