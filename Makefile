@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test unit integration drills bench mutate install postgres layers synth deploy lock clean
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml local/pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q --no-deps -e local/
 	touch $(STAMP)
 
 install: $(STAMP) postgres
@@ -46,7 +47,8 @@ bench: install
 	$(BIN)/sweeper bench rate
 	$(BIN)/sweeper bench discovery
 
-# Mutation testing of the core ([tool.mutmut] in pyproject.toml), in a flat copy under build/mutate;
+# Mutation testing of the core ([tool.mutmut] in pyproject.toml), in a flat copy under build/mutate
+# (the product, the CLI and the local stack side by side);
 # not part of `make test` (tens of minutes). MUTANTS="sweeper.limiter*" narrows it to one module.
 # tests/mutate_services.py starts PostgreSQL and moto once for every mutant, not once per mutant.
 # MODULE=consumer (producer, store, redrive, limiter) mutates one module against its own test
@@ -56,7 +58,7 @@ MODULE ?=
 MUTATE_DIR := build/mutate$(if $(MODULE),-$(MODULE))
 mutate: install
 	rm -rf $(MUTATE_DIR) && mkdir -p $(MUTATE_DIR)
-	cp -r layers/sweeper/python/sweeper tests functions events docs README.md sweeper.toml pyproject.toml $(MUTATE_DIR)/
+	cp -r layers/sweeper/python/sweeper cli/sweeper_cli local/sweeper_local tests functions events docs README.md sweeper.toml pyproject.toml $(MUTATE_DIR)/
 	cd $(MUTATE_DIR) && SWEEPER_FUNCTIONS_DIR=$(CURDIR)/$(MUTATE_DIR)/functions $(CURDIR)/$(BIN)/python \
 		$(CURDIR)/tests/mutate_services.py $(if $(MODULE),--module $(MODULE)) \
 		$(CURDIR)/$(BIN)/mutmut run --max-children 2 $(MUTANTS)

@@ -28,9 +28,10 @@ from sweeper.discovery.sql import SqlSource
 from sweeper.discovery.store import DiscoveryStore
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws
-from sweeper.local.postgres import LocalPostgres
-from sweeper.local.sources import (
+from sweeper_bench.ledger import _database
+from sweeper_local.aws import LocalAws
+from sweeper_local.postgres import LocalPostgres
+from sweeper_local.sources import (
     BUCKET_PREFIX,
     KEY_TEMPLATE,
     SOURCE_QUERY,
@@ -38,7 +39,6 @@ from sweeper.local.sources import (
     seed_source,
     source_database,
 )
-from sweeper_bench.ledger import _database
 
 TENANTS = 50
 PARTS = ("passes", "budgeted", "s3")

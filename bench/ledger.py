@@ -29,8 +29,8 @@ from psycopg import sql
 from sweeper.config import Policy
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
-from sweeper.local.postgres import LocalPostgres
 from sweeper.models import OutcomeClass
+from sweeper_local.postgres import LocalPostgres
 
 POLICY: Final = "bench"
 NOW: Final = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)

@@ -43,13 +43,13 @@ from sweeper.config import (
 )
 from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
-from sweeper.local.aws import LocalAws
-from sweeper.local.lite_aws import FAILED_CONDITION
-from sweeper.local.pipeline import LocalPipeline
-from sweeper.local.stack import LocalStack
-from sweeper.local.vendor import VendorAudit, VendorProcess
 from sweeper.observability import Metric
 from sweeper.plan import CONSUMER_MEMORY_MB, Prices
+from sweeper_local.aws import LocalAws
+from sweeper_local.lite_aws import FAILED_CONDITION
+from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.stack import LocalStack
+from sweeper_local.vendor import VendorAudit, VendorProcess
 
 #: 15 calls/s: what the local AWS emulator carries with room to spare on 2 cores. Each job costs
 #: three DynamoDB writes (two idempotency, one limiter) and moto serves about 300 writes/s here,
@@ -86,7 +86,7 @@ class Scenario:
     #: Records per invocation; above 10 with a batching window of 1 s, as Lambda requires.
     batch_size: int = 10
     #: The consumer's memory (consumer.memory_mb). With `cap_cpu`, each environment is held to
-    #: the CPU share Lambda gives it (sweeper.local.cpu_cap), where this machine allows it.
+    #: the CPU share Lambda gives it (sweeper_local.cpu_cap), where this machine allows it.
     memory_mb: int = DEFAULT_CONSUMER_MEMORY_MB
     cap_cpu: bool = False
 
@@ -378,7 +378,7 @@ def run_scenario(
 def limiter_cost(stack: LocalStack, *, acquisitions: int = 400, threads: int = 8) -> dict[str, Any]:
     """Writes and reads per acquisition, and the most acquisitions per second one scope took
     here (bounded by the moto server on this machine, not by the algorithm)."""
-    from sweeper.local.aws import provision
+    from sweeper_local.aws import provision
 
     table = provision(
         stack.aws.sqs(),

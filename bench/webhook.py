@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sweeper.config import Policy
-from sweeper.local.aws import LocalAws, provision_intake
-from sweeper.local.webhook import LocalWebhook, local_webhook_deps, post_signed
 from sweeper.observability import CountingSink
+from sweeper_local.aws import LocalAws, provision_intake
+from sweeper_local.webhook import LocalWebhook, local_webhook_deps, post_signed
 
 POLICY = Policy(name="bench")
 

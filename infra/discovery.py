@@ -26,7 +26,7 @@ from infra.packaging import Packaging
 from infra.scheduling import ScheduledInvocation
 from sweeper.config import Policy, S3Discovery, SqlDiscovery
 from sweeper.errors import ConfigError
-from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS
+from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
 
 DISCOVERY_MEMORY_MB = 512
 #: The run stops starting pages at its budget; the timeout leaves room to commit the page in hand.

@@ -25,7 +25,8 @@ from infra.queues import queue_with_dead_letters
 from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import Policy
-from sweeper.event_source import LAMBDA_MAX_TIMEOUT_SECONDS, check_policy_event_source
+from sweeper.event_source import check_policy_event_source
+from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
 from sweeper.plan import quota_warning
 
 PRODUCER_MEMORY_MB = 512

@@ -29,12 +29,12 @@ from sweeper import runtime
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws, PipelineResources, provision
-from sweeper.local.lambda_runtime import LocalLambdaContext
-from sweeper.local.postgres import LocalPostgres
-from sweeper.local.vendor import VendorSimulator
 from sweeper.models import NewJob
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.aws import LocalAws, PipelineResources, provision
+from sweeper_local.lambda_runtime import LocalLambdaContext
+from sweeper_local.postgres import LocalPostgres
+from sweeper_local.vendor import VendorSimulator
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 TEMPLATE_DB = "sweeper_template"
@@ -135,7 +135,7 @@ def local_aws() -> Iterator[LocalAws]:
         yield LocalAws(port=port)  # already running; not started or stopped here
         return
     # SWEEPER_TEST_LITE_AWS=1 runs the same tests with SQS and DynamoDB on the benchmark's
-    # stand-in (sweeper.local.lite_aws): how it is shown to keep AWS's semantics.
+    # stand-in (sweeper_local.lite_aws): how it is shown to keep AWS's semantics.
     with LocalAws(lite=os.environ.get("SWEEPER_TEST_LITE_AWS") == "1") as aws:
         yield aws
 

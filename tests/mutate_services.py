@@ -26,8 +26,8 @@ import tomllib
 from pathlib import Path
 
 from sweeper.ledger.migrate import migrate
-from sweeper.local.aws import LocalAws
-from sweeper.local.postgres import LocalPostgres
+from sweeper_local.aws import LocalAws
+from sweeper_local.postgres import LocalPostgres
 
 TEMPLATE_DB = "sweeper_template_shared"
 USAGE = "usage: python tests/mutate_services.py [--module NAME] COMMAND [ARG...]"

@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
-from sweeper.local import drills
-from sweeper.local.drills import DRILLS, Drill, DrillRun
+from sweeper_cli import main
+from sweeper_local import drills
+from sweeper_local.drills import DRILLS, Drill, DrillRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.local.drills import DRILLS, DrillReport, run_drill
+from sweeper_local.drills import DRILLS, DrillReport, run_drill
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from sweeper.config import load_config
-from sweeper.local.background import LocalConsoleStack
-from sweeper.local.scenarios import SCENARIO_CONFIG
+from sweeper_local.background import LocalConsoleStack
+from sweeper_local.scenarios import SCENARIO_CONFIG
 
 StartConsole = Callable[..., tuple[LocalConsoleStack, Path]]
 

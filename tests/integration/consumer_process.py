@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
+from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
 
 
 def main(event_file: str, timeout_seconds: str) -> None:

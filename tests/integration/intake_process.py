@@ -15,8 +15,8 @@ import sys
 
 import boto3
 
-from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
-from sweeper.local.poller import to_event_record
+from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
+from sweeper_local.poller import to_event_record
 
 #: The message comes back this soon after the crash.
 VISIBILITY_SECONDS = 2

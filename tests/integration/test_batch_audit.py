@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from sweeper.audit import BatchReport, batch_audit
-from sweeper.cli import main
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, RetryConfig
 from sweeper.ledger.store import Ledger
-from sweeper.local.pipeline import LocalPipeline
-from sweeper.local.stack import LocalStack
 from sweeper.models import NewJob, OutcomeClass
 from sweeper.producer import run_producer
+from sweeper_cli import main
+from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.stack import LocalStack
 from tests.conftest import PgServer
 from tests.fakes import FakePublisher
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper_bench.discovery import run_discovery_bench
+from sweeper_cli import main
 from tests.conftest import PgServer
 
 pytestmark = pytest.mark.integration

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.ledger.store import Ledger
-from sweeper.local.scenarios import SCENARIO_CONFIG
 from sweeper.models import JobStatus, NewJob
 from sweeper.ramp import RampFigures, decide
 from sweeper.scheduling import schedule_jobs
+from sweeper_cli import main
+from sweeper_local.scenarios import SCENARIO_CONFIG
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper.ledger.migrate import load_migrations
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus
+from sweeper_cli import main
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ import pytest
 from click.testing import CliRunner
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sweeper.cli import main
 from sweeper.ledger.store import Ledger
-from sweeper.local.postgres import free_port
 from sweeper.redaction import describe_target, redact
+from sweeper_cli import main
+from sweeper_local.postgres import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -14,14 +14,14 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws
-from sweeper.local.poller import run_until
-from sweeper.local.scenarios import catch_up_scenario, dlq_scenario
-from sweeper.local.vendor import VendorSimulator
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.scheduling import schedule_jobs
+from sweeper_cli import main
+from sweeper_local.aws import LocalAws
+from sweeper_local.poller import run_until
+from sweeper_local.scenarios import catch_up_scenario, dlq_scenario
+from sweeper_local.vendor import VendorSimulator
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration

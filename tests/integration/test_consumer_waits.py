@@ -40,7 +40,6 @@ from sweeper.consumer import (
 )
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
-from sweeper.local.lambda_runtime import LocalLambdaContext
 from sweeper.models import (
     ActionCall,
     ActionResult,
@@ -51,6 +50,7 @@ from sweeper.models import (
     OutcomeClass,
 )
 from sweeper.observability import CountingSink, Metric
+from sweeper_local.lambda_runtime import LocalLambdaContext
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.local.cpu_cap import CpuCaps, vcpu_for
-from sweeper.local.lambda_runtime import ExecutionEnvironment
+from sweeper_local.cpu_cap import CpuCaps, vcpu_for
+from sweeper_local.lambda_runtime import ExecutionEnvironment
 from tests.event_source_handlers import JOURNAL_ENV
 
 pytestmark = pytest.mark.integration

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
-from sweeper.local.demo import DemoOptions, run_demo
-from sweeper.local.doors import DEMO_STRAY_KEYS
-from sweeper.local.vendor import VendorProcess
+from sweeper_cli import main
+from sweeper_local.demo import DemoOptions, run_demo
+from sweeper_local.doors import DEMO_STRAY_KEYS
+from sweeper_local.vendor import VendorProcess
 from tests.conftest import PgServer
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,8 @@ from sweeper.discovery.s3 import S3Source, key_pattern
 from sweeper.discovery.store import DiscoveryStore
 from sweeper.errors import DiscoveryFailedError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws
 from sweeper.models import JobStatus
+from sweeper_local.aws import LocalAws
 
 pytestmark = pytest.mark.integration
 

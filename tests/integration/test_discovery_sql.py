@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sweeper.cli import main
 from sweeper.config import Policy, SqlDiscovery
 from sweeper.discovery.rows import Cursor, Page, Rejected
 from sweeper.discovery.run import (
@@ -35,6 +34,7 @@ from sweeper.discovery.store import DiscoveryStore
 from sweeper.errors import DiscoveryFailedError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus
+from sweeper_cli import main
 from tests.conftest import PgServer
 
 pytestmark = pytest.mark.integration
@@ -521,7 +521,7 @@ def test_status_lists_the_last_discovery_runs_without_their_cursor(
     source_db: SourceDb, ledger: Ledger
 ) -> None:
     # Given four discovery runs of a policy
-    from sweeper.cli.console import STATUS_DISCOVERY_RUNS, _discovery_runs
+    from sweeper_cli.console import STATUS_DISCOVERY_RUNS, _discovery_runs
 
     source_db.insert(rows(12))
     policy = policy_for(page_size=5)

@@ -16,7 +16,6 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper.doctor import (
     CDK_BOOTSTRAP_VERSION_PARAMETER,
     Status,
@@ -25,7 +24,8 @@ from sweeper.doctor import (
     run_doctor,
     stack_reserved_concurrency,
 )
-from sweeper.local.aws import LocalAws
+from sweeper_cli import main
+from sweeper_local.aws import LocalAws
 
 pytestmark = pytest.mark.integration
 

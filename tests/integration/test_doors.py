@@ -11,13 +11,13 @@ import pytest
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws
-from sweeper.local.doors import DEMO_STRAY_KEYS, DOORS, feed_doors, split
-from sweeper.local.intake import LocalIntake
-from sweeper.local.stack import LocalStack
-from sweeper.local.webhook import LocalWebhook
 from sweeper.models import JobStatus
 from sweeper.observability import CountingSink
+from sweeper_local.aws import LocalAws
+from sweeper_local.doors import DEMO_STRAY_KEYS, DOORS, feed_doors, split
+from sweeper_local.intake import LocalIntake
+from sweeper_local.stack import LocalStack
+from sweeper_local.webhook import LocalWebhook
 
 pytestmark = pytest.mark.integration
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper.errors import ConfigError
-from sweeper.event_source import recommended_visibility_timeout_seconds
-from sweeper.local.aws import LocalAws
-from sweeper.local.poller import EventSourceConfig, LocalEventSource, run_until
+from sweeper.limits import recommended_visibility_timeout_seconds
+from sweeper_cli import main
+from sweeper_local.aws import LocalAws
+from sweeper_local.poller import EventSourceConfig, LocalEventSource, run_until
 from tests.event_source_handlers import JOURNAL_ENV
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from functions.consumer import app as consumer_app
 from functions.producer import app as producer_app
 from sweeper import runtime
 from sweeper.errors import ConfigError
-from sweeper.local.lambda_runtime import LocalLambdaContext, parse_emf
 from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.lambda_runtime import LocalLambdaContext, parse_emf
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ from sweeper.actions import Action
 from sweeper.actions import http as http_module
 from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
 from sweeper.config import DEFAULT_URL_TEMPLATE, HttpActionConfig
-from sweeper.local.vendor import VendorSimulator
 from sweeper.models import ActionCall, ActionResult, OutcomeClass, operation_key
+from sweeper_local.vendor import VendorSimulator
 
 pytestmark = pytest.mark.integration
 

@@ -23,13 +23,13 @@ from sweeper.intake.hints import hint_messages
 from sweeper.intake.process import IntakeDeps, process_intake_batch
 from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
-from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
-from sweeper.local.poller import to_event_record
 from sweeper.models import NewJob, id_problem
 from sweeper.observability import CountingSink, Metric
 from sweeper.queue import SqsPublisher
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
+from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
+from sweeper_local.poller import to_event_record
 
 POLICY = Policy(name="exports")
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -21,8 +21,8 @@ from sweeper.ledger.store import (
     _backoff,
     connect_failure,
 )
-from sweeper.local.postgres import free_port
 from sweeper.models import JobStatus, LedgerTarget, NewJob, OutcomeClass
+from sweeper_local.postgres import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from sweeper.limiter import (
     Grant,
     ScopeState,
 )
-from sweeper.local.aws import LocalAws, provision
+from sweeper_local.aws import LocalAws, provision
 
 pytestmark = pytest.mark.integration
 

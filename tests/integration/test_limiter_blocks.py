@@ -15,7 +15,7 @@ import pytest
 
 from sweeper.config import Policy
 from sweeper.limiter import Denial, DynamoLimiter, Grant
-from sweeper.local.aws import LocalAws, provision
+from sweeper_local.aws import LocalAws, provision
 
 pytestmark = pytest.mark.integration
 

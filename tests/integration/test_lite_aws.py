@@ -1,4 +1,4 @@
-"""The benchmark's SQS and DynamoDB stand-in (sweeper.local.lite_aws) keeps AWS's semantics.
+"""The benchmark's SQS and DynamoDB stand-in (sweeper_local.lite_aws) keeps AWS's semantics.
 
 Each test runs against moto and against the stand-in: the same calls, the same answers. The
 whole consumer, producer, redrive and event-source suites also pass on it
@@ -20,8 +20,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sweeper.local.aws import LocalAws
-from sweeper.local.lite_aws import serve
+from sweeper_local.aws import LocalAws
+from sweeper_local.lite_aws import serve
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

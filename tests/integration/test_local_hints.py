@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
-from sweeper.local.webhook import post_signed
+from sweeper_cli import main
+from sweeper_local.webhook import post_signed
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration

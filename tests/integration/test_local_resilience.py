@@ -17,12 +17,12 @@ import pytest
 from sweeper.config import load_config
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws
-from sweeper.local.background import LocalConsoleStack
-from sweeper.local.poller import EventSourceConfig, LocalEventSource, run_until
-from sweeper.local.postgres import LocalPostgres
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.aws import LocalAws
+from sweeper_local.background import LocalConsoleStack
+from sweeper_local.poller import EventSourceConfig, LocalEventSource, run_until
+from sweeper_local.postgres import LocalPostgres
 from tests.event_source_handlers import JOURNAL_ENV
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ import pytest
 
 from sweeper.config import IntakeConfig, Policy
 from sweeper.intake.webhook import WebhookDeps
-from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
-from sweeper.local.webhook import LocalWebhook, local_webhook_deps, post_signed
 from sweeper.observability import CountingSink
+from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
+from sweeper_local.webhook import LocalWebhook, local_webhook_deps, post_signed
 
 POLICY = Policy(name="exports", intake=IntakeConfig(max_body_bytes=1024))
 SECRET = "local-webhook-test-secret"

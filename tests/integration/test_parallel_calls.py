@@ -18,9 +18,9 @@ from functions.consumer import app as consumer_app
 from sweeper import runtime
 from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
-from sweeper.local.vendor import VendorSimulator
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass, operation_key
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.vendor import VendorSimulator
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import failed_ids, publish_all
 

@@ -16,11 +16,11 @@ from sweeper.backpressure import republish_delay_seconds
 from sweeper.config import ConsumerConfig, Policy, Quota
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws, provision
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
 from sweeper.operator import policy_status
 from sweeper.producer import MIN_REMAINING_SECONDS, on_consumers, run_producer
 from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
+from sweeper_local.aws import LocalAws, provision
 from tests.fakes import FakePublisher
 
 pytestmark = pytest.mark.integration

@@ -20,12 +20,12 @@ import pytest
 from click.testing import CliRunner
 
 from functions.producer import app as producer_app
-from sweeper.cli import main
 from sweeper.events import ScheduleEvent
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import LocalAws
-from sweeper.local.scenarios import SCENARIO_CONFIG
 from sweeper.models import JobStatus
+from sweeper_cli import main
+from sweeper_local.aws import LocalAws
+from sweeper_local.scenarios import SCENARIO_CONFIG
 from tests.conftest import Pipeline, load_event
 from tests.integration.conftest import StartConsole
 

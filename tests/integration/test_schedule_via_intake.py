@@ -10,10 +10,10 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper.config import Policy
 from sweeper.intake.hints import parse_queue_body
-from sweeper.local.aws import LocalAws, provision_intake
+from sweeper_cli import main
+from sweeper_local.aws import LocalAws, provision_intake
 
 
 def _stack(local_aws: LocalAws, name: str, outputs: dict[str, str]) -> None:

@@ -12,9 +12,9 @@ from sweeper.config import Policy
 from sweeper.errors import LimiterError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, closed_scopes
-from sweeper.local.aws import LocalAws, provision
 from sweeper.models import JobMessage, JobStatus, NewJob, operation_key
 from sweeper.producer import run_producer
+from sweeper_local.aws import LocalAws, provision
 from tests.fakes import FakePublisher
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 import urllib3
 
-from sweeper.local.vendor import VendorAudit, VendorSimulator, max_calls_in_window
+from sweeper_local.vendor import VendorAudit, VendorSimulator, max_calls_in_window
 
 pytestmark = pytest.mark.integration
 
@@ -276,7 +276,7 @@ def test_the_reset_endpoint_forgets_everything(
 
 def test_the_command_line_serves_until_sigterm(http: urllib3.PoolManager) -> None:
     # Given
-    command = [sys.executable, "-m", "sweeper.local.vendor", "--port", "0", "--rate", "40/1s"]
+    command = [sys.executable, "-m", "sweeper_local.vendor", "--port", "0", "--rate", "40/1s"]
     command += ["--scope", "global", "--retry-after-ms-header", "--server-error-rate", "0"]
     command += ["--latency-distribution", "lognormal", "--timeout-after-effect-rate", "0"]
     command += ["--auth-failure-rate", "0", "--incident-at", "60", "--incident-for", "5"]

@@ -18,8 +18,8 @@ from sweeper import runtime
 from sweeper.actions.http import HttpAction
 from sweeper.actions.token import SecretToken
 from sweeper.config import HttpActionConfig, Policy
-from sweeper.local.aws import LocalAws
 from sweeper.models import ActionCall, OutcomeClass, operation_key
+from sweeper_local.aws import LocalAws
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ from sweeper.intake.send import QueueBacklog
 from sweeper.intake.signature import sign
 from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse, handle_webhook
 from sweeper.ledger.store import Ledger
-from sweeper.local.aws import IntakeResources, LocalAws, provision_intake
-from sweeper.local.lambda_runtime import LocalLambdaContext, load_handler
 from sweeper.observability import CountingSink, Metric
 from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
+from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
+from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
 
 SECRET = "webhook-secret-for-tests"
 POLICY = Policy(name="exports", intake=IntakeConfig(max_body_bytes=2048, max_hints_per_request=5))

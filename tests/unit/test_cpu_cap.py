@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.local.cpu_cap import PERIOD_US, CpuCaps, vcpu_for
+from sweeper_local.cpu_cap import PERIOD_US, CpuCaps, vcpu_for
 
 
 def _v1(root: Path) -> Path:

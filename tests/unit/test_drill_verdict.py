@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from sweeper.errors import SweeperError
-from sweeper.local.drills import DRILLS, Figures, property_failures, resolve
+from sweeper_local.drills import DRILLS, Figures, property_failures, resolve
 
 HELD = Figures(
     jobs=10,

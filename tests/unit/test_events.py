@@ -27,7 +27,7 @@ def test_the_local_scheduler_event_has_the_sample_shape() -> None:
     # the local stack's producer runs get the event the deployed schedule sends
     from datetime import UTC, datetime
 
-    from sweeper.local.pipeline import scheduler_event
+    from sweeper_local.pipeline import scheduler_event
 
     built = scheduler_event("exports", datetime(2026, 11, 29, 2, 0, tzinfo=UTC))
     sample = load_event("scheduler_event.json")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.local.lambda_runtime import Invocation, invoke
-from sweeper.local.poller import PollerStats
+from sweeper_local.lambda_runtime import Invocation, invoke
+from sweeper_local.poller import PollerStats
 from tests.event_source_handlers import JOURNAL_ENV
 
 HANDLER = "tests.event_source_handlers:handler"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from sweeper.endpoints import LocalFile
-from sweeper.local.background import live_local_file
+from sweeper_local.background import live_local_file
 
 
 def write(path: Path, pid: int) -> None:

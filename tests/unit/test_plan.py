@@ -7,10 +7,10 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from sweeper.cli import main
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.errors import ConfigError
 from sweeper.plan import PlanInput, Prices, lognormal_mean, make_plan, quota_warning
+from sweeper_cli import main
 
 
 def _policy(**consumer: int) -> Policy:

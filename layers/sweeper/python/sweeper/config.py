@@ -28,14 +28,14 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sweeper.errors import ConfigError
-from sweeper.event_source import (
+from sweeper.limiter import Adaptive
+from sweeper.limits import (
     LAMBDA_MAX_TIMEOUT_SECONDS,
     MAX_BATCH_SIZE,
     MAX_BATCH_SIZE_WITHOUT_WINDOW,
     MIN_MAXIMUM_CONCURRENCY,
     recommended_visibility_timeout_seconds,
 )
-from sweeper.limiter import Adaptive
 from sweeper.schedule_expression import parse_schedule
 
 #: A leased row's message must be consumable at the quota rate within this fraction of the lease,

@@ -10,33 +10,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sweeper.errors import ConfigError
+from sweeper.limits import (
+    LAMBDA_MAX_TIMEOUT_SECONDS,
+    LAMBDA_MIN_TIMEOUT_SECONDS,
+    MAX_BATCH_SIZE,
+    MAX_BATCH_SIZE_WITHOUT_WINDOW,
+    MAX_BATCHING_WINDOW_SECONDS,
+    MAX_MAXIMUM_CONCURRENCY,
+    MIN_MAXIMUM_CONCURRENCY,
+    SQS_MAX_VISIBILITY_TIMEOUT_SECONDS,
+)
 
 if TYPE_CHECKING:
     from sweeper.config import Policy
-
-#: SQS's longest visibility timeout.
-SQS_MAX_VISIBILITY_TIMEOUT_SECONDS = 43_200
-#: Lambda's longest invocation, and its shortest.
-LAMBDA_MIN_TIMEOUT_SECONDS = 1
-LAMBDA_MAX_TIMEOUT_SECONDS = 900
-#: Batch sizes of a standard queue's mapping; above the first, a batching window is required.
-MAX_BATCH_SIZE_WITHOUT_WINDOW = 10
-MAX_BATCH_SIZE = 10_000
-MAX_BATCHING_WINDOW_SECONDS = 300
-#: The range of an event source mapping's ScalingConfig.MaximumConcurrency.
-MIN_MAXIMUM_CONCURRENCY = 2
-MAX_MAXIMUM_CONCURRENCY = 1000
-#: AWS's guidance for the queue: six function timeouts plus the batching window.
-VISIBILITY_TIMEOUTS_PER_FUNCTION_TIMEOUT = 6
-
-
-def recommended_visibility_timeout_seconds(
-    function_timeout_seconds: int, batch_window_seconds: int
-) -> int:
-    """Six function timeouts plus the batching window (what the CDK app gives the work queue)."""
-    return (
-        VISIBILITY_TIMEOUTS_PER_FUNCTION_TIMEOUT * function_timeout_seconds + batch_window_seconds
-    )
 
 
 def check_sqs_event_source(

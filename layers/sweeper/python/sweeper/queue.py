@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.errors import PublishError
+from sweeper.limits import SQS_MAX_VISIBILITY_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -62,10 +63,6 @@ class SqsPublisher:
         return [failed["Id"] for failed in response.get("Failed", [])]
 
 
-#: SQS's ceiling for a message's visibility timeout.
-SQS_MAX_VISIBILITY_SECONDS = 43_200
-
-
 class Visibility(Protocol):
     def hide_for(self, receipt_handle: str, seconds: float) -> None:
         """Make a received message visible again in `seconds` (whole seconds, capped)."""
@@ -80,7 +77,7 @@ class SqsVisibility:
         self._queue_url = queue_url
 
     def hide_for(self, receipt_handle: str, seconds: float) -> None:
-        timeout = max(0, min(SQS_MAX_VISIBILITY_SECONDS, int(seconds)))
+        timeout = max(0, min(SQS_MAX_VISIBILITY_TIMEOUT_SECONDS, int(seconds)))
         try:
             self._client.change_message_visibility(
                 QueueUrl=self._queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=timeout

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sweeper.config import ConsumerConfig
-from sweeper.event_source import MAX_MAXIMUM_CONCURRENCY, MIN_MAXIMUM_CONCURRENCY
+from sweeper.limits import MAX_MAXIMUM_CONCURRENCY, MIN_MAXIMUM_CONCURRENCY
 from sweeper.models import OutcomeClass
 from sweeper.observability import METRICS_NAMESPACE, Metric
 

@@ -262,17 +262,3 @@ def _read(ledger: Ledger, key: str, timeline: _Timeline, hop: int) -> Job:
     if job is None:
         raise timeline.fail(hop, "the canary's row is gone (pruned or deleted meanwhile?)")
     return job
-
-
-def simulator_view(api_url: str) -> VendorView:
-    """A vendor's view through the simulator's `GET /_audit` (the local stack's vendor)."""
-    from sweeper.local.vendor import fetch_audit
-
-    def view(key: str) -> tuple[int, int] | None:
-        try:
-            audit = fetch_audit(api_url, timeout_seconds=5)
-        except (OSError, ValueError):
-            return None
-        return audit.calls_by_key.get(key, 0), audit.effects_by_key.get(key, 0)
-
-    return view

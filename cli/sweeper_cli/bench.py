@@ -1,0 +1,179 @@
+"""`sweeper bench`: benchmarks that print their figures."""
+
+from __future__ import annotations
+
+import click
+
+from sweeper_cli.base import (
+    database_option,
+    emit,
+    friendly_errors,
+    json_option,
+    local_stack_required,
+    main,
+)
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks (figures printed, never asserted by timing)."""
+
+
+@bench.command("ledger")
+@click.option(
+    "--sizes",
+    default="10000,1000000",
+    show_default=True,
+    help="Ledger sizes (rows) to measure, comma-separated.",
+)
+@click.option("--claimers", default=8, type=click.IntRange(1, 64), help="Concurrent claimers.")
+@click.option("--page", default=100, type=click.IntRange(1, 10_000), help="Rows per claim.")
+@click.option(
+    "--rows-per-round",
+    default=4000,
+    type=click.IntRange(1, 1_000_000),
+    help="Rows claimed and settled per timed round.",
+)
+@click.option("--rounds", default=5, type=click.IntRange(1, 100), help="Timed rounds per size.")
+@database_option
+@json_option
+@friendly_errors
+def bench_ledger(
+    sizes: str,
+    claimers: int,
+    page: int,
+    rows_per_round: int,
+    rounds: int,
+    database_url: str | None,
+    as_json: bool,
+) -> None:
+    """The claim -> settle cycle with concurrent claimers on a small and a large ledger, without
+    a VACUUM between rounds: its cost is the work, not the table."""
+    with local_stack_required():
+        from sweeper_bench.ledger import run_ledger_bench
+
+    try:
+        parsed = [int(s) for s in sizes.split(",")]
+    except ValueError:
+        raise click.BadParameter(
+            "give row counts like 10000,1000000", param_hint="--sizes"
+        ) from None
+    if any(n < 1 for n in parsed):
+        raise click.BadParameter("every size must be at least 1", param_hint="--sizes")
+    result = run_ledger_bench(
+        parsed,
+        claimers=claimers,
+        page=page,
+        rows_per_round=rows_per_round,
+        rounds=rounds,
+        database_url=database_url,
+    )
+    emit(result, as_json)
+
+
+@bench.command("rate")
+@click.option("--consumers", default=8, type=click.IntRange(2, 64), help="Concurrent consumers.")
+@click.option(
+    "--seconds", default=20.0, type=click.FloatRange(5), help="Each baseline scenario's length."
+)
+@click.option(
+    "--real-seconds",
+    default=60.0,
+    type=click.FloatRange(5),
+    help="Each real-rate scenario's length (its first second is the ramp).",
+)
+@click.option(
+    "--quota",
+    default="15/1s",
+    metavar="N/PERIOD",
+    help="The vendor's quota on the short window for the baselines part (the long window is "
+    "5 s at the same rate). 15/s is what moto carries on 2 cores with room to spare.",
+)
+@click.option(
+    "--only",
+    "parts",
+    type=click.Choice(["baselines", "adaptive", "real"]),
+    multiple=True,
+    help="Run only these parts (repeat for several): the comparison with the baselines at "
+    "--quota on moto; the adaptive rate, not told that quota; or the real rates (100/s on one "
+    "scope, 10 scopes at 50/s, vendor p50 150 ms). The last two run SQS and DynamoDB on the "
+    "lite stand-in.",
+)
+@database_option
+@json_option
+@friendly_errors
+def bench_rate(
+    consumers: int,
+    seconds: float,
+    real_seconds: float,
+    quota: str,
+    parts: tuple[str, ...],
+    database_url: str | None,
+    as_json: bool,
+) -> None:
+    """Close to the quota, never over it: sweeper's shared limiter against two baselines,
+    a vendor incident, the adaptive rate, then real rates. Utilization, self-caused 429s, the
+    most calls in any window, AWS requests and cost per job."""
+    with local_stack_required():
+        from sweeper_bench.rate import PARTS, run_rate_bench
+
+    result = run_rate_bench(
+        consumers=consumers,
+        seconds=seconds,
+        real_seconds=real_seconds,
+        quota=quota,
+        database_url=database_url,
+        parts=parts or PARTS,
+    )
+    emit(result, as_json)
+
+
+@bench.command("discovery")
+@click.option(
+    "--rows", default=200_000, type=click.IntRange(1, 10_000_000), help="Rows in the sql source."
+)
+@click.option(
+    "--objects", default=5_000, type=click.IntRange(1, 1_000_000), help="Objects in the bucket."
+)
+@click.option("--page", default=5_000, type=click.IntRange(1, 10_000), help="Rows per page.")
+@click.option(
+    "--budget",
+    default=5.0,
+    type=click.FloatRange(2.0),
+    help="Seconds per run for the pass spread over several runs (a run keeps at least a "
+    "second in hand, so shorter budgets would read nothing).",
+)
+@click.option(
+    "--only",
+    "parts",
+    type=click.Choice(["passes", "budgeted", "s3"]),
+    multiple=True,
+    help="Run only these parts (repeat for several): the sql source's first and second pass, "
+    "its pass spread over budgeted runs (with the every-row-once count), the s3 source.",
+)
+@database_option
+@json_option
+@friendly_errors
+def bench_discovery(
+    rows: int,
+    objects: int,
+    page: int,
+    budget: float,
+    parts: tuple[str, ...],
+    database_url: str | None,
+    as_json: bool,
+) -> None:
+    """Rows discovered and upserted per second from an sql source (first and second pass, and a
+    pass spread over budgeted runs) and from an s3 source."""
+    with local_stack_required():
+        from sweeper_bench.discovery import PARTS, run_discovery_bench
+
+    result = run_discovery_bench(
+        rows=rows,
+        objects=objects,
+        page_size=page,
+        budget_run_seconds=budget,
+        database_url=database_url,
+        parts=parts or PARTS,
+    )
+    emit(result, as_json)

@@ -1,0 +1,126 @@
+"""Keeping the ledger and the account right: `migrate`, `prune`, `doctor`."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from sweeper_cli.base import (
+    actor_option,
+    config_option,
+    current_time,
+    database_option,
+    emit,
+    friendly_errors,
+    interactive,
+    json_option,
+    main,
+    open_console,
+    policy_option,
+    progress_bar,
+    target_options,
+)
+
+
+@main.command()
+@database_option
+@friendly_errors
+def migrate(database_url: str | None) -> None:
+    """Apply the ledger's pending migrations (safe to run concurrently)."""
+    from sweeper.ledger.migrate import current_version
+    from sweeper.ledger.migrate import migrate as apply
+
+    if not database_url:
+        raise click.UsageError(
+            "--database-url or DATABASE_URL is required", click.get_current_context()
+        )
+    applied = apply(database_url)
+    click.echo(f"applied {applied or 'nothing'}; schema version {current_version(database_url)}")
+
+
+@main.command()
+@click.option(
+    "--older-than-days",
+    required=True,
+    type=click.FloatRange(1),
+    help="Delete settled jobs completed (and runs scheduled) more than this many days ago.",
+)
+@policy_option
+@click.option(
+    "--batch-rows", default=1000, type=click.IntRange(1, 50_000), help="Rows per transaction."
+)
+@actor_option
+@target_options
+@json_option
+@friendly_errors
+def prune(
+    older_than_days: float,
+    policy_name: str | None,
+    batch_rows: int,
+    actor: str,
+    as_json: bool,
+    **target: Any,
+) -> None:
+    """Metadata retention: delete old settled rows in small batches, each its own short
+    transaction (SKIP LOCKED, so it never waits on live work). All policies unless --policy."""
+    from sweeper.operator import PruneReport
+    from sweeper.operator import prune as run_prune
+
+    with open_console(**target) as console:
+        name = console.policy(policy_name).name if policy_name else None
+        label = "pruning"
+        if interactive(as_json):
+            click.echo(f"{label} (batches of {batch_rows})", err=True)
+        with progress_bar(as_json, 0, label) as advance:
+
+            def progress(report: PruneReport) -> None:
+                advance(report.batches)
+
+            report = run_prune(
+                console.ledger,
+                older_than=timedelta(days=older_than_days),
+                now=current_time(),
+                actor=actor,
+                policy=name,
+                batch_rows=batch_rows,
+                progress=progress,
+            )
+    emit(report.as_dict(), as_json)
+
+
+@main.command()
+@click.option(
+    "--stack",
+    envvar="SWEEPER_STACK",
+    show_envvar=True,
+    default="Sweeper",
+    help="The stack to deploy to; when it exists, its state is checked too.",
+)
+@click.option("--region", envvar="AWS_REGION", show_envvar=True, help="AWS region.")
+@click.option("--profile", envvar="AWS_PROFILE", show_envvar=True, help="AWS profile.")
+@config_option
+@json_option
+@friendly_errors
+def doctor(
+    stack: str, region: str | None, profile: str | None, config_path: str, as_json: bool
+) -> None:
+    """Preflight before a deploy: what in this account would make it fail, each with its fix.
+
+    Exits 1 when a check fails (warnings alone exit 0).
+    """
+    from sweeper.doctor import aws_clients, render, run_doctor
+
+    client, region_name = aws_clients(region, profile)
+    results = run_doctor(
+        client,
+        region=region_name,
+        config_path=config_path,
+        stack=stack,
+        today=current_time().date(),
+    )
+    click.echo(render(results, as_json))
+    if any(r.status == "fail" for r in results):
+        sys.exit(1)

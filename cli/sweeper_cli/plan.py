@@ -1,0 +1,145 @@
+"""`sweeper plan`: the concurrency, batch and cost a policy needs, from measured figures."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sweeper.config import load_config
+from sweeper.plan import DEFAULT_CPU_SECONDS_PER_JOB
+from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
+
+
+@main.command()
+@policy_option
+@click.option(
+    "--latency-p50",
+    "p50",
+    type=click.FloatRange(0, 120, min_open=True),
+    help="The vendor's median latency in seconds [default: action.latency_p50_seconds].",
+)
+@click.option(
+    "--latency-p95",
+    "p95",
+    type=click.FloatRange(0, 120, min_open=True),
+    help="The vendor's 95th percentile latency in seconds [default: the policy's, else the p50].",
+)
+@click.option("--arrival", default=0.0, type=click.FloatRange(0), help="New jobs per second.")
+@click.option("--backlog", default=0, type=click.IntRange(0), help="Jobs already due.")
+@click.option(
+    "--scopes",
+    default=1,
+    type=click.IntRange(1),
+    help="Limiter scopes busy at once (each its quota).",
+)
+@click.option(
+    "--parallel-calls",
+    type=click.IntRange(1, 100),
+    help="Calls per environment at once [default: the policy's].",
+)
+@click.option(
+    "--overhead",
+    default=0.03,
+    type=click.FloatRange(0, 10),
+    help="Sweeper's own seconds per call (limiter, idempotency, ledger).",
+)
+@click.option(
+    "--cpu-ms",
+    "cpu_ms",
+    default=DEFAULT_CPU_SECONDS_PER_JOB * 1000,
+    type=click.FloatRange(0, 10_000),
+    show_default=True,
+    help="The consumer's CPU milliseconds per job (0: CPU is never the bound).",
+)
+@config_option
+@json_option
+@friendly_errors
+def plan(
+    policy_name: str | None,
+    p50: float | None,
+    p95: float | None,
+    arrival: float,
+    backlog: int,
+    scopes: int,
+    parallel_calls: int | None,
+    overhead: float,
+    cpu_ms: float,
+    config_path: str,
+    as_json: bool,
+) -> None:
+    """What a policy needs to use its quota: in-flight calls, environments, parallel calls and
+    batch time; how long a backlog takes to drain; AWS requests and cost per million jobs.
+
+    Exits 1 with its warnings when the policy cannot reach its quota or drain its backlog.
+    """
+    from sweeper.plan import PlanInput, make_plan
+
+    config = load_config(config_path)
+    if policy_name is None and len(config.policies) != 1:
+        raise click.UsageError(
+            f"--policy is required (the policy file has {[p.name for p in config.policies]})"
+        )
+    policy = config.policy(policy_name) if policy_name else config.policies[0]
+    p50 = p50 or policy.action.latency_p50_seconds
+    if p50 is None:
+        raise click.UsageError(
+            "give --latency-p50 (seconds), or set action.latency_p50_seconds in the policy file"
+        )
+    p95 = p95 or policy.action.latency_p95_seconds or p50
+    result = make_plan(
+        policy,
+        PlanInput(
+            latency_p50_seconds=p50,
+            latency_p95_seconds=max(p95, p50),
+            arrival_per_second=arrival,
+            backlog=backlog,
+            scopes=scopes,
+            overhead_seconds=overhead,
+            parallel_calls=parallel_calls,
+            cpu_seconds_per_job=cpu_ms / 1000,
+        ),
+    )
+    if as_json:
+        click.echo(json.dumps(result.as_dict()))
+    else:
+        for line in render(result.as_dict()):
+            click.echo(line)
+    if result.warnings:
+        raise SystemExit(1)
+
+
+def render(plan: dict[str, object]) -> list[str]:
+    """The plan for a person: one figure a line, warnings last."""
+    drain = plan["drain_seconds"]
+    oldest = plan["oldest_age_seconds"]
+    cost = plan["cost_per_million_jobs"]
+    requests = plan["requests_per_job"]
+    cpu = plan["cpu_capacity_per_second"]
+    assert isinstance(cost, dict)
+    assert isinstance(requests, dict)
+    lines = [
+        f"policy {plan['policy']}",
+        f"  rate             {plan['target_rate_per_second']}/s (quota x headroom x scopes)",
+        f"  service time     {plan['mean_service_seconds']} s mean, "
+        f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",
+        f"  in flight needed {plan['needed_in_flight']} (p95: {plan['needed_in_flight_p95']})",
+        f"  configured       {plan['environments']} environment(s) x "
+        f"{plan['parallel_calls']} call(s) = {plan['calls_capacity_per_second']} jobs/s at most",
+        f"  CPU              {plan['memory_mb']} MB = {plan['vcpu_per_environment']} vCPU an "
+        f"environment: {'no bound' if cpu is None else f'{cpu} jobs/s at most'}",
+        f"  recommended      {plan['recommended_environments']} environment(s) or "
+        f"{plan['recommended_parallel_calls']} parallel call(s); memory "
+        f"{plan['recommended_memory_mb']} MB",
+        f"  throughput       {plan['throughput_per_second']}/s "
+        f"({plan['utilization_of_quota']} of the rate)",
+        f"  batch            {plan['batch_size']} records, up to {plan['batch_seconds_p95']} s",
+        f"  drain            {'never' if drain is None else f'{drain} s'}",
+        f"  oldest age       {'unknown' if oldest is None else f'about {oldest} s'}",
+        "  per job          " + ", ".join(f"{k} {v}" for k, v in requests.items()),
+        "  $ per 1M jobs    " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()),
+    ]
+    warnings = plan["warnings"]
+    assert isinstance(warnings, list)
+    lines += [f"warning: {w}" for w in warnings]
+    return lines

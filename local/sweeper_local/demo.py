@@ -1,0 +1,285 @@
+"""`sweeper demo`: the whole pipeline on one machine, real at every hop.
+
+Seed N obligations over T tenants; invoke the producer handler with the scheduler's event once a
+second (as EventBridge Scheduler would, each tick its own scheduled time); let the local event
+source feed the consumer handler in worker processes; stop when every obligation is final.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
+from sweeper.endpoints import LocalFile, PolicyEndpoints
+from sweeper.models import JobStatus
+from sweeper.observability import CountingSink, Metric
+from sweeper_local.aws import LOCAL_REGION
+from sweeper_local.background import live_local_file
+from sweeper_local.doors import feed_doors
+from sweeper_local.intake import LocalIntake
+from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.stack import LocalStack
+from sweeper_local.vendor import VendorAudit, fetch_audit
+from sweeper_local.webhook import LocalWebhook
+
+CONSUMER_TIMEOUT_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    jobs: int = 500
+    tenants: int = 5
+    consumers: int = 4
+    batch_size: int = 10
+    database_url: str | None = None
+    api_url: str | None = None
+    rate: Quota | None = None
+    timeout_seconds: float = 300.0
+    #: The doors obligations come in by (sweeper_local.doors), sharing `jobs`; none: the
+    #: obligations are scheduled straight into the ledger.
+    sources: tuple[str, ...] = ()
+    #: Where to write the demo stack's endpoints while it runs (as `local up` does), so that
+    #: the console commands and a sender reach it; removed at the end. None: not written.
+    local_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    policy: str
+    jobs: int
+    discovered: int
+    published: int
+    consumed: int
+    acknowledged: int  # deliveries whose message the event source deleted
+    returned: int  # deliveries sent back to the queue (a wait, a retry, a function error)
+    succeeded: int
+    terminal: int
+    pending: int
+    duplicates: int
+    retries: int
+    throttle_events: int
+    gate_deferrals: int
+    limiter_waits: int
+    leases_reclaimed: int
+    released: int
+    publish_failures: int
+    vendor_calls: int | None
+    vendor_effects: int | None
+    vendor_429s: int | None
+    idempotency_keys: int | None
+    max_keys_per_object: int | None
+    oldest_eligible_age_seconds: float
+    producer_runs: int
+    consumer_invocations: int
+    elapsed_seconds: float
+    all_final: bool
+    log_file: str
+    #: Per door: how many obligations came in by it (and what its source held besides).
+    doors: list[dict[str, Any]] = field(default_factory=list)
+    #: The local file written while the demo ran, or None (not asked, or another stack's).
+    local_file: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _remote_audit(api_url: str) -> VendorAudit | None:
+    """The audit of an external simulator, when it has one; a real vendor has none."""
+    try:
+        return fetch_audit(api_url, timeout_seconds=5)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
+    """Run the pipeline end to end and report; `progress(done, total)` is called as it goes."""
+    started = time.monotonic()
+    policy_name = f"demo-{secrets.token_hex(3)}"
+    with LocalStack(
+        database_url=options.database_url, api_url=options.api_url, vendor_quota=options.rate
+    ) as stack:
+        assert stack.api_url is not None
+        policy = Policy(
+            name=policy_name,
+            quota=options.rate or Quota(limit=1000, period_seconds=1),
+            action=HttpActionConfig(
+                api_url=stack.api_url, allow_plain_http=True, read_timeout_seconds=5
+            ),
+            consumer=ConsumerConfig(
+                reserved_concurrency=max(2, options.consumers),
+                max_concurrency=max(2, options.consumers),
+                batch_size=options.batch_size,
+                timeout_seconds=CONSUMER_TIMEOUT_SECONDS,
+            ),
+            lease_seconds=120,
+            producer_budget_seconds=30,
+        )
+        with contextlib.ExitStack() as running:
+            run = running.enter_context(
+                LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-")
+            )
+            if options.sources:
+                _serve_hints(running, stack, policy, run.log_file)
+            written = _write_local_file(running, options.local_file, stack, run)
+            if options.sources:
+                doors = feed_doors(
+                    stack, policy, run.ledger, list(options.sources), options.jobs, options.tenants
+                )
+            else:
+                run.seed(options.jobs, options.tenants)
+                doors = []
+
+            def done() -> bool:
+                final: int = run.final()
+                if progress is not None:
+                    progress(final, options.jobs)
+                return final == options.jobs
+
+            run.run(done, timeout_seconds=options.timeout_seconds)
+        counts = run.ledger_counts
+        audit = stack.vendor.audit() if stack.vendor is not None else _remote_audit(stack.api_url)
+        keys, per_object = _key_stats(audit, policy_name)
+        metrics = run.metrics()
+
+        def metric(name: str) -> int:
+            return int(metrics.get(name, 0))
+
+        return DemoReport(
+            policy=policy_name,
+            jobs=options.jobs,
+            discovered=run.totals.discovered,
+            published=run.totals.published,
+            consumed=run.source.stats.records_delivered,
+            acknowledged=run.source.stats.records_deleted,
+            returned=run.source.stats.records_failed,
+            succeeded=counts[JobStatus.SUCCEEDED],
+            terminal=counts[JobStatus.FAILED],
+            pending=counts[JobStatus.PENDING] + counts[JobStatus.LEASED],
+            duplicates=metric(Metric.DUPLICATES),
+            retries=metric(Metric.RETRIES),
+            throttle_events=metric(Metric.THROTTLE_EVENTS),
+            gate_deferrals=metric(Metric.GATE_DEFERRALS),
+            limiter_waits=metric(Metric.LIMITER_WAITS),
+            leases_reclaimed=metric(Metric.RECLAIMED),
+            released=metric(Metric.RELEASED),
+            publish_failures=metric(Metric.PUBLISH_FAILURES),
+            vendor_calls=None if audit is None else _ours(audit.calls_by_key, policy_name),
+            vendor_effects=None if audit is None else _ours(audit.effects_by_key, policy_name),
+            vendor_429s=None if audit is None else audit.throttled_total,
+            idempotency_keys=keys,
+            max_keys_per_object=per_object,
+            oldest_eligible_age_seconds=round(run.totals.oldest_eligible_age_seconds, 3),
+            producer_runs=run.totals.runs,
+            consumer_invocations=run.source.stats.invocations,
+            elapsed_seconds=round(time.monotonic() - started, 2),
+            all_final=counts[JobStatus.PENDING] + counts[JobStatus.LEASED] == 0,
+            log_file=run.log_file,
+            doors=[door.as_dict() for door in doors],
+            local_file=None if written is None else str(written),
+        )
+
+
+def _serve_hints(
+    running: contextlib.ExitStack, stack: LocalStack, policy: Policy, log_file: str
+) -> None:
+    """The policy's intake (queue, function) and its webhook on loopback, for the hint doors."""
+    secret = secrets.token_hex(32)
+    intake = running.enter_context(
+        LocalIntake(stack, policy, secret=secret, prefix="sweeper-demo", log_file=log_file)
+    )
+    webhook = running.enter_context(
+        LocalWebhook(
+            {policy.name: intake.webhook_deps(CountingSink())},
+            concurrency=policy.intake.webhook_reserved_concurrency,
+        )
+    )
+    stack.webhook_url, stack.webhook_secret = webhook.url, secret
+    stack.intake_queue_urls[policy.name] = intake.resources.queue_url
+
+
+def _write_local_file(
+    running: contextlib.ExitStack, path: Path | None, stack: LocalStack, run: LocalPipeline
+) -> Path | None:
+    """Write where the demo's stack listens to `path` (removed on exit); None when not asked or
+    when the file belongs to another running stack (left alone)."""
+    if path is None:
+        return None
+    if live_local_file(path) is not None:
+        return None
+    assert stack.database_url is not None
+    folder = running.enter_context(tempfile.TemporaryDirectory(prefix="sweeper-demo-"))
+    config = Path(folder) / "sweeper.toml"
+    config.write_text(policy_toml(run.policy), encoding="utf-8")
+    policy = run.policy.name
+    LocalFile(
+        pid=os.getpid(),
+        database_url=stack.database_url,
+        aws_endpoint_url=stack.aws.endpoint_url,
+        region=LOCAL_REGION,
+        vendor_url=stack.api_url,
+        limiter_table=run.resources.limiter_table,
+        idempotency_table=run.resources.idempotency_table,
+        log_file=run.log_file,
+        config=str(config),
+        policies={
+            policy: PolicyEndpoints(
+                queue_url=run.resources.queue_url,
+                dlq_url=run.resources.dlq_url,
+                consumer_function=run.consumer_function_name,
+                producer_function=run.producer_function_name,
+                intake_queue_url=stack.intake_queue_urls.get(policy),
+            )
+        },
+        webhook_url=stack.webhook_url,
+        webhook_secret=stack.webhook_secret,
+    ).write(path)
+    running.callback(_remove, path)
+    return path
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def policy_toml(policy: Policy) -> str:
+    """The policy as a policy file (`[[policies]]` with inline tables) that load_config reads."""
+    fields = policy.model_dump(mode="json", exclude_none=True)
+    lines = ["[[policies]]"]
+    lines += [f"{json.dumps(key)} = {_toml_value(value)}" for key, value in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    # JSON's strings, numbers and booleans are TOML's; tables and arrays are written inline.
+    if isinstance(value, dict):
+        items = ", ".join(
+            f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None
+        )
+        return "{" + items + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _ours(by_key: dict[str, int], policy: str) -> int:
+    return sum(n for key, n in by_key.items() if key.startswith(f"{policy}:"))
+
+
+def _key_stats(audit: VendorAudit | None, policy: str) -> tuple[int | None, int | None]:
+    """Distinct idempotency keys this run sent, and the most keys the vendor saw for one object."""
+    if audit is None:
+        return None, None
+    ours = [
+        [k for k in keys if k.startswith(f"{policy}:")] for keys in audit.keys_by_target.values()
+    ]
+    ours = [keys for keys in ours if keys]
+    return sum(len(k) for k in ours), max((len(k) for k in ours), default=0)

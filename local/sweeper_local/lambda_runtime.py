@@ -1,0 +1,385 @@
+"""Running a handler from functions/ the way Lambda does: its own process, a real-shaped context.
+
+Each worker process is one "execution environment": it imports the handler module once (cold
+start) and keeps its module state (cached clients, the ledger connection) across invocations, as
+Lambda does. What a function prints (Powertools logs and EMF metrics) goes to a log file, the
+local CloudWatch Logs; metrics are read back from its EMF lines exactly as CloudWatch would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cache
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sweeper.errors import LocalStackError
+from sweeper_local.cpu_cap import CpuCap, CpuCaps, vcpu_for
+
+#: How long a cold start may take locally (imports on a busy machine) before it is a failure.
+INIT_TIMEOUT_SECONDS = 120.0
+#: How long a stopping environment may take to exit before it is killed.
+CLOSE_TIMEOUT_SECONDS = 5.0
+
+
+def functions_dir() -> Path:
+    """The repository's functions/ folder (SWEEPER_FUNCTIONS_DIR overrides)."""
+    explicit = os.environ.get("SWEEPER_FUNCTIONS_DIR")
+    if explicit:
+        return Path(explicit)
+    # local/sweeper_local/lambda_runtime.py -> repository root
+    here = Path(__file__).resolve()
+    candidate = here.parents[2] / "functions"
+    if not candidate.is_dir():
+        raise LocalStackError(
+            "cannot find the functions/ folder; run from a checkout (pip install -e .) "
+            "or set SWEEPER_FUNCTIONS_DIR"
+        )
+    return candidate
+
+
+@cache
+def load_handler(function: str) -> Callable[[dict[str, Any], Any], Any]:
+    """Import functions/<function>/app.py once per process and return its `handler`.
+
+    `module:attribute` names any importable handler instead (as Lambda's handler setting does).
+    """
+    if ":" in function:
+        module_name, attribute = function.split(":", 1)
+        found: Callable[[dict[str, Any], Any], Any] = getattr(
+            importlib.import_module(module_name), attribute
+        )
+        return found
+    path = functions_dir() / function / "app.py"
+    spec = importlib.util.spec_from_file_location(f"sweeper_fn_{function}", path)
+    if spec is None or spec.loader is None:
+        raise LocalStackError(f"no handler at functions/{function}/app.py")
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    handler: Callable[[dict[str, Any], Any], Any] = module.handler
+    return handler
+
+
+@dataclass
+class LocalLambdaContext:
+    """The attributes and method of Lambda's context object that handlers and Powertools use."""
+
+    function_name: str
+    timeout_seconds: float
+    memory_limit_in_mb: int = 512
+    function_version: str = "$LATEST"
+    region: str = "us-east-1"
+    account: str = "123456789012"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    _deadline: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout_seconds
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{self.region}:{self.account}:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    @property
+    def log_stream_name(self) -> str:
+        return f"local/{os.getpid()}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+class InvocationStatus(StrEnum):
+    """How an invocation ended, as the event source sees it."""
+
+    SUCCEEDED = "succeeded"
+    FUNCTION_ERROR = "function_error"  # the handler raised, or its response is not JSON
+    TIMED_OUT = "timed_out"  # killed at the function's timeout; the environment is gone
+    ENVIRONMENT_DIED = "environment_died"  # the process died (SIGKILL, OOM, a crash in C)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """What one invocation returned (or raised)."""
+
+    response: Any
+    error: str | None
+    duration_seconds: float
+    status: InvocationStatus = InvocationStatus.SUCCEEDED
+    #: CPU time the environment's process used during the invocation (all its threads): what
+    #: bounds one environment on Lambda, whose CPU share follows its memory. 0 when unknown (an
+    #: environment that died or was killed).
+    cpu_seconds: float = 0.0
+
+
+def parse_emf(output: str) -> dict[str, float]:
+    """Sum the metric values of every EMF document in a captured stdout."""
+    totals: dict[str, float] = {}
+    for line in output.splitlines():
+        if '"_aws"' not in line:
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        for directive in doc.get("_aws", {}).get("CloudWatchMetrics", []):
+            for metric in directive.get("Metrics", []):
+                name = metric["Name"]
+                values = doc.get(name, 0)
+                total = sum(values) if isinstance(values, list) else values
+                totals[name] = totals.get(name, 0.0) + float(total)
+    return totals
+
+
+def invoke(
+    function: str, event: dict[str, Any], *, function_name: str, timeout_seconds: float
+) -> Invocation:
+    """Invoke a handler in this process (an execution environment's worker)."""
+    handler = load_handler(function)
+    context = LocalLambdaContext(function_name=function_name, timeout_seconds=timeout_seconds)
+    started = time.monotonic()
+    cpu_started = time.process_time()
+    response: Any = None
+    error: str | None = None
+    try:
+        # Lambda serialises the response to JSON; what does not serialise is a function error.
+        response = json.loads(json.dumps(handler(event, context)))
+    except (TypeError, ValueError) as exc:
+        error = f"Runtime.MarshalError: {type(exc).__name__}"
+    except Exception as exc:  # a function error: Lambda reports it, the event source retries
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.stdout.flush()
+    status = InvocationStatus.SUCCEEDED if error is None else InvocationStatus.FUNCTION_ERROR
+    cpu = time.process_time() - cpu_started
+    return Invocation(response, error, time.monotonic() - started, status, cpu)
+
+
+def init_worker(env: dict[str, str], log_file: str | None) -> None:
+    """The function's environment, and stdout to the local log file."""
+    os.environ.update(env)
+    if log_file:
+        sys.stdout = open(log_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+
+
+def _serve(conn: Connection, function: str, env: dict[str, str], log_file: str | None) -> None:
+    """An execution environment's process: cold start, then one invocation at a time."""
+    init_worker(env, log_file)
+    try:
+        load_handler(function)
+    except Exception as exc:  # Lambda's Runtime.ImportModuleError: reported, not raised here
+        conn.send(f"{type(exc).__name__}: {exc}")
+        return
+    conn.send(None)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:  # the event source went away
+            return
+        if request is None:
+            return
+        event, function_name, timeout_seconds = request
+        conn.send(
+            invoke(function, event, function_name=function_name, timeout_seconds=timeout_seconds)
+        )
+
+
+class ExecutionEnvironment:
+    """One Lambda execution environment for a function: a process of its own.
+
+    It imports the handler once (cold start) and keeps its module state across invocations, as
+    Lambda does. An invocation that runs past the function's timeout is killed with its process,
+    and a process that dies (SIGKILL, OOM) is gone: either way the next invocation starts a new
+    environment, with a cold start. One invocation at a time, like a Lambda environment.
+    """
+
+    def __init__(
+        self,
+        function: str,
+        env: dict[str, str],
+        log_file: str | None = None,
+        *,
+        init_timeout_seconds: float = INIT_TIMEOUT_SECONDS,
+        memory_mb: int | None = None,
+        cpu_caps: CpuCaps | None = None,
+    ) -> None:
+        self.function = function
+        self._env = env
+        self._log_file = log_file
+        self._init_timeout_seconds = init_timeout_seconds
+        # With both, every cold-started process is held to its memory's CPU share once its
+        # handler is loaded (the init phase runs uncapped: it is not what the caps measure).
+        self._memory_mb = memory_mb
+        self._cpu_caps = cpu_caps
+        self.cpu_cap: CpuCap | None = None
+        self._throttled_before: tuple[int, float] = (0, 0.0)  # of the caps of earlier processes
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+        self.cold_starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def start(self) -> None:
+        """Start the process (a cold start) unless one runs; `initialise` waits for it."""
+        if self._process is not None:
+            return
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        process = context.Process(
+            target=_serve,
+            args=(child, self.function, self._env, self._log_file),
+            name=f"lambda-{self.function}",
+            daemon=True,
+        )
+        process.start()
+        child.close()  # only the child holds it now: its death reads as EOF here
+        self._process, self._conn, self._ready = process, parent, False
+        self.cold_starts += 1
+
+    def initialise(self) -> None:
+        """Wait for the cold start; LocalStackError when the handler cannot be loaded."""
+        self.start()
+        if self._ready:
+            return
+        assert self._conn is not None
+        failure: str | None = "did not start in time"
+        try:
+            if self._conn.poll(self._init_timeout_seconds):
+                failure = self._conn.recv()
+        except (EOFError, OSError):
+            failure = f"died while starting ({self._exit_description()})"
+        if failure is not None:
+            self.discard()
+            raise LocalStackError(f"the {self.function} function failed to initialise: {failure}")
+        self._ready = True
+        self._cap_cpu()
+
+    def throttling(self) -> tuple[int, float]:
+        """Periods in which this environment's CPU cap paused it, and for how long (seconds),
+        over every process it has had."""
+        periods, seconds = self._throttled_before
+        if self.cpu_cap is not None:
+            now_periods, now_seconds = self.cpu_cap.throttled()
+            periods, seconds = periods + now_periods, seconds + now_seconds
+        return periods, seconds
+
+    def _cap_cpu(self) -> None:
+        pid = self.pid
+        if self._cpu_caps is None or self._memory_mb is None or pid is None:
+            return
+        cap = self._cpu_caps.cap(vcpu_for(self._memory_mb))
+        if cap is None:
+            return
+        try:
+            cap.add(pid)
+        except OSError:
+            cap.remove()
+            return
+        self.cpu_cap = cap
+
+    def invoke(
+        self, event: dict[str, Any], *, function_name: str, timeout_seconds: float
+    ) -> Invocation:
+        """Run one invocation, killing the environment at `timeout_seconds`."""
+        with self._lock:
+            started = time.monotonic()
+            try:
+                self.initialise()
+            except LocalStackError as exc:
+                return Invocation(
+                    None, f"Runtime.InitError: {exc}", 0.0, InvocationStatus.FUNCTION_ERROR
+                )
+            assert self._conn is not None
+            try:
+                self._conn.send((event, function_name, timeout_seconds))
+                if self._conn.poll(timeout_seconds):
+                    result: Invocation = self._conn.recv()
+                    return result
+            except (EOFError, OSError):
+                pass  # the process died: below
+            elapsed = time.monotonic() - started
+            if self._alive():
+                self.discard()  # Lambda stops the environment at the timeout
+                return Invocation(
+                    None,
+                    f"Task timed out after {timeout_seconds:.2f} seconds",
+                    elapsed,
+                    InvocationStatus.TIMED_OUT,
+                )
+            reason = self._exit_description()
+            self.discard()
+            return Invocation(
+                None,
+                f"Runtime.ExitError: the execution environment died ({reason})",
+                elapsed,
+                InvocationStatus.ENVIRONMENT_DIED,
+            )
+
+    def _alive(self) -> bool:
+        if self._process is None:
+            return False
+        self._process.join(timeout=0.05)  # a process that just died needs a moment to be reaped
+        return self._process.is_alive()
+
+    def _exit_description(self) -> str:
+        if self._process is None:
+            return "no process"
+        self._process.join(timeout=1)
+        code = self._process.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            return f"signal {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
+    def discard(self) -> None:
+        """Kill the process now (the environment is lost); the next invocation starts anew."""
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join(timeout=5)
+        if self._conn is not None:
+            self._conn.close()
+        if self.cpu_cap is not None:
+            self._throttled_before = self.throttling()
+            self.cpu_cap.remove()
+            self.cpu_cap = None
+        self._process, self._conn, self._ready = None, None, False
+
+    def close(self) -> None:
+        """Let the process end on its own (the event source is stopping), else kill it."""
+        if self._conn is not None and self._process is not None and self._process.is_alive():
+            with contextlib.suppress(OSError):
+                self._conn.send(None)
+            self._process.join(timeout=CLOSE_TIMEOUT_SECONDS)
+        self.discard()
+
+
+def metrics_from_log(log_file: str) -> dict[str, float]:
+    """Every metric the functions emitted, summed from the EMF lines of the log file."""
+    with open(log_file, encoding="utf-8") as log:
+        return parse_emf(log.read())

@@ -1,0 +1,1026 @@
+"""The vendor simulator: the external cleanup API over real HTTP, for tests and the local stack.
+
+A hand-written test double (stdlib `http.server` in a background thread), not derived from any
+vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
+
+* `DELETE /v1/tenants/{tenant_id}/objects/{object_id}` with an `Idempotency-Key` header; the path
+  components arrive percent-encoded and are decoded;
+* every object exists until deleted, except those registered as absent;
+* the first DELETE with key K deletes the object (204); a repeat with K replays the stored status
+  without a new effect (`Idempotent-Replayed: true`); another key for a gone object gets 404; a
+  call without a key gets 400; a key reused for another object gets 422;
+* an optional strict sliding-window quota, per tenant or global: every arriving call counts, even a
+  rejected one; a call over it gets 429 with `Retry-After` (whole seconds) and, if asked for,
+  `X-RateLimit-Reset-Ms`, both naming when a call would next be admitted;
+* latency, fixed plus uniform jitter or lognormal, drawn when the call arrives;
+* adversarial faults: forced responses (`fail_next`), random 503, 500 and 401 rates, an auth outage
+  (`set_auth_failing`), answers lost after the effect (the client times out although the deletion
+  happened), and incidents (`start_incident`, `POST /_incident`) that close the API for a while;
+* an audit (`audit()`, `GET /_audit`) and `POST /_reset`, none of which counts as a call.
+
+Everything random is drawn from streams seeded by `seed`, one stream per kind, in arrival order:
+the same seed and the same arrival order give the same latencies and the same faults, whatever
+the threads do afterwards.
+
+A call arriving is decided in this order, the first that applies answering it:
+
+1. an incident open at that instant (its status, `Retry-After` until it ends);
+2. the quota (429), once the call is counted in its window;
+3. the auth outage (401);
+4. a forced response from `fail_next`;
+5. the random 401, 503 and 500 rates;
+6. the request itself, after the latency; with `timeout_after_effect_rate` its answer is then lost.
+
+Run it as its own process: `python -m sweeper_local.vendor --port 8900 --rate 40/1s`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import logging
+import math
+import random
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Final, Literal, Self, cast, get_args
+from urllib.parse import parse_qs, unquote
+
+from sweeper.config import Quota
+from sweeper.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+QuotaScope = Literal["global", "tenant"]
+#: "uniform": `latency_seconds` plus U(0, jitter); "lognormal": median `latency_seconds`, `sigma`.
+LatencyDistribution = Literal["uniform", "lognormal"]
+#: What a lost answer looks like: the server holds the connection, or closes it unanswered.
+LostAnswer = Literal["hang", "close"]
+Target = tuple[str, str]  # (tenant_id, object_id), decoded
+
+#: The bucket of a global quota, and of calls naming no tenant (a tenant id is never empty).
+ONE_SCOPE: Final = ""
+#: Window of `max_calls_in_window` when the simulator has no quota.
+DEFAULT_WINDOW_SECONDS: Final = 1.0
+#: How long a lost answer holds the connection before answering (longer than any client waits).
+DEFAULT_HANG_SECONDS: Final = 30.0
+#: Spread of the lognormal latency around its median.
+DEFAULT_LATENCY_SIGMA: Final = 0.5
+#: Statuses an incident may answer with.
+INCIDENT_STATUSES: Final = frozenset({429, 503})
+#: An idle keep-alive connection is closed after this long, so handler threads do not pile up.
+KEEP_ALIVE_SECONDS: Final = 30.0
+#: Request bodies are read and thrown away; past this size the connection is closed instead.
+MAX_BODY_BYTES: Final = 64 * 1024
+#: How often the serving thread looks for stop(); small so that tests stop fast.
+POLL_INTERVAL_SECONDS: Final = 0.05
+#: Pending connections the listening socket holds (the stdlib default of 5 drops bursts).
+LISTEN_BACKLOG: Final = 128
+#: Statuses that carry no body.
+_BODYLESS: Final = frozenset({204, 304})
+#: One seeded stream per kind of draw, so that turning one fault on does not move the others.
+_FAULT_STREAMS: Final = ("auth", "unavailable", "server_error", "lost_answer")
+
+
+def max_calls_in_window(arrivals: Sequence[float], window_seconds: float) -> int:
+    """The most arrivals in any window `(t - window_seconds, t]`, for arrival times in order."""
+    best = start = 0
+    for end, at in enumerate(arrivals):
+        while arrivals[start] <= at - window_seconds:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+def _is_accepted(status: int) -> bool:
+    """The vendor did the work the call asked for: done now, replayed, or nothing to do."""
+    return 200 <= status < 300 or status == 404
+
+
+@dataclass(frozen=True, slots=True)
+class VendorAudit:
+    """What the vendor saw, at one instant. Keys are operation keys; nothing else is recorded.
+
+    Times are `time.monotonic()` readings of the vendor's process. Windows are `window_seconds`
+    long (the quota period) and kept per quota scope (each tenant, or all calls for a global quota):
+    `max_calls_in_window` counts every call including rejected ones; `max_accepted_in_window` only
+    calls answered 2xx or 404 (`accepted_total` of them), by arrival time. `quota_rejections` are
+    the 429s the quota caused, apart from incidents and forced responses (`throttled_total` counts
+    every 429). `arrivals` and `delays_seconds` (the latency drawn for each) are in arrival order.
+    `incidents` are (start, end) pairs; `first_success_after_reopen_seconds` is, for each, the time
+    from its end to the first 2xx answered after it (None while there is none).
+    `answers_lost` are calls processed (with their effect) whose answer the client never got.
+    `max_in_flight` is the most calls the vendor held at once (arrived, not yet answered).
+    """
+
+    calls_total: int
+    calls_by_key: dict[str, int]
+    effects_by_key: dict[str, int]
+    effects_total: int
+    responses_by_status: dict[int, int]
+    throttled_total: int
+    max_calls_in_window: int
+    window_seconds: float
+    arrivals: tuple[float, ...]
+    #: "tenant/object" -> every distinct idempotency key that object was called with
+    keys_by_target: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    max_accepted_in_window: int = 0
+    accepted_total: int = 0
+    quota_rejections: int = 0
+    calls_during_closure: int = 0
+    answers_lost: int = 0
+    incidents: tuple[tuple[float, float], ...] = ()
+    first_success_after_reopen_seconds: tuple[float | None, ...] = ()
+    delays_seconds: tuple[float, ...] = ()
+    max_in_flight: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (status codes become string keys)."""
+        return {
+            "calls_total": self.calls_total,
+            "calls_by_key": self.calls_by_key,
+            "effects_by_key": self.effects_by_key,
+            "effects_total": self.effects_total,
+            "responses_by_status": {str(k): v for k, v in self.responses_by_status.items()},
+            "throttled_total": self.throttled_total,
+            "max_calls_in_window": self.max_calls_in_window,
+            "window_seconds": self.window_seconds,
+            "arrivals": list(self.arrivals),
+            "keys_by_target": {t: list(k) for t, k in self.keys_by_target.items()},
+            "max_accepted_in_window": self.max_accepted_in_window,
+            "accepted_total": self.accepted_total,
+            "quota_rejections": self.quota_rejections,
+            "calls_during_closure": self.calls_during_closure,
+            "answers_lost": self.answers_lost,
+            "incidents": [list(span) for span in self.incidents],
+            "first_success_after_reopen_seconds": list(self.first_success_after_reopen_seconds),
+            "delays_seconds": list(self.delays_seconds),
+            "max_in_flight": self.max_in_flight,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VendorAudit:
+        """Read what `GET /_audit` returns (the inverse of `to_json`; later fields are optional)."""
+        return cls(
+            calls_total=int(data["calls_total"]),
+            calls_by_key={str(k): int(v) for k, v in data["calls_by_key"].items()},
+            effects_by_key={str(k): int(v) for k, v in data["effects_by_key"].items()},
+            effects_total=int(data["effects_total"]),
+            responses_by_status={int(k): int(v) for k, v in data["responses_by_status"].items()},
+            throttled_total=int(data["throttled_total"]),
+            max_calls_in_window=int(data["max_calls_in_window"]),
+            window_seconds=float(data["window_seconds"]),
+            arrivals=tuple(float(t) for t in data["arrivals"]),
+            keys_by_target={
+                str(t): tuple(str(k) for k in keys)
+                for t, keys in data.get("keys_by_target", {}).items()
+            },
+            max_accepted_in_window=int(data.get("max_accepted_in_window", 0)),
+            accepted_total=int(data.get("accepted_total", 0)),
+            quota_rejections=int(data.get("quota_rejections", 0)),
+            calls_during_closure=int(data.get("calls_during_closure", 0)),
+            answers_lost=int(data.get("answers_lost", 0)),
+            incidents=tuple((float(start), float(end)) for start, end in data.get("incidents", ())),
+            first_success_after_reopen_seconds=tuple(
+                None if s is None else float(s)
+                for s in data.get("first_success_after_reopen_seconds", ())
+            ),
+            delays_seconds=tuple(float(d) for d in data.get("delays_seconds", ())),
+            max_in_flight=int(data.get("max_in_flight", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ForcedResponse:
+    """One response `fail_next` queued: a status, optionally with a Retry-After value."""
+
+    status: int
+    retry_after: str | None = None
+
+
+@dataclass(slots=True)
+class Faults:
+    """Injected failures. Each kind is a field; only a lost answer lets the effect happen.
+
+    They apply to calls no incident closed and the quota admitted, before the request itself is
+    looked at. The auth outage wins over a forced response, which wins over the random rates.
+    """
+
+    error_rate: float = 0.0  # 503 without Retry-After
+    server_error_rate: float = 0.0  # 500
+    auth_failure_rate: float = 0.0  # 401
+    timeout_after_effect_rate: float = 0.0  # processed, then the answer is lost
+    auth_failing: bool = False  # every call 401
+    forced: deque[ForcedResponse] = field(default_factory=deque)
+
+
+@dataclass(frozen=True, slots=True)
+class _Incident:
+    start: float
+    end: float
+    status: int
+    retry_after_seconds: int | None  # None: the whole seconds left until `end`
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: int
+    error: str | None = None  # short machine code for the JSON body
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None  # replaces the error body (the audit)
+    lost: bool = False  # decided, but the client is not to get it
+
+    def payload(self) -> bytes | None:
+        if self.status in _BODYLESS:
+            return None
+        if self.body is not None:
+            return self.body
+        return json.dumps({"error": self.error or "error", "status": self.status}).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrival:
+    """A call as recorded when it arrived, before the simulated latency."""
+
+    method: str
+    target: Target | None
+    key: str | None
+    scope: str
+    at: float
+    delay_seconds: float
+    early: _Reply | None  # the answer if decided on arrival (incident, quota or fault)
+    quota_rejected: bool
+    lose_answer: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Completed:
+    """What a key's first complete answer was, to replay."""
+
+    target: Target
+    status: int
+    error: str | None
+
+
+def _parse_target(path: str) -> Target | None:
+    """`/v1/tenants/{t}/objects/{o}` with percent-encoded parts -> decoded (t, o)."""
+    parts = path.split("/")
+    if len(parts) != 6 or parts[:3] != ["", "v1", "tenants"] or parts[4] != "objects":
+        return None
+    tenant_id, object_id = unquote(parts[3]), unquote(parts[5])
+    if not tenant_id or not object_id:
+        return None
+    return tenant_id, object_id
+
+
+def _check_rate(name: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be within [0, 1]")
+    return value
+
+
+def _check_incident(
+    duration_seconds: float, retry_after_seconds: int | None, status: int, starts_in_seconds: float
+) -> None:
+    if not duration_seconds > 0:
+        raise ValueError("an incident's duration must be positive")
+    if retry_after_seconds is not None and retry_after_seconds < 0:
+        raise ValueError("retry_after_seconds must not be negative")
+    if status not in INCIDENT_STATUSES:
+        raise ValueError("an incident answers 429 or 503")
+    if starts_in_seconds < 0:
+        raise ValueError("starts_in_seconds must not be negative")
+
+
+class _VendorState:
+    """Everything the simulator knows, behind one lock; the HTTP layer only carries calls in."""
+
+    def __init__(
+        self,
+        *,
+        quota: tuple[int, float] | None,
+        quota_scope: QuotaScope,
+        retry_after_ms_header: bool,
+        latency_seconds: float,
+        latency_jitter_seconds: float,
+        latency_distribution: LatencyDistribution,
+        latency_sigma: float,
+        faults: Faults,
+        lost_answer: LostAnswer,
+        hang_seconds: float,
+        absent: frozenset[Target],
+        seed: int,
+    ) -> None:
+        self._quota = quota
+        self._quota_scope = quota_scope
+        self._retry_after_ms_header = retry_after_ms_header
+        self._latency_seconds = latency_seconds
+        self._jitter_seconds = latency_jitter_seconds
+        self._distribution = latency_distribution
+        self._sigma = latency_sigma
+        self._initial_faults = faults
+        self.lost_answer = lost_answer
+        self.hang_seconds = hang_seconds
+        self._absent = absent
+        self._seed = seed
+        self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        # String seeds hash the same in every process (unlike hash()), so streams are reproducible.
+        self._latency_rng = random.Random(f"{self._seed}/latency")
+        self._fault_rngs = tuple(random.Random(f"{self._seed}/{name}") for name in _FAULT_STREAMS)
+        self._faults = replace(self._initial_faults, forced=deque())
+        self._incidents: list[_Incident] = []
+        self._deleted: set[Target] = set()
+        self._completed: dict[str, _Completed] = {}
+        self._windows: dict[str, deque[float]] = {}
+        self._arrivals: list[float] = []
+        self._delays: list[float] = []
+        self._arrivals_by_scope: dict[str, list[float]] = {}
+        self._accepted_by_scope: dict[str, list[float]] = {}
+        self._success_times: list[float] = []  # answer times of 2xx, in order
+        self._calls_by_key: Counter[str] = Counter()
+        self._keys_by_target: dict[Target, dict[str, None]] = {}
+        self._effects_by_key: Counter[str] = Counter()
+        self._responses: Counter[int] = Counter()
+        self._quota_rejections = 0
+        self._calls_during_closure = 0
+        self._answers_lost = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
+
+    def reset(self) -> None:
+        """Back to the state the simulator was built with."""
+        with self._lock:
+            self._clear()
+
+    def fail_next(self, n: int, response: ForcedResponse) -> None:
+        with self._lock:
+            self._faults.forced.extend([response] * n)
+
+    def set_fault_rates(self, rates: Mapping[str, float]) -> None:
+        with self._lock:
+            for name, value in rates.items():
+                setattr(self._faults, name, value)
+
+    def set_auth_failing(self, failing: bool) -> None:
+        with self._lock:
+            self._faults.auth_failing = failing
+
+    def start_incident(
+        self,
+        duration_seconds: float,
+        retry_after_seconds: int | None,
+        status: int,
+        starts_in_seconds: float,
+    ) -> tuple[float, float]:
+        with self._lock:
+            start = time.monotonic() + starts_in_seconds
+            incident = _Incident(start, start + duration_seconds, status, retry_after_seconds)
+            self._incidents.append(incident)
+        return incident.start, incident.end
+
+    def arrive(self, method: str, path: str, key: str | None) -> _Arrival:
+        """Record a call as it arrives and decide all but the request itself, before latency."""
+        target = _parse_target(path)
+        scope = target[0] if target is not None and self._quota_scope == "tenant" else ONE_SCOPE
+        with self._lock:
+            now = time.monotonic()  # read under the lock so that arrivals stay in order
+            self._arrivals.append(now)
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            self._arrivals_by_scope.setdefault(scope, []).append(now)
+            if key is not None:
+                self._calls_by_key[key] += 1
+                if target is not None:
+                    self._keys_by_target.setdefault(target, {})[key] = None
+            delay = self._draw_latency()
+            self._delays.append(delay)
+            # One draw per stream per call, used or not: call n meets the same luck every run.
+            auth, unavailable, server_error, lost = (rng.random() for rng in self._fault_rngs)
+            early = self._closure(now)
+            if early is not None:
+                self._calls_during_closure += 1
+            over_quota = self._admit(scope, now)  # every arriving call counts, closed or not
+            quota_rejected = early is None and over_quota is not None
+            if early is None:
+                early = over_quota
+            if early is None:
+                early = self._injected(auth, unavailable, server_error)
+            lose_answer = early is None and lost < self._faults.timeout_after_effect_rate
+        return _Arrival(
+            method=method,
+            target=target,
+            key=key,
+            scope=scope,
+            at=now,
+            delay_seconds=delay,
+            early=early,
+            quota_rejected=quota_rejected,
+            lose_answer=lose_answer,
+        )
+
+    def _draw_latency(self) -> float:
+        if self._distribution == "lognormal":
+            if self._latency_seconds <= 0:
+                return 0.0
+            return self._latency_rng.lognormvariate(math.log(self._latency_seconds), self._sigma)
+        delay = self._latency_seconds
+        if self._jitter_seconds > 0:
+            delay += self._latency_rng.uniform(0.0, self._jitter_seconds)
+        return delay
+
+    def _closure(self, now: float) -> _Reply | None:
+        """The answer of an incident open at `now`, if any (the one lasting longest wins)."""
+        open_ = [i for i in self._incidents if i.start <= now < i.end]
+        if not open_:
+            return None
+        incident = max(open_, key=lambda i: i.end)
+        retry_after = incident.retry_after_seconds
+        if retry_after is None:
+            retry_after = max(1, math.ceil(incident.end - now))
+        return _Reply(incident.status, "incident", (("Retry-After", str(retry_after)),))
+
+    def _admit(self, scope: str, now: float) -> _Reply | None:
+        """Count the call in its scope's window; the 429 to answer if it is over quota."""
+        if self._quota is None:
+            return None
+        limit, period = self._quota
+        window = self._windows.setdefault(scope, deque())
+        while window and window[0] <= now - period:
+            window.popleft()
+        window.append(now)
+        if len(window) <= limit:
+            return None
+        # Rejected calls count too, this one included: a call is next admitted once all but
+        # limit - 1 of the calls now in the window have left it (if none is made in between).
+        wait = window[len(window) - limit] + period - now
+        headers = [("Retry-After", str(max(1, math.ceil(wait))))]
+        if self._retry_after_ms_header:
+            headers.append(("X-RateLimit-Reset-Ms", str(max(1, math.ceil(wait * 1000)))))
+        return _Reply(429, "rate_limited", tuple(headers))
+
+    def _injected(self, auth: float, unavailable: float, server_error: float) -> _Reply | None:
+        faults = self._faults
+        if faults.auth_failing:
+            return _Reply(401, "unauthorized", (("WWW-Authenticate", "Bearer"),))
+        if faults.forced:
+            forced = faults.forced.popleft()
+            headers = () if forced.retry_after is None else (("Retry-After", forced.retry_after),)
+            return _Reply(forced.status, "injected_fault", headers)
+        if auth < faults.auth_failure_rate:
+            return _Reply(401, "unauthorized", (("WWW-Authenticate", "Bearer"),))
+        if unavailable < faults.error_rate:
+            return _Reply(503, "injected_unavailable")
+        if server_error < faults.server_error_rate:
+            return _Reply(500, "injected_server_error")
+        return None
+
+    def answer(self, arrival: _Arrival) -> _Reply:
+        """Decide the response (and the effect, if any) once the latency has passed."""
+        with self._lock:
+            now = time.monotonic()
+            self._in_flight -= 1
+            reply = arrival.early if arrival.early is not None else self._decide(arrival)
+            self._responses[reply.status] += 1
+            if arrival.quota_rejected:
+                self._quota_rejections += 1
+            if _is_accepted(reply.status):
+                self._accepted_by_scope.setdefault(arrival.scope, []).append(arrival.at)
+            if arrival.lose_answer:
+                self._answers_lost += 1
+                return replace(reply, lost=True)
+            if 200 <= reply.status < 300:
+                self._success_times.append(now)
+        return reply
+
+    def _decide(self, call: _Arrival) -> _Reply:
+        if call.target is None:
+            return _Reply(404, "no_such_route")
+        if call.method != "DELETE":
+            return _Reply(405, "method_not_allowed", (("Allow", "DELETE"),))
+        if not call.key:
+            return _Reply(400, "idempotency_key_required")
+        done = self._completed.get(call.key)
+        if done is not None:
+            if done.target != call.target:
+                return _Reply(422, "idempotency_key_reused")
+            return _Reply(done.status, done.error, (("Idempotent-Replayed", "true"),))
+        if call.target in self._absent or call.target in self._deleted:
+            reply = _Reply(404, "object_not_found")
+        else:
+            self._deleted.add(call.target)
+            self._effects_by_key[call.key] += 1
+            reply = _Reply(204)
+        self._completed[call.key] = _Completed(call.target, reply.status, reply.error)
+        return reply
+
+    def _first_success_after(self, end: float) -> float | None:
+        i = bisect.bisect_left(self._success_times, end)
+        return self._success_times[i] - end if i < len(self._success_times) else None
+
+    def audit(self) -> VendorAudit:
+        with self._lock:
+            window = self._quota[1] if self._quota is not None else DEFAULT_WINDOW_SECONDS
+            peak = max(
+                (max_calls_in_window(t, window) for t in self._arrivals_by_scope.values()),
+                default=0,
+            )
+            # Answers come in any order after their latency; windows go by arrival.
+            accepted_peak = max(
+                (max_calls_in_window(sorted(t), window) for t in self._accepted_by_scope.values()),
+                default=0,
+            )
+            return VendorAudit(
+                calls_total=len(self._arrivals),
+                calls_by_key=dict(self._calls_by_key),
+                effects_by_key=dict(self._effects_by_key),
+                effects_total=sum(self._effects_by_key.values()),
+                responses_by_status=dict(sorted(self._responses.items())),
+                throttled_total=self._responses[429],
+                max_calls_in_window=peak,
+                window_seconds=window,
+                arrivals=tuple(self._arrivals),
+                keys_by_target={
+                    f"{tenant}/{obj}": tuple(keys)
+                    for (tenant, obj), keys in self._keys_by_target.items()
+                },
+                max_accepted_in_window=accepted_peak,
+                accepted_total=sum(len(t) for t in self._accepted_by_scope.values()),
+                quota_rejections=self._quota_rejections,
+                calls_during_closure=self._calls_during_closure,
+                answers_lost=self._answers_lost,
+                incidents=tuple((i.start, i.end) for i in self._incidents),
+                first_success_after_reopen_seconds=tuple(
+                    self._first_success_after(i.end) for i in self._incidents
+                ),
+                delays_seconds=tuple(self._delays),
+                max_in_flight=self._max_in_flight,
+            )
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def __init__(
+        self, address: tuple[str, int], state: _VendorState, stopping: threading.Event
+    ) -> None:
+        self.state = state
+        self.stopping = stopping
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks up the host's FQDN, which can stall where DNS is missing.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.socket.getsockname()[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exception(), ConnectionError):
+            # The client gave up (a read timeout): expected, and the effect may still have happened.
+            logger.debug("vendor: client closed the connection before the answer")
+            return
+        logger.exception("vendor: handler failed")
+
+
+def _incident_from_query(state: _VendorState, query: str) -> _Reply:
+    """`POST /_incident?seconds=S[&status=429|503][&retry_after=N][&starts_in=S]`."""
+    params = {name: values[-1] for name, values in parse_qs(query).items()}
+    try:
+        retry_after = params.get("retry_after")
+        args = (
+            float(params["seconds"]),
+            None if retry_after is None else int(retry_after),
+            int(params.get("status", "429")),
+            float(params.get("starts_in", "0")),
+        )
+        _check_incident(*args)
+    except (KeyError, ValueError):
+        return _Reply(400, "bad_incident")
+    start, end = state.start_incident(*args)
+    return _Reply(200, body=json.dumps({"start": start, "end": end}).encode())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real API and urllib3's pool expect
+    timeout = KEEP_ALIVE_SECONDS
+    # Headers and body leave in two writes; with Nagle on, the body waits for the client's
+    # delayed ACK (about 40 ms), which would slow every answer that has a body, 429s included.
+    disable_nagle_algorithm = True
+    server_version = "sweeper-vendor-simulator"
+    sys_version = ""
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE
+
+    def _dispatch(self) -> None:
+        server = cast(_Server, self.server)
+        self._discard_body()
+        path, _, query = self.path.partition("?")
+        if path == "/_audit" and self.command == "GET":
+            body = json.dumps(server.state.audit().to_json()).encode()
+            reply = _Reply(200, body=body)
+        elif path == "/_reset" and self.command == "POST":
+            server.state.reset()
+            reply = _Reply(204)
+        elif path == "/_incident" and self.command == "POST":
+            reply = _incident_from_query(server.state, query)
+        else:
+            arrival = server.state.arrive(self.command, path, self.headers.get("Idempotency-Key"))
+            if arrival.delay_seconds > 0:
+                server.stopping.wait(arrival.delay_seconds)  # stop() cuts it short
+            reply = server.state.answer(arrival)
+            tenant_id, object_id = arrival.target or ("-", "-")
+            logger.debug(
+                "vendor %s tenant=%s object=%s -> %d%s",
+                self.command,
+                tenant_id,
+                object_id,
+                reply.status,
+                " (answer lost)" if reply.lost else "",
+            )
+            if reply.lost and (
+                server.state.lost_answer == "close"
+                or server.stopping.wait(server.state.hang_seconds)
+            ):
+                self.close_connection = True  # no answer at all: the client sees a reset
+                return
+        self._send(reply)
+
+    def _discard_body(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if 0 <= length <= MAX_BODY_BYTES and "Transfer-Encoding" not in self.headers:
+            self.rfile.read(length)
+        else:
+            # The next request's start cannot be found: answer, then close.
+            self.close_connection = True
+
+    def _send(self, reply: _Reply) -> None:
+        self.send_response(reply.status)
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        payload = reply.payload()
+        if payload is not None:
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if payload:
+            self.wfile.write(payload)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Calls are logged by `_dispatch` with ids and status only."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("vendor: " + format, *args)
+
+
+class VendorSimulator:
+    """The vendor API on a local port, in a background thread. See the module docstring.
+
+    `quota` is `(limit, period_seconds)`, kept per tenant or globally (`quota_scope`);
+    `retry_after_ms_header` adds `X-RateLimit-Reset-Ms` to its 429s. Latency is drawn per call from
+    `latency_distribution`. Fault rates are shares of calls in [0, 1]: `error_rate` 503,
+    `server_error_rate` 500, `auth_failure_rate` 401 (none with effect), and
+    `timeout_after_effect_rate` (the call takes effect, then its answer is lost: the connection is
+    held `hang_seconds` before the answer with `lost_answer="hang"`, or closed unanswered with
+    `"close"`). `seed` fixes every random draw.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        quota: tuple[int, float] | None = None,
+        quota_scope: QuotaScope = "tenant",
+        retry_after_ms_header: bool = False,
+        latency_seconds: float = 0.0,
+        latency_jitter_seconds: float = 0.0,
+        latency_distribution: LatencyDistribution = "uniform",
+        latency_sigma: float = DEFAULT_LATENCY_SIGMA,
+        error_rate: float = 0.0,
+        server_error_rate: float = 0.0,
+        auth_failure_rate: float = 0.0,
+        timeout_after_effect_rate: float = 0.0,
+        lost_answer: LostAnswer = "hang",
+        hang_seconds: float = DEFAULT_HANG_SECONDS,
+        absent: frozenset[Target] | set[Target] = frozenset(),
+        seed: int = 0,
+    ) -> None:
+        if quota is not None and (quota[0] < 1 or quota[1] <= 0):
+            raise ValueError("quota must be (limit >= 1, period_seconds > 0)")
+        if quota_scope not in get_args(QuotaScope):
+            raise ValueError("quota_scope must be 'global' or 'tenant'")
+        if latency_seconds < 0 or latency_jitter_seconds < 0 or latency_sigma < 0:
+            raise ValueError("latencies and their sigma must not be negative")
+        if latency_distribution not in get_args(LatencyDistribution):
+            raise ValueError("latency_distribution must be 'uniform' or 'lognormal'")
+        if latency_distribution == "lognormal" and latency_jitter_seconds > 0:
+            raise ValueError("a lognormal latency takes latency_sigma, not a jitter")
+        if lost_answer not in get_args(LostAnswer):
+            raise ValueError("lost_answer must be 'hang' or 'close'")
+        if hang_seconds < 0:
+            raise ValueError("hang_seconds must not be negative")
+        faults = Faults(
+            error_rate=_check_rate("error_rate", error_rate),
+            server_error_rate=_check_rate("server_error_rate", server_error_rate),
+            auth_failure_rate=_check_rate("auth_failure_rate", auth_failure_rate),
+            timeout_after_effect_rate=_check_rate(
+                "timeout_after_effect_rate", timeout_after_effect_rate
+            ),
+        )
+        self._address = (host, port)
+        self._state = _VendorState(
+            quota=quota,
+            quota_scope=quota_scope,
+            retry_after_ms_header=retry_after_ms_header,
+            latency_seconds=latency_seconds,
+            latency_jitter_seconds=latency_jitter_seconds,
+            latency_distribution=latency_distribution,
+            latency_sigma=latency_sigma,
+            faults=faults,
+            lost_answer=lost_answer,
+            hang_seconds=hang_seconds,
+            absent=frozenset(absent),
+            seed=seed,
+        )
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._url: str | None = None
+
+    def start(self) -> Self:
+        """Bind (port 0 picks a free port) and serve in a background thread."""
+        if self._server is not None:
+            raise RuntimeError("the vendor simulator is already running")
+        self._stopping.clear()
+        server = _Server(self._address, self._state, self._stopping)
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_SECONDS},
+            name="vendor-simulator",
+            daemon=True,
+        )
+        thread.start()
+        self._server, self._thread = server, thread
+        self._url = f"http://{server.server_name}:{server.server_port}"
+        logger.info("vendor simulator listening on %s", self._url)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the port; calls still sleeping in latency are answered at once,
+        calls whose answer is lost are closed unanswered."""
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        self._server = self._thread = None
+
+    @property
+    def url(self) -> str:
+        """`http://HOST:PORT` of the last start (kept after stop, for connection-refused tests)."""
+        if self._url is None:
+            raise RuntimeError("the vendor simulator has not been started")
+        return self._url
+
+    def audit(self) -> VendorAudit:
+        """What the vendor has seen so far (thread-safe, at any time)."""
+        return self._state.audit()
+
+    def fail_next(self, n: int, status: int, *, retry_after: str | None = None) -> None:
+        """Answer the next `n` calls that pass incident, quota and auth with `status`, no effect."""
+        if n < 0:
+            raise ValueError("n must not be negative")
+        if not 200 <= status <= 599:
+            raise ValueError("status must be a final HTTP status (200-599)")
+        self._state.fail_next(n, ForcedResponse(status, retry_after))
+
+    def set_fault_rates(
+        self,
+        *,
+        error_rate: float | None = None,
+        server_error_rate: float | None = None,
+        auth_failure_rate: float | None = None,
+        timeout_after_effect_rate: float | None = None,
+    ) -> None:
+        """Change the given fault rates from the next arriving call on (None leaves one as is)."""
+        given = {
+            "error_rate": error_rate,
+            "server_error_rate": server_error_rate,
+            "auth_failure_rate": auth_failure_rate,
+            "timeout_after_effect_rate": timeout_after_effect_rate,
+        }
+        rates = {name: _check_rate(name, v) for name, v in given.items() if v is not None}
+        self._state.set_fault_rates(rates)
+
+    def set_auth_failing(self, failing: bool) -> None:
+        """While on, every call not closed by an incident or the quota gets 401, without effect."""
+        self._state.set_auth_failing(failing)
+
+    def start_incident(
+        self,
+        duration_seconds: float,
+        retry_after_seconds: int | None = None,
+        status: int = 429,
+        *,
+        starts_in_seconds: float = 0.0,
+    ) -> tuple[float, float]:
+        """Close the API for `duration_seconds` (from `starts_in_seconds` from now): every call
+        arriving then gets `status` (429 or 503) without effect, with `Retry-After` =
+        `retry_after_seconds` or the whole seconds left. Returns its (start, end), monotonic."""
+        _check_incident(duration_seconds, retry_after_seconds, status, starts_in_seconds)
+        return self._state.start_incident(
+            duration_seconds, retry_after_seconds, status, starts_in_seconds
+        )
+
+    def reset(self) -> None:
+        """Forget every call, effect, incident and injected fault (what `POST /_reset` does)."""
+        self._state.reset()
+
+    def __enter__(self) -> Self:
+        return self if self._server is not None else self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def fetch_audit(url: str, timeout_seconds: float = 10.0) -> VendorAudit:
+    """The audit of a simulator running elsewhere (`GET /_audit`)."""
+    with urllib.request.urlopen(f"{url}/_audit", timeout=timeout_seconds) as response:  # noqa: S310
+        return VendorAudit.from_json(json.loads(response.read()))
+
+
+class VendorProcess:
+    """The simulator as a process of its own (`python -m sweeper_local.vendor ARGS`).
+
+    A separate server, as a real vendor is: the times it records are not delayed by the
+    caller's interpreter. `args` are the command line's options; the port is chosen here.
+    """
+
+    def __init__(self, *args: str, start_timeout_seconds: float = 30.0) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            [sys.executable, "-m", "sweeper_local.vendor", "--port", str(self.port), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + start_timeout_seconds
+        while time.monotonic() < deadline:
+            try:
+                self.audit()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("the vendor simulator process did not start")
+
+    def audit(self) -> VendorAudit:
+        return fetch_audit(self.url)
+
+    def start_incident(self, seconds: float, starts_in: float = 0.0) -> tuple[float, float]:
+        """What `POST /_incident` does; returns the incident's (start, end), monotonic."""
+        request = urllib.request.Request(  # noqa: S310 - our own loopback simulator
+            f"{self.url}/_incident?seconds={seconds}&starts_in={starts_in}", method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            body = json.loads(response.read())
+        return float(body["start"]), float(body["end"])
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+
+
+def _quota_arg(text: str) -> Quota:
+    try:
+        return Quota.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the simulator until SIGTERM or SIGINT; print its URL first."""
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeper_local.vendor",
+        description="Serve the vendor simulator until SIGTERM or SIGINT.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8900, help="0 picks a free port")
+    parser.add_argument("--rate", type=_quota_arg, default=None, help="strict quota, e.g. 40/1s")
+    parser.add_argument("--scope", choices=get_args(QuotaScope), default="tenant")
+    parser.add_argument(
+        "--retry-after-ms-header",
+        action="store_true",
+        help="add X-RateLimit-Reset-Ms to the quota's 429s",
+    )
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each call")
+    parser.add_argument("--jitter", type=float, default=0.0, help="up to this many more seconds")
+    parser.add_argument(
+        "--latency-distribution",
+        choices=get_args(LatencyDistribution),
+        default="uniform",
+        help="lognormal: --latency is the median",
+    )
+    parser.add_argument("--latency-sigma", type=float, default=DEFAULT_LATENCY_SIGMA)
+    parser.add_argument("--error-rate", type=float, default=0.0, help="share of calls given 503")
+    parser.add_argument(
+        "--server-error-rate", type=float, default=0.0, help="share of calls given 500"
+    )
+    parser.add_argument(
+        "--auth-failure-rate", type=float, default=0.0, help="share of calls given 401"
+    )
+    parser.add_argument(
+        "--timeout-after-effect-rate",
+        type=float,
+        default=0.0,
+        help="share of calls whose answer is lost after the effect",
+    )
+    parser.add_argument("--lost-answer", choices=get_args(LostAnswer), default="hang")
+    parser.add_argument("--hang-seconds", type=float, default=DEFAULT_HANG_SECONDS)
+    parser.add_argument(
+        "--incident-at", type=float, default=None, help="seconds after start an incident begins"
+    )
+    parser.add_argument("--incident-for", type=float, default=None, help="incident duration")
+    parser.add_argument(
+        "--incident-status", type=int, choices=sorted(INCIDENT_STATUSES), default=429
+    )
+    parser.add_argument("--incident-retry-after", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.incident_at is not None and args.incident_for is None:
+        parser.error("--incident-at needs --incident-for")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+    # Blocked before the serving thread starts (it inherits the mask), then awaited: no handler
+    # runs in the middle of anything.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    quota: Quota | None = args.rate
+    try:
+        sim = VendorSimulator(
+            args.host,
+            args.port,
+            quota=None if quota is None else (quota.limit, quota.period_seconds),
+            quota_scope=args.scope,
+            retry_after_ms_header=args.retry_after_ms_header,
+            latency_seconds=args.latency,
+            latency_jitter_seconds=args.jitter,
+            latency_distribution=args.latency_distribution,
+            latency_sigma=args.latency_sigma,
+            error_rate=args.error_rate,
+            server_error_rate=args.server_error_rate,
+            auth_failure_rate=args.auth_failure_rate,
+            timeout_after_effect_rate=args.timeout_after_effect_rate,
+            lost_answer=args.lost_answer,
+            hang_seconds=args.hang_seconds,
+            seed=args.seed,
+        )
+        incident = None
+        if args.incident_for is not None:
+            incident = (args.incident_for, args.incident_retry_after, args.incident_status)
+            _check_incident(*incident, args.incident_at or 0.0)
+    except ValueError as exc:
+        parser.error(str(exc))
+    with sim:
+        if incident is not None:
+            sim.start_incident(*incident, starts_in_seconds=args.incident_at or 0.0)
+        sys.stdout.write(f"{sim.url}\n")
+        sys.stdout.flush()
+        received = signal.sigwait(stop_signals)
+        logger.info("vendor simulator stopping on %s", signal.Signals(received).name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
