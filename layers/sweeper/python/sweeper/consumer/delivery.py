@@ -50,11 +50,12 @@ logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 
-#: That look is made this long before its slot: the read has this long, and the late-slot
-#: tolerance, to answer (a strongly consistent GetItem takes milliseconds). Made later than
-#: GATE_RECHECK_LEAD_SECONDS before the slot, one look also covers the slots of its scope that
-#: follow within the rest of that lead, whichever of the batch's threads holds them: the next
-#: few slots of a block at 100/s, so about one read per block rather than one per call.
+#: The look at the gate that GATE_RECHECK_LEAD_SECONDS calls for (slots.py) is made this long
+#: before its slot: the read has this long, and the late-slot tolerance, to answer (a strongly
+#: consistent GetItem takes milliseconds). Made later than GATE_RECHECK_LEAD_SECONDS before the
+#: slot, one look also covers the slots of its scope that follow within the rest of that lead,
+#: whichever of the batch's threads holds them: the next few slots of a block at 100/s, so
+#: about one read per block rather than one per call.
 GATE_READ_LEAD_SECONDS = 0.05
 #: Below this much Lambda time, a record is not called but returned at once.
 MIN_CALL_SECONDS = 1.0
