@@ -24,7 +24,6 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
-from sweeper import consumer
 from sweeper.config import Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
     GATE_READ_LEAD_SECONDS,
@@ -35,9 +34,12 @@ from sweeper.consumer import (
     GuardedCall,
     ParallelBatchProcessor,
     Prepare,
+    delivery,
     guard_with_idempotency,
     process_batch,
 )
+from sweeper.consumer import batch as batch_module
+from sweeper.consumer import slots as slots_module
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
 from sweeper.models import (
@@ -395,9 +397,11 @@ EXACT_LEAD, EXACT_READ_LEAD, EXACT_TOLERANCE = 0.125, 0.03125, 0.0625
 
 @pytest.fixture
 def exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(consumer, "GATE_RECHECK_LEAD_SECONDS", EXACT_LEAD)
-    monkeypatch.setattr(consumer, "GATE_READ_LEAD_SECONDS", EXACT_READ_LEAD)
-    monkeypatch.setattr(consumer, "LATE_SLOT_TOLERANCE_SECONDS", EXACT_TOLERANCE)
+    # Each in every module that reads it (a facade re-export is a copy of the name).
+    for module in (delivery, slots_module):
+        monkeypatch.setattr(module, "GATE_RECHECK_LEAD_SECONDS", EXACT_LEAD)
+        monkeypatch.setattr(module, "LATE_SLOT_TOLERANCE_SECONDS", EXACT_TOLERANCE)
+    monkeypatch.setattr(delivery, "GATE_READ_LEAD_SECONDS", EXACT_READ_LEAD)
 
 
 @pytest.mark.usefixtures("exact")
@@ -962,7 +966,7 @@ def test_a_look_another_thread_made_while_this_one_waited_serves_its_slot(
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(consumer, "BatchSlots", Kept)
+    monkeypatch.setattr(batch_module, "BatchSlots", Kept)
 
     def sleep(seconds: float) -> None:
         batch.clock.sleep(seconds)

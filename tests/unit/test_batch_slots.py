@@ -22,7 +22,6 @@ import pytest
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from sweeper import consumer
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.consumer import (
     BLOCK_SPAN_SECONDS,
@@ -32,6 +31,7 @@ from sweeper.consumer import (
     InOrder,
     ParallelBatchProcessor,
 )
+from sweeper.consumer import slots as slots_module
 from sweeper.limiter import Adaptive, Denial, Grant
 from sweeper.observability import Metric
 
@@ -339,7 +339,7 @@ def test_a_granted_reservation_covers_slots_up_to_the_lead_after_it() -> None:
 
 def test_a_look_covers_a_slot_exactly_the_lead_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # On a lead that is a binary fraction, so that NOW + lead - NOW is the lead exactly
-    monkeypatch.setattr(consumer, "GATE_RECHECK_LEAD_SECONDS", 0.125)
+    monkeypatch.setattr(slots_module, "GATE_RECHECK_LEAD_SECONDS", 0.125)
     slots, _ = batch_slots(parallel=2, records=4)
     slots.saw_open("s", NOW)
     assert slots.covers("s", NOW + 0.125)

@@ -13,17 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
 from sweeper.actions.http import HttpAction
 from sweeper.actions.token import SecretToken
 from sweeper.config import Settings, load_settings
-from sweeper.consumer import GuardedCall, ParallelBatchProcessor, guard_with_idempotency
+from sweeper.consumer import (
+    GuardedCall,
+    Idempotent,
+    ParallelBatchProcessor,
+    dynamodb_idempotent,
+    guard_with_idempotency,
+    job_idempotency_config,
+)
 from sweeper.intake.replay import DynamoReplayMarkers
 from sweeper.intake.secrets import RotatingSecret
 from sweeper.intake.send import QueueBacklog
@@ -31,7 +33,6 @@ from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter, closed_scopes
-from sweeper.models import ActionResult
 from sweeper.observability import MetricSink
 from sweeper.producer import ClosedScopes, no_closed_scopes
 from sweeper.queue import SqsPublisher, SqsVisibility
@@ -145,39 +146,18 @@ def action() -> HttpAction:
 
 @lru_cache(maxsize=1)
 def idempotency_config() -> IdempotencyConfig:
-    return IdempotencyConfig(
-        # The operation key (plus the retry round after an operator retry, see
-        # models.LedgerTarget.idempotency_key), taken from the ledger row: stable across
-        # redeliveries and redrives, unlike the messageId.
-        event_key_jmespath="idempotency_key",
-        raise_on_no_idempotency_key=True,
-        expires_after_seconds=settings().idempotency_expiry_seconds,
-    )
-
-
-Idempotent = Callable[[Callable[..., ActionResult]], Callable[..., ActionResult]]
+    """The consumer's idempotency config (consumer/idempotency.py), one per cold start: the
+    handler registers its Lambda context on this same instance."""
+    return job_idempotency_config(settings().idempotency_expiry_seconds)
 
 
 @lru_cache(maxsize=1)
 def idempotent() -> Idempotent:
-    """Powertools idempotency over DynamoDB, keyed by the job's operation key."""
+    """Powertools idempotency over DynamoDB (consumer/idempotency.py), built once."""
     current = settings()
-    store = DynamoDBPersistenceLayer(table_name=current.require("idempotency_table"))
-
-    def wrap(fn: Callable[..., ActionResult]) -> Callable[..., ActionResult]:
-        wrapped: Callable[..., ActionResult] = idempotent_function(
-            fn,
-            data_keyword_argument="job",
-            persistence_store=store,
-            config=idempotency_config(),
-            output_serializer=PydanticSerializer(model=ActionResult),
-            # A fixed prefix: the default is the function's import path, which a refactor
-            # would change, silently forgetting every stored record.
-            key_prefix=f"sweeper:{current.policy.name}",
-        )
-        return wrapped
-
-    return wrap
+    return dynamodb_idempotent(
+        current.require("idempotency_table"), current.policy.name, idempotency_config()
+    )
 
 
 @lru_cache(maxsize=1)

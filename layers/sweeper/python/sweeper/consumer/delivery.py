@@ -1,0 +1,313 @@
+"""Delivery: one record's way through the limiter, the guarded call and the outcome paths.
+
+Delivery is at least once. Before calling, a record takes a slot from the limiter its scope
+shares with every consumer (slots.py); a closed gate or a slot too far away returns the message
+to the queue, visible again when the wait is over. Waiting never counts as an attempt. The call
+runs inside idempotency (idempotency.py), and each outcome class has its own path:
+
+| class                | ledger                              | message                          |
+|----------------------|-------------------------------------|----------------------------------|
+| accepted, absent     | succeeded                           | deleted                          |
+| permanent            | failed (terminal), one attempt      | deleted                          |
+| throttled            | next attempt at the reopening       | back when the gate reopens       |
+| auth                 | next attempt when the circuit ends  | back when the circuit ends       |
+| transient, unknown   | one attempt, retry after a backoff  | back after the backoff           |
+| ... past max attempts| failed ("exhausted")                | deleted                          |
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import NoReturn
+
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+)
+
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
+from sweeper.consumer.idempotency import GuardedCall
+from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
+from sweeper.errors import RetryableActionError, SweeperError
+from sweeper.ledger.store import Ledger
+from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.models import (
+    SETTLED_STATUSES,
+    ActionCall,
+    ActionResult,
+    JobStatus,
+    OutcomeClass,
+)
+from sweeper.observability import Metric, MetricSink
+from sweeper.queue import Visibility
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+#: The look at the gate that GATE_RECHECK_LEAD_SECONDS calls for (slots.py) is made this long
+#: before its slot: the read has this long, and the late-slot tolerance, to answer (a strongly
+#: consistent GetItem takes milliseconds). Made later than GATE_RECHECK_LEAD_SECONDS before the
+#: slot, one look also covers the slots of its scope that follow within the rest of that lead,
+#: whichever of the batch's threads holds them: the next few slots of a block at 100/s, so
+#: about one read per block rather than one per call.
+GATE_READ_LEAD_SECONDS = 0.05
+#: Below this much Lambda time, a record is not called but returned at once.
+MIN_CALL_SECONDS = 1.0
+#: Spreads the return of records that waited for a token, so they do not all come back at once.
+RATE_DEFERRAL_JITTER_SECONDS = 0.5
+
+
+class Deferred(SweeperError):
+    """The record goes back to the queue on purpose (a wait, not a failure)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerDeps:
+    policy: Policy
+    ledger: Ledger
+    guarded_call: GuardedCall
+    clock: Clock
+    metrics: MetricSink
+    limiter: Limiter
+    visibility: Visibility
+    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], float] = time.time  # epoch seconds, the limiter's clock
+    rng: random.Random = field(default_factory=random.Random)
+
+
+class _Delivery:
+    """One record's way through the limiter, the call and the outcome paths."""
+
+    def __init__(
+        self,
+        job: ActionCall,
+        receipt_handle: str,
+        deps: ConsumerDeps,
+        call_timeout: Callable[[], float | None],
+        slots: BatchSlots,
+    ) -> None:
+        self.job = job
+        self.receipt = receipt_handle
+        self.deps = deps
+        self.call_timeout = call_timeout
+        self.slots = slots
+        self.called = False
+        self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
+
+    def handle(self, status: JobStatus) -> None:
+        try:
+            self._handle(status)
+        finally:
+            self.slots.done(self.job.scope, self.called, self)
+
+    def _handle(self, status: JobStatus) -> None:
+        deps = self.deps
+        if status in SETTLED_STATUSES:
+            deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
+            logger.info("already settled; acknowledged", extra={**self.ids, "status": status})
+            return
+        try:
+            result = deps.guarded_call(self.job, self._take_slot)
+        except IdempotencyAlreadyInProgressError:
+            # Another delivery of the same job is calling right now: come back after it.
+            deps.metrics.add_metric(Metric.IN_PROGRESS_ELSEWHERE, "Count", 1)
+            self._return_in(math.ceil(self.call_timeout() or 5.0), outcome=None, code=None)
+            raise
+        except RetryableActionError as exc:
+            self._unsettled(exc)
+            return
+        self._settled(result)
+
+    # -- before the call ------------------------------------------------------------------------
+
+    def _take_slot(self) -> float | None:
+        """Wait for this scope's next slot (in place, or by going back to the queue).
+
+        Returns the call's timeout; raises Deferred when the record goes back to the queue.
+        """
+        deps = self.deps
+        quota = deps.policy.quota
+        throttle = deps.policy.throttle
+        waited = False
+        while True:
+            timeout = self.call_timeout()
+            if timeout is not None and timeout < MIN_CALL_SECONDS:
+                self._return_in(0.0, outcome=None, code=None)
+                raise Deferred("no Lambda time left for a call")
+            horizon = throttle.max_wait_seconds
+            if timeout is not None:
+                horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
+            requested, decision = self.slots.reserve(
+                self.job.scope, quota.interval_seconds, horizon, self
+            )
+            now = deps.now()
+            if isinstance(decision, Denial):
+                wait = decision.retry_at - now
+                if decision.reason != "rate":
+                    wait += deps.rng.uniform(0.0, throttle.reopen_jitter_seconds)
+                if not waited:
+                    waited = True
+                    deps.metrics.add_metric(
+                        Metric.LIMITER_WAITS
+                        if decision.reason == "rate"
+                        else Metric.GATE_DEFERRALS,
+                        "Count",
+                        1,
+                    )
+                if wait <= horizon:
+                    deps.sleep(max(0.0, wait))  # a short wait in place: no queue round trip
+                    continue
+                self._defer(decision, wait)
+            wait = decision.slot_at - now
+            if wait < -LATE_SLOT_TOLERANCE_SECONDS:
+                # The reservation itself took long enough that its slot has passed: calling now
+                # would arrive late and bunch up with the next slot's call. Let it go unused.
+                deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                continue
+            if wait > 0 and not waited:
+                deps.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
+            if decision.slot_at - requested > GATE_RECHECK_LEAD_SECONDS:
+                # The reservation saw the gate open, but its slot is further away than the lead:
+                # the gate may close meanwhile. Look once more before the slot, unless another
+                # thread's look by then covers it. Every call is thus sent at most the lead
+                # after the batch's last look at an open gate.
+                if wait > GATE_READ_LEAD_SECONDS:
+                    deps.sleep(wait - GATE_READ_LEAD_SECONDS)
+                if not self.slots.covers(self.job.scope, decision.slot_at):
+                    looked = deps.now()
+                    state = deps.limiter.state(self.job.scope)
+                    if state.closed(deps.now()) and state.closed_until is not None:
+                        # Closed while we waited: this slot is given up, never used, and no
+                        # other thread of the batch calls on an earlier look.
+                        self.slots.forget(self.job.scope)
+                        gate = Denial(state.closed_until, "throttled")
+                        deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+                        self._defer(gate, state.closed_until - deps.now())
+                    self.slots.saw_open(self.job.scope, looked)
+                wait = decision.slot_at - deps.now()
+                if wait < -LATE_SLOT_TOLERANCE_SECONDS:
+                    deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                    continue  # the read was slow: this slot has passed, take another
+            if wait > 0:
+                deps.sleep(wait)
+                if deps.now() - decision.slot_at > LATE_SLOT_TOLERANCE_SECONDS:
+                    # Woken too late (a loaded machine, a paused environment): sent now, this
+                    # call could arrive in the next slot's window. Let it go, take another.
+                    deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                    continue
+            self.called = True
+            self.slots.calling(self.job.scope, self)
+            return self.call_timeout()
+
+    def _defer(self, denial: Denial, wait: float) -> NoReturn:
+        """Return the message until the wait is over; the ledger learns when it may run."""
+        if denial.reason == "rate":
+            self.deps.metrics.add_metric(Metric.LIMITER_DEFERRALS, "Count", 1)
+            wait += self.deps.rng.uniform(0.0, RATE_DEFERRAL_JITTER_SECONDS)
+        # Visible a little early (whole seconds, rounded down): the consumer that receives it
+        # waits out the rest in place, so the first call lands right at the reopening.
+        self._return_in(math.floor(max(0.0, wait)), outcome=None, code=f"wait_{denial.reason}")
+        raise Deferred(f"scope {self.job.scope} {denial.reason} for {wait:.1f}s")
+
+    # -- after the call -------------------------------------------------------------------------
+
+    def _settled(self, result: ActionResult) -> None:
+        deps = self.deps
+        deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + result.outcome.value, "Count", 1)
+        now = deps.clock()
+        log = {**self.ids, "outcome": result.outcome.value, "status_code": result.status_code}
+        if result.outcome.succeeded:
+            if deps.ledger.mark_succeeded(self.job.key, result.outcome, now):
+                deps.metrics.add_metric(Metric.SUCCEEDED, "Count", 1)
+            else:
+                deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
+            logger.info("settled", extra=log)
+            return
+        # The only other settled class is permanent: terminal at once, never retried.
+        deps.ledger.mark_failed(self.job.key, result.outcome, result.code, now, count_attempt=True)
+        deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
+        logger.warning("terminal", extra={**log, "code": result.code})
+
+    def _unsettled(self, exc: RetryableActionError) -> None:
+        """Throttled, auth, transient or unknown: each returns the record on its own path."""
+        deps = self.deps
+        outcome = OutcomeClass(exc.outcome)
+        deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + outcome.value, "Count", 1)
+        log: dict[str, object] = {**self.ids, "outcome": outcome.value, "code": exc.code}
+        throttle = deps.policy.throttle
+        if outcome in (OutcomeClass.THROTTLED, OutcomeClass.AUTH):
+            now = deps.now()
+            if outcome is OutcomeClass.THROTTLED:
+                last = deps.limiter.state(self.job.scope).last_close_seconds
+                delay = close_delay(
+                    exc.retry_after_seconds,
+                    last,
+                    base=throttle.close_base_seconds,
+                    cap=throttle.close_cap_seconds,
+                    jitter=throttle.reopen_jitter_seconds,
+                    rng=deps.rng,
+                )
+                deps.metrics.add_metric(Metric.THROTTLE_EVENTS, "Count", 1)
+                adaptive = deps.policy.quota.adaptive_spec
+                if adaptive is not None:  # the quota is being found: this 429 says "slower"
+                    rate = deps.limiter.cut(self.job.scope, adaptive)
+                    log["rate_per_second"] = round(rate, 3)
+            else:
+                delay = throttle.auth_cooloff_seconds
+                deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
+            until = deps.limiter.close(
+                self.job.scope, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
+            )
+            self.slots.forget(self.job.scope)  # this batch's other records use no banked slot
+            logger.warning(
+                "scope closed",
+                extra={**log, "closed_at": round(now, 4), "closed_for_seconds": round(delay, 3)},
+            )
+            self._return_in(math.floor(max(0.0, until - now)), outcome=outcome, code=exc.code)
+            raise Deferred(f"scope {self.job.scope} closed ({outcome.value})") from exc
+        # transient or unknown: a real attempt, counted and backed off
+        now_dt = deps.clock()
+        attempts = deps.ledger.record_unsettled(
+            self.job.key,
+            now_dt,
+            next_attempt_at=now_dt,
+            lease_until=now_dt,
+            outcome=outcome,
+            code=exc.code,
+            count_attempt=True,
+            max_attempts=deps.policy.max_attempts,
+        )
+        if attempts is None:
+            return  # settled meanwhile by another delivery
+        if attempts >= deps.policy.max_attempts:
+            deps.ledger.mark_failed(self.job.key, outcome, "exhausted", now_dt, count_attempt=False)
+            deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
+            deps.metrics.add_metric(Metric.EXHAUSTED, "Count", 1)
+            logger.warning("attempts exhausted; terminal", extra={**log, "attempts": attempts})
+            return
+        retry = deps.policy.retry
+        delay = retry_delay(attempts, base=retry.base_seconds, cap=retry.cap_seconds, rng=deps.rng)
+        deps.metrics.add_metric(Metric.RETRIES, "Count", 1)
+        logger.info("will retry", extra={**log, "attempts": attempts, "delay": round(delay, 3)})
+        self._return_in(delay, outcome=None, code=None)
+        raise exc
+
+    def _return_in(self, seconds: float, *, outcome: OutcomeClass | None, code: str | None) -> None:
+        """Record when the job may run again, and hide the message until then."""
+        now = self.deps.clock()
+        at = now + timedelta(seconds=seconds)
+        self.deps.ledger.record_unsettled(
+            self.job.key,
+            now,
+            next_attempt_at=at,
+            lease_until=at + timedelta(seconds=self.deps.policy.lease_seconds),
+            outcome=outcome,
+            code=code,
+        )
+        self.deps.visibility.hide_for(self.receipt, seconds)

@@ -1,0 +1,91 @@
+"""Idempotency for the consumer's external call: the whole of sweeper's Powertools assembly.
+
+The effect is made idempotent twice over: the ledger is read once per batch (an already settled
+job is acknowledged without a call, see batch.py), and the call runs inside Powertools
+idempotency keyed by the operation key, which the vendor also receives as its `Idempotency-Key`.
+The named gap: the vendor may accept and the process die before the ledger commit; the
+redelivery then reuses the same key, gets the stored (or the vendor's replayed) result, and
+commits it (tests/integration/test_consumer.py drills both halves). Here are the config, the
+DynamoDB persistence layer and the guard that stores only settled outcomes; runtime.py caches
+what they build once per cold start, and the consumer handler registers its Lambda context on
+that cached config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
+from sweeper.errors import RetryableActionError
+from sweeper.models import ActionCall, ActionResult
+
+#: Called inside the guarded call right before the request is sent: waits for the rate slot
+#: (or raises Deferred) and returns the call's timeout. Taking the slot there, after the
+#: idempotency record is written, keeps the gap between slot and send to a minimum.
+Prepare = Callable[[], float | None]
+#: The guarded call: runs the action inside idempotency; raises RetryableActionError for an
+#: outcome that settles nothing (so the idempotency record is released, not stored).
+GuardedCall = Callable[[ActionCall, Prepare], ActionResult]
+
+#: What `dynamodb_idempotent` returns: wraps a call in Powertools idempotency.
+Idempotent = Callable[[Callable[..., ActionResult]], Callable[..., ActionResult]]
+
+
+def job_idempotency_config(expires_after_seconds: int) -> IdempotencyConfig:
+    """The idempotency config of the consumer's call (build it once; see runtime.py)."""
+    return IdempotencyConfig(
+        # The operation key (plus the retry round after an operator retry, see
+        # models.LedgerTarget.idempotency_key), taken from the ledger row: stable across
+        # redeliveries and redrives, unlike the messageId.
+        event_key_jmespath="idempotency_key",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=expires_after_seconds,
+    )
+
+
+def dynamodb_idempotent(table_name: str, policy_name: str, config: IdempotencyConfig) -> Idempotent:
+    """Powertools idempotency over DynamoDB, keyed by the job's operation key."""
+    store = DynamoDBPersistenceLayer(table_name=table_name)
+
+    def wrap(fn: Callable[..., ActionResult]) -> Callable[..., ActionResult]:
+        wrapped: Callable[..., ActionResult] = idempotent_function(
+            fn,
+            data_keyword_argument="job",
+            persistence_store=store,
+            config=config,
+            output_serializer=PydanticSerializer(model=ActionResult),
+            # A fixed prefix: the default is the function's import path, which a refactor
+            # would change, silently forgetting every stored record.
+            key_prefix=f"sweeper:{policy_name}",
+        )
+        return wrapped
+
+    return wrap
+
+
+def guard_with_idempotency(
+    perform: Callable[[ActionCall, float | None], ActionResult],
+    idempotent: Callable[[Callable[..., ActionResult]], Callable[..., ActionResult]],
+) -> GuardedCall:
+    """Wrap an action so only settled outcomes are stored as completed idempotency records."""
+
+    def call(job: ActionCall, prepare: Prepare) -> ActionResult:
+        result = perform(job, prepare())
+        if not result.outcome.settled:
+            raise RetryableActionError(
+                job.key,
+                result.outcome.value,
+                result.status_code,
+                result.code,
+                retry_after_seconds=result.retry_after_seconds,
+            )
+        return result
+
+    wrapped = idempotent(call)
+    return lambda job, prepare: wrapped(job=job, prepare=prepare)

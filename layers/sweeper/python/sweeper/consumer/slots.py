@@ -1,0 +1,210 @@
+"""Slot banking: the limiter slots of one batch, reserved several in one write per scope.
+
+A record takes its slot from the limiter its scope shares with every consumer. BatchSlots
+reserves a block of slots for a scope in one DynamoDB write and hands them out one per call,
+sized by the batch's free threads (BLOCK_SHARE_OF_THREADS) and a span (BLOCK_SPAN_SECONDS);
+it also keeps, per scope, the batch's last look at an open gate, so a call is sent at most
+GATE_RECHECK_LEAD_SECONDS (plus the late-slot tolerance) after it: a closure takes back every
+banked slot and every earlier look. Shared by the batch's threads, never locked across a write.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.limiter import Adaptive, Denial, Grant, Limiter
+from sweeper.observability import Metric, MetricSink
+
+#: A slot further than this after the batch's last look at an open gate (a gate read, or a
+#: granted reservation) is looked at again before it. With the late-slot tolerance, a call is
+#: sent at most IN_FLIGHT_BOUND_SECONDS after its consumer last saw the gate open: calls past
+#: that last look are in flight, all others obey a closure.
+GATE_RECHECK_LEAD_SECONDS = 0.1
+IN_FLIGHT_BOUND_SECONDS = GATE_RECHECK_LEAD_SECONDS + LATE_SLOT_TOLERANCE_SECONDS
+
+
+#: A slot block covers at least this share of a batch's threads (rounded up: 3 of 10). Threads
+#: in a call finish one every latency / threads seconds, so some ask before the block's slots
+#: pass. Measured at 100/s, 4 environments x 10 threads, vendor p50 150 ms (docs/decisions.md):
+#: free threads only made 0.8 limiter writes per job; at least 3 made 0.4 with no late slot.
+BLOCK_SHARE_OF_THREADS = 0.3
+#: A block spans at most this long from its first slot to its last: its threads hold their slots
+#: until then, and are not free for the batch's other scopes meanwhile (three slots at 10/s,
+#: eleven at 50/s). Measured at ten scopes of 10/s (docs/decisions.md): 0.25 s cost more calls
+#: than the writes it saved.
+BLOCK_SPAN_SECONDS = 0.2
+
+
+class BatchSlots:
+    """The limiter slots of one batch: reserved several in one write, handed out one per call.
+
+    When a record needs a slot and none is banked for its scope, one write reserves a slot for
+    each thread that may ask within moments: at most the batch's records of that scope not yet
+    called, and at most BLOCK_SPAN_SECONDS from the first slot to the last. A free thread comes
+    for a banked slot whatever the scope of the batch's next record (`offer`, BankedFirst). The
+    slots keep their exact times; a banked slot whose time has passed (beyond the late
+    tolerance) is let go, never used late. With `parallel_calls = 1` this is one slot per
+    write, as before. Shared by the batch's threads.
+    """
+
+    def __init__(
+        self,
+        limiter: Limiter,
+        parallel_calls: int,
+        calls_by_scope: Mapping[str, int],
+        now: Callable[[], float],
+        metrics: MetricSink,
+        adaptive: Adaptive | None = None,
+    ) -> None:
+        self._limiter = limiter
+        self._adaptive = adaptive
+        self._parallel = parallel_calls
+        self._pending = Counter(calls_by_scope)  # records of each scope yet to take a slot
+        self._now = now
+        self._metrics = metrics
+        self._banked: dict[str, deque[float]] = {}
+        self._open_at: dict[str, float] = {}  # per scope: the latest look that saw it open
+        self._calling = 0  # threads between their slot and their outcome
+        self._holding: set[object] = set()  # records with a slot granted, waiting for its time
+        self.used = 0  # slots taken and called in (a slot let go unused does not count)
+        self._lock = threading.Lock()  # the state above; never held across a network call
+        self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
+        self._closures: Counter[str] = Counter()  # per scope: how often `forget` was called
+        self._coming: dict[int, str] = {}  # thread id -> scope of the banked slot it was offered
+
+    def reserve(
+        self, scope: str, interval: float, horizon: float, holder: object
+    ) -> tuple[float, Grant | Denial]:
+        """One slot (or a denial) for `holder` (a record's delivery), and when the gate was
+        last seen open for it.
+
+        The batch's shared state is locked only to read and update it, never across the
+        limiter's write (a network round trip): a thread whose slot has come must not wait
+        behind another scope's reservation before it calls (measured: calls sent up to 0.12 s
+        after their slots, 429s from a strict vendor). One write per scope at a time: a thread
+        asking while its scope's write is out waits for it, then takes a slot from its block.
+        """
+        with self._scope_lock(scope):
+            with self._lock:
+                self._coming.pop(threading.get_ident(), None)
+                self._holding.discard(holder)  # asking again: a slot it held was let go
+                banked = self._take_banked(scope)
+                if banked is not None:
+                    self._holding.add(holder)
+                    return self._open_at[scope], Grant(banked)
+                count = self._block_size(scope, interval)
+                closures = self._closures[scope]
+            requested = self._now()
+            decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
+            if not isinstance(decision, Grant):
+                return requested, decision
+            with self._lock:
+                self._holding.add(holder)
+                # A look at an open gate, and banked, only if the gate did not close during the
+                # write (see `forget`).
+                if self._closures[scope] == closures:
+                    self._saw_open(scope, requested)
+                    if decision.count > 1:
+                        first, *rest = decision.slots
+                        self._banked[scope] = deque(rest)
+                        return requested, Grant(first)
+            return requested, decision
+
+    def covers(self, scope: str, slot_at: float) -> bool:
+        """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
+        reservation, by any of its threads) is recent enough for a call at `slot_at`."""
+        with self._lock:
+            seen = self._open_at.get(scope)
+        return seen is not None and slot_at - seen <= GATE_RECHECK_LEAD_SECONDS
+
+    def saw_open(self, scope: str, at: float) -> None:
+        """A gate read asked at `at` found `scope` open."""
+        with self._lock:
+            self._saw_open(scope, at)
+
+    def _saw_open(self, scope: str, at: float) -> None:
+        self._open_at[scope] = max(at, self._open_at.get(scope, at))
+
+    def offer(self, has_records: Callable[[str], bool]) -> str | None:
+        """The scope whose banked slot the calling thread should take a record for: the earliest
+        live banked slot that no other thread was offered, among the scopes `has_records`
+        says have a record left for the thread to take; None if there is none.
+
+        The thread is then on its way to that slot until it asks (`reserve`), finishes its
+        record (`done`), or is offered again. Threads are told apart by their id: the thread
+        that takes the record is the one that asks for its slot.
+        """
+        me = threading.get_ident()
+        with self._lock:
+            self._coming.pop(me, None)
+            coming = Counter(self._coming.values())
+            best: tuple[float, str] | None = None
+            for scope in list(self._banked):
+                bank = self._live_bank(scope)
+                if len(bank) <= coming[scope] or (best is not None and bank[0] >= best[0]):
+                    continue  # every slot spoken for, or one sooner found
+                if has_records(scope):
+                    best = (bank[0], scope)
+            if best is None:
+                return None
+            self._coming[me] = best[1]
+            return best[1]
+
+    def _scope_lock(self, scope: str) -> threading.Lock:
+        with self._lock:
+            return self._writing.setdefault(scope, threading.Lock())
+
+    def _take_banked(self, scope: str) -> float | None:
+        """The next banked slot of `scope` not yet past (those past are let go and counted)."""
+        bank = self._live_bank(scope)
+        return bank.popleft() if bank else None
+
+    def _live_bank(self, scope: str) -> deque[float]:
+        """The banked slots of `scope`, those already past let go (and counted)."""
+        bank = self._banked.setdefault(scope, deque())
+        while bank and bank[0] < self._now() - LATE_SLOT_TOLERANCE_SECONDS:
+            bank.popleft()
+            self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+        return bank
+
+    def _block_size(self, scope: str, interval: float) -> int:
+        """How many slots one write reserves for `scope` (see the class docstring)."""
+        # Threads that may ask within moments: those neither calling nor already holding a
+        # slot they wait for (counting these too banked slots nobody came for, let go late),
+        # and at least a share of the threads: some calls end within the block's span. Not cut
+        # to this scope's share of the records: a free thread takes a banked slot's record first.
+        free = self._parallel - self._calling - len(self._holding)
+        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
+        # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
+        span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
+        return max(1, min(self._pending[scope], math.ceil(asking), span))
+
+    def calling(self, scope: str, holder: object) -> None:
+        """A record took its slot and is calling."""
+        with self._lock:
+            self._holding.discard(holder)
+            self._pending[scope] -= 1
+            self._calling += 1
+            self.used += 1
+
+    def done(self, scope: str, called: bool, holder: object) -> None:
+        """A record is finished with (called or not): it will ask for no more slots."""
+        with self._lock:
+            self._coming.pop(threading.get_ident(), None)
+            self._holding.discard(holder)
+            if called:
+                self._calling -= 1
+            else:
+                self._pending[scope] -= 1
+
+    def forget(self, scope: str) -> None:
+        """The gate of `scope` closed: banked slots are not used, and no earlier look at it
+        counts as open."""
+        with self._lock:
+            self._banked.pop(scope, None)
+            self._open_at.pop(scope, None)
+            self._closures[scope] += 1
