@@ -1,8 +1,8 @@
 """The benchmark's SQS and DynamoDB stand-in (sweeper_local.lite_aws) keeps AWS's semantics.
 
 Each test runs against moto and against the stand-in: the same calls, the same answers. The
-whole consumer, producer, redrive and event-source suites also pass on it
-(`SWEEPER_TEST_LITE_AWS=1 pytest tests/integration/test_event_source.py ...`, see README).
+whole consumer, producer, redrive and event-source suites also pass on it (see docs/benchmarks.md,
+"What runs where": `SWEEPER_TEST_LITE_AWS=1 pytest tests/integration/test_event_source.py ...`).
 Where moto is kinder than AWS, the test names AWS's documented behaviour and runs on the
 stand-in only.
 """

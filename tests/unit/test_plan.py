@@ -302,9 +302,7 @@ def test_the_command_takes_the_cpu_per_job() -> None:
         ),
     ],
 )
-def test_the_readmes_cpu_example_is_what_the_command_prints(
-    args: list[str], shown: list[str]
-) -> None:
+def test_the_docs_cpu_example_is_what_the_command_prints(args: list[str], shown: list[str]) -> None:
     config = ["plan", "--config", "docs/examples/plan-real-rates.toml"]
     result = CliRunner().invoke(main, [*config, *args], prog_name="sweeper")
     assert result.exit_code == 1
