@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -117,6 +118,59 @@ def demo(
                 seen[0] = done
 
             report = run_demo(options, progress)
-    emit(report.as_dict(), as_json)
+    if as_json:
+        emit(report.as_dict(), as_json=True)
+    else:
+        click.echo("\n".join(render_report(report.as_dict())))
     if not report.all_final:
         sys.exit(1)
+
+
+#: The per-door table's columns: (the report's field, its heading).
+DOOR_COLUMNS = (
+    ("door", "door"),
+    ("seeded", "seeded"),
+    ("brought_in", "brought in"),
+    ("rejected", "rejected"),
+    ("not_due", "not due"),
+    ("runs", "runs"),
+)
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    """The demo's outcome in one line: final or not, and the counts that say it was once each."""
+    verdict = "every obligation final" if report["all_final"] else "NOT every obligation final"
+    calls = report.get("vendor_calls")
+    vendor = (
+        "" if calls is None else f", {calls} vendor calls, {report['vendor_429s']} answered 429"
+    )
+    return (
+        f"{verdict}: {report['succeeded']} succeeded, {report['terminal']} terminal, "
+        f"{report['pending']} pending of {report['jobs']}, {report['duplicates']} duplicates"
+        f"{vendor}, in {report['elapsed_seconds']:.1f} s"
+    )
+
+
+def door_table(doors: list[dict[str, Any]]) -> list[str]:
+    """The per-door counts as an aligned table (door names left, counts right)."""
+    rows = [[heading for _, heading in DOOR_COLUMNS]]
+    rows += [[str(door[field]) for field, _ in DOOR_COLUMNS] for door in doors]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(DOOR_COLUMNS))]
+    return [
+        "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def render_report(report: dict[str, Any]) -> list[str]:
+    """The demo's human report: one summary line, the figures, then a table per door."""
+    figures = {key: value for key, value in report.items() if key != "doors"}
+    width = max(len(key) for key in figures)
+    lines = [summary_line(report), ""]
+    lines += [f"{key.ljust(width)}  {value}" for key, value in figures.items()]
+    if report.get("doors"):
+        lines += ["", "obligations by door:", *door_table(report["doors"])]
+    return lines
