@@ -139,7 +139,7 @@ def _print_status(item: dict[str, Any]) -> None:
 
 def _switch(console: Console, policy: Policy, consumer_function: str | None) -> Any:
     """The consumer's event source mappings on AWS; None locally (the stack polls the flag)."""
-    from sweeper.event_sources import EventSourceSwitch
+    from sweeper.pause_switch import EventSourceSwitch
 
     if console.endpoints.mode == "local":
         return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from sweeper.backpressure import (
-    Settled,
     achieved_rate,
     floor,
     in_flight_budget,
@@ -13,6 +12,7 @@ from sweeper.backpressure import (
     window_seconds,
 )
 from sweeper.config import ConsumerConfig, Policy, Quota
+from sweeper.ledger.rows import Settled
 
 T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 #: 40/s for a 120 s lease: the quota's formula is 2,400, the window 60 s, the floor 150.

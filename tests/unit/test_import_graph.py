@@ -18,6 +18,11 @@ UPPER_WINGS = ("sweeper_local", "sweeper_cli", "sweeper_bench")
 #: Known circles, each a sorted tuple of module names, left for another change to break. Empty:
 #: add one only with the reason it cannot be broken yet.
 ALLOWED_CYCLES: frozenset[tuple[str, ...]] = frozenset()
+#: The ground floor: platform limits, errors, the domain's models and redaction. It imports
+#: nothing above it, and the ledger (the data layer) leans on it alone.
+GROUND_FLOOR = frozenset(
+    {"sweeper.limits", "sweeper.errors", "sweeper.models", "sweeper.redaction"}
+)
 
 
 def module_name(path: Path, package_dir: Path) -> str:
@@ -165,3 +170,52 @@ def test_an_import_of_a_wing_above_is_named(tmp_path: Path) -> None:
     (package / "smoke.py").write_text("def view():\n    from sweeper_local.vendor import f\n")
 
     assert upward_imports(package) == {"pkg.smoke": ["sweeper_local.vendor"]}
+
+
+def arrows_above(
+    graph: dict[str, set[str]], floor: str, allowed: frozenset[str]
+) -> dict[str, list[str]]:
+    """Modules of `floor` (a module or package name) that import outside it and `allowed`."""
+    wrong = {}
+    for module, targets in graph.items():
+        if module != floor and not module.startswith(f"{floor}."):
+            continue
+        above = sorted(
+            t
+            for t in targets
+            if t not in allowed and t != "sweeper" and t != floor and not t.startswith(f"{floor}.")
+        )
+        if above:
+            wrong[module] = above
+    return wrong
+
+
+def test_the_ground_floor_imports_only_itself() -> None:
+    graph = import_graph(PACKAGE_DIR)
+    wrong = {
+        module: sorted(graph[module] - GROUND_FLOOR - {"sweeper"})
+        for module in GROUND_FLOOR
+        if graph[module] - GROUND_FLOOR - {"sweeper"}
+    }
+    assert wrong == {}
+
+
+def test_the_ledger_leans_on_the_ground_floor_only() -> None:
+    # The data layer never imports logic (backpressure, config, the consumer...) above it.
+    assert arrows_above(import_graph(PACKAGE_DIR), "sweeper.ledger", GROUND_FLOOR) == {}
+
+
+def test_an_arrow_from_the_data_layer_up_is_named(tmp_path: Path) -> None:
+    package = tmp_path / "sweeper"
+    (package / "ledger").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "ledger" / "__init__.py").write_text("")
+    (package / "ledger" / "store.py").write_text("from sweeper.backpressure import Settled\n")
+    (package / "backpressure.py").write_text("from sweeper.errors import E\n")
+    (package / "errors.py").write_text("")
+
+    graph = import_graph(package)
+
+    assert arrows_above(graph, "sweeper.ledger", GROUND_FLOOR) == {
+        "sweeper.ledger.store": ["sweeper.backpressure"]
+    }

@@ -31,24 +31,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 
 from sweeper.config import LEASE_DRAIN_FRACTION, Policy
+from sweeper.ledger.rows import Settled
 
 #: The floor is at least this share of the quota's formula.
 FLOOR_FRACTION = 1 / 16
 #: The achieved rate's time span is never taken as shorter than this share of the window, so a
 #: handful of settlements in one instant does not read as a huge rate.
 MIN_SPAN_FRACTION = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """What the ledger shows the consumers settled in the window: how many, first and last."""
-
-    count: int
-    first: datetime | None
-    last: datetime | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ from typing import Any
 
 from sweeper.config import Policy
 from sweeper.errors import OperatorError
-from sweeper.event_sources import EventSourceSwitch
 from sweeper.ledger.store import InspectRow, Ledger
 from sweeper.limiter import ScopeState
 from sweeper.models import JobStatus, NewJob, OutcomeClass
+from sweeper.pause_switch import EventSourceSwitch
 from sweeper.producer import PAUSED, new_batch_id, on_consumers, run_producer
 from sweeper.queue import Publisher
 from sweeper.schedule_expression import occurrences

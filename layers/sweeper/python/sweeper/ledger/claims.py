@@ -14,11 +14,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import TupleRow
 
-from sweeper.backpressure import Settled
 from sweeper.errors import LedgerError
 from sweeper.ledger import queries
 from sweeper.ledger.executor import Executor, _moves, _serialised
-from sweeper.ledger.rows import RunStart
+from sweeper.ledger.rows import RunStart, Settled
 from sweeper.models import ClaimedJob, JobStatus
 
 #: A claim also reads this many pages of the policy's earliest due rows besides each tenant's

@@ -87,3 +87,12 @@ class InspectRow:
     lease_expires_at: datetime | None
     updated_at: datetime
     completed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What the ledger shows the consumers settled in the window: how many, first and last."""
+
+    count: int
+    first: datetime | None
+    last: datetime | None
