@@ -15,6 +15,7 @@ from infra.discovery import Discovery
 from infra.function import SweeperFunction
 from infra.intake import Intake
 from infra.intake_sender import IntakeSender
+from infra.ledger_function import LedgerAccess
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
@@ -59,6 +60,7 @@ class SweeperStack(Stack):
         migrations = Migrations(
             self, "Migrations", network=network, database=database, packaging=packaging
         )
+        ledger = LedgerAccess(network=network, database=database, packaging=packaging)
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
         intake_sender = IntakeSender(self, "IntakeSender")
@@ -68,19 +70,15 @@ class SweeperStack(Stack):
                 self,
                 f"Pipeline-{policy.name}",
                 policy=policy,
-                network=network,
-                database=database,
+                ledger=ledger,
                 tables=tables,
-                packaging=packaging,
             )
             redrive = Redrive(
                 self,
                 f"Redrive-{policy.name}",
                 pipeline=pipeline,
-                network=network,
-                database=database,
+                ledger=ledger,
                 tables=tables,
-                packaging=packaging,
             )
             # No scheduled run before the ledger's schema exists.
             pipeline.producer_schedule.schedule.node.add_dependency(migrations.resource)
@@ -89,9 +87,7 @@ class SweeperStack(Stack):
                 self,
                 f"Intake-{policy.name}",
                 policy=policy,
-                network=network,
-                database=database,
-                packaging=packaging,
+                ledger=ledger,
                 sender=intake_sender,
             )
             observability.watch(pipeline, redrive)
@@ -103,9 +99,7 @@ class SweeperStack(Stack):
                     self,
                     f"Discovery-{policy.name}",
                     policy=policy,
-                    network=network,
-                    database=database,
-                    packaging=packaging,
+                    ledger=ledger,
                 )
                 discovery.schedule.schedule.node.add_dependency(migrations.resource)
                 observability.watch_discovery(discovery)
@@ -120,9 +114,7 @@ class SweeperStack(Stack):
                     self,
                     f"Retention-{policy.name}",
                     policy=policy,
-                    network=network,
-                    database=database,
-                    packaging=packaging,
+                    ledger=ledger,
                 )
                 retention.schedule.schedule.node.add_dependency(migrations.resource)
                 observability.watch_retention(retention)
