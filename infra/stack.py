@@ -25,6 +25,7 @@ from infra.pipeline import Pipeline
 from infra.protection import DeletionProtection
 from infra.redrive import Redrive
 from infra.retention import Retention
+from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
 
@@ -80,9 +81,6 @@ class SweeperStack(Stack):
                 ledger=ledger,
                 tables=tables,
             )
-            # No scheduled run before the ledger's schema exists.
-            pipeline.producer_schedule.schedule.node.add_dependency(migrations.resource)
-            redrive.schedule.schedule.node.add_dependency(migrations.resource)
             intake = Intake(
                 self,
                 f"Intake-{policy.name}",
@@ -92,8 +90,7 @@ class SweeperStack(Stack):
             )
             observability.watch(pipeline, redrive)
             observability.watch_intake(intake)
-            for construct in (pipeline, redrive, intake):
-                Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
+            of_policy: list[Construct] = [pipeline, redrive, intake]
             if policy.discovery is not None:
                 discovery = Discovery(
                     self,
@@ -101,9 +98,8 @@ class SweeperStack(Stack):
                     policy=policy,
                     ledger=ledger,
                 )
-                discovery.schedule.schedule.node.add_dependency(migrations.resource)
                 observability.watch_discovery(discovery)
-                Tags.of(discovery).add(POLICY_TAG_KEY, policy.name)
+                of_policy.append(discovery)
                 self._output(
                     f"{pascal_case(policy.name)}DiscoveryFunctionName",
                     discovery.function.function.function_name,
@@ -116,9 +112,10 @@ class SweeperStack(Stack):
                     policy=policy,
                     ledger=ledger,
                 )
-                retention.schedule.schedule.node.add_dependency(migrations.resource)
                 observability.watch_retention(retention)
-                Tags.of(retention).add(POLICY_TAG_KEY, policy.name)
+                of_policy.append(retention)
+            for construct in of_policy:
+                Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
 
             prefix = pascal_case(policy.name)
             self._output(f"{prefix}QueueUrl", pipeline.queue.queue_url, "work queue")
@@ -174,10 +171,13 @@ class SweeperStack(Stack):
         Tags.of(self).add("app", APP_TAG, exclude_resource_types=UNTAGGABLE_RESOURCE_TYPES)
 
         # Functions come up once the ledger's schema exists (a first deploy fails, if it fails,
-        # with the cluster created and deletable), and nothing takes work before then.
-        for function in self.node.find_all():
-            if isinstance(function, SweeperFunction) and function is not migrations.function:
-                function.function.node.add_dependency(migrations.resource)
+        # with the cluster created and deletable), and nothing takes work before then: no
+        # scheduled run either.
+        for node in self.node.find_all():
+            if isinstance(node, SweeperFunction) and node is not migrations.function:
+                node.function.node.add_dependency(migrations.resource)
+            if isinstance(node, ScheduledInvocation):
+                node.schedule.node.add_dependency(migrations.resource)
         if database.cluster is not None:
             protection = DeletionProtection(
                 self,
