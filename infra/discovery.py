@@ -18,12 +18,9 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.database import Database
 from infra.function import import_secret
-from infra.ledger_function import LedgerFunction
+from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.network import Network
-from infra.packaging import Packaging
-from infra.scheduling import ScheduledInvocation
 from sweeper.config import Policy, S3Discovery, SqlDiscovery
 from sweeper.errors import ConfigError
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
@@ -44,9 +41,7 @@ class Discovery(Construct):
         construct_id: str,
         *,
         policy: Policy,
-        network: Network,
-        database: Database,
-        packaging: Packaging,
+        ledger: LedgerAccess,
     ) -> None:
         super().__init__(scope, construct_id)
         config = policy.discovery
@@ -57,12 +52,10 @@ class Discovery(Construct):
             self,
             "Function",
             policy=policy,
-            database=database,
-            network=network,
+            ledger=ledger,
             aws_apis="Secrets Manager",
             code_name="discover",
             description=f"{policy.name} discovery: finds obligations in the system of record",
-            packaging=packaging,
             timeout_seconds=discovery_timeout_seconds(config.budget_seconds),
             memory_mb=DISCOVERY_MEMORY_MB,
             reserved_concurrency=DISCOVERY_RESERVED_CONCURRENCY,
@@ -70,16 +63,8 @@ class Discovery(Construct):
         if isinstance(config, SqlDiscovery):
             self._grant_sql(config)
         else:
-            self._grant_s3(config, network)
-        self.schedule = ScheduledInvocation(
-            self,
-            "Schedule",
-            function=self.function.function,
-            expression=config.schedule,
-            timezone=policy.timezone,
-            policy_name=policy.name,
-            description=f"sweeper {policy.name}: run discovery",
-        )
+            self._grant_s3(config, ledger.network)
+        self.schedule = self.function.run_on_schedule(config.schedule, "run discovery")
 
     def _grant_sql(self, config: SqlDiscovery) -> None:
         """The source's own read-only secret (never the ledger's), and its port."""

@@ -27,10 +27,9 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.database import Database
 from infra.function import SweeperFunction
 from infra.intake_sender import IntakeSender
-from infra.ledger_function import LedgerFunction
+from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.nag import acknowledge
 from infra.network import Network
 from infra.packaging import Packaging
@@ -71,9 +70,7 @@ class Intake(Construct):
         construct_id: str,
         *,
         policy: Policy,
-        network: Network,
-        database: Database,
-        packaging: Packaging,
+        ledger: LedgerAccess,
         sender: IntakeSender,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -94,12 +91,10 @@ class Intake(Construct):
             self,
             "Function",
             policy=policy,
-            database=database,
-            network=network,
+            ledger=ledger,
             aws_apis="SQS and Secrets Manager",
             code_name="intake",
             description=f"{policy.name} intake: upserts hints from the intake queue",
-            packaging=packaging,
             timeout_seconds=config.timeout_seconds,
             memory_mb=INTAKE_MEMORY_MB,
             reserved_concurrency=config.reserved_concurrency,
@@ -129,7 +124,7 @@ class Intake(Construct):
         self.secret: secretsmanager.Secret | None = None
         self.replay_table: dynamodb.Table | None = None
         if config.webhook:
-            self._webhook(policy, network, packaging, policy_json)
+            self._webhook(policy, ledger.network, ledger.packaging, policy_json)
 
         sender.grant_intake(self.queue, self.dead_letter_queue)
         senders = [sender.role] + ([self.webhook.role] if self.webhook is not None else [])

@@ -3,12 +3,16 @@
 The producer, consumer, redrive, discovery, prune and intake functions each need the same four
 things besides their own grants: the policy in their environment, the ledger's connection
 settings, read access to the runtime secret with a path to the database (or its proxy) on its
-port, and HTTPS to the AWS interface endpoints they call (Secrets Manager at least).
+port, and HTTPS to the AWS interface endpoints they call (Secrets Manager at least). What they
+are built from (the VPC, the database, the packaged code) is one `LedgerAccess`, made once by
+the stack. The producer, redrive, discovery and prune functions also run on a schedule of their
+own, with its dead-letter queue: `LedgerFunction.run_on_schedule`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from constructs import Construct
 
@@ -16,14 +20,25 @@ from infra.database import Database
 from infra.function import SweeperFunction
 from infra.network import Network
 from infra.packaging import Packaging
+from infra.scheduling import ScheduledInvocation
 from sweeper.config import Policy
+
+
+@dataclass(frozen=True)
+class LedgerAccess:
+    """What every function of the stack stands on: the VPC it runs in, the ledger's database
+    (its settings, secret and proxy), and the code and layers it runs."""
+
+    network: Network
+    database: Database
+    packaging: Packaging
 
 
 class LedgerFunction(SweeperFunction):
     """A SweeperFunction of `policy` with the ledger's environment, grants and network path.
 
     `aws_apis` names, for its security-group rule, what the function reaches through the
-    interface endpoints (e.g. "SQS and Secrets Manager").
+    interface endpoints (e.g. "SQS and Secrets Manager"); None when its HTTPS rule is its own.
     """
 
     def __init__(
@@ -32,12 +47,10 @@ class LedgerFunction(SweeperFunction):
         construct_id: str,
         *,
         policy: Policy,
-        database: Database,
-        network: Network,
+        ledger: LedgerAccess,
         aws_apis: str | None,
         code_name: str,
         description: str,
-        packaging: Packaging,
         timeout_seconds: int,
         memory_mb: int,
         environment: Mapping[str, str] | None = None,
@@ -48,17 +61,42 @@ class LedgerFunction(SweeperFunction):
             construct_id,
             code_name=code_name,
             description=description,
-            packaging=packaging,
-            network=network,
+            packaging=ledger.packaging,
+            network=ledger.network,
             environment={
                 "SWEEPER_POLICY": policy.model_dump_json(),
                 **(environment or {}),
-                **database.runtime_environment(),
+                **ledger.database.runtime_environment(),
             },
             timeout_seconds=timeout_seconds,
             memory_mb=memory_mb,
             reserved_concurrency=reserved_concurrency,
         )
-        database.grant_runtime_access(self)
+        self.policy = policy
+        ledger.database.grant_runtime_access(self)
         if aws_apis is not None:
-            self.allow_https_to(network.aws_api_peer, aws_apis)
+            self.allow_https_to(ledger.network.aws_api_peer, aws_apis)
+
+    def run_on_schedule(
+        self, expression: str, description: str, *, schedule_id: str = "Schedule"
+    ) -> ScheduledInvocation:
+        """EventBridge Scheduler runs the function on `expression`, in the policy's time zone,
+        with the schedule's dead-letter queue and invoke role and the function's failure
+        destination (infra/scheduling.py).
+
+        The schedule is the function's sibling, `schedule_id` in the same scope: its place in
+        the tree, hence its logical IDs, is where it always was. Call it after the function's
+        own grants: the failure destination adds its statement to the role's policy, and the
+        statements keep the order they have always had.
+        """
+        scope = self.node.scope
+        assert isinstance(scope, Construct)  # a LedgerFunction always has a parent
+        return ScheduledInvocation(
+            scope,
+            schedule_id,
+            function=self.function,
+            expression=expression,
+            timezone=self.policy.timezone,
+            policy_name=self.policy.name,
+            description=f"sweeper {self.policy.name}: {description}",
+        )

@@ -16,13 +16,9 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
-from infra.database import Database
 from infra.function import HTTPS_PORT, import_secret
-from infra.ledger_function import LedgerFunction
-from infra.network import Network
-from infra.packaging import Packaging
+from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.queues import queue_with_dead_letters
-from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import Policy
 from sweeper.event_source import check_policy_event_source
@@ -44,10 +40,8 @@ class Pipeline(Construct):
         construct_id: str,
         *,
         policy: Policy,
-        network: Network,
-        database: Database,
+        ledger: LedgerAccess,
         tables: Tables,
-        packaging: Packaging,
     ) -> None:
         super().__init__(scope, construct_id)
         self.policy = policy
@@ -70,12 +64,10 @@ class Pipeline(Construct):
             self,
             "Producer",
             policy=policy,
-            database=database,
-            network=network,
+            ledger=ledger,
             aws_apis="SQS and Secrets Manager",
             code_name="producer",
             description=f"{policy.name} producer: pages due ledger rows into the work queue",
-            packaging=packaging,
             environment={
                 "SWEEPER_QUEUE_URL": self.queue.queue_url,
                 # The producer passes over the rows of scopes whose gate is closed.
@@ -87,15 +79,9 @@ class Pipeline(Construct):
         self.queue.grant_send_messages(self.producer.role)
         tables.grant_gate_scanner(self.producer.role)
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
-        self.producer.allow_https_to(network.dynamodb_peer, "DynamoDB (the throttle gates)")
-        self.producer_schedule = ScheduledInvocation(
-            self,
-            "ProducerSchedule",
-            function=self.producer.function,
-            expression=policy.schedule,
-            timezone=policy.timezone,
-            policy_name=policy.name,
-            description=f"sweeper {policy.name}: run the producer",
+        self.producer.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the throttle gates)")
+        self.producer_schedule = self.producer.run_on_schedule(
+            policy.schedule, "run the producer", schedule_id="ProducerSchedule"
         )
 
         # Its HTTPS rule is its own (_grant_api_access): the vendor's address is not known.
@@ -103,12 +89,10 @@ class Pipeline(Construct):
             self,
             "Consumer",
             policy=policy,
-            database=database,
-            network=network,
+            ledger=ledger,
             aws_apis=None,
             code_name="consumer",
             description=f"{policy.name} consumer: calls the API once per job, idempotently",
-            packaging=packaging,
             environment={
                 # The consumer changes the visibility of messages it defers (rate limit, gate).
                 "SWEEPER_QUEUE_URL": self.queue.queue_url,
@@ -129,7 +113,7 @@ class Pipeline(Construct):
             )
         )
         tables.grant_consumer(self.consumer.role)
-        self._grant_api_access(network)
+        self._grant_api_access()
         self._warn_when_quota_unreachable()
 
     def _warn_when_quota_unreachable(self) -> None:
@@ -139,7 +123,7 @@ class Pipeline(Construct):
         if warning is not None:
             Annotations.of(self).add_warning_v2("sweeper:QuotaUnreachable", warning)
 
-    def _grant_api_access(self, network: Network) -> None:
+    def _grant_api_access(self) -> None:
         """The vendor API over the internet (through NAT), its token, and DynamoDB."""
         action = self.policy.action
         api = urlsplit(action.api_url)

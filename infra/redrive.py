@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from constructs import Construct
 
-from infra.database import Database
-from infra.ledger_function import LedgerFunction
-from infra.network import Network
-from infra.packaging import Packaging
+from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.pipeline import Pipeline
-from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 
 REDRIVE_SCHEDULE_EXPRESSION = "rate(15 minutes)"
@@ -34,10 +30,8 @@ class Redrive(Construct):
         construct_id: str,
         *,
         pipeline: Pipeline,
-        network: Network,
-        database: Database,
+        ledger: LedgerAccess,
         tables: Tables,
-        packaging: Packaging,
     ) -> None:
         super().__init__(scope, construct_id)
         policy = pipeline.policy
@@ -45,12 +39,10 @@ class Redrive(Construct):
             self,
             "Function",
             policy=policy,
-            database=database,
-            network=network,
+            ledger=ledger,
             aws_apis="SQS and Secrets Manager",
             code_name="redrive",
             description=f"{policy.name} redrive: works off the dead-letter queue",
-            packaging=packaging,
             environment={
                 "SWEEPER_QUEUE_URL": pipeline.queue.queue_url,
                 "SWEEPER_DLQ_URL": pipeline.dead_letter_queue.queue_url,
@@ -64,13 +56,7 @@ class Redrive(Construct):
         pipeline.queue.grant_send_messages(self.function.role)
         tables.grant_gate_reader(self.function.role)
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
-        self.function.allow_https_to(network.dynamodb_peer, "DynamoDB (the throttle gate)")
-        self.schedule = ScheduledInvocation(
-            self,
-            "Schedule",
-            function=self.function.function,
-            expression=REDRIVE_SCHEDULE_EXPRESSION,
-            timezone=policy.timezone,
-            policy_name=policy.name,
-            description=f"sweeper {policy.name}: run the redrive",
+        self.function.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the throttle gate)")
+        self.schedule = self.function.run_on_schedule(
+            REDRIVE_SCHEDULE_EXPRESSION, "run the redrive"
         )

@@ -11,11 +11,7 @@ import math
 
 from constructs import Construct
 
-from infra.database import Database
-from infra.ledger_function import LedgerFunction
-from infra.network import Network
-from infra.packaging import Packaging
-from infra.scheduling import ScheduledInvocation
+from infra.ledger_function import LedgerAccess, LedgerFunction
 from sweeper.config import Policy
 
 PRUNE_MEMORY_MB = 256
@@ -38,9 +34,7 @@ class Retention(Construct):
         construct_id: str,
         *,
         policy: Policy,
-        network: Network,
-        database: Database,
-        packaging: Packaging,
+        ledger: LedgerAccess,
     ) -> None:
         super().__init__(scope, construct_id)
         self.policy = policy
@@ -48,22 +42,14 @@ class Retention(Construct):
             self,
             "Function",
             policy=policy,
-            database=database,
-            network=network,
+            ledger=ledger,
             aws_apis="Secrets Manager",
             code_name="prune",
             description=f"{policy.name} prune: deletes old settled ledger metadata",
-            packaging=packaging,
             timeout_seconds=prune_timeout_seconds(policy),
             memory_mb=PRUNE_MEMORY_MB,
             reserved_concurrency=PRUNE_RESERVED_CONCURRENCY,
         )
-        self.schedule = ScheduledInvocation(
-            self,
-            "Schedule",
-            function=self.function.function,
-            expression=policy.retention.schedule,
-            timezone=policy.timezone,
-            policy_name=policy.name,
-            description=f"sweeper {policy.name}: prune old ledger metadata",
+        self.schedule = self.function.run_on_schedule(
+            policy.retention.schedule, "prune old ledger metadata"
         )

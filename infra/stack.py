@@ -15,6 +15,7 @@ from infra.discovery import Discovery
 from infra.function import SweeperFunction
 from infra.intake import Intake
 from infra.intake_sender import IntakeSender
+from infra.ledger_function import LedgerAccess
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
@@ -24,6 +25,7 @@ from infra.pipeline import Pipeline
 from infra.protection import DeletionProtection
 from infra.redrive import Redrive
 from infra.retention import Retention
+from infra.scheduling import ScheduledInvocation
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
 
@@ -59,6 +61,7 @@ class SweeperStack(Stack):
         migrations = Migrations(
             self, "Migrations", network=network, database=database, packaging=packaging
         )
+        ledger = LedgerAccess(network=network, database=database, packaging=packaging)
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
         intake_sender = IntakeSender(self, "IntakeSender")
@@ -68,48 +71,35 @@ class SweeperStack(Stack):
                 self,
                 f"Pipeline-{policy.name}",
                 policy=policy,
-                network=network,
-                database=database,
+                ledger=ledger,
                 tables=tables,
-                packaging=packaging,
             )
             redrive = Redrive(
                 self,
                 f"Redrive-{policy.name}",
                 pipeline=pipeline,
-                network=network,
-                database=database,
+                ledger=ledger,
                 tables=tables,
-                packaging=packaging,
             )
-            # No scheduled run before the ledger's schema exists.
-            pipeline.producer_schedule.schedule.node.add_dependency(migrations.resource)
-            redrive.schedule.schedule.node.add_dependency(migrations.resource)
             intake = Intake(
                 self,
                 f"Intake-{policy.name}",
                 policy=policy,
-                network=network,
-                database=database,
-                packaging=packaging,
+                ledger=ledger,
                 sender=intake_sender,
             )
             observability.watch(pipeline, redrive)
             observability.watch_intake(intake)
-            for construct in (pipeline, redrive, intake):
-                Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
+            of_policy: list[Construct] = [pipeline, redrive, intake]
             if policy.discovery is not None:
                 discovery = Discovery(
                     self,
                     f"Discovery-{policy.name}",
                     policy=policy,
-                    network=network,
-                    database=database,
-                    packaging=packaging,
+                    ledger=ledger,
                 )
-                discovery.schedule.schedule.node.add_dependency(migrations.resource)
                 observability.watch_discovery(discovery)
-                Tags.of(discovery).add(POLICY_TAG_KEY, policy.name)
+                of_policy.append(discovery)
                 self._output(
                     f"{pascal_case(policy.name)}DiscoveryFunctionName",
                     discovery.function.function.function_name,
@@ -120,13 +110,12 @@ class SweeperStack(Stack):
                     self,
                     f"Retention-{policy.name}",
                     policy=policy,
-                    network=network,
-                    database=database,
-                    packaging=packaging,
+                    ledger=ledger,
                 )
-                retention.schedule.schedule.node.add_dependency(migrations.resource)
                 observability.watch_retention(retention)
-                Tags.of(retention).add(POLICY_TAG_KEY, policy.name)
+                of_policy.append(retention)
+            for construct in of_policy:
+                Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
 
             prefix = pascal_case(policy.name)
             self._output(f"{prefix}QueueUrl", pipeline.queue.queue_url, "work queue")
@@ -182,10 +171,13 @@ class SweeperStack(Stack):
         Tags.of(self).add("app", APP_TAG, exclude_resource_types=UNTAGGABLE_RESOURCE_TYPES)
 
         # Functions come up once the ledger's schema exists (a first deploy fails, if it fails,
-        # with the cluster created and deletable), and nothing takes work before then.
-        for function in self.node.find_all():
-            if isinstance(function, SweeperFunction) and function is not migrations.function:
-                function.function.node.add_dependency(migrations.resource)
+        # with the cluster created and deletable), and nothing takes work before then: no
+        # scheduled run either.
+        for node in self.node.find_all():
+            if isinstance(node, SweeperFunction) and node is not migrations.function:
+                node.function.node.add_dependency(migrations.resource)
+            if isinstance(node, ScheduledInvocation):
+                node.schedule.node.add_dependency(migrations.resource)
         if database.cluster is not None:
             protection = DeletionProtection(
                 self,

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
 from infra.pipeline import producer_timeout_seconds
 from infra.queues import DEAD_LETTER_RETENTION_DAYS, WORK_QUEUE_RETENTION_DAYS
-from infra.stack import pascal_case
+from infra.stack import POLICY_TAG_KEY, pascal_case
 from sweeper.config import Policy
 from tests.infra.conftest import Synth
 
@@ -226,6 +226,24 @@ def test_no_schedule_fires_before_the_migrations(default: Synth) -> None:
     migrations_id = default.logical_id("Migrations/Apply/Default")
     for schedule in default.resources("AWS::Scheduler::Schedule").values():
         assert migrations_id in schedule["DependsOn"]
+
+
+def test_every_tagged_resource_of_a_policy_carries_the_policy_tag(proxied: Synth) -> None:
+    # Given two policies, each with its pipeline, redrive, intake, discovery and prune
+    constructs = ("Pipeline", "Redrive", "Intake", "Discovery", "Retention")
+    tagged: dict[tuple[str, str], int] = {}
+    for resource in proxied.template_json["Resources"].values():
+        path = str(resource.get("Metadata", {}).get("aws:cdk:path", ""))
+        top = path.split("/")[1] if path.count("/") > 1 else ""
+        kind, _, policy = top.partition("-")
+        tags = resource["Properties"].get("Tags")
+        if kind not in constructs or not isinstance(tags, list):
+            continue
+        # Then each of their taggable resources names its policy
+        assert {"Key": POLICY_TAG_KEY, "Value": policy} in tags, path
+        tagged[(kind, policy)] = tagged.get((kind, policy), 0) + 1
+    names = [policy.name for policy in proxied.config.policies]
+    assert sorted(tagged) == sorted((kind, name) for kind in constructs for name in names)
 
 
 def test_outputs_have_stable_logical_ids(proxied: Synth) -> None:
