@@ -7,7 +7,11 @@ import json
 import click
 
 from sweeper.config import load_config
-from sweeper.plan import DEFAULT_CPU_SECONDS_PER_JOB
+from sweeper.plan import (
+    BATCH_LEDGER_READ_SECONDS,
+    DEFAULT_CPU_SECONDS_PER_JOB,
+    UNUSED_LAMBDA_SECONDS,
+)
 from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
 
 
@@ -69,9 +73,12 @@ def plan(
     as_json: bool,
 ) -> None:
     """What a policy needs to use its quota: in-flight calls, environments, parallel calls and
-    batch time; how long a backlog takes to drain; AWS requests and cost per million jobs.
+    batch time; the consumer timeout a batch needs and the visibility timeout (how long a killed
+    environment delays its batch); how long a backlog takes to drain; AWS requests and cost per
+    million jobs.
 
-    Exits 1 with its warnings when the policy cannot reach its quota or drain its backlog.
+    Exits 1 with its warnings when the policy cannot reach its quota or drain its backlog, or
+    its consumer timeout is below a batch's need or far above it.
     """
     from sweeper.plan import PlanInput, make_plan
 
@@ -133,7 +140,15 @@ def render(plan: dict[str, object]) -> list[str]:
         f"{plan['recommended_memory_mb']} MB",
         f"  throughput       {plan['throughput_per_second']}/s "
         f"({plan['utilization_of_quota']} of the rate)",
-        f"  batch            {plan['batch_size']} records, up to {plan['batch_seconds_p95']} s",
+        f"  batch            {plan['batch_size']} records, up to {plan['batch_seconds_p95']} s "
+        f"(calls {plan['batch_calls_seconds']} s + slots {plan['batch_slots_seconds']} s + "
+        f"ledger read {BATCH_LEDGER_READ_SECONDS:g} s)",
+        f"  timeout          {plan['timeout_seconds']} s; recommended "
+        f"{plan['recommended_timeout_seconds']} s (the longer of 2 x the batch and the ledger "
+        f"read + one call's connect and read timeouts, + {UNUSED_LAMBDA_SECONDS:g} s unused)",
+        f"  killed env delay up to {plan['visibility_timeout_seconds']} s (the visibility "
+        f"timeout, 6 x timeout + window); {plan['recommended_visibility_timeout_seconds']} s at "
+        "the recommended timeout",
         f"  drain            {'never' if drain is None else f'{drain} s'}",
         f"  oldest age       {'unknown' if oldest is None else f'about {oldest} s'}",
         "  per job          " + ", ".join(f"{k} {v}" for k, v in requests.items()),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,12 +17,19 @@ from sweeper_cli import main
 
 
 def _policy(**consumer: int) -> Policy:
-    # 100 calls/s at headroom 0.8: a target of 80/s; every 5 minutes.
+    # 100 calls/s at headroom 0.8: a target of 80/s; every 5 minutes. A timeout of 18 s: the
+    # default call's 2 + 10 s after the ledger read, and the 5 s the consumer leaves Lambda.
     return Policy(
         name="exports",
         quota=Quota(limit=100, period_seconds=1.0, headroom=0.8),
         consumer=ConsumerConfig(
-            **{"reserved_concurrency": 4, "max_concurrency": 4, "batch_size": 10, **consumer}
+            **{
+                "reserved_concurrency": 4,
+                "max_concurrency": 4,
+                "batch_size": 10,
+                "timeout_seconds": 18,
+                **consumer,
+            }
         ),
     )
 
@@ -93,13 +103,125 @@ def test_arrivals_at_or_over_the_throughput_never_drain_and_warn() -> None:
 
 
 def test_a_batch_that_may_outlast_half_the_timeout_warns() -> None:
-    # 10 records one at a time at up to 4 s each: 40 s against a 60 s timeout
+    # 10 records one at a time at up to 4 s each, 10 slots at 80/s over 4 environments and the
+    # ledger read: 40 + 0.5 + 1 = 41.5 s, twice that and 5 s unused against a 60 s timeout
     plan = make_plan(
-        _policy(),
+        _policy(timeout_seconds=60),
         PlanInput(latency_p50_seconds=1.0, latency_p95_seconds=4.0, overhead_seconds=0.0),
     )
-    assert plan.batch_seconds_p95 == pytest.approx(40.0)
-    assert any("over half the consumer timeout" in w for w in plan.warnings)
+    assert plan.batch_seconds_p95 == pytest.approx(41.5)
+    assert plan.recommended_timeout_seconds == 88
+    assert any(
+        "consumer timeout (60 s) is below the 88 s" in w and "raise timeout_seconds to 88" in w
+        for w in plan.warnings
+    )
+
+
+def _fast_vendor(p95: float) -> PlanInput:
+    return PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=p95, overhead_seconds=0.0)
+
+
+def test_a_batchs_need_is_its_calls_plus_its_slots_plus_its_ledger_read() -> None:
+    # Given batches of 10, 4 calls at once, 4 environments sharing 80/s, a vendor at 2 s p95
+    plan = make_plan(_policy(parallel_calls=4), _fast_vendor(2.0))
+    # Then 3 rounds of 2 s (4, 4 and 2 records), 10 slots at 80 / 4 = 20/s each, and the
+    # ledger read: 6 + 0.5 + 1
+    assert plan.batch_calls_seconds == pytest.approx(6.0)
+    assert plan.batch_slots_seconds == pytest.approx(0.5)
+    assert plan.batch_seconds_p95 == pytest.approx(7.5)
+    # And the timeout covers twice that, plus the 5 s the consumer never uses: 20 s
+    assert plan.recommended_timeout_seconds == 20
+    # And the visibility timeout is six of them plus the window: what a killed environment costs
+    assert plan.recommended_visibility_timeout_seconds == 6 * 20
+
+
+def test_the_slots_follow_the_environments_share_of_every_scopes_rate() -> None:
+    # Given 8 environments: each takes one slot in 8 of the 80/s; with 4 scopes busy, of 320/s
+    one = make_plan(_policy(reserved_concurrency=8, max_concurrency=8), _fast_vendor(0.1))
+    four = make_plan(
+        _policy(reserved_concurrency=8, max_concurrency=8),
+        PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=0.1, overhead_seconds=0.0, scopes=4),
+    )
+    assert one.batch_slots_seconds == pytest.approx(10 * 8 / 80)
+    assert four.batch_slots_seconds == pytest.approx(10 * 8 / 320)
+
+
+def test_the_timeout_lets_one_call_run_its_whole_connect_and_read_timeout() -> None:
+    # Given a fast batch (2 x (1 + 0.5 + 1) = 5 s) and a call allowed 2 + 30 s
+    slow_calls = _policy(parallel_calls=10).model_copy(
+        update={"action": HttpActionConfig(connect_timeout_seconds=2, read_timeout_seconds=30)}
+    )
+    plan = make_plan(slow_calls, _fast_vendor(1.0))
+    # Then the timeout is the ledger read, that call and the unused 5 s: 1 + 32 + 5
+    assert plan.batch_seconds_p95 == pytest.approx(2.5)
+    assert plan.recommended_timeout_seconds == 38
+
+
+def test_a_timeout_far_above_the_batchs_need_warns_with_the_delay_a_killed_environment_costs() -> (
+    None
+):
+    # Given a batch that needs 18 s (the default call's 1 + 2 + 10 + 5) and a window of 1 s
+    def warnings(timeout: int) -> list[str]:
+        policy = _policy(parallel_calls=10, timeout_seconds=timeout, batch_window_seconds=1)
+        plan = make_plan(policy, _fast_vendor(0.1))
+        assert plan.recommended_timeout_seconds == 18
+        assert plan.recommended_visibility_timeout_seconds == 6 * 18 + 1
+        assert plan.visibility_timeout_seconds == 6 * timeout + 1
+        return plan.warnings
+
+    # Then up to twice that is fine, past it the plan says what the timeout costs and would cost
+    assert warnings(18) == []
+    assert warnings(36) == []
+    (far,) = warnings(37)
+    assert "consumer timeout (37 s) is over 2x the 18 s a batch needs" in far
+    assert "delays its records up to 223 s (the visibility timeout), 109 s at" in far
+    assert "timeout_seconds = 18" in far
+    # And below the need it says to raise it
+    (short,) = warnings(17)
+    assert "raise timeout_seconds to 18" in short
+
+
+def test_the_unused_seconds_are_the_ones_the_consumer_leaves_lambda() -> None:
+    from sweeper.plan import UNUSED_LAMBDA_SECONDS
+    from sweeper.runtime import LAMBDA_SAFETY_MARGIN_SECONDS
+
+    assert UNUSED_LAMBDA_SECONDS == LAMBDA_SAFETY_MARGIN_SECONDS
+
+
+#: `sweeper plan` as the README runs it on the shipped policy: the issue's figure, then the
+#: worked example's.
+SHIPPED_PLANS = [
+    ["--latency-p50", "0.15"],
+    ["--latency-p50", "0.15", "--latency-p95", "0.4", "--backlog", "20000", "--arrival", "5"],
+]
+
+
+@pytest.mark.parametrize("args", SHIPPED_PLANS)
+def test_the_shipped_policy_reaches_its_quota_with_the_timeout_its_batch_needs(
+    args: list[str],
+) -> None:
+    from sweeper.config import load_config
+
+    result = CliRunner().invoke(
+        main, ["plan", "--config", "sweeper.toml", "--json", *args], prog_name="sweeper"
+    )
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert plan["warnings"] == []
+    assert plan["throughput_per_second"] >= plan["target_rate_per_second"]
+    consumer = load_config("sweeper.toml").policies[0].consumer
+    assert consumer.timeout_seconds == plan["recommended_timeout_seconds"]
+    assert consumer.visibility_timeout_seconds == plan["recommended_visibility_timeout_seconds"]
+
+
+def test_the_runbook_states_the_delay_the_shipped_policy_gives_a_killed_environment() -> None:
+    result = CliRunner().invoke(
+        main, ["plan", "--config", "sweeper.toml", *SHIPPED_PLANS[0]], prog_name="sweeper"
+    )
+    delay = re.search(r"killed env delay up to (\d+) s", result.output)
+    assert delay is not None, result.output
+    runbook = " ".join(Path("docs/runbook.md").read_text(encoding="utf-8").split())
+    assert f"delays its batch up to {delay.group(1)} s" in runbook
 
 
 def test_requests_and_cost_per_million_jobs_follow_from_the_batch_and_the_prices() -> None:

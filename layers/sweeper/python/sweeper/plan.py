@@ -17,6 +17,14 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
 - The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
   scopes add up. What drains is the smaller of the two.
+- One batch in one environment takes at most its calls (`batch_size / parallel_calls` rounds,
+  each the p95 service time), plus its slots (the environment's share of the planned rate hands
+  it one slot every `environments / rate` seconds), plus the batch's one ledger read: summed, an
+  upper bound. The consumer timeout that covers it leaves half the usable time spare, lets one
+  call run its whole connect and read timeout after the ledger read, and adds the last seconds
+  the consumer never uses. Six such timeouts plus the batching window are the queue's visibility
+  timeout: how long the messages of an environment killed mid-batch stay hidden before they
+  come back.
 - AWS requests per job: the producer sends in batches of 10; the event source receives and
   deletes a batch at a time; each job writes one limiter slot and two idempotency records.
   While a backlog drains every environment is busy, so Lambda duration per job is
@@ -37,6 +45,7 @@ from sweeper.config import (
     vcpu_for,
 )
 from sweeper.errors import ConfigError
+from sweeper.limits import recommended_visibility_timeout_seconds
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).
@@ -61,8 +70,16 @@ DEFAULT_CPU_SECONDS_PER_JOB = 0.010
 #: their slots (measured here: with the machine 0.57-0.67 busy, under 0.3 % of slots were let go
 #: late; at 0.99 busy, 1.6 slots per call).
 CPU_BUSY_SHARE = 0.7
-#: Leave this share of the function timeout unused by a batch's expected duration.
+#: A batch's p95 duration fills at most this share of the time the consumer may use.
 TIMEOUT_SHARE = 0.5
+#: The last seconds of an invocation the consumer never uses (runtime.LAMBDA_SAFETY_MARGIN_SECONDS;
+#: a unit test checks the two agree).
+UNUSED_LAMBDA_SECONDS = 5.0
+#: The batch's one ledger read (every row of the batch in one query), with room for a cold
+#: start's connection: the second MIN_CONSUMER_TIMEOUT_SECONDS allots it.
+BATCH_LEDGER_READ_SECONDS = 1.0
+#: A policy timeout past this many times the recommended one is far above the batch's need.
+TIMEOUT_SLACK_FACTOR = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +139,13 @@ class Plan:
     recommended_parallel_calls: int
     recommended_memory_mb: int
     batch_size: int
-    batch_seconds_p95: float
+    batch_seconds_p95: float  # calls + slots + ledger read (BatchNeed), an upper bound
+    batch_calls_seconds: float
+    batch_slots_seconds: float
+    timeout_seconds: int  # the policy's consumer timeout
+    recommended_timeout_seconds: int
+    visibility_timeout_seconds: int  # the policy's: what a killed environment delays its batch
+    recommended_visibility_timeout_seconds: int
     drain_seconds: float | None
     oldest_age_seconds: float | None
     requests_per_job: dict[str, float]
@@ -181,16 +204,22 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
     if cpu.capacity < target:
         warnings.append(cpu.warning(policy.name, target))
 
-    # One batch in one environment: its records, `parallel` at a time, each at most the p95
-    # service time, and no faster than the environment's share of the limiter's rate.
     batch = consumer.batch_size
-    batch_seconds = max(
-        math.ceil(batch / parallel) * p95_service, batch * environments / max(throughput, 1e-9)
-    )
-    if batch_seconds > consumer.timeout_seconds * TIMEOUT_SHARE:
+    need = batch_need(policy, parallel, p95_service, target)
+    if consumer.timeout_seconds < need.timeout_seconds:
         warnings.append(
-            f"a batch of {batch} may take {batch_seconds:.1f} s, over half the consumer timeout "
-            f"({consumer.timeout_seconds} s): lower batch_size or raise timeout_seconds"
+            f"a batch of {need.batch_size} may take {need.seconds:.1f} s and a call up to "
+            f"{need.call_seconds:g} s: the consumer timeout ({consumer.timeout_seconds} s) is "
+            f"below the {need.timeout_seconds} s that covers them; raise timeout_seconds to "
+            f"{need.timeout_seconds} or lower batch_size"
+        )
+    elif consumer.timeout_seconds > TIMEOUT_SLACK_FACTOR * need.timeout_seconds:
+        warnings.append(
+            f"the consumer timeout ({consumer.timeout_seconds} s) is over "
+            f"{TIMEOUT_SLACK_FACTOR:g}x the {need.timeout_seconds} s a batch needs: an environment "
+            f"killed mid-batch delays its records up to "
+            f"{consumer.visibility_timeout_seconds} s (the visibility timeout), "
+            f"{need.visibility_timeout_seconds} s at timeout_seconds = {need.timeout_seconds}"
         )
 
     net = throughput - given.arrival_per_second
@@ -240,12 +269,63 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
         recommended_parallel_calls=recommended_parallel,
         recommended_memory_mb=cpu.memory_mb,
         batch_size=batch,
-        batch_seconds_p95=round(batch_seconds, 2),
+        batch_seconds_p95=round(need.seconds, 2),
+        batch_calls_seconds=round(need.calls_seconds, 2),
+        batch_slots_seconds=round(need.slots_seconds, 2),
+        timeout_seconds=consumer.timeout_seconds,
+        recommended_timeout_seconds=need.timeout_seconds,
+        visibility_timeout_seconds=consumer.visibility_timeout_seconds,
+        recommended_visibility_timeout_seconds=need.visibility_timeout_seconds,
         drain_seconds=None if drain is None else round(drain, 1),
         oldest_age_seconds=None if oldest is None else round(oldest, 1),
         requests_per_job={k: round(v, 4) for k, v in requests.items()},
         cost_per_million_jobs={k: round(v, 2) for k, v in per_million.items()},
         warnings=warnings,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchNeed:
+    """What one batch needs of the consumer timeout (see the module docstring)."""
+
+    batch_size: int
+    calls_seconds: float  # ceil(batch_size / parallel) rounds of the p95 service time
+    slots_seconds: float  # batch_size slots at the environment's share of the rate
+    call_seconds: float  # one call at its whole connect and read timeout
+    batch_window_seconds: int
+
+    @property
+    def seconds(self) -> float:
+        """The batch's p95 duration: its calls, its slots and its ledger read, summed."""
+        return self.calls_seconds + self.slots_seconds + BATCH_LEDGER_READ_SECONDS
+
+    @property
+    def timeout_seconds(self) -> int:
+        """The shortest consumer timeout that covers the batch with its margin."""
+        used = max(self.seconds / TIMEOUT_SHARE, BATCH_LEDGER_READ_SECONDS + self.call_seconds)
+        # Rounded first, so that float noise (13.000000000000002) never costs a whole second.
+        # Never below MIN_CONSUMER_TIMEOUT_SECONDS: the ledger read alone, doubled, and the
+        # unused seconds come to 7.
+        return math.ceil(round(used + UNUSED_LAMBDA_SECONDS, 6))
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        """The queue's visibility timeout at that consumer timeout."""
+        return recommended_visibility_timeout_seconds(
+            self.timeout_seconds, self.batch_window_seconds
+        )
+
+
+def batch_need(policy: Policy, parallel: int, p95_service: float, rate: float) -> BatchNeed:
+    """One batch of this policy at `parallel` calls at once, p95 service time and total rate."""
+    consumer = policy.consumer
+    action = policy.action
+    return BatchNeed(
+        batch_size=consumer.batch_size,
+        calls_seconds=math.ceil(consumer.batch_size / parallel) * p95_service,
+        slots_seconds=consumer.batch_size * consumer.environments / rate,
+        call_seconds=action.connect_timeout_seconds + action.read_timeout_seconds,
+        batch_window_seconds=consumer.batch_window_seconds,
     )
 
 
