@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "bench",
     "checks",
     "console",
+    "control",
     "demo",
     "discover",
     "intake",

@@ -1,5 +1,6 @@
 """Job states, outcome classes, operation keys and the wire message."""
 
+import itertools
 import unicodedata
 
 import pytest
@@ -9,6 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sweeper.errors import IllegalTransitionError
 from sweeper.models import (
+    CALLABLE_STATUSES,
     MAX_ID_LENGTH,
     REFUSED_ID_CATEGORIES,
     TRANSITIONS,
@@ -19,14 +21,76 @@ from sweeper.models import (
     check_transition,
     id_problem,
     operation_key,
+    sources_of,
 )
 
 _ID: TypeAdapter[str] = TypeAdapter(ObligationId)
 
 
-def test_settled_states_never_move_except_an_operator_retry() -> None:
+def test_settled_states_never_move_except_an_operator_retry_or_cancel() -> None:
     assert {t for s, t in TRANSITIONS if s is JobStatus.SUCCEEDED} == set()
-    assert {t for s, t in TRANSITIONS if s is JobStatus.FAILED} == {JobStatus.PENDING}
+    assert {t for s, t in TRANSITIONS if s is JobStatus.FAILED} == {
+        JobStatus.PENDING,
+        JobStatus.CANCELLED,
+    }
+
+
+def test_cancelled_is_terminal_and_reached_from_every_unfinished_state() -> None:
+    assert {t for s, t in TRANSITIONS if s is JobStatus.CANCELLED} == set()
+    assert set(sources_of(JobStatus.CANCELLED)) == {
+        JobStatus.PENDING,
+        JobStatus.LEASED,
+        JobStatus.HELD,
+        JobStatus.FAILED,
+    }
+
+
+def test_a_held_job_leaves_only_by_unhold_cancel_or_a_call_already_under_way() -> None:
+    assert {t for s, t in TRANSITIONS if s is JobStatus.HELD} == {
+        JobStatus.PENDING,  # unhold
+        JobStatus.CANCELLED,
+        JobStatus.SUCCEEDED,
+        JobStatus.FAILED,
+    }
+    assert JobStatus.HELD not in CALLABLE_STATUSES
+    assert JobStatus.CANCELLED not in CALLABLE_STATUSES
+    # a claim moves pending to leased, never held to leased
+    assert (JobStatus.HELD, JobStatus.LEASED) not in TRANSITIONS
+
+
+@given(st.lists(st.tuples(st.sampled_from(JobStatus), st.sampled_from(JobStatus)), max_size=40))
+def test_check_transition_allows_exactly_the_table(
+    moves: list[tuple[JobStatus, JobStatus]],
+) -> None:
+    for source, target in moves:
+        if (source, target) in TRANSITIONS:
+            check_transition(source, target)
+        else:
+            with pytest.raises(IllegalTransitionError):
+                check_transition(source, target)
+
+
+@given(st.lists(st.sampled_from(JobStatus), max_size=30))
+def test_no_walk_through_the_table_leaves_cancelled_or_calls_a_held_job(
+    wanted: list[JobStatus],
+) -> None:
+    # Given a job walking the state machine, taking each wanted move the table allows
+    state = JobStatus.PENDING
+    path = [state]
+    for target in wanted:
+        if (state, target) in TRANSITIONS:
+            state = target
+            path.append(state)
+    # Then once cancelled it stays cancelled, and a held job is never leased (claimed) again
+    # without an unhold (held -> pending) first
+    if JobStatus.CANCELLED in path:
+        assert set(path[path.index(JobStatus.CANCELLED) :]) == {JobStatus.CANCELLED}
+    for before, after in itertools.pairwise(path):
+        if before is JobStatus.HELD:
+            assert after is not JobStatus.LEASED
+    # and every state's sources, as the guarded UPDATEs take them, come from the table
+    for status in JobStatus:
+        assert all((s, status) in TRANSITIONS for s in sources_of(status))
 
 
 def test_an_illegal_transition_raises_with_both_states() -> None:

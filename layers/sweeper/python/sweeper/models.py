@@ -72,6 +72,10 @@ class JobStatus(enum.StrEnum):
     LEASED = "leased"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    #: An operator's hold: ineligible whatever its due time until an operator releases it.
+    HELD = "held"
+    #: Terminal, by an operator's decision: never called again, never revived by a door.
+    CANCELLED = "cancelled"
 
 
 #: Every allowed move, and nothing else (docs/architecture.md draws it). Each guarded UPDATE in
@@ -87,10 +91,31 @@ TRANSITIONS: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
         (JobStatus.PENDING, JobStatus.SUCCEEDED),
         (JobStatus.PENDING, JobStatus.FAILED),
         (JobStatus.FAILED, JobStatus.PENDING),  # operator retry with a fresh attempt budget
+        # Operator job control (migration 0008). A hold takes a job out of every claim (and a
+        # leased job's message is acknowledged uncalled) until an unhold; no door lifts it.
+        (JobStatus.PENDING, JobStatus.HELD),
+        (JobStatus.LEASED, JobStatus.HELD),
+        (JobStatus.HELD, JobStatus.PENDING),  # unhold
+        # A call already under way when the hold came still records its real effect.
+        (JobStatus.HELD, JobStatus.SUCCEEDED),
+        (JobStatus.HELD, JobStatus.FAILED),
+        # Cancel: terminal, nothing leaves it (a failed job's cancel stops any retry or redrive).
+        (JobStatus.PENDING, JobStatus.CANCELLED),
+        (JobStatus.LEASED, JobStatus.CANCELLED),
+        (JobStatus.HELD, JobStatus.CANCELLED),
+        (JobStatus.FAILED, JobStatus.CANCELLED),
     }
 )
 
 SETTLED_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})
+
+#: The only states in which a delivered message may lead to a call: a delivery for a job in any
+#: other state (settled, held, cancelled) is acknowledged without one.
+CALLABLE_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.LEASED})
+
+#: The states `postpone` moves the due time of, staying in them (a leased job's message is
+#: already out: hold it first).
+POSTPONABLE_STATUSES: tuple[JobStatus, ...] = (JobStatus.HELD, JobStatus.PENDING)
 
 
 def sources_of(target: JobStatus) -> tuple[JobStatus, ...]:
@@ -178,6 +203,50 @@ class Job:
     retry_round: int = 0
     #: The batch that first published it in this retry round (migration 0005); kept when settled.
     batch_id: str | None = None
+    #: Operator job control (migration 0008): the hold, the cancel and the latest postponement.
+    held_at: datetime | None = None
+    hold_reason: str | None = None
+    cancelled_at: datetime | None = None
+    cancel_reason: str | None = None
+    #: A door (schedule, discovery, hint) never moves a postponed job's due time earlier.
+    postponed_until: datetime | None = None
+
+
+class ControlAction(enum.StrEnum):
+    """An operator's job control: its name in the operator actions."""
+
+    CANCEL = "cancel"
+    HOLD = "hold"
+    UNHOLD = "unhold"
+    POSTPONE = "postpone"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSelection:
+    """Which jobs an operator's job control reaches: every filter set must match (None: any)."""
+
+    keys: tuple[str, ...] | None = None
+    tenant_id: str | None = None
+    statuses: tuple[JobStatus, ...] | None = None
+    outcomes: tuple[OutcomeClass, ...] | None = None
+    #: Due range, [due_from, due_before).
+    due_from: datetime | None = None
+    due_before: datetime | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when no filter is set (it would reach every job of the policy)."""
+        return all(
+            value is None
+            for value in (
+                self.keys,
+                self.tenant_id,
+                self.statuses,
+                self.outcomes,
+                self.due_from,
+                self.due_before,
+            )
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,10 @@ from typing import Any
 
 from sweeper.config import Policy
 from sweeper.errors import OperatorError
+from sweeper.ledger.console import control_sources
 from sweeper.ledger.store import InspectRow, Ledger
 from sweeper.limiter import ScopeState
-from sweeper.models import JobStatus, NewJob, OutcomeClass
+from sweeper.models import ControlAction, JobSelection, JobStatus, NewJob, OutcomeClass
 from sweeper.pause_switch import EventSourceSwitch
 from sweeper.producer import PAUSED, new_batch_id, on_consumers, run_producer
 from sweeper.queue import Publisher
@@ -404,3 +405,91 @@ def prune(
         detail={"cutoff": report.cutoff, "jobs": report.jobs_deleted, "runs": report.runs_deleted},
     )
     return report
+
+
+# -- job control: cancel, hold, unhold, postpone --------------------------------------------------
+
+#: Above this many jobs a job control asks for a confirmation (`--yes` on the CLI).
+CONFIRM_ABOVE = 100
+#: Jobs moved by one job control unless told otherwise (`--max`).
+CONTROL_DEFAULT_MAX = 1000
+
+
+@dataclass
+class ControlReport:
+    policy: str
+    action: str
+    dry_run: bool
+    #: Jobs moved (in a dry run: that would be moved), by the state they left.
+    moved: int
+    from_states: dict[str, int]
+    keys: list[str]
+    until: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def control_jobs(
+    action: ControlAction,
+    policy: str,
+    ledger: Ledger,
+    selection: JobSelection,
+    *,
+    actor: str,
+    now: datetime,
+    reason: str | None = None,
+    until: datetime | None = None,
+    limit: int = CONTROL_DEFAULT_MAX,
+    dry_run: bool = False,
+) -> ControlReport:
+    """Cancel, hold, unhold or postpone the selected jobs (at most `limit`), recorded in the
+    ledger with who did it and why; a dry run only says which jobs it would move."""
+    if selection.empty:
+        raise OperatorError(
+            f"choose the jobs to {action.value}: operation keys, a tenant, a status, an outcome "
+            "or a due range"
+        )
+    if action in (ControlAction.CANCEL, ControlAction.HOLD) and not (reason or "").strip():
+        raise OperatorError(f"give a reason to {action.value} (--reason), as the ledger records it")
+    if (action is ControlAction.POSTPONE) != (until is not None):
+        raise OperatorError("postpone needs a time to postpone to (--until), and only postpone")
+    if until is not None and until <= now:
+        raise OperatorError("postpone to a time in the future (--until)")
+    sources = control_sources(action)
+    if selection.statuses is not None and not set(selection.statuses) <= set(sources):
+        allowed = ", ".join(s.value for s in sources)
+        raise OperatorError(f"{action.value} moves jobs from {allowed} only (--status)")
+    if dry_run:
+        moved = ledger.preview_control(action, policy, selection, limit=limit, until=until)
+    else:
+        moved = ledger.control(
+            action,
+            policy,
+            selection,
+            actor=actor,
+            now=now,
+            limit=limit,
+            reason=reason,
+            until=until,
+            detail={
+                "keys": None if selection.keys is None else len(selection.keys),
+                "tenant_filter": selection.tenant_id is not None,
+                "statuses": None
+                if selection.statuses is None
+                else [s.value for s in selection.statuses],
+                "outcomes": None
+                if selection.outcomes is None
+                else [o.value for o in selection.outcomes],
+                "due_from": _iso(selection.due_from),
+                "due_before": _iso(selection.due_before),
+                "until": _iso(until),
+                "limit": limit,
+            },
+        )
+    from_states: dict[str, int] = {}
+    for _key, status in moved:
+        from_states[status.value] = from_states.get(status.value, 0) + 1
+    return ControlReport(
+        policy, action.value, dry_run, len(moved), from_states, [k for k, _ in moved], _iso(until)
+    )

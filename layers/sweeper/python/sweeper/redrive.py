@@ -92,7 +92,11 @@ class RedriveReport:
     moved: int = 0  # in a dry run: would be moved
     retried_terminal: int = 0  # of the moved: terminal jobs given a fresh budget
     dropped_settled: int = 0
+    #: Cancelled jobs' letters: dropped, never sent back to work.
+    dropped_cancelled: int = 0
     kept_terminal: int = 0
+    #: Held jobs' letters: left in the DLQ (after an unhold the producer publishes the job anew).
+    kept_held: int = 0
     kept_closed: int = 0
     not_matching: int = 0
     errors: int = 0
@@ -257,6 +261,16 @@ def _decide(
             run.dlq.delete(letter)
             del run.held[letter.message_id]
             logger.info("settled job's dead letter dropped", extra=ids)
+        return None
+    if view.status is JobStatus.CANCELLED:
+        report.dropped_cancelled += 1
+        if not request.dry_run:
+            run.dlq.delete(letter)
+            del run.held[letter.message_id]
+            logger.info("cancelled job's dead letter dropped", extra=ids)
+        return None
+    if view.status is JobStatus.HELD:
+        report.kept_held += 1
         return None
     terminal = view.status is JobStatus.FAILED
     if terminal and not request.include_terminal:

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
 from sweeper.consumer.slots import BatchSlots
 from sweeper.errors import MalformedMessageError
-from sweeper.models import SETTLED_STATUSES, ActionCall, JobMessage
+from sweeper.models import CALLABLE_STATUSES, ActionCall, JobMessage
 from sweeper.observability import Metric, MetricSink
 
 logger = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def process_batch(
         if target is None:
             continue
         calls_by_scope[target.scope] += 1  # a settled job's record is finished through `done` too
-        if target.status not in SETTLED_STATUSES:
+        if target.status in CALLABLE_STATUSES:
             scopes[message_id] = target.scope
     parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
     slots = BatchSlots(

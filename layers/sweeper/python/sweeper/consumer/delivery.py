@@ -37,6 +37,7 @@ from sweeper.errors import RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
 from sweeper.models import (
+    CALLABLE_STATUSES,
     SETTLED_STATUSES,
     ActionCall,
     ActionResult,
@@ -111,6 +112,12 @@ class _Delivery:
         if status in SETTLED_STATUSES:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
             logger.info("already settled; acknowledged", extra={**self.ids, "status": status})
+            return
+        if status not in CALLABLE_STATUSES:
+            # Held or cancelled by an operator as of the batch's ledger read: never called.
+            logger.info(
+                "held or cancelled; acknowledged uncalled", extra={**self.ids, "status": status}
+            )
             return
         try:
             result = deps.guarded_call(self.job, self._take_slot)

@@ -17,7 +17,29 @@ from sweeper.errors import LedgerError
 from sweeper.ledger import queries
 from sweeper.ledger.executor import Executor, _moves, _serialised
 from sweeper.ledger.rows import BatchAudit, InspectRow, PolicyState, RunRecord
-from sweeper.models import Job, JobStatus, OutcomeClass
+from sweeper.models import (
+    POSTPONABLE_STATUSES,
+    ControlAction,
+    Job,
+    JobSelection,
+    JobStatus,
+    OutcomeClass,
+    sources_of,
+)
+
+#: Per job control: its statement, the job event it records, and the states it moves from (the
+#: state machine's sources of its target; a postponement stays in the state it finds).
+_CONTROLS: dict[ControlAction, tuple[str, str, tuple[JobStatus, ...]]] = {
+    ControlAction.CANCEL: (queries.CANCEL_JOBS, "cancelled", sources_of(JobStatus.CANCELLED)),
+    ControlAction.HOLD: (queries.HOLD_JOBS, "held", sources_of(JobStatus.HELD)),
+    ControlAction.UNHOLD: (queries.UNHOLD_JOBS, "unheld", (JobStatus.HELD,)),
+    ControlAction.POSTPONE: (queries.POSTPONE_JOBS, "postponed", POSTPONABLE_STATUSES),
+}
+
+
+def control_sources(action: ControlAction) -> tuple[JobStatus, ...]:
+    """The states a job control moves jobs from."""
+    return _CONTROLS[action][2]
 
 
 class OperatorLedger(Executor):
@@ -33,6 +55,51 @@ class OperatorLedger(Executor):
         row[7] = JobStatus(row[7])
         row[13] = None if row[13] is None else OutcomeClass(row[13])
         return Job(*row)
+
+    def preview_control(
+        self,
+        action: ControlAction,
+        policy: str,
+        selection: JobSelection,
+        *,
+        limit: int,
+        until: datetime | None = None,
+    ) -> list[tuple[str, JobStatus]]:
+        """The (key, state) of each job `control` would move now (queries.PREVIEW_CONTROL)."""
+        rows = self._execute(
+            queries.PREVIEW_CONTROL, _control_params(action, policy, selection, limit, until)
+        )
+        return [(str(key), JobStatus(status)) for key, status in rows]
+
+    def control(
+        self,
+        action: ControlAction,
+        policy: str,
+        selection: JobSelection,
+        *,
+        actor: str,
+        now: datetime,
+        limit: int,
+        reason: str | None = None,
+        until: datetime | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> list[tuple[str, JobStatus]]:
+        """Cancel, hold, unhold or postpone the selected jobs in one statement, recorded as an
+        operator action with a job event per job; the (key, state it left) of each job moved."""
+        statement, event, _sources = _CONTROLS[action]
+        rows = self._execute(
+            statement,
+            {
+                **_control_params(action, policy, selection, limit, until),
+                "action": action.value,
+                "event": event,
+                "actor": actor,
+                "reason": reason,
+                "detail": Jsonb(detail or {}),
+                "now": now,
+            },
+        )
+        return [(str(key), JobStatus(status)) for key, status in rows]
 
     def counts(self, policy: str) -> dict[JobStatus, int]:
         rows = self._execute(queries.COUNT_BY_STATUS, {"policy": policy})
@@ -203,3 +270,40 @@ class OperatorLedger(Executor):
         """Scopes holding pending or leased work, busiest first, with their counts."""
         rows = self._execute(queries.ACTIVE_SCOPES, {"policy": policy, "limit": limit})
         return {str(scope): int(count) for scope, count in rows}
+
+
+def _control_params(
+    action: ControlAction,
+    policy: str,
+    selection: JobSelection,
+    limit: int,
+    until: datetime | None,
+) -> dict[str, Any]:
+    """The parameters of queries._CONTROL_FILTER."""
+
+    def values(items: Sequence[Any] | None) -> list[str] | None:
+        return None if items is None else [str(item) for item in items]
+
+    sources = control_sources(action)
+    target = _TARGETS.get(action)
+    return {
+        "policy": policy,
+        # Checked against the state machine; a postponement moves no job to another state.
+        "from": [s.value for s in sources] if target is None else _moves(target, *sources),
+        "keys": values(selection.keys),
+        "tenant_id": selection.tenant_id,
+        "statuses": values(selection.statuses),
+        "outcomes": values(selection.outcomes),
+        "due_from": selection.due_from,
+        "due_before": selection.due_before,
+        "until": until if action is ControlAction.POSTPONE else None,
+        "limit": limit,
+    }
+
+
+#: The state each control moves to (a postponement stays where it is).
+_TARGETS: dict[ControlAction, JobStatus] = {
+    ControlAction.CANCEL: JobStatus.CANCELLED,
+    ControlAction.HOLD: JobStatus.HELD,
+    ControlAction.UNHOLD: JobStatus.PENDING,
+}

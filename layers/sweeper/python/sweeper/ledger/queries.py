@@ -31,10 +31,12 @@ EMPTY_SCHEDULE_STAGE: Final = "DELETE FROM sweeper_schedule_stage"
 
 # Idempotent upsert on the operation key, from the staging table. A repeat never duplicates a row
 # and can only move due_at earlier; next_attempt_at follows only for a row never attempted, so an
-# earlier due date cannot override a retry delay or a vendor's Retry-After. Counts the inserts and
-# the moves (the rest were unchanged). Rows are taken in operation-key order (the caller stages
-# each key once), so concurrent upserts of the same rows take their row locks in the same order:
-# they wait, never deadlock.
+# earlier due date cannot override a retry delay or a vendor's Retry-After. It never writes the
+# status, so it cannot revive or unhold a job; it leaves a cancelled row as it is, and never
+# moves a postponed row's due time (an operator's act, undone only by another). Counts the
+# inserts and the moves (the rest were unchanged). Rows are taken in operation-key order (the
+# caller stages each key once), so concurrent upserts of the same rows take their row locks in
+# the same order: they wait, never deadlock.
 UPSERT_STAGED_JOBS: Final = """
 WITH upserted AS (
     INSERT INTO sweeper_jobs AS j (policy, policy_version, tenant_id, object_id, scope,
@@ -45,11 +47,11 @@ WITH upserted AS (
     ORDER BY s.operation_key
     ON CONFLICT (operation_key) DO UPDATE
     SET due_at = EXCLUDED.due_at,
-        next_attempt_at = CASE WHEN j.status = 'pending' AND j.attempt_count = 0
+        next_attempt_at = CASE WHEN j.status IN ('pending', 'held') AND j.attempt_count = 0
                                THEN LEAST(j.next_attempt_at, EXCLUDED.due_at)
                                ELSE j.next_attempt_at END,
         updated_at = EXCLUDED.updated_at
-    WHERE EXCLUDED.due_at < j.due_at
+    WHERE EXCLUDED.due_at < j.due_at AND j.status <> 'cancelled' AND j.postponed_until IS NULL
     RETURNING (xmax = 0) AS inserted
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted
@@ -369,7 +371,8 @@ SELECT status, count(*) FROM sweeper_jobs WHERE policy = %(policy)s GROUP BY sta
 SELECT_JOB: Final = """
 SELECT id, policy, policy_version, tenant_id, object_id, scope, operation_key, status, due_at,
        next_attempt_at, attempt_count, lease_owner, lease_expires_at, last_outcome,
-       last_error_code, created_at, updated_at, completed_at, retry_round, batch_id
+       last_error_code, created_at, updated_at, completed_at, retry_round, batch_id, held_at,
+       hold_reason, cancelled_at, cancel_reason, postponed_until
 FROM sweeper_jobs WHERE operation_key = %(key)s
 """
 
@@ -456,6 +459,102 @@ WITH action AS (
 )
 SELECT moved.operation_key FROM moved ORDER BY moved.id
 """
+
+# -- operator job control (migration 0008) -------------------------------------------------------
+
+# The jobs a job control reaches: the policy's rows in the states it moves from, matching every
+# filter given (NULL matches everything; the due range is [due_from, due_before)), and for a
+# postponement only those due before the new time. Joined into the statements below (constants
+# only: every value is a parameter).
+_CONTROL_FILTER: Final = """
+    WHERE policy = %(policy)s AND status = ANY(%(from)s)
+      AND (%(keys)s::text[] IS NULL OR operation_key = ANY(%(keys)s::text[]))
+      AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s::text)
+      AND (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+      AND (%(outcomes)s::text[] IS NULL OR last_outcome = ANY(%(outcomes)s::text[]))
+      AND (%(due_from)s::timestamptz IS NULL OR due_at >= %(due_from)s::timestamptz)
+      AND (%(due_before)s::timestamptz IS NULL OR due_at < %(due_before)s::timestamptz)
+      AND (%(until)s::timestamptz IS NULL OR due_at < %(until)s::timestamptz)
+    ORDER BY id
+    LIMIT %(limit)s"""
+
+# A dry run: the keys and states a job control would move now, changing nothing.
+PREVIEW_CONTROL: Final = (
+    "SELECT operation_key, status FROM sweeper_jobs" + _CONTROL_FILTER  # noqa: S608
+)
+
+# The operator action, the chosen rows locked (SKIP LOCKED: a row a consumer is settling right
+# now, or a concurrent control holds, is left out, never waited on), the move guarded by the
+# states it leaves, and one job event per moved row with what it left behind: one statement.
+_CONTROL_HEAD: Final = (
+    """
+WITH action AS (
+    INSERT INTO sweeper_operator_actions (policy, action, actor, reason, detail, at)
+    VALUES (%(policy)s, %(action)s, %(actor)s, %(reason)s, %(detail)s, %(now)s)
+    RETURNING id
+), chosen AS (
+    SELECT id, status, attempt_count, last_outcome, last_error_code, batch_id, due_at
+    FROM sweeper_jobs"""  # noqa: S608
+    + _CONTROL_FILTER
+    + """
+    FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE sweeper_jobs j
+    SET updated_at = %(now)s,"""
+)
+
+_CONTROL_TAIL: Final = """
+    WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))  -- by primary key: see CLAIM_DUE's lock step
+      AND (j.status = ANY(%(from)s)) IS TRUE
+    RETURNING j.id, j.operation_key, j.status
+), events AS (
+    INSERT INTO sweeper_job_events (job_id, action_id, event, from_status, to_status,
+                                    previous_attempts, previous_outcome, previous_error_code, at,
+                                    batch_id, previous_due_at)
+    SELECT chosen.id, action.id, %(event)s, chosen.status, moved.status, chosen.attempt_count,
+           chosen.last_outcome, chosen.last_error_code, %(now)s, chosen.batch_id, chosen.due_at
+    FROM moved JOIN chosen ON chosen.id = moved.id CROSS JOIN action
+)
+SELECT moved.operation_key, chosen.status FROM moved JOIN chosen ON chosen.id = moved.id
+ORDER BY moved.id
+"""
+
+# Cancel: terminal. A lease and a hold end with it; a failed job keeps its completion time.
+CANCEL_JOBS: Final = (
+    _CONTROL_HEAD
+    + """
+        status = 'cancelled', cancelled_at = %(now)s, cancel_reason = %(reason)s,
+        lease_owner = NULL, lease_expires_at = NULL, held_at = NULL, hold_reason = NULL"""
+    + _CONTROL_TAIL
+)
+
+# Hold: out of every claim until an unhold. A leased job's lease ends (its message, when
+# delivered, is acknowledged uncalled: the consumer calls only pending or leased jobs).
+HOLD_JOBS: Final = (
+    _CONTROL_HEAD
+    + """
+        status = 'held', held_at = %(now)s, hold_reason = %(reason)s,
+        lease_owner = NULL, lease_expires_at = NULL"""
+    + _CONTROL_TAIL
+)
+
+# Unhold: back to pending as it was; eligible again at its next_attempt_at.
+UNHOLD_JOBS: Final = (
+    _CONTROL_HEAD
+    + """
+        status = 'pending', held_at = NULL, hold_reason = NULL"""
+    + _CONTROL_TAIL
+)
+
+# Postpone: due later (the filter takes only rows due before %(until)s), never eligible before
+# it, in the state the job was in (pending or held).
+POSTPONE_JOBS: Final = (
+    _CONTROL_HEAD
+    + """
+        due_at = %(until)s, postponed_until = %(until)s,
+        next_attempt_at = greatest(j.next_attempt_at, %(until)s)"""
+    + _CONTROL_TAIL
+)
 
 # One batch of settled rows completed before the cutoff, oldest first, through
 # sweeper_jobs_settled_completed. SKIP LOCKED and a small LIMIT keep each transaction short; their
