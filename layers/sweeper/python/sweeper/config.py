@@ -27,8 +27,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import ConfigError
-from sweeper.limiter import Adaptive
 from sweeper.limits import (
     LAMBDA_MAX_TIMEOUT_SECONDS,
     MAX_BATCH_SIZE,
