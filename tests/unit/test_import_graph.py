@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import sweeper
 
 PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
@@ -18,11 +20,12 @@ UPPER_WINGS = ("sweeper_local", "sweeper_cli", "sweeper_bench")
 #: Known circles, each a sorted tuple of module names, left for another change to break. Empty:
 #: add one only with the reason it cannot be broken yet.
 ALLOWED_CYCLES: frozenset[tuple[str, ...]] = frozenset()
-#: The ground floor: platform limits, errors, the domain's models and redaction. It imports
-#: nothing above it, and the ledger (the data layer) leans on it alone.
-GROUND_FLOOR = frozenset(
-    {"sweeper.limits", "sweeper.errors", "sweeper.models", "sweeper.redaction"}
-)
+#: The bedrock: the platform's limits and the adaptive rate's arithmetic, which the policy
+#: models and the limiter both import. They import nothing of sweeper.
+BEDROCK = ("sweeper.limits", "sweeper.adaptive_rate")
+#: The ground floor: the bedrock, errors, the domain's models and redaction. It imports nothing
+#: above it, and the ledger (the data layer) leans on it alone.
+GROUND_FLOOR = frozenset({*BEDROCK, "sweeper.errors", "sweeper.models", "sweeper.redaction"})
 
 
 def module_name(path: Path, package_dir: Path) -> str:
@@ -104,6 +107,23 @@ def cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
     return sorted(found)
 
 
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def within(package: str, modules: set[str]) -> list[str]:
+    """The modules that are `package` or inside it, sorted."""
+    return sorted(m for m in modules if m == package or m.startswith(f"{package}."))
+
+
 def upward_imports(package_dir: Path) -> dict[str, list[str]]:
     """Modules of the package that import a wing above it."""
     upward = {}
@@ -133,6 +153,21 @@ def test_the_product_package_has_no_import_cycle() -> None:
 
 def test_the_product_never_imports_the_harness_or_the_cli() -> None:
     assert upward_imports(PACKAGE_DIR) == {}
+
+
+def test_the_policy_models_never_reach_the_limiter() -> None:
+    # Given the product's graph, When every config module's imports are followed to the end
+    graph = import_graph(PACKAGE_DIR)
+    reached = set().union(*(reachable(graph, m) for m in within("sweeper.config", set(graph))))
+
+    # Then none of them is the limiter: the policy sits below what it configures
+    assert within("sweeper.config", set(graph)) != []
+    assert within("sweeper.limiter", reached) == []
+
+
+@pytest.mark.parametrize("module", BEDROCK)
+def test_the_ground_floor_imports_nothing_of_sweeper(module: str) -> None:
+    assert import_graph(PACKAGE_DIR)[module] == set()
 
 
 def test_a_circle_is_found_and_named_through_a_function_level_import(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""The platform's limits (Lambda, SQS) that the policy models, the event source check, the
-queue adapters and the CDK app all hold a configuration to: the ground floor, importing nothing
-of sweeper.
+"""The platform's limits (Lambda, SQS, the AWS SDK's connection pool) that the policy models, the
+event source check, the queue adapters, the capacity plan and the CDK app all hold a
+configuration to: the ground floor, importing nothing of sweeper.
 """
 
 from __future__ import annotations
@@ -19,6 +19,20 @@ MIN_MAXIMUM_CONCURRENCY = 2
 MAX_MAXIMUM_CONCURRENCY = 1000
 #: AWS's guidance for the queue: six function timeouts plus the batching window.
 VISIBILITY_TIMEOUTS_PER_FUNCTION_TIMEOUT = 6
+#: Lambda's range of a function's memory (128 MB to 10,240 MB, the Lambda Developer Guide's
+#: "Configure Lambda function memory").
+LAMBDA_MIN_MEMORY_MB = 128
+LAMBDA_MAX_MEMORY_MB = 10_240
+#: Lambda gives a function one vCPU (one vCPU-second of credits per second) at 1,769 MB, and a
+#: share in proportion below (the same page).
+MB_PER_VCPU = 1769
+#: botocore's default connection pool per client: more concurrent calls would queue for one.
+MAX_PUBLISH_CONCURRENCY = 10
+
+
+def vcpu_for(memory_mb: int) -> float:
+    """The vCPU share Lambda gives a function of this memory."""
+    return memory_mb / MB_PER_VCPU
 
 
 def recommended_visibility_timeout_seconds(

@@ -37,15 +37,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import (
-    DEFAULT_CONSUMER_MEMORY_MB,
-    MAX_PARALLEL_CALLS,
-    MB_PER_VCPU,
-    Policy,
-    vcpu_for,
-)
+from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, Policy
 from sweeper.errors import ConfigError
-from sweeper.limits import recommended_visibility_timeout_seconds
+from sweeper.limits import MB_PER_VCPU, recommended_visibility_timeout_seconds, vcpu_for
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).

@@ -3,12 +3,13 @@
 A small package, split as Powertools splits a utility: `base` holds what every limiter speaks
 (`Grant`, `Denial`, `ScopeState` and the `Limiter` protocol), `dynamodb` the production limiter
 (one DynamoDB item per scope: its slots, its gate, its adaptive rate) and the producer's read of
-the closed gates, `adaptive` the arithmetic of the rate for a quota not known, `baselines` the
-rate benchmark's two stand-ins, and `backoff` the throttle and retry delays. This facade
-re-exports their public names, so callers import from `sweeper.limiter` and not from a module.
+the closed gates, `baselines` the rate benchmark's two stand-ins, and `backoff` the throttle and
+retry delays. The arithmetic of the rate for a quota not known lives a floor below, in
+`sweeper.adaptive_rate`, which the policy models import too. This facade re-exports their public
+names (`Adaptive` included), so callers import from `sweeper.limiter` and not from a module.
 """
 
-from sweeper.limiter.adaptive import Adaptive
+from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.backoff import close_delay, retry_delay
 from sweeper.limiter.base import Denial, Grant, Limiter, Reason, ScopeState
 from sweeper.limiter.baselines import NoLimiter, PerWorkerLimiter

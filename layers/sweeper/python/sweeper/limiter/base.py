@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from sweeper.limiter.adaptive import Adaptive
+from sweeper.adaptive_rate import Adaptive
 
 Reason = Literal["rate", "throttled", "auth"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sweeper.limiter.adaptive import Adaptive
+from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 
 

@@ -11,7 +11,8 @@ One DynamoDB item per scope holds the whole of its state:
 - `closed_until` / `reason`: the gate. A vendor's Retry-After (or an auth failure) closes the
   scope for every consumer; a reservation is refused while it is closed.
 - `ar`, `ar_at`, `ar_v`, `ar_peak`, `ar_cut_at`: the adaptive rate of a scope whose quota is
-  not known (its arithmetic is `adaptive.py`'s); a reservation at it is conditional on `ar_v`.
+  not known (its arithmetic is `sweeper.adaptive_rate`'s); a reservation at it is conditional
+  on `ar_v`.
 
 Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
 from idle to busy, no reads; a consumer whose slot is far from its batch's last look at an open
@@ -46,8 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import LimiterError
-from sweeper.limiter.adaptive import Adaptive
 from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 
 if TYPE_CHECKING:

@@ -2,10 +2,11 @@
 
 `Adaptive` is the controller's arithmetic alone, additive increase and multiplicative decrease
 with a slow band near the last peak: the rate at a moment, and the rate after a 429. It holds no
-state and does no I/O, so the policy (`config.py`) builds one from a quota's settings, the
+state, does no I/O and imports nothing of sweeper: a ground-floor module, so that the policy
+(`sweeper.config.quota`) builds one from a quota's settings without importing the limiter, the
 consumer passes it to any limiter, and its maths is tested on its own; where the rate lives (the
 scope's DynamoDB item, so that every consumer follows one value) is the DynamoDB limiter's
-business (`dynamodb.py`).
+business (`sweeper.limiter.dynamodb`). The limiter's facade re-exports it.
 """
 
 from __future__ import annotations

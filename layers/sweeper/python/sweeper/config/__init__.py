@@ -1,0 +1,91 @@
+"""Configuration: one validated model for the policies, one for the runtime environment.
+
+The policy file (TOML) is validated by `SweeperConfig`, shared by the Lambdas, the CLI, the local
+stack and the CDK app. A Lambda receives its one policy as JSON in `SWEEPER_POLICY`; `Settings`
+validates the environment once per cold start (`load_settings` caches it). Logic never reads
+`os.environ`: it receives values. A small package, split by concern: `base` (the strict model
+every section derives from), `quota`, `action`, `consumer`, `discovery`, `policy` (the policy and
+its other sections), `loading` (the policy file) and `settings` (the environment); the
+platform's limits they hold a policy to are in `sweeper.limits`, and the ones callers used to
+take from here are re-exported. This facade re-exports every public name, so callers import
+from `sweeper.config` and not from a module.
+"""
+
+from sweeper.config.action import DEFAULT_URL_TEMPLATE, HttpActionConfig, OutcomeName
+from sweeper.config.consumer import (
+    DEFAULT_CONSUMER_MEMORY_MB,
+    MAX_PARALLEL_CALLS,
+    MIN_CONSUMER_TIMEOUT_SECONDS,
+    ConsumerConfig,
+)
+from sweeper.config.discovery import (
+    KEY_TEMPLATE_FIELDS,
+    DiscoveryConfig,
+    S3Discovery,
+    SqlDiscovery,
+)
+from sweeper.config.loading import SweeperConfig, describe_validation_error, load_config
+from sweeper.config.policy import (
+    LEASE_DRAIN_FRACTION,
+    MIN_SETTLED_JOB_RETENTION_DAYS,
+    RETENTION_MAX_BUDGET_SECONDS,
+    SCOPE_FIELDS,
+    AlarmConfig,
+    IntakeConfig,
+    Policy,
+    PolicyName,
+    RetentionConfig,
+    RetryConfig,
+    ScopeConfig,
+    SmokeConfig,
+    ThrottleConfig,
+)
+from sweeper.config.quota import DEFAULT_ARRIVAL_JITTER_SECONDS, LATE_SLOT_TOLERANCE_SECONDS, Quota
+from sweeper.config.settings import Settings, load_settings
+from sweeper.limits import (
+    LAMBDA_MAX_MEMORY_MB,
+    LAMBDA_MIN_MEMORY_MB,
+    MAX_PUBLISH_CONCURRENCY,
+    MB_PER_VCPU,
+    vcpu_for,
+)
+
+__all__ = [
+    "DEFAULT_ARRIVAL_JITTER_SECONDS",
+    "DEFAULT_CONSUMER_MEMORY_MB",
+    "DEFAULT_URL_TEMPLATE",
+    "KEY_TEMPLATE_FIELDS",
+    "LAMBDA_MAX_MEMORY_MB",
+    "LAMBDA_MIN_MEMORY_MB",
+    "LATE_SLOT_TOLERANCE_SECONDS",
+    "LEASE_DRAIN_FRACTION",
+    "MAX_PARALLEL_CALLS",
+    "MAX_PUBLISH_CONCURRENCY",
+    "MB_PER_VCPU",
+    "MIN_CONSUMER_TIMEOUT_SECONDS",
+    "MIN_SETTLED_JOB_RETENTION_DAYS",
+    "RETENTION_MAX_BUDGET_SECONDS",
+    "SCOPE_FIELDS",
+    "AlarmConfig",
+    "ConsumerConfig",
+    "DiscoveryConfig",
+    "HttpActionConfig",
+    "IntakeConfig",
+    "OutcomeName",
+    "Policy",
+    "PolicyName",
+    "Quota",
+    "RetentionConfig",
+    "RetryConfig",
+    "S3Discovery",
+    "ScopeConfig",
+    "Settings",
+    "SmokeConfig",
+    "SqlDiscovery",
+    "SweeperConfig",
+    "ThrottleConfig",
+    "describe_validation_error",
+    "load_config",
+    "load_settings",
+    "vcpu_for",
+]

@@ -1,0 +1,256 @@
+"""One policy (`Policy`): one kind of cleanup obligation and everything that governs how it runs.
+
+A policy composes its sections: the limiter scope, the quota (`quota.py`), the action
+(`action.py`), the consumers (`consumer.py`), retry and throttle backoff, alarms, retention of
+settled rows, the smoke canary, the intake of hints and the discovery source (`discovery.py`).
+The sections with no module of their own are here; so is the cap on leased rows that the quota
+drains within part of a lease (`LEASE_DRAIN_FRACTION`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zoneinfo
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from sweeper.config.action import HttpActionConfig
+from sweeper.config.base import _Strict
+from sweeper.config.consumer import ConsumerConfig
+from sweeper.config.discovery import DiscoveryConfig
+from sweeper.config.quota import Quota
+from sweeper.errors import ConfigError
+from sweeper.limits import (
+    LAMBDA_MAX_TIMEOUT_SECONDS,
+    MAX_PUBLISH_CONCURRENCY,
+    recommended_visibility_timeout_seconds,
+)
+from sweeper.schedule_expression import parse_schedule
+
+#: A leased row's message must be consumable at the quota rate within this fraction of the lease,
+#: so that leases do not expire while their messages still wait in the queue.
+LEASE_DRAIN_FRACTION = 0.5
+#: Settled jobs are kept at least as long as a dead letter can wait for redrive.
+MIN_SETTLED_JOB_RETENTION_DAYS = 14
+#: The scheduled prune's budget stays well inside Lambda's 15 minutes.
+RETENTION_MAX_BUDGET_SECONDS = 600.0
+#: Fields a scope template may use.
+SCOPE_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
+
+PolicyName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
+
+
+class ScopeConfig(_Strict):
+    """What one limiter bucket covers, as a key template over the job's fields."""
+
+    kind: Literal["global", "tenant", "credential", "endpoint"] = "global"
+    template: str | None = Field(default=None, description="defaults by kind")
+
+    @model_validator(mode="after")
+    def _check_template(self) -> Self:
+        fields = set(re.findall(r"{(\w+)}", self.key_template))
+        unknown = fields - SCOPE_FIELDS
+        if unknown:
+            raise ValueError(f"scope template uses unknown fields {sorted(unknown)}")
+        return self
+
+    @property
+    def key_template(self) -> str:
+        if self.template is not None:
+            return self.template
+        return {
+            "global": "{policy}",
+            "tenant": "{policy}:{tenant_id}",
+            "credential": "{policy}:credential",
+            "endpoint": "{host}",
+        }[self.kind]
+
+
+class RetryConfig(_Strict):
+    """Backoff for transient and unknown outcomes: full jitter, exponential, capped."""
+
+    base_seconds: float = Field(default=2.0, gt=0, le=3600)
+    cap_seconds: float = Field(default=300.0, gt=0, le=43_200)
+
+
+class ThrottleConfig(_Strict):
+    """How the gate reacts to the vendor's signals, and how long a consumer waits in place."""
+
+    #: Closure without a Retry-After: doubles from here up to the cap.
+    close_base_seconds: float = Field(default=1.0, gt=0, le=3600)
+    close_cap_seconds: float = Field(default=300.0, gt=0, le=43_200)
+    #: Added after the vendor's stated time (never before it), so consumers don't stampede.
+    reopen_jitter_seconds: float = Field(default=0.1, ge=0, le=60)
+    #: An auth failure opens the circuit for this long (a configuration incident).
+    auth_cooloff_seconds: float = Field(default=300.0, gt=0, le=43_200)
+    #: A consumer sleeps for a token or a reopening at most this long; longer waits return
+    #: the message to the queue, visible again when the wait is over.
+    max_wait_seconds: float = Field(default=2.0, ge=0, le=60)
+
+
+class AlarmConfig(_Strict):
+    queue_age_seconds: int = Field(default=900, gt=0)
+    oldest_eligible_age_seconds: int = Field(default=1800, gt=0)
+    terminal_failures: int = Field(default=1, ge=1)
+    #: Share of the vendor calls in a period answered 5xx / connection refused (transient) ...
+    transient_rate_percent: float = Field(default=10.0, gt=0, le=100)
+    #: ... or with no answer once sent (unknown: timeout, connection lost), which alarms sooner.
+    unknown_rate_percent: float = Field(default=5.0, gt=0, le=100)
+
+
+class RetentionConfig(_Strict):
+    """How long settled ledger rows are kept, and how the scheduled prune runs.
+
+    The prune deletes, per policy, settled jobs (with their job events) completed more than
+    `settled_job_days` ago, run records scheduled more than `run_days` ago and operator actions
+    more than `operator_action_days` ago, `batch_rows` rows per short transaction, for at most
+    `budget_seconds` per run. Unsettled jobs are never deleted.
+    """
+
+    enabled: bool = True
+    schedule: str = Field(default="rate(1 day)", pattern=r"^(rate|cron)\(.+\)$")
+    #: At least the DLQ's retention, so that a dead letter always finds its job (a unit test
+    #: checks this floor against infra's DEAD_LETTER_RETENTION_DAYS).
+    settled_job_days: float = Field(default=30.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    run_days: float = Field(default=90.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    operator_action_days: float = Field(default=365.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    batch_rows: int = Field(default=500, ge=1, le=10_000)
+    budget_seconds: float = Field(default=120.0, ge=5, le=RETENTION_MAX_BUDGET_SECONDS)
+
+    @field_validator("schedule")
+    @classmethod
+    def _parsable_schedule(cls, value: str) -> str:
+        try:
+            parse_schedule(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @model_validator(mode="after")
+    def _records_outlive_their_jobs(self) -> Self:
+        # A batch's audit counts its jobs, and an operator action explains the jobs it moved:
+        # neither may go before the jobs they describe.
+        if self.run_days < self.settled_job_days:
+            raise ValueError(
+                f"run_days ({self.run_days:g}) must be at least settled_job_days "
+                f"({self.settled_job_days:g}): a batch's record outlives its jobs"
+            )
+        if self.operator_action_days < self.settled_job_days:
+            raise ValueError(
+                f"operator_action_days ({self.operator_action_days:g}) must be at least "
+                f"settled_job_days ({self.settled_job_days:g}): an action outlives its jobs"
+            )
+        return self
+
+
+class SmokeConfig(_Strict):
+    """The sandbox target of `sweeper smoke`: a tenant the vendor keeps for tests.
+
+    The canary's object is always `object_prefix` plus a fresh random id under this tenant, so a
+    smoke run never names an existing object; without this section `sweeper smoke` is refused.
+    """
+
+    tenant_id: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:-]+$")
+    object_prefix: str = Field(
+        default="sweeper-smoke-", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$"
+    )
+    #: How long the canary may take from release to settlement before the smoke fails.
+    timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
+
+
+class IntakeConfig(_Strict):
+    """How hints come in: the intake queue and function, the signed webhook, EventBridge rules.
+
+    A hint only inserts an idempotent job or moves its due time earlier (sweeper.intake).
+    """
+
+    #: Serve `POST /v1/hints/{policy}` (a Lambda function URL on AWS, loopback locally).
+    webhook: bool = True
+    #: A signature's timestamp may be this far from the receiver's clock, either way.
+    signature_tolerance_seconds: int = Field(default=300, ge=30, le=3600)
+    #: Larger request bodies are refused with 413 before their signature is checked. The
+    #: ceiling keeps one request's hints, normalised, inside one SQS message (256 KiB).
+    max_body_bytes: int = Field(default=65_536, ge=1024, le=131_072)
+    max_hints_per_request: int = Field(default=500, ge=1, le=1000)
+    #: Above this many messages waiting on the intake queue, the webhook sheds load (429).
+    max_backlog: int = Field(default=100_000, ge=1)
+    #: The webhook function's reserved concurrency: a function URL answers 429 beyond it.
+    webhook_reserved_concurrency: int = Field(default=5, ge=1, le=1000)
+    #: The intake function: at most this many ledger writers at once.
+    reserved_concurrency: int = Field(default=2, ge=1, le=100)
+    batch_size: int = Field(default=10, ge=1, le=10)
+    timeout_seconds: int = Field(default=30, ge=5, le=900)
+    max_receive_count: int = Field(default=5, ge=1, le=1000)
+    #: The intake age alarm: the oldest hint on the intake queue is older than this.
+    age_alarm_seconds: int = Field(default=300, gt=0)
+    #: EventBridge event patterns (default bus) whose events become this policy's hints; each
+    #: event's `detail` is one hint, or `{"hints": [...]}`.
+    event_patterns: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("event_patterns")
+    @classmethod
+    def _patterns_match_something(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for index, pattern in enumerate(value):
+            if not pattern:
+                raise ValueError(f"event pattern {index} is empty (it would match every event)")
+        return value
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        return recommended_visibility_timeout_seconds(self.timeout_seconds, 0)
+
+
+class Policy(_Strict):
+    """One kind of cleanup obligation and everything that governs how it runs."""
+
+    name: PolicyName
+    version: int = Field(default=1, ge=1)
+    description: str = ""
+    schedule: str = Field(default="rate(5 minutes)", pattern=r"^(rate|cron|at)\(.+\)$")
+    timezone: str = "UTC"
+    scope: ScopeConfig = ScopeConfig()
+    quota: Quota = Quota(limit=50, period_seconds=1.0)
+    action: HttpActionConfig = HttpActionConfig()
+    consumer: ConsumerConfig = ConsumerConfig()
+    alarms: AlarmConfig = AlarmConfig()
+    retry: RetryConfig = RetryConfig()
+    throttle: ThrottleConfig = ThrottleConfig()
+    retention: RetentionConfig = RetentionConfig()
+    smoke: SmokeConfig | None = None
+    intake: IntakeConfig = IntakeConfig()
+    max_attempts: int = Field(default=8, ge=1, le=100)
+    lease_seconds: int = Field(default=900, ge=10, le=86_400)
+    page_size: int = Field(default=1000, ge=1, le=10_000)
+    producer_budget_seconds: float = Field(default=240.0, gt=0, le=LAMBDA_MAX_TIMEOUT_SECONDS)
+    #: SendMessageBatch calls the producer has in flight at once (threads; each call is a wait on
+    #: SQS). At most botocore's default connection pool (10), so no call waits for a connection.
+    publish_concurrency: int = Field(default=4, ge=1, le=MAX_PUBLISH_CONCURRENCY)
+    #: Where obligations are found (a periodic reconciliation pass); none: scheduled by hand.
+    discovery: DiscoveryConfig | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @property
+    def max_in_flight_per_scope(self) -> int:
+        """Cap on one scope's leased rows: what its own rate drains within part of a lease.
+
+        Every scope has the quota's rate, so more of one scope's work would wait in the queue
+        while its leases run out; the claim leaves it due for a later one (sweeper.ledger).
+        """
+        return self.max_in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """Cap on leased rows per policy: what the quota drains within part of one lease."""
+        return max(
+            1, math.floor(self.quota.rate_per_second * self.lease_seconds * LEASE_DRAIN_FRACTION)
+        )
