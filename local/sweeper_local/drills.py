@@ -553,6 +553,52 @@ def database_restart(run: DrillRun, jobs: int = 60) -> None:
     run.settle()
 
 
+#: A database blip costs seconds: every job final within this long of the restart, where the
+#: records it failed would otherwise wait out the queue's visibility timeout (60 s here).
+BLIP_RECOVERY_SECONDS = 30.0
+BLIP_JOBS = 300
+BLIP_RESTART_AT = 200
+
+
+def _database_blip(run: DrillRun, *, immediate: bool, jobs: int = BLIP_JOBS) -> None:
+    """Mid-run the ledger's PostgreSQL restarts (`pg_ctl -m fast` or `-m immediate`): the
+    records that meet the unreachable ledger come back in seconds (sweeper.returns), not after
+    the visibility timeout, so every job is final within BLIP_RECOVERY_SECONDS of the restart."""
+    if run.postgres is None:
+        raise DrillError("the database blip drill needs a PostgreSQL of its own")
+    run.seed(jobs)
+    # Two thirds in: the rest (a hundred jobs, about 15 s at this stack's 7 jobs/s on two
+    # cores) is work enough in flight, and the deadline then measures the blip, not the rate.
+    run.wait(
+        f"{BLIP_RESTART_AT} jobs have succeeded", lambda: run.succeeded() >= BLIP_RESTART_AT, 90
+    )
+    started = run.server_started()
+    before = run.final()
+    run.postgres.restart(immediate=immediate)
+    mode = "immediate" if immediate else "fast"
+    run.say(f"PostgreSQL restarted (-m {mode})")
+    run.fault_over()
+    restarted = time.monotonic()
+    run.check_at_most("jobs final at the restart", before, jobs - 1)
+    run.check("the server restarted", run.server_started() != started, True, "a new start time")
+    run.wait("every job is final", lambda: run.final() == jobs, SETTLE_TIMEOUT_SECONDS)
+    run.check_at_most(
+        "seconds from the restart to every job final",
+        round(time.monotonic() - restarted, 2),
+        BLIP_RECOVERY_SECONDS,
+    )
+    run.check_at_least("records returned soon (LedgerUnreached)", run.metric("LedgerUnreached"), 1)
+    run.settle()
+
+
+def database_restart_fast(run: DrillRun) -> None:
+    _database_blip(run, immediate=False)
+
+
+def database_restart_immediate(run: DrillRun) -> None:
+    _database_blip(run, immediate=True)
+
+
 def worker_kill(run: DrillRun, jobs: int = 60) -> None:
     """Mid-run one consumer execution environment is SIGKILLed: the event source starts a new
     one, the batch returns after the visibility timeout, nothing is lost."""
@@ -793,6 +839,24 @@ DRILLS: dict[str, Drill] = {
             database_restart,
             config=drill_config(quota=20),
             durable_database=True,
+        ),
+        Drill(
+            "db-restart-fast",
+            f"{BLIP_JOBS} jobs; the ledger restarts (-m fast): all final within "
+            f"{BLIP_RECOVERY_SECONDS:.0f} s",
+            "ConsumerErrors (LedgerUnreached metric)",
+            database_restart_fast,
+            durable_database=True,
+            shortest_visibility=False,
+        ),
+        Drill(
+            "db-restart-immediate",
+            f"{BLIP_JOBS} jobs; the ledger crashes (-m immediate): all final within "
+            f"{BLIP_RECOVERY_SECONDS:.0f} s",
+            "ConsumerErrors (LedgerUnreached metric)",
+            database_restart_immediate,
+            durable_database=True,
+            shortest_visibility=False,
         ),
         Drill(
             "worker-kill",

@@ -87,6 +87,22 @@ def test_consumer_reads_its_queue_and_writes_only_its_tables(proxied: Synth) -> 
                 assert any(table in rendered for table in tables)
 
 
+def test_consumer_may_shorten_the_visibility_of_its_own_queue_messages(proxied: Synth) -> None:
+    # A record that met an unreachable ledger, or waits for a slot, goes back to the work queue
+    # with its visibility changed (ChangeMessageVisibility and its Batch form, one permission).
+    for policy in proxied.config.policies:
+        prefix = f"Pipeline{policy.name.replace('-', '')}"
+        statements = _function_statements(proxied, f"^{prefix}ConsumerFunction[0-9A-F]{{8}}$")
+        own_queue = proxied.logical_id(f"Pipeline-{policy.name}/WorkQueue/Resource")
+        granting = [
+            s
+            for s in statements
+            if "sqs:ChangeMessageVisibility" in _as_list(s["Action"])
+            and own_queue in json.dumps(s["Resource"])
+        ]
+        assert granting, f"{policy.name}: no sqs:ChangeMessageVisibility on its work queue"
+
+
 def test_producer_only_sends_to_its_own_queue(proxied: Synth) -> None:
     for policy in proxied.config.policies:
         prefix = f"Pipeline{policy.name.replace('-', '')}"

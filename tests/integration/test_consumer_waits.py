@@ -14,6 +14,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,6 +53,7 @@ from sweeper.models import (
     OutcomeClass,
 )
 from sweeper.observability import CountingSink, Metric
+from sweeper.queue import Hide
 from sweeper_local.lambda_runtime import LocalLambdaContext
 
 pytestmark = pytest.mark.integration
@@ -156,6 +158,10 @@ class Hidden:
 
     def hide_for(self, receipt_handle: str, seconds: float) -> None:
         self.seconds[receipt_handle] = seconds
+
+    def hide_each(self, hides: Sequence[Hide]) -> list[str]:
+        self.seconds.update((hide.receipt_handle, hide.seconds) for hide in hides)
+        return []
 
 
 @dataclass

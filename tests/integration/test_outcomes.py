@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import random
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -26,6 +27,7 @@ from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobMessage, JobStatus, OutcomeClass
 from sweeper.observability import CountingSink, Metric
 from sweeper.producer import run_producer
+from sweeper.queue import Hide
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration
@@ -37,6 +39,10 @@ class RecordingVisibility:
 
     def hide_for(self, receipt_handle: str, seconds: float) -> None:
         self.hidden[receipt_handle] = seconds
+
+    def hide_each(self, hides: Sequence[Hide]) -> list[str]:
+        self.hidden.update((hide.receipt_handle, hide.seconds) for hide in hides)
+        return []
 
 
 class Harness:

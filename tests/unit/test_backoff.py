@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sweeper.limiter import ScopeState, close_delay, retry_delay
+from sweeper.limiter.backoff import ledger_return_delay
 
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 POSITIVE = st.floats(min_value=0.001, max_value=3600, allow_nan=False)
@@ -66,3 +67,12 @@ def test_a_closure_adds_its_whole_jitter_at_the_top_of_the_range(
         min(cap, max(base, 2.0 * (last or 0.0))) + jitter
     )
     assert close_delay(3.0, last, base=base, cap=cap, jitter=jitter, rng=top) == 3.0 + jitter
+
+
+@given(receives=st.integers(min_value=1, max_value=1000), base=POSITIVE, cap=POSITIVE, seed=SEEDS)
+def test_a_ledger_return_is_at_least_half_its_exponential_ceiling_and_never_above_it(
+    receives: int, base: float, cap: float, seed: int
+) -> None:
+    ceiling = min(cap, base * 2.0 ** min(receives - 1, 64))
+    delay = ledger_return_delay(receives, base=base, cap=cap, rng=random.Random(seed))
+    assert ceiling / 2.0 <= delay <= ceiling

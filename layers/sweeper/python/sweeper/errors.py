@@ -19,6 +19,14 @@ class LedgerError(SweeperError):
     """The ledger could not do what was asked."""
 
 
+class LedgerUnavailableError(LedgerError):
+    """The ledger could not be reached (refused, lost, or the server restarting).
+
+    A blip, not a refusal: the same statement may succeed seconds later, so the work that met it
+    goes back to its queue soon (sweeper.returns) rather than after the visibility timeout.
+    """
+
+
 def sqlstate_of(exc: BaseException) -> str | None:
     """The SQLSTATE of the database error behind `exc` (itself or a cause), for a log line.
 

@@ -74,6 +74,9 @@ class Metric:
     #: A record returned on its last allowed receive: the queue moves it to the DLQ next.
     #: (SQS's own NumberOfMessagesSent does not count messages moved to a DLQ.)
     DEAD_LETTER_BOUND = "DeadLetterBound"
+    #: Records (consumer or intake) returned because the ledger could not be reached; their
+    #: visibility is shortened to seconds (sweeper.returns).
+    LEDGER_UNREACHED = "LedgerUnreached"
 
     # intake (hints from the webhook, files and EventBridge)
     HINTS_INSERTED = "HintsInserted"

@@ -13,7 +13,10 @@ from sweeper.limits import SQS_MAX_VISIBILITY_TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
-    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+    from mypy_boto3_sqs.type_defs import (
+        ChangeMessageVisibilityBatchRequestEntryTypeDef,
+        SendMessageBatchRequestEntryTypeDef,
+    )
 
 #: SendMessageBatch takes at most ten entries.
 SQS_MAX_BATCH = 10
@@ -63,10 +66,31 @@ class SqsPublisher:
         return [failed["Id"] for failed in response.get("Failed", [])]
 
 
+@dataclass(frozen=True, slots=True)
+class Hide:
+    """One received message to be visible again in `seconds` (whole seconds, capped)."""
+
+    message_id: str
+    receipt_handle: str
+    seconds: float
+
+
 class Visibility(Protocol):
     def hide_for(self, receipt_handle: str, seconds: float) -> None:
         """Make a received message visible again in `seconds` (whole seconds, capped)."""
         ...
+
+    def hide_each(self, hides: Sequence[Hide]) -> list[str]:
+        """Change each message's visibility, ten per call; the message ids NOT changed.
+
+        Never raises for a failed call: its messages are returned as not changed (they come
+        back after the queue's own timeout, as before).
+        """
+        ...
+
+
+def _seconds(seconds: float) -> int:
+    return max(0, min(SQS_MAX_VISIBILITY_TIMEOUT_SECONDS, int(seconds)))
 
 
 class SqsVisibility:
@@ -77,7 +101,7 @@ class SqsVisibility:
         self._queue_url = queue_url
 
     def hide_for(self, receipt_handle: str, seconds: float) -> None:
-        timeout = max(0, min(SQS_MAX_VISIBILITY_TIMEOUT_SECONDS, int(seconds)))
+        timeout = _seconds(seconds)
         try:
             self._client.change_message_visibility(
                 QueueUrl=self._queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=timeout
@@ -85,3 +109,27 @@ class SqsVisibility:
         except (ClientError, BotoCoreError) as exc:
             # The record still fails, so SQS returns it after the queue's own timeout instead.
             raise PublishError(f"ChangeMessageVisibility failed: {type(exc).__name__}") from exc
+
+    def hide_each(self, hides: Sequence[Hide]) -> list[str]:
+        missed: list[str] = []
+        for start in range(0, len(hides), SQS_MAX_BATCH):
+            chunk = hides[start : start + SQS_MAX_BATCH]
+            # Entry ids are positions: a message id is unique but not promised to fit an Id.
+            entries: list[ChangeMessageVisibilityBatchRequestEntryTypeDef] = [
+                {
+                    "Id": str(i),
+                    "ReceiptHandle": hide.receipt_handle,
+                    "VisibilityTimeout": _seconds(hide.seconds),
+                }
+                for i, hide in enumerate(chunk)
+            ]
+            try:
+                response = self._client.change_message_visibility_batch(
+                    QueueUrl=self._queue_url, Entries=entries
+                )
+            except (ClientError, BotoCoreError):
+                missed.extend(hide.message_id for hide in chunk)
+                continue
+            failed = response.get("Failed", [])
+            missed.extend(chunk[int(entry["Id"])].message_id for entry in failed)
+        return missed

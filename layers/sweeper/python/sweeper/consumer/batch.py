@@ -3,7 +3,9 @@
 `process_batch` reads the ledger once for the whole batch, drops what it cannot trust (a
 malformed body, a key the ledger does not hold, a body that disagrees with its row), and hands
 each remaining record to its delivery (delivery.py) through Powertools' partial batch response,
-so only the records that must come back are reported as failures. ParallelBatchProcessor
+so only the records that must come back are reported as failures. Records that met an
+unreachable ledger come back in seconds, not after the visibility timeout (sweeper.returns).
+ParallelBatchProcessor
 handles up to `consumer.parallel_calls` records at a time, its threads taking the records in
 an order (InOrder, or BankedFirst: a record whose scope has a banked slot first, slots.py).
 """
@@ -30,9 +32,10 @@ from pydantic import ValidationError
 
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
 from sweeper.consumer.slots import BatchSlots
-from sweeper.errors import MalformedMessageError
+from sweeper.errors import LedgerUnavailableError, MalformedMessageError
 from sweeper.models import CALLABLE_STATUSES, ActionCall, JobMessage
 from sweeper.observability import Metric, MetricSink
+from sweeper.returns import Unsettled, receive_count, return_soon
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +181,12 @@ def process_batch(
         except MalformedMessageError as exc:
             parsed[message_id] = exc
     keys = [m.key for m in parsed.values() if isinstance(m, JobMessage)]
-    targets = deps.ledger.targets(keys)  # the one ledger read per batch
+    try:
+        targets = deps.ledger.targets(keys)  # the one ledger read per batch
+    except LedgerUnavailableError:
+        # The whole batch comes back, soon; the invocation still fails (the Errors alarm).
+        _return_soon([_unsettled(raw) for raw in event.get("Records", [])], deps)
+        raise
     deps = replace(deps, metrics=_LockedSink(deps.metrics))
     scopes: dict[str, str] = {}  # message id -> scope, for the records that will ask for a slot
     calls_by_scope: Counter[str] = Counter()  # per scope, the records that will reach `done`
@@ -207,7 +215,16 @@ def process_batch(
         with same_job.get(key) or nullcontext():
             yield
 
+    unreached: list[Unsettled] = []  # appended from the batch's threads (list.append is atomic)
+
     def handle(record: SQSRecord) -> None:
+        try:
+            deliver(record)
+        except LedgerUnavailableError:
+            unreached.append(_unsettled(record.raw_event))
+            raise  # a batch item failure, as before, but back in seconds
+
+    def deliver(record: SQSRecord) -> None:
         item = parsed.get(record.message_id)
         if item is None or isinstance(item, MalformedMessageError):
             # Never retried: the ledger still holds the job (if any) and its lease expires, so
@@ -261,8 +278,28 @@ def process_batch(
     finally:
         # Once per batch, zero included: a batch that called nothing still reports its scopes idle.
         deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", slots.used)
+    _return_soon(unreached, deps)
     _count_dead_letter_bound(event, response, deps)
     return response
+
+
+def _unsettled(raw: Mapping[str, Any]) -> Unsettled:
+    return Unsettled(
+        str(raw.get("messageId", "")),
+        str(raw.get("receiptHandle", "")),
+        receive_count(raw.get("attributes")),
+    )
+
+
+def _return_soon(unreached: Sequence[Unsettled], deps: ConsumerDeps) -> None:
+    """One ChangeMessageVisibilityBatch per ten records that met an unreachable ledger."""
+    return_soon(
+        unreached,
+        deps.visibility,
+        max_receive_count=deps.policy.consumer.max_receive_count,
+        rng=deps.rng,
+        metrics=deps.metrics,
+    )
 
 
 def _count_dead_letter_bound(

@@ -14,9 +14,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import TupleRow
 
-from sweeper.errors import LedgerError
 from sweeper.ledger import queries
-from sweeper.ledger.executor import Executor, _moves, _serialised
+from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
 from sweeper.ledger.rows import RunStart, Settled
 from sweeper.models import ClaimedJob, JobStatus
 
@@ -40,7 +39,7 @@ class ProducerLedger(Executor):
                 conn.execute(queries.CLAIM_WITHOUT_JIT)
                 return conn.execute(queries.CLAIM_DUE, params).fetchall()
         except psycopg.Error as exc:
-            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+            raise statement_failure(exc) from exc
 
     def start_run(
         self, policy: str, scheduled_at: datetime, batch_id: str, now: datetime

@@ -13,9 +13,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from sweeper.errors import LedgerError
 from sweeper.ledger import queries
-from sweeper.ledger.executor import Executor, _moves, _serialised
+from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
 from sweeper.ledger.rows import BatchAudit, InspectRow, PolicyState, RunRecord
 from sweeper.models import (
     POSTPONABLE_STATUSES,
@@ -144,7 +143,7 @@ class OperatorLedger(Executor):
                     {**params, "action": "pause", "detail": Jsonb({"changed": changed})},
                 )
         except psycopg.Error as exc:
-            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+            raise statement_failure(exc) from exc
         return changed
 
     @_serialised
@@ -160,7 +159,7 @@ class OperatorLedger(Executor):
                     {**params, "action": "resume", "detail": Jsonb({"changed": changed})},
                 )
         except psycopg.Error as exc:
-            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+            raise statement_failure(exc) from exc
         return changed
 
     def record_action(

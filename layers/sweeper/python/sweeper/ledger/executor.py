@@ -18,7 +18,7 @@ from typing import Any, Concatenate, LiteralString
 import psycopg
 from psycopg.rows import TupleRow
 
-from sweeper.errors import LedgerError
+from sweeper.errors import LedgerError, LedgerUnavailableError
 from sweeper.models import JobStatus, check_transition
 from sweeper.redaction import describe_target, redact
 
@@ -78,6 +78,8 @@ class Executor:
                         raise
                     # A rotated password: fetch the credentials again, past any cache, once.
                     self._conn = self._connect(refresh=True)
+            except psycopg.OperationalError as exc:
+                raise LedgerUnavailableError(connect_failure(exc, self._target())) from exc
             except psycopg.Error as exc:
                 raise LedgerError(connect_failure(exc, self._target())) from exc
         return self._conn
@@ -112,7 +114,7 @@ class Executor:
             with conn.transaction():
                 yield conn
         except psycopg.Error as exc:
-            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+            raise statement_failure(exc) from exc
 
     @_serialised
     def _execute(self, query: LiteralString, params: dict[str, Any]) -> list[TupleRow]:
@@ -122,7 +124,15 @@ class Executor:
                 cur = conn.execute(query, params)
                 return cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:
-            raise LedgerError(f"ledger statement failed ({exc.sqlstate})") from exc
+            raise statement_failure(exc) from exc
+
+
+def statement_failure(exc: psycopg.Error) -> LedgerError:
+    """The error for a failed statement, with its SQLSTATE only (never the DETAIL):
+    LedgerUnavailableError when the connection was lost or the server is shutting down or
+    starting (psycopg's OperationalError: SQLSTATE class 08, 57P01-57P03), else LedgerError."""
+    kind = LedgerUnavailableError if isinstance(exc, psycopg.OperationalError) else LedgerError
+    return kind(f"ledger statement failed ({exc.sqlstate})")
 
 
 def connect_failure(exc: psycopg.Error, target: str) -> str:

@@ -13,7 +13,7 @@ from datetime import datetime
 import psycopg
 from psycopg.rows import TupleRow
 
-from sweeper.errors import LedgerError
+from sweeper.errors import LedgerError, LedgerUnavailableError
 from sweeper.ledger import queries
 from sweeper.ledger.executor import Executor, _serialised
 from sweeper.ledger.rows import ScheduleResult
@@ -72,7 +72,8 @@ class SchedulerLedger(Executor):
                 inserted, moved = self._upsert_all(policy, policy_version, items, now, within)
             except psycopg.Error as exc:
                 if exc.sqlstate not in RETRYABLE_SQLSTATES or attempt >= SCHEDULE_ATTEMPTS:
-                    raise LedgerError(
+                    unreached = isinstance(exc, psycopg.OperationalError)
+                    raise (LedgerUnavailableError if unreached else LedgerError)(
                         f"scheduling failed after {attempt} attempt(s) ({exc.sqlstate}); "
                         "nothing of this input was written"
                     ) from exc

@@ -2,7 +2,9 @@
 
 `close_delay` says how long a vendor's throttle closes a scope's gate (its Retry-After plus a
 bounded jitter, never earlier than asked; without one, double the last closure, capped);
-`retry_delay` spaces a record's retries (exponential backoff with full jitter). They are pure
+`retry_delay` spaces a record's retries (exponential backoff with full jitter);
+`ledger_return_delay` says how soon a record comes back after the ledger could not be reached
+(exponential in its receive count, never shorter than half its ceiling). They are pure
 functions of their inputs and the `rng` they are given, apart from every limiter because they
 hold no state: the consumer calls them, and property tests pin their bounds.
 """
@@ -38,3 +40,11 @@ def retry_delay(attempt: int, *, base: float, cap: float, rng: random.Random) ->
     """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]."""
     ceiling = min(cap, base * math.pow(2.0, max(0, attempt - 1)))
     return rng.uniform(0.0, ceiling)
+
+
+def ledger_return_delay(receives: int, *, base: float, cap: float, rng: random.Random) -> float:
+    """Exponential in the receive count, with equal jitter: uniform in [c/2, c] for the ceiling
+    c = min(cap, base * 2^(receives-1)), so a restart's returns spread but none come back at once.
+    """
+    ceiling = min(cap, base * math.pow(2.0, max(0, receives - 1)))
+    return rng.uniform(ceiling / 2.0, ceiling)
