@@ -9,7 +9,7 @@ re-exports their public names, so callers import from `sweeper.limiter` and not 
 """
 
 from sweeper.limiter.adaptive import Adaptive
-from sweeper.limiter.backoff import close_delay, retry_delay
+from sweeper.limiter.backoff import MIN_RECOVERY_SECONDS, close_delay, recovery_seconds, retry_delay
 from sweeper.limiter.base import Denial, Grant, Limiter, Reason, ScopeState
 from sweeper.limiter.baselines import NoLimiter, PerWorkerLimiter
 from sweeper.limiter.dynamodb import (
@@ -31,6 +31,7 @@ __all__ = [
     "MAX_LEAD_SECONDS",
     "MAX_RACES",
     "MILLI",
+    "MIN_RECOVERY_SECONDS",
     "US",
     "Adaptive",
     "Denial",
@@ -43,5 +44,6 @@ __all__ = [
     "ScopeState",
     "close_delay",
     "closed_scopes",
+    "recovery_seconds",
     "retry_delay",
 ]
