@@ -695,12 +695,51 @@ def test_a_throttle_logs_when_and_for_how_long_it_closed_the_scope(
     }
 
 
-def test_a_throttle_without_retry_after_doubles_the_last_closure(rig: Rig) -> None:
-    rig.limiter.states = [ScopeState("scope-a", None, None, None, 4.0)]  # last closed for 4 s
+def test_a_throttle_without_retry_after_right_after_a_reopening_doubles_the_last_closure(
+    rig: Rig,
+) -> None:
+    # Given a scope closed for 4 s that reopened 0.2 s before the call was sent (at START)
+    rig.limiter.states = [ScopeState("scope-a", None, START - 0.2, "throttled", 4.0)]
     answered(rig, result(OutcomeClass.THROTTLED, 429))
+    # When the vendor answers a bare 429
     assert rig.deliver() is True
+    # Then the scope closes for twice as long, plus the whole jitter (0.5 s)
     assert rig.limiter.closed == [("scope-a", START + 8.5, "throttled")]
     assert rig.hidden.seconds == {"r-1": 8}
+
+
+def test_a_throttle_without_retry_after_after_the_recovery_window_closes_for_the_base(
+    rig: Rig,
+) -> None:
+    # Given a scope closed for 4 s that reopened the recovery window (1 s base + 0.5 s jitter)
+    # before the call was sent
+    rig.limiter.states = [ScopeState("scope-a", None, START - 1.5, "throttled", 4.0)]
+    answered(rig, result(OutcomeClass.THROTTLED, 429))
+    # When the vendor answers a bare 429
+    assert rig.deliver() is True
+    # Then the closure starts afresh from the base (1 s), plus the jitter
+    assert rig.limiter.closed == [("scope-a", START + 1.5, "throttled")]
+
+
+def test_a_throttle_is_judged_by_when_its_call_was_sent_not_when_it_was_answered(
+    rig: Rig,
+) -> None:
+    # Given a scope closed for 4 s until START + 0.1 and a call sent at START, answered 0.3 s
+    # later (after the reopening): the call was in flight when the gate closed
+    rig.limiter.states = [ScopeState("scope-a", None, START + 0.1, "throttled", 4.0)]
+    answers = answered(rig, result(OutcomeClass.THROTTLED, 429))
+
+    def slow(job: ActionCall, timeout: float | None) -> ActionResult:
+        answer = answers.perform(job, timeout)
+        rig.time.now += 0.3
+        return answer
+
+    rig.guarded = guard_with_idempotency(slow, lambda f: f)
+    # When the vendor answers a bare 429
+    assert rig.deliver() is True
+    # Then its 429 echoes the one that closed the gate: as long again from the answer, not doubled
+    assert answers.sent_at == [START]
+    assert rig.limiter.closed == [("scope-a", START + 0.3 + 4.5, "throttled")]
 
 
 def test_an_auth_failure_opens_the_circuit_for_the_cooloff(rig: Rig) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 import time
 from typing import Any
@@ -20,6 +21,8 @@ from sweeper.limiter import (
     DynamoLimiter,
     Grant,
     ScopeState,
+    close_delay,
+    recovery_seconds,
 )
 from sweeper_local.aws import LocalAws, provision
 
@@ -267,6 +270,62 @@ def test_the_state_reads_back_what_reservations_and_closures_wrote(
     assert short is not None
     assert 0.3 <= short <= 0.5
     assert abs(int(item["expires_at"]["N"]) - (until + ITEM_TTL_SECONDS)) <= 1
+
+
+def test_a_bare_throttle_backs_off_while_refused_at_each_reopening_and_recovers_after(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope on the real limiter at 10/s, a fake clock, closures from 1 s up to 300 s
+    # without jitter, and a consumer's way of closing on a bare 429: read the scope's last
+    # closure, draw the delay from it and when the call went out, close
+    clock = [1_800_000_000.0]
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=lambda: clock[0])
+    base, jitter = 1.0, 0.0
+
+    def bare_429(sent_at: float) -> float:
+        last = limiter.state("s")
+        delay = close_delay(
+            None,
+            last.last_close_seconds,
+            last.closed_until,
+            sent_at,
+            base=base,
+            cap=300.0,
+            jitter=jitter,
+            rng=random.Random(0),
+        )
+        return limiter.close("s", clock[0] + delay, "throttled") - clock[0]
+
+    def calls_until(end: float) -> int:
+        made = 0
+        while clock[0] < end:
+            grant = limiter.reserve("s", 0.1, horizon=1.0)
+            assert isinstance(grant, Grant)
+            clock[0] = max(clock[0], grant.slot_at) + 0.01  # sent at the slot, answered 10 ms on
+            made += 1
+        return made
+
+    # When a first call is refused with a bare 429, the scope closes for the base
+    assert bare_429(sent_at=clock[0] - 0.01) == pytest.approx(base)
+    first = limiter.state("s")
+    assert first.last_close_seconds == pytest.approx(base)
+    # and when the first call after the reopening is refused too, the closure doubles
+    assert first.closed_until is not None
+    clock[0] = first.closed_until + 0.05
+    assert bare_429(sent_at=first.closed_until + 0.04) == pytest.approx(2 * base)
+    second = limiter.state("s")
+    assert second.last_close_seconds == pytest.approx(2 * base)
+    assert second.closed_until is not None
+    # and when the scope then stays open and calling past the recovery window, a bare 429
+    # closes it for the base again
+    writes = limiter.writes
+    clock[0] = second.closed_until
+    made = calls_until(second.closed_until + recovery_seconds(base, jitter) + 0.5)
+    assert made >= 15
+    assert bare_429(sent_at=clock[0] - 0.01) == pytest.approx(base)
+    assert limiter.state("s").last_close_seconds == pytest.approx(base)
+    # and the calls that succeeded in between wrote nothing beyond their reservations
+    assert limiter.writes - writes <= made + 1 + 1  # an idle bucket's first reservation: two
 
 
 def test_a_limiter_error_names_the_scope_and_the_operation(local_aws: LocalAws) -> None:

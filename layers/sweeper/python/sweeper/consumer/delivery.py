@@ -99,6 +99,7 @@ class _Delivery:
         self.call_timeout = call_timeout
         self.slots = slots
         self.called = False
+        self.sent_at: float | None = None  # when the call went out (the limiter's clock)
         self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
 
     def handle(self, status: JobStatus) -> None:
@@ -209,6 +210,7 @@ class _Delivery:
                     deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
                     continue
             self.called = True
+            self.sent_at = deps.now()
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
 
@@ -251,10 +253,14 @@ class _Delivery:
         if outcome in (OutcomeClass.THROTTLED, OutcomeClass.AUTH):
             now = deps.now()
             if outcome is OutcomeClass.THROTTLED:
-                last = deps.limiter.state(self.job.scope).last_close_seconds
+                # The scope's last closure (its length and end) and when this call went out
+                # decide whether a bare 429 doubles it or starts afresh (backoff.close_delay).
+                last = deps.limiter.state(self.job.scope)
                 delay = close_delay(
                     exc.retry_after_seconds,
-                    last,
+                    last.last_close_seconds,
+                    last.closed_until,
+                    self.sent_at if self.sent_at is not None else now,
                     base=throttle.close_base_seconds,
                     cap=throttle.close_cap_seconds,
                     jitter=throttle.reopen_jitter_seconds,

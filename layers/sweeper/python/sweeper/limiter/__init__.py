@@ -10,7 +10,7 @@ names (`Adaptive` included), so callers import from `sweeper.limiter` and not fr
 """
 
 from sweeper.adaptive_rate import Adaptive
-from sweeper.limiter.backoff import close_delay, retry_delay
+from sweeper.limiter.backoff import MIN_RECOVERY_SECONDS, close_delay, recovery_seconds, retry_delay
 from sweeper.limiter.base import Denial, Grant, Limiter, Reason, ScopeState
 from sweeper.limiter.baselines import NoLimiter, PerWorkerLimiter
 from sweeper.limiter.dynamodb import (
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_LEAD_SECONDS",
     "MAX_RACES",
     "MILLI",
+    "MIN_RECOVERY_SECONDS",
     "US",
     "Adaptive",
     "Denial",
@@ -44,5 +45,6 @@ __all__ = [
     "ScopeState",
     "close_delay",
     "closed_scopes",
+    "recovery_seconds",
     "retry_delay",
 ]
