@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from sweeper.ledger import queries
+from sweeper.ledger import control_sql, queries
 from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
 from sweeper.ledger.rows import BatchAudit, InspectRow, PolicyState, RunRecord
 from sweeper.models import (
@@ -29,10 +29,14 @@ from sweeper.models import (
 #: Per job control: its statement, the job event it records, and the states it moves from (the
 #: state machine's sources of its target; a postponement stays in the state it finds).
 _CONTROLS: dict[ControlAction, tuple[str, str, tuple[JobStatus, ...]]] = {
-    ControlAction.CANCEL: (queries.CANCEL_JOBS, "cancelled", sources_of(JobStatus.CANCELLED)),
-    ControlAction.HOLD: (queries.HOLD_JOBS, "held", sources_of(JobStatus.HELD)),
-    ControlAction.UNHOLD: (queries.UNHOLD_JOBS, "unheld", (JobStatus.HELD,)),
-    ControlAction.POSTPONE: (queries.POSTPONE_JOBS, "postponed", POSTPONABLE_STATUSES),
+    ControlAction.CANCEL: (
+        control_sql.CANCEL_JOBS,
+        "cancelled",
+        sources_of(JobStatus.CANCELLED),
+    ),
+    ControlAction.HOLD: (control_sql.HOLD_JOBS, "held", sources_of(JobStatus.HELD)),
+    ControlAction.UNHOLD: (control_sql.UNHOLD_JOBS, "unheld", (JobStatus.HELD,)),
+    ControlAction.POSTPONE: (control_sql.POSTPONE_JOBS, "postponed", POSTPONABLE_STATUSES),
 }
 
 
@@ -64,9 +68,10 @@ class OperatorLedger(Executor):
         limit: int,
         until: datetime | None = None,
     ) -> list[tuple[str, JobStatus]]:
-        """The (key, state) of each job `control` would move now (queries.PREVIEW_CONTROL)."""
+        """The (key, state) of each job `control` would move now (control_sql.PREVIEW_CONTROL)."""
         rows = self._execute(
-            queries.PREVIEW_CONTROL, _control_params(action, policy, selection, limit, until)
+            control_sql.PREVIEW_CONTROL,
+            _control_params(action, policy, selection, limit, until),
         )
         return [(str(key), JobStatus(status)) for key, status in rows]
 
@@ -278,7 +283,7 @@ def _control_params(
     limit: int,
     until: datetime | None,
 ) -> dict[str, Any]:
-    """The parameters of queries._CONTROL_FILTER."""
+    """The parameters of control_sql._CONTROL_FILTER."""
 
     def values(items: Sequence[Any] | None) -> list[str] | None:
         return None if items is None else [str(item) for item in items]
