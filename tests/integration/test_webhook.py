@@ -272,26 +272,7 @@ def test_the_deployed_handler_reads_its_secret_and_answers_a_function_url_event(
     local_aws: LocalAws, aws_env: dict[str, str], unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the webhook function's environment as the CDK app sets it: no database at all
-    resources = provision_intake(
-        local_aws.sqs(),
-        local_aws.dynamodb(),
-        local_aws.secretsmanager(),
-        POLICY,
-        prefix=unique_name,
-        secret_value=SECRET,
-    )
-    for name, value in {
-        "SWEEPER_POLICY": POLICY.model_dump_json(),
-        "SWEEPER_NEEDS_DATABASE": "false",
-        "SWEEPER_INTAKE_QUEUE_URL": resources.queue_url,
-        "SWEEPER_REPLAY_TABLE": resources.replay_table,
-        "SWEEPER_WEBHOOK_SECRET_ARN": resources.secret_arn,
-        "POWERTOOLS_SERVICE_NAME": "sweeper",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("SWEEPER_DATABASE_URL", raising=False)
-    runtime.reset()
-    handler = load_handler("webhook")
+    resources, handler = _deployed_webhook(local_aws, unique_name, monkeypatch)
     event = {
         "version": "2.0",
         "rawPath": PATH,

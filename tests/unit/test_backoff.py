@@ -154,15 +154,14 @@ def test_every_closure_over_any_sequence_of_answers_is_bounded_and_recovers(
         gate.close(now, delay)
 
 
-def test_throttles_that_come_now_and_then_while_calls_succeed_never_grow_the_closure() -> None:
-    # Given a scope that a vendor refuses with a bare 429 every few seconds of calling (nginx's
-    # limit_req refusing an early arrival), between which calls succeed
+def _bare_closures(refused_after_reopening: float, times: int) -> list[float]:
+    """The closures of a scope refused with a bare 429 `times` times, each time by a call sent
+    `refused_after_reopening` seconds after the gate reopened (answered 50 ms later)."""
     gate = Gate()
     now = 1_700_000_000.0
     closures = []
-    for _ in range(50):
-        # When the scope reopens and the next refused call was sent 3 s later
-        now = (gate.closed_until or now) + 3.0
+    for _ in range(times):
+        now = (gate.closed_until or now) + refused_after_reopening
         delay = close_delay(
             None,
             gate.last_close_seconds,
@@ -175,29 +174,21 @@ def test_throttles_that_come_now_and_then_while_calls_succeed_never_grow_the_clo
         )
         closures.append(delay)
         gate.close(now, delay)
+    return closures
+
+
+def test_throttles_that_come_now_and_then_while_calls_succeed_never_grow_the_closure() -> None:
+    # Given a scope that a vendor refuses with a bare 429 every few seconds of calling (nginx's
+    # limit_req refusing an early arrival), between which calls succeed: each refused call
+    # was sent 3 s after the scope reopened
+    closures = _bare_closures(refused_after_reopening=3.0, times=50)
     # Then every closure is the base, not doubled towards the cap
     assert closures == [1.0] * 50
 
 
 def test_a_vendor_that_refuses_each_first_call_after_a_reopening_is_backed_off() -> None:
     # Given a vendor refusing the first call after each reopening
-    gate = Gate()
-    now = 1_700_000_000.0
-    closures = []
-    for _ in range(12):
-        now = (gate.closed_until or now) + 0.1
-        delay = close_delay(
-            None,
-            gate.last_close_seconds,
-            gate.closed_until,
-            now - 0.05,
-            base=1.0,
-            cap=300.0,
-            jitter=0.0,
-            rng=random.Random(0),
-        )
-        closures.append(delay)
-        gate.close(now, delay)
+    closures = _bare_closures(refused_after_reopening=0.1, times=12)
     # Then each closure doubles, up to the cap
     assert closures == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]
 
