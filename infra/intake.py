@@ -98,6 +98,9 @@ class Intake(Construct):
             timeout_seconds=config.timeout_seconds,
             memory_mb=INTAKE_MEMORY_MB,
             reserved_concurrency=config.reserved_concurrency,
+            # Records that met an unreachable ledger return soon: ChangeMessageVisibility on this
+            # queue (granted with the event source below).
+            environment={"SWEEPER_INTAKE_QUEUE_URL": self.queue.queue_url},
         )
         self.function.function.add_event_source(
             event_sources.SqsEventSource(

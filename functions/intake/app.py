@@ -19,7 +19,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()
     metrics.add_dimension("policy", settings.policy.name)
     deps = IntakeDeps(
-        policy=settings.policy, ledger=runtime.ledger(), clock=runtime.utcnow, metrics=metrics
+        policy=settings.policy,
+        ledger=runtime.ledger(),
+        clock=runtime.utcnow,
+        metrics=metrics,
+        visibility=runtime.intake_visibility(),
     )
     response, report = process_intake_batch(event, deps)
     logger.info("intake batch", extra=report.as_dict())

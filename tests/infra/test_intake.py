@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.infra.conftest import Synth
+from tests.infra.test_security import _function_statements
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -43,6 +44,24 @@ def test_the_intake_queue_has_a_dlq_and_feeds_the_intake_function_with_partial_r
     ]
     assert len(mappings) == 1
     assert mappings[0]["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_the_intake_function_may_shorten_the_visibility_of_its_own_queue_messages(
+    default: Synth,
+) -> None:
+    # A message that met an unreachable ledger goes back to the intake queue in seconds: the
+    # function knows its queue's URL and may change its messages' visibility (and only there).
+    function = "^IntakeexportsFunction[0-9A-F]{8}$"
+    queue_id = default.logical_id("Intake-exports/Queue/Resource")
+    assert default.environment(function)["SWEEPER_INTAKE_QUEUE_URL"] == {"Ref": queue_id}
+    granting = [
+        s
+        for s in _function_statements(default, function)
+        if "sqs:ChangeMessageVisibility" in _as_list(s["Action"])
+    ]
+    assert granting
+    assert all(queue_id in json.dumps(s["Resource"]) for s in granting)
+    assert all("DeadLetter" not in json.dumps(s["Resource"]) for s in granting)
 
 
 def test_the_webhook_is_a_public_function_url_bounded_by_reserved_concurrency(

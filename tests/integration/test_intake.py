@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,16 +17,19 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
 from sweeper import runtime
 from sweeper.config import Policy
+from sweeper.intake import process
 from sweeper.intake.hints import hint_messages
 from sweeper.intake.process import IntakeDeps, process_intake_batch
 from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob, id_problem
 from sweeper.observability import CountingSink, Metric
-from sweeper.queue import SqsPublisher
+from sweeper.queue import Hide, SqsPublisher
+from sweeper.returns import LEDGER_RETURN_BASE_SECONDS
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
@@ -40,8 +44,26 @@ def _record(message_id: str, body: str) -> dict[str, Any]:
     return {"messageId": message_id, "receiptHandle": f"rh-{message_id}", "body": body}
 
 
-def _deps(ledger: Ledger, metrics: CountingSink | None = None) -> IntakeDeps:
-    return IntakeDeps(POLICY, ledger, lambda: NOW, metrics or CountingSink())
+class _Hides:
+    """A Visibility that records what it was asked to hide (and hides it)."""
+
+    def __init__(self) -> None:
+        self.hidden: list[str] = []
+
+    def hide_for(self, receipt_handle: str, seconds: float) -> None:
+        raise AssertionError("the intake hides in batches")
+
+    def hide_each(self, hides: Sequence[Hide]) -> list[str]:
+        self.hidden.extend(h.message_id for h in hides)
+        return []
+
+
+def _deps(
+    ledger: Ledger, metrics: CountingSink | None = None, visibility: _Hides | None = None
+) -> IntakeDeps:
+    return IntakeDeps(
+        POLICY, ledger, lambda: NOW, metrics or CountingSink(), visibility or _Hides()
+    )
 
 
 def _message(*jobs: NewJob, policy: str = "exports") -> str:
@@ -134,11 +156,14 @@ def test_a_message_the_database_refuses_comes_back_alone(ledger: Ledger, db_url:
         ]
     }
 
-    response, report = process_intake_batch(event, _deps(ledger))
+    hides = _Hides()
+
+    response, report = process_intake_batch(event, _deps(ledger, visibility=hides))
 
     assert response == {"batchItemFailures": [{"itemIdentifier": "poison"}]}
     assert report.inserted == 2
     assert [r[1] for r in _rows(db_url)] == ["o1", "o3"]
+    assert hides.hidden == []  # a refusal is no blip: it comes back after the queue's timeout
 
 
 def test_a_refused_message_is_logged_with_its_sqlstate_and_never_the_value(
@@ -385,3 +410,96 @@ def test_any_message_beside_a_valid_one_never_harms_it(
     rows = _rows(db_url)
     assert ("t-good", "o-good") in {(t, o) for t, o, _ in rows}
     assert all(id_problem(t) is None and id_problem(o) is None for t, o, _ in rows)
+
+
+# -- a ledger outage during an upsert --------------------------------------------------------
+
+#: Well inside the intake queue's visibility timeout, well past a first return's delay.
+BACK_WITHIN_SECONDS = LEDGER_RETURN_BASE_SECONDS + 4.0
+
+
+@contextmanager
+def ledger_outage(admin_url: str, db_url: str) -> Iterator[Callable[[], None]]:
+    """Yields `cut`: end every ledger connection to the database of `db_url` and refuse new ones,
+    as a restarting server does, until the block ends (the ledger is back)."""
+    name = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
+
+    def allow(allowed: bool) -> None:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(
+                    sql.Identifier(str(name)), sql.Literal(allowed)
+                )
+            )
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'sweeper' AND datname = %s AND NOT %s",
+                (name, allowed),
+            )
+
+    try:
+        yield lambda: allow(False)
+    finally:
+        allow(True)
+
+
+def test_hints_that_meet_an_unreachable_ledger_come_back_in_seconds_and_commit_once(
+    intake: tuple[IntakeResources, dict[str, str]],
+    local_aws: LocalAws,
+    db_url: str,
+    pg_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given two hint messages received from the intake queue by a warm intake function
+    resources, env = intake
+    publisher = SqsPublisher(local_aws.sqs(), resources.queue_url)
+    send_hints(publisher, "exports", "file", [NewJob("t1", "o1", NOW)])
+    send_hints(publisher, "exports", "file", [NewJob("t2", "o2", NOW)])
+    sqs = local_aws.sqs()
+    arn = sqs.get_queue_attributes(QueueUrl=resources.queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    received: list[Any] = []
+    deadline = time.monotonic() + 15
+    while len(received) < 2 and time.monotonic() < deadline:
+        received += sqs.receive_message(
+            QueueUrl=resources.queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            AttributeNames=["All"],
+        ).get("Messages", [])
+    assert len(received) == 2
+    ids = sorted(m["MessageId"] for m in received)
+    handler = load_handler("intake")
+    context = LocalLambdaContext("sweeper-intake", timeout_seconds=30)
+    runtime.ledger().targets(["warm"])  # the connection is open, as in a warm environment
+    real = schedule_jobs
+    with ledger_outage(pg_server.admin_url, db_url) as cut:
+        # When the ledger goes down as the batch is upserted (and stays down for the invocation)
+        def upsert_during_outage(*args: Any, **kwargs: Any) -> Any:
+            cut()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(process, "schedule_jobs", upsert_during_outage)
+        event = {"Records": [to_event_record(m, arn, env["AWS_REGION"]) for m in received]}
+        response = handler(event, context)
+        monkeypatch.setattr(process, "schedule_jobs", real)
+    # Then both messages are returned, and nothing was written
+    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == ids
+    assert _rows(db_url) == []
+    # And they are visible again in seconds, not after the queue's visibility timeout
+    back: dict[str, Any] = {}
+    deadline = time.monotonic() + BACK_WITHIN_SECONDS
+    while len(back) < 2 and time.monotonic() < deadline:
+        found = sqs.receive_message(
+            QueueUrl=resources.queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            AttributeNames=["All"],
+        ).get("Messages", [])
+        back.update((m["MessageId"], m) for m in found)
+    assert sorted(back) == ids, f"not back within {BACK_WITHIN_SECONDS} s"
+    # When they are delivered again with the ledger back, each hint is upserted once
+    again = {"Records": [to_event_record(m, arn, env["AWS_REGION"]) for m in back.values()]}
+    assert handler(again, context) == {"batchItemFailures": []}
+    assert [(t, o) for t, o, _ in _rows(db_url)] == [("t1", "o1"), ("t2", "o2")]

@@ -23,7 +23,7 @@ from sweeper.intake.signature import sign
 from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse, handle_webhook
 from sweeper.ledger.store import Ledger
 from sweeper.observability import CountingSink, Metric
-from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
+from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher, SqsVisibility
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
 
@@ -113,7 +113,8 @@ def test_a_signed_hint_is_accepted_only_once_it_is_on_the_intake_queue(
     (message,) = webhook.queued()
     # And the intake function puts it in the ledger, due when the webhook received it.
     records = [{"messageId": message["MessageId"], "body": message["Body"]}]
-    deps = IntakeDeps(POLICY, ledger, lambda: webhook.clock[0], CountingSink())
+    visibility = SqsVisibility(webhook.aws.sqs(), webhook.resources.queue_url)
+    deps = IntakeDeps(POLICY, ledger, lambda: webhook.clock[0], CountingSink(), visibility)
     assert process_intake_batch({"Records": records}, deps)[0] == {"batchItemFailures": []}
     with psycopg.connect(db_url) as conn:
         rows = conn.execute("SELECT tenant_id, object_id, due_at FROM sweeper_jobs").fetchall()

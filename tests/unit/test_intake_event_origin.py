@@ -14,6 +14,7 @@ from sweeper.errors import HintRejectedError
 from sweeper.intake.event_origin import EVENT_NOT_IN_POLICY, check_event_origin, pattern_matches
 from sweeper.intake.process import IntakeDeps, process_intake_batch
 from sweeper.ledger.store import Ledger
+from sweeper.queue import Visibility
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 PATTERNS: list[dict[str, Any]] = [
@@ -112,7 +113,7 @@ def test_the_intake_batch_refuses_a_forged_event_by_message_id_and_counts_it(
     policy = Policy(name="exports", intake=IntakeConfig(event_patterns=PATTERNS))
     metrics = _Metrics()
     # The ledger is never reached: a refused message writes nothing.
-    deps = IntakeDeps(policy, cast(Ledger, None), lambda: NOW, metrics)
+    deps = IntakeDeps(policy, cast(Ledger, None), lambda: NOW, metrics, cast(Visibility, None))
     forged = {"messageId": "m-forged", "body": _event("com.attacker", "ExportExpired")}
     # When a body shaped like an event of another source arrives
     with caplog.at_level(logging.ERROR):

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sweeper.limiter.backoff import ledger_return_delay
 from sweeper.observability import Metric, MetricSink
@@ -41,6 +42,15 @@ class Unsettled:
     message_id: str
     receipt_handle: str
     receives: int  # its ApproximateReceiveCount, this receive included
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Unsettled:
+        """The SQS event record (as Lambda delivers it) that met an unreachable ledger."""
+        return cls(
+            str(record.get("messageId", "")),
+            str(record.get("receiptHandle", "")),
+            receive_count(record.get("attributes")),
+        )
 
 
 def receive_count(attributes: object) -> int:

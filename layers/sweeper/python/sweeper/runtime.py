@@ -196,6 +196,12 @@ def intake_backlog() -> QueueBacklog:
     return QueueBacklog(sqs_client(), settings().require("intake_queue_url"))
 
 
+@lru_cache(maxsize=1)
+def intake_visibility() -> SqsVisibility:
+    """The intake function's: what met an unreachable ledger returns to the intake queue soon."""
+    return SqsVisibility(sqs_client(), settings().require("intake_queue_url"))
+
+
 def webhook_deps(metrics: MetricSink) -> WebhookDeps:
     return WebhookDeps(
         policy=settings().policy,
@@ -271,6 +277,7 @@ def reset() -> None:
         replay_markers,
         intake_publisher,
         intake_backlog,
+        intake_visibility,
         batch_processor,
     ):
         cached.cache_clear()

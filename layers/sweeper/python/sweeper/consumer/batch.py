@@ -35,7 +35,7 @@ from sweeper.consumer.slots import BatchSlots
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
 from sweeper.models import CALLABLE_STATUSES, ActionCall, JobMessage
 from sweeper.observability import Metric, MetricSink
-from sweeper.returns import Unsettled, receive_count, return_soon
+from sweeper.returns import Unsettled, return_soon
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def process_batch(
         targets = deps.ledger.targets(keys)  # the one ledger read per batch
     except LedgerUnavailableError:
         # The whole batch comes back, soon; the invocation still fails (the Errors alarm).
-        _return_soon([_unsettled(raw) for raw in event.get("Records", [])], deps)
+        _return_soon([Unsettled.of(raw) for raw in event.get("Records", [])], deps)
         raise
     deps = replace(deps, metrics=_LockedSink(deps.metrics))
     scopes: dict[str, str] = {}  # message id -> scope, for the records that will ask for a slot
@@ -221,7 +221,7 @@ def process_batch(
         try:
             deliver(record)
         except LedgerUnavailableError:
-            unreached.append(_unsettled(record.raw_event))
+            unreached.append(Unsettled.of(record.raw_event))
             raise  # a batch item failure, as before, but back in seconds
 
     def deliver(record: SQSRecord) -> None:
@@ -281,14 +281,6 @@ def process_batch(
     _return_soon(unreached, deps)
     _count_dead_letter_bound(event, response, deps)
     return response
-
-
-def _unsettled(raw: Mapping[str, Any]) -> Unsettled:
-    return Unsettled(
-        str(raw.get("messageId", "")),
-        str(raw.get("receiptHandle", "")),
-        receive_count(raw.get("attributes")),
-    )
 
 
 def _return_soon(unreached: Sequence[Unsettled], deps: ConsumerDeps) -> None:

@@ -7,23 +7,28 @@ same body would fail the same way on every delivery, and the ledger is unchanged
 Every readable message of a batch goes into one transaction (the upsert dedups and orders the
 keys, see Ledger.schedule). If that transaction fails, each message is tried on its own, so
 that one message the database refuses cannot hold back the others; what still fails comes back.
+What failed because the ledger was unreachable comes back in seconds, not after the queue's
+visibility timeout (sweeper.returns), as the consumer's records do.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sweeper.config import Policy
-from sweeper.errors import HintRejectedError, LedgerError, sqlstate_of
+from sweeper.errors import HintRejectedError, LedgerError, LedgerUnavailableError, sqlstate_of
 from sweeper.intake.event_origin import check_event_origin
 from sweeper.intake.hints import parse_queue_body
 from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import NewJob
 from sweeper.observability import Metric, MetricSink
+from sweeper.queue import Visibility
+from sweeper.returns import Unsettled, return_soon
 from sweeper.scheduling import schedule_jobs
 
 logger = logging.getLogger(__name__)
@@ -54,6 +59,8 @@ class IntakeDeps:
     ledger: Ledger
     clock: Callable[[], datetime]
     metrics: MetricSink
+    visibility: Visibility  # on the intake queue: what met an unreachable ledger returns soon
+    rng: random.Random = field(default_factory=random.Random)
 
 
 def process_intake_batch(
@@ -62,9 +69,11 @@ def process_intake_batch(
     """Upsert a batch's hints; return the partial batch response and what was done."""
     report = IntakeReport()
     readable: dict[str, list[NewJob]] = {}
+    records: dict[str, Mapping[str, Any]] = {}
     for record in event.get("Records", []):
         report.messages += 1
         message_id = str(record.get("messageId", ""))
+        records[message_id] = record
         try:
             body = str(record.get("body", ""))
             source, jobs = parse_queue_body(body, deps.policy.name)
@@ -82,8 +91,15 @@ def process_intake_batch(
         report.hints += len(jobs)
         logger.debug("intake message", extra={"message_id": message_id, "source": source})
 
-    failed = _upsert(readable, deps, report)
+    failed, unreached = _upsert(readable, deps, report)
     report.failed = len(failed)
+    return_soon(
+        [Unsettled.of(records[m]) for m in unreached],
+        deps.visibility,
+        max_receive_count=deps.policy.intake.max_receive_count,
+        rng=deps.rng,
+        metrics=deps.metrics,
+    )
     for name, value in (
         (Metric.HINTS_INSERTED, report.inserted),
         (Metric.HINTS_MOVED_EARLIER, report.moved_earlier),
@@ -95,26 +111,32 @@ def process_intake_batch(
     return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}, report
 
 
-def _upsert(readable: dict[str, list[NewJob]], deps: IntakeDeps, report: IntakeReport) -> list[str]:
-    """The message ids whose hints did not commit."""
+def _upsert(
+    readable: dict[str, list[NewJob]], deps: IntakeDeps, report: IntakeReport
+) -> tuple[list[str], list[str]]:
+    """The message ids whose hints did not commit, and those of them that met an unreachable
+    ledger (the rest were refused by it)."""
     if not readable:
-        return []
+        return [], []
     now = deps.clock()
     try:
         everything = [job for jobs in readable.values() for job in jobs]
         report.add(schedule_jobs(deps.ledger, deps.policy, everything, now))
-        return []
+        return [], []
     except LedgerError:
         logger.warning("batch upsert failed; message by message", extra={"messages": len(readable)})
-    failed = []
+    failed: list[str] = []
+    unreached: list[str] = []
     for message_id, jobs in readable.items():
         try:
             report.add(schedule_jobs(deps.ledger, deps.policy, jobs, now))
         except LedgerError as exc:
+            if isinstance(exc, LedgerUnavailableError):
+                unreached.append(message_id)
             # No traceback: the chained psycopg error's DETAIL can quote the row's values.
             logger.error(
                 "intake upsert failed",
                 extra={"message_ids": [message_id], "sqlstate": sqlstate_of(exc)},
             )
             failed.append(message_id)
-    return failed
+    return failed, unreached
