@@ -92,6 +92,8 @@ class _Delivery:
         deps: ConsumerDeps,
         call_timeout: Callable[[], float | None],
         slots: BatchSlots,
+        *,
+        trace_id: str | None = None,
     ) -> None:
         self.job = job
         self.receipt = receipt_handle
@@ -100,7 +102,12 @@ class _Delivery:
         self.slots = slots
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
-        self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
+        self.ids = {
+            "operation_key": job.key,
+            "batch_id": job.batch_id,
+            "scope": job.scope,
+            "trace_id": trace_id,  # the producer's X-Ray trace, from the record's AWSTraceHeader
+        }
 
     def handle(self, status: JobStatus) -> None:
         try:
