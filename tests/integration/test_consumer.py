@@ -142,11 +142,13 @@ class LedgerThatDiesBeforeCommit(Ledger):
 
     died = False
 
-    def mark_succeeded(self, key: str, outcome: OutcomeClass, now: datetime) -> bool:
+    def mark_succeeded(
+        self, key: str, outcome: OutcomeClass, now: datetime, *, trace_id: str | None = None
+    ) -> bool:
         if not self.died:
             self.died = True
             raise RuntimeError("simulated crash before the ledger commit")
-        return super().mark_succeeded(key, outcome, now)
+        return super().mark_succeeded(key, outcome, now, trace_id=trace_id)
 
 
 def deps_with(
@@ -545,6 +547,11 @@ def test_each_records_log_lines_carry_the_producers_trace_id(
     settled = [r.__dict__ for r in caplog.records if r.getMessage() == "settled"]
     assert len(settled) == 2
     assert {line["trace_id"] for line in settled} == {"1-5759e988-bd862e3fe1be46a994272793"}
+    # And the ledger keeps it on each job, for `sweeper inspect`
+    for record in records:
+        job = pipeline.ledger.get(JobMessage.model_validate_json(record["body"]).key)
+        assert job is not None
+        assert job.last_trace_id == "1-5759e988-bd862e3fe1be46a994272793"
 
 
 def test_a_record_without_a_trace_header_logs_no_trace_id(
@@ -557,3 +564,6 @@ def test_a_record_without_a_trace_header_logs_no_trace_id(
         assert failed_ids(invoke(pipeline, records)) == set()
     (settled,) = [r.__dict__ for r in caplog.records if r.getMessage() == "settled"]
     assert settled["trace_id"] is None
+    job = pipeline.ledger.get(JobMessage.model_validate_json(records[0]["body"]).key)
+    assert job is not None
+    assert job.last_trace_id is None
