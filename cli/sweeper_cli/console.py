@@ -257,4 +257,5 @@ def inspect(
             f"{row['kind']:<8} {row['status']:<7} {row['outcome'] or '-':<9} "
             f"{row['error_code'] or '-':<14} attempts {row['attempts']:<3} "
             f"updated {row['updated_at']}  {row['operation_key']}"
+            + (f"  trace {row['trace_id']}" if row.get("trace_id") else "")
         )

@@ -16,6 +16,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sweeper import observability
+
 #: Fixed forever: a new physical id would make CloudFormation "delete" the old resource.
 PHYSICAL_RESOURCE_ID = "sweeper-ledger-migrations"
 #: A deploy reads the secret once; a short cache still spares a retry the second call.
@@ -23,9 +25,11 @@ SECRET_MAX_AGE_SECONDS = 60
 CONNECT_TIMEOUT_SECONDS = 10
 
 logger = Logger()
+tracer = observability.tracer()
 
 
 @logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)  # payloads may hold customer ids
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = event["RequestType"]
     if request == "Delete":

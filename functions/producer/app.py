@@ -7,7 +7,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sweeper import runtime
+from sweeper import observability, runtime
 from sweeper.errors import ConfigError
 from sweeper.events import ScheduleEvent
 from sweeper.observability import METRICS_NAMESPACE, Metric
@@ -15,11 +15,13 @@ from sweeper.producer import run_producer
 from sweeper.release import release_batch_id
 
 logger = Logger()
+tracer = observability.tracer()
 metrics = Metrics(namespace=METRICS_NAMESPACE)
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)  # payloads may hold customer ids
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()
     schedule = parse(event=event, model=ScheduleEvent)

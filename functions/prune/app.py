@@ -11,18 +11,20 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sweeper import runtime
+from sweeper import observability, runtime
 from sweeper.errors import ConfigError
 from sweeper.events import ScheduleEvent
 from sweeper.observability import METRICS_NAMESPACE
 from sweeper.retention import run_retention
 
 logger = Logger()
+tracer = observability.tracer()
 metrics = Metrics(namespace=METRICS_NAMESPACE)
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)  # payloads may hold customer ids
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     policy = runtime.settings().policy
     schedule = parse(event=event, model=ScheduleEvent)

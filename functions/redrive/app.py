@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sweeper import runtime
+from sweeper import observability, runtime
 from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
 from sweeper.observability import METRICS_NAMESPACE
@@ -21,11 +21,13 @@ from sweeper.redrive import request_from_event, run_redrive
 REDRIVE_BUDGET_SECONDS = 240.0
 
 logger = Logger()
+tracer = observability.tracer()
 metrics = Metrics(namespace=METRICS_NAMESPACE)
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)  # payloads may hold customer ids
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()
     policy = settings.policy

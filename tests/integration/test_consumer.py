@@ -142,11 +142,13 @@ class LedgerThatDiesBeforeCommit(Ledger):
 
     died = False
 
-    def mark_succeeded(self, key: str, outcome: OutcomeClass, now: datetime) -> bool:
+    def mark_succeeded(
+        self, key: str, outcome: OutcomeClass, now: datetime, *, trace_id: str | None = None
+    ) -> bool:
         if not self.died:
             self.died = True
             raise RuntimeError("simulated crash before the ledger commit")
-        return super().mark_succeeded(key, outcome, now)
+        return super().mark_succeeded(key, outcome, now, trace_id=trace_id)
 
 
 def deps_with(
@@ -523,3 +525,45 @@ def test_a_batch_reports_once_the_slots_it_called_in_and_not_those_it_waited_for
     # Then one figure for the batch: the two calls made, not the two records sent back
     assert pipeline.vendor.audit().calls_total == 2
     assert sink.values(Metric.LIMITER_SLOTS_USED) == [2]
+
+
+PRODUCER_TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+
+def test_each_records_log_lines_carry_the_producers_trace_id(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given two records as SQS hands them to Lambda after a traced producer sent them
+    pipeline.seed(2)
+    records = [
+        {**r, "attributes": {**r["attributes"], "AWSTraceHeader": PRODUCER_TRACE}}
+        for r in publish_all(pipeline)
+    ]
+    # When a consumer invocation of another trace handles them
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-00000000-000000000000000000000000;Sampled=0")
+    with caplog.at_level(logging.INFO):
+        assert failed_ids(invoke(pipeline, records)) == set()
+    # Then each record's log line names the producer's trace (its AWSTraceHeader) by its id
+    settled = [r.__dict__ for r in caplog.records if r.getMessage() == "settled"]
+    assert len(settled) == 2
+    assert {line["trace_id"] for line in settled} == {"1-5759e988-bd862e3fe1be46a994272793"}
+    # And the ledger keeps it on each job, for `sweeper inspect`
+    for record in records:
+        job = pipeline.ledger.get(JobMessage.model_validate_json(record["body"]).key)
+        assert job is not None
+        assert job.last_trace_id == "1-5759e988-bd862e3fe1be46a994272793"
+
+
+def test_a_record_without_a_trace_header_logs_no_trace_id(
+    pipeline: Pipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    pipeline.seed(1)
+    records = publish_all(pipeline)
+    assert "AWSTraceHeader" not in records[0]["attributes"]
+    with caplog.at_level(logging.INFO):
+        assert failed_ids(invoke(pipeline, records)) == set()
+    (settled,) = [r.__dict__ for r in caplog.records if r.getMessage() == "settled"]
+    assert settled["trace_id"] is None
+    job = pipeline.ledger.get(JobMessage.model_validate_json(records[0]["body"]).key)
+    assert job is not None
+    assert job.last_trace_id is None

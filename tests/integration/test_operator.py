@@ -205,3 +205,35 @@ def test_inspect_lists_terminal_and_stuck_jobs_without_customer_fields(ledger: L
     assert rows[0]["error_code"] == "http_422"
     assert rows[0]["attempts"] == 1
     assert "tenant_id" not in rows[0]
+    assert rows[0]["trace_id"] is None  # written without a trace
+
+
+def test_inspect_shows_the_trace_of_a_jobs_last_delivery(ledger: Ledger) -> None:
+    # Given a job a traced delivery made terminal, and one a later wait (no outcome) returned
+    failed, waiting = seed(ledger, 2, due=T0 - timedelta(hours=3))
+    ledger.mark_failed(
+        failed, OutcomeClass.PERMANENT, "http_422", T0, count_attempt=True, trace_id="1-aa-01"
+    )
+    ledger.record_unsettled(
+        waiting,
+        T0 - timedelta(hours=2),
+        next_attempt_at=T0 - timedelta(hours=2),
+        lease_until=T0 - timedelta(hours=2),
+        outcome=OutcomeClass.TRANSIENT,
+        code="http_503",
+        count_attempt=True,
+        trace_id="1-bb-02",
+    )
+    ledger.record_unsettled(
+        waiting,
+        T0 - timedelta(hours=2),
+        next_attempt_at=T0 - timedelta(hours=2),
+        lease_until=T0 - timedelta(hours=2),
+    )
+    # When an operator inspects the policy
+    rows = inspect_jobs("exports", ledger, now=T0, stuck_after=timedelta(hours=1), limit=10)
+    # Then each job shows the X-Ray trace of the delivery that last recorded its outcome
+    assert {r["operation_key"]: r["trace_id"] for r in rows} == {
+        failed: "1-aa-01",
+        waiting: "1-bb-02",
+    }

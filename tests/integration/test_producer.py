@@ -678,3 +678,52 @@ def test_a_reclaim_page_short_of_a_full_page_is_the_last_one(ledger: Ledger, db_
     assert report.published == 3
     # Then it asked for one reclaim page, not one after another until its time ran out
     assert counting.reclaims == 1
+
+
+TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+
+def _sent_trace_headers(
+    ledger: Ledger, local_aws: LocalAws, unique_name: str, jobs: int
+) -> list[str | None]:
+    """Publish `jobs` jobs to a real (moto) queue; each entry's AWSTraceHeader as sent.
+
+    Read from the SendMessageBatch requests the SDK validated and sent (moto accepts the
+    attribute but drops it from batched messages, so a receive would not show it).
+    """
+    policy = Policy(name="exports")
+    resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
+    seed(ledger, policy, jobs)
+    sqs = local_aws.sqs()
+    sent: list[dict[str, Any]] = []
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        sent.extend(params["Entries"])
+
+    sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", capture)
+    assert run(ledger, policy, SqsPublisher(sqs, resources.queue_url)).published == jobs
+    got = sqs.receive_message(QueueUrl=resources.queue_url, MaxNumberOfMessages=10)
+    assert got.get("Messages")  # the queue took the batches
+    assert len(sent) == jobs
+    return [
+        entry.get("MessageSystemAttributes", {}).get("AWSTraceHeader", {}).get("StringValue")
+        for entry in sent
+    ]
+
+
+def test_each_message_carries_the_invocations_trace_header(
+    ledger: Ledger, local_aws: LocalAws, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a producer invocation that Lambda traces (it sets the header per invocation)
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", TRACE_HEADER)
+    # When it publishes twelve jobs (two SendMessageBatch calls)
+    headers = _sent_trace_headers(ledger, local_aws, unique_name, 12)
+    # Then every message carries it as SQS's AWSTraceHeader: X-Ray follows it to the consumer
+    assert headers == [TRACE_HEADER] * 12
+
+
+def test_without_a_trace_header_messages_carry_none(
+    ledger: Ledger, local_aws: LocalAws, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("_X_AMZN_TRACE_ID", raising=False)
+    assert _sent_trace_headers(ledger, local_aws, unique_name, 3) == [None] * 3

@@ -210,6 +210,8 @@ class Job:
     cancel_reason: str | None = None
     #: A door (schedule, discovery, hint) never moves a postponed job's due time earlier.
     postponed_until: datetime | None = None
+    #: The X-Ray trace of the delivery that last recorded an outcome (migration 0009).
+    last_trace_id: str | None = None
 
 
 class ControlAction(enum.StrEnum):

@@ -1,14 +1,38 @@
-"""Metric names and the small interface logic uses to count things (Powertools Metrics fits it)."""
+"""Metric names, the small interface logic uses to count things (Powertools Metrics fits it),
+and the functions' X-Ray tracer."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from functools import lru_cache
+from typing import TYPE_CHECKING, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Tracer
 
 METRICS_NAMESPACE = "Sweeper"
 #: The units Powertools' Metrics (the production sink) accepts: a member's name or its value.
 CLOUDWATCH_UNITS = frozenset(MetricUnit.__members__) | frozenset(u.value for u in MetricUnit)
+
+
+#: What the X-Ray SDK instruments: every AWS call (botocore: SQS, DynamoDB, Secrets Manager,
+#: Lambda) and the vendor call (urllib3 sends through http.client). The ledger's SQL is timed
+#: by the function's own segment, not per statement.
+TRACED_MODULES = ("botocore", "httplib")
+
+
+@lru_cache(maxsize=1)
+def tracer() -> Tracer:
+    """The functions' Powertools Tracer, one per execution environment.
+
+    Off outside Lambda (no `_X_AMZN_TRACE_ID`) or with `POWERTOOLS_TRACE_DISABLED`, so tests,
+    the CLI and the local stack need no X-Ray daemon. Imported here, not at module level: only
+    the handlers pay for the X-Ray SDK.
+    """
+    from aws_lambda_powertools import Tracer
+
+    return Tracer(patch_modules=TRACED_MODULES)
 
 
 class MetricSink(Protocol):

@@ -325,6 +325,7 @@ def inspect_jobs(
             "lease_expires_at": _iso(job.lease_expires_at),
             "updated_at": _iso(job.updated_at),
             "completed_at": _iso(job.completed_at),
+            "trace_id": job.last_trace_id,  # the X-Ray trace of its last delivery
         }
 
     return [row(job) for job in ledger.inspect(policy, now, now - stuck_after, limit)]

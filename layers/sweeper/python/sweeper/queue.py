@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,6 +21,26 @@ if TYPE_CHECKING:
 
 #: SendMessageBatch takes at most ten entries.
 SQS_MAX_BATCH = 10
+#: The variable Lambda sets, per invocation, to the invocation's X-Ray trace header
+#: (`Root=1-...;Parent=...;Sampled=1`) when tracing is active.
+TRACE_HEADER_ENV = "_X_AMZN_TRACE_ID"
+
+
+def lambda_trace_header() -> str | None:
+    """This invocation's X-Ray trace header, or None outside Lambda or with tracing off.
+
+    Read at each send, not cached: Lambda sets a new one for every invocation.
+    """
+    return os.environ.get(TRACE_HEADER_ENV) or None
+
+
+def trace_id(header: str | None) -> str | None:
+    """The trace id (`Root=...`) of an X-Ray trace header, the id X-Ray's console searches by."""
+    for part in (header or "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "Root" and value:
+            return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +60,21 @@ class Publisher(Protocol):
 
 
 class SqsPublisher:
-    """The production publisher."""
+    """The production publisher.
 
-    def __init__(self, client: SQSClient, queue_url: str) -> None:
+    Each entry carries the sending invocation's trace header as SQS's `AWSTraceHeader` system
+    attribute, so that X-Ray follows a job from the producer through the queue to the consumer.
+    """
+
+    def __init__(
+        self,
+        client: SQSClient,
+        queue_url: str,
+        trace_header: Callable[[], str | None] = lambda_trace_header,
+    ) -> None:
         self._client = client
         self._queue_url = queue_url
+        self._trace_header = trace_header
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
         if not messages:
@@ -51,6 +82,7 @@ class SqsPublisher:
         if len(messages) > SQS_MAX_BATCH:
             raise ValueError(f"at most {SQS_MAX_BATCH} messages per batch, got {len(messages)}")
         entries: list[SendMessageBatchRequestEntryTypeDef] = []
+        header = self._trace_header()
         for message in messages:
             entry: SendMessageBatchRequestEntryTypeDef = {
                 "Id": message.entry_id,
@@ -58,6 +90,10 @@ class SqsPublisher:
             }
             if message.group_id is not None:
                 entry["MessageGroupId"] = message.group_id
+            if header is not None:
+                entry["MessageSystemAttributes"] = {
+                    "AWSTraceHeader": {"DataType": "String", "StringValue": header}
+                }
             entries.append(entry)
         try:
             response = self._client.send_message_batch(QueueUrl=self._queue_url, Entries=entries)

@@ -35,6 +35,7 @@ from sweeper.consumer.slots import BatchSlots
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
 from sweeper.models import CALLABLE_STATUSES, ActionCall, JobMessage
 from sweeper.observability import Metric, MetricSink
+from sweeper.queue import trace_id
 from sweeper.returns import Unsettled, return_soon
 
 logger = logging.getLogger(__name__)
@@ -239,7 +240,10 @@ def process_batch(
             )
             return
         target = targets.get(item.key)
-        ids = {"message_id": record.message_id, "operation_key": item.key}
+        # The X-Ray trace the producer sent this record in (SQS's AWSTraceHeader): every log
+        # line about the record carries it, so one job can be found in logs and traces alike.
+        trace = trace_id(record.attributes.aws_trace_header)
+        ids = {"message_id": record.message_id, "operation_key": item.key, "trace_id": trace}
         if target is None:
             deps.metrics.add_metric(Metric.ORPHANS, "Count", 1)
             logger.warning("message names no ledger job; dropped", extra=ids)
@@ -260,7 +264,9 @@ def process_batch(
         with alone(item.key):
             started = deps.now()
             try:
-                delivery = _Delivery(call, record.receipt_handle, deps, call_timeout, slots)
+                delivery = _Delivery(
+                    call, record.receipt_handle, deps, call_timeout, slots, trace_id=trace
+                )
                 delivery.handle(target.status)
             finally:
                 deps.metrics.add_metric(

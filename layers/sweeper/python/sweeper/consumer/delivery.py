@@ -92,6 +92,8 @@ class _Delivery:
         deps: ConsumerDeps,
         call_timeout: Callable[[], float | None],
         slots: BatchSlots,
+        *,
+        trace_id: str | None = None,
     ) -> None:
         self.job = job
         self.receipt = receipt_handle
@@ -100,7 +102,13 @@ class _Delivery:
         self.slots = slots
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
-        self.ids = {"operation_key": job.key, "batch_id": job.batch_id, "scope": job.scope}
+        self.trace_id = trace_id
+        self.ids = {
+            "operation_key": job.key,
+            "batch_id": job.batch_id,
+            "scope": job.scope,
+            "trace_id": trace_id,  # the producer's X-Ray trace, from the record's AWSTraceHeader
+        }
 
     def handle(self, status: JobStatus) -> None:
         try:
@@ -232,14 +240,23 @@ class _Delivery:
         now = deps.clock()
         log = {**self.ids, "outcome": result.outcome.value, "status_code": result.status_code}
         if result.outcome.succeeded:
-            if deps.ledger.mark_succeeded(self.job.key, result.outcome, now):
+            if deps.ledger.mark_succeeded(
+                self.job.key, result.outcome, now, trace_id=self.trace_id
+            ):
                 deps.metrics.add_metric(Metric.SUCCEEDED, "Count", 1)
             else:
                 deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
             logger.info("settled", extra=log)
             return
         # The only other settled class is permanent: terminal at once, never retried.
-        deps.ledger.mark_failed(self.job.key, result.outcome, result.code, now, count_attempt=True)
+        deps.ledger.mark_failed(
+            self.job.key,
+            result.outcome,
+            result.code,
+            now,
+            count_attempt=True,
+            trace_id=self.trace_id,
+        )
         deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
         logger.warning("terminal", extra={**log, "code": result.code})
 
@@ -295,11 +312,19 @@ class _Delivery:
             code=exc.code,
             count_attempt=True,
             max_attempts=deps.policy.max_attempts,
+            trace_id=self.trace_id,
         )
         if attempts is None:
             return  # settled meanwhile by another delivery
         if attempts >= deps.policy.max_attempts:
-            deps.ledger.mark_failed(self.job.key, outcome, "exhausted", now_dt, count_attempt=False)
+            deps.ledger.mark_failed(
+                self.job.key,
+                outcome,
+                "exhausted",
+                now_dt,
+                count_attempt=False,
+                trace_id=self.trace_id,
+            )
             deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
             deps.metrics.add_metric(Metric.EXHAUSTED, "Count", 1)
             logger.warning("attempts exhausted; terminal", extra={**log, "attempts": attempts})
@@ -322,5 +347,7 @@ class _Delivery:
             lease_until=at + timedelta(seconds=self.deps.policy.lease_seconds),
             outcome=outcome,
             code=code,
+            # a wait (no outcome) keeps the trace of the delivery that last had one
+            trace_id=None if outcome is None else self.trace_id,
         )
         self.deps.visibility.hide_for(self.receipt, seconds)

@@ -29,8 +29,13 @@ class ConsumerLedger(Executor):
         rows = self._execute(queries.TARGETS_BY_KEYS, {"keys": list(keys)})
         return {target.operation_key: target for target in map(_target, rows)}
 
-    def mark_succeeded(self, key: str, outcome: OutcomeClass, now: datetime) -> bool:
-        """Settle a job as succeeded; False when it was already settled."""
+    def mark_succeeded(
+        self, key: str, outcome: OutcomeClass, now: datetime, *, trace_id: str | None = None
+    ) -> bool:
+        """Settle a job as succeeded; False when it was already settled.
+
+        `trace_id`, here and below: the X-Ray trace of the delivery, kept for `sweeper inspect`.
+        """
         rows = self._execute(
             queries.MARK_SUCCEEDED,
             {
@@ -38,12 +43,20 @@ class ConsumerLedger(Executor):
                 "outcome": outcome.value,
                 "now": now,
                 "from": _moves(JobStatus.SUCCEEDED, JobStatus.LEASED, JobStatus.PENDING),
+                "trace_id": trace_id,
             },
         )
         return bool(rows)
 
     def mark_failed(
-        self, key: str, outcome: OutcomeClass, code: str, now: datetime, *, count_attempt: bool
+        self,
+        key: str,
+        outcome: OutcomeClass,
+        code: str,
+        now: datetime,
+        *,
+        count_attempt: bool,
+        trace_id: str | None = None,
     ) -> bool:
         """Make a job terminal; False when it was already settled."""
         rows = self._execute(
@@ -55,6 +68,7 @@ class ConsumerLedger(Executor):
                 "now": now,
                 "attempts": 1 if count_attempt else 0,
                 "from": _moves(JobStatus.FAILED, JobStatus.LEASED, JobStatus.PENDING),
+                "trace_id": trace_id,
             },
         )
         return bool(rows)
@@ -70,6 +84,7 @@ class ConsumerLedger(Executor):
         code: str | None = None,
         count_attempt: bool = False,
         max_attempts: int | None = None,
+        trace_id: str | None = None,
     ) -> int | None:
         """Record a delivery that settled nothing (see queries.RECORD_UNSETTLED).
 
@@ -87,6 +102,7 @@ class ConsumerLedger(Executor):
                 "code": code,
                 "attempts": 1 if count_attempt else 0,
                 "retry_below": NO_ATTEMPT_LIMIT if max_attempts is None else max_attempts,
+                "trace_id": trace_id,
             },
         )
         return int(rows[0][0]) if rows else None

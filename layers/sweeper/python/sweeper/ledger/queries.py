@@ -287,7 +287,8 @@ WITH job AS (
     UPDATE sweeper_jobs
     SET status = 'succeeded', last_outcome = %(outcome)s, last_error_code = NULL,
         lease_owner = NULL, lease_expires_at = NULL, attempt_count = attempt_count + 1,
-        completed_at = %(now)s, updated_at = %(now)s
+        completed_at = %(now)s, updated_at = %(now)s,
+        last_trace_id = %(trace_id)s
     WHERE operation_key = %(key)s AND status = ANY(%(from)s)
     RETURNING id
 ), counted AS (
@@ -309,7 +310,8 @@ WITH moved AS (
     UPDATE sweeper_jobs
     SET status = 'failed', last_outcome = %(outcome)s, last_error_code = %(code)s,
         lease_owner = NULL, lease_expires_at = NULL, attempt_count = attempt_count + %(attempts)s,
-        completed_at = %(now)s, updated_at = %(now)s
+        completed_at = %(now)s, updated_at = %(now)s,
+        last_trace_id = %(trace_id)s
     WHERE operation_key = %(key)s AND status = ANY(%(from)s)
     RETURNING id, batch_id
 ), counted AS (
@@ -336,7 +338,8 @@ WITH moved AS (
         lease_expires_at = CASE WHEN status = 'leased'
                                 THEN GREATEST(lease_expires_at, %(lease_until)s)
                                 ELSE lease_expires_at END,
-        updated_at = %(now)s
+        updated_at = %(now)s,
+        last_trace_id = coalesce(%(trace_id)s, last_trace_id)
     WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
     RETURNING attempt_count, batch_id
 ), counted AS (
@@ -372,7 +375,7 @@ SELECT_JOB: Final = """
 SELECT id, policy, policy_version, tenant_id, object_id, scope, operation_key, status, due_at,
        next_attempt_at, attempt_count, lease_owner, lease_expires_at, last_outcome,
        last_error_code, created_at, updated_at, completed_at, retry_round, batch_id, held_at,
-       hold_reason, cancelled_at, cancel_reason, postponed_until
+       hold_reason, cancelled_at, cancel_reason, postponed_until, last_trace_id
 FROM sweeper_jobs WHERE operation_key = %(key)s
 """
 
@@ -552,17 +555,17 @@ FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 # branch reads its own partial index; ids, classes, codes and times only.
 INSPECT_JOBS: Final = """
 (SELECT operation_key, status, last_outcome, last_error_code, attempt_count, due_at,
-        next_attempt_at, lease_expires_at, updated_at, completed_at
+        next_attempt_at, lease_expires_at, updated_at, completed_at, last_trace_id
  FROM sweeper_jobs WHERE policy = %(policy)s AND status = 'failed'
  ORDER BY updated_at DESC LIMIT %(limit)s)
 UNION ALL
 (SELECT operation_key, status, last_outcome, last_error_code, attempt_count, due_at,
-        next_attempt_at, lease_expires_at, updated_at, completed_at
+        next_attempt_at, lease_expires_at, updated_at, completed_at, last_trace_id
  FROM sweeper_jobs WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at <= %(now)s
  ORDER BY lease_expires_at LIMIT %(limit)s)
 UNION ALL
 (SELECT operation_key, status, last_outcome, last_error_code, attempt_count, due_at,
-        next_attempt_at, lease_expires_at, updated_at, completed_at
+        next_attempt_at, lease_expires_at, updated_at, completed_at, last_trace_id
  FROM sweeper_jobs
  WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(stuck_before)s
  ORDER BY next_attempt_at LIMIT %(limit)s)

@@ -87,6 +87,8 @@ class InspectRow:
     lease_expires_at: datetime | None
     updated_at: datetime
     completed_at: datetime | None
+    #: the X-Ray trace of the delivery that last wrote the row (None: no trace header)
+    last_trace_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
