@@ -1,4 +1,9 @@
-"""The production action: one HTTP call per job, classified into an outcome, never raised.
+"""The `http` action kind: one HTTP call per job, classified into an outcome, never raised.
+
+The kind's module (see sweeper.actions.base): its config (`HttpActionConfig`), its
+implementation (`HttpAction`), its outcome mapping (`OutcomeTable`, `outcomes_for`), its grants
+(read its token's secret) and network path (Secrets Manager's endpoint when it has a secret,
+the vendor's port through NAT), and its plan defaults (none: a vendor's latency is measured).
 
 The operation key travels as the `Idempotency-Key`, so a retry of an attempt that may have landed
 (UNKNOWN) cannot delete twice. urllib3's own retries and redirects are off: retrying is sweeper's
@@ -15,12 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from http.client import HTTPException
 from types import MappingProxyType
-from typing import Final
-from urllib.parse import quote
+from typing import Final, Literal, Self
+from urllib.parse import quote, urlsplit
 
 import urllib3
+from pydantic import Field, field_validator, model_validator
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -34,8 +41,17 @@ from urllib3.exceptions import (
 from urllib3.util import parse_url
 
 from sweeper import __version__
-from sweeper.actions.token import FixedToken, TokenSource
-from sweeper.config import HttpActionConfig
+from sweeper.actions.base import (
+    Action,
+    ActionContext,
+    ActionKind,
+    AwsService,
+    Grant,
+    NetworkPath,
+    OutcomeName,
+    secret_read,
+)
+from sweeper.actions.token import FixedToken, SecretToken, TokenSource
 from sweeper.errors import TokenError
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 
@@ -47,6 +63,117 @@ BODY_CHUNK_BYTES: Final = 16 * 1024
 
 _TEMPLATE_FIELD_RE: Final = re.compile(r"{(\w+)}")
 _DELAY_SECONDS_RE: Final = re.compile(r"\d+(?:\.\d+)?")
+
+DEFAULT_URL_TEMPLATE: Final = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
+HTTPS_PORT: Final = 443
+HTTP_PORT: Final = 80
+_LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class HttpActionConfig(ActionKind):
+    """The HTTP cleanup call: method and URL template; the operation key is the Idempotency-Key."""
+
+    kind: Literal["http"] = "http"
+    method: Literal["DELETE", "POST", "PUT", "PATCH", "GET"] = "DELETE"
+    #: The vendor. The built-in default names no real host (".invalid" never resolves): a
+    #: policy names its vendor, and the local stack puts its simulator here.
+    api_url: str = Field(default="https://api.invalid", pattern=r"^https?://")
+    #: An `http://` api_url sends the bearer token in clear: refused unless this says so (the
+    #: local stack and the tests' loopback vendors set it).
+    allow_plain_http: bool = False
+    url_template: str = DEFAULT_URL_TEMPLATE
+    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    auth_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret with the API token (Bearer)"
+    )
+    #: Overrides of the default classification, e.g. {"409": "absent", "423": "throttled"}.
+    outcomes: dict[int, OutcomeName] = Field(default_factory=dict)
+    #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
+    retry_after_header: str | None = None
+    retry_after_header_unit: Literal["s", "ms"] = "s"
+
+    @model_validator(mode="after")
+    def _plain_http_only_when_allowed(self) -> Self:
+        if self.api_url.startswith("http://") and not self.allow_plain_http:
+            raise ValueError(
+                "api_url uses http://, which would send the API token in clear: use https://, "
+                "or set allow_plain_http = true in [action] (a local vendor only)"
+            )
+        return self
+
+    @field_validator("outcomes")
+    @classmethod
+    def _statuses_are_http(cls, value: dict[int, str]) -> dict[int, str]:
+        bad = sorted(status for status in value if not 100 <= status <= 599)
+        if bad:
+            raise ValueError(f"not HTTP statuses: {bad}")
+        return value
+
+    @field_validator("url_template")
+    @classmethod
+    def _check_url_template(cls, value: str) -> str:
+        fields = set(re.findall(r"{(\w+)}", value))
+        allowed = {"api_url", "tenant_id", "object_id", "operation_key"}
+        if not fields <= allowed:
+            raise ValueError(f"url template uses unknown fields {sorted(fields - allowed)}")
+        return value
+
+    def build(self, context: ActionContext) -> Action:
+        """The vendor call; its token is read per call through the Powertools cache (max_age)."""
+        token: SecretToken | None = None
+        if self.auth_secret_arn:
+            token = SecretToken(
+                self.auth_secret_arn,
+                max_age_seconds=context.secret_max_age_seconds,
+                provider=context.secrets,
+            )
+        return HttpAction(self, token=token)
+
+    def grants(self) -> tuple[Grant, ...]:
+        """Read the token's secret, if it has one; the vendor itself needs no IAM."""
+        return (secret_read(self.auth_secret_arn),) if self.auth_secret_arn else ()
+
+    def network_path(self) -> NetworkPath:
+        """The vendor's port through NAT, and Secrets Manager's endpoint for the token."""
+        return NetworkPath(
+            aws_services=(
+                frozenset({AwsService.SECRETS_MANAGER}) if self.auth_secret_arn else frozenset()
+            ),
+            internet_ports=(self.vendor_port,),
+        )
+
+    @property
+    def vendor_port(self) -> int:
+        api = urlsplit(self.api_url)
+        return api.port or (HTTPS_PORT if api.scheme == "https" else HTTP_PORT)
+
+    @property
+    def call_seconds(self) -> float:
+        return self.connect_timeout_seconds + self.read_timeout_seconds
+
+    @property
+    def scope_host(self) -> str:
+        return _host(self.api_url)
+
+    def synth_warnings(self) -> list[str]:
+        api = urlsplit(self.api_url)
+        if api.scheme != "https" or api.hostname in _LOOPBACK_HOSTS:
+            return [
+                f"action.api_url {self.api_url} is not a public HTTPS endpoint; the consumer "
+                "will send its credentials there"
+            ]
+        return []
+
+    def pointed_at(self, api_url: str) -> Self:
+        # The local vendor listens on loopback, without TLS.
+        return self.model_copy(update={"api_url": api_url, "allow_plain_http": True})
+
+
+@lru_cache(maxsize=64)
+def _host(api_url: str) -> str:
+    """The API's host name, parsed once per URL, not once per job."""
+    return urlsplit(api_url).hostname or ""
 
 
 @dataclass(frozen=True, slots=True)
