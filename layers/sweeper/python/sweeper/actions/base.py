@@ -40,7 +40,7 @@ class Action(Protocol):
 
 #: The outcome classes (sweeper.models.OutcomeClass) a policy may name in a kind's mapping.
 OutcomeName = Literal[
-    "accepted", "absent", "throttled", "transient", "unknown", "permanent", "auth"
+    "accepted", "absent", "throttled", "transient", "unknown", "permanent", "auth", "snooze"
 ]
 
 
