@@ -10,7 +10,9 @@ from pydantic import ValidationError
 
 import sweeper
 from sweeper.actions.base import ActionKind, AwsService, Grant, NetworkPath
+from sweeper.actions.http import outcomes_for
 from sweeper.config import KINDS, HttpActionConfig, Policy
+from sweeper.models import OutcomeClass
 from tests.unit.test_import_graph import import_graph
 
 PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
@@ -104,3 +106,108 @@ def test_the_cdk_app_never_imports_a_kind(kind: str) -> None:
             elif isinstance(node, ast.Import):
                 imported.update(alias.name for alias in node.names)
         assert module not in imported, path.name
+
+
+# --- the http kind's config ------------------------------------------------------------------
+
+OAUTH = {"type": "oauth2", "token_url": "{api_url}/oauth/token", "secret_arn": TOKEN}
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"id": "obj-{object_id}"}, "never spliced"),
+        ({"{object_id}": 1}, "keys are never filled"),
+        ({"id": "{params.}"}, "unknown field"),
+        ({"id": "{secret}"}, "unknown field"),
+        ({"ids": ["{object_id}/{tenant_id}"]}, "never spliced"),
+    ],
+)
+def test_a_body_template_that_would_splice_or_name_an_unknown_field_is_refused(
+    body: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        HttpActionConfig(body=body)
+
+
+def test_a_body_template_of_whole_fields_and_literals_is_accepted() -> None:
+    body = {"payment_id": "{object_id}", "date": "{params.business_date}", "note": "as is {x"}
+    assert HttpActionConfig(body=body).body == body
+
+
+def test_a_url_template_may_name_params_but_no_other_unknown_field() -> None:
+    HttpActionConfig(url_template="{api_url}/v1/{params.business_date}/{object_id}")
+    with pytest.raises(ValidationError, match="unknown fields"):
+        HttpActionConfig(url_template="{api_url}/v1/{region}/{object_id}")
+
+
+@pytest.mark.parametrize("name", ["Authorization", "host", "Idempotency-Key", "X-Api-Key"])
+def test_headers_that_sweeper_sets_are_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match="set by sweeper"):
+        HttpActionConfig(
+            headers={name: "v"},
+            auth={"type": "header", "header": "X-Api-Key", "secret_arn": TOKEN},
+        )
+
+
+@pytest.mark.parametrize("value", ["a\r\nX-Evil: 1", "a\nb", "a\x00"])
+def test_a_header_value_with_a_control_character_is_refused(value: str) -> None:
+    with pytest.raises(ValidationError, match="control character"):
+        HttpActionConfig(headers={"X-Region": value})
+
+
+def test_an_idempotency_header_name_must_be_a_header_token() -> None:
+    assert HttpActionConfig(idempotency_header="X-Idempotency-Token").idempotency_header
+    with pytest.raises(ValidationError):
+        HttpActionConfig(idempotency_header="X Idempotency")
+
+
+def test_auth_and_the_older_auth_secret_arn_are_not_both_given() -> None:
+    with pytest.raises(ValidationError, match="either auth or auth_secret_arn"):
+        HttpActionConfig(auth_secret_arn=TOKEN, auth={"type": "bearer", "secret_arn": TOKEN})
+
+
+def test_the_older_auth_secret_arn_reads_as_bearer() -> None:
+    config = HttpActionConfig(auth_secret_arn=TOKEN)
+    assert config.effective_auth.type == "bearer"
+    assert config.effective_auth.secret_arns() == (TOKEN,)
+
+
+def test_a_plain_http_token_url_is_refused_unless_allowed() -> None:
+    with pytest.raises(ValidationError, match="client secret in clear"):
+        HttpActionConfig(auth={**OAUTH, "token_url": "http://auth.example.com/token"})
+    HttpActionConfig(
+        api_url="http://127.0.0.1:1", allow_plain_http=True, auth=OAUTH
+    )  # the local stack
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [
+        {"type": "bearer", "secret_arn": TOKEN},
+        {"type": "header", "header": "X-Api-Key", "secret_arn": TOKEN},
+        {"type": "basic", "secret_arn": TOKEN},
+        OAUTH,
+    ],
+)
+def test_each_auth_mode_grants_reading_its_own_secret_only(auth: dict[str, str]) -> None:
+    config = HttpActionConfig(auth=auth)
+    assert config.grants() == (
+        Grant(actions=("secretsmanager:GetSecretValue",), resources=(TOKEN,)),
+    )
+    assert config.network_path().aws_services == {AwsService.SECRETS_MANAGER}
+
+
+def test_an_oauth2_token_endpoint_elsewhere_opens_its_port_too() -> None:
+    config = HttpActionConfig(
+        api_url="https://api.example.com",
+        auth={**OAUTH, "token_url": "https://auth.example.com:9443/token"},
+    )
+    assert config.network_path().internet_ports == (443, 9443)
+
+
+def test_snooze_may_be_named_in_the_outcome_table() -> None:
+    config = HttpActionConfig(outcomes={409: "snooze", 423: "snooze"})
+    table = outcomes_for(config)
+    assert table.classify_status(409, has_retry_after=True) is OutcomeClass.SNOOZE
+    assert table.classify_status(423, has_retry_after=False) is OutcomeClass.SNOOZE
