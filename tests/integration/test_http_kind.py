@@ -13,10 +13,13 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+import boto3
 import pytest
 import urllib3
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
@@ -29,7 +32,8 @@ from sweeper.actions.base import ActionContext
 from sweeper.actions.http import HttpAction
 from sweeper.actions.http_auth import OAuth2Auth, OAuth2Credentials
 from sweeper.actions.token import FixedToken
-from sweeper.config import HttpActionConfig, Policy
+from sweeper.config import HttpActionConfig, Policy, SweeperConfig
+from sweeper.doctor import Status, check_actions, run_doctor
 from sweeper.models import ActionCall, OutcomeClass, operation_key
 from sweeper_local.aws import LocalAws
 
@@ -730,3 +734,106 @@ def test_no_id_or_param_changes_the_urls_shape(
         object_id,
     ]
     assert not {segments[2], segments[4], segments[6]} & {".", ".."}
+
+
+# --- sweeper doctor: the kind's credentials, checked without an effect -----------------------
+
+
+def _config_with(action: HttpActionConfig) -> SweeperConfig:
+    return SweeperConfig(policies=[Policy(name="payments", action=action)])
+
+
+def test_doctor_says_the_oauth2_token_endpoint_issues_a_token(
+    server: Server, secrets: Secrets
+) -> None:
+    config = _config_with(oauth2_config(server, secrets("oauth", "cs-1")))
+    (found,) = check_actions(config, secrets.client)
+    assert (found.name, found.status) == ("payments: action auth (oauth2)", Status.OK)
+    assert len(server.token_requests) == 1
+    assert server.api_calls() == []  # the vendor itself is never called
+
+
+def test_doctor_fails_a_client_the_token_endpoint_refuses(server: Server, secrets: Secrets) -> None:
+    config = _config_with(oauth2_config(server, secrets("oauth", "wrong")))
+    (found,) = check_actions(config, secrets.client)
+    assert found.status is Status.FAIL
+    assert found.detail == "refused: oauth2_http_401"
+    assert found.fix is not None
+    assert "wrong" not in found.detail + found.fix  # never the secret
+    assert "auth.token_url" in found.fix
+
+
+def test_doctor_warns_when_the_token_endpoint_cannot_be_reached_from_here(
+    server: Server, secrets: Secrets
+) -> None:
+    action = oauth2_config(server, secrets("oauth", "cs-1"))
+    unreachable = action.auth.model_copy(update={"token_url": "http://127.0.0.1:9/token"})
+    (found,) = check_actions(
+        _config_with(action.model_copy(update={"auth": unreachable})), secrets.client
+    )
+    assert (found.status, found.detail) == (
+        Status.WARN,
+        "could not be verified from here: oauth2_unreachable",
+    )
+
+
+def test_doctor_fails_a_secret_it_cannot_read(server: Server, secrets: Secrets) -> None:
+    missing = secrets("bearer", "x").replace("bearer", "no-such-secret")
+    action = HttpActionConfig(
+        api_url=server.url, allow_plain_http=True, auth={"type": "bearer", "secret_arn": missing}
+    )
+    (found,) = check_actions(_config_with(action), secrets.client)
+    assert (found.status, found.detail) == (Status.FAIL, "secret unusable: token_unavailable")
+
+
+def test_doctor_fails_a_basic_secret_without_user_and_password(
+    server: Server, secrets: Secrets
+) -> None:
+    action = HttpActionConfig(
+        api_url=server.url,
+        allow_plain_http=True,
+        auth={"type": "basic", "secret_arn": secrets("basic", '{"username": "u"}')},
+    )
+    (found,) = check_actions(_config_with(action), secrets.client)
+    assert (found.status, found.detail) == (Status.FAIL, "secret unusable: basic_secret_invalid")
+
+
+def test_doctor_has_nothing_to_check_for_an_action_without_auth(secrets: Secrets) -> None:
+    assert check_actions(_config_with(HttpActionConfig()), secrets.client) == []
+
+
+def test_doctor_runs_the_action_checks_with_the_others(
+    server: Server, secrets: Secrets, aws_env: dict[str, str], tmp_path: Path
+) -> None:
+    arn = secrets("oauth", "cs-1")
+    policy_file = tmp_path / "sweeper.toml"
+    policy_file.write_text(
+        f"""
+[[policies]]
+name = "payments"
+[policies.action]
+api_url = "{server.url}"
+allow_plain_http = true
+[policies.action.auth]
+type = "oauth2"
+token_url = "{{api_url}}/oauth/token"
+secret_arn = "{arn}"
+client_id = "c"
+""",
+        encoding="utf-8",
+    )
+    region = secrets.client.meta.region_name
+    session = boto3.Session(region_name=region)
+
+    def client(service: str) -> Any:
+        return session.client(service)  # type: ignore[call-overload]
+
+    results = run_doctor(
+        client,
+        region=region,
+        config_path=policy_file,
+        stack="Sweeper",
+        today=date(2026, 11, 29),
+    )
+    assert results[-1].name == "payments: action auth (oauth2)"
+    assert results[-1].status is Status.OK

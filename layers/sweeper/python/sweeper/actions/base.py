@@ -79,6 +79,18 @@ class PlanDefaults:
     latency_p95_seconds: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class KindCheck:
+    """One finding of `sweeper doctor` about a kind's config (e.g. its secret is readable, its
+    token endpoint answers): `ok`, `warn` (could not be verified from here) or `fail`, and the
+    one-line fix. Never carries a secret."""
+
+    name: str
+    status: Literal["ok", "warn", "fail"]
+    detail: str
+    fix: str = ""
+
+
 #: A Secrets Manager ARN ends with six random characters after the name's last hyphen.
 _COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
 
@@ -162,6 +174,20 @@ class ActionKind(BaseModel, ABC):
             return None
         p95 = self.latency_p95_seconds or self.plan_defaults.latency_p95_seconds or p50
         return p50, max(p50, p95)
+
+    def describe(self) -> str:
+        """One line naming what the action does (`sweeper plan`, `smoke`): never a secret."""
+        return self.kind
+
+    def doctor_checks(self, context: ActionContext, timeout_seconds: float) -> list[KindCheck]:
+        """What `sweeper doctor` verifies of this config from the operator's account, without
+        any effect (reading its secrets, asking for a token); none by default."""
+        return []
+
+    def call_problem(self, job: ActionCall) -> str | None:
+        """Why `job` could not be sent (a template field it lacks), as a short code; None when
+        it could. Sends nothing (`sweeper smoke` asks this of its canary before releasing)."""
+        return None
 
     def synth_warnings(self) -> list[str]:
         """What the CDK app should say at synth about this config (e.g. a plain-HTTP vendor)."""

@@ -48,6 +48,7 @@ from sweeper.actions.base import (
     ActionKind,
     AwsService,
     Grant,
+    KindCheck,
     NetworkPath,
     OutcomeName,
     secret_read,
@@ -214,6 +215,9 @@ class HttpActionConfig(ActionKind):
     def build(self, context: ActionContext) -> Action:
         """The vendor call; its secrets are read per call through the Powertools cache
         (max_age), an OAuth2 token cached by the action itself."""
+        return self._built(context)
+
+    def _built(self, context: ActionContext) -> HttpAction:
         action = HttpAction(self)
 
         def secret(arn: str, parse: Any = checked) -> SecretToken:
@@ -231,6 +235,51 @@ class HttpActionConfig(ActionKind):
             )
         )
         return action
+
+    def describe(self) -> str:
+        url = self.url_template.replace("{api_url}", self.api_url.rstrip("/"))
+        body = ", a JSON body" if self.body is not None else ""
+        return f"http {self.method} {url}{body}, auth {self.effective_auth.type}"
+
+    def doctor_checks(self, context: ActionContext, timeout_seconds: float) -> list[KindCheck]:
+        """Its credentials can be had: each secret read and understood, and for oauth2 a
+        token issued by the token endpoint. The vendor itself is not called (a call would be
+        an effect)."""
+        auth = self.effective_auth
+        if isinstance(auth, NoAuth):
+            return []
+        name = f"action auth ({auth.type})"
+        action = self._built(context)
+        try:
+            action.credentials.present(timeout_seconds)
+        except CredentialError as exc:
+            if exc.outcome in (OutcomeClass.TRANSIENT, OutcomeClass.THROTTLED):
+                return [
+                    KindCheck(
+                        name,
+                        "warn",
+                        f"could not be verified from here: {exc.code}",
+                        "check that the token endpoint answers from the consumer's network",
+                    )
+                ]
+            return [KindCheck(name, "fail", f"refused: {exc.code}", _AUTH_FIX[auth.type])]
+        except TokenError as exc:
+            return [KindCheck(name, "fail", f"secret unusable: {exc.code}", _AUTH_FIX[auth.type])]
+        finally:
+            action.close()
+        if isinstance(auth, OAuth2Auth):
+            return [KindCheck(name, "ok", "the token endpoint issued a Bearer token")]
+        return [KindCheck(name, "ok", "its secret is readable and well-formed")]
+
+    def call_problem(self, job: ActionCall) -> str | None:
+        action = HttpAction(self)
+        try:
+            if action.checked_url(job) is None:
+                return "bad_url"
+            action.body_for(job)
+        except TemplateError as exc:
+            return exc.code
+        return None
 
     def grants(self) -> tuple[Grant, ...]:
         """Read the auth mode's secret, if it has one; the vendor itself needs no IAM."""
@@ -273,6 +322,18 @@ class HttpActionConfig(ActionKind):
     def pointed_at(self, api_url: str) -> Self:
         # The local vendor listens on loopback, without TLS.
         return self.model_copy(update={"api_url": api_url, "allow_plain_http": True})
+
+
+#: What to do about credentials `sweeper doctor` found refused or unusable, by auth type.
+_AUTH_FIX: Final = {
+    "bearer": "put the API token, one line, in the secret auth.secret_arn names",
+    "header": "put the API key, one line, in the secret auth.secret_arn names",
+    "basic": 'put {"username": ..., "password": ...} in the secret auth.secret_arn names',
+    "oauth2": (
+        "check auth.token_url, scope and audience, and that the secret holds the client "
+        'secret (or {"client_id": ..., "client_secret": ...})'
+    ),
+}
 
 
 def _port(url: str) -> int:
@@ -480,7 +541,11 @@ class HttpAction:
         filled = fill_body(self._config.body, lambda name: field_value(name, job, api_url))
         return json.dumps(filled, ensure_ascii=False, separators=(",", ":")).encode()
 
-    def _checked_url(self, job: ActionCall) -> str | None:
+    @property
+    def credentials(self) -> Credentials:
+        return self._credentials
+
+    def checked_url(self, job: ActionCall) -> str | None:
         """The URL to send, or None when its path, as urllib3 will send it, has not the
         template's segment count (an id that would climb or split a path is never sent).
         TemplateError when a param it names is missing or not a segment's value."""
@@ -507,7 +572,7 @@ class HttpAction:
         if timeout_seconds is not None and timeout_seconds <= 0:
             return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
         try:
-            url = self._checked_url(job)
+            url = self.checked_url(job)
             body = self.body_for(job)
         except TemplateError as exc:
             return ActionResult(outcome=OutcomeClass.PERMANENT, code=exc.code)
