@@ -145,6 +145,8 @@ class Plan:
     requests_per_job: dict[str, float]
     cost_per_million_jobs: dict[str, float]
     warnings: list[str] = field(default_factory=list)
+    #: What each job does: the action's kind and its one-line description (no secret).
+    action: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -245,6 +247,7 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
     per_million["total"] = sum(per_million.values())
     return Plan(
         policy=policy.name,
+        action=policy.action.describe(),
         target_rate_per_second=round(target, 3),
         mean_service_seconds=round(mean_service, 4),
         p95_service_seconds=round(p95_service, 4),
