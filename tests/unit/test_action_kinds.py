@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from pydantic import ValidationError
 import sweeper
 from sweeper.actions.base import ActionKind, AwsService, Grant, NetworkPath
 from sweeper.actions.http import outcomes_for
-from sweeper.config import KINDS, HttpActionConfig, Policy
+from sweeper.config import KINDS, HttpActionConfig, Policy, SweeperConfig
 from sweeper.models import OutcomeClass
 from tests.unit.test_import_graph import import_graph
 
@@ -211,3 +213,14 @@ def test_snooze_may_be_named_in_the_outcome_table() -> None:
     table = outcomes_for(config)
     assert table.classify_status(409, has_retry_after=True) is OutcomeClass.SNOOZE
     assert table.classify_status(423, has_retry_after=False) is OutcomeClass.SNOOZE
+
+
+def test_every_policy_in_docs_actions_is_valid() -> None:
+    text = (REPO / "docs" / "actions.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", text, flags=re.DOTALL)
+    policies = [block for block in blocks if block.startswith("[[policies]]")]
+    assert len(policies) == 5
+    for block in policies:
+        config = SweeperConfig.model_validate(tomllib.loads(block))
+        (policy,) = config.policies
+        assert isinstance(policy.action, HttpActionConfig), policy.name
