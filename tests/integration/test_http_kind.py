@@ -70,6 +70,8 @@ class Server:
     api_status: int = 204
     #: When set, the API checks `Authorization` against valid_bearers.
     check_bearer: bool = False
+    #: How long the API takes to answer.
+    api_delay_seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def api_calls(self) -> list[Seen]:
@@ -89,6 +91,7 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             if self.path == TOKEN_PATH:
                 self._token(body)
                 return
+            time.sleep(server.api_delay_seconds)
             auth = self.headers.get("Authorization", "")
             refused = (
                 server.check_bearer and auth.removeprefix("Bearer ") not in server.valid_bearers
@@ -474,6 +477,19 @@ def test_a_token_endpoint_that_times_out_is_transient_and_held_briefly(
     assert server.api_calls() == []
     # (a request is recorded on arrival, long before the read timeout gave up on it)
     assert len([s for s in server.seen if s.path == TOKEN_PATH]) == 1
+
+
+def test_the_token_fetch_spends_the_calls_time_budget(server: Server, secrets: Secrets) -> None:
+    # Given a token endpoint that takes 0.3 s and an API that takes 0.3 s
+    server.token_delay_seconds = 0.3
+    server.api_delay_seconds = 0.3
+    action = build(oauth2_config(server, secrets("oauth", "cs-1")), secrets)
+    # When a call has 0.5 s in all (what Lambda has left)
+    started = time.monotonic()
+    result = action.perform(job(), timeout_seconds=0.5)
+    # Then the call had only what the token left it, and gave up within the budget
+    assert (result.outcome, result.code) == (OutcomeClass.UNKNOWN, "read_timeout")
+    assert time.monotonic() - started < 0.5 + 0.15
 
 
 def test_an_unreachable_token_endpoint_is_transient(server: Server, secrets: Secrets) -> None:

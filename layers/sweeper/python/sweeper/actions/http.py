@@ -578,12 +578,18 @@ class HttpAction:
             return ActionResult(outcome=OutcomeClass.PERMANENT, code=exc.code)
         if url is None:
             return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_url")
+        started = time.monotonic()
         try:
             presented = self._credentials.present(timeout_seconds)
         except CredentialError as exc:
             return _refused(exc)
         except TokenError as exc:
             return ActionResult(outcome=OutcomeClass.TRANSIENT, code=exc.code)
+        if timeout_seconds is not None:
+            # A token fetched first spent part of the budget: the call gets what is left.
+            timeout_seconds -= time.monotonic() - started
+            if timeout_seconds <= 0:
+                return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
         result = self._send(job, url, body, presented.headers, timeout_seconds)
         if result.outcome is OutcomeClass.AUTH and presented.credential is not None:
             try:
