@@ -599,6 +599,23 @@ def test_a_body_template_is_filled_with_the_fields_json_values(
     }
 
 
+def test_a_body_goes_with_the_content_type_the_policy_names(
+    server: Server, secrets: Secrets
+) -> None:
+    config = HttpActionConfig(
+        api_url=server.url,
+        allow_plain_http=True,
+        method="POST",
+        headers={"content-type": "application/vnd.api+json"},
+        body={"id": "{object_id}"},
+    )
+    build(config, secrets).perform(job())
+    (seen,) = server.api_calls()
+    sent = [v for k, v in seen.headers.items() if k.lower() == "content-type"]
+    assert sent == ["application/vnd.api+json"]
+    assert json.loads(seen.body) == {"id": "o1"}
+
+
 def test_a_param_in_the_url_fills_exactly_one_segment(server: Server, secrets: Secrets) -> None:
     config = HttpActionConfig(
         api_url=server.url,

@@ -100,7 +100,8 @@ RESERVED_HEADERS: Final = frozenset(
 
 
 class HttpActionConfig(ActionKind):
-    """The HTTP cleanup call: method and URL template; the operation key is the Idempotency-Key."""
+    """The `http` kind: method, URL and body templates, headers and auth; the operation key
+    travels in `idempotency_header`."""
 
     kind: Literal["http"] = "http"
     method: Literal["DELETE", "POST", "PUT", "PATCH", "GET"] = "DELETE"
@@ -484,8 +485,8 @@ class HttpAction:
         self._config = config
         self._outcomes = outcomes if outcomes is not None else outcomes_for(config)
         self._headers = {**config.headers, "User-Agent": USER_AGENT}
-        if config.body is not None:
-            self._headers.setdefault("Content-Type", "application/json")
+        if config.body is not None and not any(h.lower() == "content-type" for h in config.headers):
+            self._headers["Content-Type"] = "application/json"
         self._credentials: Credentials = NoCredentials()
         if credentials is not None:
             self._credentials = credentials
