@@ -190,12 +190,14 @@ def _check_canary_call(policy: Policy, canary: NewJob, key: str) -> None:
         scope=policy.name,
         attempt=0,
         batch_id="smoke",
+        # A canary's params, where obligations carry them (per-obligation params, issue 24).
+        params=dict(getattr(canary, "params", None) or {}),
     )
     problem = policy.action.call_problem(call)
     if problem is not None:
         raise OperatorError(
-            f"policy {policy.name}: its action could not send a smoke canary ({problem}): a "
-            "canary carries only ids, and the action's templates name more (params)"
+            f"policy {policy.name}: its action could not send a smoke canary ({problem}): the "
+            "action's templates name a param the canary does not carry"
         )
 
 
