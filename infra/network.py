@@ -16,6 +16,7 @@ from constructs import Construct, DependencyGroup
 
 from infra.nag import acknowledge
 from infra.options import DeploymentOptions
+from sweeper.actions.base import AwsService
 
 VPC_CIDR = "10.40.0.0/16"
 MAX_AVAILABILITY_ZONES = 2
@@ -53,6 +54,7 @@ class Network(Construct):
         self.secrets_manager_endpoint: ec2.IInterfaceVpcEndpoint | None = None
         self._dynamodb_prefix_list: ec2.IPeer | None = None
         self._s3_prefix_list: ec2.IPeer | None = None
+        self._lambda_endpoint: ec2.InterfaceVpcEndpoint | None = None
         if options.imports_vpc:
             # The options model guarantees all four together.
             assert options.vpc_id is not None
@@ -188,6 +190,20 @@ class Network(Construct):
             ec2.Peer.ipv4(VPC_CIDR), "HTTPS from inside the VPC"
         )
         return endpoint
+
+    def peer_for(self, service: AwsService) -> ec2.IPeer:
+        """Where functions reach an AWS API an action kind calls (sweeper.actions.base): the
+        gateway endpoint's prefix list, or the interface endpoints' range, creating an
+        interface endpoint the network does not always have on first use."""
+        if service is AwsService.S3:
+            return self.s3_peer
+        if service is AwsService.LAMBDA and not self._imported and self._lambda_endpoint is None:
+            assert isinstance(self.vpc, ec2.Vpc)
+            self._lambda_endpoint = self._interface_endpoint(
+                self.vpc, "LambdaEndpoint", ec2.InterfaceVpcEndpointAwsService.LAMBDA_
+            )
+            self.endpoints.add(self._lambda_endpoint)
+        return self.aws_api_peer
 
     @property
     def aws_api_peer(self) -> ec2.IPeer:

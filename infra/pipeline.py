@@ -9,14 +9,14 @@ and the event source's maximum concurrency, never above it (docs/decisions.md).
 from __future__ import annotations
 
 import math
-from urllib.parse import urlsplit
 
 from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
-from infra.function import HTTPS_PORT, import_secret
+from infra.function import HTTPS_PORT
 from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.queues import queue_with_dead_letters
 from infra.tables import Tables
@@ -84,7 +84,7 @@ class Pipeline(Construct):
             policy.schedule, "run the producer", schedule_id="ProducerSchedule"
         )
 
-        # Its HTTPS rule is its own (_grant_api_access): the vendor's address is not known.
+        # Its HTTPS rules are its own (_grant_action_access): they follow the action's kind.
         self.consumer = LedgerFunction(
             self,
             "Consumer",
@@ -113,7 +113,7 @@ class Pipeline(Construct):
             )
         )
         tables.grant_consumer(self.consumer.role)
-        self._grant_api_access()
+        self._grant_action_access(ledger)
         self._warn_when_quota_unreachable()
 
     def _warn_when_quota_unreachable(self) -> None:
@@ -123,26 +123,35 @@ class Pipeline(Construct):
         if warning is not None:
             Annotations.of(self).add_warning_v2("sweeper:QuotaUnreachable", warning)
 
-    def _grant_api_access(self) -> None:
-        """The vendor API over the internet (through NAT), its token, and DynamoDB."""
+    def _grant_action_access(self, ledger: LedgerAccess) -> None:
+        """What the policy's action kind says it needs (sweeper.actions.base): its IAM
+        statements, its AWS APIs' endpoints and its vendor's ports, besides the consumer's own
+        DynamoDB and SQS. Nothing here knows one kind from another."""
         action = self.policy.action
-        api = urlsplit(action.api_url)
-        port = api.port or (HTTPS_PORT if api.scheme == "https" else 80)
-        if api.scheme != "https" or api.hostname in {"localhost", "127.0.0.1", "::1"}:
+        network = ledger.network
+        for warning in action.synth_warnings():
             Annotations.of(self).add_warning_v2(
-                "sweeper:ApiUrl",
-                f"policy {self.policy.name}: action.api_url {action.api_url} is not a public "
-                "HTTPS endpoint; the consumer will send its bearer token there",
+                "sweeper:ActionPath", f"policy {self.policy.name}: {warning}"
             )
-        # HTTPS to anywhere covers DynamoDB (gateway endpoint, public prefix list), the
-        # interface endpoints and the vendor, whose addresses are not known in advance.
-        self.consumer.allow_https_to(ec2.Peer.any_ipv4(), "vendor API, DynamoDB, AWS endpoints")
-        if port != HTTPS_PORT:
-            self.consumer.security_group.add_egress_rule(
-                ec2.Peer.any_ipv4(), ec2.Port.tcp(port), "vendor API"
+        for grant in action.grants():
+            self.consumer.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=list(grant.actions), resources=list(grant.resources))
             )
-        if action.auth_secret_arn:
-            import_secret(self, "ApiToken", action.auth_secret_arn).grant_read(self.consumer.role)
+        path = action.network_path()
+        peers = {service: network.peer_for(service) for service in sorted(path.aws_services)}
+        if path.internet_ports:
+            # HTTPS to anywhere covers DynamoDB (gateway endpoint, public prefix list), the
+            # interface endpoints and the vendor, whose addresses are not known in advance.
+            self.consumer.allow_https_to(ec2.Peer.any_ipv4(), "vendor API, DynamoDB, AWS endpoints")
+            for port in sorted(set(path.internet_ports) - {HTTPS_PORT}):
+                self.consumer.security_group.add_egress_rule(
+                    ec2.Peer.any_ipv4(), ec2.Port.tcp(port), "vendor API"
+                )
+            return
+        self.consumer.allow_https_to(network.dynamodb_peer, "DynamoDB (limiter, idempotency)")
+        self.consumer.allow_https_to(network.aws_api_peer, "SQS (message visibility)")
+        for service, peer in peers.items():
+            self.consumer.allow_https_to(peer, f"{service} (the action)")
 
 
 def producer_timeout_seconds(policy: Policy) -> int:

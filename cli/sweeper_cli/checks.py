@@ -148,6 +148,7 @@ def smoke(
         click.echo(json.dumps(report.as_dict(), default=str))
     else:
         click.echo(f"policy {policy.name}: smoke canary {report.operation_key}")
+        click.echo(f"  action    {report.action}")
         for number, hop in enumerate(report.hops):
             mark = "ok  " if hop.passed else ("FAIL" if number == report.failed_index else "-   ")
             timing = (

@@ -88,12 +88,13 @@ def plan(
             f"--policy is required (the policy file has {[p.name for p in config.policies]})"
         )
     policy = config.policy(policy_name) if policy_name else config.policies[0]
-    p50 = p50 or policy.action.latency_p50_seconds
+    known = policy.action.latency  # the policy's measured latency, else its kind's default
+    p50 = p50 or (known[0] if known else None)
     if p50 is None:
         raise click.UsageError(
             "give --latency-p50 (seconds), or set action.latency_p50_seconds in the policy file"
         )
-    p95 = p95 or policy.action.latency_p95_seconds or p50
+    p95 = p95 or (known[1] if known else None) or p50
     result = make_plan(
         policy,
         PlanInput(
@@ -127,6 +128,7 @@ def render(plan: dict[str, object]) -> list[str]:
     assert isinstance(requests, dict)
     lines = [
         f"policy {plan['policy']}",
+        f"  action           {plan['action']}",
         f"  rate             {plan['target_rate_per_second']}/s (quota x headroom x scopes)",
         f"  service time     {plan['mean_service_seconds']} s mean, "
         f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",

@@ -137,11 +137,9 @@ class LocalConsoleStack(Service):
 
     def _start_policy(self, configured: Policy) -> None:
         assert self.stack.api_url is not None
-        action = configured.action.model_copy(
-            # The local vendor listens on loopback, without TLS.
-            update={"api_url": self.stack.api_url, "allow_plain_http": True}
+        policy = configured.model_copy(
+            update={"action": configured.action.pointed_at(self.stack.api_url)}
         )
-        policy = configured.model_copy(update={"action": action})
         pipeline = LocalPipeline(
             self.stack,
             policy,

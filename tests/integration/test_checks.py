@@ -12,11 +12,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from sweeper.config import HttpActionConfig, Policy, SmokeConfig
 from sweeper.endpoints import LocalFile, PolicyEndpoints
+from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob
 from sweeper.ramp import RampFigures, decide
 from sweeper.scheduling import schedule_jobs
+from sweeper.smoke import run_smoke
 from sweeper_cli import main
 from sweeper_local.scenarios import SCENARIO_CONFIG
 from tests.integration.conftest import StartConsole
@@ -80,6 +83,7 @@ def test_a_smoke_follows_its_canary_through_every_hop_and_deletes_it(
     assert sum(h["seconds"] for h in report["hops"]) == pytest.approx(times[-1], abs=0.01)
     assert report["cleaned_up"] is True
     assert canary_rows(db_url) == 0
+    assert report["action"].startswith("http DELETE ")  # what the canary's call was
     # and the vendor was called once, with one effect, for the canary under the sandbox tenant
     key = report["operation_key"]
     assert key.startswith(f"exports:{SANDBOX}:sweeper-smoke-")
@@ -248,3 +252,29 @@ def test_the_canary_cleanup_deletes_only_a_sandbox_canary(ledger: Ledger) -> Non
     assert deleted == [False, False, True]
     assert other_policy is False
     assert [ledger.get(k) is not None for k in keys] == [True, True, False]
+
+
+def test_a_smoke_refuses_a_canary_its_action_could_not_send(ledger: Ledger, db_url: str) -> None:
+    # Given a policy whose URL names a param (a canary carries only ids)
+    policy = Policy(
+        name="payments",
+        smoke=SmokeConfig(tenant_id=SANDBOX),
+        action=HttpActionConfig(url_template="{api_url}/v1/days/{params.day}/{object_id}"),
+    )
+    released: list[str] = []
+
+    def release() -> dict[str, Any]:
+        released.append("released")
+        return {}
+
+    # When the smoke is asked for
+    with pytest.raises(OperatorError, match=r"could not send a smoke canary \(param_missing\)"):
+        run_smoke(
+            policy,
+            ledger,
+            release,
+            clock=lambda: datetime.now(UTC),
+        )
+    # Then nothing was written or released
+    assert canary_rows(db_url) == 0
+    assert released == []

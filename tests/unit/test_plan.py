@@ -443,3 +443,32 @@ def test_parallel_calls_are_never_recommended_past_what_a_policy_may_set() -> No
     assert plan.recommended_parallel_calls == 10
     assert plan.recommended_environments == 48
     assert "concurrency to 41 (p95: 48; parallel calls stop at 10)" in plan.warnings[0]
+
+
+def test_the_plan_names_what_each_job_does() -> None:
+    result = CliRunner().invoke(
+        main, ["plan", "--config", "sweeper.toml", *SHIPPED_PLANS[0]], prog_name="sweeper"
+    )
+    assert (
+        "  action           http DELETE https://api.example.com/v1/tenants/{tenant_id}/objects/"
+        "{object_id}, auth none"
+    ) in result.output.splitlines()
+
+
+def test_the_plan_of_an_oauth2_action_with_a_body_says_so_without_its_secret() -> None:
+    secret = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:payments-oauth"
+    policy = _policy(reserved_concurrency=4, max_concurrency=4).model_copy(
+        update={
+            "action": HttpActionConfig(
+                method="POST",
+                api_url="https://payments.example.com",
+                url_template="{api_url}/v1/reconciliations",
+                body={"payment_id": "{object_id}"},
+                auth={"type": "oauth2", "token_url": "{api_url}/oauth/token", "secret_arn": secret},
+            )
+        }
+    )
+    plan = make_plan(policy, PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=0.2))
+    assert plan.action == (
+        "http POST https://payments.example.com/v1/reconciliations, a JSON body, auth oauth2"
+    )

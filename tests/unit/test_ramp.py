@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sweeper.config import ConsumerConfig
+from sweeper.models import OutcomeClass
 from sweeper.ramp import (
     HOLD_DEAD_LETTER_SHARE,
     HOLD_DUPLICATE_RATE,
@@ -309,18 +310,7 @@ def test_cloudwatch_figures_come_from_the_consumers_metrics_and_percentiles() ->
             )
 
         # the ids are m0..mN in query order: learn them from the query the adapter builds
-        names = [
-            f"Attempts_{o}"
-            for o in (
-                "accepted",
-                "absent",
-                "throttled",
-                "transient",
-                "unknown",
-                "permanent",
-                "auth",
-            )
-        ]
+        names = [f"Attempts_{o.value}" for o in OutcomeClass]
         order = [
             (n, "Sum")
             for n in [*names, "Succeeded", "TerminalFailures", "Duplicates", "DeadLetterBound"]

@@ -26,6 +26,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
+from sweeper.actions.base import ActionContext
 from sweeper.config import SweeperConfig, load_config
 from sweeper.errors import ConfigError, OperatorError
 
@@ -52,6 +53,8 @@ DISCOVERY_RESERVED_CONCURRENCY = 1
 #: "Supported Node.js versions": an LTS is supported until 6 months after its end of life).
 NODE_SUPPORT_ENDS = {20: date(2026, 10, 30), 22: date(2027, 10, 30), 24: date(2028, 10, 30)}
 NODE_TIMEOUT_SECONDS = 10
+#: How long the action checks wait on an outside endpoint (an OAuth2 token endpoint).
+ACTION_CHECK_TIMEOUT_SECONDS = 10.0
 #: What a read that did not succeed raises (an unparseable reply is not a ClientError).
 _AWS_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 
@@ -351,6 +354,21 @@ def check_node(today: date, node: str = "node", run: NodeRunner = _run_node) -> 
     return CheckResult(name, Status.OK, f"{out}: supported by the CDK until {ends}")
 
 
+def check_actions(config: SweeperConfig, secretsmanager: Any) -> list[CheckResult]:
+    """Each policy's action, as its kind verifies it without an effect (sweeper.actions):
+    e.g. an http action's secret readable and, for oauth2, a token issued."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    context = ActionContext(
+        secrets=SecretsProvider(boto3_client=secretsmanager), secret_max_age_seconds=1
+    )
+    return [
+        CheckResult(f"{policy.name}: {found.name}", Status(found.status), found.detail, found.fix)
+        for policy in config.policies
+        for found in policy.action.doctor_checks(context, ACTION_CHECK_TIMEOUT_SECONDS)
+    ]
+
+
 def run_doctor(
     client: Callable[[str], Any],
     *,
@@ -379,6 +397,8 @@ def run_doctor(
             )
         )
     results.append(check_engine_version(client("rds"), region))
+    if config is not None:
+        results.extend(check_actions(config, client("secretsmanager")))
     return results
 
 

@@ -145,6 +145,8 @@ class Plan:
     requests_per_job: dict[str, float]
     cost_per_million_jobs: dict[str, float]
     warnings: list[str] = field(default_factory=list)
+    #: What each job does: the action's kind and its one-line description (no secret).
+    action: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -245,6 +247,7 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
     per_million["total"] = sum(per_million.values())
     return Plan(
         policy=policy.name,
+        action=policy.action.describe(),
         target_rate_per_second=round(target, 3),
         mean_service_seconds=round(mean_service, 4),
         p95_service_seconds=round(p95_service, 4),
@@ -318,7 +321,7 @@ def batch_need(policy: Policy, parallel: int, p95_service: float, rate: float) -
         batch_size=consumer.batch_size,
         calls_seconds=math.ceil(consumer.batch_size / parallel) * p95_service,
         slots_seconds=consumer.batch_size * consumer.environments / rate,
-        call_seconds=action.connect_timeout_seconds + action.read_timeout_seconds,
+        call_seconds=action.call_seconds,
         batch_window_seconds=consumer.batch_window_seconds,
     )
 
@@ -388,12 +391,12 @@ def _schedule_interval(policy: Policy) -> float | None:
 
 
 def quota_warning(policy: Policy) -> str | None:
-    """For synth: a warning when the policy's own measured vendor latency (action.latency_*)
-    says its consumers cannot reach its quota; None when fine or not measured."""
-    p50 = policy.action.latency_p50_seconds
-    if p50 is None:
+    """For synth: a warning when the policy's own measured latency (action.latency_*, else its
+    kind's default) says its consumers cannot reach its quota; None when fine or not known."""
+    latency = policy.action.latency
+    if latency is None:
         return None
-    p95 = policy.action.latency_p95_seconds or p50
+    p50, p95 = latency
     plan = make_plan(policy, PlanInput(latency_p50_seconds=p50, latency_p95_seconds=p95))
     if plan.consumer_capacity_per_second >= plan.target_rate_per_second:
         return None

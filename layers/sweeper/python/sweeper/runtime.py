@@ -15,8 +15,8 @@ import boto3
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
-from sweeper.actions.http import HttpAction
-from sweeper.actions.token import SecretToken
+from sweeper.actions import Action
+from sweeper.actions.base import ActionContext
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import (
     GuardedCall,
@@ -130,18 +130,16 @@ def visibility() -> SqsVisibility:
 
 
 @lru_cache(maxsize=1)
-def action() -> HttpAction:
-    """The vendor call; its token is read per call through the Powertools cache (max_age)."""
+def action() -> Action:
+    """The policy's action, of whatever kind it names (its module builds it); secrets it reads
+    go through the Powertools cache, re-read within `vendor_token_max_age_seconds`."""
     current = settings()
-    config = current.policy.action
-    token: SecretToken | None = None
-    if config.auth_secret_arn:
-        token = SecretToken(
-            config.auth_secret_arn,
-            max_age_seconds=current.vendor_token_max_age_seconds,
-            provider=parameters.SecretsProvider(),
+    return current.policy.action.build(
+        ActionContext(
+            secrets=parameters.SecretsProvider(),
+            secret_max_age_seconds=current.vendor_token_max_age_seconds,
         )
-    return HttpAction(config, token=token)
+    )
 
 
 @lru_cache(maxsize=1)
@@ -247,11 +245,11 @@ def remaining_budget(context: Any, budget_seconds: float) -> Callable[[], float]
 
 def call_timeout(context: Any) -> Callable[[], float | None]:
     """The external call's total timeout: always shorter than what Lambda has left."""
-    read = settings().policy.action
+    longest = settings().policy.action.call_seconds
 
     def timeout() -> float:
         left = float(context.get_remaining_time_in_millis()) / 1000.0 - LAMBDA_SAFETY_MARGIN_SECONDS
-        return max(0.1, min(read.connect_timeout_seconds + read.read_timeout_seconds, left))
+        return max(0.1, min(longest, left))
 
     return timeout
 

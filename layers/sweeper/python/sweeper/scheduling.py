@@ -8,9 +8,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -47,14 +45,8 @@ def scope_for(policy: Policy, job: NewJob) -> str:
         policy=policy.name,
         tenant_id=job.tenant_id,
         object_id=job.object_id,
-        host=_host(policy.action.api_url),
+        host=policy.action.scope_host,
     )
-
-
-@lru_cache(maxsize=64)
-def _host(api_url: str) -> str:
-    """The API's host name, parsed once per URL, not once per job."""
-    return urlsplit(api_url).hostname or ""
 
 
 #: Template fields that take one value per policy (the policy's name, its API's host).

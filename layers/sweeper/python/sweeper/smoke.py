@@ -30,7 +30,7 @@ from typing import Any
 from sweeper.config import Policy
 from sweeper.errors import OperatorError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.models import Job, JobStatus, NewJob, operation_key
+from sweeper.models import ActionCall, Job, JobStatus, NewJob, operation_key
 from sweeper.scheduling import schedule_jobs
 
 #: How often the ledger (and the vendor's audit) is read while the canary travels.
@@ -82,6 +82,8 @@ class SmokeReport:
     failure: str | None = None
     cleaned_up: bool = False
     batch_id: str | None = None
+    #: What the canary's call is: its action kind's one-line description (never a secret).
+    action: str = ""
 
     @property
     def passed(self) -> bool:
@@ -90,6 +92,7 @@ class SmokeReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
+            "action": self.action,
             "operation_key": self.operation_key,
             "passed": self.passed,
             "failed_hop": self.failed_hop,
@@ -153,7 +156,8 @@ def run_smoke(
     canary = canary_for(policy, clock())
     assert policy.smoke is not None
     key = operation_key(policy.name, canary.tenant_id, canary.object_id, policy.version)
-    report = SmokeReport(policy.name, key)
+    _check_canary_call(policy, canary, key)
+    report = SmokeReport(policy.name, key, action=policy.action.describe())
     timeline = _Timeline(report, monotonic)
     limit = policy.smoke.timeout_seconds if timeout_seconds is None else timeout_seconds
     try:
@@ -171,6 +175,30 @@ def run_smoke(
         except SweeperError:
             report.cleaned_up = False
     return report
+
+
+def _check_canary_call(policy: Policy, canary: NewJob, key: str) -> None:
+    """Refuse, before anything is written, a canary the policy's action could not send: its
+    kind's implementation builds the call (nothing is sent) and names what it lacks."""
+    call = ActionCall(
+        key=key,
+        idempotency_key=key,
+        policy=policy.name,
+        policy_version=policy.version,
+        tenant_id=canary.tenant_id,
+        object_id=canary.object_id,
+        scope=policy.name,
+        attempt=0,
+        batch_id="smoke",
+        # A canary's params, where obligations carry them (per-obligation params, issue 24).
+        params=dict(getattr(canary, "params", None) or {}),
+    )
+    problem = policy.action.call_problem(call)
+    if problem is not None:
+        raise OperatorError(
+            f"policy {policy.name}: its action could not send a smoke canary ({problem}): the "
+            "action's templates name a param the canary does not carry"
+        )
 
 
 def _travel(

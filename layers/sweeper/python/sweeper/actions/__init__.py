@@ -1,22 +1,14 @@
-"""The side effect a job asks for, behind one small interface.
+"""The side effect a job asks for: action kinds behind one small interface.
 
-`HttpAction` (sweeper.actions.http) is the production implementation; tests and benchmarks pass
-others. An action classifies what happened and never raises for an HTTP status: it returns an
+Each kind is a module here (`http`, ...) holding its config model, its implementation, its
+outcome mapping, its grants and network path, and its plan defaults (`sweeper.actions.base`
+says what a kind provides). The policy's `action.kind` picks one (`sweeper.config.action`).
+An action classifies what happened and never raises for an answer: it returns an
 `ActionResult`. It raises only for bugs.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from sweeper.actions.base import Action
 
-from sweeper.models import ActionCall, ActionResult
-
-
-class Action(Protocol):
-    def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
-        """Carry out the job's effect once, sending its operation key as the idempotency key.
-
-        `timeout_seconds` caps the whole call (connect + read); None means the action's own
-        configured timeouts.
-        """
-        ...
+__all__ = ["Action"]

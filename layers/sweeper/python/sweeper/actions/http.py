@@ -1,26 +1,34 @@
-"""The production action: one HTTP call per job, classified into an outcome, never raised.
+"""The `http` action kind: one HTTP call per job, classified into an outcome, never raised.
 
-The operation key travels as the `Idempotency-Key`, so a retry of an attempt that may have landed
-(UNKNOWN) cannot delete twice. urllib3's own retries and redirects are off: retrying is sweeper's
-job (the ledger's attempt budget, the shared rate limiter), not the client's.
+The kind's module (see sweeper.actions.base): its config (`HttpActionConfig`), its
+implementation (`HttpAction`), its outcome mapping (`OutcomeTable`, `outcomes_for`), its grants
+(read its token's secret) and network path (Secrets Manager's endpoint when it has a secret,
+the vendor's port through NAT), and its plan defaults (none: a vendor's latency is measured).
+
+The operation key travels in the idempotency header (`Idempotency-Key` unless the policy names
+the vendor's own), so a retry of an attempt that may have landed (UNKNOWN) cannot act twice.
+urllib3's own retries and redirects are off: retrying is sweeper's job (the ledger's attempt
+budget, the shared rate limiter), not the client's. The URL and the optional JSON body are
+templates over the job (`sweeper.actions.templates`): an id or a param fills one path segment or
+one JSON value, never more. Authentication is `auth` (`sweeper.actions.http_auth`).
 """
 
 from __future__ import annotations
 
-import math
+import json
 import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from http.client import HTTPException
 from types import MappingProxyType
-from typing import Final
-from urllib.parse import quote
+from typing import Any, Final, Literal, Self
+from urllib.parse import quote, urlsplit
 
 import urllib3
+from pydantic import Field, field_validator, model_validator
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -34,8 +42,41 @@ from urllib3.exceptions import (
 from urllib3.util import parse_url
 
 from sweeper import __version__
-from sweeper.actions.token import FixedToken, TokenSource
-from sweeper.config import HttpActionConfig
+from sweeper.actions.base import (
+    Action,
+    ActionContext,
+    ActionKind,
+    AwsService,
+    Grant,
+    KindCheck,
+    NetworkPath,
+    OutcomeName,
+    secret_read,
+)
+from sweeper.actions.http_auth import (
+    HEADER_NAME_PATTERN,
+    BearerAuth,
+    CredentialError,
+    Credentials,
+    HeaderAuth,
+    HttpAuth,
+    NoAuth,
+    NoCredentials,
+    OAuth2Auth,
+    SecretCredentials,
+    bearer_header,
+    credentials_for,
+)
+from sweeper.actions.retry_after import parse_retry_after as parse_retry_after  # re-exported
+from sweeper.actions.templates import (
+    TemplateError,
+    check_body_template,
+    field_value,
+    fill_body,
+    segment_text,
+    unknown_fields,
+)
+from sweeper.actions.token import FixedToken, SecretToken, TokenSource, checked
 from sweeper.errors import TokenError
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 
@@ -45,8 +86,266 @@ POOL_MAX_CONNECTIONS: Final = 10
 #: At most this much of a response body is read (and dropped) at a time.
 BODY_CHUNK_BYTES: Final = 16 * 1024
 
-_TEMPLATE_FIELD_RE: Final = re.compile(r"{(\w+)}")
-_DELAY_SECONDS_RE: Final = re.compile(r"\d+(?:\.\d+)?")
+_TEMPLATE_FIELD_RE: Final = re.compile(r"{([^{}]*)}")
+
+DEFAULT_URL_TEMPLATE: Final = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
+HTTPS_PORT: Final = 443
+HTTP_PORT: Final = 80
+_LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+DEFAULT_IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
+#: Headers a policy may not set in `headers`: the transport's own, and the credential's (`auth`).
+RESERVED_HEADERS: Final = frozenset(
+    {"authorization", "host", "content-length", "transfer-encoding", "connection", "user-agent"}
+)
+
+
+class HttpActionConfig(ActionKind):
+    """The `http` kind: method, URL and body templates, headers and auth; the operation key
+    travels in `idempotency_header`."""
+
+    kind: Literal["http"] = "http"
+    method: Literal["DELETE", "POST", "PUT", "PATCH", "GET"] = "DELETE"
+    #: The vendor. The built-in default names no real host (".invalid" never resolves): a
+    #: policy names its vendor, and the local stack puts its simulator here.
+    api_url: str = Field(default="https://api.invalid", pattern=r"^https?://")
+    #: An `http://` api_url sends the bearer token in clear: refused unless this says so (the
+    #: local stack and the tests' loopback vendors set it).
+    allow_plain_http: bool = False
+    url_template: str = DEFAULT_URL_TEMPLATE
+    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    #: How the call authenticates (`sweeper.actions.http_auth`): none, bearer, header, basic or
+    #: oauth2, each with its secret in Secrets Manager.
+    auth: HttpAuth = NoAuth()
+    #: The older spelling of `auth = {type = "bearer", secret_arn = ...}`, still accepted.
+    auth_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret with the API token (Bearer)"
+    )
+    #: The header that carries the operation key (the vendor's own name for it, if it has one).
+    idempotency_header: str = Field(default=DEFAULT_IDEMPOTENCY_HEADER, pattern=HEADER_NAME_PATTERN)
+    #: Extra headers sent on every call, as they are (never a credential: that is `auth`).
+    headers: dict[str, str] = Field(default_factory=dict)
+    #: A JSON body (a TOML table or array): strings that are exactly one `{field}` are replaced
+    #: by the field's JSON value; sent as application/json. None: no body.
+    body: dict[str, Any] | list[Any] | None = None
+    #: Overrides of the default classification, e.g. {"409": "absent", "423": "throttled"}.
+    outcomes: dict[int, OutcomeName] = Field(default_factory=dict)
+    #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
+    retry_after_header: str | None = None
+    retry_after_header_unit: Literal["s", "ms"] = "s"
+
+    @model_validator(mode="after")
+    def _plain_http_only_when_allowed(self) -> Self:
+        if self.api_url.startswith("http://") and not self.allow_plain_http:
+            raise ValueError(
+                "api_url uses http://, which would send the API token in clear: use https://, "
+                "or set allow_plain_http = true in [action] (a local vendor only)"
+            )
+        token_url = self.token_url or ""
+        if token_url.startswith("http://") and not self.allow_plain_http:
+            raise ValueError(
+                "auth.token_url uses http://, which would send the client secret in clear: "
+                "use https://, or set allow_plain_http = true in [action] (local only)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_spelling_of_auth(self) -> Self:
+        if self.auth_secret_arn is not None and not isinstance(self.auth, NoAuth):
+            raise ValueError(
+                "give either auth or auth_secret_arn (the older spelling of bearer auth)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _headers_are_sendable(self) -> Self:
+        reserved = RESERVED_HEADERS | {self.idempotency_header.lower()}
+        if isinstance(self.effective_auth, HeaderAuth):
+            reserved |= {self.effective_auth.header.lower()}
+        for name, value in self.headers.items():
+            if not re.fullmatch(HEADER_NAME_PATTERN, name):
+                raise ValueError(f"header name {name!r} is not an HTTP token")
+            if name.lower() in reserved:
+                raise ValueError(
+                    f"header {name!r} is set by sweeper (the idempotency key, the transport "
+                    "or auth): leave it out of headers"
+                )
+            if any((ord(char) < 0x20 and char != "\t") or ord(char) == 0x7F for char in value):
+                raise ValueError(f"header {name!r} holds a control character")
+        return self
+
+    @field_validator("body")
+    @classmethod
+    def _check_body(cls, value: dict[str, Any] | list[Any] | None) -> Any:
+        problems = check_body_template(value) if value is not None else []
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @property
+    def effective_auth(self) -> HttpAuth:
+        """`auth`, with the older `auth_secret_arn` read as bearer."""
+        if self.auth_secret_arn is not None:
+            return BearerAuth(secret_arn=self.auth_secret_arn)
+        return self.auth
+
+    @property
+    def token_url(self) -> str | None:
+        """The OAuth2 token endpoint, `{api_url}` filled; None for other auth modes."""
+        auth = self.effective_auth
+        if not isinstance(auth, OAuth2Auth):
+            return None
+        return auth.token_url.replace("{api_url}", self.api_url.rstrip("/"))
+
+    @field_validator("outcomes")
+    @classmethod
+    def _statuses_are_http(cls, value: dict[int, str]) -> dict[int, str]:
+        bad = sorted(status for status in value if not 100 <= status <= 599)
+        if bad:
+            raise ValueError(f"not HTTP statuses: {bad}")
+        return value
+
+    @field_validator("url_template")
+    @classmethod
+    def _check_url_template(cls, value: str) -> str:
+        unknown = unknown_fields(value)
+        if unknown:
+            raise ValueError(f"url template uses unknown fields {unknown}")
+        return value
+
+    def build(self, context: ActionContext) -> Action:
+        """The vendor call; its secrets are read per call through the Powertools cache
+        (max_age), an OAuth2 token cached by the action itself."""
+        return self._built(context)
+
+    def _built(self, context: ActionContext) -> HttpAction:
+        action = HttpAction(self)
+
+        def secret(arn: str, parse: Any = checked) -> SecretToken:
+            return SecretToken(arn, context.secret_max_age_seconds, context.secrets, parse=parse)
+
+        action.use(
+            credentials_for(
+                self.effective_auth,
+                api_url=self.api_url,
+                secrets=secret,
+                pool=action.pool_manager,
+                connect_timeout_seconds=self.connect_timeout_seconds,
+                read_timeout_seconds=self.read_timeout_seconds,
+                user_agent=USER_AGENT,
+            )
+        )
+        return action
+
+    def describe(self) -> str:
+        url = self.url_template.replace("{api_url}", self.api_url.rstrip("/"))
+        body = ", a JSON body" if self.body is not None else ""
+        return f"http {self.method} {url}{body}, auth {self.effective_auth.type}"
+
+    def doctor_checks(self, context: ActionContext, timeout_seconds: float) -> list[KindCheck]:
+        """Its credentials can be had: each secret read and understood, and for oauth2 a
+        token issued by the token endpoint. The vendor itself is not called (a call would be
+        an effect)."""
+        auth = self.effective_auth
+        if isinstance(auth, NoAuth):
+            return []
+        name = f"action auth ({auth.type})"
+        action = self._built(context)
+        try:
+            action.credentials.present(timeout_seconds)
+        except CredentialError as exc:
+            if exc.outcome in (OutcomeClass.TRANSIENT, OutcomeClass.THROTTLED):
+                return [
+                    KindCheck(
+                        name,
+                        "warn",
+                        f"could not be verified from here: {exc.code}",
+                        "check that the token endpoint answers from the consumer's network",
+                    )
+                ]
+            return [KindCheck(name, "fail", f"refused: {exc.code}", _AUTH_FIX[auth.type])]
+        except TokenError as exc:
+            return [KindCheck(name, "fail", f"secret unusable: {exc.code}", _AUTH_FIX[auth.type])]
+        finally:
+            action.close()
+        if isinstance(auth, OAuth2Auth):
+            return [KindCheck(name, "ok", "the token endpoint issued a Bearer token")]
+        return [KindCheck(name, "ok", "its secret is readable and well-formed")]
+
+    def call_problem(self, job: ActionCall) -> str | None:
+        action = HttpAction(self)
+        try:
+            if action.checked_url(job) is None:
+                return "bad_url"
+            action.body_for(job)
+        except TemplateError as exc:
+            return exc.code
+        return None
+
+    def grants(self) -> tuple[Grant, ...]:
+        """Read the auth mode's secret, if it has one; the vendor itself needs no IAM."""
+        secrets = self.effective_auth.secret_arns()
+        return (secret_read(*secrets),) if secrets else ()
+
+    def network_path(self) -> NetworkPath:
+        """The vendor's port (and its token endpoint's) through NAT, and Secrets Manager's
+        endpoint for the auth mode's secret."""
+        ports = {_port(self.api_url)}
+        if self.token_url is not None:
+            ports.add(_port(self.token_url))
+        secrets = self.effective_auth.secret_arns()
+        return NetworkPath(
+            aws_services=frozenset({AwsService.SECRETS_MANAGER}) if secrets else frozenset(),
+            internet_ports=tuple(sorted(ports)),
+        )
+
+    @property
+    def vendor_port(self) -> int:
+        return _port(self.api_url)
+
+    @property
+    def call_seconds(self) -> float:
+        return self.connect_timeout_seconds + self.read_timeout_seconds
+
+    @property
+    def scope_host(self) -> str:
+        return _host(self.api_url)
+
+    def synth_warnings(self) -> list[str]:
+        api = urlsplit(self.api_url)
+        if api.scheme != "https" or api.hostname in _LOOPBACK_HOSTS:
+            return [
+                f"action.api_url {self.api_url} is not a public HTTPS endpoint; the consumer "
+                "will send its credentials there"
+            ]
+        return []
+
+    def pointed_at(self, api_url: str) -> Self:
+        # The local vendor listens on loopback, without TLS.
+        return self.model_copy(update={"api_url": api_url, "allow_plain_http": True})
+
+
+#: What to do about credentials `sweeper doctor` found refused or unusable, by auth type.
+_AUTH_FIX: Final = {
+    "bearer": "put the API token, one line, in the secret auth.secret_arn names",
+    "header": "put the API key, one line, in the secret auth.secret_arn names",
+    "basic": 'put {"username": ..., "password": ...} in the secret auth.secret_arn names',
+    "oauth2": (
+        "check auth.token_url, scope and audience, and that the secret holds the client "
+        'secret (or {"client_id": ..., "client_secret": ...})'
+    ),
+}
+
+
+def _port(url: str) -> int:
+    parts = urlsplit(url)
+    return parts.port or (HTTPS_PORT if parts.scheme == "https" else HTTP_PORT)
+
+
+@lru_cache(maxsize=64)
+def _host(api_url: str) -> str:
+    """The API's host name, parsed once per URL, not once per job."""
+    return urlsplit(api_url).hostname or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,26 +425,6 @@ def outcomes_for(config: HttpActionConfig, base: OutcomeTable = DEFAULT_OUTCOMES
     )
 
 
-def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a Retry-After value (delay-seconds or HTTP-date), at least 0.
-
-    None when the header is missing or unreadable.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if _DELAY_SECONDS_RE.fullmatch(text):
-        seconds = float(text)
-        return seconds if math.isfinite(seconds) else None
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:  # "-0000" in a date means UTC with no claim about local time
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
 def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout: float) -> bool:
     """Read and drop `response`'s body until `deadline` (monotonic); True if read to its end.
 
@@ -164,6 +443,13 @@ def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout
                 return True
     except (HTTPError, HTTPException, OSError):
         return False
+
+
+def _refused(exc: CredentialError) -> ActionResult:
+    """The outcome of a call whose credentials could not be had: nothing reached the API."""
+    return ActionResult(
+        outcome=exc.outcome, code=exc.code, retry_after_seconds=exc.retry_after_seconds
+    )
 
 
 def path_segment(value: str) -> str:
@@ -186,9 +472,11 @@ class HttpAction:
         token: str | TokenSource | None = None,
         *,
         outcomes: OutcomeTable | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         """`token` is sent as a Bearer token, asked of its source on every call (a string: a
-        fixed one); the caller says where it comes from (never the environment)."""
+        fixed one); `credentials` any auth mode's (`HttpActionConfig.build` makes them from
+        the policy). The caller says where they come from (never the environment)."""
         if isinstance(token, str):
             try:
                 token = FixedToken(token) if token else None
@@ -196,32 +484,72 @@ class HttpAction:
                 raise ValueError("the bearer token must be a single line") from exc
         self._config = config
         self._outcomes = outcomes if outcomes is not None else outcomes_for(config)
-        self._headers = {"User-Agent": USER_AGENT}
-        self._token = token
+        self._headers = {**config.headers, "User-Agent": USER_AGENT}
+        if config.body is not None and not any(h.lower() == "content-type" for h in config.headers):
+            self._headers["Content-Type"] = "application/json"
+        self._credentials: Credentials = NoCredentials()
+        if credentials is not None:
+            self._credentials = credentials
+        elif token is not None:
+            self._credentials = SecretCredentials(token, bearer_header)
         self._lock = threading.Lock()
         self._pool: urllib3.PoolManager | None = None
-        self._template_slashes = (parse_url(self._fill("t", "o", "k")).path or "").count("/")
+        probe = ActionCall(
+            key="k",
+            idempotency_key="k",
+            policy="p",
+            policy_version=1,
+            tenant_id="t",
+            object_id="o",
+            scope="s",
+            attempt=0,
+            batch_id="b",
+        )
+        self._template_slashes = (parse_url(self._fill(probe, probe_params=True)).path or "").count(
+            "/"
+        )
+
+    def use(self, credentials: Credentials) -> None:
+        """Authenticate with `credentials` from now on (set once, when the action is built)."""
+        self._credentials = credentials
 
     def __repr__(self) -> str:
-        auth = "bearer" if self._token is not None else "none"
+        auth = "none" if isinstance(self._credentials, NoCredentials) else "set"
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
 
     def url_for(self, job: ActionCall) -> str:
-        """The job's URL: the template with its ids percent-encoded as single path segments."""
-        return self._fill(job.tenant_id, job.object_id, job.key)
+        """The job's URL: the template with each field percent-encoded as one path segment."""
+        return self._fill(job)
 
-    def _fill(self, tenant_id: str, object_id: str, key: str) -> str:
-        values = {
-            "api_url": self._config.api_url.rstrip("/"),
-            "tenant_id": path_segment(tenant_id),
-            "object_id": path_segment(object_id),
-            "operation_key": path_segment(key),
-        }
-        return _TEMPLATE_FIELD_RE.sub(lambda m: values[m.group(1)], self._config.url_template)
+    def _fill(self, job: ActionCall, *, probe_params: bool = False) -> str:
+        api_url = self._config.api_url.rstrip("/")
 
-    def _checked_url(self, job: ActionCall) -> str | None:
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name == "api_url":
+                return api_url
+            if probe_params and name.startswith("params."):
+                return "p"
+            return path_segment(segment_text(field_value(name, job)))
+
+        return _TEMPLATE_FIELD_RE.sub(value, self._config.url_template)
+
+    def body_for(self, job: ActionCall) -> bytes | None:
+        """The job's JSON body: the template with each `{field}` string replaced by its value."""
+        if self._config.body is None:
+            return None
+        api_url = self._config.api_url.rstrip("/")
+        filled = fill_body(self._config.body, lambda name: field_value(name, job, api_url))
+        return json.dumps(filled, ensure_ascii=False, separators=(",", ":")).encode()
+
+    @property
+    def credentials(self) -> Credentials:
+        return self._credentials
+
+    def checked_url(self, job: ActionCall) -> str | None:
         """The URL to send, or None when its path, as urllib3 will send it, has not the
-        template's segment count (an id that would climb or split a path is never sent)."""
+        template's segment count (an id that would climb or split a path is never sent).
+        TemplateError when a param it names is missing or not a segment's value."""
         try:
             url = self.url_for(job)
             sent = parse_url(url).path or ""
@@ -234,24 +562,41 @@ class HttpAction:
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Send the call once and classify what came back; never raises for a status.
 
-        An AUTH answer makes the token source read the token once past its cache. When the
-        token has changed (rotated since it was cached), the answer is TRANSIENT
-        (`auth_token_renewed`): nothing happened at the vendor, and the job's next attempt,
-        after the usual backoff, sends the new token with the same Idempotency-Key. It is not
-        sent again at once: that second call would have no limiter slot of its own.
+        An AUTH answer makes the credentials renew once past their cache (a secret re-read, an
+        OAuth2 token fetched anew). When that changed them (rotated or expired since cached),
+        the answer is TRANSIENT (`auth_token_renewed`): nothing happened at the vendor, and the
+        job's next attempt, after the usual backoff, sends the new credential with the same
+        idempotency key. It is not sent again at once: that second call would have no limiter
+        slot of its own. Credentials that cannot be had count as their `CredentialError` says
+        (a token endpoint that is down: TRANSIENT; one that refuses the client: AUTH).
         """
         if timeout_seconds is not None and timeout_seconds <= 0:
             return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
         try:
-            token = self._token.current() if self._token is not None else None
+            url = self.checked_url(job)
+            body = self.body_for(job)
+        except TemplateError as exc:
+            return ActionResult(outcome=OutcomeClass.PERMANENT, code=exc.code)
+        if url is None:
+            return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_url")
+        started = time.monotonic()
+        try:
+            presented = self._credentials.present(timeout_seconds)
+        except CredentialError as exc:
+            return _refused(exc)
         except TokenError as exc:
             return ActionResult(outcome=OutcomeClass.TRANSIENT, code=exc.code)
-        result = self._send(job, token, timeout_seconds)
-        if result.outcome is OutcomeClass.AUTH and self._token is not None:
+        if timeout_seconds is not None:
+            # A token fetched first spent part of the budget: the call gets what is left.
+            timeout_seconds -= time.monotonic() - started
+            if timeout_seconds <= 0:
+                return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
+        result = self._send(job, url, body, presented.headers, timeout_seconds)
+        if result.outcome is OutcomeClass.AUTH and presented.credential is not None:
             try:
-                renewed = self._token.refresh(token)
-            except TokenError:
-                renewed = False  # the AUTH answer stands: the circuit opens as usual
+                renewed = self._credentials.refresh(presented, timeout_seconds)
+            except CredentialError as exc:
+                return _refused(exc)
             if renewed:
                 return ActionResult(
                     outcome=OutcomeClass.TRANSIENT,
@@ -261,11 +606,14 @@ class HttpAction:
         return result
 
     def _send(
-        self, job: ActionCall, token: str | None, timeout_seconds: float | None
+        self,
+        job: ActionCall,
+        url: str,
+        body: bytes | None,
+        auth_headers: Mapping[str, str],
+        timeout_seconds: float | None,
     ) -> ActionResult:
-        headers = {**self._headers, "Idempotency-Key": job.key}
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
+        headers = {**self._headers, **auth_headers, self._config.idempotency_header: job.key}
         # urllib3's `total` bounds each socket read, not their sum: a body trickled a byte at a
         # time would hold the thread until Lambda stops it. The body is read against this.
         deadline = time.monotonic() + (
@@ -278,13 +626,11 @@ class HttpAction:
             read=self._config.read_timeout_seconds,
             total=timeout_seconds,
         )
-        url = self._checked_url(job)
-        if url is None:
-            return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_url")
         try:
-            response = self._pool_manager().urlopen(
+            response = self.pool_manager().urlopen(
                 self._config.method,
                 url,
+                body=body,
                 headers=headers,
                 timeout=timeout,
                 retries=False,
@@ -325,7 +671,8 @@ class HttpAction:
         if pool is not None:
             pool.clear()
 
-    def _pool_manager(self) -> urllib3.PoolManager:
+    def pool_manager(self) -> urllib3.PoolManager:
+        """The action's connection pool (the OAuth2 token endpoint shares it)."""
         with self._lock:
             if self._pool is None:
                 self._pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)

@@ -9,6 +9,7 @@ mean the token was rotated since it was cached: the action then reads it once pa
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
@@ -48,12 +49,24 @@ class FixedToken:
 
 
 class SecretToken:
-    """The SecretString of a Secrets Manager secret, cached by `provider` for `max_age_seconds`."""
+    """The SecretString of a Secrets Manager secret, cached by `provider` for `max_age_seconds`.
 
-    def __init__(self, secret_arn: str, max_age_seconds: int, provider: SecretsProvider) -> None:
+    `parse` checks the value and gives what is sent (by default: a token of one line); it
+    raises TokenError for a value that cannot be used, and never echoes it.
+    """
+
+    def __init__(
+        self,
+        secret_arn: str,
+        max_age_seconds: int,
+        provider: SecretsProvider,
+        *,
+        parse: Callable[[str], str] = checked,
+    ) -> None:
         self._arn = secret_arn
         self._max_age = max_age_seconds
         self._provider = provider
+        self._parse = parse
         # One re-read at a time: the batch's other threads that got the same AUTH answer find
         # the token already changed, and do not read it again.
         self._refreshing = threading.Lock()
@@ -72,4 +85,4 @@ class SecretToken:
             value = self._provider.get(self._arn, max_age=self._max_age, force_fetch=force)
         except GetParameterError as exc:
             raise TokenError("token_unavailable", "the API token secret cannot be read") from exc
-        return checked(str(value))
+        return self._parse(str(value))

@@ -11,7 +11,14 @@ take from here are re-exported. This facade re-exports every public name, so cal
 from `sweeper.config` and not from a module.
 """
 
-from sweeper.config.action import DEFAULT_URL_TEMPLATE, HttpActionConfig, OutcomeName
+from sweeper.config.action import (
+    DEFAULT_URL_TEMPLATE,
+    KINDS,
+    ActionConfig,
+    ActionKind,
+    HttpActionConfig,
+    OutcomeName,
+)
 from sweeper.config.consumer import (
     DEFAULT_CONSUMER_MEMORY_MB,
     MAX_PARALLEL_CALLS,
@@ -55,6 +62,7 @@ __all__ = [
     "DEFAULT_CONSUMER_MEMORY_MB",
     "DEFAULT_URL_TEMPLATE",
     "KEY_TEMPLATE_FIELDS",
+    "KINDS",
     "LAMBDA_MAX_MEMORY_MB",
     "LAMBDA_MIN_MEMORY_MB",
     "LATE_SLOT_TOLERANCE_SECONDS",
@@ -66,6 +74,8 @@ __all__ = [
     "MIN_SETTLED_JOB_RETENTION_DAYS",
     "RETENTION_MAX_BUDGET_SECONDS",
     "SCOPE_FIELDS",
+    "ActionConfig",
+    "ActionKind",
     "AlarmConfig",
     "ConsumerConfig",
     "DiscoveryConfig",

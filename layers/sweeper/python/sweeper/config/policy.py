@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from sweeper.config.action import HttpActionConfig
+from sweeper.config.action import ActionConfig, HttpActionConfig
 from sweeper.config.base import _Strict
 from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
@@ -212,7 +212,8 @@ class Policy(_Strict):
     timezone: str = "UTC"
     scope: ScopeConfig = ScopeConfig()
     quota: Quota = Quota(limit=50, period_seconds=1.0)
-    action: HttpActionConfig = HttpActionConfig()
+    #: Which kind of action, and its config (`kind = "http"` when left out).
+    action: ActionConfig = HttpActionConfig()
     consumer: ConsumerConfig = ConsumerConfig()
     alarms: AlarmConfig = AlarmConfig()
     retry: RetryConfig = RetryConfig()

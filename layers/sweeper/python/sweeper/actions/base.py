@@ -1,0 +1,199 @@
+"""What every action kind provides, and the plain data the CDK app and the planner read from it.
+
+An action kind is a provider, as Powertools' idempotency persistence layers are: one module per
+kind under `sweeper.actions` holds its config model (a subclass of `ActionKind`, one member of
+the discriminated union in `sweeper.config.action`), its implementation (an `Action`), its
+outcome mapping, the IAM grants and network path it needs (`Grant`, `NetworkPath`: plain data,
+since the product never imports aws_cdk; the CDK app turns them into statements, endpoints and
+security-group rules) and its defaults for `sweeper plan` (`PlanDefaults`). The runtime builds
+whatever kind a policy names through `ActionKind.build`; nothing outside the kind's module
+branches on the kind.
+
+This module imports nothing of `sweeper.config` (which imports the kinds): a kind's model
+derives from `ActionKind`, which carries the policy models' strictness itself.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sweeper.models import ActionCall, ActionResult
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+
+class Action(Protocol):
+    def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
+        """Carry out the job's effect once, sending its operation key as the idempotency key.
+
+        `timeout_seconds` caps the whole call (connect + read); None means the action's own
+        configured timeouts.
+        """
+        ...
+
+
+#: The outcome classes (sweeper.models.OutcomeClass) a policy may name in a kind's mapping.
+OutcomeName = Literal[
+    "accepted", "absent", "throttled", "transient", "unknown", "permanent", "auth", "snooze"
+]
+
+
+class AwsService(enum.StrEnum):
+    """An AWS API a kind's implementation calls from the consumer, reached through a VPC
+    endpoint of the CDK app's network (gateway or interface, the app knows which)."""
+
+    SECRETS_MANAGER = "secretsmanager"
+    S3 = "s3"
+    LAMBDA = "lambda"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One IAM statement the consumer's role needs: these actions on these resources (ARNs)."""
+
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkPath:
+    """Where the consumer must reach for a kind: AWS APIs through endpoints, and hosts outside
+    AWS (a vendor) on these TCP ports, through NAT."""
+
+    aws_services: frozenset[AwsService] = frozenset()
+    internet_ports: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDefaults:
+    """What `sweeper plan` (and synth's quota check) assume for a kind when the policy does not
+    say: latencies (seconds) standing in for the policy's measured ones."""
+
+    latency_p50_seconds: float | None = None
+    latency_p95_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KindCheck:
+    """One finding of `sweeper doctor` about a kind's config (e.g. its secret is readable, its
+    token endpoint answers): `ok`, `warn` (could not be verified from here) or `fail`, and the
+    one-line fix. Never carries a secret."""
+
+    name: str
+    status: Literal["ok", "warn", "fail"]
+    detail: str
+    fix: str = ""
+
+
+#: A Secrets Manager ARN ends with six random characters after the name's last hyphen.
+_COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
+
+
+def secret_read(*arns: str) -> Grant:
+    """GetSecretValue on these secrets, named by complete or partial ARN (a partial one, without
+    the six random characters, is matched by `-??????`), and nothing else."""
+    resources: list[str] = []
+    for arn in arns:
+        suffix = arn.rsplit("-", 1)[-1]
+        complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
+        resources.append(arn if complete else f"{arn}-??????")
+    return Grant(actions=("secretsmanager:GetSecretValue",), resources=tuple(resources))
+
+
+@dataclass(frozen=True, slots=True)
+class ActionContext:
+    """What building an action may use besides its config: never the environment itself.
+
+    `secrets` reads Secrets Manager through the Powertools cache; a secret is re-read at most
+    every `secret_max_age_seconds` in a warm environment.
+    """
+
+    secrets: SecretsProvider
+    secret_max_age_seconds: int
+
+
+class ActionKind(BaseModel, ABC):
+    """The config of one action kind: the members of `sweeper.config.action.ActionConfig`.
+
+    Strict and frozen as every policy model (`sweeper.config.base._Strict`): a misspelt key
+    fails validation.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Each kind narrows this to its own `Literal["name"]`: the union's discriminator.
+    kind: str
+    #: The kind's measured latency (seconds): `sweeper plan` and synth use it to warn when the
+    #: consumers cannot reach the quota. Unset: the kind's `plan_defaults`, else not checked.
+    latency_p50_seconds: float | None = Field(default=None, gt=0, le=120)
+    latency_p95_seconds: float | None = Field(default=None, gt=0, le=120)
+
+    #: What `sweeper plan` assumes for this kind when the policy does not say.
+    plan_defaults: ClassVar[PlanDefaults] = PlanDefaults()
+
+    @model_validator(mode="after")
+    def _p50_not_above_p95(self) -> Self:
+        p50, p95 = self.latency_p50_seconds, self.latency_p95_seconds
+        if p95 is not None and (p50 is None or p50 > p95):
+            raise ValueError("latency_p95_seconds needs latency_p50_seconds, at most as large")
+        return self
+
+    @abstractmethod
+    def build(self, context: ActionContext) -> Action:
+        """The production implementation of this config (built once per cold start)."""
+
+    @abstractmethod
+    def grants(self) -> tuple[Grant, ...]:
+        """The IAM statements the consumer needs to carry out this kind, and nothing more."""
+
+    @abstractmethod
+    def network_path(self) -> NetworkPath:
+        """Where the consumer must be able to reach."""
+
+    @property
+    @abstractmethod
+    def call_seconds(self) -> float:
+        """The longest one call may take with the configured timeouts."""
+
+    @property
+    def scope_host(self) -> str:
+        """The host a `{host}` scope template names: the vendor's, or "" for a kind without."""
+        return ""
+
+    @property
+    def latency(self) -> tuple[float, float] | None:
+        """(p50, p95) latency: the policy's measured one, else the kind's default, else None."""
+        p50 = self.latency_p50_seconds or self.plan_defaults.latency_p50_seconds
+        if p50 is None:
+            return None
+        p95 = self.latency_p95_seconds or self.plan_defaults.latency_p95_seconds or p50
+        return p50, max(p50, p95)
+
+    def describe(self) -> str:
+        """One line naming what the action does (`sweeper plan`, `smoke`): never a secret."""
+        return self.kind
+
+    def doctor_checks(self, context: ActionContext, timeout_seconds: float) -> list[KindCheck]:
+        """What `sweeper doctor` verifies of this config from the operator's account, without
+        any effect (reading its secrets, asking for a token); none by default."""
+        return []
+
+    def call_problem(self, job: ActionCall) -> str | None:
+        """Why `job` could not be sent (a template field it lacks), as a short code; None when
+        it could. Sends nothing (`sweeper smoke` asks this of its canary before releasing)."""
+        return None
+
+    def synth_warnings(self) -> list[str]:
+        """What the CDK app should say at synth about this config (e.g. a plain-HTTP vendor)."""
+        return []
+
+    def pointed_at(self, api_url: str) -> Self:
+        """This config with its vendor at `api_url` (the local stack's simulator); a kind
+        without a vendor URL is returned as it is."""
+        return self
