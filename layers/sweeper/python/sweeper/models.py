@@ -7,7 +7,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -139,6 +139,7 @@ class OutcomeClass(enum.StrEnum):
     UNKNOWN = "unknown"  # may have happened remotely: retry with the same key
     PERMANENT = "permanent"
     AUTH = "auth"
+    SNOOZE = "snooze"
 
     @property
     def settled(self) -> bool:
@@ -362,6 +363,7 @@ class ActionCall(BaseModel):
     scope: str
     attempt: int
     batch_id: str
+    params: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def for_delivery(cls, target: LedgerTarget, message: JobMessage) -> ActionCall:
