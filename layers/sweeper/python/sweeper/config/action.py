@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field
 
 from sweeper.actions.base import ActionKind, OutcomeName
 from sweeper.actions.http import DEFAULT_URL_TEMPLATE, HttpActionConfig
+from sweeper.actions.s3_delete import S3DeleteActionConfig
 
 #: The kind of an action that names none (every policy written before there were kinds).
 DEFAULT_KIND: Final = "http"
@@ -31,6 +32,7 @@ def _default_kind(value: Any) -> Any:
 ActionConfig = Annotated[
     Union[  # noqa: UP007 (one member per line, so that adding a kind is a one-line diff)
         HttpActionConfig,
+        S3DeleteActionConfig,
     ],
     Field(discriminator="kind"),
     BeforeValidator(_default_kind),
