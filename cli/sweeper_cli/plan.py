@@ -128,6 +128,7 @@ def render(plan: dict[str, object]) -> list[str]:
     assert isinstance(requests, dict)
     lines = [
         f"policy {plan['policy']}",
+        f"  action           {plan['action']}",
         f"  rate             {plan['target_rate_per_second']}/s (quota x headroom x scopes)",
         f"  service time     {plan['mean_service_seconds']} s mean, "
         f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",

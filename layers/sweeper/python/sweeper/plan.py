@@ -145,6 +145,8 @@ class Plan:
     requests_per_job: dict[str, float]
     cost_per_million_jobs: dict[str, float]
     warnings: list[str] = field(default_factory=list)
+    #: The action's kind, what it calls and the longest one call may take (its timeouts).
+    action: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -243,7 +245,9 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
         + requests["dynamodb_reads"] * prices.dynamodb_per_million_reads,
     }
     per_million["total"] = sum(per_million.values())
+    kind = policy.action
     return Plan(
+        action=f"{kind.kind}: {kind.target}, one call up to {kind.call_seconds:g} s",
         policy=policy.name,
         target_rate_per_second=round(target, 3),
         mean_service_seconds=round(mean_service, 4),
