@@ -4,10 +4,11 @@ moto runs a function's code only in Docker. Its "simple" Lambda backend (moto's 
 `{"lambda": {"use_docker": false}}`, set over its `/moto-api/config` endpoint) serves the same
 Invoke API over HTTP and answers each invocation with the next result queued at
 `/moto-api/static/lambda-simple/response` (or echoes the event when none is queued). The
-function's answers are queued there; the kind's own request, the Invoke API's errors and the
-classification are all real. (The simple backend answers for any function name, so a missing
-function's ResourceNotFoundException is covered by the unit tests only.) This moto server is the module's own: switching its Lambda
-backend would drop other tests' functions.
+function's answers are queued there; the kind's own request over HTTP, boto3 as shipped and the
+classification of the answer are real. The simple backend answers for any function name and
+never reports a function error, so the Invoke API's errors and `FunctionError` are covered by
+the unit tests (tests/unit/test_action_contract.py). This moto server is the module's own:
+switching its Lambda backend would drop other tests' functions.
 """
 
 from __future__ import annotations
