@@ -11,6 +11,7 @@ from sweeper.actions.base import NetworkPath
 from sweeper.actions.contract import Answer, Call, NotSent, result_of_answer
 from sweeper.actions.lambda_invoke import (
     LambdaActionConfig,
+    LambdaInvokeAction,
     classify_invoke_error,
     result_of_function_error,
 )
@@ -150,3 +151,50 @@ def test_the_lambda_kind_may_invoke_its_function_versions_and_aliases_only() -> 
 def test_the_lambda_kind_needs_a_full_function_arn() -> None:
     with pytest.raises(ValueError, match="function_arn"):
         LambdaActionConfig(function_arn="acme-cleanup")
+
+
+class _AnsweringLambda:
+    """A Lambda client that answers one Invoke with this response (the function's side)."""
+
+    def __init__(self, response: dict[str, Any]) -> None:
+        self.response = response
+        self.requests: list[dict[str, Any]] = []
+
+    def invoke(self, **request: Any) -> dict[str, Any]:
+        self.requests.append(request)
+        return self.response
+
+
+def _invoke_with(response: dict[str, Any]) -> tuple[Any, _AnsweringLambda]:
+    import io
+
+    client = _AnsweringLambda({**response, "Payload": io.BytesIO(response["Payload"])})
+    action = LambdaInvokeAction(
+        LambdaActionConfig(function_arn=FUNCTION, qualifier="live"), lambda _: client
+    )
+    return action.perform(job(), 3.0), client
+
+
+def test_a_function_that_raised_not_sent_is_transient_through_the_invoke_answer() -> None:
+    result, client = _invoke_with(
+        {
+            "StatusCode": 200,
+            "FunctionError": "Unhandled",
+            "Payload": b'{"errorType": "NotSent", "errorMessage": "connect_refused"}',
+        }
+    )
+    assert (result.outcome, result.code) == (OutcomeClass.TRANSIENT, "connect_refused")
+    (request,) = client.requests
+    assert (request["InvocationType"], request["Qualifier"]) == ("RequestResponse", "live")
+
+
+def test_a_function_that_raised_anything_else_is_unknown() -> None:
+    result, _ = _invoke_with(
+        {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": b'{"errorType": "KeyError"}'}
+    )
+    assert (result.outcome, result.code) == (OutcomeClass.UNKNOWN, "raised:KeyError")
+
+
+def test_a_function_answer_that_is_not_json_is_unknown() -> None:
+    result, _ = _invoke_with({"StatusCode": 200, "Payload": b"Simple Lambda happy path OK"})
+    assert (result.outcome, result.code) == (OutcomeClass.UNKNOWN, "bad_answer")
