@@ -19,6 +19,7 @@ from constructs import Construct
 
 from infra.function import HTTPS_PORT
 from infra.ledger_function import LedgerAccess, LedgerFunction
+from infra.nag import acknowledge
 from infra.packaging import REPO_ROOT, action_code_layer
 from infra.queues import queue_with_dead_letters
 from infra.tables import Tables
@@ -150,6 +151,14 @@ class Pipeline(Construct):
                     conditions=grant.condition_block() or None,
                 )
             )
+            for resource in grant.resources:
+                if "*" in resource:
+                    # Each wildcard the kind asks for, with the kind's own reason, one by one.
+                    acknowledge(
+                        self.consumer.role,
+                        f"AwsSolutions-IAM5[Resource::{resource}]",
+                        grant.wildcard_reason,
+                    )
         code = action.layer_dir(self.policy_dir)
         if code is not None:
             # The team's own code (a `python` kind): a layer of its own, on this consumer only.

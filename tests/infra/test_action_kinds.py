@@ -62,6 +62,12 @@ def anywhere_egress(synth: Synth, function: dict[str, Any]) -> list[Any]:
     return [rule for rule in network.egress(str(_ref(group))) if rule.covers_cidr(ANYWHERE)]
 
 
+def test_every_kind_synthesizes_with_each_wildcard_acknowledged_for_its_reason(
+    kinds: Synth,
+) -> None:
+    assert kinds.validation_error is None, kinds.report
+
+
 def test_the_s3_delete_consumer_may_delete_under_the_prefix_and_list_it_only(
     kinds: Synth,
 ) -> None:

@@ -63,6 +63,9 @@ class Grant:
     resources: tuple[str, ...]
     #: IAM conditions as (operator, key, values), e.g. ("StringLike", "s3:prefix", ("a/*",)).
     conditions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    #: Why a resource with a wildcard is as narrow as it can be (the CDK app states it to
+    #: cdk-nag for exactly those resources); required when a resource holds one.
+    wildcard_reason: str = ""
 
     def condition_block(self) -> dict[str, dict[str, list[str]]]:
         """The conditions as an IAM policy's Condition block."""

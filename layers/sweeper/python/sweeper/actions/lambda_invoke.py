@@ -101,6 +101,10 @@ class LambdaActionConfig(ActionKind):
             Grant(
                 actions=("lambda:InvokeFunction",),
                 resources=(self.function_arn, f"{self.function_arn}:*"),
+                wildcard_reason=(
+                    "InvokeFunction on the team's own function and its versions and aliases "
+                    "only (ARN:qualifier), the qualifier being the team's to move"
+                ),
             ),
         )
 
