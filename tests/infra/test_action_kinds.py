@@ -177,3 +177,12 @@ def test_synth_fails_with_one_line_when_the_callable_cannot_be_imported(
         "policy cleanup: action.callable acme_actions.cleanup:no_such_function (package_path "
         "actions_pkg): no_such_function is not a callable of acme_actions.cleanup"
     )
+
+
+def test_the_s3_exports_example_synthesizes_clean(
+    synth_variant: Callable[[dict[str, Any]], Synth],
+) -> None:
+    example = synth_variant({"config": "docs/examples/s3-exports.toml"})
+    assert example.validation_error is None, example.report
+    found = consumer(example, "s3exports")
+    assert Network(example).reaches(found, "s3") == ["gateway endpoint"]
