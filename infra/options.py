@@ -67,6 +67,13 @@ class DeploymentOptions(BaseModel):
     deletion_protection: bool = True
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
+    @property
+    def policy_dir(self) -> Path:
+        """The policy file's directory (a relative `config` is read from the repository root,
+        as infra.app reads it): an action's relative paths are read against it."""
+        root = Path(__file__).resolve().parents[1]
+        return (self.config if self.config.is_absolute() else root / self.config).parent
+
     @model_validator(mode="after")
     def _complete_imports(self) -> Self:
         vpc = [self.vpc_id, self.vpc_cidr, self.vpc_availability_zones, self.vpc_private_subnet_ids]

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from aws_cdk import aws_lambda as lambda_
@@ -18,6 +19,8 @@ from sweeper.errors import ConfigError
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 SHARED_LAYER_DIR = REPO_ROOT / "layers" / "sweeper"
+#: Where the team's own action code is staged as a layer (`python/` is on a function's path).
+ACTION_LAYERS_DIR = REPO_ROOT / "build" / "action-layers"
 MIGRATIONS_DIR = SHARED_LAYER_DIR / "python" / "sweeper" / "ledger" / "migrations"
 
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -68,3 +71,25 @@ class Packaging(Construct):
         if not (folder / HANDLER_FILE).is_file():
             raise ConfigError(f"functions/{name}/{HANDLER_FILE} is missing")
         return lambda_.Code.from_asset(str(folder), exclude=SOURCE_EXCLUDES)
+
+
+def action_code_layer(
+    scope: Construct, construct_id: str, code_dir: Path, policy_name: str
+) -> lambda_.LayerVersion:
+    """A layer of the team's own package directory (a `python` action's `package_path`): its
+    content is staged under `python/`, where Lambda puts a layer on the function's path."""
+    staged = ACTION_LAYERS_DIR / policy_name
+    if staged.exists():
+        shutil.rmtree(staged)
+    shutil.copytree(code_dir, staged / "python", ignore=shutil.ignore_patterns(*_IGNORED))
+    return lambda_.LayerVersion(
+        scope,
+        construct_id,
+        code=lambda_.Code.from_asset(str(staged), exclude=SOURCE_EXCLUDES),
+        compatible_runtimes=[LAMBDA_RUNTIME],
+        compatible_architectures=[LAMBDA_ARCHITECTURE],
+        description=f"{policy_name}: the team's own action code",
+    )
+
+
+_IGNORED = ("__pycache__", "*.pyc", ".mypy_cache", "*.egg-info")

@@ -9,6 +9,7 @@ and the event source's maximum concurrency, never above it (docs/decisions.md).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -18,9 +19,12 @@ from constructs import Construct
 
 from infra.function import HTTPS_PORT
 from infra.ledger_function import LedgerAccess, LedgerFunction
+from infra.nag import acknowledge
+from infra.packaging import REPO_ROOT, action_code_layer
 from infra.queues import queue_with_dead_letters
 from infra.tables import Tables
 from sweeper.config import Policy
+from sweeper.errors import ConfigError
 from sweeper.event_source import check_policy_event_source
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
 from sweeper.plan import quota_warning
@@ -42,9 +46,15 @@ class Pipeline(Construct):
         policy: Policy,
         ledger: LedgerAccess,
         tables: Tables,
+        policy_dir: Path | None = None,
     ) -> None:
+        """`policy_dir`: the policy file's directory, against which the action's relative paths
+        (a `python` kind's package) are read; the repository root by default."""
         super().__init__(scope, construct_id)
         self.policy = policy
+        self.policy_dir = policy_dir or REPO_ROOT
+        for error in policy.action.synth_errors(self.policy_dir):
+            raise ConfigError(f"policy {policy.name}: {error}")
         consumer_config = policy.consumer
         visibility_seconds = consumer_config.visibility_timeout_seconds
         check_policy_event_source(policy, visibility_seconds)
@@ -135,7 +145,25 @@ class Pipeline(Construct):
             )
         for grant in action.grants():
             self.consumer.role.add_to_principal_policy(
-                iam.PolicyStatement(actions=list(grant.actions), resources=list(grant.resources))
+                iam.PolicyStatement(
+                    actions=list(grant.actions),
+                    resources=list(grant.resources),
+                    conditions=grant.condition_block() or None,
+                )
+            )
+            for resource in grant.resources:
+                if "*" in resource:
+                    # Each wildcard the kind asks for, with the kind's own reason, one by one.
+                    acknowledge(
+                        self.consumer.role,
+                        f"AwsSolutions-IAM5[Resource::{resource}]",
+                        grant.wildcard_reason,
+                    )
+        code = action.layer_dir(self.policy_dir)
+        if code is not None:
+            # The team's own code (a `python` kind): a layer of its own, on this consumer only.
+            self.consumer.function.add_layers(
+                action_code_layer(self, "ActionCodeLayer", code, self.policy.name)
             )
         path = action.network_path()
         peers = {service: network.peer_for(service) for service in sorted(path.aws_services)}

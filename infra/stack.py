@@ -73,6 +73,7 @@ class SweeperStack(Stack):
                 policy=policy,
                 ledger=ledger,
                 tables=tables,
+                policy_dir=options.policy_dir,
             )
             redrive = Redrive(
                 self,

@@ -37,7 +37,7 @@ from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
 from sweeper_local.aws import LOCAL_REGION, PipelineResources
 from sweeper_local.intake import LocalIntake
-from sweeper_local.lambda_runtime import Invocation
+from sweeper_local.lambda_runtime import LAYER_PATH_VARIABLE, Invocation
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
@@ -140,9 +140,12 @@ class LocalConsoleStack(Service):
         policy = configured.model_copy(
             update={"action": configured.action.pointed_at(self.stack.api_url)}
         )
+        # The team's own action code (a python kind), where its layer would put it on Lambda.
+        code = configured.action.layer_dir(Path(self.config_path).resolve().parent)
         pipeline = LocalPipeline(
             self.stack,
             policy,
+            extra_env={LAYER_PATH_VARIABLE: str(code)} if code is not None else None,
             prefix=self.prefix,
             log_file=self.log_file,
             visibility_timeout_seconds=self.visibility_timeout_seconds,

@@ -34,6 +34,8 @@ from sweeper_local.cpu_cap import CpuCap, CpuCaps, vcpu_for
 
 #: How long a cold start may take locally (imports on a busy machine) before it is a failure.
 INIT_TIMEOUT_SECONDS = 120.0
+#: A directory the worker puts on its path: the local stand-in for a function's own layer.
+LAYER_PATH_VARIABLE = "SWEEPER_LOCAL_LAYER_PATH"
 #: How long a stopping environment may take to exit before it is killed.
 CLOSE_TIMEOUT_SECONDS = 5.0
 
@@ -176,8 +178,12 @@ def invoke(
 
 
 def init_worker(env: dict[str, str], log_file: str | None) -> None:
-    """The function's environment, and stdout to the local log file."""
+    """The function's environment, and stdout to the local log file; a layer of the team's own
+    code (`LAYER_PATH_VARIABLE`) goes on the path, as Lambda puts a layer's `python/` there."""
     os.environ.update(env)
+    layer = env.get(LAYER_PATH_VARIABLE)
+    if layer and layer not in sys.path:
+        sys.path.insert(0, layer)
     if log_file:
         sys.stdout = open(log_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
 

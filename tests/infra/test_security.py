@@ -8,6 +8,7 @@ from typing import Any
 from infra.function import VPC_ACCESS_ACTIONS
 from infra.network import VPC_CIDR
 from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS
+from sweeper.config import HttpActionConfig
 from tests.infra.conftest import Synth
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -123,7 +124,12 @@ def test_producer_only_sends_to_its_own_queue(proxied: Synth) -> None:
 
 
 def test_api_token_is_readable_by_its_policy_consumer_only(proxied: Synth) -> None:
-    (with_token,) = [p for p in proxied.config.policies if p.action.auth_secret_arn]
+    (with_token,) = [
+        p
+        for p in proxied.config.policies
+        if isinstance(p.action, HttpActionConfig) and p.action.auth_secret_arn
+    ]
+    assert isinstance(with_token.action, HttpActionConfig)
     token_arn = with_token.action.auth_secret_arn
     assert token_arn is not None
     for logical_id, function in proxied.python_functions().items():

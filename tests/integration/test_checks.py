@@ -152,8 +152,9 @@ def test_a_smoke_on_a_paused_policy_fails_at_the_queue(
     text = CliRunner().invoke(main, ["smoke", "--local-file", str(local_file)])
     assert text.exit_code == 1
     lines = text.stdout.splitlines()
-    assert lines[1].startswith("  ok   ledger")
-    assert lines[2].startswith("  FAIL queue")
+    assert lines[1].startswith("  action    http DELETE ")
+    assert lines[2].startswith("  ok   ledger")
+    assert lines[3].startswith("  FAIL queue")
     assert lines[-1] == "  canary deleted"
     assert canary_rows(db_url) == 0
 

@@ -16,9 +16,11 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
+from sweeper.config import SweeperConfig
 from sweeper.doctor import (
     CDK_BOOTSTRAP_VERSION_PARAMETER,
     Status,
+    check_action_targets,
     check_cdk_bootstrap,
     check_stack,
     run_doctor,
@@ -219,3 +221,62 @@ def test_no_credentials_stop_the_account_checks(tmp_path: Path) -> None:
     )
     assert [r.name for r in results] == ["credentials", "policy file", "node.js"]
     assert results[0].status is Status.FAIL
+
+
+def test_each_action_kinds_target_is_checked(client: Any, region: str) -> None:
+    # Given one policy per kind that calls something of the team's own: a bucket that exists,
+    # a function that does not, a callable that imports
+    fixtures = Path(__file__).resolve().parents[1] / "infra" / "fixtures"
+    client("s3").create_bucket(
+        Bucket="acme-doctor-exports", CreateBucketConfiguration={"LocationConstraint": region}
+    )
+    config = SweeperConfig.model_validate(
+        {
+            "policies": [
+                {
+                    "name": "exports",
+                    "action": {
+                        "kind": "s3_delete",
+                        "bucket": "acme-doctor-exports",
+                        "key_template": "exports/{tenant_id}/{object_id+}",
+                    },
+                },
+                {
+                    "name": "gone",
+                    "action": {
+                        "kind": "s3_delete",
+                        "bucket": "acme-doctor-missing",
+                        "key_template": "exports/{object_id}",
+                    },
+                },
+                {
+                    "name": "reconcile",
+                    "action": {
+                        "kind": "lambda",
+                        "function_arn": f"arn:aws:lambda:{region}:{ACCOUNT}:function:acme-x",
+                    },
+                },
+                {
+                    "name": "cleanup",
+                    "action": {
+                        "kind": "python",
+                        "callable": "acme_actions.cleanup:run",
+                        "package_path": "actions_pkg",
+                    },
+                },
+            ]
+        }
+    )
+    # When doctor checks the actions' targets
+    results = check_action_targets(config, client, fixtures)
+    # Then each is named with what was found
+    assert [(r.name, r.status, r.detail) for r in results] == [
+        ("exports action", Status.OK, "bucket acme-doctor-exports: reachable"),
+        ("gone action", Status.FAIL, "bucket acme-doctor-missing: does not exist"),
+        ("reconcile action", Status.FAIL, "function acme-x: does not exist"),
+        (
+            "cleanup action",
+            Status.OK,
+            "callable acme_actions.cleanup:run: importable from actions_pkg",
+        ),
+    ]

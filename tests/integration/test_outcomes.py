@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sweeper import runtime
-from sweeper.actions.http import HttpAction
+from sweeper.actions.http import HttpAction, HttpActionConfig
 from sweeper.config import Policy, RetryConfig, ThrottleConfig
 from sweeper.consumer import ConsumerDeps, guard_with_idempotency, process_batch
 from sweeper.limiter import DynamoLimiter
@@ -299,6 +299,7 @@ def test_auth_failure_opens_the_circuit_without_burning_the_job(pipeline: Pipeli
 
 
 def test_a_policy_can_reclassify_a_status(pipeline: Pipeline) -> None:
+    assert isinstance(pipeline.policy.action, HttpActionConfig)
     action = pipeline.policy.action.model_copy(update={"outcomes": {409: "absent"}})
     h = harness(pipeline, action=action)
     guarded = guard_with_idempotency(HttpAction(action).perform, runtime.idempotent())

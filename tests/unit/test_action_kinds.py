@@ -219,8 +219,11 @@ def test_every_policy_in_docs_actions_is_valid() -> None:
     text = (REPO / "docs" / "actions.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```toml\n(.*?)```", text, flags=re.DOTALL)
     policies = [block for block in blocks if block.startswith("[[policies]]")]
-    assert len(policies) == 5
+    # five http policies (one per auth mode), then one of each other kind
+    assert len(policies) == 8
+    kinds = []
     for block in policies:
         config = SweeperConfig.model_validate(tomllib.loads(block))
         (policy,) = config.policies
-        assert isinstance(policy.action, HttpActionConfig), policy.name
+        kinds.append(policy.action.kind)
+    assert sorted(set(kinds)) == sorted(KINDS)

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from sweeper.config import Policy, S3Discovery, SqlDiscovery
 from sweeper.discovery.rows import SourceRow, check_row
+from sweeper.discovery.s3 import key_pattern
 from sweeper.models import MAX_ID_LENGTH, NewJob
 
 QUERY = "SELECT a AS tenant_id, b AS object_id, c AS due_at FROM t"
@@ -61,6 +62,29 @@ def test_now_is_the_runs_time_not_a_parameter() -> None:
 def test_the_key_template_names_both_ids_once(template: str) -> None:
     with pytest.raises(ValidationError, match="key_template"):
         S3Discovery(bucket="my-bucket", key_template=template)
+
+
+def test_only_the_key_templates_last_field_may_span_segments() -> None:
+    assert S3Discovery(bucket="my-bucket", key_template="exports/{tenant_id}/{object_id+}")
+    with pytest.raises(ValidationError, match="last field"):
+        S3Discovery(bucket="my-bucket", key_template="exports/{tenant_id+}/{object_id}")
+
+
+def test_a_spanning_field_matches_several_segments_and_never_a_dot_segment() -> None:
+    pattern = key_pattern("exports/{tenant_id}/{object_id+}")
+    match = pattern.match("exports/t1/2026/11/a.csv")
+    assert match is not None
+    assert (match["tenant_id"], match["object_id"]) == ("t1", "2026/11/a.csv")
+    for key in (
+        "exports/t1/2026/../a.csv",
+        "exports/t1/./a.csv",
+        "exports/t1/2026//a.csv",
+        "exports/t1/a/..",
+        "exports/t1/",
+    ):
+        assert pattern.match(key) is None, key
+    # A plain field still matches one segment only
+    assert key_pattern("exports/{tenant_id}/{object_id}").match("exports/t1/2026/a.csv") is None
 
 
 def test_the_key_template_lies_under_the_prefix() -> None:

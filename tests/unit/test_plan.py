@@ -451,7 +451,7 @@ def test_the_plan_names_what_each_job_does() -> None:
     )
     assert (
         "  action           http DELETE https://api.example.com/v1/tenants/{tenant_id}/objects/"
-        "{object_id}, auth none"
+        "{object_id}, auth none, one call up to 12 s"
     ) in result.output.splitlines()
 
 
@@ -470,5 +470,62 @@ def test_the_plan_of_an_oauth2_action_with_a_body_says_so_without_its_secret() -
     )
     plan = make_plan(policy, PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=0.2))
     assert plan.action == (
-        "http POST https://payments.example.com/v1/reconciliations, a JSON body, auth oauth2"
+        "http POST https://payments.example.com/v1/reconciliations, a JSON body, auth oauth2, "
+        "one call up to 12 s"
     )
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        (
+            {"kind": "http", "api_url": "https://api.example.com"},
+            "http DELETE https://api.example.com/v1/tenants/{tenant_id}/objects/{object_id}, "
+            "auth none, one call up to 12 s",
+        ),
+        (
+            {"kind": "s3_delete", "bucket": "acme-exports", "key_template": "exports/{object_id+}"},
+            # two requests (the listing, then the delete), each with its own timeouts
+            "s3_delete: bucket acme-exports, one call up to 24 s",
+        ),
+        (
+            {
+                "kind": "lambda",
+                "function_arn": "arn:aws:lambda:eu-west-1:111122223333:function:acme-x",
+            },
+            "lambda: function acme-x, one call up to 32 s",
+        ),
+        (
+            {"kind": "python", "callable": "acme.cleanup:run", "package_path": "pkg"},
+            "python: callable acme.cleanup:run, one call up to 30 s",
+        ),
+    ],
+)
+def test_the_plan_names_each_kind_and_its_longest_call(
+    action: dict[str, str], expected: str, tmp_path: Path
+) -> None:
+    # Given a policy of each kind, planned at a measured latency
+    config = tmp_path / "kinds.toml"
+    fields = "\n".join(f'{k} = "{v}"' for k, v in action.items())
+    config.write_text(f'[[policies]]\nname = "p"\n\n[policies.action]\n{fields}\n', "utf-8")
+    result = CliRunner().invoke(
+        main, ["plan", "--config", str(config), "--latency-p50", "0.1"], prog_name="sweeper"
+    )
+    # Then the plan says which kind it planned, what it calls and its longest call
+    assert f"  action           {expected}" in result.output.splitlines(), result.output
+
+
+def test_an_s3_delete_plan_runs_at_s3s_per_prefix_rate_by_default() -> None:
+    policy = Policy.model_validate(
+        {
+            "name": "p",
+            "action": {
+                "kind": "s3_delete",
+                "bucket": "acme-exports",
+                "key_template": "e/{object_id}",
+            },
+        }
+    )
+    plan = make_plan(policy, PlanInput(latency_p50_seconds=0.05, latency_p95_seconds=0.1))
+    assert policy.quota.limit == 3500
+    assert plan.target_rate_per_second == pytest.approx(policy.quota.rate_per_second, rel=1e-3)

@@ -309,6 +309,23 @@ def check_stack(cloudformation: Any, stack: str) -> CheckResult:
     return CheckResult(name, Status.OK, f"{stack} is {status}")
 
 
+def check_action_targets(
+    config: SweeperConfig, client: Callable[[str], Any], policy_dir: Path
+) -> list[CheckResult]:
+    """What each policy's action kind calls is there (sweeper.actions.base.ActionKind.preflight):
+    the bucket reachable, the function present, the callable importable."""
+    results = []
+    for policy in config.policies:
+        for found in policy.action.preflight(client, policy_dir):
+            status = Status.OK if found.ok else Status.FAIL if found.ok is False else Status.WARN
+            results.append(
+                CheckResult(
+                    f"{policy.name} action", status, f"{found.name}: {found.detail}", found.fix
+                )
+            )
+    return results
+
+
 NodeRunner = Callable[[list[str]], str]
 
 
@@ -396,6 +413,7 @@ def run_doctor(
                 stack_reserved_concurrency(cloudformation, lambda_client, stack),
             )
         )
+        results.extend(check_action_targets(config, client, Path(config_path).parent))
     results.append(check_engine_version(client("rds"), region))
     if config is not None:
         results.extend(check_actions(config, client("secretsmanager")))

@@ -145,7 +145,8 @@ class Plan:
     requests_per_job: dict[str, float]
     cost_per_million_jobs: dict[str, float]
     warnings: list[str] = field(default_factory=list)
-    #: What each job does: the action's kind and its one-line description (no secret).
+    #: What each job does (the kind's one-line description, never a secret) and the longest
+    #: one call may take (its timeouts).
     action: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -245,9 +246,10 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
         + requests["dynamodb_reads"] * prices.dynamodb_per_million_reads,
     }
     per_million["total"] = sum(per_million.values())
+    kind = policy.action
     return Plan(
         policy=policy.name,
-        action=policy.action.describe(),
+        action=f"{kind.describe()}, one call up to {kind.call_seconds:g} s",
         target_rate_per_second=round(target, 3),
         mean_service_seconds=round(mean_service, 4),
         p95_service_seconds=round(p95_service, 4),

@@ -8,8 +8,12 @@ an object id no one has used: the prefix plus a fresh random id. Its hops, in or
 | ledger   | the canary's row is written, pending and due now    | the ledger is unreachable    |
 | queue    | the producer, released now, leased and published it | producer or SQS; paused      |
 | consumer | a consumer took it (the vendor saw it, or it moved) | consumer stopped or failing  |
-| vendor   | the answer is a success class (accepted, absent)    | the vendor refused, is down  |
+| vendor   | the answer is a success class (accepted, absent)    | the target refused, is down  |
 | ledger   | the row is settled `succeeded`                      | the consumer cannot commit   |
+
+The vendor hop is whatever the policy's action kind calls (its `target`: the vendor, bucket
+acme-exports, function acme-x, callable m:f), named so in its failures; an s3_delete canary names
+an object no one wrote, so its answer is absent, a success.
 
 The consumer writes nothing between receiving a message and calling, so without a vendor audit
 (`--api-url` naming a vendor with the simulator's `GET /_audit`) the consumer and vendor hops are
@@ -239,7 +243,9 @@ def _travel(
     timeline.done(1, f"published by run {run.get('batch_id')}")
     leased_at = job.updated_at
 
-    # hops 3-5: consumer, vendor, ledger, as they are seen
+    # hops 3-5: consumer, vendor, ledger, as they are seen. The "vendor" is whatever the
+    # action's kind calls (the vendor, a bucket, a function, a callable): named by its kind.
+    target = policy.action.target
     deadline = timeline.monotonic() + limit
     while True:
         job = _read(ledger, key, timeline, 4)
@@ -256,7 +262,7 @@ def _travel(
             code = f", {job.last_error_code}" if job.last_error_code else ""
             raise timeline.fail(
                 3,
-                f"the vendor answered {job.last_outcome.value}{code} "
+                f"{target} answered {job.last_outcome.value}{code} "
                 f"(attempt {job.attempt_count}, status {job.status.value})",
             )
         if effects > 0 or answered:
@@ -276,9 +282,9 @@ def _travel(
             "paused or failing? see ConsumerErrors and the consumer's log)",
         )
     if not hops[3].passed:
-        raise timeline.fail(3, f"the vendor did not answer within {limit:g} s")
+        raise timeline.fail(3, f"{target} did not answer within {limit:g} s")
     raise timeline.fail(
-        4, f"the vendor answered but the ledger still holds {job.status.value} after {limit:g} s"
+        4, f"{target} answered but the ledger still holds {job.status.value} after {limit:g} s"
     )
 
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Self
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -59,6 +61,18 @@ class Grant:
 
     actions: tuple[str, ...]
     resources: tuple[str, ...]
+    #: IAM conditions as (operator, key, values), e.g. ("StringLike", "s3:prefix", ("a/*",)).
+    conditions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    #: Why a resource with a wildcard is as narrow as it can be (the CDK app states it to
+    #: cdk-nag for exactly those resources); required when a resource holds one.
+    wildcard_reason: str = ""
+
+    def condition_block(self) -> dict[str, dict[str, list[str]]]:
+        """The conditions as an IAM policy's Condition block."""
+        block: dict[str, dict[str, list[str]]] = {}
+        for operator, key, values in self.conditions:
+            block.setdefault(operator, {})[key] = list(values)
+        return block
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +91,21 @@ class PlanDefaults:
 
     latency_p50_seconds: float | None = None
     latency_p95_seconds: float | None = None
+    #: The service's published rate (calls per `quota_period_seconds`): the policy's quota when
+    #: it names none. None: the policy-wide default.
+    quota_limit: int | None = None
+    quota_period_seconds: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """One thing `sweeper doctor` checked for a kind before a deploy: `ok` is None when it could
+    not tell (a warning), False when the deploy would work but every call would fail."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +206,7 @@ class ActionKind(BaseModel, ABC):
 
     def describe(self) -> str:
         """One line naming what the action does (`sweeper plan`, `smoke`): never a secret."""
-        return self.kind
+        return f"{self.kind}: {self.target}"
 
     def doctor_checks(self, context: ActionContext, timeout_seconds: float) -> list[KindCheck]:
         """What `sweeper doctor` verifies of this config from the operator's account, without
@@ -191,6 +220,27 @@ class ActionKind(BaseModel, ABC):
 
     def synth_warnings(self) -> list[str]:
         """What the CDK app should say at synth about this config (e.g. a plain-HTTP vendor)."""
+        return []
+
+    @property
+    def target(self) -> str:
+        """What the consumer calls, in words for `smoke` and `doctor` ("the vendor")."""
+        return "the vendor"
+
+    def layer_dir(self, policy_dir: Path) -> Path | None:
+        """A directory of the team's own code that the CDK app ships as a layer of its own
+        (and the local stack puts on the consumer's path); relative paths in the policy are
+        resolved against `policy_dir`, the policy file's directory. None: no such code."""
+        return None
+
+    def synth_errors(self, policy_dir: Path) -> list[str]:
+        """What makes `make synth` fail for this config, one line each (e.g. code that cannot
+        be imported)."""
+        return []
+
+    def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
+        """`sweeper doctor`'s checks of what this kind calls (`client(service)` builds a boto3
+        client of the target account): read-only."""
         return []
 
     def pointed_at(self, api_url: str) -> Self:

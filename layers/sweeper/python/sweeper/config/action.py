@@ -14,6 +14,9 @@ from pydantic import BeforeValidator, Field
 
 from sweeper.actions.base import ActionKind, OutcomeName
 from sweeper.actions.http import DEFAULT_URL_TEMPLATE, HttpActionConfig
+from sweeper.actions.lambda_invoke import LambdaActionConfig
+from sweeper.actions.python_call import PythonActionConfig
+from sweeper.actions.s3_delete import S3DeleteActionConfig
 
 #: The kind of an action that names none (every policy written before there were kinds).
 DEFAULT_KIND: Final = "http"
@@ -31,6 +34,9 @@ def _default_kind(value: Any) -> Any:
 ActionConfig = Annotated[
     Union[  # noqa: UP007 (one member per line, so that adding a kind is a one-line diff)
         HttpActionConfig,
+        S3DeleteActionConfig,
+        LambdaActionConfig,
+        PythonActionConfig,
     ],
     Field(discriminator="kind"),
     BeforeValidator(_default_kind),

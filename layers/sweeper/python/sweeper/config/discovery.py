@@ -18,6 +18,8 @@ from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
 
 #: Fields an S3 key template may name; each matches one or more characters other than "/".
 KEY_TEMPLATE_FIELDS = frozenset({"tenant_id", "object_id"})
+#: A key template's fields: `{object_id}` one segment, `{object_id+}` one or more.
+KEY_TEMPLATE_FIELD_RE = re.compile(r"{(\w+)(\+?)}")
 
 
 class _DiscoveryBase(_Strict):
@@ -72,8 +74,11 @@ class S3Discovery(_DiscoveryBase):
     """Objects under a bucket and prefix old enough for the policy's age rule.
 
     `key_template` is matched against the whole key: `{tenant_id}` and `{object_id}` each match
-    one or more characters other than "/". An object is due `min_age_seconds` after its
-    LastModified time; objects due later than `lookahead_seconds` from now wait for a later pass.
+    one or more characters other than "/"; the template's last field written with a `+`
+    (`exports/{tenant_id}/{object_id+}`) matches one or more segments (`2026/11/a.csv`), none
+    of them empty, `.` or `..` (such a key is rejected). An object is due `min_age_seconds`
+    after its LastModified time; objects due later than `lookahead_seconds` from now wait for a
+    later pass.
     """
 
     kind: Literal["s3"] = "s3"
@@ -86,9 +91,11 @@ class S3Discovery(_DiscoveryBase):
     @field_validator("key_template")
     @classmethod
     def _template_names_both_ids(cls, value: str) -> str:
-        fields = re.findall(r"{(\w+)}", value)
-        if sorted(fields) != sorted(KEY_TEMPLATE_FIELDS):
+        found = KEY_TEMPLATE_FIELD_RE.findall(value)
+        if sorted(name for name, _ in found) != sorted(KEY_TEMPLATE_FIELDS):
             raise ValueError("key_template must name {tenant_id} and {object_id} once each")
+        if any(plus for _, plus in found[:-1]):
+            raise ValueError("only the key_template's last field may span segments ({name+})")
         return value
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from sweeper.config.action import ActionConfig, HttpActionConfig
+from sweeper.config.action import KINDS, ActionConfig, HttpActionConfig
 from sweeper.config.base import _Strict
 from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
@@ -230,6 +230,22 @@ class Policy(_Strict):
     publish_concurrency: int = Field(default=4, ge=1, le=MAX_PUBLISH_CONCURRENCY)
     #: Where obligations are found (a periodic reconciliation pass); none: scheduled by hand.
     discovery: DiscoveryConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_default_quota(cls, data: Any) -> Any:
+        """A policy that names no quota takes its action kind's published rate, if it has one
+        (s3_delete: S3's per-prefix rate); else the default above."""
+        if not isinstance(data, dict) or "quota" in data:
+            return data
+        action = data.get("action")
+        kind = action.get("kind") if isinstance(action, dict) else getattr(action, "kind", None)
+        model = KINDS.get(kind) if isinstance(kind, str) else None
+        if model is None or model.plan_defaults.quota_limit is None:
+            return data
+        defaults = model.plan_defaults
+        quota = {"limit": defaults.quota_limit, "period_seconds": defaults.quota_period_seconds}
+        return {**data, "quota": quota}
 
     @field_validator("timezone")
     @classmethod

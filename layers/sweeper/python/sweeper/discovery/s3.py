@@ -30,12 +30,21 @@ from sweeper.errors import DiscoverySourceError
 S3_MAX_KEYS = 1000
 
 
+#: One path segment that is neither `.` nor `..`; a `{name+}` field is one or more of them.
+_SEGMENT = r"(?!\.\.?(?:/|$))[^/]+"
+_SEGMENTS = rf"{_SEGMENT}(?:/{_SEGMENT})*"
+
+
 def key_pattern(template: str) -> re.Pattern[str]:
-    """The template as an anchored pattern: each field one or more characters other than "/"."""
-    parts = re.split(r"{(tenant_id|object_id)}", template)
-    pattern = "".join(
-        f"(?P<{part}>[^/]+)" if index % 2 else re.escape(part) for index, part in enumerate(parts)
-    )
+    """The template as an anchored pattern: each field one or more characters other than "/";
+    a `{name+}` field one or more segments, none empty, `.` or `..`."""
+    parts = re.split(r"{(tenant_id|object_id)(\+?)}", template)
+    pattern = ""
+    for index in range(0, len(parts), 3):
+        pattern += re.escape(parts[index])
+        if index + 1 < len(parts):
+            name, spans = parts[index + 1], parts[index + 2]
+            pattern += f"(?P<{name}>{_SEGMENTS if spans else '[^/]+'})"
     return re.compile(f"^{pattern}$")
 
 

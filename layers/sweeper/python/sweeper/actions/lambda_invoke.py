@@ -1,0 +1,264 @@
+"""The `lambda` action kind: invoke the team's own function synchronously with the job.
+
+The kind's module (see sweeper.actions.base): its config (`LambdaActionConfig`), its
+implementation (`LambdaInvokeAction`), its outcome mapping (the function's answer through
+`sweeper.actions.contract`; the Invoke API's own errors through `classify_invoke_error`), its
+grant (`lambda:InvokeFunction` on that function, its versions and aliases, nothing else), its
+network path (the Lambda interface endpoint) and its plan defaults (none: the function's
+latency is measured).
+
+The event is `contract.Call.to_payload()`; the function returns `contract.Answer`'s JSON shape.
+A function that raised is answered by Lambda with `FunctionError`: its `errorType` `NotSent`
+is TRANSIENT (the function says nothing was sent), any other is UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+)
+from pydantic import Field
+
+from sweeper.actions.base import (
+    Action,
+    ActionContext,
+    ActionKind,
+    AwsService,
+    Grant,
+    NetworkPath,
+    Preflight,
+)
+from sweeper.actions.contract import (
+    BAD_ANSWER,
+    Call,
+    NotSent,
+    result_of_answer,
+)
+from sweeper.models import ActionCall, ActionResult, OutcomeClass
+
+#: An unqualified function ARN: the team's own function, in a named account and region.
+FUNCTION_ARN_PATTERN: Final = (
+    r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}$"
+)
+
+#: Invoke API errors that say the function never ran: retried as TRANSIENT.
+_NOT_RUN: Final = frozenset(
+    {
+        "ResourceNotReadyException",
+        "ResourceConflictException",
+        "EC2ThrottledException",
+        "EC2UnexpectedException",
+        "ENILimitReachedException",
+        "SubnetIPAddressLimitReachedException",
+        "KMSNotFoundException",
+        "KMSDisabledException",
+        "KMSInvalidStateException",
+        "KMSAccessDeniedException",
+        "SnapStartNotReadyException",
+        "SnapStartTimeoutException",
+    }
+)
+#: The caller or the function is refused (or missing): the scope closes (auth) until fixed.
+_AUTH: Final = frozenset(
+    {
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "ResourceNotFoundException",
+    }
+)
+_THROTTLED: Final = frozenset({"TooManyRequestsException"})
+
+
+class LambdaActionConfig(ActionKind):
+    """Invoke `function_arn` (at `qualifier`, an alias or version, when set) per job."""
+
+    kind: Literal["lambda"] = "lambda"
+    function_arn: str = Field(pattern=FUNCTION_ARN_PATTERN)
+    qualifier: str | None = Field(default=None, pattern=r"^(\$LATEST|[A-Za-z0-9_-]{1,128})$")
+    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    #: How long the function may run: at most its own timeout, and the consumer's.
+    read_timeout_seconds: float = Field(default=30.0, gt=0, le=120)
+
+    def build(self, context: ActionContext) -> Action:
+        return LambdaInvokeAction(self)
+
+    def grants(self) -> tuple[Grant, ...]:
+        """InvokeFunction on the function and its versions and aliases; nothing else."""
+        return (
+            Grant(
+                actions=("lambda:InvokeFunction",),
+                resources=(self.function_arn, f"{self.function_arn}:*"),
+                wildcard_reason=(
+                    "InvokeFunction on the team's own function and its versions and aliases "
+                    "only (ARN:qualifier), the qualifier being the team's to move"
+                ),
+            ),
+        )
+
+    def network_path(self) -> NetworkPath:
+        """The Lambda API through the VPC's interface endpoint; nothing through NAT."""
+        return NetworkPath(aws_services=frozenset({AwsService.LAMBDA}))
+
+    @property
+    def call_seconds(self) -> float:
+        return self.connect_timeout_seconds + self.read_timeout_seconds
+
+    @property
+    def function_name(self) -> str:
+        return self.function_arn.rsplit(":", 1)[-1]
+
+    @property
+    def scope_host(self) -> str:
+        return f"{self.function_name}.lambda"
+
+    @property
+    def target(self) -> str:
+        return f"function {self.function_name}"
+
+    def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
+        """The function exists (GetFunctionConfiguration), at the qualifier when set."""
+        name = f"function {self.function_name}"
+        request: dict[str, Any] = {"FunctionName": self.function_arn}
+        if self.qualifier:
+            request["Qualifier"] = self.qualifier
+        try:
+            client("lambda").get_function_configuration(**request)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", "unknown"))
+            if code == "ResourceNotFoundException":
+                return [
+                    Preflight(
+                        name,
+                        False,
+                        "does not exist" + (f" at {self.qualifier}" if self.qualifier else ""),
+                        "deploy it first, or correct action.function_arn / qualifier",
+                    )
+                ]
+            return [
+                Preflight(
+                    name,
+                    None,
+                    f"could not be read: {code}",
+                    "let the deploying identity call GetFunctionConfiguration, or check by hand",
+                )
+            ]
+        except BotoCoreError as exc:
+            return [Preflight(name, None, f"could not be read: {type(exc).__name__}")]
+        return [Preflight(name, True, "exists")]
+
+
+def classify_invoke_error(exc: ClientError) -> ActionResult:
+    """The Invoke API's own refusal (the function's answer is never one of these)."""
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", "unknown"))
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    short = f"lambda_{code}"[:64]
+    if code in _THROTTLED:
+        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        retry_after: float | None
+        try:
+            retry_after = float(headers["retry-after"]) if "retry-after" in headers else None
+        except ValueError:
+            retry_after = None
+        return ActionResult(
+            outcome=OutcomeClass.THROTTLED,
+            status_code=status,
+            code=short,
+            retry_after_seconds=retry_after,
+        )
+    if code in _AUTH:
+        return ActionResult(outcome=OutcomeClass.AUTH, status_code=status, code=short)
+    if code in _NOT_RUN:
+        return ActionResult(outcome=OutcomeClass.TRANSIENT, status_code=status, code=short)
+    if isinstance(status, int) and status >= 500:
+        # ServiceException and the like: the function may have run.
+        return ActionResult(outcome=OutcomeClass.UNKNOWN, status_code=status, code=short)
+    return ActionResult(outcome=OutcomeClass.PERMANENT, status_code=status, code=short)
+
+
+def result_of_function_error(payload: Any) -> ActionResult:
+    """A function that raised: `NotSent` is TRANSIENT, anything else UNKNOWN."""
+    error_type = payload.get("errorType") if isinstance(payload, dict) else None
+    if error_type == NotSent.__name__:
+        message = payload.get("errorMessage")
+        code = message if isinstance(message, str) and 0 < len(message) <= 64 else "not_sent"
+        return ActionResult(outcome=OutcomeClass.TRANSIENT, code=code)
+    name = error_type if isinstance(error_type, str) and error_type else "function_error"
+    return ActionResult(outcome=OutcomeClass.UNKNOWN, code=f"raised:{name}"[:64])
+
+
+@dataclass
+class LambdaInvokeAction:
+    """Carry out a job by invoking the function (RequestResponse); see `sweeper.actions.Action`."""
+
+    config: LambdaActionConfig
+    #: Builds the Lambda client (boto3's, with the config's timeouts and no retries, by default).
+    client_factory: Callable[[LambdaActionConfig], Any] | None = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._client: Any = None
+
+    def _lambda(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = (self.client_factory or _boto3_client)(self.config)
+            return self._client
+
+    def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
+        """Invoke once and classify the answer; never raises for the function's answer."""
+        left = self.config.call_seconds if timeout_seconds is None else timeout_seconds
+        if left <= 0:
+            return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
+        request: dict[str, Any] = {
+            "FunctionName": self.config.function_arn,
+            "InvocationType": "RequestResponse",
+            "Payload": json.dumps(Call.for_job(job, left).to_payload()).encode(),
+        }
+        if self.config.qualifier:
+            request["Qualifier"] = self.config.qualifier
+        try:
+            answer = self._lambda().invoke(**request)
+            body = answer["Payload"].read()
+        except ClientError as exc:
+            return classify_invoke_error(exc)
+        except (EndpointConnectionError, ConnectTimeoutError):
+            return ActionResult(outcome=OutcomeClass.TRANSIENT, code="lambda_connect_error")
+        except BotoCoreError as exc:  # a read timeout, a dropped connection: it may have run
+            return ActionResult(
+                outcome=OutcomeClass.UNKNOWN, code=f"lambda_{type(exc).__name__}"[:64]
+            )
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            return BAD_ANSWER
+        if answer.get("FunctionError"):
+            return result_of_function_error(payload)
+        return result_of_answer(payload)
+
+
+def _boto3_client(config: LambdaActionConfig) -> Any:
+    import boto3
+
+    return boto3.client(
+        "lambda",
+        config=Config(
+            connect_timeout=config.connect_timeout_seconds,
+            read_timeout=config.read_timeout_seconds,
+            # Retrying is sweeper's (the attempt budget, the limiter), never the client's.
+            retries={"total_max_attempts": 1},
+        ),
+    )
