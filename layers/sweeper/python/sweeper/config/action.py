@@ -18,7 +18,7 @@ from sweeper.config.base import _Strict
 DEFAULT_URL_TEMPLATE = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
 
 OutcomeName = Literal[
-    "accepted", "absent", "throttled", "transient", "unknown", "permanent", "auth"
+    "accepted", "absent", "throttled", "transient", "unknown", "permanent", "auth", "snooze"
 ]
 
 
