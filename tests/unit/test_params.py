@@ -10,11 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sweeper.config import Policy, S3Discovery, SqlDiscovery
-from sweeper.errors import InputError
+from sweeper.config import Policy, S3Discovery, SmokeConfig, SqlDiscovery
+from sweeper.errors import InputError, OperatorError
 from sweeper.models import JobMessage, operation_key, params_digest
 from sweeper.params import MAX_PARAMS_BYTES, ParamsError, ParamsRules, identity_values
 from sweeper.scheduling import parse_jobs
+from sweeper.smoke import canary_for, canary_key
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 SCHEMA = {
@@ -160,3 +161,14 @@ def test_a_message_names_params_by_a_digest_that_changes_with_them() -> None:
         params_digest=params_digest({"a": 1}),
     )
     assert "params_digest" in message.to_body()
+
+
+def test_a_smoke_canary_carries_the_smoke_sections_params_checked_like_any_door() -> None:
+    smoke = SmokeConfig(tenant_id="sandbox", params={"business_date": "2026-11-30"})
+    policy = Policy(name="payments", identity_params=["business_date"], smoke=smoke)
+    canary = canary_for(policy, NOW)
+    assert canary.params == {"business_date": "2026-11-30"}
+    assert canary_key(policy, canary).endswith(f":{canary.object_id}:2026-11-30:v1")
+    bare = policy.model_copy(update={"smoke": SmokeConfig(tenant_id="sandbox")})
+    with pytest.raises(OperatorError, match=r"\[policies.smoke\] params: .*identity_param_missing"):
+        canary_for(bare, NOW)

@@ -31,6 +31,7 @@ from sweeper.config import Policy
 from sweeper.errors import OperatorError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.models import Job, JobStatus, NewJob, operation_key
+from sweeper.params import ParamsError, ParamsRules, identity_values
 from sweeper.scheduling import schedule_jobs
 
 #: How often the ledger (and the vendor's audit) is read while the canary travels.
@@ -125,6 +126,12 @@ class _Timeline:
         return SmokeFailedError(hop.name, detail)
 
 
+def canary_key(policy: Policy, canary: NewJob) -> str:
+    """The canary's operation key, its identity params included as any obligation's are."""
+    identity = identity_values(canary.params, policy.identity_params)
+    return operation_key(policy.name, canary.tenant_id, canary.object_id, policy.version, identity)
+
+
 def canary_for(policy: Policy, due_at: datetime) -> NewJob:
     """A fresh canary under the policy's sandbox tenant; refused when it names none."""
     smoke = policy.smoke
@@ -134,7 +141,11 @@ def canary_for(policy: Policy, due_at: datetime) -> NewJob:
             "tenant_id the vendor keeps for tests (a smoke never targets a customer's tenant)"
         )
     object_id = smoke.object_prefix + uuid.uuid4().hex
-    return NewJob(tenant_id=smoke.tenant_id, object_id=object_id, due_at=due_at)
+    try:
+        params = ParamsRules.of(policy).check(smoke.params)
+    except ParamsError as exc:
+        raise OperatorError(f"policy {policy.name}: [policies.smoke] params: {exc.reason}") from exc
+    return NewJob(tenant_id=smoke.tenant_id, object_id=object_id, due_at=due_at, params=params)
 
 
 def run_smoke(
@@ -152,7 +163,7 @@ def run_smoke(
     that failed (never raises for a failed hop)."""
     canary = canary_for(policy, clock())
     assert policy.smoke is not None
-    key = operation_key(policy.name, canary.tenant_id, canary.object_id, policy.version)
+    key = canary_key(policy, canary)
     report = SmokeReport(policy.name, key)
     timeline = _Timeline(report, monotonic)
     limit = policy.smoke.timeout_seconds if timeout_seconds is None else timeout_seconds

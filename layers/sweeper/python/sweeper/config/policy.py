@@ -159,6 +159,9 @@ class SmokeConfig(_Strict):
     )
     #: How long the canary may take from release to settlement before the smoke fails.
     timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
+    #: The canary's params (a policy with identity params or a schema needs them), checked
+    #: against the policy's rules as every door checks params.
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class IntakeConfig(_Strict):
