@@ -12,10 +12,11 @@ from pydantic import ValidationError
 
 from sweeper.config import Policy, S3Discovery, SmokeConfig, SqlDiscovery
 from sweeper.errors import InputError, OperatorError
-from sweeper.models import JobMessage, operation_key, params_digest
+from sweeper.models import JobMessage, OutcomeClass, operation_key, params_digest
 from sweeper.params import MAX_PARAMS_BYTES, ParamsError, ParamsRules, identity_values
 from sweeper.scheduling import parse_jobs
 from sweeper.smoke import canary_for, canary_key
+from sweeper_cli.base import OUTCOMES
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 SCHEMA = {
@@ -172,3 +173,8 @@ def test_a_smoke_canary_carries_the_smoke_sections_params_checked_like_any_door(
     bare = policy.model_copy(update={"smoke": SmokeConfig(tenant_id="sandbox")})
     with pytest.raises(OperatorError, match=r"\[policies.smoke\] params: .*identity_param_missing"):
         canary_for(bare, NOW)
+
+
+def test_the_cli_offers_every_outcome_class_to_its_filters() -> None:
+    # (`sweeper retry --outcome snooze` is the runbook's way back for snooze_exhausted jobs)
+    assert sorted(OUTCOMES) == sorted(o.value for o in OutcomeClass)
