@@ -567,3 +567,11 @@ def test_a_job_without_params_sends_a_body_as_before_params_existed(pipeline: Pi
     pipeline.seed(1)
     (record,) = publish_all(pipeline)
     assert "params" not in json.loads(record["body"])
+
+
+def test_the_ledger_refuses_an_obligation_without_its_identity_params_whoever_skipped_the_doors(
+    ledger: Ledger, db_url: str
+) -> None:
+    with pytest.raises(InputError, match="identity param 'business_date'"):
+        schedule_jobs(ledger, PAYMENTS, [NewJob("acct_1", "pay_9", NOW)], NOW)
+    assert _params_of(db_url) == {}

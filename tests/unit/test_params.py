@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from sweeper.config import Policy, S3Discovery, SmokeConfig, SqlDiscovery
 from sweeper.errors import InputError, OperatorError
-from sweeper.models import JobMessage, OutcomeClass, operation_key, params_digest
-from sweeper.params import MAX_PARAMS_BYTES, ParamsError, ParamsRules, identity_values
+from sweeper.models import JobMessage, OutcomeClass, identity_values, operation_key, params_digest
+from sweeper.params import MAX_PARAMS_BYTES, ParamsError, ParamsRules
 from sweeper.scheduling import parse_jobs
 from sweeper.smoke import canary_for, canary_key
 from sweeper_cli.base import OUTCOMES

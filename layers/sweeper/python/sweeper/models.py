@@ -172,6 +172,33 @@ def operation_key(
     return f"{policy}:{':'.join(parts)}:v{policy_version}"
 
 
+def identity_value(value: object) -> str | None:
+    """An identity param's value as it joins the operation key (a string that passes the id
+    rule, or an integer), or None when it cannot."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and id_problem(value) is None:
+        return value
+    return None
+
+
+def identity_values(params: Mapping[str, Any], names: Sequence[str]) -> tuple[str, ...]:
+    """The values of the identity params `names`, in that order, as the operation key takes
+    them. Raises KeyError (missing) or ValueError (not a valid value), naming the param only:
+    every door checks them first (sweeper.params)."""
+    values = []
+    for name in names:
+        if name not in params:
+            raise KeyError(name)
+        value = identity_value(params[name])
+        if value is None:
+            raise ValueError(name)
+        values.append(value)
+    return tuple(values)
+
+
 #: Exactly the characters `quote(..., safe="")` leaves as they are.
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 

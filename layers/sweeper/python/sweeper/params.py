@@ -10,17 +10,15 @@ customer data.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from sweeper.config import Policy
 from sweeper.errors import SweeperError
-from sweeper.models import id_problem, params_json
+from sweeper.models import identity_value, params_json
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
-
-    from sweeper.config import Policy
 
 #: The largest params accepted, in bytes of their compact UTF-8 JSON encoding.
 MAX_PARAMS_BYTES: Final = 4096
@@ -48,17 +46,6 @@ class ParamsError(SweeperError):
     def reason(self) -> str:
         text = f"{PARAMS_PROBLEMS[self.rule]} ({self.rule}"
         return f"{text}: {self.detail})" if self.detail else f"{text})"
-
-
-def check_schema(schema: Mapping[str, Any]) -> None:
-    """Raise ValueError unless `schema` is a valid JSON Schema (draft 2020-12)."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise ValueError(f"params_schema is not a valid JSON Schema ({exc.validator})") from exc
 
 
 @dataclass(frozen=True)
@@ -94,35 +81,6 @@ class ParamsRules:
             if identity_value(params[name]) is None:
                 raise ParamsError("identity_param_invalid", name)
         return params
-
-    def identity_of(self, params: Mapping[str, Any]) -> tuple[str, ...]:
-        """The identity params' values for the operation key (checked by `check`)."""
-        return identity_values(params, self.identity)
-
-
-def identity_value(value: object) -> str | None:
-    """An identity param's value as it joins the operation key, or None when it cannot."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str) and id_problem(value) is None:
-        return value
-    return None
-
-
-def identity_values(params: Mapping[str, Any], names: Sequence[str]) -> tuple[str, ...]:
-    """The values of the identity params `names`, in that order, as the operation key takes
-    them; raise ParamsError when one is missing or invalid."""
-    values = []
-    for name in names:
-        if name not in params:
-            raise ParamsError("identity_param_missing", name)
-        value = identity_value(params[name])
-        if value is None:
-            raise ParamsError("identity_param_invalid", name)
-        values.append(value)
-    return tuple(values)
 
 
 def _as_object(value: object) -> dict[str, Any]:

@@ -30,8 +30,8 @@ from typing import Any
 from sweeper.config import Policy
 from sweeper.errors import OperatorError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.models import Job, JobStatus, NewJob, operation_key
-from sweeper.params import ParamsError, ParamsRules, identity_values
+from sweeper.models import Job, JobStatus, NewJob, identity_values, operation_key
+from sweeper.params import ParamsError, ParamsRules
 from sweeper.scheduling import schedule_jobs
 
 #: How often the ledger (and the vendor's audit) is read while the canary travels.

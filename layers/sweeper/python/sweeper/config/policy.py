@@ -258,9 +258,16 @@ class Policy(_Strict):
     @classmethod
     def _valid_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None:
-            from sweeper.params import check_schema  # jsonschema, loaded only when one is given
+            # jsonschema is imported only when a policy gives a schema
+            from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
 
-            check_schema(value)
+            try:
+                Draft202012Validator.check_schema(value)
+            except SchemaError as exc:
+                raise ValueError(
+                    f"params_schema is not a valid JSON Schema ({exc.validator})"
+                ) from exc
         return value
 
     @field_validator("identity_params")

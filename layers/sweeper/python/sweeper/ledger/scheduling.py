@@ -14,12 +14,11 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
-from sweeper.errors import LedgerError, LedgerUnavailableError
+from sweeper.errors import InputError, LedgerError, LedgerUnavailableError
 from sweeper.ledger import queries
 from sweeper.ledger.executor import Executor, _serialised
 from sweeper.ledger.rows import ScheduleResult
-from sweeper.models import NewJob, operation_key
-from sweeper.params import identity_values
+from sweeper.models import NewJob, identity_values, operation_key
 
 #: How a job's limiter scope is derived when it is scheduled (see sweeper.scheduling).
 ScopeFn = Callable[[NewJob], str]
@@ -70,7 +69,12 @@ class SchedulerLedger(Executor):
         # and the last params given for it (the newest).
         earliest: dict[str, tuple[NewJob, str]] = {}
         for job in jobs:
-            identity = identity_values(job.params, identity_params) if identity_params else ()
+            try:
+                identity = identity_values(job.params, identity_params) if identity_params else ()
+            except (KeyError, ValueError) as exc:  # a caller that skipped the doors' check
+                raise InputError(
+                    None, f"an obligation lacks a valid identity param {exc.args[0]!r}"
+                ) from exc
             key = operation_key(policy, job.tenant_id, job.object_id, policy_version, identity)
             seen = earliest.get(key)
             if seen is None:
