@@ -56,9 +56,9 @@ def since_time(value: str, now: datetime) -> datetime:
 @json_option
 @friendly_errors
 def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **target: Any) -> None:
-    """Per batch, newest first: discovered, published, consumed, succeeded, retried, terminal,
-    duplicates, still in flight, oldest age at release and time to drain. Each batch's jobs
-    reconcile: published - resent = succeeded + terminal + in flight."""
+    """Per batch, newest first: discovered, published, consumed, succeeded, retried, snoozed,
+    terminal, duplicates, still in flight, oldest age at release and time to drain. Each batch's
+    jobs reconcile: published - resent = succeeded + terminal + in flight."""
     from sweeper.audit import batch_audit
 
     start = since_time(since, current_time())

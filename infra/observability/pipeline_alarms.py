@@ -343,7 +343,10 @@ class PipelineWatch:
             ],
             self._calls_row(),
             [
-                graph("Terminal failures", [self.terminal]),
+                graph(
+                    "Terminal failures; snoozes",
+                    [self.terminal, self._sweeper(Metric.SNOOZES), self.snooze_exhausted],
+                ),
                 graph("Auth circuit open", [self.auth_open]),
                 alarm_status(f"{self.policy.name} alarms", alarms),
             ],

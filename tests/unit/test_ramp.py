@@ -319,6 +319,7 @@ def test_cloudwatch_figures_come_from_the_consumers_metrics_and_percentiles() ->
                 "unknown",
                 "permanent",
                 "auth",
+                "snooze",  # a snooze is an answer of the vendor's, so a call
             )
         ]
         order = [
