@@ -56,9 +56,9 @@ def since_time(value: str, now: datetime) -> datetime:
 @json_option
 @friendly_errors
 def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **target: Any) -> None:
-    """Per batch, newest first: discovered, published, consumed, succeeded, retried, terminal,
-    duplicates, still in flight, oldest age at release and time to drain. Each batch's jobs
-    reconcile: published - resent = succeeded + terminal + in flight."""
+    """Per batch, newest first: discovered, published, consumed, succeeded, retried, snoozed,
+    terminal, duplicates, still in flight, oldest age at release and time to drain. Each batch's
+    jobs reconcile: published - resent = succeeded + terminal + in flight."""
     from sweeper.audit import batch_audit
 
     start = since_time(since, current_time())
@@ -86,6 +86,7 @@ def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **targe
             f"  {b.scheduled_at}  batch {b.batch_id}  {b.stop_reason or 'running'}  "
             f"discovered {b.discovered}  published {b.published} (resent {b.resent})  "
             f"consumed {b.consumed}  succeeded {b.succeeded}  retried {b.retried}  "
+            f"snoozed {b.snoozed}  "
             f"terminal {b.terminal}  duplicates {b.duplicates}  "
             f"oldest at release {'-' if age is None else f'{age:g}s'}  {drain}"
             + ("" if b.reconciles else "  DOES NOT RECONCILE")

@@ -268,7 +268,16 @@ local_file_option = click.option(
 )
 
 
-OUTCOMES = ["accepted", "absent", "throttled", "transient", "unknown", "permanent", "auth"]
+OUTCOMES = [
+    "accepted",
+    "absent",
+    "throttled",
+    "transient",
+    "unknown",
+    "permanent",
+    "auth",
+    "snooze",
+]
 
 
 def emit(data: dict[str, Any], as_json: bool) -> None:

@@ -39,6 +39,30 @@ def test_migrate_reports_the_schema_version(fresh_db_url: str) -> None:
     assert "applied nothing" in second.output
 
 
+def test_schedule_reports_params_replaced_before_the_claim_and_names_a_bad_params_line(
+    db_url: str, config: Path, tmp_path: Path
+) -> None:
+    # Given an obligation scheduled with params, then again with other params
+    csv_file = tmp_path / "due.csv"
+    args = ["schedule", str(csv_file), "--policy", "exports", "--config", str(config)]
+    args += ["--database-url", db_url, "--json"]
+    csv_file.write_text('tenant_id,object_id,params\nt1,a.csv,"{""v"": 1}"\n')
+    CliRunner().invoke(main, args)
+    csv_file.write_text('tenant_id,object_id,params\nt1,a.csv,"{""v"": 2}"\n')
+    second = CliRunner().invoke(main, args)
+    # Then the second run says the params were replaced
+    assert second.exit_code == 0, second.output
+    assert json.loads(second.output)["params_replaced"] == 1
+    # and a bad params cell is one line naming the file, the line and the rule, no value
+    csv_file.write_text('tenant_id,object_id,params\nt1,a.csv,"[""secret-value""]"\n')
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code != 0
+    assert "line 2: invalid params" in refused.output
+    assert "params_not_object" in refused.output
+    assert "secret-value" not in refused.output
+    assert "Traceback" not in refused.output
+
+
 def test_schedule_from_csv_is_idempotent(db_url: str, config: Path, tmp_path: Path) -> None:
     csv_file = tmp_path / "due.csv"
     csv_file.write_text("tenant_id,object_id,due_at\nt1,a.csv,2026-11-01T00:00:00Z\nt2,b.csv,\n")
@@ -62,6 +86,8 @@ def test_schedule_from_csv_is_idempotent(db_url: str, config: Path, tmp_path: Pa
         "inserted": 0,
         "moved_earlier": 0,
         "unchanged": 2,
+        "params_replaced": 0,
+        "params_kept": 0,
     }
     ledger = Ledger(db_url)
     job = ledger.get("exports:t1:a.csv:v1")

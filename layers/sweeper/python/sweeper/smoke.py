@@ -34,7 +34,8 @@ from typing import Any
 from sweeper.config import Policy
 from sweeper.errors import OperatorError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.models import ActionCall, Job, JobStatus, NewJob, operation_key
+from sweeper.models import ActionCall, Job, JobStatus, NewJob, identity_values, operation_key
+from sweeper.params import ParamsError, ParamsRules
 from sweeper.scheduling import schedule_jobs
 
 #: How often the ledger (and the vendor's audit) is read while the canary travels.
@@ -132,6 +133,12 @@ class _Timeline:
         return SmokeFailedError(hop.name, detail)
 
 
+def canary_key(policy: Policy, canary: NewJob) -> str:
+    """The canary's operation key, its identity params included as any obligation's are."""
+    identity = identity_values(canary.params, policy.identity_params)
+    return operation_key(policy.name, canary.tenant_id, canary.object_id, policy.version, identity)
+
+
 def canary_for(policy: Policy, due_at: datetime) -> NewJob:
     """A fresh canary under the policy's sandbox tenant; refused when it names none."""
     smoke = policy.smoke
@@ -141,7 +148,11 @@ def canary_for(policy: Policy, due_at: datetime) -> NewJob:
             "tenant_id the vendor keeps for tests (a smoke never targets a customer's tenant)"
         )
     object_id = smoke.object_prefix + uuid.uuid4().hex
-    return NewJob(tenant_id=smoke.tenant_id, object_id=object_id, due_at=due_at)
+    try:
+        params = ParamsRules.of(policy).check(smoke.params)
+    except ParamsError as exc:
+        raise OperatorError(f"policy {policy.name}: [policies.smoke] params: {exc.reason}") from exc
+    return NewJob(tenant_id=smoke.tenant_id, object_id=object_id, due_at=due_at, params=params)
 
 
 def run_smoke(
@@ -159,7 +170,7 @@ def run_smoke(
     that failed (never raises for a failed hop)."""
     canary = canary_for(policy, clock())
     assert policy.smoke is not None
-    key = operation_key(policy.name, canary.tenant_id, canary.object_id, policy.version)
+    key = canary_key(policy, canary)
     _check_canary_call(policy, canary, key)
     report = SmokeReport(policy.name, key, action=policy.action.describe())
     timeline = _Timeline(report, monotonic)
@@ -195,7 +206,7 @@ def _check_canary_call(policy: Policy, canary: NewJob, key: str) -> None:
         attempt=0,
         batch_id="smoke",
         # A canary's params, where obligations carry them (per-obligation params, issue 24).
-        params=dict(getattr(canary, "params", None) or {}),
+        params=dict(canary.params),
     )
     problem = policy.action.call_problem(call)
     if problem is not None:
