@@ -89,6 +89,14 @@ class Discovery(Construct):
         if config.prefix:
             statement.add_condition("StringLike", {"s3:prefix": [f"{config.prefix}*"]})
         self.function.role.add_to_policy(statement)
+        if config.metadata_params:
+            # HeadObject reads a due object's metadata (its params): the objects under the
+            # prefix only, and only when the policy names metadata params.
+            self.function.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[f"{bucket_arn}/{config.prefix}*"]
+                )
+            )
         # Through S3's gateway endpoint (its prefix list), not the NAT.
         self.function.allow_https_to(network.s3_peer, "S3 ListObjectsV2 (gateway endpoint)")
 

@@ -57,6 +57,7 @@ def schedule(
     can only move its due time earlier. Reaches the local stack when it runs.
     """
     from sweeper.errors import InputError
+    from sweeper.params import ParamsRules
     from sweeper.scheduling import decode_input, parse_jobs, schedule_jobs
 
     name = str(getattr(source, "name", "-"))
@@ -69,7 +70,7 @@ def schedule(
     with open_console(**target) as console:
         policy = console.policy(policy_name)
         try:
-            jobs = parse_jobs(decode_input(source.read()), chosen, now)
+            jobs = parse_jobs(decode_input(source.read()), chosen, now, ParamsRules.of(policy))
         except InputError as exc:
             where = "standard input" if name in ("-", "<stdin>") else name
             raise click.ClickException(
@@ -86,6 +87,8 @@ def schedule(
             "inserted": result.inserted,
             "moved_earlier": result.moved_earlier,
             "unchanged": result.unchanged,
+            "params_replaced": result.params_replaced,
+            "params_kept": result.params_kept,
         },
         as_json,
     )

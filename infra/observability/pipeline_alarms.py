@@ -66,6 +66,7 @@ class PipelineWatch:
         self.redrive_dlq_visible = visible(redrive.schedule.dead_letter_queue)
         self.oldest_eligible = self._sweeper(Metric.OLDEST_ELIGIBLE_AGE, "Maximum")
         self.terminal = self._sweeper(Metric.TERMINAL_FAILURES)
+        self.snooze_exhausted = self._sweeper(Metric.SNOOZE_EXHAUSTED)
         self.auth_open = self._sweeper(Metric.AUTH_CIRCUIT_OPEN, "Maximum")
         self.mismatched = self._sweeper(Metric.MISMATCHED)
         self.claims = self._sweeper(Metric.DISCOVERED)
@@ -183,6 +184,13 @@ class PipelineWatch:
                 self.terminal,
                 self.policy.alarms.terminal_failures,
                 "jobs failed terminally (permanent outcome or attempts exhausted)",
+                operator=GE,
+            ),
+            AlarmSpec(
+                "SnoozeExhausted",
+                self.snooze_exhausted,
+                1,
+                "the vendor kept snoozing a job past max_snooze_seconds: it ended terminal",
                 operator=GE,
             ),
             AlarmSpec(

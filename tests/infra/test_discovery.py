@@ -3,12 +3,13 @@ exactly what its source needs, and its alarms."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from infra.discovery import discovery_timeout_seconds
 from infra.observability import lag_alarm_window
 from sweeper.config import Policy, S3Discovery, SqlDiscovery
-from tests.infra.conftest import Synth
+from tests.infra.conftest import FIXTURES, Synth
 
 SQL_SECRET = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:crm-readonly-XyZ123"
 
@@ -118,3 +119,16 @@ def test_discovery_function_name_is_an_output(proxied: Synth) -> None:
     outputs = proxied.template_json["Outputs"]
     assert "ExportsDiscoveryFunctionName" in outputs
     assert "StaleSessionsDiscoveryFunctionName" in outputs
+
+
+def test_s3_discovery_reading_metadata_params_may_get_the_objects_under_its_prefix_only(
+    synth_variant: Callable[[dict[str, Any]], Synth],
+) -> None:
+    # Given a policy whose discovery takes params from each due object's metadata
+    synth = synth_variant({"config": str(FIXTURES / "s3_metadata_params.toml")})
+    # Then its function may HeadObject (s3:GetObject) the objects under the prefix, no more
+    statements = _statements(synth, _discovery_function(synth, "payments"))
+    s3 = {a: s for s in statements for a in _as_list(s["Action"]) if a.startswith("s3:")}
+    assert sorted(s3) == ["s3:GetObject", "s3:ListBucket"]
+    resource = repr(s3["s3:GetObject"]["Resource"])
+    assert ":s3:::example-payments/settlements/*" in resource

@@ -25,6 +25,7 @@ ALARMS = (
     "ProducerScheduleDeadLetters",
     "OldestEligibleAge",
     "TerminalFailures",
+    "SnoozeExhausted",
     "AuthCircuitOpen",
     "MismatchedMessages",
     "RedriveErrors",
@@ -148,6 +149,7 @@ def test_application_metrics_are_read_from_the_sweeper_namespace(proxied: Synth)
                 policy.alarms.oldest_eligible_age_seconds,
             ),
             ("TerminalFailures", "TerminalFailures", policy.alarms.terminal_failures),
+            ("SnoozeExhausted", "SnoozeExhausted", 1),
             ("AuthCircuitOpen", "AuthCircuitOpen", 1),
             ("MismatchedMessages", "MismatchedMessages", 1),
         ):

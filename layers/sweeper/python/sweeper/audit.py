@@ -42,6 +42,9 @@ class BatchReport:
     consumed: int
     succeeded: int
     retried: int
+    #: Deliveries the vendor snoozed: no attempt spent, the job waits (a snooze that would pass
+    #: the policy's max_snooze_seconds ends it terminal instead, counted there).
+    snoozed: int
     terminal: int
     duplicates: int
     settled: int
@@ -83,6 +86,7 @@ def batch_report(row: BatchAudit) -> BatchReport:
         consumed=row.consumed,
         succeeded=row.succeeded,
         retried=row.retried,
+        snoozed=row.snoozed,
         terminal=row.terminal,
         duplicates=row.duplicates,
         settled=settled,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 import re
 import unicodedata
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
@@ -151,13 +154,22 @@ class OutcomeClass(enum.StrEnum):
         return self in (OutcomeClass.ACCEPTED, OutcomeClass.ABSENT)
 
 
-def operation_key(policy: str, tenant_id: str, object_id: str, policy_version: int) -> str:
+def operation_key(
+    policy: str,
+    tenant_id: str,
+    object_id: str,
+    policy_version: int,
+    identity: Sequence[str] = (),
+) -> str:
     """The stable, deterministic key of one obligation: `{policy}:{tenant}:{object}:v{version}`.
 
-    Tenant and object ids are percent-encoded so that a ':' inside an id can never make two
-    obligations share a key; plain ids read as they are.
+    `identity` holds the values of the policy's identity params, in the policy's order
+    (`payments:acct_1:pay_9:2026-11-30:v1`); without any the key is exactly as it always was.
+    Ids and values are percent-encoded so that a ':' inside one can never make two obligations
+    share a key; plain ones read as they are.
     """
-    return f"{policy}:{_encoded(tenant_id)}:{_encoded(object_id)}:v{policy_version}"
+    parts = [_encoded(tenant_id), _encoded(object_id), *(_encoded(v) for v in identity)]
+    return f"{policy}:{':'.join(parts)}:v{policy_version}"
 
 
 #: Exactly the characters `quote(..., safe="")` leaves as they are.
@@ -177,6 +189,8 @@ class NewJob:
     tenant_id: str
     object_id: str
     due_at: datetime
+    #: The obligation's params (a JSON object, checked by its door: sweeper.params).
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +227,10 @@ class Job:
     postponed_until: datetime | None = None
     #: The X-Ray trace of the delivery that last recorded an outcome (migration 0009).
     last_trace_id: str | None = None
+    #: The obligation's params (migration 0010): what reaches the action, from this row.
+    params: Mapping[str, Any] = field(default_factory=dict)
+    #: Seconds this job has been snoozed in all, bounded by the policy (migration 0011).
+    snoozed_seconds: float = 0.0
 
 
 class ControlAction(enum.StrEnum):
@@ -267,6 +285,8 @@ class ClaimedJob:
     eligible_since: datetime | None = None
     #: An earlier batch carries it (its lease expired); this batch only sends it again.
     resent: bool = False
+    #: Its params: only their digest goes on the wire (`params_digest`).
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 MESSAGE_SCHEMA_VERSION: Literal[1] = 1
@@ -286,6 +306,9 @@ class JobMessage(BaseModel):
     scope: str = Field(min_length=1, max_length=512)
     attempt: int = Field(ge=0, description="attempts made before this delivery")
     batch_id: str = Field(min_length=1, max_length=64)
+    #: The digest of the job's params (`params_digest`), never the params (customer data):
+    #: the consumer compares it with its ledger row's. Absent for a job without params.
+    params_digest: str | None = Field(default=None, min_length=1, max_length=64)
 
     @classmethod
     def for_claim(cls, policy: str, job: ClaimedJob, batch_id: str) -> JobMessage:
@@ -299,10 +322,12 @@ class JobMessage(BaseModel):
             scope=job.scope,
             attempt=job.attempt_count,
             batch_id=batch_id,
+            params_digest=params_digest(job.params),
         )
 
     def to_body(self) -> str:
-        return self.model_dump_json()
+        # A job without params has a body exactly as before params existed.
+        return self.model_dump_json(exclude_none=True)
 
     def disagreements(self, target: LedgerTarget) -> list[str]:
         """The names of the fields in which this body and the ledger row for its key differ."""
@@ -314,6 +339,7 @@ class JobMessage(BaseModel):
                 ("tenant_id", self.tenant_id, target.tenant_id),
                 ("object_id", self.object_id, target.object_id),
                 ("scope", self.scope, target.scope),
+                ("params", self.params_digest, params_digest(target.params)),
             )
             if mine != ledger
         ]
@@ -333,6 +359,10 @@ class LedgerTarget:
     scope: str
     retry_round: int
     last_outcome: OutcomeClass | None
+    #: The job's params as the ledger holds them: the only params an action ever sees.
+    params: Mapping[str, Any] = field(default_factory=dict)
+    #: Seconds the job has been snoozed in all (migration 0011).
+    snoozed_seconds: float = 0.0
 
     @property
     def idempotency_key(self) -> str:
@@ -378,7 +408,21 @@ class ActionCall(BaseModel):
             scope=target.scope,
             attempt=message.attempt,
             batch_id=message.batch_id,
+            params=dict(target.params),
         )
+
+
+def params_json(params: Mapping[str, Any]) -> str:
+    """The canonical encoding of params: compact, keys sorted, UTF-8 as it is (what the 4 KB
+    bound measures, and what the digest is taken of)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def params_digest(params: Mapping[str, Any]) -> str | None:
+    """A digest of the params for the wire (SHA-256, hex, 32 characters), None when empty."""
+    if not params:
+        return None
+    return hashlib.sha256(params_json(params).encode()).hexdigest()[:32]
 
 
 class ActionResult(BaseModel):

@@ -92,6 +92,11 @@ class Metric:
     LIMITER_SLOTS_USED = "LimiterSlotsUsed"
     AUTH_CIRCUIT_OPEN = "AuthCircuitOpen"  # an auth failure opened the scope's circuit (alarm)
     EXHAUSTED = "Exhausted"
+    #: The vendor snoozed a job ("not now": a status mapped to snooze): deferred, no attempt
+    #: spent, the scope left open ...
+    SNOOZES = "Snoozes"
+    #: ... and a job that would pass the policy's max_snooze_seconds, ended terminal (alarm).
+    SNOOZE_EXHAUSTED = "SnoozeExhausted"
     #: Seconds one delivery held its execution environment (limiter waits included); one value
     #: per record, so CloudWatch keeps percentiles (`sweeper ramp-check` reads p50 and p95).
     PROCESSING_SECONDS = "ProcessingSeconds"

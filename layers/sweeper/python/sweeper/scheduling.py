@@ -16,6 +16,7 @@ from sweeper.config import Policy
 from sweeper.errors import InputError
 from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import ID_PROBLEMS, NewJob, ObligationId
+from sweeper.params import ParamsError, ParamsRules
 
 InputFormat = Literal["csv", "jsonl"]
 
@@ -31,6 +32,8 @@ class JobInput(BaseModel):
     tenant_id: ObligationId
     object_id: ObligationId
     due_at: AwareDatetime | None = None
+    #: A JSON object; checked by its door against the policy (`sweeper.params.ParamsRules`).
+    params: Any = None
 
     @field_validator("due_at", mode="before")
     @classmethod
@@ -65,9 +68,12 @@ def single_scope(policy: Policy) -> str | None:
     return scope_for(policy, NewJob(tenant_id="", object_id="", due_at=datetime.now(UTC)))
 
 
-#: The CSV header: these columns in this order; due_at may be left out.
-CSV_HEADER = ("tenant_id", "object_id", "due_at")
-CSV_HEADER_TEXT = "tenant_id,object_id[,due_at]"
+#: The CSV header: these columns in this order; due_at and params may be left out.
+CSV_HEADER = ("tenant_id", "object_id", "due_at", "params")
+CSV_HEADERS = frozenset(
+    {CSV_HEADER[:2], CSV_HEADER[:3], CSV_HEADER, ("tenant_id", "object_id", "params")}
+)
+CSV_HEADER_TEXT = "tenant_id,object_id[,due_at][,params]"
 
 
 def decode_input(data: bytes) -> str:
@@ -79,14 +85,19 @@ def decode_input(data: bytes) -> str:
         raise InputError(line, "not UTF-8 text (save the file as UTF-8)") from exc
 
 
-def parse_jobs(text: str, fmt: InputFormat, now: datetime) -> list[NewJob]:
+def parse_jobs(
+    text: str, fmt: InputFormat, now: datetime, rules: ParamsRules | None = None
+) -> list[NewJob]:
     """Parse and validate every obligation of the input before anything is written.
 
     A bad line raises InputError with its number and what is wrong with it; values are never
-    echoed (they may be customer ids). An input with no obligation is an error too.
+    echoed (they may be customer ids or params). Params are checked against `rules` (the
+    policy's: `ParamsRules.of(policy)`; None: size and shape only). An input with no obligation
+    is an error too.
     """
+    rules = rules if rules is not None else ParamsRules()
     rows = _csv_rows(text) if fmt == "csv" else _json_lines(text)
-    jobs = [_job(line, raw, now) for line, raw in rows]
+    jobs = [_job(line, raw, now, rules) for line, raw in rows]
     if not jobs:
         expected = (
             f"a header {CSV_HEADER_TEXT} and one obligation a line"
@@ -97,7 +108,7 @@ def parse_jobs(text: str, fmt: InputFormat, now: datetime) -> list[NewJob]:
     return jobs
 
 
-def _job(line: int, raw: dict[str, object], now: datetime) -> NewJob:
+def _job(line: int, raw: dict[str, object], now: datetime, rules: ParamsRules) -> NewJob:
     try:
         item = JobInput.model_validate(raw)
     except ValidationError as exc:
@@ -113,7 +124,11 @@ def _job(line: int, raw: dict[str, object], now: datetime) -> NewJob:
         due = (item.due_at or now).astimezone(UTC)
     except OverflowError as exc:
         raise InputError(line, "invalid due_at: outside years 1-9999 in UTC") from exc
-    return NewJob(item.tenant_id, item.object_id, due)
+    try:
+        params = rules.check(item.params)
+    except ParamsError as exc:
+        raise InputError(line, f"invalid params: {exc.reason}") from exc
+    return NewJob(item.tenant_id, item.object_id, due, params)
 
 
 def _csv_rows(text: str) -> Iterator[tuple[int, dict[str, object]]]:
@@ -122,7 +137,7 @@ def _csv_rows(text: str) -> Iterator[tuple[int, dict[str, object]]]:
     if header is None:
         return
     names = [name.strip() for name in header]
-    if tuple(names) not in (CSV_HEADER[:2], CSV_HEADER):
+    if tuple(names) not in CSV_HEADERS:
         raise InputError(
             1, f"the first line must be the header {CSV_HEADER_TEXT} (got {len(names)} column(s))"
         )
@@ -134,7 +149,16 @@ def _csv_rows(text: str) -> Iterator[tuple[int, dict[str, object]]]:
                 reader.line_num, f"{len(row)} field(s) where the header names {len(names)}"
             )
         # An empty cell means "not given" (due_at then defaults to now).
-        yield reader.line_num, {k: (v or None) for k, v in zip(names, row, strict=True)}
+        values: dict[str, object] = {k: (v or None) for k, v in zip(names, row, strict=True)}
+        cell = values.get("params")
+        if isinstance(cell, str):  # the params column holds a JSON object
+            try:
+                values["params"] = json.loads(cell)
+            except (ValueError, RecursionError) as exc:
+                raise InputError(
+                    reader.line_num, f"invalid params: {ParamsError('params_not_object').reason}"
+                ) from exc
+        yield reader.line_num, values
 
 
 def _next_row(reader: Any) -> list[str] | None:
@@ -170,5 +194,10 @@ def schedule_jobs(
 ) -> ScheduleResult:
     """Idempotent upsert on the operation key: a repeat never duplicates, only moves due earlier."""
     return ledger.schedule(
-        policy.name, policy.version, lambda job: scope_for(policy, job), jobs, now
+        policy.name,
+        policy.version,
+        lambda job: scope_for(policy, job),
+        jobs,
+        now,
+        identity_params=policy.identity_params,
     )

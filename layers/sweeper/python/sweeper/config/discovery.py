@@ -16,6 +16,11 @@ from pydantic import Field, field_validator, model_validator
 from sweeper.config.base import _Strict
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
 
+#: A column of the discovery query that becomes a param (a plain SQL identifier).
+ParamColumn = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
+#: An S3 user metadata key as S3 returns it (lower case).
+MetadataKey = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$")]
+
 #: Fields an S3 key template may name; each matches one or more characters other than "/".
 KEY_TEMPLATE_FIELDS = frozenset({"tenant_id", "object_id"})
 
@@ -49,6 +54,19 @@ class SqlDiscovery(_DiscoveryBase):
     #: The source's PostgreSQL port: the function's only egress besides HTTPS to AWS.
     port: int = Field(default=5432, ge=1, le=65_535)
     statement_timeout_seconds: float = Field(default=30.0, gt=0, le=900)
+    #: Further columns of the query that become each obligation's params, by their names (a
+    #: NULL column is left out of the params). Checked as every door checks params.
+    param_columns: list[ParamColumn] = Field(default_factory=list, max_length=32)
+
+    @field_validator("param_columns")
+    @classmethod
+    def _not_a_key_column(cls, value: list[str]) -> list[str]:
+        taken = sorted(set(value) & {"tenant_id", "object_id", "due_at"})
+        if taken:
+            raise ValueError(f"param_columns must not name the key columns {taken}")
+        if len(set(value)) != len(value):
+            raise ValueError("param_columns names a column twice")
+        return value
 
     @field_validator("query")
     @classmethod
@@ -82,6 +100,10 @@ class S3Discovery(_DiscoveryBase):
     key_template: str = Field(min_length=1, max_length=1024)
     min_age_seconds: int = Field(default=30 * 86_400, ge=0)
     lookahead_seconds: int = Field(default=0, ge=0)
+    #: User metadata keys (`x-amz-meta-<name>`, lower case) that become each due object's
+    #: params, as strings; a key the object lacks is left out. Each due object then costs one
+    #: HeadObject (s3:GetObject on the bucket and prefix), so name none unless needed.
+    metadata_params: list[MetadataKey] = Field(default_factory=list, max_length=32)
 
     @field_validator("key_template")
     @classmethod

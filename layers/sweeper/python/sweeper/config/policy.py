@@ -40,6 +40,7 @@ RETENTION_MAX_BUDGET_SECONDS = 600.0
 SCOPE_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
 
 PolicyName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
+IdentityParamName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 
 
 class ScopeConfig(_Strict):
@@ -230,6 +231,17 @@ class Policy(_Strict):
     publish_concurrency: int = Field(default=4, ge=1, le=MAX_PUBLISH_CONCURRENCY)
     #: Where obligations are found (a periodic reconciliation pass); none: scheduled by hand.
     discovery: DiscoveryConfig | None = None
+    #: A JSON Schema (draft 2020-12) every obligation's params must pass, at every door.
+    params_schema: dict[str, Any] | None = None
+    #: Params that are part of the obligation's identity: their values join the operation key
+    #: in this order (`payments:acct_1:pay_9:2026-11-30:v1`). Every obligation must carry them,
+    #: each a string or an integer. The other params are data (docs/obligations.md).
+    identity_params: list[IdentityParamName] = Field(default_factory=list, max_length=4)
+    #: A `snooze` answer without Retry-After defers the job this long (no attempt spent, the
+    #: scope left open) ...
+    snooze_delay_seconds: float = Field(default=60.0, gt=0, le=43_200)
+    #: ... and a job snoozed longer than this in all ends failed (`snooze_exhausted`).
+    max_snooze_seconds: float = Field(default=3600.0, gt=0, le=30 * 86_400)
 
     @field_validator("timezone")
     @classmethod
@@ -238,6 +250,22 @@ class Policy(_Strict):
             zoneinfo.ZoneInfo(value)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @field_validator("params_schema")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            from sweeper.params import check_schema  # jsonschema, loaded only when one is given
+
+            check_schema(value)
+        return value
+
+    @field_validator("identity_params")
+    @classmethod
+    def _distinct_identity(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("identity_params names a param twice")
         return value
 
     @property

@@ -11,6 +11,9 @@ runs inside idempotency (idempotency.py), and each outcome class has its own pat
 | permanent            | failed (terminal), one attempt      | deleted                          |
 | throttled            | next attempt at the reopening       | back when the gate reopens       |
 | auth                 | next attempt when the circuit ends  | back when the circuit ends       |
+| snooze               | no attempt; next at Retry-After or  | back after that delay; the scope |
+|                      | the policy's snooze_delay_seconds   | stays open for other jobs        |
+| ... past max snooze  | failed ("snooze_exhausted")         | deleted                          |
 | transient, unknown   | one attempt, retry after a backoff  | back after the backoff           |
 | ... past max attempts| failed ("exhausted")                | deleted                          |
 """
@@ -261,11 +264,14 @@ class _Delivery:
         logger.warning("terminal", extra={**log, "code": result.code})
 
     def _unsettled(self, exc: RetryableActionError) -> None:
-        """Throttled, auth, transient or unknown: each returns the record on its own path."""
+        """Throttled, auth, snooze, transient or unknown: each returns the record its own way."""
         deps = self.deps
         outcome = OutcomeClass(exc.outcome)
         deps.metrics.add_metric(Metric.ATTEMPTS_PREFIX + outcome.value, "Count", 1)
         log: dict[str, object] = {**self.ids, "outcome": outcome.value, "code": exc.code}
+        if outcome is OutcomeClass.SNOOZE:
+            self._snooze(exc, log)
+            return
         throttle = deps.policy.throttle
         if outcome in (OutcomeClass.THROTTLED, OutcomeClass.AUTH):
             now = deps.now()
@@ -335,6 +341,44 @@ class _Delivery:
         logger.info("will retry", extra={**log, "attempts": attempts, "delay": round(delay, 3)})
         self._return_in(delay, outcome=None, code=None)
         raise exc
+
+    def _snooze(self, exc: RetryableActionError, log: dict[str, object]) -> None:
+        """The vendor said "not now" for this job alone: it waits (the answer's Retry-After, or
+        the policy's snooze delay) without spending an attempt and without closing its scope,
+        until its snoozes would pass the policy's max_snooze_seconds: then it is terminal."""
+        deps = self.deps
+        policy = deps.policy
+        delay = exc.retry_after_seconds
+        if delay is None or delay <= 0:
+            delay = policy.snooze_delay_seconds
+        delay = float(math.ceil(delay))  # whole seconds: the message's visibility is in seconds
+        now = deps.clock()
+        snoozed = deps.ledger.record_snooze(
+            self.job.key,
+            now,
+            seconds=delay,
+            lease_until=now + timedelta(seconds=delay + policy.lease_seconds),
+            code=exc.code,
+            max_snooze_seconds=policy.max_snooze_seconds,
+            trace_id=self.trace_id,
+        )
+        if snoozed is None:
+            if deps.ledger.mark_failed(
+                self.job.key,
+                OutcomeClass.SNOOZE,
+                "snooze_exhausted",
+                now,
+                count_attempt=False,
+                trace_id=self.trace_id,
+            ):
+                deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
+                deps.metrics.add_metric(Metric.SNOOZE_EXHAUSTED, "Count", 1)
+                logger.warning("snoozed past max_snooze_seconds; terminal", extra=log)
+            return  # terminal now, or settled meanwhile by another delivery: acknowledged
+        deps.metrics.add_metric(Metric.SNOOZES, "Count", 1)
+        logger.info("snoozed", extra={**log, "delay": delay, "snoozed_seconds": round(snoozed, 3)})
+        self.deps.visibility.hide_for(self.receipt, delay)
+        raise Deferred(f"job {self.job.key} snoozed for {delay:g}s") from exc
 
     def _return_in(self, seconds: float, *, outcome: OutcomeClass | None, code: str | None) -> None:
         """Record when the job may run again, and hide the message until then."""

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sweeper.models import ID_PROBLEMS, NewJob, id_problem
+from sweeper.params import ParamsError, ParamsRules
 
 #: A source's resume point, as JSON (stored in the ledger between runs). None: a pass's start.
 Cursor = dict[str, Any]
@@ -27,6 +28,8 @@ class SourceRow:
     tenant_id: object
     object_id: object
     due_at: object
+    #: The row's params as the source gave them (None: none).
+    params: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +75,10 @@ class Source(Protocol):
         ...
 
 
-def check_row(row: SourceRow) -> NewJob | str:
-    """The obligation a row stands for, or the reason it is rejected (naming no value)."""
+def check_row(row: SourceRow, rules: ParamsRules | None = None) -> NewJob | str:
+    """The obligation a row stands for, or the reason it is rejected (naming no value).
+
+    Params are checked against `rules` (the policy's; None: size and shape only)."""
     tenant = _id(row.tenant_id)
     if isinstance(tenant, Problem):
         return f"tenant_id {tenant.reason}"
@@ -83,7 +88,11 @@ def check_row(row: SourceRow) -> NewJob | str:
     due = _due(row.due_at)
     if isinstance(due, Problem):
         return f"due_at {due.reason}"
-    return NewJob(tenant, obj, due)
+    try:
+        params = (rules or ParamsRules()).check(row.params)
+    except ParamsError as exc:
+        return exc.reason
+    return NewJob(tenant, obj, due, params)
 
 
 @dataclass(frozen=True, slots=True)

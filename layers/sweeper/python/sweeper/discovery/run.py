@@ -16,6 +16,7 @@ from sweeper.discovery.rows import Rejected, Source, check_row
 from sweeper.discovery.store import REJECTED_SAMPLE_MAX, CursorState, DiscoveryStore
 from sweeper.errors import CursorMovedError, DiscoveryFailedError, DiscoverySourceError
 from sweeper.models import NewJob
+from sweeper.params import ParamsRules
 
 #: Stop when less than this many of the slowest page's durations are left, or this floor.
 PAGE_TIME_MARGIN = 2.0
@@ -143,8 +144,9 @@ def _page(
     base = state.pass_scanned
     rejected.extend(Rejected(base + offset, reason) for offset, reason in page.rejected_in_page)
     jobs: list[NewJob] = []
+    rules = ParamsRules.of(policy)
     for row in page.rows:
-        checked = check_row(row)
+        checked = check_row(row, rules)
         if isinstance(checked, str):
             rejected.append(Rejected(base + row.offset, checked))
         else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -40,9 +40,16 @@ def key_pattern(template: str) -> re.Pattern[str]:
 
 
 class ListsObjects(Protocol):
-    """The one S3 call discovery makes (a boto3 S3 client has it)."""
+    """The S3 call discovery makes (a boto3 S3 client has it)."""
 
     def list_objects_v2(self, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class HeadsObjects(Protocol):
+    """HeadObject, for a due object's metadata when the policy names `metadata_params`."""
+
+    def head_object(self, **kwargs: Any) -> Any: ...
 
 
 class S3Source:
@@ -54,6 +61,8 @@ class S3Source:
         self._config = config
         self._client = client
         self._pattern = key_pattern(config.key_template)
+        if config.metadata_params and not isinstance(client, HeadsObjects):
+            raise TypeError("metadata_params need a client with head_object")
 
     def pass_rejects(self, now: datetime) -> list[Rejected]:
         return []  # every key has its place in the order
@@ -84,9 +93,29 @@ class S3Source:
                 if due > latest_due:
                     not_due += 1
                     continue
-                rows.append(SourceRow(seen, match["tenant_id"], match["object_id"], due))
+                params = None
+                if self._config.metadata_params:
+                    params = self._metadata_params(last_key)
+                    if params is None:
+                        continue  # deleted since the listing: nothing left to clean up
+                rows.append(SourceRow(seen, match["tenant_id"], match["object_id"], due, params))
         next_cursor = cursor if last_key is None else {"start_after": last_key}
         return Page(rows, next_cursor, not truncated, seen, not_due, tuple(rejected))
+
+    def _metadata_params(self, key: str) -> dict[str, str] | None:
+        """The object's user metadata that the policy names, as params; None when it is gone."""
+        assert isinstance(self._client, HeadsObjects)  # checked when the source was built
+        try:
+            response = self._client.head_object(Bucket=self._config.bucket, Key=key)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "unknown")
+            if code in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise DiscoverySourceError("s3", f"HeadObject failed ({code})") from exc
+        except BotoCoreError as exc:
+            raise DiscoverySourceError("s3", f"HeadObject failed ({type(exc).__name__})") from exc
+        metadata = response.get("Metadata", {})
+        return {name: metadata[name] for name in self._config.metadata_params if name in metadata}
 
     def _list(self, start_after: str | None, max_keys: int) -> Any:
         request: dict[str, Any] = {

@@ -15,7 +15,7 @@ own, from its own secret: never the ledger's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, LiteralString
 
@@ -36,7 +36,7 @@ ORDER_COLUMNS = ("due_at", "tenant_id", "object_id")
 # The first page of a pass. Parameters of the operator's query keep their own names; sweeper's
 # are prefixed so they cannot clash.
 _FIRST_PAGE: LiteralString = """
-SELECT s.tenant_id::text, s.object_id::text, s.due_at::text
+SELECT s.tenant_id::text, s.object_id::text, s.due_at::text{param_columns}
 FROM ({query}) AS s
 WHERE s.due_at IS NOT NULL AND s.tenant_id IS NOT NULL AND s.object_id IS NOT NULL
 ORDER BY s.due_at, s.tenant_id, s.object_id
@@ -46,7 +46,7 @@ LIMIT %(sweeper_limit)s
 # Every later page: strictly after the cursor in the total order (a row comparison, so an index
 # on (due_at, tenant_id, object_id) in the source serves it as a range scan).
 _NEXT_PAGE: LiteralString = """
-SELECT s.tenant_id::text, s.object_id::text, s.due_at::text
+SELECT s.tenant_id::text, s.object_id::text, s.due_at::text{param_columns}
 FROM ({query}) AS s
 WHERE s.due_at IS NOT NULL AND s.tenant_id IS NOT NULL AND s.object_id IS NOT NULL
   AND (s.due_at, s.tenant_id, s.object_id)
@@ -86,8 +86,8 @@ class SqlSource:
         self._config = config
         self._conninfo = conninfo
         self._conn: psycopg.Connection[TupleRow] | None = None
-        self._first = _compose(_FIRST_PAGE, config.query)
-        self._next = _compose(_NEXT_PAGE, config.query)
+        self._first = _compose(_FIRST_PAGE, config.query, config.param_columns)
+        self._next = _compose(_NEXT_PAGE, config.query, config.param_columns)
         self._nulls = _compose(_NULL_KEYS, config.query)
 
     def _connection(self) -> psycopg.Connection[TupleRow]:
@@ -147,18 +147,33 @@ class SqlSource:
                     sweeper_object=cursor["object_id"],
                 ),
             )
+        names = self._config.param_columns
         found = [
-            SourceRow(offset, tenant, obj, due)
-            for offset, (tenant, obj, due) in enumerate(rows, start=1)
+            SourceRow(offset, row[0], row[1], row[2], _params(names, row[3:]) if names else None)
+            for offset, row in enumerate(rows, start=1)
         ]
         next_cursor = cursor
         if rows:
-            tenant, obj, due = rows[-1]
+            tenant, obj, due = rows[-1][:3]
             next_cursor = {"due_at": due, "tenant_id": tenant, "object_id": obj}
         return Page(found, next_cursor, exhausted=len(rows) < limit, scanned=len(rows))
 
 
-def _compose(template: LiteralString, query: str) -> sql.Composed:
+def _compose(
+    template: LiteralString, query: str, param_columns: Sequence[str] = ()
+) -> sql.Composed:
     # The query is the operator's configuration (validated as one SELECT), not input: it is
-    # composed as SQL once, and every value reaches it as a parameter.
-    return sql.SQL(template).format(query=sql.SQL(query))
+    # composed as SQL once, and every value reaches it as a parameter. Param columns are
+    # identifiers (quoted), read as JSON (a date becomes its ISO text, a number stays one).
+    columns = sql.SQL("").join(
+        sql.SQL(", to_jsonb(s.{})").format(sql.Identifier(name)) for name in param_columns
+    )
+    fields: dict[str, Any] = {"query": sql.SQL(query)}
+    if "{param_columns}" in template:
+        fields["param_columns"] = columns
+    return sql.SQL(template).format(**fields)
+
+
+def _params(names: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+    """A row's param columns as its params; a NULL column is left out."""
+    return {name: value for name, value in zip(names, values, strict=True) if value is not None}

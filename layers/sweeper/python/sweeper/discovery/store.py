@@ -197,6 +197,7 @@ class DiscoveryStore:
             jobs,
             now,
             within=advance,
+            identity_params=policy.identity_params,
         )
         if complete:
             next_state = CursorState(None, state.pass_number + 1, 0, None, now)

@@ -1,7 +1,9 @@
 """Hints as they cross a wire: a webhook body, an intake queue message, an EventBridge event.
 
-A hint names one obligation (tenant, object, optional due time). It may only insert the job
-idempotently or move its due time earlier (ledger.queries.UPSERT_STAGED_JOBS). Nothing here
+A hint names one obligation (tenant, object, optional due time, optional params). It may only
+insert the job idempotently, move its due time earlier, or give a job not yet claimed newer
+params (ledger.queries.UPSERT_STAGED_JOBS). Params are checked against the policy's rules
+(`sweeper.params`) here, on the webhook and again on the intake queue. Nothing here
 trusts its input: every shape is validated whole by pydantic, and a refusal names positions and
 error codes, never a value (ids may be customer data).
 """
@@ -18,6 +20,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, V
 
 from sweeper.errors import HintRejectedError
 from sweeper.models import NewJob, ObligationId
+from sweeper.params import ParamsError, ParamsRules
 from sweeper.scheduling import JobInput
 
 #: The `kind` of every message sweeper itself puts on an intake queue.
@@ -41,6 +44,8 @@ class QueuedHint(BaseModel):
     tenant_id: ObligationId
     object_id: ObligationId
     due_at: AwareDatetime
+    #: Left out when the hint has none (a body as before params existed).
+    params: dict[str, Any] | None = None
 
 
 class HintMessage(BaseModel):
@@ -56,8 +61,21 @@ class HintMessage(BaseModel):
     request_id: str = Field(min_length=1, max_length=64)
     hints: list[QueuedHint] = Field(min_length=1, max_length=MAX_HINTS_PER_MESSAGE)
 
-    def jobs(self) -> list[NewJob]:
-        return [NewJob(h.tenant_id, h.object_id, h.due_at.astimezone(UTC)) for h in self.hints]
+    def jobs(self, rules: ParamsRules) -> list[NewJob]:
+        """The hints as jobs, their params checked again (the policy may have changed since)."""
+        jobs = []
+        for index, h in enumerate(self.hints):
+            jobs.append(
+                NewJob(h.tenant_id, h.object_id, h.due_at.astimezone(UTC), _params(index, h, rules))
+            )
+        return jobs
+
+
+def _params(index: int, item: QueuedHint | JobInput, rules: ParamsRules) -> dict[str, Any]:
+    try:
+        return rules.check(item.params)
+    except ParamsError as exc:
+        raise HintRejectedError("invalid_hints", (f"[{index}].params: {exc.rule}",)) from exc
 
 
 class _DetailHints(BaseModel):
@@ -83,19 +101,25 @@ def problems_of(exc: ValidationError) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def to_jobs(items: Sequence[JobInput], default_due: datetime) -> list[NewJob]:
-    """Validated inputs as jobs; a hint without a due time is due at `default_due`."""
+def to_jobs(
+    items: Sequence[JobInput], default_due: datetime, rules: ParamsRules | None = None
+) -> list[NewJob]:
+    """Validated inputs as jobs; a hint without a due time is due at `default_due`; params
+    checked against `rules` (None: size and shape only)."""
+    rules = rules if rules is not None else ParamsRules()
     jobs = []
     for index, item in enumerate(items):
         try:
             due = (item.due_at or default_due).astimezone(UTC)
         except OverflowError as exc:
             raise HintRejectedError("invalid_hints", (f"[{index}].due_at: out_of_range",)) from exc
-        jobs.append(NewJob(item.tenant_id, item.object_id, due))
+        jobs.append(NewJob(item.tenant_id, item.object_id, due, _params(index, item, rules)))
     return jobs
 
 
-def parse_webhook_body(body: bytes, received_at: datetime, max_hints: int) -> list[NewJob]:
+def parse_webhook_body(
+    body: bytes, received_at: datetime, max_hints: int, rules: ParamsRules | None = None
+) -> list[NewJob]:
     """A webhook body: one hint object or a list of them, JSON, UTF-8.
 
     Raises HintRejectedError: reason `too_many_hints` (answered 413) or `invalid_body` /
@@ -116,15 +140,18 @@ def parse_webhook_body(body: bytes, received_at: datetime, max_hints: int) -> li
         )
     except ValidationError as exc:
         raise HintRejectedError("invalid_hints", problems_of(exc)) from exc
-    return to_jobs(items, received_at)
+    return to_jobs(items, received_at, rules)
 
 
-def parse_queue_body(body: str, policy: str) -> tuple[HintSource, list[NewJob]]:
+def parse_queue_body(
+    body: str, policy: str, rules: ParamsRules | None = None
+) -> tuple[HintSource, list[NewJob]]:
     """An intake queue message: sweeper's own HintMessage, or an EventBridge event.
 
     An event's `detail` is one hint or `{"hints": [...]}`; a hint without a due time is due at
     the event's time. Raises HintRejectedError (never retried: the same body fails the same way).
     """
+    rules = rules if rules is not None else ParamsRules()
     try:
         raw: Any = json.loads(body)
     except _UNREADABLE as exc:
@@ -139,7 +166,7 @@ def parse_queue_body(body: str, policy: str) -> tuple[HintSource, list[NewJob]]:
         if message.policy != policy:
             raise HintRejectedError("wrong_policy")
         try:
-            return message.source, message.jobs()
+            return message.source, message.jobs(rules)
         except OverflowError as exc:  # a due time at the calendar's edge, not one in UTC
             raise HintRejectedError("invalid_message", ("hints: due_at out_of_range",)) from exc
     if "detail-type" in raw:
@@ -152,7 +179,7 @@ def parse_queue_body(body: str, policy: str) -> tuple[HintSource, list[NewJob]]:
                 items = [JobInput.model_validate(detail)]
         except ValidationError as exc:
             raise HintRejectedError("invalid_event", problems_of(exc)) from exc
-        return "event", to_jobs(items, event.time)
+        return "event", to_jobs(items, event.time, rules)
     raise HintRejectedError("unknown_kind")
 
 
@@ -171,8 +198,13 @@ def hint_messages(
     chunk: list[QueuedHint] = []
     size = envelope
     for job in jobs:
-        hint = QueuedHint(tenant_id=job.tenant_id, object_id=job.object_id, due_at=job.due_at)
-        hint_bytes = len(hint.model_dump_json().encode()) + 1  # and its comma
+        hint = QueuedHint(
+            tenant_id=job.tenant_id,
+            object_id=job.object_id,
+            due_at=job.due_at,
+            params=dict(job.params) or None,
+        )
+        hint_bytes = len(hint.model_dump_json(exclude_none=True).encode()) + 1  # and its comma
         if chunk and (
             size + hint_bytes > MESSAGE_TARGET_BYTES or len(chunk) == MAX_HINTS_PER_MESSAGE
         ):
@@ -187,4 +219,4 @@ def hint_messages(
 
 def _body(policy: str, source: HintSource, request_id: str, hints: list[QueuedHint]) -> str:
     body = HintMessage(policy=policy, source=source, request_id=request_id, hints=hints)
-    return body.model_dump_json()
+    return body.model_dump_json(exclude_none=True)

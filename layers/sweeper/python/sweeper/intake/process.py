@@ -27,6 +27,7 @@ from sweeper.intake.hints import parse_queue_body
 from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import NewJob
 from sweeper.observability import Metric, MetricSink
+from sweeper.params import ParamsRules
 from sweeper.queue import Visibility
 from sweeper.returns import Unsettled, return_soon
 from sweeper.scheduling import schedule_jobs
@@ -68,6 +69,7 @@ def process_intake_batch(
 ) -> tuple[dict[str, list[dict[str, str]]], IntakeReport]:
     """Upsert a batch's hints; return the partial batch response and what was done."""
     report = IntakeReport()
+    rules = ParamsRules.of(deps.policy)
     readable: dict[str, list[NewJob]] = {}
     records: dict[str, Mapping[str, Any]] = {}
     for record in event.get("Records", []):
@@ -76,7 +78,7 @@ def process_intake_batch(
         records[message_id] = record
         try:
             body = str(record.get("body", ""))
-            source, jobs = parse_queue_body(body, deps.policy.name)
+            source, jobs = parse_queue_body(body, deps.policy.name, rules)
             if source == "event":
                 # Only what the policy's own rules could have delivered.
                 check_event_origin(body, deps.policy.intake.event_patterns)

@@ -27,6 +27,7 @@ from sweeper.intake.replay import EXPIRY_MARGIN_SECONDS, Claim, DynamoReplayMark
 from sweeper.intake.send import new_request_id, send_hints
 from sweeper.intake.signature import SIGNATURE_HEADER, verify
 from sweeper.observability import Metric, MetricSink
+from sweeper.params import ParamsRules
 from sweeper.queue import Publisher
 
 logger = logging.getLogger(__name__)
@@ -132,7 +133,9 @@ def _handle(request: WebhookRequest, deps: WebhookDeps, request_id: str) -> Webh
         return _error(401, exc.reason)
 
     try:
-        jobs = parse_webhook_body(request.body, now, policy.intake.max_hints_per_request)
+        jobs = parse_webhook_body(
+            request.body, now, policy.intake.max_hints_per_request, ParamsRules.of(policy)
+        )
     except HintRejectedError as exc:
         if exc.reason == "too_many_hints":
             return _error(413, exc.reason, limit_hints=policy.intake.max_hints_per_request)

@@ -146,6 +146,7 @@ class ProducerLedger(Executor):
                 attempt_count=row[6],
                 eligible_since=row[7],
                 resent=bool(row[8]),
+                params=row[9],
             )
             for row in rows
         )

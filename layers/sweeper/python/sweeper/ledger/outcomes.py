@@ -7,7 +7,7 @@ letters). What is called, under which scope, comes from these rows, never from a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from psycopg.rows import TupleRow
 
@@ -107,6 +107,37 @@ class ConsumerLedger(Executor):
         )
         return int(rows[0][0]) if rows else None
 
+    def record_snooze(
+        self,
+        key: str,
+        now: datetime,
+        *,
+        seconds: float,
+        lease_until: datetime,
+        code: str,
+        max_snooze_seconds: float,
+        trace_id: str | None = None,
+    ) -> float | None:
+        """Defer a job by `seconds` without an attempt (see queries.RECORD_SNOOZE).
+
+        Returns the job's snoozed seconds in all, or None when the job is already settled or
+        this snooze would take it past `max_snooze_seconds` (nothing is then written).
+        """
+        rows = self._execute(
+            queries.RECORD_SNOOZE,
+            {
+                "key": key,
+                "now": now,
+                "seconds": seconds,
+                "next_attempt_at": now + timedelta(seconds=seconds),
+                "lease_until": lease_until,
+                "code": code,
+                "max_snooze": max_snooze_seconds,
+                "trace_id": trace_id,
+            },
+        )
+        return float(rows[0][0]) if rows else None
+
     def jobs_for_redrive(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
         """What redrive decides on, per operation key; unknown keys are absent."""
         if not keys:
@@ -117,7 +148,7 @@ class ConsumerLedger(Executor):
 
 def _target(row: TupleRow) -> LedgerTarget:
     """One row of queries.TARGET_COLUMNS, as the consumer and redrive read it."""
-    key, status, policy, version, tenant, obj, scope, retry_round, outcome = row
+    key, status, policy, version, tenant, obj, scope, retry_round, outcome, params, snoozed = row
     return LedgerTarget(
         operation_key=str(key),
         status=JobStatus(status),
@@ -128,4 +159,6 @@ def _target(row: TupleRow) -> LedgerTarget:
         scope=str(scope),
         retry_round=int(retry_round),
         last_outcome=None if outcome is None else OutcomeClass(outcome),
+        params=params,
+        snoozed_seconds=float(snoozed),
     )

@@ -17,12 +17,13 @@ CREATE TEMPORARY TABLE IF NOT EXISTS sweeper_schedule_stage (
     object_id     text        NOT NULL,
     scope         text        NOT NULL,
     operation_key text        NOT NULL,
-    due_at        timestamptz NOT NULL
+    due_at        timestamptz NOT NULL,
+    params        jsonb       NOT NULL
 ) ON COMMIT DELETE ROWS
 """
 
 COPY_SCHEDULE_STAGE: Final = """
-COPY sweeper_schedule_stage (tenant_id, object_id, scope, operation_key, due_at)
+COPY sweeper_schedule_stage (tenant_id, object_id, scope, operation_key, due_at, params)
 FROM STDIN (FORMAT BINARY)
 """
 
@@ -33,28 +34,74 @@ EMPTY_SCHEDULE_STAGE: Final = "DELETE FROM sweeper_schedule_stage"
 # and can only move due_at earlier; next_attempt_at follows only for a row never attempted, so an
 # earlier due date cannot override a retry delay or a vendor's Retry-After. It never writes the
 # status, so it cannot revive or unhold a job; it leaves a cancelled row as it is, and never
-# moves a postponed row's due time (an operator's act, undone only by another). Counts the
-# inserts and the moves (the rest were unchanged). Rows are taken in operation-key order (the
-# caller stages each key once), so concurrent upserts of the same rows take their row locks in
-# the same order: they wait, never deadlock.
+# moves a postponed row's due time (an operator's act, undone only by another).
+#
+# Params (migration 0010), for a key already held with other params: before the job's first
+# claim (pending or held, never attempted, carried by no batch, in its first round) the newest
+# win, and a `params_replaced` job event keeps what they replaced; once claimed, the row's
+# params are kept (a call may already have carried them under this operation key, which the
+# vendor replays as the first call's effect) and the repeat is counted as kept. `prior` locks
+# the rows that exist, in key order, and reads them as they are now (FOR UPDATE re-reads a row
+# a concurrent writer changed), which the upsert's RETURNING (new values only) cannot show.
+#
+# Counts the inserts, the due-time moves, the params replaced and the params kept. Rows are
+# taken in operation-key order (the caller stages each key once), so concurrent upserts of the
+# same rows take their row locks in the same order: they wait, never deadlock.
 UPSERT_STAGED_JOBS: Final = """
-WITH upserted AS (
+WITH prior AS (
+    SELECT j.id, j.operation_key, j.params, j.due_at, j.status, j.attempt_count,
+           j.last_outcome, j.last_error_code, j.batch_id,
+           (j.status IN ('pending', 'held') AND j.attempt_count = 0 AND j.batch_id IS NULL
+            AND j.retry_round = 0) AS unclaimed
+    FROM sweeper_jobs j JOIN sweeper_schedule_stage s ON s.operation_key = j.operation_key
+    ORDER BY j.operation_key
+    FOR UPDATE OF j
+), upserted AS (
     INSERT INTO sweeper_jobs AS j (policy, policy_version, tenant_id, object_id, scope,
-                                   operation_key, due_at, next_attempt_at, created_at, updated_at)
+                                   operation_key, due_at, next_attempt_at, created_at, updated_at,
+                                   params)
     SELECT %(policy)s, %(policy_version)s, s.tenant_id, s.object_id, s.scope, s.operation_key,
-           s.due_at, s.due_at, %(now)s, %(now)s
+           s.due_at, s.due_at, %(now)s, %(now)s, s.params
     FROM sweeper_schedule_stage s
+    CROSS JOIN (SELECT count(*) FROM prior) AS locked_first  -- prior runs (and locks) first
     ORDER BY s.operation_key
     ON CONFLICT (operation_key) DO UPDATE
-    SET due_at = EXCLUDED.due_at,
-        next_attempt_at = CASE WHEN j.status IN ('pending', 'held') AND j.attempt_count = 0
+    SET due_at = CASE WHEN EXCLUDED.due_at < j.due_at AND j.postponed_until IS NULL
+                      THEN EXCLUDED.due_at ELSE j.due_at END,
+        next_attempt_at = CASE WHEN EXCLUDED.due_at < j.due_at AND j.postponed_until IS NULL
+                                    AND j.status IN ('pending', 'held') AND j.attempt_count = 0
                                THEN LEAST(j.next_attempt_at, EXCLUDED.due_at)
                                ELSE j.next_attempt_at END,
+        params = CASE WHEN j.status IN ('pending', 'held') AND j.attempt_count = 0
+                           AND j.batch_id IS NULL AND j.retry_round = 0
+                      THEN EXCLUDED.params ELSE j.params END,
         updated_at = EXCLUDED.updated_at
-    WHERE EXCLUDED.due_at < j.due_at AND j.status <> 'cancelled' AND j.postponed_until IS NULL
-    RETURNING (xmax = 0) AS inserted
+    WHERE j.status <> 'cancelled' AND (
+        (EXCLUDED.due_at < j.due_at AND j.postponed_until IS NULL)
+        OR (j.params IS DISTINCT FROM EXCLUDED.params
+            AND j.status IN ('pending', 'held') AND j.attempt_count = 0
+            AND j.batch_id IS NULL AND j.retry_round = 0))
+    RETURNING j.id, (xmax = 0) AS inserted, j.due_at, j.params
+), changed AS (
+    SELECT u.id, u.inserted, p.id IS NOT NULL AND u.due_at <> p.due_at AS moved,
+           p.id IS NOT NULL AND u.params <> p.params AS replaced
+    FROM upserted u LEFT JOIN prior p ON p.id = u.id
+), events AS (
+    INSERT INTO sweeper_job_events (job_id, action_id, event, from_status, to_status,
+                                    previous_attempts, previous_outcome, previous_error_code, at,
+                                    batch_id, previous_params)
+    SELECT p.id, NULL, 'params_replaced', p.status, p.status, p.attempt_count, p.last_outcome,
+           p.last_error_code, %(now)s, p.batch_id, p.params
+    FROM changed c JOIN prior p ON p.id = c.id
+    WHERE c.replaced
 )
-SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted
+SELECT (SELECT count(*) FROM changed WHERE inserted),
+       (SELECT count(*) FROM changed WHERE moved),
+       (SELECT count(*) FROM changed WHERE replaced),
+       (SELECT count(*) FROM prior p JOIN sweeper_schedule_stage s
+                                     ON s.operation_key = p.operation_key
+        WHERE NOT p.unclaimed AND p.status <> 'cancelled' AND p.params <> s.params),
+       (SELECT count(*) FROM changed WHERE NOT inserted)
 """
 
 # Return leases that expired at or before %(expired_before)s to pending (the producer passes a time
@@ -192,7 +239,7 @@ SET status = 'leased', lease_owner = %(owner)s, lease_expires_at = %(expires)s,
 WHERE j.id = ANY(ARRAY(SELECT id FROM due))  -- by primary key, as above: a join with `due`
   AND (j.status = ANY(%(from)s)) IS TRUE      -- could walk the table once per locked row
 RETURNING j.id, j.policy_version, j.tenant_id, j.object_id, j.scope, j.operation_key,
-          j.attempt_count, j.next_attempt_at, j.batch_id <> %(owner)s AS resent
+          j.attempt_count, j.next_attempt_at, j.batch_id <> %(owner)s AS resent, j.params
 """
 
 # Give back rows whose messages were not published. Only this batch's own leases are touched;
@@ -238,7 +285,7 @@ WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
 # models.LedgerTarget: the one column list of the consumer's and redrive's reads.
 TARGET_COLUMNS: Final = """
     operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round,
-    last_outcome"""
+    last_outcome, params, snoozed_seconds"""
 
 # One query per consumer batch: the ledger's side of every job the batch names. What the consumer
 # calls, under which scope and idempotency round, comes from here, never from the message body.
@@ -351,6 +398,33 @@ WITH moved AS (
 SELECT attempt_count FROM moved
 """
 
+# A snooze (migration 0011): the vendor said "not now" for this job. Like RECORD_UNSETTLED, the
+# status stays and next_attempt_at moves to the end of the wait (a live lease stretched over it),
+# but no attempt is counted and no scope is closed; the wait is added to the job's snoozed
+# seconds, only while the sum stays within %(max_snooze)s (no row: settled meanwhile, or the
+# bound is reached and the caller makes the job terminal). Counted as its carrying batch's
+# snoozed in the same statement.
+RECORD_SNOOZE: Final = """
+WITH moved AS (
+    UPDATE sweeper_jobs
+    SET last_outcome = 'snooze', last_error_code = %(code)s,
+        snoozed_seconds = snoozed_seconds + %(seconds)s,
+        next_attempt_at = %(next_attempt_at)s,
+        lease_expires_at = CASE WHEN status = 'leased'
+                                THEN GREATEST(lease_expires_at, %(lease_until)s)
+                                ELSE lease_expires_at END,
+        updated_at = %(now)s,
+        last_trace_id = coalesce(%(trace_id)s, last_trace_id)
+    WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
+      AND snoozed_seconds + %(seconds)s <= %(max_snooze)s
+    RETURNING snoozed_seconds, batch_id
+), counted AS (
+    UPDATE sweeper_runs r SET snoozed = r.snoozed + 1
+    FROM moved WHERE r.batch_id = moved.batch_id
+)
+SELECT snoozed_seconds FROM moved
+"""
+
 START_RUN: Final = """
 INSERT INTO sweeper_runs (batch_id, policy, scheduled_at, started_at)
 VALUES (%(batch_id)s, %(policy)s, %(scheduled_at)s, %(now)s)
@@ -375,7 +449,8 @@ SELECT_JOB: Final = """
 SELECT id, policy, policy_version, tenant_id, object_id, scope, operation_key, status, due_at,
        next_attempt_at, attempt_count, lease_owner, lease_expires_at, last_outcome,
        last_error_code, created_at, updated_at, completed_at, retry_round, batch_id, held_at,
-       hold_reason, cancelled_at, cancel_reason, postponed_until, last_trace_id
+       hold_reason, cancelled_at, cancel_reason, postponed_until, last_trace_id, params,
+       snoozed_seconds
 FROM sweeper_jobs WHERE operation_key = %(key)s
 """
 
@@ -425,7 +500,8 @@ VALUES (%(policy)s, %(action)s, %(actor)s, %(reason)s, %(detail)s, %(now)s)
 RETURNING id
 """
 
-# Terminal jobs back to pending with a fresh attempt budget and a new retry round (a fresh
+# Terminal jobs back to pending with a fresh attempt budget (and snooze budget, migration 0011)
+# and a new retry round (a fresh
 # idempotency record: migration 0003) carried by no batch until one publishes it again (its job
 # event keeps the batch that carried it: migration 0005), due now, in one statement: the
 # operator action, the move (guarded by the state it leaves, SKIP LOCKED so a concurrent retry
@@ -448,7 +524,8 @@ WITH action AS (
 ), moved AS (
     UPDATE sweeper_jobs j
     SET status = 'pending', attempt_count = 0, next_attempt_at = %(now)s, completed_at = NULL,
-        updated_at = %(now)s, retry_round = j.retry_round + 1, batch_id = NULL
+        updated_at = %(now)s, retry_round = j.retry_round + 1, batch_id = NULL,
+        snoozed_seconds = 0
     WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))  -- by primary key: see CLAIM_DUE's lock step
       AND (j.status = ANY(%(from)s)) IS TRUE
     RETURNING j.id, j.operation_key
@@ -588,7 +665,8 @@ SELECT r.batch_id, r.scheduled_at, r.started_at, r.finished_at, r.stop_reason, r
        r.discovered, r.published, r.resent, r.publish_failures, r.oldest_released_age_seconds,
        r.consumed, r.succeeded, r.retried, r.terminal, r.duplicates, r.last_settled_at,
        (SELECT count(*) FROM sweeper_jobs j
-        WHERE j.batch_id = r.batch_id AND j.status IN ('pending', 'leased')) AS in_flight
+        WHERE j.batch_id = r.batch_id AND j.status IN ('pending', 'leased')) AS in_flight,
+       r.snoozed
 FROM sweeper_runs r
 WHERE r.policy = %(policy)s AND r.scheduled_at >= %(since)s
 ORDER BY r.scheduled_at DESC

@@ -15,6 +15,10 @@ class ScheduleResult:
     unchanged: int
     #: Transactions run: 1, or more when a deadlock or serialization failure was retried.
     attempts: int = 1
+    #: Jobs not yet claimed whose params the newer ones replaced (each a job event) ...
+    params_replaced: int = 0
+    #: ... and jobs already claimed whose params were kept, the newer ones set aside.
+    params_kept: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,8 @@ class BatchAudit:
     duplicates: int
     last_settled_at: datetime | None
     in_flight: int
+    #: Deliveries of its jobs the vendor snoozed (no attempt spent; migration 0011).
+    snoozed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

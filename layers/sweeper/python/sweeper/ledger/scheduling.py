@@ -12,12 +12,14 @@ from datetime import datetime
 
 import psycopg
 from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
 
 from sweeper.errors import LedgerError, LedgerUnavailableError
 from sweeper.ledger import queries
 from sweeper.ledger.executor import Executor, _serialised
 from sweeper.ledger.rows import ScheduleResult
 from sweeper.models import NewJob, operation_key
+from sweeper.params import identity_values
 
 #: How a job's limiter scope is derived when it is scheduled (see sweeper.scheduling).
 ScopeFn = Callable[[NewJob], str]
@@ -26,7 +28,7 @@ ScopeFn = Callable[[NewJob], str]
 WithinSchedule = Callable[["psycopg.Connection[TupleRow]", int, int], None]
 
 #: The staging table's column types, as COPY writes them in binary.
-SCHEDULE_STAGE_TYPES = ("text", "text", "text", "text", "timestamptz")
+SCHEDULE_STAGE_TYPES = ("text", "text", "text", "text", "timestamptz", "jsonb")
 #: A schedule transaction that loses a deadlock or a serialization conflict is run again, whole,
 #: at most this many times in all; then the error is raised (nothing of the file was written).
 SCHEDULE_ATTEMPTS = 5
@@ -48,6 +50,7 @@ class SchedulerLedger(Executor):
         now: datetime,
         *,
         within: WithinSchedule | None = None,
+        identity_params: Sequence[str] = (),
     ) -> ScheduleResult:
         """Add obligations idempotently (upsert on the operation key): UPSERT_STAGED_JOBS.
 
@@ -57,19 +60,29 @@ class SchedulerLedger(Executor):
         cannot deadlock each other. A transaction that still loses a deadlock or a serialization
         conflict (with some other writer) is run again, whole, up to SCHEDULE_ATTEMPTS times.
         `within`, when given, runs in the same transaction after the upsert (and again on a retry).
+        `identity_params` name the params whose values join each operation key (their doors
+        checked that every job carries them).
+
+        Params: see queries.UPSERT_STAGED_JOBS (the newest win before the first claim, and are
+        kept after it). Within one input, the last obligation of a key gives its params.
         """
-        # One statement may not touch a row twice: keep the earliest due time per key first.
+        # One statement may not touch a row twice: keep the earliest due time per key first,
+        # and the last params given for it (the newest).
         earliest: dict[str, tuple[NewJob, str]] = {}
         for job in jobs:
-            key = operation_key(policy, job.tenant_id, job.object_id, policy_version)
+            identity = identity_values(job.params, identity_params) if identity_params else ()
+            key = operation_key(policy, job.tenant_id, job.object_id, policy_version, identity)
             seen = earliest.get(key)
-            if seen is None or job.due_at < seen[0].due_at:
+            if seen is None:
                 earliest[key] = (job, scope_of(job))
+            else:
+                due = min(job.due_at, seen[0].due_at)
+                earliest[key] = (NewJob(job.tenant_id, job.object_id, due, job.params), seen[1])
         items = sorted(earliest.items())
         attempt = 1
         while True:
             try:
-                inserted, moved = self._upsert_all(policy, policy_version, items, now, within)
+                counts = self._upsert_all(policy, policy_version, items, now, within)
             except psycopg.Error as exc:
                 if exc.sqlstate not in RETRYABLE_SQLSTATES or attempt >= SCHEDULE_ATTEMPTS:
                     unreached = isinstance(exc, psycopg.OperationalError)
@@ -80,7 +93,15 @@ class SchedulerLedger(Executor):
                 self._sleep(_backoff(attempt))
                 attempt += 1
                 continue
-            return ScheduleResult(inserted, moved, len(items) - inserted - moved, attempt)
+            inserted, moved, replaced, kept, updated = counts
+            return ScheduleResult(
+                inserted,
+                moved,
+                len(items) - inserted - updated,
+                attempt,
+                params_replaced=replaced,
+                params_kept=kept,
+            )
 
     @_serialised
     def _upsert_all(
@@ -90,9 +111,10 @@ class SchedulerLedger(Executor):
         items: Sequence[tuple[str, tuple[NewJob, str]]],
         now: datetime,
         within: WithinSchedule | None = None,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int, int, int]:
         """Upsert every row in one transaction: copy them into the session's staging table,
-        then one statement (see queries.UPSERT_STAGED_JOBS): (inserted, moved)."""
+        then one statement (see queries.UPSERT_STAGED_JOBS): (inserted, moved, params
+        replaced, params kept, updated)."""
         conn = self._connection()
         outer = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
         with conn.transaction():
@@ -103,16 +125,17 @@ class SchedulerLedger(Executor):
                 with cur.copy(queries.COPY_SCHEDULE_STAGE) as copy:
                     copy.set_types(SCHEDULE_STAGE_TYPES)
                     for key, (job, scope) in items:
-                        copy.write_row((job.tenant_id, job.object_id, scope, key, job.due_at))
-                row = cur.execute(
+                        staged = (job.tenant_id, job.object_id, scope, key, job.due_at)
+                        copy.write_row((*staged, Jsonb(job.params)))
+                counts = cur.execute(
                     queries.UPSERT_STAGED_JOBS,
                     {"policy": policy, "policy_version": policy_version, "now": now},
                 ).fetchone()
-            assert row is not None  # an aggregate always answers one row
-            inserted, moved = int(row[0]), int(row[1])
+            assert counts is not None  # an aggregate always answers one row
+            inserted, moved, replaced, kept, updated = (int(n) for n in counts)
             if within is not None:
                 within(conn, inserted, moved)
-        return inserted, moved
+        return inserted, moved, replaced, kept, updated
 
 
 def _backoff(attempt: int) -> float:
