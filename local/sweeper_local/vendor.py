@@ -609,8 +609,9 @@ class PaymentsAudit:
     token_refusals: int
     calls_total: int
     responses_by_status: dict[int, int]
-    #: Calls refused 401 because their (known) token had expired.
+    #: Calls refused 401 because their (known) token had expired, in all and by idempotency token.
     expired_token_calls: int
+    expired_token_calls_by_key: dict[str, int]
     effects_by_pair: dict[str, int]
     effects_by_token: dict[str, int]
     effects_total: int
@@ -671,6 +672,7 @@ class Payments:
         self._done: dict[str, tuple[str, str]] = {}  # idempotency token -> pair
         self._effects: Counter[tuple[str, str]] = Counter()
         self._effects_by_token: Counter[str] = Counter()
+        self._expired_by_key: Counter[str] = Counter()
         self._responses: Counter[int] = Counter()
         self._issued = self._refusals = self._calls = self._expired_calls = 0
         self._replays = self._locked_answers = self._lost = 0
@@ -741,6 +743,7 @@ class Payments:
             return _Reply(401, "invalid_token", challenge)
         if time.monotonic() >= expires_at:
             self._expired_calls += 1
+            self._expired_by_key[key or ""] += 1
             return _Reply(401, "token_expired", challenge)
         if not key:
             return _Reply(400, "idempotency_token_required")
@@ -774,6 +777,7 @@ class Payments:
                 calls_total=self._calls,
                 responses_by_status=dict(sorted(self._responses.items())),
                 expired_token_calls=self._expired_calls,
+                expired_token_calls_by_key=dict(self._expired_by_key),
                 effects_by_pair={f"{p}/{d}": n for (p, d), n in self._effects.items()},
                 effects_by_token=dict(self._effects_by_token),
                 effects_total=sum(self._effects.values()),

@@ -102,6 +102,7 @@ def test_an_unknown_or_expired_token_is_refused_401_without_effect(
     assert _reconcile(vendor, fresh, "k1", _body())[0] == 201
     audit = vendor.payments_audit()
     assert audit.expired_token_calls == 1
+    assert audit.expired_token_calls_by_key == {"k1": 1}
     assert audit.effects_total == 1
 
 
