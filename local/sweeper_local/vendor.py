@@ -56,6 +56,7 @@ import bisect
 import json
 import logging
 import math
+import os
 import random
 import re
 import secrets
@@ -1197,6 +1198,25 @@ class VendorProcess:
         self._proc.wait(timeout=10)
 
 
+#: The payments clients a simulator process accepts: a JSON object of client id to secret, in
+#: the environment (a command line is visible to every user of the machine).
+PAYMENTS_CLIENTS_ENV: Final = "SWEEPER_VENDOR_PAYMENTS_CLIENTS"
+
+
+def _payments_clients(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f"{PAYMENTS_CLIENTS_ENV} must be a JSON object of client id to secret")
+    return value
+
+
 def _quota_arg(text: str) -> Quota:
     try:
         return Quota.parse(text)
@@ -1252,7 +1272,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--incident-retry-after", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--token-lifetime",
+        type=float,
+        default=DEFAULT_TOKEN_LIFETIME_SECONDS,
+        help="seconds a payments token lives (its expires_in)",
+    )
     args = parser.parse_args(argv)
+    try:
+        clients = _payments_clients(os.environ.get(PAYMENTS_CLIENTS_ENV))
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.incident_at is not None and args.incident_for is None:
         parser.error("--incident-at needs --incident-for")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -1280,7 +1310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             lost_answer=args.lost_answer,
             hang_seconds=args.hang_seconds,
             seed=args.seed,
+            token_lifetime_seconds=args.token_lifetime,
         )
+        for client_id, client_secret in clients.items():
+            sim.payments.add_client(client_id, client_secret)
         incident = None
         if args.incident_for is not None:
             incident = (args.incident_for, args.incident_retry_after, args.incident_status)

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from sweeper_local.vendor import PaymentsAudit, VendorSimulator, fetch_payments_audit
+from sweeper_local.vendor import (
+    PAYMENTS_CLIENTS_ENV,
+    PaymentsAudit,
+    VendorProcess,
+    VendorSimulator,
+    fetch_payments_audit,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +170,23 @@ def test_a_lost_answer_keeps_its_effect_and_the_retry_is_a_replay(
     audit = fetch_payments_audit(vendor.url)
     assert isinstance(audit, PaymentsAudit)
     assert (audit.effects_total, audit.answers_lost, audit.replays) == (1, 1, 1)
+
+
+def test_a_simulator_process_accepts_the_payments_clients_its_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(PAYMENTS_CLIENTS_ENV, json.dumps({CLIENT_ID: CLIENT_SECRET}))
+    process = VendorProcess("--token-lifetime", "7")
+    try:
+        form = urllib.parse.urlencode(
+            {"grant_type": "client_credentials", "client_id": CLIENT_ID, "client_secret": "x"}
+        )
+        bad, _, _ = _post(f"{process.url}/oauth/token", form.encode(), {})
+        good, _, answer = _post(
+            f"{process.url}/oauth/token",
+            form.replace("client_secret=x", f"client_secret={CLIENT_SECRET}").encode(),
+            {},
+        )
+    finally:
+        process.stop()
+    assert (bad, good, answer["expires_in"]) == (401, 200, 7)
