@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,9 +67,23 @@ def local_up(
     """Start the local stack (PostgreSQL, AWS emulator, vendor simulator, consumers, producer
     tickers) in the background and write where it listens to --local-file."""
     with local_stack_required():
+        from sweeper_local.action_secrets import (
+            LOCAL_SECRETS_ENV,
+            missing_local_secrets,
+            parse_local_secrets,
+        )
         from sweeper_local.background import start_background
 
     config = load_config(config_path)  # a bad policy file is refused here, not in the background
+    if api_url:
+        # An outside vendor's credentials are the user's; the simulator's are made up.
+        given = parse_local_secrets(os.environ.get(LOCAL_SECRETS_ENV))
+        missing = missing_local_secrets(config.policies, given)
+        if missing:
+            raise click.UsageError(
+                f"with --api-url, {LOCAL_SECRETS_ENV} must give a value (a JSON object of "
+                f"secret ARN to value) for {', '.join(missing)}"
+            )
     if visibility_timeout_seconds is not None:
         for policy in config.policies:
             check_policy_event_source(policy, visibility_timeout_seconds)

@@ -35,6 +35,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.observability import CountingSink
 from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
+from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.aws import LOCAL_REGION, PipelineResources
 from sweeper_local.intake import LocalIntake
 from sweeper_local.lambda_runtime import LAYER_PATH_VARIABLE, Invocation
@@ -83,8 +84,12 @@ class LocalConsoleStack(Service):
         visibility_timeout_seconds: int | None = None,
         prefix: str = "sweeper",
         log_file: str | None = None,
+        secret_values: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
+        #: An outside vendor's secret values by the ARN the policy names
+        #: (sweeper_local.action_secrets).
+        self.secret_values = secret_values or {}
         self.config_path = config_path
         # api_url: an external vendor speaking the same contract instead of the simulator.
         self.stack = LocalStack(database_url=database_url, api_url=api_url)
@@ -139,6 +144,14 @@ class LocalConsoleStack(Service):
         assert self.stack.api_url is not None
         policy = configured.model_copy(
             update={"action": configured.action.pointed_at(self.stack.api_url)}
+        )
+        # Its secrets made in the local Secrets Manager (none exists there), the policy named them.
+        policy = with_local_secrets(
+            self.stack.aws.secretsmanager(),
+            policy,
+            prefix=self.prefix,
+            vendor=self.stack.vendor,
+            given=self.secret_values,
         )
         # The team's own action code (a python kind), where its layer would put it on Lambda.
         code = configured.action.layer_dir(Path(self.config_path).resolve().parent)
@@ -301,6 +314,7 @@ def serve(
     tick_seconds: float | None,
     visibility_timeout_seconds: int | None,
     api_url: str | None = None,
+    secret_values: dict[str, Any] | None = None,
 ) -> int:
     """Run the local stack until SIGTERM or SIGINT; the local file exists while it runs."""
     stopping = threading.Event()
@@ -318,6 +332,7 @@ def serve(
         api_url=api_url,
         tick_seconds=tick_seconds,
         visibility_timeout_seconds=visibility_timeout_seconds,
+        secret_values=secret_values,
     ) as stack:
         stack.local_file().write(state_file)
         try:
@@ -450,6 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tick_seconds=args.tick_seconds,
         visibility_timeout_seconds=args.visibility_timeout,
         api_url=args.api_url,
+        secret_values=parse_local_secrets(os.environ.get(LOCAL_SECRETS_ENV)),
     )
 
 

@@ -18,6 +18,21 @@ vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
   happened), and incidents (`start_incident`, `POST /_incident`) that close the API for a while;
 * an audit (`audit()`, `GET /_audit`) and `POST /_reset`, none of which counts as a call.
 
+Beside it, the payments provider of docs/examples/payments.toml (`Payments`, `payments_audit()`,
+`GET /_payments_audit`), a contract of its own that the fault machinery above does not touch:
+
+* `POST /oauth/token`, form-encoded `grant_type=client_credentials`, `client_id`,
+  `client_secret` of a registered client (`add_client`): `{"access_token", "token_type":
+  "Bearer", "expires_in"}`, the token valid `token_lifetime_seconds`; `expire_tokens()` ends
+  every token issued so far at once (a token expiring mid-run); a wrong client gets 401;
+* `POST /v1/reconciliations` with a bearer token and `X-Idempotency-Token`, the body
+  `{"payment_id": str, "business_date": "YYYY-MM-DD"}`: 201 and one effect per token; the same
+  token again answers 200 (a replay) without a second effect, for another body 422; an unknown
+  or expired token 401; a missing token header 400; a malformed body 422; a payment in
+  `locked` answers 409 with `Retry-After` that many times first (no effect); a payment in
+  `lose_answer_once` has its first accepted answer lost (the connection closed after the
+  effect). Effects are counted per (payment_id, business_date) and per idempotency token.
+
 Everything random is drawn from streams seeded by `seed`, one stream per kind, in arrival order:
 the same seed and the same arrival order give the same latencies and the same faults, whatever
 the threads do afterwards.
@@ -41,7 +56,10 @@ import bisect
 import json
 import logging
 import math
+import os
 import random
+import re
+import secrets
 import signal
 import socket
 import socketserver
@@ -53,6 +71,7 @@ import urllib.request
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast, get_args
@@ -572,14 +591,220 @@ class _VendorState:
             )
 
 
+#: The payments provider's paths (docs/examples/payments.toml).
+TOKEN_PATH: Final = "/oauth/token"  # noqa: S105 - a path, not a password
+RECONCILIATIONS_PATH: Final = "/v1/reconciliations"
+PAYMENTS_IDEMPOTENCY_HEADER: Final = "X-Idempotency-Token"
+#: What the token endpoint says its tokens live, unless told otherwise.
+DEFAULT_TOKEN_LIFETIME_SECONDS: Final = 300.0
+#: The Retry-After of a locked payment's 409, unless told otherwise.
+DEFAULT_LOCK_RETRY_AFTER_SECONDS: Final = 1
+_BUSINESS_DATE_RE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+@dataclass(frozen=True, slots=True)
+class PaymentsAudit:
+    """What the payments provider saw. Pairs are "payment_id/business_date"."""
+
+    tokens_issued: int
+    token_refusals: int
+    calls_total: int
+    responses_by_status: dict[int, int]
+    #: Calls refused 401 because their (known) token had expired, in all and by idempotency token.
+    expired_token_calls: int
+    expired_token_calls_by_key: dict[str, int]
+    effects_by_pair: dict[str, int]
+    effects_by_token: dict[str, int]
+    effects_total: int
+    replays: int
+    locked_answers: int
+    answers_lost: int
+
+    def to_json(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__slots__}
+        data["responses_by_status"] = {str(k): v for k, v in self.responses_by_status.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PaymentsAudit:
+        fields = {**data}
+        fields["responses_by_status"] = {
+            int(k): int(v) for k, v in data["responses_by_status"].items()
+        }
+        return cls(**fields)
+
+
+def _reconciliation(body: bytes) -> tuple[str, str] | None:
+    """(payment_id, business_date) of a well-formed body, else None."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) != {"payment_id", "business_date"}:
+        return None
+    payment_id, business_date = value["payment_id"], value["business_date"]
+    if not isinstance(payment_id, str) or not payment_id or not isinstance(business_date, str):
+        return None
+    if not _BUSINESS_DATE_RE.fullmatch(business_date):
+        return None
+    try:
+        date.fromisoformat(business_date)
+    except ValueError:
+        return None  # 2026-02-30
+    return payment_id, business_date
+
+
+class Payments:
+    """The payments provider's state, behind one lock (see the module docstring)."""
+
+    def __init__(self, *, token_lifetime_seconds: float = DEFAULT_TOKEN_LIFETIME_SECONDS) -> None:
+        if not token_lifetime_seconds > 0:
+            raise ValueError("token_lifetime_seconds must be positive")
+        self.token_lifetime_seconds = token_lifetime_seconds
+        self.lock_retry_after_seconds = DEFAULT_LOCK_RETRY_AFTER_SECONDS
+        self._lock = threading.Lock()
+        self._clients: dict[str, str] = {}
+        self._clear()
+
+    def _clear(self) -> None:
+        self._tokens: dict[str, float] = {}  # token -> monotonic expiry
+        self._locked: Counter[str] = Counter()
+        self._lose: set[str] = set()
+        self._done: dict[str, tuple[str, str]] = {}  # idempotency token -> pair
+        self._effects: Counter[tuple[str, str]] = Counter()
+        self._effects_by_token: Counter[str] = Counter()
+        self._expired_by_key: Counter[str] = Counter()
+        self._responses: Counter[int] = Counter()
+        self._issued = self._refusals = self._calls = self._expired_calls = 0
+        self._replays = self._locked_answers = self._lost = 0
+
+    def reset(self) -> None:
+        """Forget tokens, locks and effects (the registered clients stay)."""
+        with self._lock:
+            self._clear()
+
+    def add_client(self, client_id: str, client_secret: str) -> None:
+        with self._lock:
+            self._clients[client_id] = client_secret
+
+    def lock(self, payment_id: str, times: int, *, retry_after_seconds: int | None = None) -> None:
+        """Answer the next `times` calls for `payment_id` 409 (locked) with Retry-After."""
+        if times < 0:
+            raise ValueError("times must not be negative")
+        with self._lock:
+            self._locked[payment_id] += times
+            if retry_after_seconds is not None:
+                self.lock_retry_after_seconds = retry_after_seconds
+
+    def lose_answer_once(self, payment_id: str) -> None:
+        """The next accepted call for `payment_id` takes effect, then loses its answer."""
+        with self._lock:
+            self._lose.add(payment_id)
+
+    def expire_tokens(self) -> None:
+        """Every token issued so far expires now (a token expiring mid-run)."""
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = {token: min(at, now) for token, at in self._tokens.items()}
+
+    def issue_token(self, body: bytes) -> _Reply:
+        form = {name: values[-1] for name, values in parse_qs(body.decode("latin-1")).items()}
+        with self._lock:
+            client_id, client_secret = form.get("client_id"), form.get("client_secret")
+            if form.get("grant_type") != "client_credentials":
+                self._refusals += 1
+                return _Reply(400, "unsupported_grant_type")
+            if client_id is None or self._clients.get(client_id) != client_secret:
+                self._refusals += 1
+                return _Reply(401, "invalid_client")
+            token = secrets.token_urlsafe(24)
+            self._tokens[token] = time.monotonic() + self.token_lifetime_seconds
+            self._issued += 1
+        answer = {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": self.token_lifetime_seconds,
+        }
+        return _Reply(200, body=json.dumps(answer).encode())
+
+    def reconcile(self, authorization: str | None, key: str | None, body: bytes) -> _Reply:
+        with self._lock:
+            self._calls += 1
+            reply = self._decide(authorization, key, body)
+            self._responses[reply.status] += 1
+            if reply.lost:
+                self._lost += 1
+        return reply
+
+    def _decide(self, authorization: str | None, key: str | None, body: bytes) -> _Reply:
+        scheme, _, token = (authorization or "").partition(" ")
+        expires_at = self._tokens.get(token) if scheme.lower() == "bearer" else None
+        challenge = (("WWW-Authenticate", 'Bearer error="invalid_token"'),)
+        if expires_at is None:
+            return _Reply(401, "invalid_token", challenge)
+        if time.monotonic() >= expires_at:
+            self._expired_calls += 1
+            self._expired_by_key[key or ""] += 1
+            return _Reply(401, "token_expired", challenge)
+        if not key:
+            return _Reply(400, "idempotency_token_required")
+        pair = _reconciliation(body)
+        if pair is None:
+            return _Reply(422, "malformed_body")
+        done = self._done.get(key)
+        if done is not None:
+            if done != pair:
+                return _Reply(422, "idempotency_token_reused")
+            self._replays += 1
+            return _Reply(200, body=_reconciled(pair), headers=(("Idempotent-Replayed", "true"),))
+        payment_id = pair[0]
+        if self._locked[payment_id] > 0:
+            self._locked[payment_id] -= 1
+            self._locked_answers += 1
+            retry_after = (("Retry-After", str(self.lock_retry_after_seconds)),)
+            return _Reply(409, "payment_locked", retry_after)
+        self._done[key] = pair
+        self._effects[pair] += 1
+        self._effects_by_token[key] += 1
+        lost = payment_id in self._lose
+        self._lose.discard(payment_id)
+        return _Reply(201, body=_reconciled(pair), lost=lost)
+
+    def audit(self) -> PaymentsAudit:
+        with self._lock:
+            return PaymentsAudit(
+                tokens_issued=self._issued,
+                token_refusals=self._refusals,
+                calls_total=self._calls,
+                responses_by_status=dict(sorted(self._responses.items())),
+                expired_token_calls=self._expired_calls,
+                expired_token_calls_by_key=dict(self._expired_by_key),
+                effects_by_pair={f"{p}/{d}": n for (p, d), n in self._effects.items()},
+                effects_by_token=dict(self._effects_by_token),
+                effects_total=sum(self._effects.values()),
+                replays=self._replays,
+                locked_answers=self._locked_answers,
+                answers_lost=self._lost,
+            )
+
+
+def _reconciled(pair: tuple[str, str]) -> bytes:
+    return json.dumps({"payment_id": pair[0], "business_date": pair[1]}).encode()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(
-        self, address: tuple[str, int], state: _VendorState, stopping: threading.Event
+        self,
+        address: tuple[str, int],
+        state: _VendorState,
+        stopping: threading.Event,
+        payments: Payments,
     ) -> None:
         self.state = state
+        self.payments = payments
         self.stopping = stopping
         super().__init__(address, _Handler)
 
@@ -632,14 +857,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         server = cast(_Server, self.server)
-        self._discard_body()
         path, _, query = self.path.partition("?")
+        if self.command == "POST" and path in (TOKEN_PATH, RECONCILIATIONS_PATH):
+            self._payments(server.payments, path)
+            return
+        self._discard_body()
         if path == "/_audit" and self.command == "GET":
             body = json.dumps(server.state.audit().to_json()).encode()
             reply = _Reply(200, body=body)
         elif path == "/_reset" and self.command == "POST":
             server.state.reset()
+            server.payments.reset()
             reply = _Reply(204)
+        elif path == "/_payments_audit" and self.command == "GET":
+            reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
         elif path == "/_incident" and self.command == "POST":
             reply = _incident_from_query(server.state, query)
         else:
@@ -663,6 +894,35 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # no answer at all: the client sees a reset
                 return
         self._send(reply)
+
+    def _payments(self, payments: Payments, path: str) -> None:
+        body = self._read_body()
+        if body is None:
+            reply = _Reply(413, "body_too_large")
+        elif path == TOKEN_PATH:
+            reply = payments.issue_token(body)
+        else:
+            reply = payments.reconcile(
+                self.headers.get("Authorization"),
+                self.headers.get(PAYMENTS_IDEMPOTENCY_HEADER),
+                body,
+            )
+        logger.debug("vendor POST %s -> %d", path, reply.status)
+        if reply.lost:
+            self.close_connection = True  # the effect happened; the client sees a reset
+            return
+        self._send(reply)
+
+    def _read_body(self) -> bytes | None:
+        """The request body, or None (the connection then closed) when it cannot be read."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if 0 <= length <= MAX_BODY_BYTES and "Transfer-Encoding" not in self.headers:
+            return self.rfile.read(length)
+        self.close_connection = True
+        return None
 
     def _discard_body(self) -> None:
         try:
@@ -726,7 +986,10 @@ class VendorSimulator:
         hang_seconds: float = DEFAULT_HANG_SECONDS,
         absent: frozenset[Target] | set[Target] = frozenset(),
         seed: int = 0,
+        token_lifetime_seconds: float = DEFAULT_TOKEN_LIFETIME_SECONDS,
     ) -> None:
+        #: The payments provider's contract on the same port (see the module docstring).
+        self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
         if quota is not None and (quota[0] < 1 or quota[1] <= 0):
             raise ValueError("quota must be (limit >= 1, period_seconds > 0)")
         if quota_scope not in get_args(QuotaScope):
@@ -774,7 +1037,7 @@ class VendorSimulator:
         if self._server is not None:
             raise RuntimeError("the vendor simulator is already running")
         self._stopping.clear()
-        server = _Server(self._address, self._state, self._stopping)
+        server = _Server(self._address, self._state, self._stopping, self.payments)
         thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": POLL_INTERVAL_SECONDS},
@@ -809,6 +1072,10 @@ class VendorSimulator:
     def audit(self) -> VendorAudit:
         """What the vendor has seen so far (thread-safe, at any time)."""
         return self._state.audit()
+
+    def payments_audit(self) -> PaymentsAudit:
+        """What the payments provider has seen so far."""
+        return self.payments.audit()
 
     def fail_next(self, n: int, status: int, *, retry_after: str | None = None) -> None:
         """Answer the next `n` calls that pass incident, quota and auth with `status`, no effect."""
@@ -859,6 +1126,7 @@ class VendorSimulator:
     def reset(self) -> None:
         """Forget every call, effect, incident and injected fault (what `POST /_reset` does)."""
         self._state.reset()
+        self.payments.reset()
 
     def __enter__(self) -> Self:
         return self if self._server is not None else self.start()
@@ -876,6 +1144,14 @@ def fetch_audit(url: str, timeout_seconds: float = 10.0) -> VendorAudit:
     """The audit of a simulator running elsewhere (`GET /_audit`)."""
     with urllib.request.urlopen(f"{url}/_audit", timeout=timeout_seconds) as response:  # noqa: S310
         return VendorAudit.from_json(json.loads(response.read()))
+
+
+def fetch_payments_audit(url: str, timeout_seconds: float = 10.0) -> PaymentsAudit:
+    """The payments provider's audit of a simulator running elsewhere (`GET /_payments_audit`)."""
+    with urllib.request.urlopen(  # noqa: S310 - a simulator's URL
+        f"{url}/_payments_audit", timeout=timeout_seconds
+    ) as response:
+        return PaymentsAudit.from_json(json.loads(response.read()))
 
 
 class VendorProcess:
@@ -920,6 +1196,25 @@ class VendorProcess:
     def stop(self) -> None:
         self._proc.terminate()
         self._proc.wait(timeout=10)
+
+
+#: The payments clients a simulator process accepts: a JSON object of client id to secret, in
+#: the environment (a command line is visible to every user of the machine).
+PAYMENTS_CLIENTS_ENV: Final = "SWEEPER_VENDOR_PAYMENTS_CLIENTS"
+
+
+def _payments_clients(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f"{PAYMENTS_CLIENTS_ENV} must be a JSON object of client id to secret")
+    return value
 
 
 def _quota_arg(text: str) -> Quota:
@@ -977,7 +1272,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--incident-retry-after", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--token-lifetime",
+        type=float,
+        default=DEFAULT_TOKEN_LIFETIME_SECONDS,
+        help="seconds a payments token lives (its expires_in)",
+    )
     args = parser.parse_args(argv)
+    try:
+        clients = _payments_clients(os.environ.get(PAYMENTS_CLIENTS_ENV))
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.incident_at is not None and args.incident_for is None:
         parser.error("--incident-at needs --incident-for")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -1005,7 +1310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             lost_answer=args.lost_answer,
             hang_seconds=args.hang_seconds,
             seed=args.seed,
+            token_lifetime_seconds=args.token_lifetime,
         )
+        for client_id, client_secret in clients.items():
+            sim.payments.add_client(client_id, client_secret)
         incident = None
         if args.incident_for is not None:
             incident = (args.incident_for, args.incident_retry_after, args.incident_status)

@@ -1,0 +1,116 @@
+"""The action's secrets on the local stack, made in the AWS emulator's Secrets Manager.
+
+A deployed policy names secrets that exist in its account; locally none does. For every secret
+a policy's action reads, the local stack creates one in moto and points the policy at it, as it
+points `api_url` at the vendor simulator. Against the simulator the values are made up and the
+simulator is told to accept them (an OAuth2 client is registered with it; a bearer, header or
+basic secret is random: the simulator's delete contract does not check it). Against an outside
+vendor (`--api-url`) the values are the user's: `SWEEPER_LOCAL_SECRETS` holds a JSON object from
+each secret ARN the policy file names to its value (a string, or an object stored as JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+from sweeper.actions.http import HttpActionConfig
+from sweeper.actions.http_auth import BasicAuth, OAuth2Auth
+from sweeper.config import Policy
+from sweeper.errors import LocalStackError
+from sweeper_local.vendor import VendorSimulator
+
+#: The environment variable with an outside vendor's secret values (never a command-line flag:
+#: a command line is visible to every user of the machine).
+LOCAL_SECRETS_ENV: Final = "SWEEPER_LOCAL_SECRETS"
+
+
+def parse_local_secrets(text: str | None) -> dict[str, Any]:
+    """The values of `SWEEPER_LOCAL_SECRETS` (empty when unset); LocalStackError, without
+    echoing anything of it, when it is not a JSON object."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise LocalStackError(
+            f'{LOCAL_SECRETS_ENV} is not a JSON object: give {{"<secret arn>": <value>, ...}}'
+        )
+    return value
+
+
+def missing_local_secrets(policies: list[Policy], given: Mapping[str, Any]) -> list[str]:
+    """The secret ARNs the policies read that `given` has no value for (an outside vendor)."""
+    return [
+        arn
+        for policy in policies
+        if isinstance(policy.action, HttpActionConfig)
+        for arn in policy.action.effective_auth.secret_arns()
+        if arn not in given
+    ]
+
+
+def _name(prefix: str, policy: str, arn: str) -> str:
+    """The local secret's name: the ARN's own name, under the stack's prefix and the policy."""
+    return f"{prefix}/{policy}/{arn.rsplit(':', 1)[-1]}"
+
+
+def _made_up(policy: Policy, vendor: VendorSimulator) -> str:
+    """A value the simulator accepts for the policy's auth mode."""
+    assert isinstance(policy.action, HttpActionConfig)
+    auth = policy.action.effective_auth
+    if isinstance(auth, OAuth2Auth):
+        client_id = auth.client_id or f"{policy.name}-local"
+        client_secret = secrets.token_hex(16)
+        vendor.payments.add_client(client_id, client_secret)
+        return json.dumps({"client_id": client_id, "client_secret": client_secret})
+    if isinstance(auth, BasicAuth):
+        return json.dumps({"username": f"{policy.name}-local", "password": secrets.token_hex(16)})
+    return secrets.token_hex(16)
+
+
+def with_local_secrets(
+    secretsmanager: Any,  # a secretsmanager client (no stubs are installed for it)
+    policy: Policy,
+    *,
+    prefix: str,
+    vendor: VendorSimulator | None,
+    given: Mapping[str, Any],
+) -> Policy:
+    """`policy` with its action's secret made in the local Secrets Manager and named by it.
+
+    `vendor` is the simulator the policy is pointed at, or None for an outside vendor, whose
+    values come from `given` (a missing one is a LocalStackError naming the ARN).
+    """
+    action = policy.action
+    if not isinstance(action, HttpActionConfig):
+        return policy
+    arns = action.effective_auth.secret_arns()
+    if not arns:
+        return policy
+    (arn,) = arns  # every http auth mode reads one secret
+    if vendor is not None:
+        value = _made_up(policy, vendor)
+    elif arn in given:
+        raw = given[arn]
+        value = raw if isinstance(raw, str) else json.dumps(raw)
+    else:
+        raise LocalStackError(
+            f"policy {policy.name}: no local value for its secret {arn}; with --api-url, set "
+            f"{LOCAL_SECRETS_ENV} to a JSON object naming it"
+        )
+    name = _name(prefix, policy.name, arn)
+    try:
+        local_arn = secretsmanager.create_secret(Name=name, SecretString=value)["ARN"]
+    except secretsmanager.exceptions.ResourceExistsException:
+        local_arn = secretsmanager.put_secret_value(SecretId=name, SecretString=value)["ARN"]
+    if action.auth_secret_arn is not None:
+        local_action = action.model_copy(update={"auth_secret_arn": local_arn})
+    else:
+        auth = action.auth.model_copy(update={"secret_arn": local_arn})
+        local_action = action.model_copy(update={"auth": auth})
+    return policy.model_copy(update={"action": local_action})
