@@ -40,7 +40,13 @@ from sweeper.config.policy import (
     SmokeConfig,
     ThrottleConfig,
 )
-from sweeper.config.quota import DEFAULT_ARRIVAL_JITTER_SECONDS, LATE_SLOT_TOLERANCE_SECONDS, Quota
+from sweeper.config.quota import (
+    DEFAULT_ARRIVAL_JITTER_SECONDS,
+    LATE_SLOT_TOLERANCE_SECONDS,
+    MAX_BUCKET_HEADROOM,
+    Algorithm,
+    Quota,
+)
 from sweeper.config.settings import Settings, load_settings
 from sweeper.limits import (
     LAMBDA_MAX_MEMORY_MB,
@@ -59,6 +65,7 @@ __all__ = [
     "LAMBDA_MIN_MEMORY_MB",
     "LATE_SLOT_TOLERANCE_SECONDS",
     "LEASE_DRAIN_FRACTION",
+    "MAX_BUCKET_HEADROOM",
     "MAX_PARALLEL_CALLS",
     "MAX_PUBLISH_CONCURRENCY",
     "MB_PER_VCPU",
@@ -67,6 +74,7 @@ __all__ = [
     "RETENTION_MAX_BUDGET_SECONDS",
     "SCOPE_FIELDS",
     "AlarmConfig",
+    "Algorithm",
     "ConsumerConfig",
     "DiscoveryConfig",
     "HttpActionConfig",
