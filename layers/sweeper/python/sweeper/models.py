@@ -7,7 +7,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -362,6 +362,7 @@ class ActionCall(BaseModel):
     scope: str
     attempt: int
     batch_id: str
+    params: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def for_delivery(cls, target: LedgerTarget, message: JobMessage) -> ActionCall:

@@ -24,6 +24,7 @@ from sweeper.config.discovery import (
     S3Discovery,
     SqlDiscovery,
 )
+from sweeper.config.limit import JOB_KEY_FIELDS, LimitConfig
 from sweeper.config.loading import SweeperConfig, describe_validation_error, load_config
 from sweeper.config.policy import (
     LEASE_DRAIN_FRACTION,
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_ARRIVAL_JITTER_SECONDS",
     "DEFAULT_CONSUMER_MEMORY_MB",
     "DEFAULT_URL_TEMPLATE",
+    "JOB_KEY_FIELDS",
     "KEY_TEMPLATE_FIELDS",
     "LAMBDA_MAX_MEMORY_MB",
     "LAMBDA_MIN_MEMORY_MB",
@@ -79,6 +81,7 @@ __all__ = [
     "DiscoveryConfig",
     "HttpActionConfig",
     "IntakeConfig",
+    "LimitConfig",
     "OutcomeName",
     "Policy",
     "PolicyName",

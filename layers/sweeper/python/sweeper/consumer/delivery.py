@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
@@ -33,9 +34,10 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.consumer.idempotency import GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
-from sweeper.errors import RetryableActionError, SweeperError
+from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.limiter.several import CallSlots, LimitAsk, SlotSource, reserve_all
 from sweeper.models import (
     CALLABLE_STATUSES,
     SETTLED_STATUSES,
@@ -62,6 +64,9 @@ GATE_READ_LEAD_SECONDS = 0.05
 MIN_CALL_SECONDS = 1.0
 #: Spreads the return of records that waited for a token, so they do not all come back at once.
 RATE_DEFERRAL_JITTER_SECONDS = 0.5
+#: A call held by several limits is sent at most this long after the earliest of its slots
+#: (sweeper.limiter.several): half the late-slot tolerance, the other half is for waking late.
+LIMITS_SPREAD_SECONDS = LATE_SLOT_TOLERANCE_SECONDS / 2
 
 
 class Deferred(SweeperError):
@@ -148,6 +153,8 @@ class _Delivery:
         Returns the call's timeout; raises Deferred when the record goes back to the queue.
         """
         deps = self.deps
+        if deps.policy.further_limits:
+            return self._take_every_limit()
         quota = deps.policy.quota
         throttle = deps.policy.throttle
         waited = False
@@ -221,6 +228,86 @@ class _Delivery:
             self.sent_at = deps.now()
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
+
+    def _limit_asks(self) -> list[LimitAsk]:
+        """The limits this call holds: its scope's, then each further limit's key for it."""
+        policy = self.deps.policy
+        job = self.job
+        host = urlsplit(policy.action.api_url).hostname or ""
+        asks = [LimitAsk(job.scope, policy.quota.interval_seconds)]
+        for limit in policy.further_limits:
+            key = limit.render(
+                policy=policy.name,
+                tenant_id=job.tenant_id,
+                object_id=job.object_id,
+                host=host,
+                params=job.params,
+            )
+            asks.append(LimitAsk(f"{limit.name}:{key}", limit.rate.interval_seconds))
+        return asks
+
+    def _take_every_limit(self) -> float | None:
+        """A slot in each of the call's limits, all within LIMITS_SPREAD_SECONDS before the
+        call (sweeper.limiter.several); waits and deferrals as for one limit. Slots are taken
+        one call at a time, not banked."""
+        deps = self.deps
+        throttle = deps.policy.throttle
+        source = deps.limiter
+        if not isinstance(source, SlotSource):
+            raise LimiterError("this limiter cannot hold a call in several limits")
+        asks = self._limit_asks()
+        waited = False
+        while True:
+            timeout = self.call_timeout()
+            if timeout is not None and timeout < MIN_CALL_SECONDS:
+                self._return_in(0.0, outcome=None, code=None)
+                raise Deferred("no Lambda time left for a call")
+            horizon = throttle.max_wait_seconds
+            if timeout is not None:
+                horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
+            requested = deps.now()
+            got = reserve_all(source, asks, horizon, LIMITS_SPREAD_SECONDS, now=requested)
+            if isinstance(got, Denial):
+                wait = got.retry_at - deps.now()
+                if got.reason != "rate":
+                    wait += deps.rng.uniform(0.0, throttle.reopen_jitter_seconds)
+                if not waited:
+                    waited = True
+                    deps.metrics.add_metric(
+                        Metric.LIMITER_WAITS if got.reason == "rate" else Metric.GATE_DEFERRALS,
+                        "Count",
+                        1,
+                    )
+                if wait <= horizon:
+                    deps.sleep(max(0.0, wait))
+                    continue
+                self._defer(got, wait)
+            if got.send_at - requested > GATE_RECHECK_LEAD_SECONDS:
+                self._recheck_gates(got)
+            wait = got.send_at - deps.now()
+            if wait > 0:
+                deps.sleep(wait)
+            if deps.now() - got.earliest > LATE_SLOT_TOLERANCE_SECONDS:
+                deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                continue  # woken too late for one of its limits: let the slots go, take others
+            self.called = True
+            self.sent_at = deps.now()
+            self.slots.calling(self.job.scope, self)
+            return self.call_timeout()
+
+    def _recheck_gates(self, got: CallSlots) -> None:
+        """Look at every limit's gate once more just before a far call (as for one limit)."""
+        deps = self.deps
+        wait = got.send_at - deps.now()
+        if wait > GATE_READ_LEAD_SECONDS:
+            deps.sleep(wait - GATE_READ_LEAD_SECONDS)
+        for key in got.slots:
+            state = deps.limiter.state(key)
+            if state.closed(deps.now()) and state.closed_until is not None:
+                deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+                self._defer(
+                    Denial(state.closed_until, "throttled"), state.closed_until - deps.now()
+                )
 
     def _defer(self, denial: Denial, wait: float) -> NoReturn:
         """Return the message until the wait is over; the ledger learns when it may run."""

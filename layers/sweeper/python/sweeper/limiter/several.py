@@ -14,14 +14,13 @@ call, at its own time or up to `spread` after it, never early, and no limit's sp
 broken. A denial (a closed gate, or no slot within the horizon) in any limit gives back what
 the others hold and refuses the call.
 
-Not yet wired into the consumer: a policy still has one limit there (issue 25, item 1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.base import Denial, Grant
@@ -31,6 +30,7 @@ from sweeper.limiter.base import Denial, Grant
 MAX_PASSES = 4
 
 
+@runtime_checkable
 class SlotSource(Protocol):
     """What `reserve_all` needs of a limiter (implemented by `DynamoLimiter`)."""
 
