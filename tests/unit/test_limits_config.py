@@ -80,3 +80,11 @@ def test_a_broken_limits_file_is_one_config_error(tmp_path: Path) -> None:
     path.write_text(TWO_LIMITS.replace('key = "app"', 'key = "{nope}"'), encoding="utf-8")
     with pytest.raises(ConfigError, match="nope"):
         load_config(path)
+
+
+def test_a_limit_header_value_naming_no_listed_limit_is_refused() -> None:
+    from sweeper.config import HttpActionConfig
+
+    action = HttpActionConfig(limit_header="X-RateLimit-Scope", limit_header_values={"x": "shop"})
+    with pytest.raises(ValueError, match=r"does not list: \['shop'\]"):
+        Policy(name="p", action=action, limits=[_limit("store", "{tenant_id}"), _limit("app", "a")])

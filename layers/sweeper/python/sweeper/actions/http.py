@@ -304,6 +304,9 @@ class HttpAction:
                 if own is not None:
                     scale = 0.001 if self._config.retry_after_header_unit == "ms" else 1.0
                     retry_after = own * scale
+            named = response.headers.get(self._config.limit_header or "") if status == 429 else None
+            # only a value the policy maps is kept: the header is the vendor's text, not ours
+            limit_value = named if named in self._config.limit_header_values else None
         finally:
             # Read and drop the body so the connection can be reused; one not read whole by the
             # deadline is closed instead. The status and headers already decide the outcome.
@@ -316,6 +319,7 @@ class HttpAction:
             status_code=status,
             code=f"http_{status}",
             retry_after_seconds=retry_after,
+            limit_value=limit_value,
         )
 
     def close(self) -> None:

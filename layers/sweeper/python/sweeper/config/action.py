@@ -44,6 +44,11 @@ class HttpActionConfig(_Strict):
     #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
     retry_after_header: str | None = None
     retry_after_header_unit: Literal["s", "ms"] = "s"
+    #: The response header that names the limit a 429 belongs to (e.g. `X-RateLimit-Scope`), and
+    #: its values, each mapped to one of the policy's limit names (`store = "store"`). A 429
+    #: whose header is missing or unmapped closes the narrowest limit the call holds.
+    limit_header: str | None = Field(default=None, max_length=128)
+    limit_header_values: dict[str, str] = Field(default_factory=dict, max_length=16)
     #: The vendor's measured latency (seconds): `sweeper plan` and synth use it to warn when the
     #: consumers cannot reach the quota. Unset: not checked.
     latency_p50_seconds: float | None = Field(default=None, gt=0, le=120)

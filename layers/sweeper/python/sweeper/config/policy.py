@@ -250,6 +250,13 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _limits_agree(self) -> Self:
+        listed = {limit.name for limit in self.limits}
+        unknown = set(self.action.limit_header_values.values()) - listed
+        if unknown:
+            raise ValueError(
+                f"action.limit_header_values names limits the policy does not list: "
+                f"{sorted(unknown)}"
+            )
         if not self.limits:
             return self
         first = self.limits[0]

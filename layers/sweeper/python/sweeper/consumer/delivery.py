@@ -37,7 +37,13 @@ from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
-from sweeper.limiter.several import CallSlots, LimitAsk, SlotSource, reserve_all
+from sweeper.limiter.several import (
+    CallSlots,
+    LimitAsk,
+    SlotSource,
+    ThrottleNotes,
+    reserve_all,
+)
 from sweeper.models import (
     CALLABLE_STATUSES,
     SETTLED_STATUSES,
@@ -295,6 +301,29 @@ class _Delivery:
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
 
+    def _throttled_keys(self, exc: RetryableActionError) -> list[str]:
+        """The limiter keys a 429 closes, for a call held by several limits.
+
+        The limit the response names (`action.limit_header`, mapped by `limit_header_values`)
+        alone; without a name, the narrowest (the first, the job's scope), and with it each
+        wider limit under which another key of the narrowest drew a 429 within the narrowest's
+        period (several stores refused at once: the app's limit is what refuses).
+        """
+        deps = self.deps
+        asks = self._limit_asks()  # in the order of the policy's limits
+        values = deps.policy.action.limit_header_values
+        named = values.get(exc.limit_value) if exc.limit_value is not None else None
+        if named is not None:
+            index = [limit.name for limit in deps.policy.limits].index(named)
+            return [asks[index].key]
+        keys = [asks[0].key]
+        if isinstance(deps.limiter, ThrottleNotes):
+            period = deps.policy.quota.period_seconds
+            for wider in asks[1:]:
+                if deps.limiter.note_throttle(wider.key, asks[0].key, within=period):
+                    keys.append(wider.key)
+        return keys
+
     def _recheck_gates(self, got: CallSlots) -> None:
         """Look at every limit's gate once more just before a far call (as for one limit)."""
         deps = self.deps
@@ -356,10 +385,13 @@ class _Delivery:
         throttle = deps.policy.throttle
         if outcome in (OutcomeClass.THROTTLED, OutcomeClass.AUTH):
             now = deps.now()
+            closing = [self.job.scope]
+            if outcome is OutcomeClass.THROTTLED and deps.policy.further_limits:
+                closing = self._throttled_keys(exc)  # several limits: the one the 429 names
             if outcome is OutcomeClass.THROTTLED:
-                # The scope's last closure (its length and end) and when this call went out
+                # The limit's last closure (its length and end) and when this call went out
                 # decide whether a bare 429 doubles it or starts afresh (backoff.close_delay).
-                last = deps.limiter.state(self.job.scope)
+                last = deps.limiter.state(closing[0])
                 delay = close_delay(
                     exc.retry_after_seconds,
                     last.last_close_seconds,
@@ -378,13 +410,23 @@ class _Delivery:
             else:
                 delay = throttle.auth_cooloff_seconds
                 deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
-            until = deps.limiter.close(
-                self.job.scope, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
-            )
-            self.slots.forget(self.job.scope)  # this batch's other records use no banked slot
+            until = now + delay
+            for key in closing:
+                until = max(
+                    until,
+                    deps.limiter.close(
+                        key, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
+                    ),
+                )
+                self.slots.forget(key)  # this batch's other records use no banked slot
             logger.warning(
                 "scope closed",
-                extra={**log, "closed_at": round(now, 4), "closed_for_seconds": round(delay, 3)},
+                extra={
+                    **log,
+                    "closed_at": round(now, 4),
+                    "closed_for_seconds": round(delay, 3),
+                    "limits_closed": len(closing),
+                },
             )
             self._return_in(math.floor(max(0.0, until - now)), outcome=outcome, code=exc.code)
             raise Deferred(f"scope {self.job.scope} closed ({outcome.value})") from exc

@@ -399,6 +399,26 @@ class DynamoLimiter:
             self._last_tat[scope] = int(result["tat"]["N"]) if "tat" in result else 0
         return False
 
+    def note_throttle(self, scope: str, source: str, within: float) -> bool:
+        """A 429 from `source` (a narrower limit's key) under the wider limit `scope`: one
+        conditional write on the wider limit's item records it. Returns True when another
+        source's 429 was recorded there within the last `within` seconds: the wider limit is
+        what refuses (sweeper.limiter.several)."""
+        now = int(self._clock() * US)
+        result = self._update(
+            scope,
+            "SET t429_at = :now, t429_src = :src, expires_at = :ttl",
+            "attribute_not_exists(t429_at) OR t429_at <= :since OR t429_src = :src",
+            {
+                ":now": _n(now),
+                ":src": {"S": source},
+                ":since": _n(now - int(within * US)),
+                ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+            },
+            returns="NONE",
+        )
+        return isinstance(result, dict)
+
     def close(self, scope: str, until: float, reason: Reason) -> float:
         """Close the gate until `until` (never shortens a closure); returns the closure's end."""
         now = self._clock()

@@ -126,3 +126,10 @@ def reserve_all(
     for key in list(held):
         let_go(key)
     return Denial(send_at, "rate")
+
+
+@runtime_checkable
+class ThrottleNotes(Protocol):
+    """What routing a throttle to a wider limit needs of a limiter (`DynamoLimiter`)."""
+
+    def note_throttle(self, scope: str, source: str, within: float) -> bool: ...
