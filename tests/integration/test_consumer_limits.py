@@ -69,3 +69,38 @@ def test_calls_held_by_a_store_and_the_app_limit_keep_both(
     # the app limit
     assert audit.quota_rejections == 0
     assert max_calls_in_window(list(audit.arrivals), 1.0) <= APP_RATE
+
+
+@pytest.fixture
+def slow_vendor() -> Iterator[VendorSimulator]:
+    """A vendor that holds every call 0.3 s: long enough for calls to overlap."""
+    with VendorSimulator(latency_seconds=0.3) as sim:
+        yield sim
+
+
+def test_a_concurrency_cap_holds_the_calls_at_the_vendor_to_its_number(
+    pipeline: Pipeline, slow_vendor: VendorSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a policy whose calls are under a fleet-wide cap of 2 in flight, a vendor holding
+    # each call 0.3 s, and one batch of eight called four at a time
+    data = pipeline.policy.model_dump(exclude={"quota", "scope"})
+    data["limits"] = [
+        LimitConfig(
+            name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
+        ),
+        LimitConfig(name="vendor", key="v", max_in_flight=2),
+    ]
+    data["consumer"]["parallel_calls"] = 4
+    data["action"].update(api_url=slow_vendor.url, allow_plain_http=True)
+    policy = Policy.model_validate(data)
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    runtime.reset()
+    p = replace(pipeline, policy=policy)
+    p.seed(8, tenants=4)
+    records = publish_all(p)
+    # When the batch is handled
+    response = invoke(p, records)
+    # Then every job settled, the vendor held two calls at once at its busiest, never more
+    assert failed_ids(response) == set()
+    assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 8
+    assert slow_vendor.audit().max_in_flight == 2

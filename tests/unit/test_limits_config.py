@@ -88,3 +88,13 @@ def test_a_limit_header_value_naming_no_listed_limit_is_refused() -> None:
     action = HttpActionConfig(limit_header="X-RateLimit-Scope", limit_header_values={"x": "shop"})
     with pytest.raises(ValueError, match=r"does not list: \['shop'\]"):
         Policy(name="p", action=action, limits=[_limit("store", "{tenant_id}"), _limit("app", "a")])
+
+
+def test_a_limit_needs_a_rate_or_a_cap_and_the_first_a_rate_alone() -> None:
+    with pytest.raises(ValueError, match="needs a rate, a max_in_flight, or both"):
+        LimitConfig(name="a", key="x")
+    cap = LimitConfig(name="vendor", key="v", max_in_flight=10)
+    with pytest.raises(ValueError, match="it needs a rate and no max_in_flight"):
+        Policy(name="p", limits=[cap, _limit("store", "{tenant_id}")])
+    policy = Policy(name="p", limits=[_limit("store", "{tenant_id}"), cap])
+    assert policy.further_limits == [cap]

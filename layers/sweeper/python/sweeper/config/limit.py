@@ -30,10 +30,15 @@ class LimitConfig(_Strict):
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")
     key: str = Field(min_length=1, max_length=256, description="a template, e.g. {tenant_id}")
-    rate: Quota
+    rate: Quota | None = None
+    max_in_flight: int | None = Field(
+        default=None, ge=1, le=1000, description="calls at the vendor at once, fleet-wide, per key"
+    )
 
     @model_validator(mode="after")
     def _known_fields(self) -> Self:
+        if self.rate is None and self.max_in_flight is None:
+            raise ValueError(f"limit {self.name!r} needs a rate, a max_in_flight, or both")
         for field in _FIELD_RE.findall(self.key):
             if field not in JOB_KEY_FIELDS and not _PARAM_RE.match(field):
                 raise ValueError(

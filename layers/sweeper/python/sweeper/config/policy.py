@@ -244,7 +244,8 @@ class Policy(_Strict):
         if not isinstance(first, dict):
             return data
         filled = dict(data)
-        filled.setdefault("quota", first.get("rate"))
+        if first.get("rate") is not None:
+            filled.setdefault("quota", first["rate"])
         filled.setdefault("scope", {"template": first.get("key")})
         return filled
 
@@ -260,6 +261,11 @@ class Policy(_Strict):
         if not self.limits:
             return self
         first = self.limits[0]
+        if first.rate is None or first.max_in_flight is not None:
+            raise ValueError(
+                f"limit {first.name!r} is the job's scope (listed first): it needs a rate and "
+                "no max_in_flight; list a concurrency cap after it"
+            )
         if self.quota != first.rate or self.scope.key_template != first.key:
             raise ValueError(
                 "with [[limits]], leave [quota] and [scope] out: the first limit is the job's "

@@ -37,8 +37,10 @@ from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.several import (
     CallSlots,
+    LeaseSource,
     LimitAsk,
     SlotSource,
     ThrottleNotes,
@@ -70,6 +72,8 @@ GATE_READ_LEAD_SECONDS = 0.05
 MIN_CALL_SECONDS = 1.0
 #: Spreads the return of records that waited for a token, so they do not all come back at once.
 RATE_DEFERRAL_JITTER_SECONDS = 0.5
+#: A full concurrency cap is asked again after this long (a call at the vendor ends meanwhile).
+LEASE_RETRY_SECONDS = 0.05
 #: A call held by several limits is sent at most this long after the earliest of its slots
 #: (sweeper.limiter.several): half the late-slot tolerance, the other half is for waking late.
 LIMITS_SPREAD_SECONDS = LATE_SLOT_TOLERANCE_SECONDS / 2
@@ -114,6 +118,9 @@ class _Delivery:
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
         self.trace_id = trace_id
+        self.holder = f"{job.key}#{id(self)}"  # a concurrency lease's holder
+        self.leases: list[tuple[str, int]] = []
+        self._lease_cap: LeaseCap | None = None
         self.ids = {
             "operation_key": job.key,
             "batch_id": job.batch_id,
@@ -125,6 +132,7 @@ class _Delivery:
         try:
             self._handle(status)
         finally:
+            self.release_leases()
             self.slots.done(self.job.scope, self.called, self)
 
     def _handle(self, status: JobStatus) -> None:
@@ -235,12 +243,12 @@ class _Delivery:
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
 
-    def _limit_asks(self) -> list[LimitAsk]:
-        """The limits this call holds: its scope's, then each further limit's key for it."""
+    def _limit_keys(self) -> list[str]:
+        """The limiter key of each of the policy's limits for this call, in their order."""
         policy = self.deps.policy
         job = self.job
         host = urlsplit(policy.action.api_url).hostname or ""
-        asks = [LimitAsk(job.scope, policy.quota.interval_seconds)]
+        keys = [job.scope]
         for limit in policy.further_limits:
             key = limit.render(
                 policy=policy.name,
@@ -249,8 +257,48 @@ class _Delivery:
                 host=host,
                 params=job.params,
             )
-            asks.append(LimitAsk(f"{limit.name}:{key}", limit.rate.interval_seconds))
+            keys.append(f"{limit.name}:{key}")
+        return keys
+
+    def _limit_asks(self) -> list[LimitAsk]:
+        """The rate limits this call holds a slot in: its scope's, then each further one's."""
+        policy = self.deps.policy
+        asks = [LimitAsk(self.job.scope, policy.quota.interval_seconds)]
+        for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True):
+            if limit.rate is not None:
+                asks.append(LimitAsk(key, limit.rate.interval_seconds))
         return asks
+
+    def _take_leases(self) -> bool:
+        """A lease of each concurrency cap the call is under, or none (all given back)."""
+        policy = self.deps.policy
+        capped = [
+            (key, limit.max_in_flight)
+            for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True)
+            if limit.max_in_flight is not None
+        ]
+        if not capped:
+            return True
+        source = self.deps.limiter
+        if not isinstance(source, LeaseSource):
+            raise LimiterError("this limiter cannot hold concurrency leases")
+        leases = source.leases()
+        for key, cap in capped:
+            # at most the consumer's timeout: a killed environment's lease frees itself by then
+            index = leases.acquire(key, cap, self.holder, policy.consumer.timeout_seconds)
+            if index is None:
+                self.release_leases()
+                return False
+            self.leases.append((key, index))
+        self._lease_cap = leases
+        return True
+
+    def release_leases(self) -> None:
+        """Give back the leases this call holds (after its answer, or when it is not made)."""
+        cap = self._lease_cap
+        while self.leases and cap is not None:
+            key, index = self.leases.pop()
+            cap.release(key, index, self.holder)
 
     def _take_every_limit(self) -> float | None:
         """A slot in each of the call's limits, all within LIMITS_SPREAD_SECONDS before the
@@ -263,6 +311,7 @@ class _Delivery:
             raise LimiterError("this limiter cannot hold a call in several limits")
         asks = self._limit_asks()
         waited = False
+        lease_waits = 0
         while True:
             timeout = self.call_timeout()
             if timeout is not None and timeout < MIN_CALL_SECONDS:
@@ -296,6 +345,15 @@ class _Delivery:
             if deps.now() - got.earliest > LATE_SLOT_TOLERANCE_SECONDS:
                 deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
                 continue  # woken too late for one of its limits: let the slots go, take others
+            if not self._take_leases():
+                # A concurrency cap is full: these slots are spent without a call. A call at
+                # the vendor ends within moments, so wait a little in place and take new ones;
+                # past the longest wait in place, the record goes back to the queue.
+                lease_waits += 1
+                if lease_waits * LEASE_RETRY_SECONDS > throttle.max_wait_seconds:
+                    self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
+                deps.sleep(LEASE_RETRY_SECONDS)
+                continue
             self.called = True
             self.sent_at = deps.now()
             self.slots.calling(self.job.scope, self)
@@ -310,17 +368,17 @@ class _Delivery:
         period (several stores refused at once: the app's limit is what refuses).
         """
         deps = self.deps
-        asks = self._limit_asks()  # in the order of the policy's limits
+        every = self._limit_keys()  # in the order of the policy's limits
         values = deps.policy.action.limit_header_values
         named = values.get(exc.limit_value) if exc.limit_value is not None else None
         if named is not None:
             index = [limit.name for limit in deps.policy.limits].index(named)
-            return [asks[index].key]
-        keys = [asks[0].key]
+            return [every[index]]
+        keys = [every[0]]
         if isinstance(deps.limiter, ThrottleNotes):
             period = deps.policy.quota.period_seconds
-            for wider in asks[1:]:
-                if deps.limiter.note_throttle(wider.key, asks[0].key, within=period):
+            for wider in self._limit_asks()[1:]:
+                if deps.limiter.note_throttle(wider.key, every[0], within=period):
                     keys.append(wider.key)
         return keys
 

@@ -50,6 +50,7 @@ from botocore.exceptions import ClientError
 from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
+from sweeper.limiter.leases import LeaseCap
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -375,6 +376,10 @@ class DynamoLimiter:
         self._round_trips.append(time.monotonic() - started)
         attributes = response.get("Attributes", {})
         return int(attributes["tat"]["N"]) if "tat" in attributes else 0
+
+    def leases(self) -> LeaseCap:
+        """The concurrency caps' leases, on this limiter's table and client."""
+        return LeaseCap(self._client, self._table, clock=self._clock)
 
     def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
         """Return an unused slot, if it is still the scope's last one taken: `tat` goes back to

@@ -9,7 +9,8 @@ call frees itself when it expires, and never more than N leases are live at once
 them. Cost: one write to acquire while any item is free (more only when several free items are
 taken at once), one to release; a full key costs N failed writes to find out.
 
-Not yet wired: no policy setting names a cap, and the consumer takes no lease (issue 25, item 2).
+A limit with `max_in_flight` (sweeper.config.limit) is such a cap; the consumer's delivery takes
+and returns its leases.
 """
 
 from __future__ import annotations

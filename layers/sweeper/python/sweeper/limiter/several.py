@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.base import Denial, Grant
+from sweeper.limiter.leases import LeaseCap
 
 #: How many times the limits are gone over before a call is refused for now: each pass moves
 #: the call's time on to a slot some limit had free, so under contention it settles in a few.
@@ -133,3 +134,10 @@ class ThrottleNotes(Protocol):
     """What routing a throttle to a wider limit needs of a limiter (`DynamoLimiter`)."""
 
     def note_throttle(self, scope: str, source: str, within: float) -> bool: ...
+
+
+@runtime_checkable
+class LeaseSource(Protocol):
+    """What a call under a concurrency cap needs of a limiter (`DynamoLimiter`)."""
+
+    def leases(self) -> LeaseCap: ...
