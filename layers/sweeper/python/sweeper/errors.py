@@ -78,10 +78,12 @@ class ActionError(SweeperError):
         code: str,
         *,
         retry_after_seconds: float | None = None,
+        limit_value: str | None = None,
     ) -> None:
         super().__init__(
             f"action for {operation_key} ended {outcome} (status={status_code}, code={code})"
         )
+        self.limit_value = limit_value
         self.operation_key = operation_key
         self.outcome = outcome
         self.status_code = status_code

@@ -461,3 +461,5 @@ class ActionResult(BaseModel):
     status_code: int | None = None
     code: str = Field(max_length=64)
     retry_after_seconds: float | None = None
+    #: A throttled answer's `action.limit_header` value, when it is one the policy maps.
+    limit_value: str | None = Field(default=None, max_length=64)

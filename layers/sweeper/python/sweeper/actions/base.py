@@ -204,6 +204,12 @@ class ActionKind(BaseModel, ABC):
         p95 = self.latency_p95_seconds or self.plan_defaults.latency_p95_seconds or p50
         return p50, max(p50, p95)
 
+    @property
+    def limit_values(self) -> dict[str, str]:
+        """What a throttled answer may name its limit by, mapped to the policy's limit names
+        (the http kind's `limit_header_values`); none by default."""
+        return {}
+
     def describe(self) -> str:
         """One line naming what the action does (`sweeper plan`, `smoke`): never a secret."""
         return f"{self.kind}: {self.target}"

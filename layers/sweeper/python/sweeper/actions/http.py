@@ -133,6 +133,11 @@ class HttpActionConfig(ActionKind):
     #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
     retry_after_header: str | None = None
     retry_after_header_unit: Literal["s", "ms"] = "s"
+    #: The response header that names the limit a 429 belongs to (e.g. `X-RateLimit-Scope`), and
+    #: its values, each mapped to one of the policy's limit names (`store = "store"`). A 429
+    #: whose header is missing or unmapped closes the narrowest limit the call holds.
+    limit_header: str | None = Field(default=None, max_length=128)
+    limit_header_values: dict[str, str] = Field(default_factory=dict, max_length=16)
 
     @model_validator(mode="after")
     def _plain_http_only_when_allowed(self) -> Self:
@@ -236,6 +241,10 @@ class HttpActionConfig(ActionKind):
             )
         )
         return action
+
+    @property
+    def limit_values(self) -> dict[str, str]:
+        return self.limit_header_values
 
     def describe(self) -> str:
         url = self.url_template.replace("{api_url}", self.api_url.rstrip("/"))
@@ -650,6 +659,9 @@ class HttpAction:
                 if own is not None:
                     scale = 0.001 if self._config.retry_after_header_unit == "ms" else 1.0
                     retry_after = own * scale
+            named = response.headers.get(self._config.limit_header or "") if status == 429 else None
+            # only a value the policy maps is kept: the header is the vendor's text, not ours
+            limit_value = named if named in self._config.limit_header_values else None
         finally:
             # Read and drop the body so the connection can be reused; one not read whole by the
             # deadline is closed instead. The status and headers already decide the outcome.
@@ -662,6 +674,7 @@ class HttpAction:
             status_code=status,
             code=f"http_{status}",
             retry_after_seconds=retry_after,
+            limit_value=limit_value,
         )
 
     def close(self) -> None:

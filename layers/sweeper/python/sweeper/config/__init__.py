@@ -31,6 +31,7 @@ from sweeper.config.discovery import (
     S3Discovery,
     SqlDiscovery,
 )
+from sweeper.config.limit import JOB_KEY_FIELDS, LimitConfig
 from sweeper.config.loading import SweeperConfig, describe_validation_error, load_config
 from sweeper.config.policy import (
     LEASE_DRAIN_FRACTION,
@@ -47,7 +48,13 @@ from sweeper.config.policy import (
     SmokeConfig,
     ThrottleConfig,
 )
-from sweeper.config.quota import DEFAULT_ARRIVAL_JITTER_SECONDS, LATE_SLOT_TOLERANCE_SECONDS, Quota
+from sweeper.config.quota import (
+    DEFAULT_ARRIVAL_JITTER_SECONDS,
+    LATE_SLOT_TOLERANCE_SECONDS,
+    MAX_BUCKET_HEADROOM,
+    Algorithm,
+    Quota,
+)
 from sweeper.config.settings import Settings, load_settings
 from sweeper.limits import (
     LAMBDA_MAX_MEMORY_MB,
@@ -61,12 +68,14 @@ __all__ = [
     "DEFAULT_ARRIVAL_JITTER_SECONDS",
     "DEFAULT_CONSUMER_MEMORY_MB",
     "DEFAULT_URL_TEMPLATE",
+    "JOB_KEY_FIELDS",
     "KEY_TEMPLATE_FIELDS",
     "KINDS",
     "LAMBDA_MAX_MEMORY_MB",
     "LAMBDA_MIN_MEMORY_MB",
     "LATE_SLOT_TOLERANCE_SECONDS",
     "LEASE_DRAIN_FRACTION",
+    "MAX_BUCKET_HEADROOM",
     "MAX_PARALLEL_CALLS",
     "MAX_PUBLISH_CONCURRENCY",
     "MB_PER_VCPU",
@@ -77,10 +86,12 @@ __all__ = [
     "ActionConfig",
     "ActionKind",
     "AlarmConfig",
+    "Algorithm",
     "ConsumerConfig",
     "DiscoveryConfig",
     "HttpActionConfig",
     "IntakeConfig",
+    "LimitConfig",
     "OutcomeName",
     "Policy",
     "PolicyName",

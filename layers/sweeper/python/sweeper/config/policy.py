@@ -20,6 +20,7 @@ from sweeper.config.action import KINDS, ActionConfig, HttpActionConfig
 from sweeper.config.base import _Strict
 from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
+from sweeper.config.limit import LimitConfig
 from sweeper.config.quota import Quota
 from sweeper.errors import ConfigError
 from sweeper.limits import (
@@ -261,6 +262,62 @@ class Policy(_Strict):
         defaults = model.plan_defaults
         quota = {"limit": defaults.quota_limit, "period_seconds": defaults.quota_period_seconds}
         return {**data, "quota": quota}
+
+    #: Several limits, narrowest first (sweeper.config.limit); none: `quota` and `scope` are
+    #: the one limit. With limits, the first one is the job's scope and quota.
+    limits: list[LimitConfig] = Field(default_factory=list, max_length=4)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_limit_is_the_scope(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not data.get("limits"):
+            return data
+        first = data["limits"][0]
+        first = first.model_dump() if isinstance(first, LimitConfig) else first
+        if not isinstance(first, dict):
+            return data
+        filled = dict(data)
+        if first.get("rate") is not None:
+            filled.setdefault("quota", first["rate"])
+        filled.setdefault("scope", {"template": first.get("key")})
+        return filled
+
+    @model_validator(mode="after")
+    def _limits_agree(self) -> Self:
+        listed = {limit.name for limit in self.limits}
+        unknown = set(self.action.limit_values.values()) - listed
+        if unknown:
+            raise ValueError(
+                f"action.limit_header_values names limits the policy does not list: "
+                f"{sorted(unknown)}"
+            )
+        if not self.limits:
+            return self
+        first = self.limits[0]
+        if first.rate is None or first.max_in_flight is not None:
+            raise ValueError(
+                f"limit {first.name!r} is the job's scope (listed first): it needs a rate and "
+                "no max_in_flight; list a concurrency cap after it"
+            )
+        if self.quota != first.rate or self.scope.key_template != first.key:
+            raise ValueError(
+                "with [[limits]], leave [quota] and [scope] out: the first limit is the job's "
+                "scope and quota"
+            )
+        if first.uses_params:
+            raise ValueError(
+                f"limit {first.name!r} is the job's scope (listed first): its key may not use "
+                "params; list a narrower limit first"
+            )
+        names = [limit.name for limit in self.limits]
+        if len(set(names)) != len(names):
+            raise ValueError(f"limit names must differ: {names}")
+        return self
+
+    @property
+    def further_limits(self) -> list[LimitConfig]:
+        """The limits a call holds beside its scope's (the first limit, or `quota`)."""
+        return self.limits[1:]
 
     @field_validator("timezone")
     @classmethod

@@ -1,18 +1,22 @@
 """The vendor's quota for one scope (`Quota`), its `N/PERIOD` text form, and the headroom maths.
 
-`Quota` holds the documented rate (`limit` calls per `period_seconds`), the headroom sweeper
-keeps below it (by default the largest that arrival jitter cannot push over the quota) and, for
-a vendor whose quota is not known, the adaptive controller's settings; `Quota.parse` reads the
-`40/1s` form the CLI and the local stack accept. The controller's arithmetic (`Adaptive`) is on
-the ground floor (`sweeper.adaptive_rate`), so that this module does not import the limiter.
+`Quota` holds the documented rate (`limit` calls per `period_seconds`), the algorithm the vendor
+counts them by (a sliding window, a fixed window, or a bucket of `capacity` calls refilled at
+the rate), the headroom sweeper keeps below it (by default the largest that arrival jitter
+cannot push over the vendor's algorithm) and, for a vendor whose quota is not known, the
+adaptive controller's settings; `Quota.parse` reads the `40/1s` form (`15/1s bucket`,
+`15/1s bucket:6`, `100/1m fixed`) the CLI and the local stack accept. The controller's
+arithmetic (`Adaptive`) is on the ground floor (`sweeper.adaptive_rate`), so that this module
+does not import the limiter.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from typing import Literal, Self
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.config.base import _Strict
@@ -25,15 +29,46 @@ LATE_SLOT_TOLERANCE_SECONDS = 0.035
 #: figure; tests/unit/test_config.py checks that they do.
 DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
 
-_RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+#: A bucket kept exactly full would be refused at the first difference between the two clocks'
+#: rates or the vendor's whole-millisecond arithmetic: sweeper uses at most this share of a
+#: bucket's refill rate, however large the bucket, so the bucket drains a little between calls.
+MAX_BUCKET_HEADROOM = 0.99
+
+Algorithm = Literal["sliding_window", "fixed_window", "bucket"]
+
+_RATE_RE = re.compile(
+    r"^\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*(ms|s|m|h)?"
+    r"(?:\s+(sliding|fixed|fixed-aligned|bucket)(?::(\d+))?)?\s*$"
+)
+_ALGORITHMS: dict[str, tuple[Algorithm, bool]] = {
+    "sliding": ("sliding_window", False),
+    "fixed": ("fixed_window", False),
+    "fixed-aligned": ("fixed_window", True),
+    "bucket": ("bucket", False),
+}
 _PERIOD_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class Quota(_Strict):
-    """The vendor's documented rate for one scope: `limit` calls per `period_seconds`."""
+    """The vendor's documented rate for one scope: `limit` calls per `period_seconds`, counted
+    by `algorithm` (for a bucket, `limit / period_seconds` is its refill rate)."""
 
     limit: int = Field(gt=0)
     period_seconds: float = Field(gt=0)
+    algorithm: Algorithm = Field(
+        default="sliding_window",
+        description="how the vendor counts: at most `limit` in any window of the period "
+        "(sliding_window), in each window between period boundaries (fixed_window), or a "
+        "bucket of `capacity` calls refilled at limit/period (bucket; nginx's limit_req is one "
+        "of capacity burst + 1)",
+    )
+    capacity: int = Field(
+        default=1, ge=1, le=1_000_000, description="bucket: how many calls it holds (B)"
+    )
+    aligned: bool = Field(
+        default=False,
+        description="fixed_window: the windows start at multiples of the period on the clock",
+    )
     headroom: float | None = Field(
         default=None, gt=0, le=1, description="fraction of the quota used; default: safe_headroom"
     )
@@ -61,16 +96,38 @@ class Quota(_Strict):
         default=0.7, gt=0, lt=1, description="adaptive: the rate is multiplied by this on a 429"
     )
 
+    @model_validator(mode="after")
+    def _fields_of_the_algorithm(self) -> Self:
+        if self.capacity != 1 and self.algorithm != "bucket":
+            raise ValueError("capacity is a bucket's: set algorithm = 'bucket' or drop it")
+        if self.aligned and self.algorithm != "fixed_window":
+            raise ValueError("aligned is a fixed window's: set algorithm = 'fixed_window'")
+        return self
+
     @classmethod
     def parse(cls, text: str, headroom: float | None = None) -> Quota:
-        """Parse `N/PERIOD`, e.g. `40/1s`, `100/m`, `5/500ms`."""
+        """Parse `N/PERIOD [ALGORITHM[:CAPACITY]]`, e.g. `40/1s`, `100/m fixed`, `5/500ms`,
+        `15/1s bucket` (capacity 1: spacing), `15/1s bucket:6` (nginx's burst=5)."""
         match = _RATE_RE.match(text)
         if not match:
-            raise ConfigError(f"rate {text!r} is not N/PERIOD (e.g. 40/1s, 600/1m)")
-        count, amount, unit = match.groups()
+            raise ConfigError(
+                f"rate {text!r} is not N/PERIOD [sliding|fixed|fixed-aligned|bucket[:B]] "
+                "(e.g. 40/1s, 600/1m fixed, 15/1s bucket:6)"
+            )
+        count, amount, unit, name, capacity = match.groups()
         seconds = (float(amount) if amount else 1.0) * _PERIOD_UNITS[unit or "s"]
+        algorithm, aligned = _ALGORITHMS[name or "sliding"]
+        if capacity is not None and algorithm != "bucket":
+            raise ConfigError(f"rate {text!r}: only a bucket has a capacity (bucket:B)")
         try:
-            return cls(limit=int(count), period_seconds=seconds, headroom=headroom)
+            return cls(
+                limit=int(count),
+                period_seconds=seconds,
+                headroom=headroom,
+                algorithm=algorithm,
+                aligned=aligned,
+                capacity=int(capacity) if capacity is not None else 1,
+            )
         except ValidationError as exc:
             raise ConfigError(f"rate {text!r}: {_first_error(exc)}") from exc
 
@@ -81,13 +138,32 @@ class Quota(_Strict):
 
     @property
     def safe_headroom(self) -> float:
-        """The largest headroom that never exceeds the quota, given arrival jitter.
+        """The largest headroom at which no call arrives earlier than the vendor's algorithm
+        allows, given that each call arrives between 0 and d = `arrival_budget_seconds` after
+        its slot (sweeper's slots are a zero-burst GCRA: one every I = T / (h * N) seconds).
 
-        Slots of a zero-burst GCRA at `h * limit / period` put at most `floor((T + d) * h * N / T)
-        + 1` calls in any window of T = period seconds when each call arrives up to d seconds
-        after its slot; that is at most N exactly when `h < T / (T + d)`, whatever N is.
+        - Sliding window of T = period: at most `floor((T + d) / I) + 1` slots arrive in any
+          window of length T, which is at most N exactly when `h < T / (T + d)`, whatever N is.
+        - Fixed window (aligned to the clock or not): each of its windows is one of the sliding
+          windows, so the same rule; sweeper does not know the vendor's boundaries within d, so
+          it does not use the burst a window's start allows.
+        - Bucket of capacity B refilled at R = N / T (GCRA with tolerance t = (B - 1) / R): with
+          the arrivals in the order they arrive, the bucket refuses none exactly when any k + 1
+          of them in a row span at least `k / R - t`, which only binds for k >= B. Any k + 1
+          arrivals come from k + 1 distinct slots, so they span at least `k * I - d`. Hence none
+          is refused when `k * (I - 1 / R) >= d - t` for every k >= B: `I >= 1 / R` and
+          `I - 1 / R >= (d - t) / B`, that is `h <= 1 / (1 + R * (d - t) / B)`, at most
+          MAX_BUCKET_HEADROOM. B = 1 (nginx's limit_req without burst) is spacing: every call
+          at least 1 / R after the last however the jitter falls, so the jitter costs R * d.
         """
-        exact = self.period_seconds / (self.period_seconds + self.arrival_budget_seconds)
+        d = self.arrival_budget_seconds
+        if self.algorithm == "bucket":
+            rate = self.limit / self.period_seconds
+            tolerance = (self.capacity - 1) / rate
+            late = max(0.0, d - tolerance) / self.capacity
+            exact = min(MAX_BUCKET_HEADROOM, 1.0 / (1.0 + rate * late))
+        else:
+            exact = self.period_seconds / (self.period_seconds + d)
         return math.floor(exact * 1000) / 1000
 
     @property

@@ -36,9 +36,18 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.consumer.idempotency import GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
-from sweeper.errors import RetryableActionError, SweeperError
+from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.limiter.leases import LeaseCap
+from sweeper.limiter.several import (
+    CallSlots,
+    LeaseSource,
+    LimitAsk,
+    SlotSource,
+    ThrottleNotes,
+    reserve_all,
+)
 from sweeper.models import (
     CALLABLE_STATUSES,
     SETTLED_STATUSES,
@@ -65,6 +74,11 @@ GATE_READ_LEAD_SECONDS = 0.05
 MIN_CALL_SECONDS = 1.0
 #: Spreads the return of records that waited for a token, so they do not all come back at once.
 RATE_DEFERRAL_JITTER_SECONDS = 0.5
+#: A full concurrency cap is asked again after this long (a call at the vendor ends meanwhile).
+LEASE_RETRY_SECONDS = 0.05
+#: A call held by several limits is sent at most this long after the earliest of its slots
+#: (sweeper.limiter.several): half the late-slot tolerance, the other half is for waking late.
+LIMITS_SPREAD_SECONDS = LATE_SLOT_TOLERANCE_SECONDS / 2
 
 
 class Deferred(SweeperError):
@@ -106,6 +120,9 @@ class _Delivery:
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
         self.trace_id = trace_id
+        self.holder = f"{job.key}#{id(self)}"  # a concurrency lease's holder
+        self.leases: list[tuple[str, int]] = []
+        self._lease_cap: LeaseCap | None = None
         self.ids = {
             "operation_key": job.key,
             "batch_id": job.batch_id,
@@ -117,6 +134,7 @@ class _Delivery:
         try:
             self._handle(status)
         finally:
+            self.release_leases()
             self.slots.done(self.job.scope, self.called, self)
 
     def _handle(self, status: JobStatus) -> None:
@@ -151,6 +169,8 @@ class _Delivery:
         Returns the call's timeout; raises Deferred when the record goes back to the queue.
         """
         deps = self.deps
+        if deps.policy.further_limits:
+            return self._take_every_limit()
         quota = deps.policy.quota
         throttle = deps.policy.throttle
         waited = False
@@ -225,6 +245,159 @@ class _Delivery:
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
 
+    def _limit_keys(self) -> list[str]:
+        """The limiter key of each of the policy's limits for this call, in their order."""
+        policy = self.deps.policy
+        job = self.job
+        host = policy.action.scope_host
+        keys = [job.scope]
+        for limit in policy.further_limits:
+            key = limit.render(
+                policy=policy.name,
+                tenant_id=job.tenant_id,
+                object_id=job.object_id,
+                host=host,
+                params=job.params,
+            )
+            keys.append(f"{limit.name}:{key}")
+        return keys
+
+    def _limit_asks(self) -> list[LimitAsk]:
+        """The rate limits this call holds a slot in: its scope's, then each further one's."""
+        policy = self.deps.policy
+        asks = [LimitAsk(self.job.scope, policy.quota.interval_seconds)]
+        for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True):
+            if limit.rate is not None:
+                asks.append(LimitAsk(key, limit.rate.interval_seconds))
+        return asks
+
+    def _take_leases(self) -> bool:
+        """A lease of each concurrency cap the call is under, or none (all given back)."""
+        policy = self.deps.policy
+        capped = [
+            (key, limit.max_in_flight)
+            for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True)
+            if limit.max_in_flight is not None
+        ]
+        if not capped:
+            return True
+        source = self.deps.limiter
+        if not isinstance(source, LeaseSource):
+            raise LimiterError("this limiter cannot hold concurrency leases")
+        leases = source.leases()
+        for key, cap in capped:
+            # at most the consumer's timeout: a killed environment's lease frees itself by then
+            index = leases.acquire(key, cap, self.holder, policy.consumer.timeout_seconds)
+            if index is None:
+                self.release_leases()
+                return False
+            self.leases.append((key, index))
+        self._lease_cap = leases
+        return True
+
+    def release_leases(self) -> None:
+        """Give back the leases this call holds (after its answer, or when it is not made)."""
+        cap = self._lease_cap
+        while self.leases and cap is not None:
+            key, index = self.leases.pop()
+            cap.release(key, index, self.holder)
+
+    def _take_every_limit(self) -> float | None:
+        """A slot in each of the call's limits, all within LIMITS_SPREAD_SECONDS before the
+        call (sweeper.limiter.several); waits and deferrals as for one limit. Slots are taken
+        one call at a time, not banked."""
+        deps = self.deps
+        throttle = deps.policy.throttle
+        source = deps.limiter
+        if not isinstance(source, SlotSource):
+            raise LimiterError("this limiter cannot hold a call in several limits")
+        asks = self._limit_asks()
+        waited = False
+        lease_waits = 0
+        while True:
+            timeout = self.call_timeout()
+            if timeout is not None and timeout < MIN_CALL_SECONDS:
+                self._return_in(0.0, outcome=None, code=None)
+                raise Deferred("no Lambda time left for a call")
+            horizon = throttle.max_wait_seconds
+            if timeout is not None:
+                horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
+            requested = deps.now()
+            got = reserve_all(source, asks, horizon, LIMITS_SPREAD_SECONDS, now=requested)
+            if isinstance(got, Denial):
+                wait = got.retry_at - deps.now()
+                if got.reason != "rate":
+                    wait += deps.rng.uniform(0.0, throttle.reopen_jitter_seconds)
+                if not waited:
+                    waited = True
+                    deps.metrics.add_metric(
+                        Metric.LIMITER_WAITS if got.reason == "rate" else Metric.GATE_DEFERRALS,
+                        "Count",
+                        1,
+                    )
+                if wait <= horizon:
+                    deps.sleep(max(0.0, wait))
+                    continue
+                self._defer(got, wait)
+            if got.send_at - requested > GATE_RECHECK_LEAD_SECONDS:
+                self._recheck_gates(got)
+            wait = got.send_at - deps.now()
+            if wait > 0:
+                deps.sleep(wait)
+            if deps.now() - got.earliest > LATE_SLOT_TOLERANCE_SECONDS:
+                deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                continue  # woken too late for one of its limits: let the slots go, take others
+            if not self._take_leases():
+                # A concurrency cap is full: these slots are spent without a call. A call at
+                # the vendor ends within moments, so wait a little in place and take new ones;
+                # past the longest wait in place, the record goes back to the queue.
+                lease_waits += 1
+                if lease_waits * LEASE_RETRY_SECONDS > throttle.max_wait_seconds:
+                    self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
+                deps.sleep(LEASE_RETRY_SECONDS)
+                continue
+            self.called = True
+            self.sent_at = deps.now()
+            self.slots.calling(self.job.scope, self)
+            return self.call_timeout()
+
+    def _throttled_keys(self, exc: RetryableActionError) -> list[str]:
+        """The limiter keys a 429 closes, for a call held by several limits.
+
+        The limit the response names (`action.limit_header`, mapped by `limit_header_values`)
+        alone; without a name, the narrowest (the first, the job's scope), and with it each
+        wider limit under which another key of the narrowest drew a 429 within the narrowest's
+        period (several stores refused at once: the app's limit is what refuses).
+        """
+        deps = self.deps
+        every = self._limit_keys()  # in the order of the policy's limits
+        values = deps.policy.action.limit_values
+        named = values.get(exc.limit_value) if exc.limit_value is not None else None
+        if named is not None:
+            index = [limit.name for limit in deps.policy.limits].index(named)
+            return [every[index]]
+        keys = [every[0]]
+        if isinstance(deps.limiter, ThrottleNotes):
+            period = deps.policy.quota.period_seconds
+            for wider in self._limit_asks()[1:]:
+                if deps.limiter.note_throttle(wider.key, every[0], within=period):
+                    keys.append(wider.key)
+        return keys
+
+    def _recheck_gates(self, got: CallSlots) -> None:
+        """Look at every limit's gate once more just before a far call (as for one limit)."""
+        deps = self.deps
+        wait = got.send_at - deps.now()
+        if wait > GATE_READ_LEAD_SECONDS:
+            deps.sleep(wait - GATE_READ_LEAD_SECONDS)
+        for key in got.slots:
+            state = deps.limiter.state(key)
+            if state.closed(deps.now()) and state.closed_until is not None:
+                deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+                self._defer(
+                    Denial(state.closed_until, "throttled"), state.closed_until - deps.now()
+                )
+
     def _defer(self, denial: Denial, wait: float) -> NoReturn:
         """Return the message until the wait is over; the ledger learns when it may run."""
         if denial.reason == "rate":
@@ -275,10 +448,13 @@ class _Delivery:
         throttle = deps.policy.throttle
         if outcome in (OutcomeClass.THROTTLED, OutcomeClass.AUTH):
             now = deps.now()
+            closing = [self.job.scope]
+            if outcome is OutcomeClass.THROTTLED and deps.policy.further_limits:
+                closing = self._throttled_keys(exc)  # several limits: the one the 429 names
             if outcome is OutcomeClass.THROTTLED:
-                # The scope's last closure (its length and end) and when this call went out
+                # The limit's last closure (its length and end) and when this call went out
                 # decide whether a bare 429 doubles it or starts afresh (backoff.close_delay).
-                last = deps.limiter.state(self.job.scope)
+                last = deps.limiter.state(closing[0])
                 delay = close_delay(
                     exc.retry_after_seconds,
                     last.last_close_seconds,
@@ -297,13 +473,23 @@ class _Delivery:
             else:
                 delay = throttle.auth_cooloff_seconds
                 deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
-            until = deps.limiter.close(
-                self.job.scope, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
-            )
-            self.slots.forget(self.job.scope)  # this batch's other records use no banked slot
+            until = now + delay
+            for key in closing:
+                until = max(
+                    until,
+                    deps.limiter.close(
+                        key, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
+                    ),
+                )
+                self.slots.forget(key)  # this batch's other records use no banked slot
             logger.warning(
                 "scope closed",
-                extra={**log, "closed_at": round(now, 4), "closed_for_seconds": round(delay, 3)},
+                extra={
+                    **log,
+                    "closed_at": round(now, 4),
+                    "closed_for_seconds": round(delay, 3),
+                    "limits_closed": len(closing),
+                },
             )
             self._return_in(math.floor(max(0.0, until - now)), outcome=outcome, code=exc.code)
             raise Deferred(f"scope {self.job.scope} closed ({outcome.value})") from exc

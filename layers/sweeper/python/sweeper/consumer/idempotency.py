@@ -84,6 +84,7 @@ def guard_with_idempotency(
                 result.status_code,
                 result.code,
                 retry_after_seconds=result.retry_after_seconds,
+                limit_value=result.limit_value,
             )
         return result
 

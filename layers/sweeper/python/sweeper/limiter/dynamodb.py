@@ -50,6 +50,7 @@ from botocore.exceptions import ClientError
 from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
+from sweeper.limiter.leases import LeaseCap
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -137,8 +138,13 @@ class DynamoLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        not_before: float | None = None,
     ) -> Grant | Denial:
         """Reserve the next `count` slots of `scope` (fewer if not all fall within `horizon`).
+
+        With `not_before` (epoch seconds) no slot is earlier than it: the idle path's "now" is
+        moved on to it, so a call that holds a later slot of another limit gets this limit's
+        first free slot at or after that one (sweeper.limiter.several).
 
         Two conditional writes exist: the busy path (the bucket is ahead of now: take the next
         slots, `tat += n * interval`) and the idle path (behind now: the first slot is now, where
@@ -161,6 +167,8 @@ class DynamoLimiter:
             # is back (see the module's docstring). The horizon stays counted from the real now.
             real = int(self._clock() * US)
             now = real + min(int(self.lead * US), horizon_us)
+            if not_before is not None:
+                now = max(now, int(not_before * US))
             reach = real + horizon_us
             guard = self._guard(scope, adaptive, real) if adaptive else None
             step = guard.step if guard else max(1, round(interval * US))
@@ -368,6 +376,53 @@ class DynamoLimiter:
         self._round_trips.append(time.monotonic() - started)
         attributes = response.get("Attributes", {})
         return int(attributes["tat"]["N"]) if "tat" in attributes else 0
+
+    def leases(self) -> LeaseCap:
+        """The concurrency caps' leases, on this limiter's table and client."""
+        return LeaseCap(self._client, self._table, clock=self._clock)
+
+    def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
+        """Return an unused slot, if it is still the scope's last one taken: `tat` goes back to
+        it, so the next reservation gets it at its own time (never earlier). One conditional
+        write; when another slot was taken since, nothing changes and the slot is spent without
+        a call. Returns whether it was given back."""
+        slot_us = int(slot_at * US)
+        step = max(1, round(interval * US))
+        if self._last_tat.get(scope) != slot_us + step:
+            return False  # not ours to return (or not known to be): spent without a call
+        result = self._update(
+            scope,
+            "SET tat = :slot",
+            "tat = :after",
+            {":slot": _n(slot_us), ":after": _n(slot_us + step)},
+            returns="NONE",
+        )
+        if isinstance(result, int):
+            self._last_tat[scope] = slot_us
+            return True
+        if result:
+            self._last_tat[scope] = int(result["tat"]["N"]) if "tat" in result else 0
+        return False
+
+    def note_throttle(self, scope: str, source: str, within: float) -> bool:
+        """A 429 from `source` (a narrower limit's key) under the wider limit `scope`: one
+        conditional write on the wider limit's item records it. Returns True when another
+        source's 429 was recorded there within the last `within` seconds: the wider limit is
+        what refuses (sweeper.limiter.several)."""
+        now = int(self._clock() * US)
+        result = self._update(
+            scope,
+            "SET t429_at = :now, t429_src = :src, expires_at = :ttl",
+            "attribute_not_exists(t429_at) OR t429_at <= :since OR t429_src = :src",
+            {
+                ":now": _n(now),
+                ":src": {"S": source},
+                ":since": _n(now - int(within * US)),
+                ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+            },
+            returns="NONE",
+        )
+        return isinstance(result, dict)
 
     def close(self, scope: str, until: float, reason: Reason) -> float:
         """Close the gate until `until` (never shortens a closure); returns the closure's end."""

@@ -1,0 +1,67 @@
+"""The limits of a policy, as a vendor publishes them: each a name, a key template and a rate.
+
+A policy with one limit writes it as before (`[quota]`, `[scope]`). One with several lists them
+(`[[limits]]`), narrowest first: the first limit's key is the job's scope (the ledger keeps it,
+the producer takes turns by it, a throttle closes it), so it may use only the fields a job has
+when it is scheduled; every other limit's key is rendered for each call, and may use a call's
+params (`{params.NAME}`). A constant key (`"app"`) is one limiter item shared by every call, and
+by every policy naming the same key: a vendor's app-wide limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Self
+
+from pydantic import Field, model_validator
+
+from sweeper.config.base import _Strict
+from sweeper.config.quota import Quota
+
+#: Fields every key template may use; the first limit's key may use only these.
+JOB_KEY_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
+_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
+_PARAM_RE = re.compile(r"^params\.([A-Za-z_]\w{0,63})$")
+
+
+class LimitConfig(_Strict):
+    """One limit: `rate` calls of every call whose key renders alike, as the vendor counts them."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")
+    key: str = Field(min_length=1, max_length=256, description="a template, e.g. {tenant_id}")
+    rate: Quota | None = None
+    max_in_flight: int | None = Field(
+        default=None, ge=1, le=1000, description="calls at the vendor at once, fleet-wide, per key"
+    )
+
+    @model_validator(mode="after")
+    def _known_fields(self) -> Self:
+        if self.rate is None and self.max_in_flight is None:
+            raise ValueError(f"limit {self.name!r} needs a rate, a max_in_flight, or both")
+        for field in _FIELD_RE.findall(self.key):
+            if field not in JOB_KEY_FIELDS and not _PARAM_RE.match(field):
+                raise ValueError(
+                    f"limit {self.name!r}: key uses unknown field {{{field}}} (known: "
+                    f"{', '.join(sorted(JOB_KEY_FIELDS))}, params.NAME)"
+                )
+        return self
+
+    @property
+    def uses_params(self) -> bool:
+        return any(_PARAM_RE.match(field) for field in _FIELD_RE.findall(self.key))
+
+    def render(
+        self, *, policy: str, tenant_id: str, object_id: str, host: str, params: Mapping[str, Any]
+    ) -> str:
+        """The limiter key of one call: the template with its fields filled in."""
+        values = {"policy": policy, "tenant_id": tenant_id, "object_id": object_id, "host": host}
+
+        def fill(match: re.Match[str]) -> str:
+            field = match.group(1)
+            param = _PARAM_RE.match(field)
+            if param:
+                return str(params.get(param.group(1), ""))
+            return values[field]
+
+        return _FIELD_RE.sub(fill, self.key)

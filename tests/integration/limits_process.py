@@ -1,0 +1,59 @@
+"""Calls held by two limits, taken from the shared limiter in a process of its own.
+
+`python -m tests.integration.limits_process PORT TABLE SECONDS START_AT TENANTS...` waits for
+START_AT (epoch seconds, so that every process begins together), then for SECONDS takes, for a
+tenant after another, a slot in the tenant's limit and in the app's (`reserve_all`), waits for
+the call's time and "calls" there, printing one JSON line per call (when it was sent, the slot
+it held in each limit) and one per slot spent without a call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import time
+
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.limiter import DynamoLimiter
+from sweeper.limiter.several import CallSlots, LimitAsk, Spent, reserve_all
+from sweeper_local.aws import LocalAws
+
+#: The two limits of the test: 2 calls/s per tenant, 10 calls/s for the app.
+TENANT_INTERVAL_SECONDS = 0.5
+APP_INTERVAL_SECONDS = 0.1
+SPREAD_SECONDS = 0.015
+
+
+def main(port: str, table: str, seconds: str, start_at: str, *tenants: str) -> None:
+    limiter = DynamoLimiter(LocalAws(port=int(port)).dynamodb(), table)
+    time.sleep(max(0.0, float(start_at) - time.time()))
+    stop_at = time.time() + float(seconds)
+    for tenant in itertools.cycle(tenants):
+        if time.time() >= stop_at:
+            break
+        spent: list[Spent] = []
+        asks = [
+            LimitAsk(f"store:{tenant}", TENANT_INTERVAL_SECONDS),
+            LimitAsk("app", APP_INTERVAL_SECONDS),
+        ]
+        decision = reserve_all(
+            limiter, asks, horizon=2.0, spread=SPREAD_SECONDS, now=time.time(), spent=spent
+        )
+        for slot in spent:
+            print(json.dumps({"spent": slot.key, "at": slot.slot_at, "back": slot.given_back}))
+        if not isinstance(decision, CallSlots):
+            print(json.dumps({"refused": decision.reason, "retry_at": decision.retry_at}))
+            time.sleep(max(0.0, min(0.2, decision.retry_at - time.time())))
+            continue
+        time.sleep(max(0.0, decision.send_at - time.time()))
+        sent = time.time()
+        if sent > decision.earliest + LATE_SLOT_TOLERANCE_SECONDS:
+            # woken too late (a loaded machine): the slots are let go, as a consumer does
+            print(json.dumps({"late": sent, "slots": decision.slots}), flush=True)
+            continue
+        print(json.dumps({"sent": sent, "slots": decision.slots}), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,106 @@
+"""A policy with two limits, through the consumer as on AWS: a store's and the app's.
+
+The vendor simulator enforces the store limit itself (2 calls per second per tenant, a sliding
+window) and records every arrival, from which the app's window is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from sweeper import runtime
+from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.models import JobStatus
+from sweeper_local.vendor import VendorSimulator, max_calls_in_window
+from tests.conftest import Pipeline
+from tests.integration.test_consumer import failed_ids, publish_all
+from tests.integration.test_parallel_calls import invoke
+
+pytestmark = pytest.mark.integration
+
+STORE_RATE = 2  # per second and tenant
+APP_RATE = 4  # per second, every tenant together
+
+
+@pytest.fixture
+def store_vendor() -> Iterator[VendorSimulator]:
+    with VendorSimulator(quota=(STORE_RATE, 1.0), quota_scope="tenant") as sim:
+        yield sim
+
+
+def two_limits(p: Pipeline, monkeypatch: pytest.MonkeyPatch, vendor: VendorSimulator) -> Policy:
+    data = p.policy.model_dump(exclude={"quota", "scope"})
+    data["limits"] = [
+        LimitConfig(
+            name="store", key="{policy}:{tenant_id}", rate=Quota(limit=2, period_seconds=1)
+        ),
+        LimitConfig(name="app", key="app", rate=Quota(limit=APP_RATE, period_seconds=1)),
+    ]
+    data["consumer"]["parallel_calls"] = 4
+    data["action"].update(api_url=vendor.url, allow_plain_http=True)
+    policy = Policy.model_validate(data)
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    runtime.reset()
+    return policy
+
+
+def test_calls_held_by_a_store_and_the_app_limit_keep_both(
+    pipeline: Pipeline, store_vendor: VendorSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given twelve due jobs over four stores, a policy allowing 2/s per store and 4/s for the
+    # app (so the app binds: four stores could take 8/s), and one batch called four at a time
+    policy = two_limits(pipeline, monkeypatch, store_vendor)
+    pipeline = replace(pipeline, policy=policy)
+    pipeline.seed(12, tenants=4)
+    records = publish_all(pipeline)[:10]
+    # When one batch of ten is handled
+    response = invoke(pipeline, records)
+    # Then the calls went out side by side at the app's rate: those whose slots lay beyond the
+    # consumer's wait came back, the others settled
+    succeeded = pipeline.ledger.counts(policy.name)[JobStatus.SUCCEEDED]
+    assert succeeded >= 4
+    assert len(failed_ids(response)) == len(records) - succeeded
+    audit = store_vendor.audit()
+    assert audit.calls_total == succeeded
+    # And the vendor refused none for a store's window, and no second held more calls than
+    # the app limit
+    assert audit.quota_rejections == 0
+    assert max_calls_in_window(list(audit.arrivals), 1.0) <= APP_RATE
+
+
+@pytest.fixture
+def slow_vendor() -> Iterator[VendorSimulator]:
+    """A vendor that holds every call 0.3 s: long enough for calls to overlap."""
+    with VendorSimulator(latency_seconds=0.3) as sim:
+        yield sim
+
+
+def test_a_concurrency_cap_holds_the_calls_at_the_vendor_to_its_number(
+    pipeline: Pipeline, slow_vendor: VendorSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a policy whose calls are under a fleet-wide cap of 2 in flight, a vendor holding
+    # each call 0.3 s, and one batch of eight called four at a time
+    data = pipeline.policy.model_dump(exclude={"quota", "scope"})
+    data["limits"] = [
+        LimitConfig(
+            name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
+        ),
+        LimitConfig(name="vendor", key="v", max_in_flight=2),
+    ]
+    data["consumer"]["parallel_calls"] = 4
+    data["action"].update(api_url=slow_vendor.url, allow_plain_http=True)
+    policy = Policy.model_validate(data)
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    runtime.reset()
+    p = replace(pipeline, policy=policy)
+    p.seed(8, tenants=4)
+    records = publish_all(p)
+    # When the batch is handled
+    response = invoke(p, records)
+    # Then every job settled, the vendor held two calls at once at its busiest, never more
+    assert failed_ids(response) == set()
+    assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 8
+    assert slow_vendor.audit().max_in_flight == 2

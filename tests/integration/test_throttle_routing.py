@@ -1,0 +1,128 @@
+"""A 429 closes the limit it belongs to, for a policy with a store limit and an app limit.
+
+The vendor here is a small HTTP server answering every call 429, with or without the header
+that names the limit (`X-RateLimit-Scope: store|app`); the limiter is the real one on moto.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from sweeper import runtime
+from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.limiter import DynamoLimiter
+from tests.conftest import Pipeline
+from tests.integration.test_consumer import publish_all
+from tests.integration.test_parallel_calls import invoke
+
+pytestmark = pytest.mark.integration
+
+
+class Refusing:
+    """Answers every DELETE 429, naming `scope` in X-RateLimit-Scope when it is set."""
+
+    def __init__(self) -> None:
+        self.scope: str | None = None
+        refusing = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_DELETE(self) -> None:
+                self.send_response(429)
+                if refusing.scope is not None:
+                    self.send_header("X-RateLimit-Scope", refusing.scope)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def refusing() -> Iterator[Refusing]:
+    vendor = Refusing()
+    try:
+        yield vendor
+    finally:
+        vendor.server.shutdown()
+        vendor.server.server_close()
+
+
+def two_limits(p: Pipeline, monkeypatch: pytest.MonkeyPatch, url: str) -> Pipeline:
+    data = p.policy.model_dump(exclude={"quota", "scope"})
+    data["limits"] = [
+        LimitConfig(
+            name="store", key="{policy}:{tenant_id}", rate=Quota(limit=2, period_seconds=1)
+        ),
+        LimitConfig(name="app", key="app", rate=Quota(limit=40, period_seconds=1)),
+    ]
+    data["consumer"]["parallel_calls"] = 1
+    data["action"].update(
+        api_url=url,
+        allow_plain_http=True,
+        limit_header="X-RateLimit-Scope",
+        limit_header_values={"store": "store", "app": "app"},
+    )
+    policy = Policy.model_validate(data)
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    runtime.reset()
+    return replace(p, policy=policy)
+
+
+def closed(p: Pipeline, key: str) -> bool:
+    limiter = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table)
+    return limiter.state(key).closed(time.time())
+
+
+def test_a_429_naming_the_app_closes_the_app_limit_and_not_the_store(
+    pipeline: Pipeline, refusing: Refusing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = two_limits(pipeline, monkeypatch, refusing.url)
+    refusing.scope = "app"
+    p.seed(1, tenants=1)
+    invoke(p, publish_all(p))
+    assert closed(p, "app:app")
+    assert not closed(p, "exports:tenant-0")
+
+
+def test_a_429_naming_the_store_closes_the_store_only(
+    pipeline: Pipeline, refusing: Refusing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = two_limits(pipeline, monkeypatch, refusing.url)
+    refusing.scope = "store"
+    p.seed(1, tenants=1)
+    invoke(p, publish_all(p))
+    assert closed(p, "exports:tenant-0")
+    assert not closed(p, "app:app")
+
+
+def test_a_bare_429_closes_the_narrowest_limit_the_call_holds(
+    pipeline: Pipeline, refusing: Refusing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = two_limits(pipeline, monkeypatch, refusing.url)
+    p.seed(1, tenants=1)
+    invoke(p, publish_all(p))
+    assert closed(p, "exports:tenant-0")
+    assert not closed(p, "app:app")
+
+
+def test_bare_429s_from_two_stores_within_a_period_close_the_app_limit(
+    pipeline: Pipeline, refusing: Refusing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two stores' calls in one batch, each refused with a bare 429 within a second
+    p = two_limits(pipeline, monkeypatch, refusing.url)
+    p.seed(2, tenants=2)
+    invoke(p, publish_all(p))
+    # Then each store is closed, and so is the app: two stores refused at once is the app
+    assert closed(p, "exports:tenant-0")
+    assert closed(p, "exports:tenant-1")
+    assert closed(p, "app:app")

@@ -1,0 +1,100 @@
+"""Several limits per policy: the `[[limits]]` form, the one-limit form kept, keys per call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweeper.config import LimitConfig, Policy, Quota, load_config
+from sweeper.errors import ConfigError
+
+TWO_LIMITS = """
+[[policies]]
+name = "listings"
+
+[[policies.limits]]
+name = "store"
+key = "{policy}:{tenant_id}"
+rate = { limit = 2, period_seconds = 1 }
+
+[[policies.limits]]
+name = "app"
+key = "app"
+rate = { limit = 40, period_seconds = 1, algorithm = "sliding_window" }
+"""
+
+
+def test_a_policy_lists_its_limits_and_the_first_is_the_jobs_scope(tmp_path: Path) -> None:
+    path = tmp_path / "sweeper.toml"
+    path.write_text(TWO_LIMITS, encoding="utf-8")
+    policy = load_config(path).policies[0]
+    assert [limit.name for limit in policy.limits] == ["store", "app"]
+    assert policy.quota == Quota(limit=2, period_seconds=1)
+    assert policy.scope.key_template == "{policy}:{tenant_id}"
+    assert [limit.name for limit in policy.further_limits] == ["app"]
+    # and it survives the trip through SWEEPER_POLICY
+    assert Policy.model_validate_json(policy.model_dump_json()) == policy
+
+
+def test_the_one_limit_form_is_kept_as_a_policy_without_further_limits() -> None:
+    policy = Policy(name="p", quota=Quota(limit=10, period_seconds=1))
+    assert policy.limits == []
+    assert policy.further_limits == []
+
+
+def _limit(name: str, key: str, limit: int = 1) -> LimitConfig:
+    return LimitConfig(name=name, key=key, rate=Quota(limit=limit, period_seconds=1))
+
+
+def test_limits_beside_a_quota_of_their_own_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"leave \[quota\] and \[scope\] out"):
+        Policy(name="p", quota=Quota(limit=9, period_seconds=1), limits=[_limit("a", "x")])
+
+
+def test_the_first_limit_may_not_key_on_params() -> None:
+    with pytest.raises(ValueError, match="its key may not use params"):
+        Policy(name="p", limits=[_limit("acct", "{params.account}"), _limit("app", "app")])
+
+
+def test_limit_names_differ() -> None:
+    with pytest.raises(ValueError, match="limit names must differ"):
+        Policy(name="p", limits=[_limit("a", "{tenant_id}"), _limit("a", "app")])
+
+
+def test_a_key_with_an_unknown_field_names_the_field() -> None:
+    with pytest.raises(ValueError, match=r"unknown field \{store\}"):
+        _limit("a", "{store}")
+
+
+def test_a_key_renders_the_calls_fields_and_params() -> None:
+    limit = _limit("acct", "{host}/{params.account}/{tenant_id}")
+    key = limit.render(
+        policy="p", tenant_id="t1", object_id="o", host="api.example", params={"account": 42}
+    )
+    assert key == "api.example/42/t1"
+
+
+def test_a_broken_limits_file_is_one_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "sweeper.toml"
+    path.write_text(TWO_LIMITS.replace('key = "app"', 'key = "{nope}"'), encoding="utf-8")
+    with pytest.raises(ConfigError, match="nope"):
+        load_config(path)
+
+
+def test_a_limit_header_value_naming_no_listed_limit_is_refused() -> None:
+    from sweeper.config import HttpActionConfig
+
+    action = HttpActionConfig(limit_header="X-RateLimit-Scope", limit_header_values={"x": "shop"})
+    with pytest.raises(ValueError, match=r"does not list: \['shop'\]"):
+        Policy(name="p", action=action, limits=[_limit("store", "{tenant_id}"), _limit("app", "a")])
+
+
+def test_a_limit_needs_a_rate_or_a_cap_and_the_first_a_rate_alone() -> None:
+    with pytest.raises(ValueError, match="needs a rate, a max_in_flight, or both"):
+        LimitConfig(name="a", key="x")
+    cap = LimitConfig(name="vendor", key="v", max_in_flight=10)
+    with pytest.raises(ValueError, match="it needs a rate and no max_in_flight"):
+        Policy(name="p", limits=[cap, _limit("store", "{tenant_id}")])
+    policy = Policy(name="p", limits=[_limit("store", "{tenant_id}"), cap])
+    assert policy.further_limits == [cap]
