@@ -11,10 +11,10 @@ import click
 
 from sweeper_cli.base import (
     current_time,
+    execute,
     friendly_errors,
     json_option,
     main,
-    open_console,
     parse_time,
     policy_option,
     target_options,
@@ -59,22 +59,17 @@ def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **targe
     """Per batch, newest first: discovered, published, consumed, succeeded, retried, terminal,
     duplicates, still in flight, oldest age at release and time to drain. Each batch's jobs
     reconcile: published - resent = succeeded + terminal + in flight."""
-    from sweeper.audit import batch_audit
+    from types import SimpleNamespace
+
+    from sweeper.operator_api.requests import RunsRequest
 
     start = since_time(since, current_time())
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        batches = batch_audit(policy.name, console.ledger, since=start, limit=limit)
-    data = {
-        "policy": policy.name,
-        "since": start.isoformat(),
-        "batches": [b.as_dict() for b in batches],
-        "reconciled": all(b.reconciles for b in batches),
-    }
+    data = execute(RunsRequest(policy=policy_name, since=start, limit=limit), target=target)
     if as_json:
         click.echo(json.dumps(data, default=str))
         return
-    click.echo(f"policy {policy.name}: {len(batches)} batch(es) since {start.isoformat()}")
+    batches = [SimpleNamespace(**b) for b in data["batches"]]
+    click.echo(f"policy {data['policy']}: {len(batches)} batch(es) since {data['since']}")
     for b in batches:
         drain = (
             f"drained in {b.time_to_drain_seconds:g}s"
