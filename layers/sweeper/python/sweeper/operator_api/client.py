@@ -16,7 +16,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import BotoCoreError
 
-from sweeper.errors import OperatorError
+from sweeper import errors
+from sweeper.errors import OperatorError, SweeperError
 from sweeper.operator_api.commands import ConfirmationNeededError
 from sweeper.operator_api.requests import READ_COMMANDS, OperatorRequest
 
@@ -109,7 +110,7 @@ class OperatorApiClient:
             raise ConfirmationNeededError(
                 request.command, policy, int(reply.get("moved", 0)), int(reply.get("threshold", 0))
             )
-        raise OperatorError(str(reply.get("error") or f"HTTP {status}"))
+        raise _error(reply.get("error_type"), str(reply.get("error") or f"HTTP {status}"))
 
     def _sign(self, url: str, body: bytes) -> dict[str, str]:
         """SigV4 headers for a POST of `body` to the function URL (service `lambda`)."""
@@ -127,3 +128,14 @@ class OperatorApiClient:
         )
         SigV4Auth(credentials.get_frozen_credentials(), "lambda", region).add_auth(signed)
         return {key: str(value) for key, value in signed.headers.items()}
+
+
+def _error(type_name: Any, message: str) -> SweeperError:
+    """The function's error as the direct path raises it: its class when it is one of ours."""
+    kind = getattr(errors, str(type_name), None) if type_name else None
+    if isinstance(kind, type) and issubclass(kind, SweeperError):
+        try:
+            return kind(message)
+        except TypeError:  # a class that takes more than a message
+            pass
+    return OperatorError(message)

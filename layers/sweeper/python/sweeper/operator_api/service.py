@@ -119,7 +119,9 @@ def serve(
         reply.body["threshold"] = exc.threshold
         return reply
     except SweeperError as exc:
-        return _refuse(FAILED, f"{type(exc).__name__}: {exc}", command)
+        reply = _refuse(FAILED, str(exc), command)
+        reply.body["error_type"] = type(exc).__name__
+        return reply
     return Reply(OK, {"ok": True, "command": command, "result": result}, command)
 
 
