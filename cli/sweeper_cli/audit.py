@@ -81,7 +81,8 @@ def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **targe
             f"  {b.scheduled_at}  batch {b.batch_id}  {b.stop_reason or 'running'}  "
             f"discovered {b.discovered}  published {b.published} (resent {b.resent})  "
             f"consumed {b.consumed}  succeeded {b.succeeded}  retried {b.retried}  "
-            f"terminal {b.terminal}  duplicates {b.duplicates}  "
+            f"terminal {b.terminal}  cancelled {b.cancelled}  held {b.held}  "
+            f"duplicates {b.duplicates}  "
             f"oldest at release {'-' if age is None else f'{age:g}s'}  {drain}"
             + ("" if b.reconciles else "  DOES NOT RECONCILE")
         )

@@ -61,6 +61,9 @@ class BatchAudit:
     duplicates: int
     last_settled_at: datetime | None
     in_flight: int
+    #: Jobs of the batch an operator cancelled before they settled, and jobs held now.
+    cancelled: int = 0
+    held: int = 0
 
 
 @dataclass(frozen=True, slots=True)
