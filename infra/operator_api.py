@@ -23,6 +23,7 @@ from infra.intake import Intake
 from infra.ledger_function import LedgerAccess
 from infra.nag import acknowledge
 from infra.pipeline import Pipeline
+from infra.scheduling import invoke_qualifiers_finding
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
 
@@ -106,6 +107,19 @@ class OperatorApi(Construct):
         acknowledge(
             self.operator.role, "AwsSolutions-IAM5[Resource::*]", EVENT_SOURCE_MAPPING_REASON
         )
+        acknowledge(
+            self.operator.role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:"
+            "<AWS::AccountId>:event-source-mapping:*]",
+            EVENT_SOURCE_MAPPING_REASON,
+        )
+        for pipeline in pipelines:
+            acknowledge(
+                self.operator.role,
+                invoke_qualifiers_finding(pipeline.producer.function),
+                "`sweeper release` invokes the policy's producer; CDK's invoke grant names the "
+                "function and its versions (`:*`), the producer has no alias or version in use.",
+            )
 
         self.read_only_url = self.read_only.function.add_function_url(
             auth_type=lambda_.FunctionUrlAuthType.AWS_IAM
