@@ -19,6 +19,7 @@ from constructs import Construct
 from infra.nag import acknowledge
 from infra.network import Network
 from infra.packaging import HANDLER, LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, Packaging
+from sweeper.config import Policy
 from sweeper.errors import ConfigError
 from sweeper.observability import METRICS_NAMESPACE
 
@@ -126,6 +127,16 @@ class SweeperFunction(Construct):
     def allow_https_to(self, peer: ec2.IPeer, description: str) -> None:
         """Open egress on 443 only, to one peer (the VPC endpoints, or the vendor API)."""
         self.security_group.add_egress_rule(peer, ec2.Port.tcp(HTTPS_PORT), description)
+
+
+def policy_json(policy: Policy) -> str:
+    """The policy as a function receives it in `SWEEPER_POLICY`: only what the policy file set.
+
+    Lambda's environment holds 4 KB in all, and a policy dumped with every default takes over
+    2 KB before it says anything. The function validates it again (`Settings`), so each default
+    comes back as it was; `tests/infra/test_policy_environment.py` holds the round trip.
+    """
+    return policy.model_dump_json(exclude_unset=True)
 
 
 def _check_environment_size(name: str, environment: Mapping[str, str]) -> None:

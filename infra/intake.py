@@ -27,7 +27,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.function import SweeperFunction
+from infra.function import SweeperFunction, policy_json
 from infra.intake_sender import IntakeSender
 from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.nag import acknowledge
@@ -76,7 +76,7 @@ class Intake(Construct):
         super().__init__(scope, construct_id)
         self.policy = policy
         config = policy.intake
-        policy_json = policy.model_dump_json()
+        policy_text = policy_json(policy)
 
         self.queue, self.dead_letter_queue = queue_with_dead_letters(
             self,
@@ -127,7 +127,7 @@ class Intake(Construct):
         self.secret: secretsmanager.Secret | None = None
         self.replay_table: dynamodb.Table | None = None
         if config.webhook:
-            self._webhook(policy, ledger.network, ledger.packaging, policy_json)
+            self._webhook(policy, ledger.network, ledger.packaging, policy_text)
 
         sender.grant_intake(self.queue, self.dead_letter_queue)
         senders = [sender.role] + ([self.webhook.role] if self.webhook is not None else [])

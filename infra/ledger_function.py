@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from constructs import Construct
 
 from infra.database import Database
-from infra.function import SweeperFunction
+from infra.function import SweeperFunction, policy_json
 from infra.network import Network
 from infra.packaging import Packaging
 from infra.scheduling import ScheduledInvocation
@@ -64,7 +64,7 @@ class LedgerFunction(SweeperFunction):
             packaging=ledger.packaging,
             network=ledger.network,
             environment={
-                "SWEEPER_POLICY": policy.model_dump_json(),
+                "SWEEPER_POLICY": policy_json(policy),
                 **(environment or {}),
                 **ledger.database.runtime_environment(),
             },

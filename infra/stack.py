@@ -19,6 +19,7 @@ from infra.ledger_function import LedgerAccess
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
+from infra.operator_api import OperatorApi
 from infra.options import DeploymentOptions
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
@@ -65,6 +66,8 @@ class SweeperStack(Stack):
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
         intake_sender = IntakeSender(self, "IntakeSender")
+        pipelines: list[Pipeline] = []
+        intakes: list[Intake] = []
 
         for policy in config.policies:
             pipeline = Pipeline(
@@ -89,6 +92,8 @@ class SweeperStack(Stack):
                 ledger=ledger,
                 sender=intake_sender,
             )
+            pipelines.append(pipeline)
+            intakes.append(intake)
             observability.watch(pipeline, redrive)
             observability.watch_intake(intake)
             of_policy: list[Construct] = [pipeline, redrive, intake]
@@ -145,6 +150,35 @@ class SweeperStack(Stack):
                     f"{prefix}WebhookSecretArn", intake.secret.secret_arn, "webhook signing secret"
                 )
 
+        operator_api = OperatorApi(
+            self,
+            "OperatorApi",
+            config=config,
+            ledger=ledger,
+            tables=tables,
+            pipelines=pipelines,
+            intakes=intakes,
+        )
+        self._output(
+            "OperatorApiUrl",
+            operator_api.operator_url.url,
+            "operator API, every console command (IAM only; `sweeper <command> --stack`)",
+        )
+        self._output(
+            "OperatorApiReadOnlyUrl",
+            operator_api.read_only_url.url,
+            "operator API, read-only: status, runs, inspect (IAM only)",
+        )
+        self._output(
+            "OperatorPolicyArn",
+            operator_api.operator_policy.managed_policy_arn,
+            "managed policy to attach to operators: every console command",
+        )
+        self._output(
+            "OperatorReadOnlyPolicyArn",
+            operator_api.read_only_policy.managed_policy_arn,
+            "managed policy to attach to read-only operators: status, runs, inspect",
+        )
         self._output(
             "IntakeSenderRoleArn",
             intake_sender.role.role_arn,

@@ -11,10 +11,10 @@ import click
 
 from sweeper_cli.base import (
     current_time,
+    execute,
     friendly_errors,
     json_option,
     main,
-    open_console,
     parse_time,
     policy_option,
     target_options,
@@ -57,24 +57,20 @@ def since_time(value: str, now: datetime) -> datetime:
 @friendly_errors
 def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **target: Any) -> None:
     """Per batch, newest first: discovered, published, consumed, succeeded, retried, snoozed,
-    terminal, duplicates, still in flight, oldest age at release and time to drain. Each batch's
-    jobs reconcile: published - resent = succeeded + terminal + in flight."""
-    from sweeper.audit import batch_audit
+    terminal, cancelled, held, duplicates, still in flight, oldest age at release and time to
+    drain. Each batch's jobs reconcile: published - resent = succeeded + terminal + cancelled +
+    held + in flight."""
+    from types import SimpleNamespace
+
+    from sweeper.operator_api.requests import RunsRequest
 
     start = since_time(since, current_time())
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        batches = batch_audit(policy.name, console.ledger, since=start, limit=limit)
-    data = {
-        "policy": policy.name,
-        "since": start.isoformat(),
-        "batches": [b.as_dict() for b in batches],
-        "reconciled": all(b.reconciles for b in batches),
-    }
+    data = execute(RunsRequest(policy=policy_name, since=start, limit=limit), target=target)
     if as_json:
         click.echo(json.dumps(data, default=str))
         return
-    click.echo(f"policy {policy.name}: {len(batches)} batch(es) since {start.isoformat()}")
+    batches = [SimpleNamespace(**b) for b in data["batches"]]
+    click.echo(f"policy {data['policy']}: {len(batches)} batch(es) since {data['since']}")
     for b in batches:
         drain = (
             f"drained in {b.time_to_drain_seconds:g}s"
@@ -87,7 +83,8 @@ def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **targe
             f"discovered {b.discovered}  published {b.published} (resent {b.resent})  "
             f"consumed {b.consumed}  succeeded {b.succeeded}  retried {b.retried}  "
             f"snoozed {b.snoozed}  "
-            f"terminal {b.terminal}  duplicates {b.duplicates}  "
+            f"terminal {b.terminal}  cancelled {b.cancelled}  held {b.held}  "
+            f"duplicates {b.duplicates}  "
             f"oldest at release {'-' if age is None else f'{age:g}s'}  {drain}"
             + ("" if b.reconciles else "  DOES NOT RECONCILE")
         )

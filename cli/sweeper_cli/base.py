@@ -360,6 +360,25 @@ class Console:
             return self.config.policies[0]
         return self.config.policy(name)
 
+    def backend(
+        self,
+        *,
+        consumer_function: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> Any:
+        """The commands' backend on the direct path: this console's policy file, endpoints and
+        ledger (None when no ledger URL is known: only a release on AWS goes without one)."""
+        from sweeper.operator_api.commands import Backend
+
+        return Backend(
+            config=self.config,
+            endpoints=self.endpoints,
+            open_ledger=(lambda: self.ledger) if self.endpoints.database_url else None,
+            clock=current_time,
+            consumer_function=consumer_function,
+            progress=progress,
+        )
+
     def gate(self) -> Any:
         from sweeper.limiter import DynamoLimiter
 
@@ -442,3 +461,48 @@ def next_run_at(console: Console, policy: Policy) -> datetime | None:
         every=timedelta(seconds=tick) if tick is not None else None,
         anchor=local.started_at if local is not None else None,
     )
+
+
+def through_api() -> bool:
+    """True when the command goes through the stack's operator API: `--stack` on the command
+    line and no `--database-url` (the direct path)."""
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("stack") is not ParameterSource.COMMANDLINE:
+        return False
+    return not ctx.params.get("database_url")
+
+
+def api_client(target: dict[str, Any]) -> Any:
+    """The operator API's client for the target (`--stack` and the operator's AWS session)."""
+    from sweeper.endpoints import resolve
+    from sweeper.operator_api.client import OperatorApiClient
+
+    endpoints = resolve(
+        local_file=target.get("local_file"),
+        database_url=None,
+        region=target.get("region"),
+        profile=target.get("profile"),
+        stack=target.get("stack"),
+    )
+    return OperatorApiClient.from_outputs(endpoints.session, endpoints.operator_api_outputs())
+
+
+def execute(
+    request: Any,
+    *,
+    target: dict[str, Any],
+    actor: str | None = None,
+    consumer_function: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Run one console command: through the operator API with `--stack`, else directly on
+    the ledger; the same data either way (the API runs the same command function). Through the
+    API the actor is the caller's IAM principal, never `--actor`."""
+    from sweeper.operator_api.commands import run_command
+
+    if through_api():
+        result: dict[str, Any] = api_client(target).call(request)
+        return result
+    with open_console(**target) as console:
+        backend = console.backend(consumer_function=consumer_function, progress=progress)
+        return run_command(backend, request, actor=actor or getpass.getuser())

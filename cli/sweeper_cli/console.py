@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import click
 
-from sweeper.config import Policy
 from sweeper_cli.base import (
-    Console,
     actor_option,
     consumer_function_option,
-    current_time,
     emit,
+    execute,
     friendly_errors,
     json_option,
     main,
-    next_run_at,
-    open_console,
     policy_option,
     reason_option,
     target_options,
@@ -33,76 +27,16 @@ from sweeper_cli.base import (
 @json_option
 @friendly_errors
 def status(policy_name: str | None, as_json: bool, **target: Any) -> None:
-    """Per policy: jobs by status, oldest eligible age, in flight, queue and DLQ depth, gates
-    (closed ones with their reopening time), and the last runs."""
-    from sweeper.dead_letters import queue_depth
-    from sweeper.operator import policy_status
+    """Per policy: jobs by status (held ones too), oldest eligible age, in flight, queue and DLQ
+    depth, gates (closed ones with their reopening time), and the last runs."""
+    from sweeper.operator_api.requests import StatusRequest
 
-    with open_console(**target) as console:
-        policies = (
-            [console.policy(policy_name)] if policy_name is not None else console.config.policies
-        )
-        sqs = console.endpoints.sqs()
-        gate = console.gate()
-        found = []
-        for policy in policies:
-            where = console.endpoints.policy(policy.name)
-            item = policy_status(
-                policy,
-                console.ledger,
-                now=current_time(),
-                depth=lambda url: queue_depth(sqs, url),
-                queue_url=where.queue_url,
-                dlq_url=where.dlq_url,
-                gate=gate,
-            ).as_dict()
-            for name, url in (
-                ("intake", where.intake_queue_url),
-                ("intake_dlq", where.intake_dlq_url),
-            ):
-                if url is None:
-                    item[name] = None
-                else:
-                    messages, in_flight = queue_depth(sqs, url)
-                    item[name] = {"messages": messages, "in_flight": in_flight}
-            at = next_run_at(console, policy)
-            item["schedule"] = policy.schedule
-            item["next_run"] = None if at is None else at.isoformat()
-            item["discovery_runs"] = _discovery_runs(console, policy)
-            found.append(item)
+    data = execute(StatusRequest(policy=policy_name), target=target)
     if as_json:
-        click.echo(json.dumps({"target": console.endpoints.mode, "policies": found}, default=str))
+        click.echo(json.dumps(data, default=str))
         return
-    for item in found:
+    for item in data["policies"]:
         _print_status(item)
-
-
-#: Discovery runs `status` shows per policy with discovery.
-STATUS_DISCOVERY_RUNS = 3
-
-
-def _discovery_runs(console: Console, policy: Policy) -> list[dict[str, Any]]:
-    """The last discovery runs: counts, stop reason, time; no cursor (it holds source ids)."""
-    from sweeper.discovery.store import DiscoveryStore
-
-    if policy.discovery is None:
-        return []
-    return [
-        {
-            "run_id": run.run_id,
-            "source": run.source,
-            "started_at": run.started_at,
-            "pass_number": run.pass_number,
-            "scanned": run.scanned,
-            "inserted": run.inserted,
-            "moved_earlier": run.moved_earlier,
-            "unchanged": run.unchanged,
-            "rejected": run.rejected,
-            "elapsed_seconds": run.elapsed_seconds,
-            "stop_reason": run.stop_reason,
-        }
-        for run in DiscoveryStore(console.ledger).runs(policy.name, STATUS_DISCOVERY_RUNS)
-    ]
 
 
 def _print_status(item: dict[str, Any]) -> None:
@@ -137,20 +71,6 @@ def _print_status(item: dict[str, Any]) -> None:
         )
 
 
-def _switch(console: Console, policy: Policy, consumer_function: str | None) -> Any:
-    """The consumer's event source mappings on AWS; None locally (the stack polls the flag)."""
-    from sweeper.pause_switch import EventSourceSwitch
-
-    if console.endpoints.mode == "local":
-        return None
-    name = consumer_function or console.endpoints.policy(policy.name).consumer_function
-    if not name:
-        raise click.UsageError(
-            "no consumer function in the stack outputs: pass --consumer-function"
-        )
-    return EventSourceSwitch(console.endpoints.lambda_client(), name)
-
-
 @main.command()
 @policy_option
 @reason_option
@@ -169,9 +89,10 @@ def pause(
 ) -> None:
     """Pause a policy: the producer skips (recording each skipped run), consumers stop, queued
     messages are kept. Undo with `resume`; release the skipped runs with `catch-up`."""
-    from sweeper.operator import pause_policy
+    from sweeper.operator_api.requests import PauseRequest
 
-    _turn(pause_policy, policy_name, reason, actor, consumer_function, as_json, target)
+    request = PauseRequest(policy=policy_name, reason=reason)
+    emit(execute(request, target=target, actor=actor, consumer_function=consumer_function), as_json)
 
 
 @main.command()
@@ -191,28 +112,10 @@ def resume(
     **target: Any,
 ) -> None:
     """Resume a paused policy: consumers first, then the producer."""
-    from sweeper.operator import resume_policy
+    from sweeper.operator_api.requests import ResumeRequest
 
-    _turn(resume_policy, policy_name, reason, actor, consumer_function, as_json, target)
-
-
-def _turn(
-    operation: Callable[..., Any],
-    policy_name: str | None,
-    reason: str | None,
-    actor: str,
-    consumer_function: str | None,
-    as_json: bool,
-    target: dict[str, Any],
-) -> None:
-    """Pause or resume (`operation`) one policy through its consumer switch, and report."""
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        switch = _switch(console, policy, consumer_function)
-        result = operation(
-            policy.name, console.ledger, switch, actor=actor, reason=reason, now=current_time()
-        )
-    emit(result.as_dict(), as_json)
+    request = ResumeRequest(policy=policy_name, reason=reason)
+    emit(execute(request, target=target, actor=actor, consumer_function=consumer_function), as_json)
 
 
 @main.command()
@@ -235,23 +138,20 @@ def inspect(
     as_json: bool,
     **target: Any,
 ) -> None:
-    """Terminal and stuck jobs: outcome class, error code, attempts and times; no customer data."""
-    from sweeper.operator import inspect_jobs
+    """Terminal, stuck and held jobs: outcome class, error code, attempts and times (a held
+    job's hold time and reason); no customer data."""
+    from sweeper.operator_api.requests import InspectRequest
 
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        rows = inspect_jobs(
-            policy.name,
-            console.ledger,
-            now=current_time(),
-            stuck_after=timedelta(seconds=stuck_after_seconds),
-            limit=limit,
-        )
+    request = InspectRequest(
+        policy=policy_name, stuck_after_seconds=stuck_after_seconds, limit=limit
+    )
+    data = execute(request, target=target)
     if as_json:
-        click.echo(json.dumps({"policy": policy.name, "jobs": rows}, default=str))
+        click.echo(json.dumps(data, default=str))
         return
+    rows = data["jobs"]
     if not rows:
-        click.echo(f"policy {policy.name}: no terminal or stuck jobs")
+        click.echo(f"policy {data['policy']}: no terminal, stuck or held jobs")
     for row in rows:
         click.echo(
             f"{row['kind']:<8} {row['status']:<7} {row['outcome'] or '-':<9} "

@@ -12,12 +12,11 @@ import click
 from sweeper_cli.base import (
     OUTCOMES,
     actor_option,
-    current_time,
+    execute,
     friendly_errors,
     interactive,
     json_option,
     main,
-    open_console,
     parse_time,
     policy_option,
     target_options,
@@ -81,55 +80,43 @@ def _run(
     until: str | None = None,
     **target: Any,
 ) -> None:
-    from sweeper.models import ControlAction, JobSelection, JobStatus, OutcomeClass
-    from sweeper.operator import CONFIRM_ABOVE, control_jobs
+    from sweeper.models import OutcomeClass
+    from sweeper.operator_api.commands import ConfirmationNeededError
+    from sweeper.operator_api.requests import ControlRequest
 
-    action = ControlAction(action_name)
-    selection = JobSelection(
+    request = ControlRequest(
+        command=action_name,  # one of the four, by _command
+        policy=policy_name,
         keys=keys or None,
         tenant_id=tenant_id,
-        statuses=tuple(JobStatus(s) for s in statuses) or None,
+        statuses=statuses or None,  # click.Choice(STATUSES)
         outcomes=tuple(OutcomeClass(o) for o in outcomes) or None,
         due_from=parse_time(due_from, "--due-from") if due_from else None,
         due_before=parse_time(due_before, "--due-before") if due_before else None,
+        until=parse_time(until, "--until") if until else None,
+        limit=limit,
+        dry_run=dry_run,
+        reason=reason,
+        confirmed=yes,
     )
-    to = parse_time(until, "--until") if until else None
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        now = current_time()
-
-        def run(dry: bool) -> Any:
-            return control_jobs(
-                action,
-                policy.name,
-                console.ledger,
-                selection,
-                actor=actor,
-                now=now,
-                reason=reason,
-                until=to,
-                limit=limit,
-                dry_run=dry,
-            )
-
-        if not dry_run and not yes:
-            preview = run(True)
-            if preview.moved > CONFIRM_ABOVE:
-                question = f"{action.value} {preview.moved} jobs of policy {policy.name}?"
-                if not interactive(as_json):
-                    raise click.UsageError(
-                        f"{preview.moved} jobs match, more than {CONFIRM_ABOVE}: pass --yes to "
-                        f"{action.value} them, or narrow the filters or --max"
-                    )
-                if not click.confirm(question, err=True):
-                    raise click.ClickException("nothing changed (not confirmed)")
-        report = run(dry_run)
+    try:
+        data = execute(request, target=target, actor=actor)
+    except ConfirmationNeededError as exc:
+        if not interactive(as_json):
+            raise click.UsageError(
+                f"{exc.moved} jobs match, more than {exc.threshold}: pass --yes to "
+                f"{action_name} them, or narrow the filters or --max"
+            ) from exc
+        question = f"{action_name} {exc.moved} jobs of policy {exc.policy or policy_name}?"
+        if not click.confirm(question, err=True):
+            raise click.ClickException("nothing changed (not confirmed)") from exc
+        data = execute(request.model_copy(update={"confirmed": True}), target=target, actor=actor)
     if as_json:
-        click.echo(json.dumps(report.as_dict()))
+        click.echo(json.dumps(data))
         return
-    verb = "would move" if report.dry_run else "moved"
-    states = ", ".join(f"{n} {s}" for s, n in sorted(report.from_states.items())) or "none"
-    click.echo(f"policy {report.policy}: {action.value} {verb} {report.moved} job(s) ({states})")
+    verb = "would move" if data["dry_run"] else "moved"
+    states = ", ".join(f"{n} {s}" for s, n in sorted(data["from_states"].items())) or "none"
+    click.echo(f"policy {data['policy']}: {action_name} {verb} {data['moved']} job(s) ({states})")
 
 
 def _command(name: str, doc: str, *, needs_reason: bool, needs_until: bool = False) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import timedelta
 from typing import Any
 
 import click
@@ -14,14 +13,15 @@ from sweeper_cli.base import (
     current_time,
     database_option,
     emit,
+    execute,
     friendly_errors,
     interactive,
     json_option,
     main,
-    open_console,
     policy_option,
     progress_bar,
     target_options,
+    through_api,
 )
 
 
@@ -66,29 +66,16 @@ def prune(
 ) -> None:
     """Metadata retention: delete old settled rows in small batches, each its own short
     transaction (SKIP LOCKED, so it never waits on live work). All policies unless --policy."""
-    from sweeper.operator import PruneReport
-    from sweeper.operator import prune as run_prune
+    from sweeper.operator_api.requests import PruneRequest
 
-    with open_console(**target) as console:
-        name = console.policy(policy_name).name if policy_name else None
-        label = "pruning"
-        if interactive(as_json):
-            click.echo(f"{label} (batches of {batch_rows})", err=True)
-        with progress_bar(as_json, 0, label) as advance:
-
-            def progress(report: PruneReport) -> None:
-                advance(report.batches)
-
-            report = run_prune(
-                console.ledger,
-                older_than=timedelta(days=older_than_days),
-                now=current_time(),
-                actor=actor,
-                policy=name,
-                batch_rows=batch_rows,
-                progress=progress,
-            )
-    emit(report.as_dict(), as_json)
+    request = PruneRequest(
+        older_than_days=older_than_days, policy=policy_name, batch_rows=batch_rows
+    )
+    if interactive(as_json) and not through_api():
+        click.echo(f"pruning (batches of {batch_rows})", err=True)
+    with progress_bar(as_json or through_api(), 0, "pruning") as advance:
+        report = execute(request, target=target, actor=actor, progress=advance)
+    emit(report, as_json)
 
 
 @main.command()

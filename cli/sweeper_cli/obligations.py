@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -15,6 +16,7 @@ from sweeper_cli.base import (
     actor_option,
     current_time,
     emit,
+    execute,
     friendly_errors,
     json_option,
     main,
@@ -25,6 +27,7 @@ from sweeper_cli.base import (
     progress_bar,
     reason_option,
     target_options,
+    through_api,
 )
 
 
@@ -128,57 +131,25 @@ def send_to_intake(console: Any, policy: Any, jobs: list[Any]) -> dict[str, Any]
 def release(policy_name: str | None, actor: str, as_json: bool, **target: Any) -> None:
     """Run the policy's producer now instead of waiting for its schedule: the local stack's
     producer, or on AWS the deployed producer function (Lambda Invoke). Refused while paused."""
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        report = release_policy(console, policy)
-    del actor  # recorded by the producer's run, not as an operator action
+    from sweeper.operator_api.requests import ReleaseRequest
+
+    report = execute(ReleaseRequest(policy=policy_name), target=target, actor=actor)
     if as_json:
         click.echo(json.dumps(report, default=str))
         return
     click.echo(
-        f"policy {policy.name}: released {report.get('published', 0)} of "
+        f"policy {report.get('policy', policy_name)}: released {report.get('published', 0)} of "
         f"{report.get('discovered', 0)} due job(s) ({report.get('stop_reason')}); "
         f"batch {report.get('batch_id')}"
     )
 
 
 def release_policy(console: Console, policy: Policy) -> dict[str, Any]:
-    """Run the policy's producer now: the local stack's, or the deployed function on AWS
-    (`release`, and `smoke` to send its canary). Refused while paused."""
-    from botocore.config import Config as BotoConfig
+    """Run the policy's producer now (`smoke` sends its canary so): the local stack's, or the
+    deployed function on AWS. Refused while paused."""
+    from sweeper.operator_api.commands import release_report
 
-    from sweeper.errors import OperatorError
-    from sweeper.queue import SqsPublisher
-    from sweeper.release import invoke_producer, release_now
-
-    where = console.endpoints.policy(policy.name)
-    if console.endpoints.local is not None:
-        if where.queue_url is None:
-            raise OperatorError(f"the local stack has no work queue for {policy.name}")
-        publisher = SqsPublisher(console.endpoints.sqs(), where.queue_url)
-        return release_now(policy, console.ledger, publisher, clock=current_time).as_dict()
-    if where.producer_function is None:
-        raise OperatorError(
-            f"stack {console.endpoints.stack!r} names no producer function for "
-            f"{policy.name} (output {policy.name}ProducerFunctionName); check --stack"
-        )
-    # Without a ledger URL the function itself skips a paused policy (and says so).
-    if console.endpoints.database_url and console.ledger.is_paused(policy.name):
-        raise OperatorError(f"policy {policy.name} is paused: `sweeper resume` it first")
-    # Wait as long as the producer may run; never retried (a retry is a second run).
-    client = console.endpoints.lambda_client(
-        BotoConfig(
-            read_timeout=int(policy.producer_budget_seconds) + 60,
-            retries={"total_max_attempts": 1},
-        )
-    )
-    return invoke_producer(
-        client,
-        where.producer_function,
-        policy.name,
-        current_time(),
-        region=console.endpoints.region,
-    )
+    return release_report(console.backend(), policy)
 
 
 @main.command("catch-up")
@@ -203,40 +174,26 @@ def catch_up(
 ) -> None:
     """Release the scheduled runs missed in a range (the scheduler does not replay them), in
     order, each with its own batch id. Runs skipped while paused count as missed."""
-    from sweeper.errors import OperatorError
-    from sweeper.operator import CatchUpRun, missed_runs
-    from sweeper.operator import catch_up as release
-    from sweeper.queue import SqsPublisher
+    from sweeper.operator_api.requests import CatchUpRequest
 
-    start = parse_time(since, "--since")
-    end = parse_time(until, "--until") if until else current_time()
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        where = console.endpoints.policy(policy.name)
-        if where.queue_url is None:
-            raise OperatorError(f"the target has no work queue for {policy.name}")
-        publisher = SqsPublisher(console.endpoints.sqs(), where.queue_url)
-        total = len(missed_runs(policy, console.ledger, start, end))
-        with progress_bar(as_json, total, "catching up") as advance:
-            done = [0]
+    request = CatchUpRequest(
+        policy=policy_name,
+        since=parse_time(since, "--since"),
+        until=parse_time(until, "--until") if until else current_time(),
+        dry_run=dry_run,
+    )
+    if through_api():
+        data = execute(request, target=target)
+    else:
+        from sweeper.operator_api.commands import missed_run_count, run_command
 
-            def progress(run: CatchUpRun) -> None:
-                done[0] += 1
-                advance(done[0])
-
-            report = release(
-                policy,
-                console.ledger,
-                publisher,
-                start,
-                end,
-                actor=actor,
-                clock=current_time,
-                dry_run=dry_run,
-                progress=progress,
-            )
+        with open_console(**target) as console:
+            total = missed_run_count(console.backend(), request)
+            with progress_bar(as_json, total, "catching up") as advance:
+                data = run_command(console.backend(progress=advance), request, actor=actor)
+    report = SimpleNamespace(**{**data, "runs": [SimpleNamespace(**r) for r in data["runs"]]})
     if as_json:
-        click.echo(json.dumps(report.as_dict(), default=str))
+        click.echo(json.dumps(data, default=str))
         return
     click.echo(
         f"policy {report.policy}: {report.missed} missed run(s) in {report.since} .. {report.until}"
@@ -279,22 +236,18 @@ def retry(
     """Move chosen terminal jobs back to pending with a fresh attempt budget, due now; each move
     is recorded in the ledger with who did it and what the job had come to."""
     from sweeper.models import OutcomeClass
-    from sweeper.operator import retry_jobs
+    from sweeper.operator_api.requests import RetryRequest
 
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        moved = retry_jobs(
-            policy.name,
-            console.ledger,
-            actor=actor,
-            now=current_time(),
-            keys=list(keys) or None,
-            outcomes=[OutcomeClass(o) for o in outcomes] or None,
-            tenant_id=tenant_id,
-            limit=limit,
-            reason=reason,
-        )
+    request = RetryRequest(
+        policy=policy_name,
+        keys=keys or None,
+        outcomes=tuple(OutcomeClass(o) for o in outcomes) or None,
+        tenant_id=tenant_id,
+        limit=limit,
+        reason=reason,
+    )
+    data = execute(request, target=target, actor=actor)
     if as_json:
-        click.echo(json.dumps({"policy": policy.name, "retried": len(moved), "keys": moved}))
+        click.echo(json.dumps(data))
         return
-    click.echo(f"policy {policy.name}: {len(moved)} job(s) back to pending")
+    click.echo(f"policy {data['policy']}: {data['retried']} job(s) back to pending")

@@ -9,8 +9,9 @@ import click
 
 from sweeper_cli.base import (
     OUTCOMES,
-    current_time,
+    actor_option,
     emit,
+    execute,
     friendly_errors,
     json_option,
     main,
@@ -18,6 +19,7 @@ from sweeper_cli.base import (
     policy_option,
     progress_bar,
     target_options,
+    through_api,
 )
 
 
@@ -49,9 +51,10 @@ from sweeper_cli.base import (
     "--budget",
     "budget_seconds",
     default=600.0,
-    type=click.FloatRange(10),
+    type=click.FloatRange(10, 3600),
     help="Stop moving after this many seconds.",
 )
+@actor_option
 @target_options
 @json_option
 @friendly_errors
@@ -65,6 +68,7 @@ def redrive(
     dry_run: bool,
     include_terminal: bool,
     budget_seconds: float,
+    actor: str,
     as_json: bool,
     **target: Any,
 ) -> None:
@@ -73,51 +77,32 @@ def redrive(
     Settled jobs' letters are dropped; terminal jobs' stay (unless --include-terminal); letters
     of scopes whose gate is closed stay. Exits 1 when some letter could not be handled.
     """
-    import time
-
-    from sweeper.dead_letters import SqsDeadLetterQueue
-    from sweeper.errors import OperatorError
     from sweeper.models import OutcomeClass
-    from sweeper.redrive import RedriveReport, RedriveRequest, run_redrive
+    from sweeper.operator_api.commands import dlq_depth
+    from sweeper.operator_api.requests import RedriveCommand
 
-    with open_console(**target) as console:
-        policy = console.policy(policy_name)
-        where = console.endpoints.policy(policy.name)
-        gate = console.gate()
-        if where.queue_url is None or where.dlq_url is None or gate is None:
-            raise OperatorError(f"the target has no queue, DLQ or limiter table for {policy.name}")
-        request = RedriveRequest(
-            policy=policy.name,
-            tenant_id=tenant_id,
-            scope=scope,
-            outcome=[OutcomeClass(o) for o in outcomes] or None,
-            max_messages=max_messages,
-            rate_per_second=rate_per_second,
-            dry_run=dry_run,
-            include_terminal=include_terminal,
-        )
-        dlq = SqsDeadLetterQueue(console.endpoints.sqs(), where.dlq_url, where.queue_url)
-        deadline = time.monotonic() + budget_seconds
-        with progress_bar(as_json, dlq.depth(), "redriving") as advance:
-
-            def progress(report: RedriveReport) -> None:
-                advance(report.examined + report.errors)
-
-            report = run_redrive(
-                request,
-                console.ledger,
-                dlq,
-                gate,
-                policy=policy.name,
-                clock=current_time,
-                remaining_seconds=lambda: deadline - time.monotonic(),
-                default_rate_per_second=policy.quota.rate_per_second,
-                progress=progress,
-            )
-    emit(report.as_dict(), as_json)
-    if report.errors:
+    request = RedriveCommand(
+        policy=policy_name,
+        tenant_id=tenant_id,
+        scope=scope,
+        outcomes=tuple(OutcomeClass(o) for o in outcomes) or None,
+        max_messages=max_messages,
+        rate_per_second=rate_per_second,
+        dry_run=dry_run,
+        include_terminal=include_terminal,
+        budget_seconds=budget_seconds,
+    )
+    if through_api():
+        report = execute(request, target=target)
+    else:
+        with open_console(**target) as console:
+            total = dlq_depth(console.backend(), policy_name)
+            with progress_bar(as_json, total, "redriving") as advance:
+                report = execute(request, target=target, actor=actor, progress=advance)
+    emit(report, as_json)
+    if report["errors"]:
         click.echo(
-            f"{report.errors} dead letter(s) could not be read or matched to a job; they stay "
+            f"{report['errors']} dead letter(s) could not be read or matched to a job; they stay "
             "in the DLQ (see `sweeper inspect` and the logs)",
             err=True,
         )

@@ -300,7 +300,8 @@ class DrillRun:
         return self.counts()[JobStatus.SUCCEEDED]
 
     def jobs(self) -> int:
-        return sum(self.counts().values())
+        """The obligations: every job but the cancelled (an operator ended those uncalled)."""
+        return sum(n for status, n in self.counts().items() if status is not JobStatus.CANCELLED)
 
     def messages_left(self) -> int:
         return queue_depth(self.sqs, self.queue_url)[0] + queue_depth(self.sqs, self.dlq_url)[0]
@@ -348,6 +349,7 @@ class DrillRun:
                 rows = conn.execute(JOBS_SQL, {"policy": self.policy}).fetchall()
         except psycopg.Error as exc:
             raise DrillError(f"cannot read the ledger for the figures ({exc.sqlstate})") from exc
+        rows = [row for row in rows if row[3] != JobStatus.CANCELLED.value]  # not obligations
         audit = self.audit()
         effects_by_target: dict[str, int] = {}
         for target, keys in audit.keys_by_target.items():
@@ -685,6 +687,80 @@ def pause_resume(run: DrillRun, jobs: int = 60) -> None:
     run.settle()
 
 
+def calls_to(run: DrillRun, targets: Sequence[str]) -> int:
+    """Vendor calls made for these objects ("tenant/object"), under any key."""
+    audit = run.audit()
+    return sum(
+        audit.calls_by_key.get(key, 0)
+        for target in targets
+        for key in audit.keys_by_target.get(target, {})
+    )
+
+
+def job_control(run: DrillRun, jobs: int = 12, copies: int = 3) -> None:
+    """The operator cancels a third of a published batch and holds a third; every message is
+    then delivered three times and their letters redriven: a cancelled or held job is never
+    called, the rest once each; after the unhold and a second redrive the held ones are too."""
+    from sweeper.endpoints import resolve
+    from sweeper.operator_api.commands import Backend, control, redrive
+    from sweeper.operator_api.requests import ControlRequest, RedriveCommand
+
+    backend = Backend(
+        config=run.console.config,
+        endpoints=resolve(
+            local_file=str(run.local_file), database_url=None, region=None, profile=None, stack=None
+        ),
+        open_ledger=lambda: run.ledger,
+    )
+    run.hold_consumers()
+    run.seed(jobs)
+    published = run.receive_published(jobs)
+    bodies = {JobMessage.model_validate_json(m["Body"]).key: m["Body"] for m in published}
+    keys = sorted(bodies)
+    third = jobs // 3
+    cancelled, held = keys[:third], keys[third : 2 * third]
+
+    def targets(chosen: Sequence[str]) -> list[str]:
+        return ["/".join(key.split(":")[1:3]) for key in chosen]
+
+    for command, chosen in (("cancel", cancelled), ("hold", held)):
+        report = control(
+            backend,
+            ControlRequest(command=command, keys=tuple(chosen), reason="drill"),
+            actor="drill",
+        )
+        run.check_equal(f"{command}: jobs moved", report["moved"], third)
+    # Redeliveries: every message twice more on the work queue ...
+    run.send([body for body in bodies.values() for _ in range(copies - 1)])
+    # ... and the cancelled and held jobs' letters in the DLQ, redriven
+    for key in (*cancelled, *held):
+        run.sqs.send_message(QueueUrl=run.dlq_url, MessageBody=bodies[key])
+    first = redrive(backend, RedriveCommand(), actor="drill")
+    # (The DLQ may hold more: the drill's own receives count towards max_receive_count.)
+    run.check_at_least("redrive: cancelled letters dropped", first["dropped_cancelled"], third)
+    run.check_at_least("redrive: held letters kept", first["kept_held"], third)
+    run.release_consumers()
+    run.fault_over()
+    run.wait(
+        "the work queue is empty and the other jobs succeeded",
+        lambda: run.succeeded() == jobs - 2 * third and queue_depth(run.sqs, run.queue_url)[0] == 0,
+        SETTLE_TIMEOUT_SECONDS,
+    )
+    run.check_equal("vendor calls for cancelled jobs", calls_to(run, targets(cancelled)), 0)
+    run.check_equal("vendor calls for held jobs while held", calls_to(run, targets(held)), 0)
+    run.check_equal("held jobs still held", run.counts()[JobStatus.HELD], third)
+    run.check_equal("cancelled jobs still cancelled", run.counts()[JobStatus.CANCELLED], third)
+    # Then the hold is lifted and the kept letters redriven: each held job is called once
+    control(backend, ControlRequest(command="unhold", keys=tuple(held)), actor="drill")
+    second = redrive(backend, RedriveCommand(), actor="drill")
+    run.check_at_least("redrive after unhold: moved", second["moved"], third)
+    run.settle()
+    run.check_equal(
+        "vendor calls for cancelled jobs at the end", calls_to(run, targets(cancelled)), 0
+    )
+    run.check_equal("calls per formerly held job", calls_to(run, targets(held)), third)
+
+
 class _CommandClock:
     """An echo for a scenario that also notes when each of its commands started."""
 
@@ -878,6 +954,12 @@ DRILLS: dict[str, Drill] = {
             "OldestEligibleAge (runs end `paused`)",
             pause_resume,
             config=drill_config(quota=20),
+        ),
+        Drill(
+            "job-control",
+            "cancel and hold under redeliveries and redrives: never called; unhold, then once",
+            "none (Duplicates metric; the operator's actions are recorded)",
+            job_control,
         ),
         Drill(
             "dlq-redrive",

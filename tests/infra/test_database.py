@@ -215,9 +215,9 @@ def test_only_the_migrations_read_the_master_secret(every_new_cluster: Synth) ->
             assert variables["SWEEPER_APP_SECRET_ARN"] == {"Ref": app_attachment}
             assert reads == {master_attachment, app_attachment}
             continue
-        assert logical_id.startswith(("Pipeline", "Redrive", "Retention", "Discovery", "Intake")), (
-            logical_id
-        )
+        assert logical_id.startswith(
+            ("Pipeline", "Redrive", "Retention", "Discovery", "Intake", "OperatorApi")
+        ), logical_id
         assert variables["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": app_attachment}, logical_id
         assert "SWEEPER_APP_SECRET_ARN" not in variables
         assert reads == {app_attachment}, logical_id

@@ -137,7 +137,8 @@ def test_every_function_runs_python313_on_arm64_with_both_layers(every_variant: 
     webhooks = sum(1 for policy in policies if policy.intake.webhook)
     # migrate + per policy: producer, consumer, redrive, intake; and the webhook, discovery and
     # the scheduled prune where a policy has them
-    assert len(functions) == 1 + 4 * len(policies) + webhooks + discovering + pruning
+    # the migrations, the operator API's two, and per policy its own
+    assert len(functions) == 1 + 2 + 4 * len(policies) + webhooks + discovering + pruning
     for function in functions.values():
         props = function["Properties"]
         assert props["Runtime"] == "python3.13"

@@ -405,3 +405,39 @@ def test_the_producer_records_resends_and_the_oldest_age_at_release(ledger: Ledg
     assert got["b1"].oldest_age_at_release_seconds == 600.0
     assert got["b2"].oldest_age_at_release_seconds == 900.0
     assert all(r.reconciles for r in got.values())
+
+
+def test_a_batchs_cancelled_and_held_jobs_are_counted_and_it_still_reconciles(
+    ledger: Ledger,
+) -> None:
+    from sweeper.models import ControlAction, JobSelection
+    from sweeper.operator import control_jobs
+
+    # Given a batch of four published jobs, one failed before an operator came
+    keys = add(ledger, 4)
+    start(ledger, "b1", T0)
+    assert len(ledger.claim(POLICY, "b1", T0, LEASE, 10)) == 4
+    finish(ledger, "b1", T0, published=4)
+    at = T0 + timedelta(seconds=5)
+    ledger.mark_failed(keys[3], OutcomeClass.PERMANENT, "http_400", at, count_attempt=True)
+
+    def control(action: ControlAction, *chosen: str) -> None:
+        moved = control_jobs(
+            action, POLICY, ledger, JobSelection(keys=chosen), actor="op", now=at, reason="why"
+        )
+        assert moved.moved == len(chosen)
+
+    # When the operator cancels a leased one and the failed one, and holds another
+    control(ControlAction.CANCEL, keys[0], keys[3])
+    control(ControlAction.HOLD, keys[1])
+    # Then the batch counts one cancelled (the failed one stays terminal), one held, one in
+    # flight, and reconciles: 4 carried = 1 terminal + 1 cancelled + 1 held + 1 in flight
+    batch = report(ledger)["b1"]
+    assert (batch.terminal, batch.cancelled, batch.held, batch.in_flight) == (1, 1, 1, 1)
+    assert batch.reconciles
+    assert not batch.drained
+    # And once the held one is cancelled too, it is counted once, as cancelled
+    control(ControlAction.CANCEL, keys[1])
+    batch = report(ledger)["b1"]
+    assert (batch.cancelled, batch.held, batch.in_flight) == (2, 0, 1)
+    assert batch.reconciles

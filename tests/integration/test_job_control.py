@@ -437,3 +437,16 @@ def test_cli_postpone_and_unhold(ledger: Ledger, db_url: str, tmp_path: Path) ->
     assert (job.status, job.due_at) == (JobStatus.PENDING, datetime(2030, 1, 1, tzinfo=UTC))
     assert bad.exit_code != 0
     assert "--until" in bad.output
+
+
+def test_inspect_lists_held_jobs_from_when_their_hold_began(ledger: Ledger) -> None:
+    from sweeper.operator import inspect_jobs
+
+    # Given a held job and a pending one not yet overdue
+    held, _pending = seed(ledger, 2, due=T0 + timedelta(days=1))
+    control(ledger, HOLD, keys=[held], reason="legal")
+    # When inspecting
+    rows = inspect_jobs(POLICY.name, ledger, now=T0, stuck_after=timedelta(hours=1), limit=10)
+    # Then the held job is listed as held, with the time its hold began
+    assert [(r["kind"], r["status"], r["operation_key"]) for r in rows] == [("held", "held", held)]
+    assert rows[0]["updated_at"] == T0.isoformat()

@@ -82,28 +82,28 @@ def _config(*reserved: int) -> SweeperConfig:
 
 
 def test_the_stack_reserves_each_consumer_redrive_intake_webhook_and_prune_function() -> None:
-    # consumer + redrive + prune + intake (2) + webhook (5), per policy
-    assert required_reserved_concurrency(_config(4, 10)) == (4 + 1 + 1 + 2 + 5) + (
+    # the operator API (5 + 5); consumer + redrive + prune + intake (2) + webhook (5), per policy
+    assert required_reserved_concurrency(_config(4, 10)) == 10 + (4 + 1 + 1 + 2 + 5) + (
         10 + 1 + 1 + 2 + 5
     )
 
 
 def test_a_policy_without_webhook_reserves_nothing_for_it() -> None:
     policy = Policy(name="p", intake=IntakeConfig(webhook=False, reserved_concurrency=3))
-    assert required_reserved_concurrency(SweeperConfig(policies=[policy])) == 4 + 1 + 1 + 3
+    assert required_reserved_concurrency(SweeperConfig(policies=[policy])) == 10 + 4 + 1 + 1 + 3
 
 
 def test_an_account_limit_below_100_plus_the_reservations_fails(lambda_settings: Any) -> None:
-    # Given a new account's limit of 10 and a policy file that reserves 4 + 1 + 1 + 2 + 5
+    # Given a new account's limit of 10 and a stack that reserves 10 + 4 + 1 + 1 + 2 + 5
     client = lambda_settings(total=10, unreserved=10)
     # When
     result = check_account_concurrency(client, required_reserved_concurrency(_config(4)))
     # Then
     assert result.status is Status.FAIL
-    assert "at least 113" in result.detail
+    assert "at least 123" in result.detail
     assert result.fix is not None
     assert "L-B99A9384" in result.fix
-    assert "113" in result.fix
+    assert "123" in result.fix
 
 
 def test_other_functions_reservations_can_leave_too_little(lambda_settings: Any) -> None:

@@ -58,6 +58,7 @@ def test_every_drill_names_the_alarm_it_exercises() -> None:
         "worker-kill",
         "lease-expiry",
         "pause-resume",
+        "job-control",
         "dlq-redrive",
         "catch-up",
         "soak",

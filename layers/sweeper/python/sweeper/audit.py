@@ -49,12 +49,15 @@ class BatchReport:
     duplicates: int
     settled: int
     in_flight: int
+    #: Taken out of the batch by an operator: cancelled before settling, and held now.
+    cancelled: int
+    held: int
     oldest_age_at_release_seconds: float | None
     #: Every job the batch carries is settled (and the run itself has finished).
     drained: bool
     #: From the run's start to its last job's settlement; None while any is in flight.
     time_to_drain_seconds: float | None
-    #: carried == settled + in flight.
+    #: carried == settled + cancelled + held + in flight.
     reconciles: bool
 
     def as_dict(self) -> dict[str, Any]:
@@ -65,7 +68,7 @@ def batch_report(row: BatchAudit) -> BatchReport:
     """The figures of one batch from its audit row."""
     carried = row.published - row.resent
     settled = row.succeeded + row.terminal
-    drained = row.finished_at is not None and row.in_flight == 0
+    drained = row.finished_at is not None and row.in_flight + row.held == 0
     drain: float | None = None
     if drained:
         end = row.last_settled_at if carried and row.last_settled_at else row.finished_at
@@ -91,10 +94,12 @@ def batch_report(row: BatchAudit) -> BatchReport:
         duplicates=row.duplicates,
         settled=settled,
         in_flight=row.in_flight,
+        cancelled=row.cancelled,
+        held=row.held,
         oldest_age_at_release_seconds=None if age is None else round(age, 3),
         drained=drained,
         time_to_drain_seconds=drain,
-        reconciles=carried == settled + row.in_flight,
+        reconciles=carried == settled + row.cancelled + row.held + row.in_flight,
     )
 
 

@@ -49,6 +49,8 @@ AURORA_POSTGRES_VERSION = "17.7"
 REDRIVE_RESERVED_CONCURRENCY = 1
 PRUNE_RESERVED_CONCURRENCY = 1
 DISCOVERY_RESERVED_CONCURRENCY = 1
+#: The operator API: its read-only and its operator function, 5 each (infra/operator_api.py).
+OPERATOR_API_RESERVED_CONCURRENCY = 2 * 5
 #: Node.js majors the CDK supports, and when that support ends (the AWS CDK developer guide,
 #: "Supported Node.js versions": an LTS is supported until 6 months after its end of life).
 NODE_SUPPORT_ENDS = {20: date(2026, 10, 30), 22: date(2027, 10, 30), 24: date(2028, 10, 30)}
@@ -146,9 +148,10 @@ def check_policy_file(path: str | Path) -> tuple[CheckResult, SweeperConfig | No
 
 
 def required_reserved_concurrency(config: SweeperConfig) -> int:
-    """What the stack reserves: each policy's consumer, redrive, intake and webhook functions,
-    and its prune and discovery functions when it has them."""
-    return sum(
+    """What the stack reserves: the operator API's two functions; each policy's consumer,
+    redrive, intake and webhook functions, and its prune and discovery functions when it has
+    them."""
+    return OPERATOR_API_RESERVED_CONCURRENCY + sum(
         p.consumer.reserved_concurrency
         + REDRIVE_RESERVED_CONCURRENCY
         + p.intake.reserved_concurrency

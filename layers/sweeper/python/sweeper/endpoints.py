@@ -66,6 +66,9 @@ class LocalFile(BaseModel):
     #: signs its requests (the local emulator's, made at start; never a deployed one).
     webhook_url: str | None = None
     webhook_secret: str | None = None
+    #: Where a local stand-in of the operator API listens, by the stack output names
+    #: (`OperatorApiUrl`, `OperatorApiReadOnlyUrl`); None when none runs.
+    operator_api: dict[str, str] | None = None
 
     def write(self, path: Path) -> None:
         """Write atomically: a reader sees the old file or the whole new one."""
@@ -144,7 +147,8 @@ class Endpoints:
     def require_database(self) -> str:
         if not self.database_url:
             raise OperatorError(
-                "no ledger: pass --database-url (or DATABASE_URL), or start `sweeper local up`"
+                "no ledger: pass --stack S to go through the stack's operator API, or "
+                "--database-url (or DATABASE_URL), or start `sweeper local up`"
             )
         return self.database_url
 
@@ -178,6 +182,12 @@ class Endpoints:
             intake_queue_url=outputs.get(f"{prefix}IntakeQueueUrl"),
             intake_dlq_url=outputs.get(f"{prefix}IntakeDeadLetterQueueUrl"),
         )
+
+    def operator_api_outputs(self) -> dict[str, str]:
+        """The outputs naming the operator API's URLs (the stack's, or the local stand-in's)."""
+        if self.local is not None:
+            return dict(self.local.operator_api or {})
+        return self.outputs()
 
     def limiter_table(self) -> str | None:
         if self.local is not None:

@@ -308,11 +308,12 @@ def _budget(clock: Clock, seconds: float) -> Callable[[], float]:
 def inspect_jobs(
     policy: str, ledger: Ledger, *, now: datetime, stuck_after: timedelta, limit: int
 ) -> list[dict[str, Any]]:
-    """Terminal jobs, expired leases and pending rows overdue by `stuck_after`: ids, classes,
-    codes, attempts and times, never customer data."""
+    """Terminal jobs, expired leases, pending rows overdue by `stuck_after` and held jobs (their
+    `updated_at` is when the hold began): ids, classes, codes, attempts and times, never
+    customer data."""
 
     def row(job: InspectRow) -> dict[str, Any]:
-        kind = "terminal" if job.status is JobStatus.FAILED else "stuck"
+        kind = {JobStatus.FAILED: "terminal", JobStatus.HELD: "held"}.get(job.status, "stuck")
         return {
             "kind": kind,
             "operation_key": job.operation_key,

@@ -155,8 +155,13 @@ def run_redrive(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
     progress: Callable[[RedriveReport], None] | None = None,
+    actor: str = REDRIVE_ACTOR,
 ) -> RedriveReport:
-    """Work off the DLQ once; see the module docstring. Queue or ledger failures raise."""
+    """Work off the DLQ once; see the module docstring. Queue or ledger failures raise.
+
+    `actor` is who the ledger records for a run that moved something: the function itself, or
+    the operator who asked (`sweeper redrive`).
+    """
     started = monotonic()
     name = request.policy or policy
     run = _Run(
@@ -185,7 +190,7 @@ def run_redrive(
         ledger.record_action(
             name,
             "redrive",
-            REDRIVE_ACTOR,
+            actor,
             clock(),
             detail={
                 "moved": run.report.moved,

@@ -63,7 +63,11 @@ def database_conninfo(refresh: bool = False) -> str:
     `refresh` fetches the secret again, past the cache: the ledger asks for it after a failed
     login, since a rotation changes the password before the cached copy expires.
     """
-    current = settings()
+    return conninfo_from(settings(), refresh)
+
+
+def conninfo_from(current: Settings, refresh: bool = False) -> str:
+    """`database_conninfo` for the given settings (the operator API's own, for one)."""
     if current.database_url is not None:
         return current.database_url.get_secret_value()
     assert current.database_secret_arn is not None  # the settings model guarantees one

@@ -646,6 +646,11 @@ UNION ALL
  FROM sweeper_jobs
  WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(stuck_before)s
  ORDER BY next_attempt_at LIMIT %(limit)s)
+UNION ALL
+(SELECT operation_key, status, last_outcome, last_error_code, attempt_count, due_at,
+        next_attempt_at, lease_expires_at, held_at, completed_at, last_trace_id
+ FROM sweeper_jobs WHERE policy = %(policy)s AND status = 'held'  -- sweeper_jobs_held
+ ORDER BY held_at LIMIT %(limit)s)
 """
 
 # The scopes that hold unsettled work, busiest first: whose gates `status` reads.
@@ -659,14 +664,23 @@ GROUP BY scope ORDER BY count(*) DESC, scope LIMIT %(limit)s
 # -- the per-batch audit (migration 0005) -------------------------------------------------------
 
 # A policy's batches scheduled at or after a time, newest first (sweeper_runs_recent), each with
-# its unsettled jobs counted through sweeper_jobs_unsettled_batch: the page, not the table.
+# its unsettled jobs counted through sweeper_jobs_unsettled_batch: the page, not the table. Jobs
+# an operator took out of a batch are counted too: held ones through sweeper_jobs_held (a job
+# keeps its batch while held), cancelled ones by their `cancelled` events (the operator's moves,
+# a small table; a failed job cancelled was already counted as terminal, so only cancellations
+# of an unsettled job count).
 BATCH_AUDIT: Final = """
 SELECT r.batch_id, r.scheduled_at, r.started_at, r.finished_at, r.stop_reason, r.invocations,
        r.discovered, r.published, r.resent, r.publish_failures, r.oldest_released_age_seconds,
        r.consumed, r.succeeded, r.retried, r.terminal, r.duplicates, r.last_settled_at,
        (SELECT count(*) FROM sweeper_jobs j
         WHERE j.batch_id = r.batch_id AND j.status IN ('pending', 'leased')) AS in_flight,
-       r.snoozed
+       r.snoozed,
+       (SELECT count(*) FROM sweeper_job_events e
+        WHERE e.batch_id = r.batch_id AND e.event = 'cancelled'
+          AND e.from_status IN ('pending', 'leased', 'held')) AS cancelled,
+       (SELECT count(*) FROM sweeper_jobs h
+        WHERE h.policy = r.policy AND h.status = 'held' AND h.batch_id = r.batch_id) AS held
 FROM sweeper_runs r
 WHERE r.policy = %(policy)s AND r.scheduled_at >= %(since)s
 ORDER BY r.scheduled_at DESC

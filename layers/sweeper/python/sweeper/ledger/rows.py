@@ -67,6 +67,9 @@ class BatchAudit:
     in_flight: int
     #: Deliveries of its jobs the vendor snoozed (no attempt spent; migration 0011).
     snoozed: int = 0
+    #: Jobs of the batch an operator cancelled before they settled, and jobs held now.
+    cancelled: int = 0
+    held: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,166 @@
+"""What the operator API accepts: one small model per console command, on `command`.
+
+A request names a command and its arguments and nothing else: an unknown command, an unknown
+field, a wrong type or a value out of range is refused before anything runs (and counted by the
+handler). Who asks is never a field: the actor is the caller's IAM principal, which the function
+URL's authorizer gives the handler, and the direct path's `--actor`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+from sweeper.models import ControlAction, ObligationId, OutcomeClass
+
+#: Within what one operator command may ask for; the CLI's own ranges are the same.
+MAX_ROWS = 10_000
+MAX_JOBS = 100_000
+MAX_KEYS = 1000
+MAX_REASON_CHARS = 500
+MAX_NAME_CHARS = 256
+
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON_CHARS)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StatusRequest(_Request):
+    command: Literal["status"] = "status"
+    policy: Name | None = None
+
+
+class RunsRequest(_Request):
+    command: Literal["runs"] = "runs"
+    policy: Name | None = None
+    since: AwareDatetime
+    limit: int = Field(default=500, ge=1, le=MAX_ROWS)
+
+
+class InspectRequest(_Request):
+    command: Literal["inspect"] = "inspect"
+    policy: Name | None = None
+    stuck_after_seconds: float = Field(default=3600.0, ge=0)
+    limit: int = Field(default=100, ge=1, le=MAX_ROWS)
+
+
+class RetryRequest(_Request):
+    command: Literal["retry"] = "retry"
+    policy: Name | None = None
+    keys: tuple[ObligationId, ...] | None = Field(default=None, min_length=1, max_length=MAX_KEYS)
+    outcomes: tuple[OutcomeClass, ...] | None = Field(default=None, min_length=1)
+    tenant_id: Name | None = None
+    limit: int = Field(default=1000, ge=1, le=MAX_JOBS)
+    reason: Reason | None = None
+
+
+class RedriveCommand(_Request):
+    command: Literal["redrive"] = "redrive"
+    policy: Name | None = None
+    tenant_id: Name | None = None
+    scope: Name | None = None
+    outcomes: tuple[OutcomeClass, ...] | None = Field(default=None, min_length=1)
+    max_messages: int | None = Field(default=None, ge=1)
+    rate_per_second: float | None = Field(default=None, gt=0, le=1000)
+    dry_run: bool = False
+    include_terminal: bool = False
+    budget_seconds: float = Field(default=600.0, ge=10, le=3600)
+
+
+class PauseRequest(_Request):
+    command: Literal["pause"] = "pause"
+    policy: Name | None = None
+    reason: Reason | None = None
+
+
+class ResumeRequest(_Request):
+    command: Literal["resume"] = "resume"
+    policy: Name | None = None
+    reason: Reason | None = None
+
+
+class ReleaseRequest(_Request):
+    command: Literal["release"] = "release"
+    policy: Name | None = None
+
+
+class CatchUpRequest(_Request):
+    command: Literal["catch-up"] = "catch-up"
+    policy: Name | None = None
+    since: AwareDatetime
+    until: AwareDatetime | None = None
+    dry_run: bool = False
+
+
+class PruneRequest(_Request):
+    command: Literal["prune"] = "prune"
+    older_than_days: float = Field(ge=1)
+    policy: Name | None = None
+    batch_rows: int = Field(default=1000, ge=1, le=50_000)
+
+
+class ControlRequest(_Request):
+    """cancel, hold, unhold, postpone: by key or by filter, as `sweeper cancel` takes them."""
+
+    command: Literal["cancel", "hold", "unhold", "postpone"]
+    policy: Name | None = None
+    keys: tuple[ObligationId, ...] | None = Field(default=None, min_length=1, max_length=MAX_KEYS)
+    tenant_id: Name | None = None
+    statuses: tuple[Literal["pending", "leased", "held", "failed"], ...] | None = Field(
+        default=None, min_length=1
+    )
+    outcomes: tuple[OutcomeClass, ...] | None = Field(default=None, min_length=1)
+    due_from: AwareDatetime | None = None
+    due_before: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+    limit: int = Field(default=1000, ge=1, le=MAX_JOBS)
+    dry_run: bool = False
+    reason: Reason | None = None
+    #: The operator confirmed a move of more jobs than the threshold (`--yes`, or the prompt).
+    confirmed: bool = False
+
+    @property
+    def action(self) -> ControlAction:
+        return ControlAction(self.command)
+
+
+OperatorRequest = Annotated[
+    StatusRequest
+    | RunsRequest
+    | InspectRequest
+    | RetryRequest
+    | RedriveCommand
+    | PauseRequest
+    | ResumeRequest
+    | ReleaseRequest
+    | CatchUpRequest
+    | PruneRequest
+    | ControlRequest,
+    Field(discriminator="command"),
+]
+
+REQUEST_ADAPTER: TypeAdapter[OperatorRequest] = TypeAdapter(OperatorRequest)
+
+#: The commands that only read: all a read-only principal may run.
+READ_COMMANDS = frozenset({"status", "runs", "inspect"})
+#: The commands that change something, each recorded with who asked and why.
+CHANGE_COMMANDS = frozenset(
+    {
+        "retry",
+        "redrive",
+        "pause",
+        "resume",
+        "release",
+        "catch-up",
+        "prune",
+        "cancel",
+        "hold",
+        "unhold",
+        "postpone",
+    }
+)
+COMMANDS = READ_COMMANDS | CHANGE_COMMANDS

@@ -1,0 +1,57 @@
+"""The operator API function's environment and backend, validated and built once per cold start.
+
+The function serves every policy, so it is given the whole policy file (`SWEEPER_CONFIG`, JSON)
+instead of one policy, the stack whose outputs name the queues, functions and tables
+(`SWEEPER_STACK_NAME`, read as `sweeper status --stack` reads them), its access
+(`SWEEPER_OPERATOR_ACCESS`: `read` or `operate`) and the ledger's usual connection settings.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+from typing import Literal
+
+import boto3
+from pydantic import Field, ValidationError
+
+from sweeper.config import Policy, SweeperConfig
+from sweeper.config.loading import describe_validation_error
+from sweeper.config.settings import Settings
+from sweeper.endpoints import Endpoints
+from sweeper.errors import ConfigError
+from sweeper.ledger.store import Ledger
+from sweeper.operator_api.commands import Backend
+from sweeper.runtime import conninfo_from
+
+
+class OperatorSettings(Settings):
+    """The function's environment: the ledger's settings, the policy file, its stack, its access."""
+
+    #: Not one policy: the whole file (`config`).
+    policy: Policy | None = None  # type: ignore[assignment]
+    config: SweeperConfig
+    stack_name: str = Field(min_length=1)
+    operator_access: Literal["read", "operate"]
+
+
+@lru_cache(maxsize=1)
+def operator_settings() -> OperatorSettings:
+    try:
+        return OperatorSettings()  # fields come from the environment
+    except ValidationError as exc:
+        raise ConfigError(f"environment: {describe_validation_error(exc)}") from exc
+
+
+@lru_cache(maxsize=1)
+def backend() -> Backend:
+    """The deployed backend: the stack's outputs for queues and functions, the ledger."""
+    current = operator_settings()
+    endpoints = Endpoints("aws", boto3.Session(), None, stack=current.stack_name)
+    return Backend(
+        config=current.config,
+        endpoints=endpoints,
+        open_ledger=lambda: Ledger(
+            partial(conninfo_from, current),
+            prepare_threshold=current.database_prepare_threshold,
+        ),
+    )
