@@ -63,7 +63,7 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--window-size=1280,1400",
+    "--window-size=1280,900",
 )
 
 
@@ -200,7 +200,7 @@ def _ledger_activity(db_url: str) -> tuple[int, int]:
 
 
 def test_the_page_loads_and_its_numbers_match_the_ledger(
-    browser: webdriver.Chrome, console: Console, tmp_path: Path
+    browser: webdriver.Chrome, console: Console
 ) -> None:
     # Given the local stack after a run, and the console's URL with its token
     # When the browser opens it
@@ -227,12 +227,10 @@ def test_the_page_loads_and_its_numbers_match_the_ledger(
     assert "open" in _text(browser, f"{section} tr.gate")
     assert "reconciles" in _text(browser, f"{section} tr.run")
     assert _text(browser, f"{section} .oldest") == "none eligible"
-    target = os.environ.get(SCREENSHOT_ENV) or str(tmp_path / "console.png")
-    assert browser.save_screenshot(target)
 
 
 def test_an_action_from_the_page_changes_the_ledger_and_records_the_operator(
-    browser: webdriver.Chrome, console: Console
+    browser: webdriver.Chrome, console: Console, tmp_path: Path
 ) -> None:
     # Given the console open in the browser, and a pending job due tomorrow
     browser.get(console.server.url)
@@ -278,6 +276,10 @@ def test_an_action_from_the_page_changes_the_ledger_and_records_the_operator(
     )
     assert _text(browser, "tr.event .actor") == OPERATOR
     assert _text(browser, "tr.event .reason") == "legal hold 42"
+    # And the overview counts it held (the README's picture: SCREENSHOT_ENV names where)
+    browser.get(f"http://127.0.0.1:{console.server.port}/")
+    assert _text(browser, f'#policy-{POLICY} [data-status="held"]') == "1"
+    assert browser.save_screenshot(os.environ.get(SCREENSHOT_ENV) or str(tmp_path / "page.png"))
 
 
 def _request(

@@ -182,7 +182,7 @@ def overview(
 <h3>limits</h3><table>{limits}</table></div>
 <div class="card"><h3>gates</h3><table>{gates}</table></div>
 </div>
-<div class="card wide"><h3>claims and completions, last {len(buckets) * 15 // 60} h</h3>
+<div class="card wide"><h3>claims and completions, last {len(buckets) * 15 // 60} h (UTC)</h3>
 <p class="legend"><span class="claimed">■</span> claimed <b class="total-claimed">{claimed}</b>
  · <span class="succeeded">■</span> succeeded / <span class="failed">■</span> failed
  <b class="total-completed">{completed}</b></p>{chart(buckets)}</div>

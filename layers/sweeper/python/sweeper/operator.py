@@ -515,9 +515,11 @@ def activity(
     bucket_minutes: int = ACTIVITY_BUCKET_MINUTES,
 ) -> list[dict[str, Any]]:
     """Claims (jobs the runs published) and completions (jobs settled) per time bucket over the
-    last `hours`, oldest first, buckets aligned to whole minutes."""
+    last `hours`, oldest first; buckets start on multiples of `bucket_minutes` past the hour,
+    the last one holding `now`."""
     bucket = timedelta(minutes=bucket_minutes)
-    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = now.replace(minute=now.minute - now.minute % bucket_minutes, second=0, microsecond=0)
+    end = start + bucket
     since = end - timedelta(hours=hours)
     return [
         {

@@ -1,0 +1,81 @@
+"""`sweeper console` as an operator runs it: a process on loopback that prints its URL, serves
+the page to that URL (token and all) and nothing to a URL without it, and stops on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sweeper.ledger.store import Ledger
+from sweeper.models import NewJob
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_console_serves_the_ledger_at_the_url_it_prints_and_stops_on_ctrl_c(
+    ledger: Ledger, db_url: str, tmp_path: Path
+) -> None:
+    # Given a ledger with a pending job of the sample policy file's policy
+    from sweeper.config import load_config
+
+    policy = load_config(REPO / "sweeper.toml").policies[0]
+    ledger.schedule(policy.name, 1, lambda j: policy.name, [NewJob("t1", "o1", _now())], _now())
+    # When the operator starts `sweeper console --database-url` (no local stack)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sweeper_cli",
+            "console",
+            "--database-url",
+            db_url,
+            "--config",
+            str(REPO / "sweeper.toml"),
+            "--local-file",
+            str(tmp_path / "none.json"),
+            "--actor",
+            "ana",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AWS_REGION": "eu-west-1"},
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        # Then it prints a loopback URL with a token, which serves the page
+        assert first.startswith("sweeper console at http://127.0.0.1:"), first
+        url = first.split(" at ", 1)[1].strip()
+        assert "?token=" in url
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with browser.open(url, timeout=10) as answer:  # the token traded for a cookie
+            page = answer.read().decode()
+        assert 'data-status="pending">1<' in page
+        assert 'acting as <b id="operator">ana</b>' in page
+        assert "reading the ledger" in page
+        # And the same address without the token is refused
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url.split("?")[0], timeout=10)
+        assert refused.value.code == 403
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=20)
+    # And Ctrl-C stops it cleanly, with nothing on stderr (no token, no request log)
+    assert process.returncode == 0, err
+    assert err == ""
+    assert "stopped" in out
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
