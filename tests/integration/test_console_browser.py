@@ -63,7 +63,7 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--window-size=1280,900",
+    "--window-size=1280,1000",
 )
 
 
@@ -279,6 +279,8 @@ def test_an_action_from_the_page_changes_the_ledger_and_records_the_operator(
     # And the overview counts it held (the README's picture: SCREENSHOT_ENV names where)
     browser.get(f"http://127.0.0.1:{console.server.port}/")
     assert _text(browser, f'#policy-{POLICY} [data-status="held"]') == "1"
+    assert _text(browser, f"#policy-{POLICY} tr.action .actor") == OPERATOR
+    assert _text(browser, f"#policy-{POLICY} tr.action .reason") == "legal hold 42"
     assert browser.save_screenshot(os.environ.get(SCREENSHOT_ENV) or str(tmp_path / "page.png"))
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ import pytest
 
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob
+from sweeper_cli.webconsole.server import ConsoleServer
 
 pytestmark = pytest.mark.integration
 
@@ -79,3 +81,37 @@ def test_console_serves_the_ledger_at_the_url_it_prints_and_stops_on_ctrl_c(
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+class _FailingBackend:
+    """A backend whose every read fails with a message holding a customer value."""
+
+    operator = "ana"
+    target = "ledger"
+
+    def policies(self) -> list[str]:
+        raise RuntimeError("tenant acme-secret-42")
+
+
+def test_an_unexpected_failure_is_one_line_without_its_message(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # Given a console whose backend fails with customer data in its message
+    server = ConsoleServer(_FailingBackend())  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        # When the page is opened
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            browser.open(server.url, timeout=10)
+        body = failed.value.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    # Then the answer and the terminal name the error's type only, no traceback, no value
+    assert failed.value.code == 500
+    assert "RuntimeError" in body
+    assert "acme" not in body
+    err = capfd.readouterr().err
+    assert err == "sweeper console: a request failed (RuntimeError)\n"

@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 
 from sweeper_cli.webconsole.backend import ACTIONS
 
-CHART_WIDTH = 720
-CHART_HEIGHT = 160
+CHART_WIDTH = 1200
+CHART_HEIGHT = 180
 CHART_LEFT = 36
 CHART_BOTTOM = 20
 
@@ -165,8 +165,8 @@ def overview(
     )
     actions = (
         "".join(
-            f"<tr><td>{e(a['at'])}</td><td>{e(a['action'])}</td><td>{e(a['actor'])}</td>"
-            f"<td>{e(a['reason'])}</td></tr>"
+            f'<tr class="action"><td>{e(a["at"])}</td><td>{e(a["action"])}</td>'
+            f'<td class="actor">{e(a["actor"])}</td><td class="reason">{e(a["reason"])}</td></tr>'
             for a in item["actions"]
         )
         or '<tr><td colspan="4">none</td></tr>'

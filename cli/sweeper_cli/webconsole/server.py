@@ -4,6 +4,7 @@ every request through `Guard` first, pages rendered by `page`, actions through t
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -129,6 +130,13 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 "error",
                 page.message_page("refused", f"{type(exc).__name__}: {exc}"),
             )
+        except Exception as exc:  # one line, never a traceback: it may hold a key or a tenant
+            self._unexpected(exc, as_json=False)
+
+    def _unexpected(self, exc: Exception, *, as_json: bool) -> None:
+        line = f"unexpected {type(exc).__name__}; see the terminal running `sweeper console`"
+        sys.stderr.write(f"sweeper console: a request failed ({type(exc).__name__})\n")
+        self._refuse(Refusal(HTTPStatus.INTERNAL_SERVER_ERROR, line), as_json=as_json)
 
     def _route(self, path: str, query: dict[str, str]) -> None:
         backend = self.server.backend
@@ -194,6 +202,9 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 )
         except SweeperError as exc:
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            return
+        except Exception as exc:  # one line, never a traceback
+            self._unexpected(exc, as_json=True)
             return
         self._json(HTTPStatus.OK, report)
 
