@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -14,9 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob
+from sweeper_cli import main
 from sweeper_cli.webconsole.server import ConsoleServer
 
 pytestmark = pytest.mark.integration
@@ -115,3 +118,31 @@ def test_an_unexpected_failure_is_one_line_without_its_message(
     assert "acme" not in body
     err = capfd.readouterr().err
     assert err == "sweeper console: a request failed (RuntimeError)\n"
+
+
+def test_a_port_in_use_is_one_line_naming_the_fix(db_url: str, tmp_path: Path) -> None:
+    # Given the port taken by another listener
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # When the console is asked to listen there
+        result = CliRunner().invoke(
+            main,
+            [
+                "console",
+                "--database-url",
+                db_url,
+                "--config",
+                str(REPO / "sweeper.toml"),
+                "--local-file",
+                str(tmp_path / "none.json"),
+                "--port",
+                str(port),
+            ],
+        )
+    # Then it says so in one line, and which option to change
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: cannot listen on 127.0.0.1:{port}")
+    assert result.output.strip().endswith("choose another --port")
+    assert len(result.output.strip().splitlines()) == 1
