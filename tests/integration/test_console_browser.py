@@ -32,12 +32,11 @@ from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
 from sweeper.endpoints import resolve
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_cli.webconsole import STACK_NOT_YET
-from sweeper_cli.webconsole.backend import LedgerBackend
+from sweeper_cli.webconsole.backend import ledger_backend
 from sweeper_cli.webconsole.guard import TOKEN_HEADER
 from sweeper_cli.webconsole.server import ConsoleServer
 from sweeper_local.background import LocalConsoleStack
@@ -103,8 +102,9 @@ def console(
     pg_server: PgServer, pg_template: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Console]:
     """One local stack for the module (starting one takes seconds): after one run settled six
-    jobs, two failed by hand, four due tomorrow; the console page's server over it, acting as
-    OPERATOR. Only the action test changes a job (HELD_KEY); the refusals aim at another."""
+    jobs, two failed by hand, four due tomorrow, one dead letter; the console page's server
+    over it, acting as OPERATOR. Only the action test changes a job (HELD_KEY); the refusals
+    aim at another."""
     name = f"sweeper_t{os.getpid()}_{next(_db_counter)}"
     db_url = pg_server.create_database(name, template=pg_template)
     folder = tmp_path_factory.mktemp("console-page")
@@ -143,25 +143,13 @@ def _prepared(
     endpoints = resolve(
         local_file=str(local_file), database_url=None, region=None, profile=None, stack=None
     )
+    backend = ledger_backend(endpoints, config, ledger, OPERATOR)
+    assert backend.target == "local stack"
     sqs = endpoints.sqs()
     where = endpoints.policy(POLICY)
     assert where.queue_url
     assert where.dlq_url
-
-    def queues(name: str) -> tuple[Any, str | None, str | None]:
-        found = endpoints.policy(name)
-        return (lambda url: queue_depth(sqs, url)), found.queue_url, found.dlq_url
-
-    table = endpoints.limiter_table()
-    assert table is not None
-    backend = LedgerBackend(
-        config,
-        ledger,
-        operator=OPERATOR,
-        target="local stack",
-        queues=queues,
-        gate=DynamoLimiter(endpoints.dynamodb(), table).state,
-    )
+    sqs.send_message(QueueUrl=where.dlq_url, MessageBody='{"dead": "letter"}')  # DLQ depth 1
     server = ConsoleServer(backend)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -223,7 +211,8 @@ def test_the_page_loads_and_its_numbers_match_the_ledger(
     assert len(bars) == 24
     assert sum(int(b.get_attribute("data-claimed") or 0) for b in bars) == claimed
     # And the DLQ depth is the queue's, the gate is shown, the run reconciles
-    assert _text(browser, f"#dlq-{POLICY}") == str(queue_depth(console.sqs, console.dlq_url)[0])
+    assert queue_depth(console.sqs, console.dlq_url)[0] == 1
+    assert _text(browser, f"#dlq-{POLICY}") == "1"
     assert "open" in _text(browser, f"{section} tr.gate")
     assert "reconciles" in _text(browser, f"{section} tr.run")
     assert _text(browser, f"{section} .oldest") == "none eligible"

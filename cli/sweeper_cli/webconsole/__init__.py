@@ -35,7 +35,7 @@ def console_page(port: int, open_browser: bool, actor: str, **target: Any) -> No
     """Serve the console page on 127.0.0.1: jobs by state, ages, activity, limits and gates,
     DLQ, runs and their reconciliation, search, a job's history, and actions (each confirmed
     and recorded with the operator and a reason). Open the URL it prints; Ctrl-C stops it."""
-    from sweeper_cli.webconsole.backend import LedgerBackend
+    from sweeper_cli.webconsole.backend import ledger_backend
     from sweeper_cli.webconsole.server import ConsoleServer
 
     ctx = click.get_current_context()
@@ -44,15 +44,7 @@ def console_page(port: int, open_browser: bool, actor: str, **target: Any) -> No
         raise click.ClickException(STACK_NOT_YET)
     with open_console(**target) as console:
         console.ledger.policy_state(console.config.policies[0].name)  # reach it now, or fail
-        local = console.endpoints.mode == "local"
-        backend = LedgerBackend(
-            console.config,
-            console.ledger,
-            operator=actor,
-            target="local stack" if local else "ledger",
-            queues=_queues(console) if local else None,
-            gate=console.gate() if local else None,
-        )
+        backend = ledger_backend(console.endpoints, console.config, console.ledger, actor)
         try:
             server = ConsoleServer(backend, port)
         except OSError as exc:
@@ -69,16 +61,3 @@ def console_page(port: int, open_browser: bool, actor: str, **target: Any) -> No
             click.echo("stopped")
         finally:
             server.server_close()
-
-
-def _queues(console: Any) -> Any:
-    """policy -> (depth reader, queue URL, DLQ URL) on the target's SQS."""
-    from sweeper.dead_letters import queue_depth
-
-    sqs = console.endpoints.sqs()
-
-    def read(policy: str) -> tuple[Any, str | None, str | None]:
-        where = console.endpoints.policy(policy)
-        return (lambda url: queue_depth(sqs, url)), where.queue_url, where.dlq_url
-
-    return read

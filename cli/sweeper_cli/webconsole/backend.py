@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sweeper.config import Policy, SweeperConfig
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
+
+if TYPE_CHECKING:
+    from sweeper.endpoints import Endpoints
 
 #: The actions the page offers, each with a confirmation.
 ACTIONS = ("retry", "cancel", "hold", "unhold", "postpone")
@@ -235,3 +238,26 @@ def _report(
         "moved": moved,
         "from_states": from_states,
     }
+
+
+def ledger_backend(
+    endpoints: Endpoints, config: SweeperConfig, ledger: Ledger, operator: str
+) -> LedgerBackend:
+    """The page's backend for a resolved target: beside the local stack, its ledger, queues and
+    gates; with a database URL only, the ledger (queues and gates are then not read)."""
+    if endpoints.mode != "local":
+        return LedgerBackend(config, ledger, operator=operator, target="ledger")
+    from sweeper.dead_letters import queue_depth
+    from sweeper.limiter import DynamoLimiter
+
+    sqs = endpoints.sqs()
+
+    def queues(policy: str) -> tuple[Any, str | None, str | None]:
+        where = endpoints.policy(policy)
+        return (lambda url: queue_depth(sqs, url)), where.queue_url, where.dlq_url
+
+    table = endpoints.limiter_table()
+    gate = None if table is None else DynamoLimiter(endpoints.dynamodb(), table).state
+    return LedgerBackend(
+        config, ledger, operator=operator, target="local stack", queues=queues, gate=gate
+    )
