@@ -32,6 +32,7 @@ from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
 from sweeper.endpoints import resolve
 from sweeper.ledger.store import Ledger
+from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
@@ -95,6 +96,7 @@ class Console:
     queue_url: str
     dlq_url: str
     sqs: Any
+    endpoints: Any
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +156,7 @@ def _prepared(
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Console(server, ledger, db_url, where.queue_url, where.dlq_url, sqs)
+        yield Console(server, ledger, db_url, where.queue_url, where.dlq_url, sqs, endpoints)
     finally:
         server.shutdown()
         server.server_close()
@@ -165,7 +167,8 @@ def _text(driver: webdriver.Chrome, css: str) -> str:
 
 
 def _wait(driver: webdriver.Chrome) -> WebDriverWait[webdriver.Chrome]:
-    return WebDriverWait(driver, 10, poll_frequency=0.05)
+    # Generous for a loaded machine; a passing run waits milliseconds.
+    return WebDriverWait(driver, 30, poll_frequency=0.05)
 
 
 def _ledger_activity(db_url: str) -> tuple[int, int]:
@@ -233,6 +236,8 @@ def test_an_action_from_the_page_changes_the_ledger_and_records_the_operator(
     browser.find_element(By.LINK_TEXT, HELD_KEY).click()
     _wait(browser).until(expected_conditions.presence_of_element_located((By.ID, "act")))
     assert _text(browser, "#job-status") == "pending"
+    # (the button is enabled once the page's script has attached to it)
+    _wait(browser).until(expected_conditions.element_to_be_clickable((By.ID, "act-preview")))
     Select(browser.find_element(By.ID, "act-action")).select_by_value("hold")
     browser.find_element(By.ID, "act-reason").send_keys("legal hold 42")
     browser.find_element(By.ID, "act-preview").click()
@@ -263,7 +268,11 @@ def test_an_action_from_the_page_changes_the_ledger_and_records_the_operator(
     _wait(browser).until(
         expected_conditions.text_to_be_present_in_element((By.ID, "job-status"), "held")
     )
-    assert _text(browser, "tr.event .actor") == OPERATOR
+    _wait(browser).until(
+        expected_conditions.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, "tr.event .actor"), OPERATOR
+        )
+    )
     assert _text(browser, "tr.event .reason") == "legal hold 42"
     # And the overview counts it held (the README's picture: SCREENSHOT_ENV names where)
     browser.get(f"http://127.0.0.1:{console.server.port}/")
@@ -271,6 +280,22 @@ def test_an_action_from_the_page_changes_the_ledger_and_records_the_operator(
     assert _text(browser, f"#policy-{POLICY} tr.action .actor") == OPERATOR
     assert _text(browser, f"#policy-{POLICY} tr.action .reason") == "legal hold 42"
     assert browser.save_screenshot(os.environ.get(SCREENSHOT_ENV) or str(tmp_path / "page.png"))
+
+
+def test_a_closed_gate_shows_until_when_and_why(
+    browser: webdriver.Chrome, console: Console
+) -> None:
+    # Given the policy's scope closed for ten minutes after a 429
+    table = console.endpoints.limiter_table()
+    limiter = DynamoLimiter(console.endpoints.dynamodb(), table)
+    until = datetime.now(UTC) + timedelta(minutes=10)
+    limiter.close(POLICY, until.timestamp(), "throttled")
+    reopens = datetime.fromtimestamp(limiter.state(POLICY).closed_until or 0, UTC)
+    # When the page is opened
+    browser.get(console.server.url)
+    # Then the gate reads closed, until the limiter's reopening time, and why
+    gate = _text(browser, f'#policy-{POLICY} tr.gate[data-scope="{POLICY}"] td.closed')
+    assert gate == f"closed until {reopens.isoformat()} (throttled)"
 
 
 def _request(

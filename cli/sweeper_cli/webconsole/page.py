@@ -203,7 +203,7 @@ def action_form(policy: str, *, key: str | None = None, tenant: str | None = Non
 <select name="action" id="act-action" aria-label="action">{options}</select>
 <input name="reason" id="act-reason" placeholder="reason (recorded; no customer data)" size="40">
 <input name="until" id="act-until" placeholder="postpone until, e.g. 2026-12-31T00:00:00Z">
-<button type="submit" id="act-preview">Preview…</button>
+<button type="button" id="act-preview" disabled>Preview…</button>
 <div id="act-confirm" hidden><p id="act-question"></p>
 <button type="button" id="act-yes">Confirm</button>
 <button type="button" id="act-no">Cancel</button></div>

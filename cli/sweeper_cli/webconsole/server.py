@@ -121,6 +121,12 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 {"Location": parts.path or "/", "Set-Cookie": guard.set_cookie()},
             )
             return
+        name = parts.path.removeprefix("/static/")
+        if parts.path.startswith("/static/") and name in STATIC:
+            # A file of the package: no backend, so never queued behind a ledger read.
+            data = resources.files("sweeper_cli.webconsole").joinpath("static", name).read_bytes()
+            self._send(HTTPStatus.OK, data, f"{STATIC[name]}; charset=utf-8")
+            return
         try:
             with self.server.backend_lock:
                 self._route(parts.path, query)
@@ -159,10 +165,6 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 self._html(HTTPStatus.NOT_FOUND, "job", body)
             else:
                 self._html(HTTPStatus.OK, "job", page.job_page(job))
-        elif path.startswith("/static/") and path.removeprefix("/static/") in STATIC:
-            name = path.removeprefix("/static/")
-            data = resources.files("sweeper_cli.webconsole").joinpath("static", name).read_bytes()
-            self._send(HTTPStatus.OK, data, f"{STATIC[name]}; charset=utf-8")
         else:
             self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
 

@@ -39,8 +39,10 @@
     return parts.length ? " (" + parts.join(", ") + ")" : "";
   }
 
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
+  const previewButton = document.getElementById("act-preview");
+  // The form never submits itself; the button works once this script is attached.
+  form.addEventListener("submit", (event) => event.preventDefault());
+  previewButton.addEventListener("click", async () => {
     result.textContent = "";
     try {
       const preview = await send(request(true));
@@ -68,4 +70,5 @@
       result.textContent = "refused: " + error.message;
     }
   });
+  previewButton.disabled = false;
 })();
