@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration drills bench mutate install postgres layers synth deploy lock clean
+.PHONY: demo test unit integration drills bench mutate install postgres chromium layers synth deploy lock clean
 
 $(STAMP): pyproject.toml local/pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
@@ -17,11 +17,16 @@ $(STAMP): pyproject.toml local/pyproject.toml requirements.lock
 	$(BIN)/pip install -q --no-deps -e local/
 	touch $(STAMP)
 
-install: $(STAMP) postgres
+install: $(STAMP) postgres chromium
 
 # PostgreSQL server binaries for the disposable local cluster (skipped when DATABASE_URL is set).
 postgres:
 	@bash .ci/ensure-postgres.sh
+
+# Debian's chromium and chromedriver for the console's browser test (it fails, never skips,
+# without them).
+chromium:
+	@bash .ci/ensure-chromium.sh
 
 demo: install
 	$(BIN)/sweeper demo

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "obligations",
     "plan",
     "redrive",
+    "webconsole",
 )
 for _module in COMMAND_MODULES:
     import_module(f"sweeper_cli.{_module}")

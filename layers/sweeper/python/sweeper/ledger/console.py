@@ -7,15 +7,24 @@ pause switch that the producer and the release check read (`is_paused`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from sweeper.ledger import control_sql, queries
+from sweeper.ledger import control_sql, queries, view_sql
 from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
-from sweeper.ledger.rows import BatchAudit, InspectRow, PolicyState, RunRecord
+from sweeper.ledger.rows import (
+    ActionRecord,
+    ActivityBucket,
+    BatchAudit,
+    FoundJob,
+    InspectRow,
+    JobEvent,
+    PolicyState,
+    RunRecord,
+)
 from sweeper.models import (
     POSTPONABLE_STATUSES,
     ControlAction,
@@ -274,6 +283,56 @@ class OperatorLedger(Executor):
         """Scopes holding pending or leased work, busiest first, with their counts."""
         rows = self._execute(queries.ACTIVE_SCOPES, {"policy": policy, "limit": limit})
         return {str(scope): int(count) for scope, count in rows}
+
+    # -- the console page's reads (view_sql) ----------------------------------------------------
+
+    def activity(
+        self, policy: str, since: datetime, until: datetime, bucket: timedelta
+    ) -> list[ActivityBucket]:
+        """Per time bucket in [since, until), oldest first, every bucket present: the jobs the
+        policy's runs published (claims) and the jobs settled (succeeded, failed)."""
+        params = {
+            "policy": policy,
+            "since": since,
+            "until": until,
+            "bucket": bucket,
+            "origin": since,
+        }
+        claims = {at: int(n) for at, n in self._execute(view_sql.CLAIMS_BY_BUCKET, params)}
+        settled = {
+            at: (int(ok), int(failed))
+            for at, ok, failed in self._execute(view_sql.COMPLETIONS_BY_BUCKET, params)
+        }
+        found = []
+        at = since
+        while at < until:
+            ok, failed = settled.get(at, (0, 0))
+            found.append(ActivityBucket(at, claims.get(at, 0), ok, failed))
+            at += bucket
+        return found
+
+    def search(self, policy: str, query: str, limit: int) -> list[FoundJob]:
+        """The job with this operation key, or this tenant's jobs, newest first."""
+        rows = self._execute(
+            view_sql.SEARCH_JOBS, {"policy": policy, "query": query, "limit": limit}
+        )
+        found = []
+        for row in rows:
+            values = list(row)
+            values[2] = JobStatus(values[2])
+            values[3] = None if values[3] is None else OutcomeClass(values[3])
+            found.append(FoundJob(*values))
+        return found
+
+    def job_events(self, job_id: int, limit: int) -> list[JobEvent]:
+        """A job's operator events, oldest first, with who acted and why."""
+        rows = self._execute(view_sql.JOB_EVENTS, {"job_id": job_id, "limit": limit})
+        return [JobEvent(*row) for row in rows]
+
+    def recent_actions(self, policy: str, limit: int) -> list[ActionRecord]:
+        """The policy's last operator actions, newest first."""
+        rows = self._execute(view_sql.RECENT_ACTIONS, {"policy": policy, "limit": limit})
+        return [ActionRecord(*row) for row in rows]
 
 
 def _control_params(

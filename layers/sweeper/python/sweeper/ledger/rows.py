@@ -107,3 +107,54 @@ class Settled:
     count: int
     first: datetime | None
     last: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class FoundJob:
+    """A search hit on the console page: ids, state, class and times."""
+
+    operation_key: str
+    tenant_id: str
+    status: JobStatus
+    last_outcome: OutcomeClass | None
+    last_error_code: str | None
+    attempt_count: int
+    due_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One operator event in a job's history, with who acted and why."""
+
+    at: datetime
+    event: str
+    from_status: str
+    to_status: str
+    previous_attempts: int
+    previous_outcome: str | None
+    previous_error_code: str | None
+    previous_due_at: datetime | None
+    action: str
+    actor: str
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """One recorded operator action on a policy."""
+
+    at: datetime
+    action: str
+    actor: str
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityBucket:
+    """One time bucket of a policy's activity: jobs published by its runs, jobs settled."""
+
+    at: datetime
+    claimed: int
+    succeeded: int
+    failed: int

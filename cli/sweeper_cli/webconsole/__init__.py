@@ -1,0 +1,63 @@
+"""`sweeper console`: a web page on loopback to look at the ledger and act on jobs.
+
+The page (`page`), its guard (`guard`), its server (`server`) and what it reads through
+(`backend`) live here, in the operator's CLI, never in the Lambda layer.
+"""
+
+from __future__ import annotations
+
+import webbrowser
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from sweeper_cli.base import actor_option, friendly_errors, main, open_console, target_options
+
+STACK_NOT_YET = (
+    "sweeper console --stack is not yet available (the operator API client is not in this "
+    "build): pass --database-url, or run it beside `sweeper local up`"
+)
+
+
+@main.command("console")
+@click.option(
+    "--port",
+    default=0,
+    type=click.IntRange(0, 65535),
+    help="The loopback port to listen on (0: a free one).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in the browser.")
+@actor_option
+@target_options
+@friendly_errors
+def console_page(port: int, open_browser: bool, actor: str, **target: Any) -> None:
+    """Serve the console page on 127.0.0.1: jobs by state, ages, activity, limits and gates,
+    DLQ, runs and their reconciliation, search, a job's history, and actions (each confirmed
+    and recorded with the operator and a reason). Open the URL it prints; Ctrl-C stops it."""
+    from sweeper_cli.webconsole.backend import ledger_backend
+    from sweeper_cli.webconsole.server import ConsoleServer
+
+    ctx = click.get_current_context()
+    stack_given = ctx.get_parameter_source("stack") is ParameterSource.COMMANDLINE
+    if stack_given and not target.get("database_url"):
+        raise click.ClickException(STACK_NOT_YET)
+    with open_console(**target) as console:
+        console.ledger.policy_state(console.config.policies[0].name)  # reach it now, or fail
+        backend = ledger_backend(console.endpoints, console.config, console.ledger, actor)
+        try:
+            server = ConsoleServer(backend, port)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot listen on 127.0.0.1:{port} ({exc.strerror}): choose another --port"
+            ) from exc
+        click.echo(f"sweeper console at {server.url}")
+        click.echo("(the token in that URL is the key to the page; Ctrl-C stops it)")
+        if open_browser:
+            webbrowser.open(server.url)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            click.echo("stopped")
+        finally:
+            server.server_close()
