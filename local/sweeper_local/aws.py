@@ -119,6 +119,11 @@ class LocalAws(Service):
             env["AWS_ENDPOINT_URL_DYNAMODB"] = self.lite_endpoint_url
         return env
 
+    def service_endpoint_urls(self) -> dict[str, str]:
+        """The services not on moto's endpoint, and where they are (the local file names them)."""
+        lite = self.lite_endpoint_url
+        return {} if lite is None else {"sqs": lite, "dynamodb": lite}
+
     def requests(self) -> dict[str, int]:
         """SQS and DynamoDB requests served so far, by `service:Operation` (lite only)."""
         if self.lite_endpoint_url is None:

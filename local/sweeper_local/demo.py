@@ -395,6 +395,7 @@ def _write_local_file(
         pid=os.getpid(),
         database_url=stack.database_url,
         aws_endpoint_url=stack.aws.endpoint_url,
+        service_endpoint_urls=stack.aws.service_endpoint_urls(),
         region=LOCAL_REGION,
         vendor_url=stack.api_url,
         limiter_table=run.resources.limiter_table,
