@@ -10,6 +10,7 @@ import click
 from click.core import ParameterSource
 
 from sweeper.config import Policy, Quota, load_config
+from sweeper.limits import MAX_BATCH_SIZE
 from sweeper_cli.base import (
     database_option,
     emit,
@@ -39,8 +40,9 @@ DOOR_NAMES = ("sql", "s3", "webhook", "file")
 @click.option(
     "--batch-size",
     default=None,
-    type=click.IntRange(1, 10),
-    help="Records per consumer batch (default: planned from the rate and measured latency).",
+    type=click.IntRange(1, MAX_BATCH_SIZE),
+    help="Records per consumer batch (default: planned from the rate and measured latency; "
+    "above 10 with a 1 s batching window, as Lambda requires).",
 )
 @click.option(
     "--parallel-calls",

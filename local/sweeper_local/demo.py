@@ -208,8 +208,14 @@ def plan_consumer(
         parallel = min(parallel, batch_size) if parallel_calls is None else parallel
     else:
         batch_size = max(parallel, MAX_BATCH_SIZE_WITHOUT_WINDOW // parallel * parallel)
+    # Above 10 records Lambda requires a batching window of at least 1 s.
+    window = 1 if batch_size > MAX_BATCH_SIZE_WITHOUT_WINDOW else 0
     consumer = draft.consumer.model_copy(
-        update={"batch_size": batch_size, "parallel_calls": parallel}
+        update={
+            "batch_size": batch_size,
+            "parallel_calls": parallel,
+            "batch_window_seconds": window,
+        }
     )
     consumer = ConsumerConfig.model_validate(consumer.model_dump())
     planned = make_plan(draft.model_copy(update={"consumer": consumer}), given)

@@ -90,3 +90,10 @@ def test_a_wrong_policy_choice_is_one_line(tmp_path: Path, args: list[str], mess
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_batch_above_ten_gets_the_one_second_window_lambda_requires() -> None:
+    latency = MeasuredLatency(0.13, 0.16, 8)
+    large = plan_consumer(RATE, 8, latency, batch_size=100, parallel_calls=10)
+    assert (large.batch_size, large.batch_window_seconds) == (100, 1)
+    assert plan_consumer(RATE, 8, latency).batch_window_seconds == 0
