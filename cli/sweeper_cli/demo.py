@@ -111,7 +111,7 @@ def demo(
     local_file: str,
     as_json: bool,
 ) -> None:
-    """Run the whole pipeline locally (PostgreSQL, moto, vendor simulator) and report.
+    """Run the whole pipeline locally (PostgreSQL, AWS emulators, vendor simulator) and report.
 
     Obligations come in by each --source door: discovery of a system-of-record database and
     of a bucket, signed hints to the webhook on loopback, a file through the intake queue.
