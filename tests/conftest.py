@@ -3,9 +3,11 @@
 PostgreSQL: `DATABASE_URL` when set, else a disposable local cluster. Each test that needs the
 ledger gets a database of its own, copied from a migrated template (fast, and nothing leaks).
 `SWEEPER_TEST_TEMPLATE_DB` names a template already migrated on that server, and
-`SWEEPER_TEST_AWS_ENDPOINT` a moto server already running: tests/mutate_services.py sets them so
-that mutation testing starts these services once, not once per mutant. `SWEEPER_TEST_LITE_AWS=1`
-serves SQS and DynamoDB from the rate benchmark's stand-in instead of moto.
+`SWEEPER_TEST_AWS_ENDPOINT` a moto server already running (and `SWEEPER_TEST_LITE_AWS_ENDPOINT`
+the stand-in serving SQS and DynamoDB): tests/mutate_services.py sets them so that mutation
+testing starts these services once, not once per mutant. SQS and DynamoDB are served by the
+stand-in (sweeper_local.lite_aws), as everywhere locally; `SWEEPER_LOCAL_AWS=moto` puts them
+back on moto.
 """
 
 from __future__ import annotations
@@ -132,11 +134,12 @@ def local_aws() -> Iterator[LocalAws]:
     if external:
         port = urlsplit(external).port
         assert port is not None, "SWEEPER_TEST_AWS_ENDPOINT needs a port"
-        yield LocalAws(port=port)  # already running; not started or stopped here
+        lite = urlsplit(os.environ.get("SWEEPER_TEST_LITE_AWS_ENDPOINT", "")).port or 0
+        yield LocalAws(port=port, lite_port=lite)  # already running; not started or stopped here
         return
-    # SWEEPER_TEST_LITE_AWS=1 runs the same tests with SQS and DynamoDB on the benchmark's
-    # stand-in (sweeper_local.lite_aws): how it is shown to keep AWS's semantics.
-    with LocalAws(lite=os.environ.get("SWEEPER_TEST_LITE_AWS") == "1") as aws:
+    # SQS and DynamoDB on the stand-in (sweeper_local.lite_aws), as the demo and the drills run;
+    # SWEEPER_LOCAL_AWS=moto runs the same tests with them on moto.
+    with LocalAws() as aws:
         yield aws
 
 

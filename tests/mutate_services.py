@@ -5,7 +5,8 @@ a new PostgreSQL cluster (initdb, start, migrate) and a new moto server cost sec
 mutants are killed by a test that takes a tenth of that. Here they are started once: one
 cluster with one migrated template database, and one moto server. The fixtures in
 tests/conftest.py use them when `DATABASE_URL`, `SWEEPER_TEST_TEMPLATE_DB` and
-`SWEEPER_TEST_AWS_ENDPOINT` are set. Every test still gets a database of its own (a copy of the
+`SWEEPER_TEST_AWS_ENDPOINT` (with `SWEEPER_TEST_LITE_AWS_ENDPOINT`, the stand-in serving SQS and
+DynamoDB) are set. Every test still gets a database of its own (a copy of the
 template) and queues and tables under a name of its own, so concurrent mutants do not meet.
 
 With `--module NAME`, the pyproject.toml in the working directory (the copy mutmut runs in) is
@@ -68,6 +69,7 @@ def main(argv: list[str]) -> int:
             "DATABASE_URL": pg.url,
             "SWEEPER_TEST_TEMPLATE_DB": TEMPLATE_DB,
             "SWEEPER_TEST_AWS_ENDPOINT": aws.endpoint_url,
+            "SWEEPER_TEST_LITE_AWS_ENDPOINT": aws.lite_endpoint_url or "",
         }
         child = subprocess.Popen(argv, env=env)
 

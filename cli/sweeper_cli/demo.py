@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from sweeper.config import Quota
+from sweeper.config import Policy, Quota, load_config
+from sweeper.limits import MAX_BATCH_SIZE
 from sweeper_cli.base import (
     database_option,
     emit,
@@ -36,7 +38,30 @@ DOOR_NAMES = ("sql", "s3", "webhook", "file")
     help="Consumer concurrency (the event source's maximum concurrency).",
 )
 @click.option(
-    "--batch-size", default=10, type=click.IntRange(1, 10), help="Records per consumer batch."
+    "--batch-size",
+    default=None,
+    type=click.IntRange(1, MAX_BATCH_SIZE),
+    help="Records per consumer batch (default: planned from the rate and measured latency; "
+    "above 10 with a 1 s batching window, as Lambda requires).",
+)
+@click.option(
+    "--parallel-calls",
+    default=None,
+    type=click.IntRange(1, 10),
+    help="Calls one consumer makes at once (default: planned, as `sweeper plan` would).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="A policy file (TOML): run its policy as it is, against the simulator or --api-url.",
+)
+@click.option(
+    "--policy",
+    "policy_name",
+    default=None,
+    help="The policy of --config (optional when the file has only one).",
 )
 @click.option(
     "--rate",
@@ -74,7 +99,10 @@ def demo(
     jobs: int,
     tenants: int,
     consumers: int,
-    batch_size: int,
+    batch_size: int | None,
+    parallel_calls: int | None,
+    config_path: str | None,
+    policy_name: str | None,
     rate: str | None,
     database_url: str | None,
     api_url: str | None,
@@ -83,14 +111,20 @@ def demo(
     local_file: str,
     as_json: bool,
 ) -> None:
-    """Run the whole pipeline locally (PostgreSQL, moto, vendor simulator) and report.
+    """Run the whole pipeline locally (PostgreSQL, AWS emulators, vendor simulator) and report.
 
     Obligations come in by each --source door: discovery of a system-of-record database and
     of a bucket, signed hints to the webhook on loopback, a file through the intake queue.
     While it runs, --local-file names its endpoints (webhook_url, webhook_secret, queues), as
     `local up` writes them, unless another local stack owns that file. Exits 0 only when every
     obligation is final.
+
+    Unless given, parallel calls and batch size come from the rate and the vendor latency the
+    demo measures first (a few calls on probe objects of their own), as `sweeper plan` computes
+    them. With --config (and --policy) a team's own policy runs as it is: its quota, consumers
+    and action, the action aimed at the simulator or --api-url.
     """
+    policy = _team_policy(config_path, policy_name, consumers, batch_size, parallel_calls, rate)
     with local_stack_required():
         from sweeper_local.demo import DemoOptions, run_demo
         from sweeper_local.doors import DOORS
@@ -98,8 +132,10 @@ def demo(
     options = DemoOptions(
         jobs=jobs,
         tenants=tenants,
-        consumers=consumers,
+        consumers=policy.consumer.environments if policy is not None else consumers,
         batch_size=batch_size,
+        parallel_calls=parallel_calls,
+        policy=policy,
         database_url=database_url,
         api_url=api_url.rstrip("/") if api_url else None,
         rate=Quota.parse(rate) if rate else None,
@@ -124,6 +160,38 @@ def demo(
         click.echo("\n".join(render_report(report.as_dict())))
     if not report.all_final:
         sys.exit(1)
+
+
+def _team_policy(
+    config_path: str | None,
+    policy_name: str | None,
+    consumers: int,
+    batch_size: int | None,
+    parallel_calls: int | None,
+    rate: str | None,
+) -> Policy | None:
+    """The policy of --config, or None; the demo's own sizing flags do not mix with it."""
+    if config_path is None:
+        if policy_name is not None:
+            raise click.UsageError("--policy needs --config (the policy file)")
+        return None
+    context = click.get_current_context()
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("consumers", "batch_size", "parallel_calls", "rate")
+        if context.get_parameter_source(name) is not ParameterSource.DEFAULT
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)} cannot be used with --config: the policy file sets them"
+        )
+    config = load_config(config_path)
+    if policy_name is None:
+        if len(config.policies) != 1:
+            names = [p.name for p in config.policies]
+            raise click.UsageError(f"--policy is required (the policy file has {names})")
+        return config.policies[0]
+    return config.policy(policy_name)
 
 
 #: The per-door table's columns: (the report's field, its heading).

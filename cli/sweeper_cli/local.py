@@ -107,6 +107,8 @@ def local_up(
     click.echo(f"local stack running (pid {found.pid}); endpoints in {local_file}")
     for key in ("database_url", "aws_endpoint_url", "vendor_url", "webhook_url", "log_file"):
         click.echo(f"  {key:<17} {data[key]}")
+    for service, url in found.service_endpoint_urls.items():
+        click.echo(f"  {service + '_endpoint_url':<17} {url}")
     for name, where in found.policies.items():
         click.echo(f"  policy {name}: queue {where.queue_url}  dlq {where.dlq_url}")
         click.echo(f"  policy {name}: intake {where.intake_queue_url}")

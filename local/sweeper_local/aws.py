@@ -7,6 +7,7 @@ The application's boto3 code is unchanged: it reaches moto through AWS_ENDPOINT_
 from __future__ import annotations
 
 import json
+import os
 import secrets as secrets_module
 import socket
 import subprocess
@@ -46,19 +47,38 @@ def local_credentials_env(endpoint_url: str) -> dict[str, str]:
     }
 
 
-class LocalAws(Service):
-    """moto in server mode, in a process of its own, on a free loopback port.
+#: `SWEEPER_LOCAL_AWS=moto` puts SQS and DynamoDB back on moto wherever the local stack starts
+#: (demo, `local up`, drills, tests), to compare the two; unset or `lite`: the stand-in.
+LOCAL_AWS_ENV = "SWEEPER_LOCAL_AWS"
+LOCAL_AWS_CHOICES = ("lite", "moto")
 
-    Its own process, not a thread of ours: moto's request handling is CPU-bound Python, and
+
+def lite_by_default() -> bool:
+    """Whether SQS and DynamoDB go to the stand-in when a caller does not say."""
+    chosen = os.environ.get(LOCAL_AWS_ENV, "lite") or "lite"
+    if chosen not in LOCAL_AWS_CHOICES:
+        raise LocalStackError(f"{LOCAL_AWS_ENV} must be one of {', '.join(LOCAL_AWS_CHOICES)}")
+    return chosen == "lite"
+
+
+class LocalAws(Service):
+    """The AWS APIs on loopback: SQS and DynamoDB on `sweeper_local.lite_aws`, the rest on moto
+    in server mode, each in a process of its own on a free loopback port.
+
+    Processes of their own, not threads of ours: request handling is CPU-bound Python, and
     sharing our interpreter would make every AWS call wait for the caller's own work.
 
-    With `lite=True` SQS and DynamoDB go to `sweeper_local.lite_aws` instead (a process of
-    its own too), for the rate benchmark: moto's receive slows with the queue's depth and its
-    DynamoDB carries a couple of hundred writes/s. Every other service stays on moto.
+    SQS and DynamoDB are on the stand-in because moto measures itself at real rates: its
+    receive slows with the queue's depth and its DynamoDB carries a couple of hundred
+    writes/s (docs/local-stack.md, "Which emulator"). `lite=False` (or `SWEEPER_LOCAL_AWS=moto`)
+    keeps them on moto.
     """
 
-    def __init__(self, port: int = 0, *, lite: bool = False, lite_port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, lite: bool | None = None, lite_port: int = 0) -> None:
         self.port = port
+        if lite is None:
+            # A server already running (its port given) is lite only when its lite port is.
+            lite = bool(lite_port) if port else lite_by_default()
         self.lite = lite or bool(lite_port)
         self.lite_port = lite_port
         self._proc: subprocess.Popen[bytes] | None = None
@@ -98,6 +118,11 @@ class LocalAws(Service):
             env["AWS_ENDPOINT_URL_SQS"] = self.lite_endpoint_url
             env["AWS_ENDPOINT_URL_DYNAMODB"] = self.lite_endpoint_url
         return env
+
+    def service_endpoint_urls(self) -> dict[str, str]:
+        """The services not on moto's endpoint, and where they are (the local file names them)."""
+        lite = self.lite_endpoint_url
+        return {} if lite is None else {"sqs": lite, "dynamodb": lite}
 
     def requests(self) -> dict[str, int]:
         """SQS and DynamoDB requests served so far, by `service:Operation` (lite only)."""

@@ -264,6 +264,7 @@ class LocalConsoleStack(Service):
             pid=os.getpid(),
             database_url=self.database_url,
             aws_endpoint_url=self.stack.aws.endpoint_url,
+            service_endpoint_urls=self.stack.aws.service_endpoint_urls(),
             region=LOCAL_REGION,
             vendor_url=self.stack.api_url,
             limiter_table=any_runtime.resources.limiter_table,

@@ -9,28 +9,43 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
+import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweeper.actions.http import HttpAction
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.endpoints import LocalFile, PolicyEndpoints
-from sweeper.models import JobStatus
+from sweeper.errors import LocalStackError
+from sweeper.limits import MAX_BATCH_SIZE_WITHOUT_WINDOW
+from sweeper.models import ActionCall, JobStatus
 from sweeper.observability import CountingSink, Metric
+from sweeper.plan import PlanInput, make_plan
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import live_local_file
 from sweeper_local.doors import feed_doors
 from sweeper_local.intake import LocalIntake
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
-from sweeper_local.vendor import VendorAudit, fetch_audit
+from sweeper_local.vendor import QuotaScope, VendorAudit, fetch_audit
 from sweeper_local.webhook import LocalWebhook
 
 CONSUMER_TIMEOUT_SECONDS = 30
+#: The demo's quota when neither --rate nor a policy file gives one.
+DEFAULT_DEMO_QUOTA = Quota(limit=1000, period_seconds=1)
+#: Calls made one after another to measure the vendor's latency before the demo plans.
+PROBE_CALLS = 8
+#: The longest the demo waits, after its probes, for them to leave the vendor's quota window
+#: (so that the limiter, which never saw them, cannot be refused for them).
+MAX_PROBE_WINDOW_WAIT_SECONDS = 10.0
+#: Whose the probe calls are: a tenant and key prefix of their own, never a policy's.
+PROBE_TENANT = "sweeper-latency-probe"
 
 
 @dataclass(frozen=True)
@@ -38,7 +53,12 @@ class DemoOptions:
     jobs: int = 500
     tenants: int = 5
     consumers: int = 4
-    batch_size: int = 10
+    #: None: picked from the rate and the measured latency, as `sweeper plan` would.
+    batch_size: int | None = None
+    parallel_calls: int | None = None
+    #: A team's own policy (`--config FILE --policy P`): run as it is, its action pointed at
+    #: the simulator or `api_url`; None: the demo's own policy, planned from `rate`.
+    policy: Policy | None = None
     database_url: str | None = None
     api_url: str | None = None
     rate: Quota | None = None
@@ -82,6 +102,14 @@ class DemoReport:
     elapsed_seconds: float
     all_final: bool
     log_file: str
+    #: What the consumers ran with, and the latency measured before (None: not measured).
+    parallel_calls: int = 1
+    batch_size: int = 10
+    latency_p50_seconds: float | None = None
+    latency_p95_seconds: float | None = None
+    #: The share of the quota the vendor saw used, from its audit (None without one): the
+    #: demo's calls over the quota's rate across the span of their arrivals.
+    vendor_utilization: float | None = None
     #: Per door: how many obligations came in by it (and what its source held besides).
     doors: list[dict[str, Any]] = field(default_factory=list)
     #: The local file written while the demo ran, or None (not asked, or another stack's).
@@ -99,29 +127,156 @@ def _remote_audit(api_url: str) -> VendorAudit | None:
         return None
 
 
+@dataclass(frozen=True)
+class MeasuredLatency:
+    """The vendor's latency as the demo's probe calls saw it (seconds)."""
+
+    p50_seconds: float
+    p95_seconds: float
+    calls: int
+
+
+def measure_latency(action: HttpActionConfig, calls: int = PROBE_CALLS) -> MeasuredLatency:
+    """Time `calls` calls to the vendor, one after another, through the product's own HTTP
+    action, on probe objects of a tenant of their own (never a policy's objects or keys).
+
+    Only answers that went through the vendor's work count (accepted, absent, permanent): a
+    429 or an error comes back without it and would understate the latency.
+    """
+    http = HttpAction(action)
+    run = secrets.token_hex(4)
+    took: list[float] = []
+    for i in range(calls):
+        key = f"{PROBE_TENANT}:{run}:{i}"
+        call = ActionCall(
+            key=key,
+            idempotency_key=key,
+            policy=PROBE_TENANT,
+            policy_version=1,
+            tenant_id=PROBE_TENANT,
+            object_id=f"probe-{run}-{i}",
+            scope=PROBE_TENANT,
+            attempt=1,
+            batch_id=run,
+        )
+        sent = time.monotonic()
+        result = http.perform(call)
+        if result.outcome.settled:
+            took.append(time.monotonic() - sent)
+    if not took:
+        raise LocalStackError(
+            f"the vendor answered none of {calls} latency probes (throttled or failing): "
+            "give --parallel-calls and --batch-size"
+        )
+    ordered = sorted(took)
+    p95 = ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+    return MeasuredLatency(round(statistics.median(ordered), 4), round(p95, 4), len(ordered))
+
+
+def plan_consumer(
+    rate: Quota,
+    consumers: int,
+    latency: MeasuredLatency,
+    *,
+    batch_size: int | None = None,
+    parallel_calls: int | None = None,
+) -> ConsumerConfig:
+    """The consumer that fills `rate` at this latency, as `sweeper plan` computes it.
+
+    Parallel calls: the plan's recommendation for `consumers` environments (calls in flight at
+    the p95 service time, shared out). Batch size: the most records within the SQS batch that
+    needs no window, in whole rounds of the parallel calls, so that no thread idles through a
+    batch's last round. The timeout: the demo's, or what the plan says a batch needs.
+    """
+    environments = max(2, consumers)
+    draft = Policy(
+        name="demo-plan",
+        quota=rate,
+        consumer=ConsumerConfig(
+            reserved_concurrency=environments,
+            max_concurrency=environments,
+            batch_size=MAX_BATCH_SIZE_WITHOUT_WINDOW,
+            timeout_seconds=CONSUMER_TIMEOUT_SECONDS,
+        ),
+    )
+    given = PlanInput(
+        latency_p50_seconds=latency.p50_seconds,
+        latency_p95_seconds=max(latency.p95_seconds, latency.p50_seconds),
+    )
+    parallel = parallel_calls or make_plan(draft, given).recommended_parallel_calls
+    if batch_size is not None:
+        parallel = min(parallel, batch_size) if parallel_calls is None else parallel
+    else:
+        batch_size = max(parallel, MAX_BATCH_SIZE_WITHOUT_WINDOW // parallel * parallel)
+    # Above 10 records Lambda requires a batching window of at least 1 s.
+    window = 1 if batch_size > MAX_BATCH_SIZE_WITHOUT_WINDOW else 0
+    consumer = draft.consumer.model_copy(
+        update={
+            "batch_size": batch_size,
+            "parallel_calls": parallel,
+            "batch_window_seconds": window,
+        }
+    )
+    consumer = ConsumerConfig.model_validate(consumer.model_dump())
+    planned = make_plan(draft.model_copy(update={"consumer": consumer}), given)
+    timeout = max(CONSUMER_TIMEOUT_SECONDS, planned.recommended_timeout_seconds)
+    return ConsumerConfig.model_validate({**consumer.model_dump(), "timeout_seconds": timeout})
+
+
+def _settle_probes(rate: Quota) -> None:
+    """Let the probe calls leave a short quota window before the limiter starts calling."""
+    time.sleep(min(rate.period_seconds, MAX_PROBE_WINDOW_WAIT_SECONDS))
+
+
+def demo_policy(options: DemoOptions, api_url: str) -> tuple[Policy, MeasuredLatency | None]:
+    """The policy the demo runs: the team's (its action aimed at `api_url`), or the demo's own
+    with its consumer planned from the rate and the latency measured now."""
+    if options.policy is not None:
+        action = options.policy.action.model_copy(
+            update={"api_url": api_url, "allow_plain_http": True, "auth_secret_arn": None}
+        )
+        return options.policy.model_copy(update={"action": action}), None
+    rate = options.rate or DEFAULT_DEMO_QUOTA
+    action = HttpActionConfig(api_url=api_url, allow_plain_http=True, read_timeout_seconds=5)
+    latency: MeasuredLatency | None = None
+    if options.parallel_calls is None or options.batch_size is None:
+        latency = measure_latency(action)
+        _settle_probes(rate)
+    consumer = plan_consumer(
+        rate,
+        options.consumers,
+        latency or MeasuredLatency(0.01, 0.01, 0),  # both given: the plan is not asked
+        batch_size=options.batch_size,
+        parallel_calls=options.parallel_calls,
+    )
+    policy = Policy(
+        name=f"demo-{secrets.token_hex(3)}",
+        quota=rate,
+        action=action,
+        consumer=consumer,
+        lease_seconds=120,
+        producer_budget_seconds=30,
+    )
+    return policy, latency
+
+
 def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
     """Run the pipeline end to end and report; `progress(done, total)` is called as it goes."""
     started = time.monotonic()
-    policy_name = f"demo-{secrets.token_hex(3)}"
+    quota = options.policy.quota if options.policy is not None else options.rate
+    per_tenant = options.policy is not None and options.policy.scope.kind == "tenant"
+    scope: QuotaScope = "tenant" if per_tenant else "global"
     with LocalStack(
-        database_url=options.database_url, api_url=options.api_url, vendor_quota=options.rate
+        database_url=options.database_url,
+        api_url=options.api_url,
+        vendor_quota=quota,
+        vendor_quota_scope=scope,
     ) as stack:
         assert stack.api_url is not None
-        policy = Policy(
-            name=policy_name,
-            quota=options.rate or Quota(limit=1000, period_seconds=1),
-            action=HttpActionConfig(
-                api_url=stack.api_url, allow_plain_http=True, read_timeout_seconds=5
-            ),
-            consumer=ConsumerConfig(
-                reserved_concurrency=max(2, options.consumers),
-                max_concurrency=max(2, options.consumers),
-                batch_size=options.batch_size,
-                timeout_seconds=CONSUMER_TIMEOUT_SECONDS,
-            ),
-            lease_seconds=120,
-            producer_budget_seconds=30,
-        )
+        policy, latency = demo_policy(options, stack.api_url)
+        policy_name = policy.name
+        before = _audit(stack)
+        calls_before = 0 if before is None else before.calls_total
         with contextlib.ExitStack() as running:
             run = running.enter_context(
                 LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-")
@@ -145,7 +300,7 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
 
             run.run(done, timeout_seconds=options.timeout_seconds)
         counts = run.ledger_counts
-        audit = stack.vendor.audit() if stack.vendor is not None else _remote_audit(stack.api_url)
+        audit = _audit(stack)
         keys, per_object = _key_stats(audit, policy_name)
         metrics = run.metrics()
 
@@ -184,7 +339,30 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             log_file=run.log_file,
             doors=[door.as_dict() for door in doors],
             local_file=None if written is None else str(written),
+            parallel_calls=policy.consumer.parallel_calls,
+            batch_size=policy.consumer.batch_size,
+            latency_p50_seconds=None if latency is None else latency.p50_seconds,
+            latency_p95_seconds=None if latency is None else latency.p95_seconds,
+            vendor_utilization=None
+            if audit is None
+            else vendor_utilization(audit.arrivals[calls_before:], policy.quota),
         )
+
+
+def _audit(stack: LocalStack) -> VendorAudit | None:
+    assert stack.api_url is not None
+    return stack.vendor.audit() if stack.vendor is not None else _remote_audit(stack.api_url)
+
+
+def vendor_utilization(arrivals: tuple[float, ...], quota: Quota) -> float | None:
+    """Calls after the first over what the quota allows across their span (None: too few).
+
+    n calls at exactly the quota's rate r span (n - 1) / r seconds: that is 1.0.
+    """
+    if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
+        return None
+    rate = quota.limit / quota.period_seconds  # the vendor's, before headroom
+    return round((len(arrivals) - 1) / (rate * (arrivals[-1] - arrivals[0])), 3)
 
 
 def _serve_hints(
@@ -223,6 +401,7 @@ def _write_local_file(
         pid=os.getpid(),
         database_url=stack.database_url,
         aws_endpoint_url=stack.aws.endpoint_url,
+        service_endpoint_urls=stack.aws.service_endpoint_urls(),
         region=LOCAL_REGION,
         vendor_url=stack.api_url,
         limiter_table=run.resources.limiter_table,

@@ -701,6 +701,8 @@ class _Message:
     receive_count: int = 0
     first_receive_ms: int | None = None
     receipt: str | None = None
+    #: The `AWSTraceHeader` system attribute it was sent with (the only one SQS takes).
+    trace_header: str | None = None
 
 
 @dataclass
@@ -846,8 +848,9 @@ class Sqs:
                 "One or more parameters are invalid. Reason: Message must be shorter than "
                 f"{SQS_MAX_MESSAGE_BYTES} bytes."
             )
-        if entry.get("MessageAttributes") or entry.get("MessageSystemAttributes"):
+        if entry.get("MessageAttributes"):
             raise self._invalid("the stand-in does not support message attributes")
+        trace_header = self._trace_header(entry.get("MessageSystemAttributes") or {})
         delay = int(entry.get("DelaySeconds", queue.int_attribute("DelaySeconds", 0)))
         if not 0 <= delay <= SQS_MAX_DELAY_SECONDS:
             raise self._invalid(f"Value {delay} for parameter DelaySeconds is invalid.")
@@ -855,10 +858,22 @@ class Sqs:
         message = _Message(
             str(uuid.uuid4()), body, int(now * 1000), entry.get("MessageGroupId"), now + delay
         )
+        message.trace_header = trace_header
         queue.messages[message.id] = message
         heapq.heappush(queue.due, (message.visible_at, next(self._order), message.id))
         self._lock.notify_all()
         return {"MessageId": message.id, "MD5OfMessageBody": _md5(body)}
+
+    def _trace_header(self, system: dict[str, Any]) -> str | None:
+        """SQS takes one message system attribute, `AWSTraceHeader`, a String."""
+        if not system:
+            return None
+        header = system.get("AWSTraceHeader")
+        if set(system) != {"AWSTraceHeader"} or not isinstance(header, dict):
+            raise self._invalid("Message system attribute name must be AWSTraceHeader.")
+        if header.get("DataType") != "String" or not header.get("StringValue"):
+            raise self._invalid("Message system attribute AWSTraceHeader must be a String.")
+        return str(header["StringValue"])
 
     def op_SendMessage(self, request: dict[str, Any]) -> dict[str, Any]:
         return self._enqueue(self._queue(request), request)
@@ -985,6 +1000,8 @@ class Sqs:
         }
         if message.group_id is not None:
             every["MessageGroupId"] = message.group_id
+        if message.trace_header is not None:
+            every["AWSTraceHeader"] = message.trace_header
         chosen = every if "All" in names else {k: v for k, v in every.items() if k in names}
         if chosen:
             shaped["Attributes"] = chosen

@@ -11,7 +11,7 @@ from sweeper.ledger.migrate import migrate
 from sweeper_local.aws import LocalAws
 from sweeper_local.postgres import LocalPostgres
 from sweeper_local.service import Service
-from sweeper_local.vendor import VendorSimulator
+from sweeper_local.vendor import QuotaScope, VendorSimulator
 
 
 @dataclass
@@ -21,6 +21,8 @@ class LocalStack(Service):
     database_url: str | None = None
     api_url: str | None = None
     vendor_quota: Quota | None = None
+    #: What the simulator's quota counts over: all calls, or each tenant's.
+    vendor_quota_scope: QuotaScope = "global"
     vendor_latency_seconds: float = 0.002
     vendor_latency_jitter_seconds: float = 0.003
     aws: LocalAws = field(default_factory=LocalAws)
@@ -50,7 +52,7 @@ class LocalStack(Service):
                 self.vendor = self._exit.enter_context(
                     VendorSimulator(
                         quota=quota,
-                        quota_scope="global",  # the policy's default scope
+                        quota_scope=self.vendor_quota_scope,
                         latency_seconds=self.vendor_latency_seconds,
                         latency_jitter_seconds=self.vendor_latency_jitter_seconds,
                     )

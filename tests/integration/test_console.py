@@ -166,7 +166,8 @@ def test_pause_on_aws_disables_the_consumers_event_source_mapping(
         Handler="app.handler",
         Code={"ZipFile": code.getvalue()},
     )
-    sqs = local_aws.sqs()
+    # The queue on moto too: moto's Lambda checks a mapping's queue against its own SQS.
+    sqs = boto3.client("sqs", **kwargs)
     queue = sqs.create_queue(QueueName=f"work-{tmp_path.name}"[:80])["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from sweeper.config import HttpActionConfig
 from sweeper_cli import main
-from sweeper_local.demo import DemoOptions, run_demo
+from sweeper_local.demo import PROBE_CALLS, PROBE_TENANT, DemoOptions, measure_latency, run_demo
 from sweeper_local.doors import DEMO_STRAY_KEYS
-from sweeper_local.vendor import VendorProcess
+from sweeper_local.vendor import VendorProcess, VendorSimulator
 from tests.conftest import PgServer
 
 pytestmark = pytest.mark.integration
@@ -120,3 +121,66 @@ def test_the_demo_brings_obligations_in_by_every_door_and_reports_each_door(
     assert seen[0]["policies"][report.policy]["intake_queue_url"]
     assert report.local_file == str(local_file)
     assert not local_file.exists()
+
+
+def test_the_demo_measures_the_vendor_s_latency_on_probe_objects_of_its_own() -> None:
+    # Given a vendor that takes 60-80 ms a call
+    with VendorSimulator(latency_seconds=0.06, latency_jitter_seconds=0.02) as vendor:
+        # When the demo measures it through the product's HTTP action
+        action = HttpActionConfig(api_url=vendor.url, allow_plain_http=True)
+        latency = measure_latency(action)
+        audit = vendor.audit()
+    # Then it saw that latency, from PROBE_CALLS calls one after another
+    assert latency.calls == PROBE_CALLS
+    assert 0.06 <= latency.p50_seconds <= latency.p95_seconds < 0.5
+    assert (audit.calls_total, audit.max_in_flight) == (PROBE_CALLS, 1)
+    # and called only objects of its probe tenant, never a policy's
+    assert all(target.startswith(f"{PROBE_TENANT}/") for target in audit.keys_by_target)
+
+
+def test_a_team_s_own_policy_file_runs_as_it_is_against_the_simulator(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    # Given a team's policy file with its own quota and consumers (its vendor is not reachable
+    # from here: the demo aims its action at the simulator)
+    config = tmp_path / "sweeper.toml"
+    config.write_text(
+        "\n".join(
+            [
+                "[[policies]]",
+                'name = "other"',
+                "[[policies]]",
+                'name = "exports"',
+                "quota = { limit = 20, period_seconds = 1 }",
+                'action = { api_url = "https://api.invalid" }',
+                "consumer = { reserved_concurrency = 2, max_concurrency = 2, batch_size = 4, "
+                "parallel_calls = 2, timeout_seconds = 20 }",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    url = pg_server.create_database("sweeper_demo_config")
+    # When the demo runs that policy
+    result = CliRunner().invoke(
+        main,
+        [
+            "demo",
+            *("--config", str(config), "--policy", "exports", "--jobs", "40", "--tenants", "2"),
+            *("--database-url", url, "--source", "sql", "--json"),
+            *("--local-file", str(tmp_path / "local.json")),
+        ],
+    )
+    # Then it ran with the file's consumers, measured nothing, and settled every job once
+    # within the file's quota
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["policy"] == "exports"
+    assert (report["batch_size"], report["parallel_calls"]) == (4, 2)
+    assert report["latency_p50_seconds"] is None
+    assert (report["succeeded"], report["vendor_effects"], report["max_keys_per_object"]) == (
+        40,
+        40,
+        1,
+    )
+    assert (report["vendor_429s"], report["throttle_events"]) == (0, 0)

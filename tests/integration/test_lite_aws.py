@@ -1,18 +1,20 @@
 """The benchmark's SQS and DynamoDB stand-in (sweeper_local.lite_aws) keeps AWS's semantics.
 
 Each test runs against moto and against the stand-in: the same calls, the same answers. The
-whole consumer, producer, redrive and event-source suites also pass on it (see docs/benchmarks.md,
-"What runs where": `SWEEPER_TEST_LITE_AWS=1 pytest tests/integration/test_event_source.py ...`).
+stand-in serves SQS and DynamoDB for the whole local stack and every other suite
+(docs/local-stack.md, "Which emulator"); `SWEEPER_LOCAL_AWS=moto` runs those on moto instead.
 Where moto is kinder than AWS, the test names AWS's documented behaviour and runs on the
 stand-in only.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -21,7 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from sweeper_local.aws import LocalAws
-from sweeper_local.lite_aws import serve
+from sweeper_local.lite_aws import FAILED_CONDITION, LiteAwsServer, serve
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -29,9 +31,14 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="module")
-def lite_url() -> Iterator[str]:
+def lite_server() -> Iterator[LiteAwsServer]:
     with serve() as server:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server
+
+
+@pytest.fixture(scope="module")
+def lite_url(lite_server: LiteAwsServer) -> str:
+    return f"http://127.0.0.1:{lite_server.server_address[1]}"
 
 
 def _client(service: str, url: str) -> Any:
@@ -45,20 +52,27 @@ def _client(service: str, url: str) -> Any:
     )
 
 
+@pytest.fixture(scope="module")
+def moto_aws() -> Iterator[LocalAws]:
+    """moto with SQS and DynamoDB on it, whatever the session's local stack serves them with."""
+    with LocalAws(lite=False) as aws:
+        yield aws
+
+
 @pytest.fixture(params=["moto", "lite"])
-def backend(request: pytest.FixtureRequest, local_aws: LocalAws, lite_url: str) -> str:
+def backend(request: pytest.FixtureRequest, moto_aws: LocalAws, lite_url: str) -> str:
     return str(request.param)
 
 
 @pytest.fixture
-def sqs(backend: str, local_aws: LocalAws, lite_url: str) -> SQSClient:
-    return local_aws.sqs() if backend == "moto" else _client("sqs", lite_url)
+def sqs(backend: str, moto_aws: LocalAws, lite_url: str) -> SQSClient:
+    return moto_aws.sqs() if backend == "moto" else _client("sqs", lite_url)
 
 
 @pytest.fixture
-def dynamodb(backend: str, local_aws: LocalAws, lite_url: str) -> DynamoDBClient:
+def dynamodb(backend: str, moto_aws: LocalAws, lite_url: str) -> DynamoDBClient:
     if backend == "moto":
-        return local_aws.dynamodb()
+        return moto_aws.dynamodb()
     return _client("dynamodb", lite_url)  # type: ignore[no-any-return]
 
 
@@ -452,3 +466,135 @@ def test_failed_conditional_checks_are_counted_beside_their_operation(unique_nam
         counts = aws.requests()
     assert counts["dynamodb:PutItem"] == 2  # every request, failed or not
     assert counts["dynamodb:PutItem:condition_failed"] == 1
+
+
+def test_a_trace_header_sent_as_a_system_attribute_comes_back_on_receive(
+    sqs: SQSClient, unique_name: str
+) -> None:
+    # Given a message sent with the AWSTraceHeader system attribute, as the producer sends it
+    url = _queue(sqs, unique_name)
+    header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    # (one at a time: moto's SendMessageBatch drops an entry's system attributes, SQS's keeps
+    # them; the stand-in keeps them either way)
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody="traced",
+        MessageSystemAttributes={"AWSTraceHeader": {"DataType": "String", "StringValue": header}},
+    )
+    sqs.send_message(QueueUrl=url, MessageBody="untraced")
+    # Then a receive asking for every attribute returns it with that message only
+    received = {m["Body"]: m.get("Attributes", {}) for m in _receive(sqs, url)}
+    assert received["traced"]["AWSTraceHeader"] == header
+    assert "AWSTraceHeader" not in received["untraced"]
+
+
+def test_a_visibility_batch_changes_each_entry_and_reports_a_stale_one(
+    sqs: SQSClient, unique_name: str
+) -> None:
+    # Given two received messages, one of them deleted since
+    url = _queue(sqs, unique_name, VisibilityTimeout="60")
+    sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(2)]
+    )
+    first = _receive(sqs, url)
+    assert len(first) == 2
+    # When the batch makes the first visible at once and hides the second for 60 s more
+    answer = sqs.change_message_visibility_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "a", "ReceiptHandle": first[0]["ReceiptHandle"], "VisibilityTimeout": 0},
+            {"Id": "b", "ReceiptHandle": first[1]["ReceiptHandle"], "VisibilityTimeout": 60},
+        ],
+    )
+    # Then both succeed and only the first comes back
+    assert sorted(e["Id"] for e in answer["Successful"]) == ["a", "b"]
+    again = _receive(sqs, url, WaitTimeSeconds=1)
+    assert [m["Body"] for m in again] == [first[0]["Body"]]
+
+
+def test_get_and_delete_item_keep_dynamodb_semantics(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    # Given an item
+    table = _table(dynamodb, unique_name)
+    key = {"pk": {"S": "a"}}
+    dynamodb.put_item(TableName=table, Item={**key, "status": {"S": "INPROGRESS"}})
+    # Then a consistent read returns it, and a read of another key returns no Item
+    assert dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"] == {
+        **key,
+        "status": {"S": "INPROGRESS"},
+    }
+    assert "Item" not in dynamodb.get_item(TableName=table, Key={"pk": {"S": "b"}})
+    # and a delete whose condition fails leaves it, returning nothing but the error
+    with pytest.raises(ClientError) as refused:
+        dynamodb.delete_item(
+            TableName=table,
+            Key=key,
+            ConditionExpression="#s = :done",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":done": {"S": "COMPLETED"}},
+        )
+    assert _code(refused) == "ConditionalCheckFailedException"
+    # while a plain delete removes it (and deleting what is gone is no error)
+    dynamodb.delete_item(TableName=table, Key=key)
+    dynamodb.delete_item(TableName=table, Key=key)
+    assert "Item" not in dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)
+
+
+def test_tables_are_listed_and_take_a_time_to_live(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    # Given a table, as the local stack provisions it
+    table = _table(dynamodb, unique_name)
+    # Then it is listed, and its TTL is set on the attribute named
+    assert table in dynamodb.list_tables()["TableNames"]
+    answer = dynamodb.update_time_to_live(
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
+    )
+    assert answer["TimeToLiveSpecification"] == {"Enabled": True, "AttributeName": "expires_at"}
+    described = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    assert (described["TimeToLiveStatus"], described["AttributeName"]) == (
+        "ENABLED",
+        "expires_at",
+    )
+
+
+# --- every operation sweeper calls ---------------------------------------------------------
+
+#: Where sweeper's own SQS and DynamoDB calls are made: the product, its functions, the local
+#: stack and the CLI.
+CALLERS = ("layers/sweeper/python/sweeper", "functions", "local/sweeper_local", "cli/sweeper_cli")
+#: Powertools' idempotency persistence layer (DynamoDBPersistenceLayer) calls these itself.
+POWERTOOLS_OPERATIONS = {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem"}
+POWERTOOLS_OPERATIONS |= {"dynamodb:DeleteItem"}
+
+
+def operations_sweeper_calls() -> set[str]:
+    """`service:Operation` for every SQS and DynamoDB client method named in sweeper's source."""
+    root = Path(__file__).resolve().parents[2]
+    methods: dict[str, str] = {}
+    for service in ("sqs", "dynamodb"):
+        client = _client(service, "http://127.0.0.1:9")
+        for method, operation in client.meta.method_to_api_mapping.items():
+            methods[method] = f"{service}:{operation}"
+    called = set(POWERTOOLS_OPERATIONS)
+    for folder in CALLERS:
+        for source in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+                func = node.func if isinstance(node, ast.Call) else None
+                if isinstance(func, ast.Attribute) and func.attr in methods:
+                    called.add(methods[func.attr])
+    return called
+
+
+def test_every_operation_sweeper_calls_is_checked_against_moto_by_this_module(
+    lite_server: LiteAwsServer,
+) -> None:
+    # Given every SQS and DynamoDB operation sweeper's code (and Powertools') calls
+    called = operations_sweeper_calls()
+    assert {"sqs:ReceiveMessage", "dynamodb:UpdateItem"} <= called  # the scan finds them
+    # Then each was made by the tests above against the stand-in, as against moto (this test
+    # runs last in the module: the requests it reads are theirs)
+    with lite_server.requests_lock:
+        served = {name for name in lite_server.requests if not name.endswith(FAILED_CONDITION)}
+    assert sorted(called - served) == []

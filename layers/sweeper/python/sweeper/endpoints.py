@@ -52,6 +52,9 @@ class LocalFile(BaseModel):
     pid: int
     database_url: str
     aws_endpoint_url: str
+    #: Services served elsewhere than `aws_endpoint_url` (the local stack's SQS and DynamoDB
+    #: stand-in): botocore service name -> endpoint.
+    service_endpoint_urls: dict[str, str] = {}
     region: str
     vendor_url: str | None
     limiter_table: str
@@ -105,6 +108,8 @@ class Endpoints:
     session: boto3.Session
     database_url: str | None
     endpoint_url: str | None = None
+    #: Per-service endpoints that override `endpoint_url` (the local file's).
+    service_endpoint_urls: dict[str, str] = field(default_factory=dict)
     stack: str | None = None
     local: LocalFile | None = None
     _outputs: dict[str, str] | None = field(default=None, repr=False)
@@ -112,7 +117,9 @@ class Endpoints:
     def _client(self, service: str, config: BotoConfig | None = None) -> Any:
         try:
             return self.session.client(  # type: ignore[call-overload]
-                service, endpoint_url=self.endpoint_url, config=config
+                service,
+                endpoint_url=self.service_endpoint_urls.get(service, self.endpoint_url),
+                config=config,
             )
         except BotoCoreError as exc:  # no region, an unknown profile, ...
             raise OperatorError(
@@ -218,6 +225,7 @@ def resolve(
             session,
             database_url or local.database_url,
             endpoint_url=local.aws_endpoint_url,
+            service_endpoint_urls=dict(local.service_endpoint_urls),
             local=local,
         )
     try:
