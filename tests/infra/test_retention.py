@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from infra.function import VPC_ACCESS_ACTIONS
 from infra.observability import PRUNE_ALARM_PERIOD_SECONDS, PRUNE_BEHIND_EVALUATION_PERIODS
 from infra.queues import DEAD_LETTER_RETENTION_DAYS
 from infra.retention import PRUNE_RESERVED_CONCURRENCY, prune_timeout_seconds
-from sweeper.config import MIN_SETTLED_JOB_RETENTION_DAYS
+from sweeper.config import MIN_SETTLED_JOB_RETENTION_DAYS, Policy
 from tests.infra.conftest import Synth
 
 PRUNE_ALARMS = ("PruneBehind", "PruneErrors", "PruneScheduleDeadLetters")
@@ -49,8 +48,8 @@ def test_each_policy_has_a_prune_in_the_vpc_sized_by_its_retention(proxied: Synt
         assert props["ReservedConcurrentExecutions"] == PRUNE_RESERVED_CONCURRENCY
         assert props["VpcConfig"]["SubnetIds"]
         variables = props["Environment"]["Variables"]
-        assert json.loads(variables["SWEEPER_POLICY"])["retention"] == (
-            policy.retention.model_dump()
+        assert Policy.model_validate_json(variables["SWEEPER_POLICY"]).retention == (
+            policy.retention
         )
         assert "SWEEPER_DATABASE_SECRET_ARN" in variables
         # it deletes ledger rows and nothing else: no queue, no table

@@ -26,7 +26,8 @@ SPREAD_SECONDS = 0.015
 
 
 def main(port: str, table: str, seconds: str, start_at: str, *tenants: str) -> None:
-    limiter = DynamoLimiter(LocalAws(port=int(port)).dynamodb(), table)
+    moto, _, lite = port.partition(":")  # "MOTO:LITE": DynamoDB is on the stand-in if LITE
+    limiter = DynamoLimiter(LocalAws(port=int(moto), lite_port=int(lite or 0)).dynamodb(), table)
     time.sleep(max(0.0, float(start_at) - time.time()))
     stop_at = time.time() + float(seconds)
     for tenant in itertools.cycle(tenants):

@@ -74,7 +74,7 @@ def test_a_lease_of_a_killed_environment_frees_itself_when_it_expires(
             sys.executable,
             "-m",
             "tests.integration.leases_process",
-            str(local_aws.port),
+            f"{local_aws.port}:{local_aws.lite_port}",  # moto, and the stand-in if any
             table,
             "vendor",
             "2",

@@ -44,7 +44,7 @@ def _run_processes(
                 sys.executable,
                 "-m",
                 "tests.integration.limits_process",
-                str(local_aws.port),
+                f"{local_aws.port}:{local_aws.lite_port}",  # moto, and the stand-in if any
                 table,
                 str(seconds),
                 str(start_at),

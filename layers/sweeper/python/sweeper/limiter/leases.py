@@ -60,17 +60,22 @@ class LeaseCap:
             index = (start + step) % cap
             try:
                 self.writes += 1
-                self._client.put_item(
+                # UpdateItem, which creates the item: the limiter's grant (GetItem, UpdateItem)
+                # puts no whole item, and a lease is one more conditional write in place.
+                self._client.update_item(
                     TableName=self._table,
-                    Item={
-                        **self._key(key, index),
-                        "holder": {"S": holder},
-                        "lease_until": {"N": str(int((now + lease_seconds) * US))},
-                        # DynamoDB's TTL removes forgotten leases some time after they expired
-                        "expires_at": {"N": str(int(now + lease_seconds) + 3600)},
-                    },
+                    Key=self._key(key, index),
+                    UpdateExpression=(
+                        "SET holder = :holder, lease_until = :until, expires_at = :ttl"
+                    ),
                     ConditionExpression="attribute_not_exists(holder) OR lease_until <= :now",
-                    ExpressionAttributeValues={":now": {"N": str(int(now * US))}},
+                    ExpressionAttributeValues={
+                        ":holder": {"S": holder},
+                        ":until": {"N": str(int((now + lease_seconds) * US))},
+                        # DynamoDB's TTL removes forgotten leases some time after they expired
+                        ":ttl": {"N": str(int(now + lease_seconds) + 3600)},
+                        ":now": {"N": str(int(now * US))},
+                    },
                 )
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
@@ -83,9 +88,12 @@ class LeaseCap:
         """Give a lease back, if `holder` still holds it (an expired one may be another's now)."""
         try:
             self.writes += 1
-            self._client.delete_item(
+            # The lease is emptied in place (UpdateItem), not deleted: the grant has no
+            # DeleteItem, and TTL removes the item later.
+            self._client.update_item(
                 TableName=self._table,
                 Key=self._key(key, index),
+                UpdateExpression="REMOVE holder, lease_until",
                 ConditionExpression="holder = :me",
                 ExpressionAttributeValues={":me": {"S": holder}},
             )
