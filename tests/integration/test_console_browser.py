@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,7 +21,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from click.testing import CliRunner
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -34,13 +34,13 @@ from sweeper.endpoints import resolve
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob, OutcomeClass
+from sweeper.operator_api.client import OperatorApiClient
 from sweeper.scheduling import schedule_jobs
-from sweeper_cli import main
-from sweeper_cli.webconsole import STACK_NOT_YET
-from sweeper_cli.webconsole.backend import ledger_backend
+from sweeper_cli.webconsole.backend import ApiBackend, ledger_backend
 from sweeper_cli.webconsole.guard import TOKEN_HEADER
 from sweeper_cli.webconsole.server import ConsoleServer
 from sweeper_local.background import LocalConsoleStack
+from sweeper_local.operator_api import OperatorApiStandIn
 from sweeper_local.poller import run_until
 from sweeper_local.scenarios import SCENARIO_CONFIG
 from tests.conftest import PgServer, _db_counter
@@ -97,6 +97,7 @@ class Console:
     dlq_url: str
     sqs: Any
     endpoints: Any
+    local_file: Path
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +157,9 @@ def _prepared(
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Console(server, ledger, db_url, where.queue_url, where.dlq_url, sqs, endpoints)
+        yield Console(
+            server, ledger, db_url, where.queue_url, where.dlq_url, sqs, endpoints, local_file
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -169,6 +172,10 @@ def _text(driver: webdriver.Chrome, css: str) -> str:
 def _wait(driver: webdriver.Chrome) -> WebDriverWait[webdriver.Chrome]:
     # Generous for a loaded machine; a passing run waits milliseconds.
     return WebDriverWait(driver, 30, poll_frequency=0.05)
+
+
+#: The principal the operator API stand-in names for the local emulator's signing key.
+API_CALLER = "arn:aws:iam::000000000000:user/testing"
 
 
 def _ledger_activity(db_url: str) -> tuple[int, int]:
@@ -405,11 +412,38 @@ def test_a_cross_origin_post_is_refused(console: Console) -> None:
     assert json.loads(text)["moved"] == 1
 
 
-def test_console_with_a_stack_and_no_database_url_is_one_clear_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        main,
-        ["console", "--stack", "Sweeper", "--local-file", str(tmp_path / "none.json")],
-        env={"DATABASE_URL": "", "SWEEPER_DATABASE_URL": ""},
-    )
-    assert result.exit_code == 1
-    assert result.output.strip() == f"Error: {STACK_NOT_YET}"
+def test_the_page_over_the_operator_api_shows_the_ledgers_numbers(
+    browser: webdriver.Chrome, console: Console
+) -> None:
+    # Given the same local stack, and the page served over its operator API (`--stack`):
+    # signed requests to a stand-in of the two function URLs, no ledger connection of its own
+    stand_in = OperatorApiStandIn(console.local_file).start()
+    client = OperatorApiClient.from_outputs(console.endpoints.session, stand_in.urls)
+    server = ConsoleServer(ApiBackend(client, [POLICY], operator=API_CALLER))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        # When the browser opens it
+        browser.get(server.url)
+        section = f"#policy-{POLICY}"
+        _wait(browser).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, section))
+        )
+        # Then it says it reads the operator API as the caller's principal
+        assert "operator API" in _text(browser, ".who")
+        assert _text(browser, "#operator") == API_CALLER
+        # And each count by state, the chart's totals, the DLQ and the run are the ledger's
+        for status, n in console.ledger.counts(POLICY).items():
+            assert _text(browser, f'{section} [data-status="{status.value}"]') == str(n), status
+        claimed, completed = _ledger_activity(console.db_url)
+        assert _text(browser, f"{section} .total-claimed") == str(claimed)
+        assert _text(browser, f"{section} .total-completed") == str(completed)
+        assert _text(browser, f"#dlq-{POLICY}") == str(queue_depth(console.sqs, console.dlq_url)[0])
+        limiter = DynamoLimiter(console.endpoints.dynamodb(), console.endpoints.limiter_table())
+        closed = limiter.state(POLICY).closed(time.time())  # an earlier test may close it
+        assert ("closed until" in _text(browser, f"{section} tr.gate")) is closed
+        assert "reconciles" in _text(browser, f"{section} tr.run")
+    finally:
+        server.shutdown()
+        server.server_close()
+        stand_in.stop()

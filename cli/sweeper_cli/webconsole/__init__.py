@@ -10,13 +10,14 @@ import webbrowser
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
-from sweeper_cli.base import actor_option, friendly_errors, main, open_console, target_options
-
-STACK_NOT_YET = (
-    "sweeper console --stack is not yet available (the operator API client is not in this "
-    "build): pass --database-url, or run it beside `sweeper local up`"
+from sweeper_cli.base import (
+    actor_option,
+    friendly_errors,
+    main,
+    open_console,
+    target_options,
+    through_api,
 )
 
 
@@ -34,17 +35,23 @@ STACK_NOT_YET = (
 def console_page(port: int, open_browser: bool, actor: str, **target: Any) -> None:
     """Serve the console page on 127.0.0.1: jobs by state, ages, activity, limits and gates,
     DLQ, runs and their reconciliation, search, a job's history, and actions (each confirmed
-    and recorded with the operator and a reason). Open the URL it prints; Ctrl-C stops it."""
-    from sweeper_cli.webconsole.backend import ledger_backend
+    and recorded with the operator and a reason). Open the URL it prints; Ctrl-C stops it.
+
+    With --stack S (and no --database-url) the page reads and acts through the stack's
+    operator API with your own AWS credentials (the read-only policy shows it; the operator
+    policy also acts), and the operator recorded is your IAM principal, not --actor."""
+    from sweeper_cli.webconsole.backend import ConsoleBackend, api_backend, ledger_backend
     from sweeper_cli.webconsole.server import ConsoleServer
 
-    ctx = click.get_current_context()
-    stack_given = ctx.get_parameter_source("stack") is ParameterSource.COMMANDLINE
-    if stack_given and not target.get("database_url"):
-        raise click.ClickException(STACK_NOT_YET)
     with open_console(**target) as console:
-        console.ledger.policy_state(console.config.policies[0].name)  # reach it now, or fail
-        backend = ledger_backend(console.endpoints, console.config, console.ledger, actor)
+        first = console.config.policies[0].name
+        backend: ConsoleBackend
+        if through_api():
+            backend = api_backend(console.endpoints, console.config)
+            backend.overview(first)  # reach it now, or fail
+        else:
+            console.ledger.policy_state(first)  # reach it now, or fail
+            backend = ledger_backend(console.endpoints, console.config, console.ledger, actor)
         try:
             server = ConsoleServer(backend, port)
         except OSError as exc:

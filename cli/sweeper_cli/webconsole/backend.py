@@ -1,14 +1,15 @@
 """What the console page reads and does, behind one small interface.
 
 `ConsoleBackend` has two implementations by design: `LedgerBackend` reads the ledger directly
-(the local stack, or `--database-url`), and the operator API's client (`--stack`, reached with
-IAM) serves the same calls on AWS. The page knows only this interface.
+(the local stack, or `--database-url`), and `ApiBackend` asks the stack's operator API
+(`--stack`, reached with the operator's own AWS credentials), whose function answers with the
+same product reads. The page knows only this interface.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sweeper.config import Policy, SweeperConfig
@@ -20,9 +21,6 @@ if TYPE_CHECKING:
 
 #: The actions the page offers, each with a confirmation.
 ACTIONS = ("retry", "cancel", "hold", "unhold", "postpone")
-#: Runs (with their reconciliation) and operator actions shown per policy.
-PAGE_RUNS = 5
-PAGE_ACTIONS = 5
 #: Jobs one action from the page moves at most.
 PAGE_ACTION_MAX = 1000
 
@@ -74,22 +72,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def limits_of(policy: Policy) -> dict[str, Any]:
-    """The policy's configured limits, as the page lists them beside the gates."""
-    quota = policy.quota
-    return {
-        "quota": f"{quota.limit} calls per {quota.period_seconds:g} s"
-        + (" (adaptive)" if quota.adaptive else ""),
-        "scope": policy.scope.kind,
-        "consumer_concurrency": min(
-            policy.consumer.reserved_concurrency, policy.consumer.max_concurrency
-        ),
-        "max_in_flight_per_scope": policy.max_in_flight_per_scope,
-        "max_attempts": policy.max_attempts,
-        "lease_seconds": policy.lease_seconds,
-    }
-
-
 @dataclass
 class LedgerBackend:
     """The console page over the ledger itself, plus the queues and gates the target exposes
@@ -115,33 +97,11 @@ class LedgerBackend:
         raise OperatorError(f"no policy {name!r} in the policy file")
 
     def overview(self, policy: str) -> dict[str, Any]:
-        from sweeper.audit import batch_report
-        from sweeper.operator import policy_status
+        from sweeper.operator_api.commands import policy_overview
 
-        chosen = self._policy(policy)
-        now = self.clock()
-        depth = dlq_url = queue_url = None
-        if self.queues is not None:
-            depth, queue_url, dlq_url = self.queues(policy)
-        item = policy_status(
-            chosen,
-            self.ledger,
-            now=now,
-            depth=depth,
-            queue_url=queue_url,
-            dlq_url=dlq_url,
-            gate=self.gate,
-        ).as_dict()
-        audits = self.ledger.batch_audit(policy, now - timedelta(days=7), PAGE_RUNS)
-        item["runs"] = [batch_report(row).as_dict() for row in audits]
-        item["limits"] = limits_of(chosen)
-        item["queues_read"] = self.queues is not None
-        item["gates_read"] = self.gate is not None
-        item["actions"] = [
-            {"at": a.at.isoformat(), "action": a.action, "actor": a.actor, "reason": a.reason}
-            for a in self.ledger.recent_actions(policy, PAGE_ACTIONS)
-        ]
-        return item
+        return policy_overview(
+            self._policy(policy), self.ledger, now=self.clock(), queues=self.queues, gate=self.gate
+        )
 
     def activity(self, policy: str) -> list[dict[str, Any]]:
         from sweeper.operator import activity
@@ -238,6 +198,145 @@ def _report(
         "moved": moved,
         "from_states": from_states,
     }
+
+
+class ApiCaller(Protocol):
+    """What `ApiBackend` asks: the operator API's client, or anything that runs a request."""
+
+    def call(self, request: Any) -> dict[str, Any]: ...
+
+
+@dataclass
+class ApiBackend:
+    """The console page through the stack's operator API: every read a READ command (served by
+    the read-only function too), every action a `retry` or job control request. The API records
+    the caller's IAM principal with each action, which is `operator` here."""
+
+    api: ApiCaller
+    policy_names: list[str]
+    operator: str
+    target: str = "operator API"
+
+    def policies(self) -> list[str]:
+        return list(self.policy_names)
+
+    def overview(self, policy: str) -> dict[str, Any]:
+        from sweeper.operator_api.requests import OverviewRequest
+
+        return self.api.call(OverviewRequest(policy=policy))
+
+    def activity(self, policy: str) -> list[dict[str, Any]]:
+        from sweeper.operator_api.requests import ActivityRequest
+
+        buckets: list[dict[str, Any]] = self.api.call(ActivityRequest(policy=policy))["buckets"]
+        return buckets
+
+    def search(self, policy: str, query: str) -> list[dict[str, Any]]:
+        return self._search(policy, query, limit=None)
+
+    def _search(self, policy: str, query: str, *, limit: int | None) -> list[dict[str, Any]]:
+        from sweeper.operator_api.requests import SearchRequest
+
+        request = (
+            SearchRequest(policy=policy, query=query)
+            if limit is None
+            else SearchRequest(policy=policy, query=query, limit=limit)
+        )
+        jobs: list[dict[str, Any]] = self.api.call(request)["jobs"]
+        return jobs
+
+    def job(self, key: str) -> dict[str, Any] | None:
+        from sweeper.operator_api.requests import JobRequest
+
+        found: dict[str, Any] | None = self.api.call(JobRequest(key=key))["job"]
+        return found
+
+    def act(
+        self,
+        policy: str,
+        action: str,
+        *,
+        key: str | None,
+        tenant_id: str | None,
+        reason: str | None,
+        until: datetime | None,
+        dry_run: bool,
+    ) -> dict[str, Any]:
+        from pydantic import ValidationError
+
+        from sweeper.operator_api.requests import ControlRequest, RetryRequest
+
+        if action not in ACTIONS:
+            raise OperatorError(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
+        if (key is None) == (tenant_id is None):
+            raise OperatorError("choose one job (its key) or one tenant")
+        keys = None if key is None else (key,)
+        try:
+            if action == "retry":
+                if dry_run:
+                    return self._retry_preview(policy, key, tenant_id)
+                retried = self.api.call(
+                    RetryRequest(
+                        policy=policy,
+                        keys=keys,
+                        tenant_id=tenant_id,
+                        limit=PAGE_ACTION_MAX,
+                        reason=reason,
+                    )
+                )
+                moved = int(retried["retried"])
+                return _report(policy, action, False, moved, {"failed": moved} if moved else {})
+            # The page previews every action (a dry run) and the operator confirms what it
+            # would move before it is sent: that is the confirmation the API asks for.
+            report = self.api.call(
+                ControlRequest(
+                    command=action,  # one of ACTIONS, checked above
+                    policy=policy,
+                    keys=keys,
+                    tenant_id=tenant_id,
+                    until=until,
+                    limit=PAGE_ACTION_MAX,
+                    dry_run=dry_run,
+                    reason=reason,
+                    confirmed=not dry_run,
+                )
+            )
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                for e in exc.errors(include_input=False, include_url=False)[:3]
+            )
+            raise OperatorError(f"invalid action: {problems}") from exc
+        return _report(
+            policy, action, dry_run, int(report["moved"]), dict(report.get("from_states") or {})
+        )
+
+    def _retry_preview(self, policy: str, key: str | None, tenant_id: str | None) -> dict[str, Any]:
+        """What a retry would move: the chosen jobs that are failed (as `LedgerBackend`)."""
+        if key is not None:
+            job = self.job(key)
+            found = [] if job is None or job["policy"] != policy else [job["status"]]
+        else:
+            found = [
+                hit["status"]
+                for hit in self._search(policy, tenant_id or "", limit=PAGE_ACTION_MAX)
+                if hit["tenant_id"] == tenant_id
+            ]
+        moved = sum(1 for status in found if status == "failed")
+        return _report(policy, "retry", True, moved, {"failed": moved} if moved else {})
+
+
+def api_backend(endpoints: Endpoints, config: SweeperConfig) -> ApiBackend:
+    """The page's backend for `--stack` without a database URL: the stack's operator API, as
+    the principal of the operator's own AWS session."""
+    from sweeper.operator_api.client import OperatorApiClient, caller_arn
+
+    client = OperatorApiClient.from_outputs(endpoints.session, endpoints.operator_api_outputs())
+    return ApiBackend(
+        client,
+        [p.name for p in config.policies],
+        operator=caller_arn(endpoints.session, endpoint_url=endpoints.endpoint_url),
+    )
 
 
 def ledger_backend(

@@ -130,6 +130,21 @@ class OperatorApiClient:
         return {key: str(value) for key, value in signed.headers.items()}
 
 
+def caller_arn(session: boto3.Session, *, endpoint_url: str | None = None) -> str:
+    """The session's IAM principal ARN (STS GetCallerIdentity, which needs no permission):
+    whom the operator API records as the actor of each change."""
+    from botocore.exceptions import ClientError
+
+    try:
+        identity = session.client("sts", endpoint_url=endpoint_url).get_caller_identity()
+    except (BotoCoreError, ClientError) as exc:
+        raise OperatorError(
+            f"cannot tell who you are on AWS (STS GetCallerIdentity: {type(exc).__name__}): "
+            "check --profile and --region"
+        ) from exc
+    return str(identity["Arn"])
+
+
 def _error(type_name: Any, message: str) -> SweeperError:
     """The function's error as the direct path raises it: its class when it is one of ours."""
     kind = getattr(errors, str(type_name), None) if type_name else None

@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING, Any
 from sweeper.config import Policy, SweeperConfig
 from sweeper.errors import OperatorError
 from sweeper.operator_api.requests import (
+    ActivityRequest,
     CatchUpRequest,
     ControlRequest,
     InspectRequest,
+    JobRequest,
     OperatorRequest,
+    OverviewRequest,
     PauseRequest,
     PruneRequest,
     RedriveCommand,
@@ -28,6 +31,7 @@ from sweeper.operator_api.requests import (
     ResumeRequest,
     RetryRequest,
     RunsRequest,
+    SearchRequest,
     StatusRequest,
 )
 
@@ -38,6 +42,11 @@ if TYPE_CHECKING:
 
 #: Discovery runs `status` shows per policy with discovery.
 STATUS_DISCOVERY_RUNS = 3
+#: Runs (with their reconciliation) and operator actions the console page shows per policy,
+#: and how far back it looks for runs.
+PAGE_RUNS = 5
+PAGE_ACTIONS = 5
+PAGE_RUNS_DAYS = 7
 
 Clock = Callable[[], datetime]
 #: Told the work done so far, for a progress bar on the direct path (the API has none).
@@ -232,6 +241,102 @@ def inspect(backend: Backend, request: InspectRequest) -> dict[str, Any]:
         limit=request.limit,
     )
     return {"policy": policy.name, "jobs": rows}
+
+
+# -- the console page's reads: overview, activity, search, job ----------------------------------
+
+
+def limits_of(policy: Policy) -> dict[str, Any]:
+    """The policy's configured limits, as the page lists them beside the gates."""
+    quota = policy.quota
+    return {
+        "quota": f"{quota.limit} calls per {quota.period_seconds:g} s"
+        + (" (adaptive)" if quota.adaptive else ""),
+        "scope": policy.scope.kind,
+        "consumer_concurrency": min(
+            policy.consumer.reserved_concurrency, policy.consumer.max_concurrency
+        ),
+        "max_in_flight_per_scope": policy.max_in_flight_per_scope,
+        "max_attempts": policy.max_attempts,
+        "lease_seconds": policy.lease_seconds,
+    }
+
+
+def policy_overview(
+    policy: Policy,
+    ledger: Ledger,
+    *,
+    now: datetime,
+    queues: Callable[[str], tuple[Any, str | None, str | None]] | None,
+    gate: Callable[[str], ScopeState] | None,
+) -> dict[str, Any]:
+    """Jobs by state, oldest eligible age, limits and gates, queue and DLQ depth (where
+    `queues` reads them), the last runs with their reconciliation, the last operator actions.
+    The web console's direct backend and the operator API both answer with this."""
+    from sweeper.audit import batch_report
+    from sweeper.operator import policy_status
+
+    depth = dlq_url = queue_url = None
+    if queues is not None:
+        depth, queue_url, dlq_url = queues(policy.name)
+    item = policy_status(
+        policy,
+        ledger,
+        now=now,
+        depth=depth,
+        queue_url=queue_url,
+        dlq_url=dlq_url,
+        gate=gate,
+    ).as_dict()
+    audits = ledger.batch_audit(policy.name, now - timedelta(days=PAGE_RUNS_DAYS), PAGE_RUNS)
+    item["runs"] = [batch_report(row).as_dict() for row in audits]
+    item["limits"] = limits_of(policy)
+    item["queues_read"] = queues is not None
+    item["gates_read"] = gate is not None
+    item["actions"] = [
+        {"at": a.at.isoformat(), "action": a.action, "actor": a.actor, "reason": a.reason}
+        for a in ledger.recent_actions(policy.name, PAGE_ACTIONS)
+    ]
+    return item
+
+
+def overview(backend: Backend, request: OverviewRequest) -> dict[str, Any]:
+    """The console page's summary of one policy, with the target's queues and gates."""
+    from sweeper.dead_letters import queue_depth
+
+    policy = backend.policy(request.policy)
+    sqs = backend.endpoints.sqs()
+
+    def queues(name: str) -> tuple[Any, str | None, str | None]:
+        where = backend.endpoints.policy(name)
+        return (lambda url: queue_depth(sqs, url)), where.queue_url, where.dlq_url
+
+    return policy_overview(
+        policy, backend.ledger, now=backend.clock(), queues=queues, gate=backend.gate()
+    )
+
+
+def activity(backend: Backend, request: ActivityRequest) -> dict[str, Any]:
+    """Claims and completions per time bucket over the last hours."""
+    from sweeper.operator import activity as buckets
+
+    policy = backend.policy(request.policy)
+    return {"buckets": buckets(policy.name, backend.ledger, now=backend.clock())}
+
+
+def search(backend: Backend, request: SearchRequest) -> dict[str, Any]:
+    """The job with this operation key, or this tenant's jobs."""
+    from sweeper.operator import search_jobs
+
+    policy = backend.policy(request.policy)
+    return {"jobs": search_jobs(policy.name, backend.ledger, request.query, limit=request.limit)}
+
+
+def job(backend: Backend, request: JobRequest) -> dict[str, Any]:
+    """One job's history (None when no job has the key)."""
+    from sweeper.operator import job_history
+
+    return {"job": job_history(request.key, backend.ledger)}
 
 
 # -- changing: every one takes the actor the ledger records ------------------------------------
@@ -526,6 +631,14 @@ def run_command(backend: Backend, request: OperatorRequest, *, actor: str) -> di
             return runs(backend, request)
         case InspectRequest():
             return inspect(backend, request)
+        case OverviewRequest():
+            return overview(backend, request)
+        case ActivityRequest():
+            return activity(backend, request)
+        case SearchRequest():
+            return search(backend, request)
+        case JobRequest():
+            return job(backend, request)
         case RetryRequest():
             return retry(backend, request, actor=actor)
         case RedriveCommand():

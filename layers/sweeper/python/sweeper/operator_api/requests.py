@@ -20,6 +20,8 @@ MAX_JOBS = 100_000
 MAX_KEYS = 1000
 MAX_REASON_CHARS = 500
 MAX_NAME_CHARS = 256
+#: A console search is an operation key or a tenant id, so no longer than a key.
+MAX_QUERY_CHARS = 1024
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON_CHARS)]
@@ -46,6 +48,37 @@ class InspectRequest(_Request):
     policy: Name | None = None
     stuck_after_seconds: float = Field(default=3600.0, ge=0)
     limit: int = Field(default=100, ge=1, le=MAX_ROWS)
+
+
+class OverviewRequest(_Request):
+    """The console page's summary of one policy (`ConsoleBackend.overview`)."""
+
+    command: Literal["overview"] = "overview"
+    policy: Name
+
+
+class ActivityRequest(_Request):
+    """Claims and completions per time bucket over the last hours, for the page's chart."""
+
+    command: Literal["activity"] = "activity"
+    policy: Name
+
+
+class SearchRequest(_Request):
+    """The job with this operation key, or this tenant's jobs."""
+
+    command: Literal["search"] = "search"
+    policy: Name
+    query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+    #: The page shows `sweeper.operator.SEARCH_LIMIT` hits; a retry's preview counts more.
+    limit: int = Field(default=100, ge=1, le=MAX_ROWS)
+
+
+class JobRequest(_Request):
+    """One job's history: its row and its operator events."""
+
+    command: Literal["job"] = "job"
+    key: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
 
 
 class RetryRequest(_Request):
@@ -132,6 +165,10 @@ OperatorRequest = Annotated[
     StatusRequest
     | RunsRequest
     | InspectRequest
+    | OverviewRequest
+    | ActivityRequest
+    | SearchRequest
+    | JobRequest
     | RetryRequest
     | RedriveCommand
     | PauseRequest
@@ -146,7 +183,7 @@ OperatorRequest = Annotated[
 REQUEST_ADAPTER: TypeAdapter[OperatorRequest] = TypeAdapter(OperatorRequest)
 
 #: The commands that only read: all a read-only principal may run.
-READ_COMMANDS = frozenset({"status", "runs", "inspect"})
+READ_COMMANDS = frozenset({"status", "runs", "inspect", "overview", "activity", "search", "job"})
 #: The commands that change something, each recorded with who asked and why.
 CHANGE_COMMANDS = frozenset(
     {
