@@ -16,6 +16,7 @@ derives from `ActionKind`, which carries the policy models' strictness itself.
 from __future__ import annotations
 
 import enum
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -253,3 +254,19 @@ class ActionKind(BaseModel, ABC):
         """This config with its vendor at `api_url` (the local stack's simulator); a kind
         without a vendor URL is returned as it is."""
         return self
+
+
+class LazyClient:
+    """An AWS client built on first use, once, under a lock: the batch's threads share it, and
+    a kind that is configured but never called builds none (the s3_delete and lambda kinds)."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self._client: Any = None
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._build()
+            return self._client

@@ -15,7 +15,6 @@ is TRANSIENT (the function says nothing was sent), any other is UNKNOWN.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from sweeper.actions.base import (
     ActionKind,
     AwsService,
     Grant,
+    LazyClient,
     NetworkPath,
     Preflight,
 )
@@ -209,14 +209,11 @@ class LambdaInvokeAction:
     client_factory: Callable[[LambdaActionConfig], Any] | None = None
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._client: Any = None
+        factory = self.client_factory or _boto3_client
+        self._client = LazyClient(lambda: factory(self.config))
 
     def _lambda(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                self._client = (self.client_factory or _boto3_client)(self.config)
-            return self._client
+        return self._client.get()
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Invoke once and classify the answer; never raises for the function's answer."""

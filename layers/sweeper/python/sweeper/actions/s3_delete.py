@@ -23,7 +23,6 @@ versions stay until the bucket's lifecycle expires noncurrent versions (docs/act
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from sweeper.actions.base import (
     ActionKind,
     AwsService,
     Grant,
+    LazyClient,
     NetworkPath,
     PlanDefaults,
     Preflight,
@@ -278,15 +278,11 @@ class S3DeleteAction:
     client_factory: Callable[[S3DeleteActionConfig], Any] | None = None
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._client: Any = None
+        factory = self.client_factory or _boto3_client
+        self._client = LazyClient(lambda: factory(self.config))
 
     def _s3(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                factory = self.client_factory or _boto3_client
-                self._client = factory(self.config)
-            return self._client
+        return self._client.get()
 
     def key_for(self, job: ActionCall) -> str:
         return render_key(self.config.key_template, job)
