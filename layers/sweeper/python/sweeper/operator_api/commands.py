@@ -434,24 +434,21 @@ def pause(backend: Backend, request: PauseRequest, *, actor: str) -> dict[str, A
     """Pause a policy: the producer skips, consumers stop, queued messages stay."""
     from sweeper.operator import pause_policy
 
-    policy = backend.policy(request.policy)
-    result = pause_policy(
-        policy.name,
-        backend.ledger,
-        _switch(backend, policy),
-        actor=actor,
-        reason=request.reason,
-        now=backend.clock(),
-    )
-    return result.as_dict()
+    return _pause_switch(pause_policy, backend, request, actor)
 
 
 def resume(backend: Backend, request: ResumeRequest, *, actor: str) -> dict[str, Any]:
     """Resume a paused policy: consumers first, then the producer."""
     from sweeper.operator import resume_policy
 
+    return _pause_switch(resume_policy, backend, request, actor)
+
+
+def _pause_switch(
+    turn: Callable[..., Any], backend: Backend, request: PauseRequest | ResumeRequest, actor: str
+) -> dict[str, Any]:
     policy = backend.policy(request.policy)
-    result = resume_policy(
+    result = turn(
         policy.name,
         backend.ledger,
         _switch(backend, policy),
@@ -459,7 +456,7 @@ def resume(backend: Backend, request: ResumeRequest, *, actor: str) -> dict[str,
         reason=request.reason,
         now=backend.clock(),
     )
-    return result.as_dict()
+    return dict(result.as_dict())
 
 
 def release(backend: Backend, request: ReleaseRequest, *, actor: str) -> dict[str, Any]:
