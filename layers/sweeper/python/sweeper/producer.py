@@ -36,7 +36,8 @@ PAUSED = "paused"
 LIMIT_CLOSED = "limit_closed"
 
 Clock = Callable[[], datetime]
-#: The scopes whose gate is closed right now (read from the shared limiter before each claim).
+#: The limiter keys whose gate is closed right now: scopes, and further limits' `NAME:KEY` (read
+#: from the shared limiter before each claim; sweeper.claim_bounds finds which rows they hold).
 ClosedScopes = Callable[[], Collection[str]]
 
 
