@@ -252,6 +252,7 @@ def claim_plan(db_url: str, *, limit: int) -> dict[str, Any]:
                 "expired_before": T0,
                 "from": [JobStatus.PENDING.value],
                 "closed": [],
+                "closed_tenants": [],
             },
         ).fetchone()
     assert row is not None

@@ -161,6 +161,7 @@ def test_a_claimer_does_not_wait_for_another_claim_in_flight(ledger: Ledger, db_
             "expired_before": T0,
             "from": [JobStatus.PENDING.value],
             "closed": [],
+            "closed_tenants": [],
         },
     ).fetchall()
     assert len(held) == 4

@@ -1,18 +1,20 @@
 """How much work a policy may leave on its consumers; when an expired lease may be published again.
 
-The quota's formula (`Policy.max_in_flight`: quota rate x half a lease) assumes the consumers keep
-up with the quota. When they run slower (a slow vendor, few environments, an emulator), work
-published on that assumption outlives its lease, is reclaimed and published again while its
-first message still waits, and the queue deepens: a reclaim storm. So each producer run sizes its
-budget from what the ledger shows is happening:
+The limits' formula (`sweeper.claim_bounds`: what the tightest limit over the whole policy uses
+in half a lease; a policy whose limits are all per tenant has none, the claim holding each scope
+to its own) assumes the consumers keep up with the limits. When they run slower (a slow vendor,
+few environments, an emulator), work published on that assumption outlives its lease, is
+reclaimed and published again while its first message still waits, and the queue deepens: a
+reclaim storm. So each producer run sizes its budget from what the ledger shows is happening:
 
 - **Achieved rate.** The jobs of the policy settled in the last half lease, divided by the time
   between the first and the last of those settlements (never less than a tenth of the window): the
   rate the consumers reach while they have work, not the rate they were offered.
 - **Budget** = that rate x half a lease (`LEASE_DRAIN_FRACTION`): what the consumers drain within
   half a lease, so a message queued now is received before its lease runs out. Never above the
-  quota's formula, never below the floor.
-- **Floor** = one batch per consumer environment, or 1/16 of the quota's formula if larger:
+  limits' formula, never below the floor.
+- **Floor** = one batch per consumer environment, or 1/16 of the limits' formula if larger (of
+  one scope's, `Policy.max_in_flight`, when no limit covers the whole policy), and never above it:
   a fresh policy, or one whose consumers were paused or whose work sat in the DLQ (nothing settled
   lately), still starts, and what it starts with is drained within a lease by consumers 32 times
   slower than the quota.
@@ -32,10 +34,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sweeper.claim_bounds import claim_bounds
 from sweeper.config import LEASE_DRAIN_FRACTION, Policy
 from sweeper.ledger.rows import Settled
 
-#: The floor is at least this share of the quota's formula.
+#: The floor is at least this share of the limits' formula.
 FLOOR_FRACTION = 1 / 16
 #: The achieved rate's time span is never taken as shorter than this share of the window, so a
 #: handful of settlements in one instant does not read as a huge rate.
@@ -56,13 +59,18 @@ def window_seconds(policy: Policy) -> float:
     return policy.lease_seconds * LEASE_DRAIN_FRACTION
 
 
+def formula(policy: Policy) -> int:
+    """What the limits drain within half a lease: the tightest policy-wide limit's rows
+    (sweeper.claim_bounds), or one scope's when no limit covers the whole policy."""
+    cap = claim_bounds(policy).policy_cap
+    return policy.max_in_flight if cap is None else cap
+
+
 def floor(policy: Policy) -> int:
     """The least a run may keep in flight (see the module docstring)."""
     per_environment = policy.consumer.environments * policy.consumer.batch_size
-    return min(
-        policy.max_in_flight,
-        max(1, per_environment, math.ceil(policy.max_in_flight * FLOOR_FRACTION)),
-    )
+    most = formula(policy)
+    return min(most, max(1, per_environment, math.ceil(most * FLOOR_FRACTION)))
 
 
 def achieved_rate(policy: Policy, settled: Settled) -> float:
@@ -75,11 +83,11 @@ def achieved_rate(policy: Policy, settled: Settled) -> float:
 
 def in_flight_budget(policy: Policy, settled: Settled) -> Budget:
     """The most rows this run may leave on the consumers (see the module docstring)."""
-    cap = policy.max_in_flight
+    cap = claim_bounds(policy).policy_cap
     rate = achieved_rate(policy, settled)
     wanted = math.floor(rate * policy.lease_seconds * LEASE_DRAIN_FRACTION)
     least = floor(policy)
-    if max(wanted, least) >= cap:
+    if cap is not None and max(wanted, least) >= cap:
         return Budget(cap, "quota", rate)
     if wanted <= least:
         return Budget(least, "floor", rate)

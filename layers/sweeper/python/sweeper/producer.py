@@ -2,9 +2,10 @@
 
 Per run: reclaim expired leases, then claim a page, commit, publish it (`publish_concurrency`
 SendMessageBatch calls at once), release what failed; repeat until nothing is due, the in-flight
-budget is reached, or the time budget runs out. Claims are short transactions and commit before
-any network call. The in-flight budget follows what the consumers settle, within the quota's
-formula (sweeper.backpressure).
+budget is reached, a limit every row holds is closed, or the time budget runs out. Claims are
+short transactions and commit before any network call. The in-flight budget follows what the
+consumers settle, within what the policy's limits drain in half a lease (sweeper.backpressure,
+sweeper.claim_bounds).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sweeper.backpressure import in_flight_budget, republish_delay_seconds, window_seconds
+from sweeper.claim_bounds import claim_bounds, held_rows
 from sweeper.config import Policy
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
@@ -30,9 +32,12 @@ PAGE_TIME_MARGIN = 2.0
 MIN_REMAINING_SECONDS = 1.0
 #: The stop reason of a run skipped because its policy is paused.
 PAUSED = "paused"
+#: The stop reason of a run that found a limit every row holds closed (an app-wide limit).
+LIMIT_CLOSED = "limit_closed"
 
 Clock = Callable[[], datetime]
-#: The scopes whose gate is closed right now (read from the shared limiter before each claim).
+#: The limiter keys whose gate is closed right now: scopes, and further limits' `NAME:KEY` (read
+#: from the shared limiter before each claim; sweeper.claim_bounds finds which rows they hold).
 ClosedScopes = Callable[[], Collection[str]]
 
 
@@ -95,7 +100,11 @@ def run_producer(
     """Release the policy's due work, within `remaining_seconds()`; see the module docstring.
 
     Rows of scopes whose gate is closed are not claimed: they keep their due time and are
-    claimed by the first run after the reopening, instead of bouncing off the closed gate.
+    claimed by the first run after the reopening, instead of bouncing off the closed gate. The
+    same holds for every limit the claim can see (`sweeper.claim_bounds`): a tenant-keyed
+    limit's closed key holds its tenant's rows, and a closed app-wide limit ends the run
+    (`limit_closed`) with nothing claimed. Each claim is bounded by every limit: the policy's
+    rows on the consumers by the tightest app-wide limit, each scope's by its own.
     """
     batch_id = batch_id or new_batch_id()
     start = ledger.start_run(policy.name, scheduled_at, batch_id, clock())
@@ -145,6 +154,7 @@ def run_producer(
     in_flight = on_consumers(ledger, policy, now)
     since = now - timedelta(seconds=window_seconds(policy))
     budget = in_flight_budget(policy, ledger.settled_between(policy.name, since, now))
+    bounds = claim_bounds(policy)
     lease = timedelta(seconds=policy.lease_seconds)
     discovered = published = failures = released = resent = 0
     oldest_released: float | None = None
@@ -159,6 +169,10 @@ def run_producer(
             if room <= 0:
                 stop_reason = "in_flight_cap" if budget.reason == "quota" else "backpressure"
                 break
+            held = held_rows(policy, closed_scopes())
+            if held.everything is not None:
+                stop_reason = LIMIT_CLOSED
+                break
             page_started = time.monotonic()
             claimed_at = clock()
             claimed = ledger.claim(
@@ -167,9 +181,10 @@ def run_producer(
                 claimed_at,
                 lease,
                 min(policy.page_size, room),
-                closed_scopes=sorted(closed_scopes()),
-                scope_cap=policy.max_in_flight_per_scope,
+                closed_scopes=held.scopes,
+                scope_cap=bounds.scope_cap,
                 expired_before=claimed_at - republish_delay,
+                closed_tenants=held.tenants,
             )
             if not claimed:
                 break

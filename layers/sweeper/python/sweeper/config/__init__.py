@@ -31,7 +31,7 @@ from sweeper.config.discovery import (
     S3Discovery,
     SqlDiscovery,
 )
-from sweeper.config.limit import JOB_KEY_FIELDS, LimitConfig
+from sweeper.config.limit import JOB_KEY_FIELDS, LimitConfig, template_fields
 from sweeper.config.loading import SweeperConfig, describe_validation_error, load_config
 from sweeper.config.policy import (
     LEASE_DRAIN_FRACTION,
@@ -108,5 +108,6 @@ __all__ = [
     "describe_validation_error",
     "load_config",
     "load_settings",
+    "template_fields",
     "vcpu_for",
 ]

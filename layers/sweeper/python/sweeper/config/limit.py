@@ -25,6 +25,11 @@ _FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 _PARAM_RE = re.compile(r"^params\.([A-Za-z_]\w{0,63})$")
 
 
+def template_fields(template: str) -> frozenset[str]:
+    """The fields a key template names (`tenant_id`, `params.account`...)."""
+    return frozenset(_FIELD_RE.findall(template))
+
+
 class LimitConfig(_Strict):
     """One limit: `rate` calls of every call whose key renders alike, as the vendor counts them."""
 

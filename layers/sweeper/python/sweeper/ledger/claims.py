@@ -107,6 +107,7 @@ class ProducerLedger(Executor):
         closed_scopes: Sequence[str] = (),
         scope_cap: int | None = None,
         expired_before: datetime | None = None,
+        closed_tenants: Sequence[str] = (),
     ) -> list[ClaimedJob]:
         """Lease up to `limit` due rows to `owner`, tenants taking turns, and commit.
 
@@ -116,7 +117,8 @@ class ProducerLedger(Executor):
         `scope_cap` rows on the consumers (None: no cap), counted as `count_on_consumers`
         counts them: leases not reclaimable by `expired_before` (default: now) and not deferred
         past `now`. Rows of `closed_scopes` (whose gate is closed) are left as they are, due
-        time included: leased and published now, they would only come back from the consumer.
+        time included: leased and published now, they would only come back from the consumer;
+        so are the rows of `closed_tenants` (a tenant-keyed limit closed for them).
         """
         if limit <= 0 or (scope_cap is not None and scope_cap <= 0):
             return []
@@ -133,6 +135,7 @@ class ProducerLedger(Executor):
                 "expired_before": now if expired_before is None else expired_before,
                 "from": _moves(JobStatus.LEASED, JobStatus.PENDING),
                 "closed": list(closed_scopes),
+                "closed_tenants": list(closed_tenants),
             },
         )
         return taking_turns(

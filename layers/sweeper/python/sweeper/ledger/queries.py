@@ -138,8 +138,10 @@ RETURNING j.id
 #
 # Per-scope cap: a scope never holds more than %(scope_cap)s unexpired leases (NULL: no cap), its
 # rows counted in the order they would be taken, so a capped scope leaves its room to the others.
-# Rows of the scopes in %(closed)s (gate closed) are passed over, unchanged (a filter, so a closed
-# scope's due rows ahead of a tenant's first open one add to the cost).
+# Rows of the scopes in %(closed)s (gate closed) and of the tenants in %(closed_tenants)s (a
+# closed key of a tenant-keyed limit, sweeper.claim_bounds) are passed over, unchanged: their
+# due time and attempts stay as they are (a filter, so a closed scope's due rows ahead of a
+# tenant's first open one add to the cost; a closed tenant takes no share of the page).
 #
 # Locking: the candidates are read without locks (a window function cannot lock); then, in turn
 # order, each is locked by its primary key FOR UPDATE SKIP LOCKED and re-checked as it is now
@@ -166,7 +168,7 @@ WITH RECURSIVE tenants AS (
     FROM tenants t WHERE t.tenant_id IS NOT NULL
 ), share AS (
     SELECT ceil(%(limit)s::numeric / greatest(1, count(*)))::bigint AS per_tenant
-    FROM tenants WHERE tenant_id IS NOT NULL
+    FROM tenants WHERE tenant_id IS NOT NULL AND tenant_id <> ALL(%(closed_tenants)s)
 ), candidates AS (
     SELECT c.id, c.tenant_id, c.scope, c.next_attempt_at,
            row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.next_attempt_at, c.id) AS turn
@@ -178,11 +180,11 @@ WITH RECURSIVE tenants AS (
             ORDER BY j.next_attempt_at, j.id
             LIMIT (SELECT per_tenant FROM share)
         ) h
-        WHERE t.tenant_id IS NOT NULL
+        WHERE t.tenant_id IS NOT NULL AND t.tenant_id <> ALL(%(closed_tenants)s)
         UNION
         (SELECT id, tenant_id, scope, next_attempt_at FROM sweeper_jobs
          WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
-           AND scope <> ALL(%(closed)s)
+           AND scope <> ALL(%(closed)s) AND tenant_id <> ALL(%(closed_tenants)s)
          ORDER BY next_attempt_at, id
          LIMIT %(window)s)
     ) c
@@ -215,7 +217,7 @@ WITH RECURSIVE tenants AS (
         (SELECT f.id FROM (
              SELECT id, scope FROM sweeper_jobs
              WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
-               AND scope <> ALL(%(closed)s)
+               AND scope <> ALL(%(closed)s) AND tenant_id <> ALL(%(closed_tenants)s)
              ORDER BY next_attempt_at, id
              LIMIT %(fallback)s
          ) f
