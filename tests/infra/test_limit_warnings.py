@@ -29,14 +29,14 @@ def test_synth_warns_about_each_limit_no_load_can_reach_and_no_other(
 ) -> None:
     synth = synth_variant({"config": str(FIXTURES / "limits_reach.toml")})
     warnings = _limit_warnings(synth)
-    # Then the slow policy's app limit is past its consumers, the wide policy's store limit
-    # under its app's, and the third policy is not warned about
-    assert sorted(warnings) == ["listings-slow", "listings-wide"]
+    # Then listings-slow's app limit is past its consumers, and shared-b's store limit above
+    # its app limit; not shared-a, whose consumers reach the app limit it shares with shared-b
+    assert sorted(warnings) == ["listings-slow", "shared-b"]
     assert warnings["listings-slow"].startswith(
         "limit app of policy listings-slow is never reached: it allows 37.7/s a key, but the "
         "consumers complete at most 15.4 jobs/s"
     )
-    assert warnings["listings-wide"].startswith(
-        "limit store of policy listings-wide is never reached"
+    assert warnings["shared-b"].startswith(
+        "limit store of policy shared-b is never reached: it allows 47.1/s a key, but every "
+        "call under one of its keys is under one key of limit app, which allows 23.6/s"
     )
-    assert "under one key of limit app" in warnings["listings-wide"]

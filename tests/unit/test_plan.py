@@ -544,7 +544,9 @@ STORE = {"name": "store", "key": "{tenant_id}", "rate": _rate(2)}
 APP = {"name": "app", "key": "app", "rate": _rate(40)}
 
 
-def _limited(*limits: Mapping[str, object], latency: float | None = None, **consumer: int) -> Policy:
+def _limited(
+    *limits: Mapping[str, object], latency: float | None = None, **consumer: int
+) -> Policy:
     """The issue's marketplace: limits narrowest first, 4 environments of 10 calls at once."""
     action: dict[str, object] = {"api_url": "https://api.example.com"}
     if latency is not None:
