@@ -639,6 +639,9 @@ def test_consumers_that_complete_less_than_every_limit_bind_and_warn_with_the_li
     (warning,) = plan.warnings
     assert "cannot reach its quota" in warning
     assert "against a rate of 40.0/s (limit app)" in warning
+    from sweeper_cli.plan import render
+
+    assert "  binds            the consumers, 10.0 jobs/s" in render(plan.as_dict())
 
 
 def test_a_policy_without_limits_plans_and_prints_as_before() -> None:
@@ -701,6 +704,10 @@ def test_the_command_says_which_limit_binds_where_it_once_planned_94_per_second(
     assert "  limit store      1.886/s a key ({tenant_id}) x 50 keys = 94.3/s; 0.4 used" in lines
     assert "  limit app        37.72/s a key (app) x 1 key = 37.72/s; 1.0 used" in lines
     assert "  binds            limit app, 37.72/s" in lines
+    # And docs/configuration.md shows what it prints
+    docs = Path("docs/configuration.md").read_text(encoding="utf-8").splitlines()
+    for line in lines[2:6]:
+        assert line in docs, line
     as_json = CliRunner().invoke(main, [*args, "--json"], prog_name="sweeper")
     plan = json.loads(as_json.output)
     assert plan["binding"] == "app"
