@@ -13,8 +13,16 @@ from click.testing import CliRunner
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.errors import ConfigError
-from sweeper.plan import PlanInput, Prices, lognormal_mean, make_plan, quota_warning
+from sweeper.plan import (
+    PlanInput,
+    Prices,
+    limit_warnings,
+    lognormal_mean,
+    make_plan,
+    quota_warning,
+)
 from sweeper_cli import main
+from sweeper_cli.plan import render
 
 
 def _policy(**consumer: int) -> Policy:
@@ -639,8 +647,6 @@ def test_consumers_that_complete_less_than_every_limit_bind_and_warn_with_the_li
     (warning,) = plan.warnings
     assert "cannot reach its quota" in warning
     assert "against a rate of 40.0/s (limit app)" in warning
-    from sweeper_cli.plan import render
-
     assert "  binds            the consumers, 10.0 jobs/s" in render(plan.as_dict())
 
 
@@ -651,8 +657,6 @@ def test_a_policy_without_limits_plans_and_prints_as_before() -> None:
     figures = plan.as_dict()
     assert "limits" not in figures
     assert "binding" not in figures
-    from sweeper_cli.plan import render
-
     lines = render(figures)
     assert "  rate             80.0/s (quota x headroom x scopes)" in lines
     assert not any(line.startswith(("  limit ", "  binds ")) for line in lines)
@@ -727,8 +731,6 @@ def test_the_command_takes_keys_per_limit_and_refuses_a_malformed_one(tmp_path: 
 
 
 def test_a_limit_held_under_a_tighter_one_key_of_another_is_never_reached() -> None:
-    from sweeper.plan import limit_warnings
-
     # Given a store limit of 50/s under the app's 40/s: one store never gets past the app's 40
     wide_store = {**STORE, "rate": _rate(50)}
     (warning,) = limit_warnings(_limited(wide_store, APP))
@@ -742,9 +744,30 @@ def test_a_limit_held_under_a_tighter_one_key_of_another_is_never_reached() -> N
     assert limit_warnings(_limited(STORE, APP)) == []
 
 
-def test_a_limit_beyond_what_the_consumers_complete_is_never_reached() -> None:
-    from sweeper.plan import limit_warnings
+def test_a_limit_whose_key_another_policy_holds_too_is_not_judged_by_one_policys_limits() -> None:
+    # Given the app's 40/s under a vendor limit of 30/s for the policy ({policy}: one key)
+    vendor = {"name": "vendor", "key": "{policy}", "rate": _rate(30)}
+    policy = _limited(STORE, vendor, APP)
+    (warning,) = limit_warnings(policy)
+    assert warning.startswith("limit app of policy listings is never reached")
+    # When another policy holds the app limit too, their calls add up: not judged
+    other = policy.model_copy(update={"name": "listings-archive"})
+    assert limit_warnings(policy, sharing=[other]) == []
+    # And a policy of its own app key leaves it judged
+    apart = _limited(STORE, vendor, {**APP, "key": "other-app"}).model_copy(
+        update={"name": "elsewhere"}
+    )
+    assert len(limit_warnings(policy, sharing=[apart])) == 1
 
+
+def test_the_fields_one_policy_fills_alike_are_the_schedulers_policy_wide_ones() -> None:
+    from sweeper.plan import POLICY_CONSTANT_FIELDS
+    from sweeper.scheduling import POLICY_WIDE_SCOPE_FIELDS
+
+    assert POLICY_CONSTANT_FIELDS == POLICY_WIDE_SCOPE_FIELDS
+
+
+def test_a_limit_beyond_what_the_consumers_complete_is_never_reached() -> None:
     # Given one environment of 2 calls at a measured 0.1 s: about 16 jobs/s with the overhead
     slow = _limited(
         STORE, APP, latency=0.1, reserved_concurrency=1, max_concurrency=2, parallel_calls=2
@@ -760,8 +783,6 @@ def test_a_limit_beyond_what_the_consumers_complete_is_never_reached() -> None:
 
 
 def test_an_app_limit_shared_by_two_policies_counts_both_policies_consumers() -> None:
-    from sweeper.plan import limit_warnings
-
     slow = _limited(
         STORE, APP, latency=0.1, reserved_concurrency=1, max_concurrency=2, parallel_calls=2
     )

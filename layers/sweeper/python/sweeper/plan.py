@@ -84,7 +84,9 @@ BATCH_LEDGER_READ_SECONDS = 1.0
 #: A policy timeout past this many times the recommended one is far above the batch's need.
 TIMEOUT_SLACK_FACTOR = 2.0
 #: Key fields that render alike for every call of one policy: a limit keyed by these alone has
-#: one key per policy (an app-wide limit when its key is a constant).
+#: one key per policy (an app-wide limit when its key is a constant). The same as
+#: sweeper.scheduling.POLICY_WIDE_SCOPE_FIELDS (a unit test checks), not imported from there:
+#: scheduling brings the ledger with it, and synth reads this module.
 POLICY_CONSTANT_FIELDS = frozenset({"policy", "host"})
 _KEY_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 
@@ -547,8 +549,9 @@ def limit_warnings(policy: Policy, sharing: Sequence[Policy] = ()) -> list[str]:
     - A limit whose calls all share one key of another limit, which allows less per key, is
       never reached: when the other's key fields are among its own (an app-wide `app` for a
       store's `{tenant_id}`, or two limits on the same key), one of its keys never gets more
-      than the other's one key. (The other way, a store's 2/s under an app's 40/s, depends on
-      how many stores are busy, which synth does not know: `sweeper plan --scopes N` says.)
+      than the other's one key. Not judged when another policy holds its key too (their calls
+      add up). (The other way, a store's 2/s under an app's 40/s, depends on how many stores
+      are busy, which synth does not know: `sweeper plan --scopes N` says.)
     - A limit after the first whose one key allows more than the consumers complete is never
       reached, however many keys are busy; its key shared with other policies (a limit of the
       same name and key) counts their consumers too, and is not judged when one of them has no
@@ -575,6 +578,10 @@ def _unreachable(
     when the service time and capacity are known. `said`: a limit whose consumers' shortfall
     the plan has said already (it binds and they cannot reach it)."""
     ones = [limit_ceiling(limit, 1, mean_service) for limit in policy.limits]
+    own_keys = _limiter_keys(policy)
+    others_keys = {
+        key for other in sharing if other.name != policy.name for key in _limiter_keys(other)
+    }
     warnings: list[str] = []
     for index, (limit, one) in enumerate(zip(policy.limits, ones, strict=True)):
         if math.isinf(one.per_key_per_second):
@@ -586,7 +593,8 @@ def _unreachable(
             and key_span(other) <= key_span(limit)
             and other_one.per_key_per_second < one.per_key_per_second
         ]
-        if holders:
+        # A key other policies hold too takes their calls besides this policy's: not judged.
+        if holders and own_keys[index] not in others_keys:
             other, other_one = min(holders, key=lambda held: held[1].per_key_per_second)
             warnings.append(
                 f"limit {limit.name} of policy {policy.name} is never reached: it allows "
@@ -596,7 +604,7 @@ def _unreachable(
             continue
         if index == 0 or capacity is None or limit.name == said:
             continue
-        shared = _shared_capacity(policy, limit, sharing)
+        shared = _shared_capacity(policy, own_keys[index], sharing)
         if shared is not None and capacity + shared < one.per_key_per_second:
             sharers = "" if not shared else " with the policies that share its key"
             warnings.append(
@@ -614,22 +622,25 @@ def _allows(ceiling: LimitCeiling) -> str:
     return figure if ceiling.bound == "rate" else f"{figure} ({ceiling.max_in_flight} in flight)"
 
 
-def _shared_key(policy: Policy, limit: LimitConfig) -> str:
-    """A further limit's limiter key with the policy's own fields filled in (NAME:KEY)."""
+def _limiter_keys(policy: Policy) -> list[str]:
+    """The limiter key template of each of the policy's limits, its own fields filled in: the
+    scope's as the ledger keeps it, then NAME:KEY for each further limit (as the consumer's
+    delivery renders them), so that two policies' alike keys are one limiter item."""
     fixed = {"policy": policy.name, "host": policy.action.scope_host}
-    key = _KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), limit.key)
-    return f"{limit.name}:{key}"
+
+    def fill(template: str) -> str:
+        return _KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), template)
+
+    further = [f"{limit.name}:{fill(limit.key)}" for limit in policy.further_limits]
+    return [fill(policy.scope.key_template), *further]
 
 
-def _shared_capacity(policy: Policy, limit: LimitConfig, sharing: Sequence[Policy]) -> float | None:
-    """What the other policies holding the same limiter key complete, at their own latency;
+def _shared_capacity(policy: Policy, key: str, sharing: Sequence[Policy]) -> float | None:
+    """What the other policies holding the limiter key `key` complete, at their own latency;
     None when one of them has no latency (not judged)."""
-    key = _shared_key(policy, limit)
     total = 0.0
     for other in sharing:
-        if other.name == policy.name:
-            continue
-        if not any(_shared_key(other, theirs) == key for theirs in other.further_limits):
+        if other.name == policy.name or key not in _limiter_keys(other):
             continue
         latency = other.action.latency
         if latency is None:
