@@ -673,7 +673,7 @@ def test_a_params_key_spans_the_scopes_unless_told_and_a_constant_key_one() -> N
     # And keys for a limit it does not list, the first (its scopes) or a constant are refused
     for keys, says in [
         ({"nope": 2}, "does not list: ['nope'] (its limits are store, account, host)"),
-        ({"store": 2}, "give its keys as scopes"),
+        ({"store": 2}, "its keys are the scopes, give those instead"),
         ({"host": 2}, "has one key"),
     ]:
         with pytest.raises(ConfigError, match=re.escape(says)):

@@ -234,10 +234,14 @@ def planned_keys(policy: Policy, given: PlanInput) -> dict[str, int]:
     for index, limit in enumerate(policy.limits):
         if limit.name in given.keys:
             if index == 0:
-                raise ConfigError(f"limit {limit.name} is the job's scope: give its keys as scopes")
+                raise ConfigError(
+                    f"limit {limit.name} is the job's scope: its keys are the scopes, "
+                    "give those instead"
+                )
             if not key_span(limit):
                 raise ConfigError(
-                    f"limit {limit.name} has one key (the same for every call of the policy)"
+                    f"limit {limit.name} has one key (the same for every call of the policy): "
+                    "leave it out"
                 )
             counts[limit.name] = given.keys[limit.name]
         elif index > 0 and not key_span(limit):
