@@ -9,6 +9,7 @@ and the event source's maximum concurrency, never above it (docs/decisions.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import Annotations, Duration, Stack
@@ -27,7 +28,7 @@ from sweeper.config import Policy
 from sweeper.errors import ConfigError
 from sweeper.event_source import check_policy_event_source
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
-from sweeper.plan import quota_warning
+from sweeper.plan import limit_warnings, quota_warning
 
 PRODUCER_MEMORY_MB = 512
 #: The producer stops starting pages at its budget; Lambda's timeout leaves room to finish one.
@@ -47,11 +48,14 @@ class Pipeline(Construct):
         ledger: LedgerAccess,
         tables: Tables,
         policy_dir: Path | None = None,
+        sharing: Sequence[Policy] = (),
     ) -> None:
         """`policy_dir`: the policy file's directory, against which the action's relative paths
-        (a `python` kind's package) are read; the repository root by default."""
+        (a `python` kind's package) are read; the repository root by default. `sharing`: the
+        file's other policies (a limit of theirs with the same name and key shares its keys)."""
         super().__init__(scope, construct_id)
         self.policy = policy
+        self.sharing = list(sharing)
         self.policy_dir = policy_dir or REPO_ROOT
         for error in policy.action.synth_errors(self.policy_dir):
             raise ConfigError(f"policy {policy.name}: {error}")
@@ -125,6 +129,7 @@ class Pipeline(Construct):
         tables.grant_consumer(self.consumer.role)
         self._grant_action_access(ledger)
         self._warn_when_quota_unreachable()
+        self._warn_when_a_limit_is_unreachable()
 
     def _warn_when_quota_unreachable(self) -> None:
         """With the vendor's latency measured (action.latency_*), say at synth when the
@@ -132,6 +137,13 @@ class Pipeline(Construct):
         warning = quota_warning(self.policy)
         if warning is not None:
             Annotations.of(self).add_warning_v2("sweeper:QuotaUnreachable", warning)
+
+    def _warn_when_a_limit_is_unreachable(self) -> None:
+        """With [[limits]], say at synth which limit no load can reach: one held under a
+        tighter key of another, or, with the latency measured, one past what the consumers
+        complete (sweeper.plan.limit_warnings states the rules)."""
+        for warning in limit_warnings(self.policy, self.sharing):
+            Annotations.of(self).add_warning_v2("sweeper:LimitUnreachable", warning)
 
     def _grant_action_access(self, ledger: LedgerAccess) -> None:
         """What the policy's action kind says it needs (sweeper.actions.base): its IAM

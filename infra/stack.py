@@ -77,6 +77,7 @@ class SweeperStack(Stack):
                 ledger=ledger,
                 tables=tables,
                 policy_dir=options.policy_dir,
+                sharing=[other for other in config.policies if other is not policy],
             )
             redrive = Redrive(
                 self,

@@ -35,7 +35,15 @@ from sweeper_cli.base import config_option, friendly_errors, json_option, main, 
     "--scopes",
     default=1,
     type=click.IntRange(1),
-    help="Limiter scopes busy at once (each its quota).",
+    help="Limiter scopes busy at once (each its quota); with [[limits]], the first limit's keys.",
+)
+@click.option(
+    "--keys",
+    "keys",
+    multiple=True,
+    metavar="LIMIT=N",
+    help="With [[limits]]: keys busy at once of a limit after the first (repeatable) "
+    "[default: 1 for a key the same for every call, else --scopes].",
 )
 @click.option(
     "--parallel-calls",
@@ -66,6 +74,7 @@ def plan(
     arrival: float,
     backlog: int,
     scopes: int,
+    keys: tuple[str, ...],
     parallel_calls: int | None,
     overhead: float,
     cpu_ms: float,
@@ -77,8 +86,13 @@ def plan(
     environment delays its batch); how long a backlog takes to drain; AWS requests and cost per
     million jobs.
 
-    Exits 1 with its warnings when the policy cannot reach its quota or drain its backlog, or
-    its consumer timeout is below a batch's need or far above it.
+    With [[limits]], each limit's ceiling (one key's rate, or its cap on calls in flight over
+    the mean service time, times the keys it spans) and which binds: the smallest, or the
+    consumers when they complete less.
+
+    Exits 1 with its warnings when the policy cannot reach its quota or drain its backlog, its
+    consumer timeout is below a batch's need or far above it, or one of its limits is never
+    reached.
     """
     from sweeper.plan import PlanInput, make_plan
 
@@ -103,10 +117,12 @@ def plan(
             arrival_per_second=arrival,
             backlog=backlog,
             scopes=scopes,
+            keys=_limit_keys(keys),
             overhead_seconds=overhead,
             parallel_calls=parallel_calls,
             cpu_seconds_per_job=cpu_ms / 1000,
         ),
+        sharing=[other for other in config.policies if other.name != policy.name],
     )
     if as_json:
         click.echo(json.dumps(result.as_dict()))
@@ -115,6 +131,19 @@ def plan(
             click.echo(line)
     if result.warnings:
         raise SystemExit(1)
+
+
+def _limit_keys(given: tuple[str, ...]) -> dict[str, int]:
+    """`--keys store=50 --keys account=5` as {"store": 50, "account": 5}."""
+    counts: dict[str, int] = {}
+    for text in given:
+        name, _, count = text.partition("=")
+        if not name or not count.isdigit() or int(count) < 1:
+            raise click.BadParameter(
+                "give LIMIT=N, N a whole number of keys >= 1", param_hint="--keys"
+            )
+        counts[name] = int(count)
+    return counts
 
 
 def render(plan: dict[str, object]) -> list[str]:
@@ -126,10 +155,13 @@ def render(plan: dict[str, object]) -> list[str]:
     cpu = plan["cpu_capacity_per_second"]
     assert isinstance(cost, dict)
     assert isinstance(requests, dict)
+    limits = plan.get("limits")
+    rate = "quota x headroom x scopes" if not limits else "the smallest limit's ceiling"
     lines = [
         f"policy {plan['policy']}",
         f"  action           {plan['action']}",
-        f"  rate             {plan['target_rate_per_second']}/s (quota x headroom x scopes)",
+        f"  rate             {plan['target_rate_per_second']}/s ({rate})",
+        *_limit_lines(plan),
         f"  service time     {plan['mean_service_seconds']} s mean, "
         f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",
         f"  in flight needed {plan['needed_in_flight']} (p95: {plan['needed_in_flight_p95']})",
@@ -159,4 +191,37 @@ def render(plan: dict[str, object]) -> list[str]:
     warnings = plan["warnings"]
     assert isinstance(warnings, list)
     lines += [f"warning: {w}" for w in warnings]
+    return lines
+
+
+def _limit_lines(plan: dict[str, object]) -> list[str]:
+    """With [[limits]]: a line per limit (what one key allows, times its keys) and what binds."""
+    limits = plan.get("limits")
+    if not limits:
+        return []
+    assert isinstance(limits, list)
+    lines = []
+    for limit in limits:
+        allows = []
+        if limit["rate_per_second"] is not None:
+            allows.append(f"{limit['rate_per_second']}/s")
+        if limit["max_in_flight"] is not None:
+            flight = limit["in_flight_per_second"]
+            allows.append(
+                f"{limit['max_in_flight']} in flight"
+                + ("" if flight is None else f" / {plan['mean_service_seconds']} s = {flight}/s")
+            )
+        count = limit["keys"]
+        lines.append(
+            f"  limit {limit['name']:<10} {' and '.join(allows)} a key ({limit['key']}) x "
+            f"{count} key{'s' if count != 1 else ''} = {limit['ceiling_per_second']}/s; "
+            f"{limit['used']} used"
+        )
+    binding = plan["binding"]
+    if binding == "consumers":
+        lines.append(
+            f"  binds            the consumers, {plan['consumer_capacity_per_second']} jobs/s"
+        )
+    else:
+        lines.append(f"  binds            limit {binding}, {plan['target_rate_per_second']}/s")
     return lines

@@ -17,6 +17,13 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
 - The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
   scopes add up. What drains is the smaller of the two.
+- A policy with several limits (`[[limits]]`) is held by each: a limit's ceiling is what one of
+  its keys allows (its rate, headroom applied; a cap of N calls in flight allows N / mean
+  service time; with both, the smaller) times the keys it spans at once. The first limit spans
+  `scopes` keys; a key the same for every call of the policy (a constant such as `app`, or only
+  `{policy}` and `{host}`) spans one; any other spans `scopes` unless `keys` says how many. The
+  rate planned is the smallest ceiling, and what binds is that limit, or the consumers when
+  they complete less (`LimitCeiling`, `limit_warnings` for the limits no load can reach).
 - One batch in one environment takes at most its calls (`batch_size / parallel_calls` rounds,
   each the p95 service time), plus its slots (the environment's share of the planned rate hands
   it one slot every `environments / rate` seconds), plus the batch's one ledger read: summed, an
@@ -34,10 +41,12 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, Policy
+from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, LimitConfig, Policy
 from sweeper.errors import ConfigError
 from sweeper.limits import MB_PER_VCPU, recommended_visibility_timeout_seconds, vcpu_for
 from sweeper.schedule_expression import RateSchedule, parse_schedule
@@ -74,6 +83,12 @@ UNUSED_LAMBDA_SECONDS = 5.0
 BATCH_LEDGER_READ_SECONDS = 1.0
 #: A policy timeout past this many times the recommended one is far above the batch's need.
 TIMEOUT_SLACK_FACTOR = 2.0
+#: Key fields that render alike for every call of one policy: a limit keyed by these alone has
+#: one key per policy (an app-wide limit when its key is a constant). The same as
+#: sweeper.scheduling.POLICY_WIDE_SCOPE_FIELDS (a unit test checks), not imported from there:
+#: scheduling brings the ledger with it, and synth reads this module.
+POLICY_CONSTANT_FIELDS = frozenset({"policy", "host"})
+_KEY_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +115,8 @@ class PlanInput:
     parallel_calls: int | None = None  # default: the policy's
     limiter_writes_per_job: float = LIMITER_WRITES_PER_JOB
     cpu_seconds_per_job: float = DEFAULT_CPU_SECONDS_PER_JOB  # 0: CPU is never the bound
+    #: Keys busy at once of a limit after the first, by limit name (default: see `planned_keys`).
+    keys: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0 < self.latency_p50_seconds <= self.latency_p95_seconds:
@@ -110,6 +127,8 @@ class PlanInput:
             raise ConfigError("CPU per job cannot be negative")
         if self.scopes < 1 or (self.parallel_calls is not None and self.parallel_calls < 1):
             raise ConfigError("scopes and parallel calls must be at least 1")
+        if any(count < 1 for count in self.keys.values()):
+            raise ConfigError("a limit's keys must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +167,109 @@ class Plan:
     #: What each job does (the kind's one-line description, never a secret) and the longest
     #: one call may take (its timeouts).
     action: str = ""
+    #: With [[limits]]: each limit's ceiling (`LimitCeiling.as_dict`), and what binds: the name
+    #: of the limit with the smallest ceiling, or "consumers" when they complete less.
+    limits: list[dict[str, Any]] = field(default_factory=list)
+    binding: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The plan's figures; `limits` and `binding` only for a policy with [[limits]]."""
+        figures = asdict(self)
+        if not self.limits:
+            del figures["limits"], figures["binding"]
+        return figures
+
+
+@dataclass(frozen=True, slots=True)
+class LimitCeiling:
+    """The most calls per second one limit of a policy lets through at the planned keys."""
+
+    name: str
+    key: str  # the key template
+    keys: int  # distinct keys busy at once
+    rate_per_second: float | None  # one key's rate, headroom applied
+    max_in_flight: int | None  # one key's cap on calls at the vendor at once
+    in_flight_per_second: float | None  # what the cap allows: max_in_flight / mean service
+    per_key_per_second: float  # the smaller of the two
+    ceiling_per_second: float  # per key x keys
+    bound: str  # "rate" or "in flight": which of the key's two gives its figure
+
+    def as_dict(self, throughput: float) -> dict[str, Any]:
+        """Its figures, rounded, with the share of the ceiling the plan's throughput uses."""
+        return {
+            "name": self.name,
+            "key": self.key,
+            "keys": self.keys,
+            "rate_per_second": _round(self.rate_per_second, 3),
+            "max_in_flight": self.max_in_flight,
+            "in_flight_per_second": _round(self.in_flight_per_second, 2),
+            "per_key_per_second": round(self.per_key_per_second, 3),
+            "ceiling_per_second": round(self.ceiling_per_second, 2),
+            "bound": self.bound,
+            "used": round(throughput / self.ceiling_per_second, 3),
+        }
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def key_span(limit: LimitConfig) -> frozenset[str]:
+    """The fields of a limit's key that may differ between two calls of one policy: none for
+    an app-wide limit (`app`, `{policy}`, `{host}`)."""
+    return frozenset(_KEY_FIELD_RE.findall(limit.key)) - POLICY_CONSTANT_FIELDS
+
+
+def planned_keys(policy: Policy, given: PlanInput) -> dict[str, int]:
+    """Keys busy at once of each limit: `scopes` for the first; one for a key the same for
+    every call of the policy; else `given.keys[name]`, by default `scopes`."""
+    names = [limit.name for limit in policy.limits]
+    unknown = sorted(set(given.keys) - set(names))
+    if unknown:
+        listed = f"its limits are {', '.join(names)}" if names else "it has no [[limits]]"
+        raise ConfigError(
+            f"keys are given for limits policy {policy.name} does not list: {unknown} ({listed})"
+        )
+    counts: dict[str, int] = {}
+    for index, limit in enumerate(policy.limits):
+        if limit.name in given.keys:
+            if index == 0:
+                raise ConfigError(
+                    f"limit {limit.name} is the job's scope: its keys are the scopes, "
+                    "give those instead"
+                )
+            if not key_span(limit):
+                raise ConfigError(
+                    f"limit {limit.name} has one key (the same for every call of the policy): "
+                    "leave it out"
+                )
+            counts[limit.name] = given.keys[limit.name]
+        elif index > 0 and not key_span(limit):
+            counts[limit.name] = 1
+        else:
+            counts[limit.name] = given.scopes
+    return counts
+
+
+def limit_ceiling(limit: LimitConfig, keys: int, mean_service: float | None) -> LimitCeiling:
+    """One limit's ceiling at `keys` keys; a cap counts only when `mean_service` is known."""
+    rate = None if limit.rate is None else limit.rate.rate_per_second
+    in_flight = None
+    if limit.max_in_flight is not None and mean_service is not None:
+        in_flight = limit.max_in_flight / mean_service
+    known = [figure for figure in (rate, in_flight) if figure is not None]
+    per_key = min(known) if known else math.inf
+    return LimitCeiling(
+        name=limit.name,
+        key=limit.key,
+        keys=keys,
+        rate_per_second=rate,
+        max_in_flight=limit.max_in_flight,
+        in_flight_per_second=in_flight,
+        per_key_per_second=per_key,
+        ceiling_per_second=per_key * keys,
+        bound="rate" if rate is not None and per_key == rate else "in flight",
+    )
 
 
 def lognormal_mean(p50: float, p95: float) -> float:
@@ -164,7 +283,14 @@ def policy_parallel_calls(policy: Policy) -> int:
     return int(getattr(policy.consumer, "parallel_calls", 1))
 
 
-def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) -> Plan:
+def make_plan(
+    policy: Policy,
+    given: PlanInput,
+    prices: Prices | None = None,
+    sharing: Sequence[Policy] = (),
+) -> Plan:
+    """The plan of `policy` at the given figures; `sharing`: the other policies of its file
+    (a limit of theirs with the same name and key shares its keys, see `limit_warnings`)."""
     prices = prices or Prices()
     consumer = policy.consumer
     parallel = given.parallel_calls or policy_parallel_calls(policy)
@@ -174,13 +300,22 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
     p95_service = given.latency_p95_seconds + given.overhead_seconds
     in_flight = environments * parallel
     calls_capacity = in_flight / mean_service
-    target = policy.quota.rate_per_second * given.scopes
+    keys = planned_keys(policy, given)
+    ceilings = [limit_ceiling(limit, keys[limit.name], mean_service) for limit in policy.limits]
+    tightest = min(ceilings, key=lambda ceiling: ceiling.ceiling_per_second, default=None)
+    if tightest is None:
+        target = policy.quota.rate_per_second * given.scopes
+    else:
+        target = tightest.ceiling_per_second
     cpu = _cpu_bound(consumer.memory_mb, environments, target, given.cpu_seconds_per_job)
     capacity = min(calls_capacity, cpu.capacity)
     throughput = min(target, capacity)
     needed = math.ceil(target * mean_service)
     needed_p95 = math.ceil(target * p95_service)
     warnings: list[str] = []
+    binding = None
+    if tightest is not None:
+        binding = tightest.name if capacity >= target else "consumers"
 
     recommended_envs = max(environments, math.ceil(needed_p95 / parallel), cpu.environments)
     # No more than a policy may set: past that, only environments add calls in flight.
@@ -193,13 +328,16 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
             if parallel_p95 <= MAX_PARALLEL_CALLS
             else f"(p95: {recommended_envs}; parallel calls stop at {MAX_PARALLEL_CALLS})"
         )
+        of_limit = "" if tightest is None else f" (limit {tightest.name})"
         warnings.append(
             f"policy {policy.name} cannot reach its quota: its consumers complete at most "
-            f"{calls_capacity:.1f} jobs/s against a rate of {target:.1f}/s; raise max and "
-            f"reserved concurrency to {math.ceil(needed / parallel)} {parallel_fix}"
+            f"{calls_capacity:.1f} jobs/s against a rate of {target:.1f}/s{of_limit}; raise max "
+            f"and reserved concurrency to {math.ceil(needed / parallel)} {parallel_fix}"
         )
     if cpu.capacity < target:
         warnings.append(cpu.warning(policy.name, target))
+    said = None if tightest is None or capacity >= target else tightest.name
+    warnings += _unreachable(policy, mean_service, capacity, sharing, said)
 
     batch = consumer.batch_size
     need = batch_need(policy, parallel, p95_service, target)
@@ -280,6 +418,8 @@ def make_plan(policy: Policy, given: PlanInput, prices: Prices | None = None) ->
         requests_per_job={k: round(v, 4) for k, v in requests.items()},
         cost_per_million_jobs={k: round(v, 2) for k, v in per_million.items()},
         warnings=warnings,
+        limits=[ceiling.as_dict(throughput) for ceiling in ceilings],
+        binding=binding,
     )
 
 
@@ -403,3 +543,112 @@ def quota_warning(policy: Policy) -> str | None:
     if plan.consumer_capacity_per_second >= plan.target_rate_per_second:
         return None
     return plan.warnings[0]
+
+
+def limit_warnings(policy: Policy, sharing: Sequence[Policy] = ()) -> list[str]:
+    """For synth: the limits of `policy` that no number of keys can bring it to, by the rules
+    below, at the policy's own measured latency (action.latency_*, else its kind's default);
+    without a latency, only the rates are compared. `sharing`: the file's other policies.
+
+    - A limit whose calls all share one key of another limit, which allows less per key, is
+      never reached: when the other's key fields are among its own (an app-wide `app` for a
+      store's `{tenant_id}`, or two limits on the same key), one of its keys never gets more
+      than the other's one key. Not judged when another policy holds its key too (their calls
+      add up). (The other way, a store's 2/s under an app's 40/s, depends on how many stores
+      are busy, which synth does not know: `sweeper plan --scopes N` says.)
+    - A limit after the first whose one key allows more than the consumers complete is never
+      reached, however many keys are busy; its key shared with other policies (a limit of the
+      same name and key) counts their consumers too, and is not judged when one of them has no
+      latency. (The first limit is the job's own quota: `quota_warning` says it.)
+    """
+    latency = policy.action.latency
+    if latency is None:
+        return _unreachable(policy, None, None, sharing)
+    p50, p95 = latency
+    plan = make_plan(policy, PlanInput(latency_p50_seconds=p50, latency_p95_seconds=p95))
+    return _unreachable(
+        policy, plan.mean_service_seconds, plan.consumer_capacity_per_second, sharing
+    )
+
+
+def _unreachable(
+    policy: Policy,
+    mean_service: float | None,
+    capacity: float | None,
+    sharing: Sequence[Policy],
+    said: str | None = None,
+) -> list[str]:
+    """The warnings of `limit_warnings`; a concurrency cap and the consumers are judged only
+    when the service time and capacity are known. `said`: a limit whose consumers' shortfall
+    the plan has said already (it binds and they cannot reach it)."""
+    ones = [limit_ceiling(limit, 1, mean_service) for limit in policy.limits]
+    own_keys = _limiter_keys(policy)
+    others_keys = {
+        key for other in sharing if other.name != policy.name for key in _limiter_keys(other)
+    }
+    warnings: list[str] = []
+    for index, (limit, one) in enumerate(zip(policy.limits, ones, strict=True)):
+        if math.isinf(one.per_key_per_second):
+            continue  # a cap alone, without a service time: not judged
+        holders = [
+            (other, other_one)
+            for other, other_one in zip(policy.limits, ones, strict=True)
+            if other is not limit
+            and key_span(other) <= key_span(limit)
+            and other_one.per_key_per_second < one.per_key_per_second
+        ]
+        # A key other policies hold too takes their calls besides this policy's: not judged.
+        if holders and own_keys[index] not in others_keys:
+            other, other_one = min(holders, key=lambda held: held[1].per_key_per_second)
+            warnings.append(
+                f"limit {limit.name} of policy {policy.name} is never reached: it allows "
+                f"{_allows(one)} a key, but every call under one of its keys is under one key of "
+                f"limit {other.name}, which allows {_allows(other_one)}"
+            )
+            continue
+        if index == 0 or capacity is None or limit.name == said:
+            continue
+        shared = _shared_capacity(policy, own_keys[index], sharing)
+        if shared is not None and capacity + shared < one.per_key_per_second:
+            sharers = "" if not shared else " with the policies that share its key"
+            warnings.append(
+                f"limit {limit.name} of policy {policy.name} is never reached: it allows "
+                f"{_allows(one)} a key, but the consumers{sharers} complete at most "
+                f"{capacity + shared:.1f} jobs/s; raise their concurrency or parallel calls "
+                "(sweeper plan says how far)"
+            )
+    return warnings
+
+
+def _allows(ceiling: LimitCeiling) -> str:
+    """One key's figure: "40.0/s", or "33.3/s (10 in flight)" when its cap gives it."""
+    figure = f"{ceiling.per_key_per_second:.1f}/s"
+    return figure if ceiling.bound == "rate" else f"{figure} ({ceiling.max_in_flight} in flight)"
+
+
+def _limiter_keys(policy: Policy) -> list[str]:
+    """The limiter key template of each of the policy's limits, its own fields filled in: the
+    scope's as the ledger keeps it, then NAME:KEY for each further limit (as the consumer's
+    delivery renders them), so that two policies' alike keys are one limiter item."""
+    fixed = {"policy": policy.name, "host": policy.action.scope_host}
+
+    def fill(template: str) -> str:
+        return _KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), template)
+
+    further = [f"{limit.name}:{fill(limit.key)}" for limit in policy.further_limits]
+    return [fill(policy.scope.key_template), *further]
+
+
+def _shared_capacity(policy: Policy, key: str, sharing: Sequence[Policy]) -> float | None:
+    """What the other policies holding the limiter key `key` complete, at their own latency;
+    None when one of them has no latency (not judged)."""
+    total = 0.0
+    for other in sharing:
+        if other.name == policy.name or key not in _limiter_keys(other):
+            continue
+        latency = other.action.latency
+        if latency is None:
+            return None
+        given = PlanInput(latency_p50_seconds=latency[0], latency_p95_seconds=latency[1])
+        total += make_plan(other, given).consumer_capacity_per_second
+    return total
