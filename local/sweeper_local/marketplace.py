@@ -9,8 +9,9 @@ delete API: a hand-written contract with a vendor's layered limits, not derived 
   one included: `store_rate` per store (from the path) and `app_rate` for all calls. A call
   over either is answered 429 with `Retry-After` (whole seconds until that window admits a call)
   and `X-RateLimit-Scope: app` or `store` naming it (the app when both are over);
-* `throttle_next(scope, store=...)`: the next matching calls answered 429 naming `scope`,
-  counted apart from the windows' own 429s;
+* `throttle_next(scope, store=...)` (`POST /_listings/throttle?scope=S[&store=S][&times=N]
+  [&retry_after=N]`): the next matching calls answered 429 naming `scope`, counted apart from
+  the windows' own 429s; `add_absent` is `POST /_listings/absent?store=S&listing=L`;
 * `audit()` (`GET /_listings_audit`): the arrival time of every counted call, per store, so a
   test can count the calls in any window; 429s per scope; effects and calls per listing.
 """
