@@ -3,10 +3,11 @@
 A deployed policy names secrets that exist in its account; locally none does. For every secret
 a policy's action reads, the local stack creates one in moto and points the policy at it, as it
 points `api_url` at the vendor simulator. Against the simulator the values are made up and the
-simulator is told to accept them (an OAuth2 client is registered with it; a bearer, header or
-basic secret is random: the simulator's delete contract does not check it). Against an outside
-vendor (`--api-url`) the values are the user's: `SWEEPER_LOCAL_SECRETS` holds a JSON object from
-each secret ARN the policy file names to its value (a string, or an object stored as JSON).
+simulator is told to accept them (an OAuth2 client is registered with it, a header's API key
+with its marketplace; a bearer or basic secret is random: the delete contract does not check
+it). Against an outside vendor (`--api-url`) the values are the user's: `SWEEPER_LOCAL_SECRETS`
+holds a JSON object from each secret ARN the policy file names to its value (a string, or an
+object stored as JSON).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from sweeper.actions.http import HttpActionConfig
-from sweeper.actions.http_auth import BasicAuth, OAuth2Auth
+from sweeper.actions.http_auth import BasicAuth, HeaderAuth, OAuth2Auth
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
 from sweeper_local.vendor import VendorSimulator
@@ -70,7 +71,10 @@ def _made_up(policy: Policy, vendor: VendorSimulator) -> str:
         return json.dumps({"client_id": client_id, "client_secret": client_secret})
     if isinstance(auth, BasicAuth):
         return json.dumps({"username": f"{policy.name}-local", "password": secrets.token_hex(16)})
-    return secrets.token_hex(16)
+    value = secrets.token_hex(16)
+    if isinstance(auth, HeaderAuth):
+        vendor.listings.add_api_key(value)  # the marketplace checks its API key
+    return value
 
 
 def with_local_secrets(

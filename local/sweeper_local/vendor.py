@@ -33,6 +33,11 @@ Beside it, the payments provider of docs/examples/payments.toml (`Payments`, `pa
   `lose_answer_once` has its first accepted answer lost (the connection closed after the
   effect). Effects are counted per (payment_id, business_date) and per idempotency token.
 
+And the marketplace of docs/examples/listings.toml (`listings`, `listings_audit()`,
+`GET /_listings_audit`; `sweeper_local.marketplace`): `DELETE /v1/stores/{store}/listings/{id}`
+with an API key in `X-Api-Key`, a sliding window per store and one for the whole app, each 429
+naming its limit in `X-RateLimit-Scope`.
+
 Everything random is drawn from streams seeded by `seed`, one stream per kind, in arrival order:
 the same seed and the same arrival order give the same latencies and the same faults, whatever
 the threads do afterwards.
@@ -75,10 +80,19 @@ from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast, get_args
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, unquote, urlencode
 
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
+from sweeper_local.marketplace import (
+    API_KEY_HEADER,
+    DEFAULT_APP_RATE,
+    DEFAULT_STORE_RATE,
+    STORES_PREFIX,
+    LimitScope,
+    ListingsAudit,
+    Marketplace,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -802,9 +816,11 @@ class _Server(ThreadingHTTPServer):
         state: _VendorState,
         stopping: threading.Event,
         payments: Payments,
+        listings: Marketplace,
     ) -> None:
         self.state = state
         self.payments = payments
+        self.listings = listings
         self.stopping = stopping
         super().__init__(address, _Handler)
 
@@ -841,6 +857,41 @@ def _incident_from_query(state: _VendorState, query: str) -> _Reply:
     return _Reply(200, body=json.dumps({"start": start, "end": end}).encode())
 
 
+def _query(query: str) -> dict[str, str]:
+    return {name: values[-1] for name, values in parse_qs(query).items()}
+
+
+def _listings_throttle(listings: Marketplace, query: str) -> _Reply:
+    """`POST /_listings/throttle?scope=store|app[&store=S][&times=N][&retry_after=N]`."""
+    params = _query(query)
+    try:
+        listings.throttle_next(
+            cast(LimitScope, params["scope"]),
+            store=params.get("store"),
+            times=int(params.get("times", "1")),
+            retry_after_seconds=int(params.get("retry_after", "1")),
+        )
+    except (KeyError, ValueError):
+        return _Reply(400, "bad_throttle")
+    return _Reply(204)
+
+
+def _listings_absent(listings: Marketplace, query: str) -> _Reply:
+    """`POST /_listings/absent?store=S&listing=L`: a listing that never existed."""
+    params = _query(query)
+    if not params.get("store") or not params.get("listing"):
+        return _Reply(400, "bad_listing")
+    listings.add_absent(params["store"], params["listing"])
+    return _Reply(204)
+
+
+#: The marketplace's controls, for a simulator running as its own process.
+_LISTINGS_CONTROLS: Final = {
+    "/_listings/throttle": _listings_throttle,
+    "/_listings/absent": _listings_absent,
+}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real API and urllib3's pool expect
     timeout = KEEP_ALIVE_SECONDS
@@ -862,15 +913,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._payments(server.payments, path)
             return
         self._discard_body()
+        if path.startswith(STORES_PREFIX):
+            answer = server.listings.delete(self.command, path, self.headers.get(API_KEY_HEADER))
+            logger.debug("vendor %s listing -> %d", self.command, answer.status)
+            self._send(_Reply(answer.status, answer.error, answer.headers))
+            return
         if path == "/_audit" and self.command == "GET":
             body = json.dumps(server.state.audit().to_json()).encode()
             reply = _Reply(200, body=body)
         elif path == "/_reset" and self.command == "POST":
             server.state.reset()
             server.payments.reset()
+            server.listings.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
+        elif path == "/_listings_audit" and self.command == "GET":
+            reply = _Reply(200, body=json.dumps(server.listings.audit().to_json()).encode())
+        elif path in _LISTINGS_CONTROLS and self.command == "POST":
+            reply = _LISTINGS_CONTROLS[path](server.listings, query)
         elif path == "/_incident" and self.command == "POST":
             reply = _incident_from_query(server.state, query)
         else:
@@ -963,7 +1024,9 @@ class VendorSimulator:
     `server_error_rate` 500, `auth_failure_rate` 401 (none with effect), and
     `timeout_after_effect_rate` (the call takes effect, then its answer is lost: the connection is
     held `hang_seconds` before the answer with `lost_answer="hang"`, or closed unanswered with
-    `"close"`). `seed` fixes every random draw.
+    `"close"`). `seed` fixes every random draw. `listings_store_rate` and `listings_app_rate`
+    are the marketplace's two sliding windows, `(limit, period_seconds)` (its published 2/1 s
+    per store and 40/1 s for the app unless told otherwise).
     """
 
     def __init__(
@@ -987,9 +1050,13 @@ class VendorSimulator:
         absent: frozenset[Target] | set[Target] = frozenset(),
         seed: int = 0,
         token_lifetime_seconds: float = DEFAULT_TOKEN_LIFETIME_SECONDS,
+        listings_store_rate: tuple[int, float] = DEFAULT_STORE_RATE,
+        listings_app_rate: tuple[int, float] = DEFAULT_APP_RATE,
     ) -> None:
         #: The payments provider's contract on the same port (see the module docstring).
         self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
+        #: The marketplace's contract on the same port (sweeper_local.marketplace).
+        self.listings = Marketplace(store_rate=listings_store_rate, app_rate=listings_app_rate)
         if quota is not None and (quota[0] < 1 or quota[1] <= 0):
             raise ValueError("quota must be (limit >= 1, period_seconds > 0)")
         if quota_scope not in get_args(QuotaScope):
@@ -1037,7 +1104,7 @@ class VendorSimulator:
         if self._server is not None:
             raise RuntimeError("the vendor simulator is already running")
         self._stopping.clear()
-        server = _Server(self._address, self._state, self._stopping, self.payments)
+        server = _Server(self._address, self._state, self._stopping, self.payments, self.listings)
         thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": POLL_INTERVAL_SECONDS},
@@ -1076,6 +1143,10 @@ class VendorSimulator:
     def payments_audit(self) -> PaymentsAudit:
         """What the payments provider has seen so far."""
         return self.payments.audit()
+
+    def listings_audit(self) -> ListingsAudit:
+        """What the marketplace has seen so far."""
+        return self.listings.audit()
 
     def fail_next(self, n: int, status: int, *, retry_after: str | None = None) -> None:
         """Answer the next `n` calls that pass incident, quota and auth with `status`, no effect."""
@@ -1127,6 +1198,7 @@ class VendorSimulator:
         """Forget every call, effect, incident and injected fault (what `POST /_reset` does)."""
         self._state.reset()
         self.payments.reset()
+        self.listings.reset()
 
     def __enter__(self) -> Self:
         return self if self._server is not None else self.start()
@@ -1152,6 +1224,14 @@ def fetch_payments_audit(url: str, timeout_seconds: float = 10.0) -> PaymentsAud
         f"{url}/_payments_audit", timeout=timeout_seconds
     ) as response:
         return PaymentsAudit.from_json(json.loads(response.read()))
+
+
+def fetch_listings_audit(url: str, timeout_seconds: float = 10.0) -> ListingsAudit:
+    """The marketplace's audit of a simulator running elsewhere (`GET /_listings_audit`)."""
+    with urllib.request.urlopen(  # noqa: S310 - a simulator's URL
+        f"{url}/_listings_audit", timeout=timeout_seconds
+    ) as response:
+        return ListingsAudit.from_json(json.loads(response.read()))
 
 
 class VendorProcess:
@@ -1193,6 +1273,32 @@ class VendorProcess:
             body = json.loads(response.read())
         return float(body["start"]), float(body["end"])
 
+    def listings_audit(self) -> ListingsAudit:
+        return fetch_listings_audit(self.url)
+
+    def throttle_listings(
+        self, scope: LimitScope, *, store: str | None = None, retry_after_seconds: int = 1
+    ) -> None:
+        """What `POST /_listings/throttle` does: the marketplace's next call (of `store`)
+        answered 429 naming `scope`."""
+        query = {"scope": scope, "retry_after": str(retry_after_seconds)}
+        if store is not None:
+            query["store"] = store
+        self._post(f"/_listings/throttle?{urlencode(query)}")
+
+    def add_absent_listing(self, store: str, listing: str) -> None:
+        """What `POST /_listings/absent` does: a listing that never existed."""
+        self._post(f"/_listings/absent?{urlencode({'store': store, 'listing': listing})}")
+
+    def reset(self) -> None:
+        """What `POST /_reset` does."""
+        self._post("/_reset")
+
+    def _post(self, path: str) -> None:
+        request = urllib.request.Request(f"{self.url}{path}", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - our own simulator
+            pass
+
     def stop(self) -> None:
         self._proc.terminate()
         self._proc.wait(timeout=10)
@@ -1201,6 +1307,30 @@ class VendorProcess:
 #: The payments clients a simulator process accepts: a JSON object of client id to secret, in
 #: the environment (a command line is visible to every user of the machine).
 PAYMENTS_CLIENTS_ENV: Final = "SWEEPER_VENDOR_PAYMENTS_CLIENTS"
+
+
+#: The API keys the marketplace of a simulator process accepts: a JSON list of strings, in the
+#: environment (a command line is visible to every user of the machine).
+LISTINGS_API_KEYS_ENV: Final = "SWEEPER_VENDOR_LISTINGS_API_KEYS"
+
+
+def _listings_api_keys(text: str | None) -> list[str]:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
+        raise ValueError(f"{LISTINGS_API_KEYS_ENV} must be a JSON list of API keys")
+    return value
+
+
+def _sliding_arg(text: str) -> tuple[int, float]:
+    quota = _quota_arg(text)
+    if quota.algorithm != "sliding_window":
+        raise argparse.ArgumentTypeError("the marketplace's windows are sliding: give N/PERIOD")
+    return quota.limit, quota.period_seconds
 
 
 def _payments_clients(text: str | None) -> dict[str, str]:
@@ -1278,9 +1408,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_TOKEN_LIFETIME_SECONDS,
         help="seconds a payments token lives (its expires_in)",
     )
+    parser.add_argument(
+        "--listings-store-rate",
+        type=_sliding_arg,
+        default=DEFAULT_STORE_RATE,
+        help="the marketplace's sliding window per store, e.g. 2/1s",
+    )
+    parser.add_argument(
+        "--listings-app-rate",
+        type=_sliding_arg,
+        default=DEFAULT_APP_RATE,
+        help="the marketplace's sliding window for the whole app, e.g. 40/1s",
+    )
     args = parser.parse_args(argv)
     try:
         clients = _payments_clients(os.environ.get(PAYMENTS_CLIENTS_ENV))
+        api_keys = _listings_api_keys(os.environ.get(LISTINGS_API_KEYS_ENV))
     except ValueError as exc:
         parser.error(str(exc))
     if args.incident_at is not None and args.incident_for is None:
@@ -1311,9 +1454,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             hang_seconds=args.hang_seconds,
             seed=args.seed,
             token_lifetime_seconds=args.token_lifetime,
+            listings_store_rate=args.listings_store_rate,
+            listings_app_rate=args.listings_app_rate,
         )
         for client_id, client_secret in clients.items():
             sim.payments.add_client(client_id, client_secret)
+        for api_key in api_keys:
+            sim.listings.add_api_key(api_key)
         incident = None
         if args.incident_for is not None:
             incident = (args.incident_for, args.incident_retry_after, args.incident_status)
