@@ -38,8 +38,9 @@ from sweeper.consumer.idempotency import GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.limiter import Denial, Limiter, ScopeState, close_delay, retry_delay
 from sweeper.limiter.leases import LeaseCap
+from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import (
     CallSlots,
     LeaseSource,
@@ -169,7 +170,7 @@ class _Delivery:
         Returns the call's timeout; raises Deferred when the record goes back to the queue.
         """
         deps = self.deps
-        if deps.policy.further_limits:
+        if deps.policy.further_limits and self.slots.paired is None:
             return self._take_every_limit()
         quota = deps.policy.quota
         throttle = deps.policy.throttle
@@ -220,7 +221,7 @@ class _Delivery:
                     deps.sleep(wait - GATE_READ_LEAD_SECONDS)
                 if not self.slots.covers(self.job.scope, decision.slot_at):
                     looked = deps.now()
-                    state = deps.limiter.state(self.job.scope)
+                    state = self._gate_state()
                     if state.closed(deps.now()) and state.closed_until is not None:
                         # Closed while we waited: this slot is given up, never used, and no
                         # other thread of the batch calls on an earlier look.
@@ -244,6 +245,14 @@ class _Delivery:
             self.sent_at = deps.now()
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
+
+    def _gate_state(self) -> ScopeState:
+        """The gate of this call's scope; paired with a wide limit (slots.PairedLimits), both
+        gates in one read of the wide limit's item."""
+        paired, limiter = self.slots.paired, self.deps.limiter
+        if paired is not None and isinstance(limiter, PairedSource):
+            return limiter.paired_state(paired.wide, self.job.scope)
+        return limiter.state(self.job.scope)
 
     def _limit_keys(self) -> list[str]:
         """The limiter key of each of the policy's limits for this call, in their order."""
@@ -474,6 +483,7 @@ class _Delivery:
                 delay = throttle.auth_cooloff_seconds
                 deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
             until = now + delay
+            paired = self.slots.paired
             for key in closing:
                 until = max(
                     until,
@@ -481,6 +491,10 @@ class _Delivery:
                         key, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
                     ),
                 )
+                if paired is not None and key == self.job.scope:
+                    # its slots are reserved on the wide limit's item: its gate is kept there too
+                    assert isinstance(deps.limiter, PairedSource)
+                    deps.limiter.close_narrow(paired.wide, key, now + delay)
                 self.slots.forget(key)  # this batch's other records use no banked slot
             logger.warning(
                 "scope closed",

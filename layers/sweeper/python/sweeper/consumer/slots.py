@@ -14,9 +14,11 @@ import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.limiter import Adaptive, Denial, Grant, Limiter
+from sweeper.limiter.paired import PairedSource, Want
 from sweeper.observability import Metric, MetricSink
 
 #: A slot further than this after the batch's last look at an open gate (a gate read, or a
@@ -39,6 +41,29 @@ BLOCK_SHARE_OF_THREADS = 0.3
 BLOCK_SPAN_SECONDS = 0.2
 
 
+@dataclass(frozen=True, slots=True)
+class PairedLimits:
+    """A policy's two rate limits reserved in one write (sweeper.limiter.paired): the job's
+    scope (narrow) and one further limit with a constant key (`wide`, its limiter key)."""
+
+    wide: str
+    wide_interval: float
+
+    @classmethod
+    def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
+        """The pair, when the policy has exactly two limits, both rates, the second's key a
+        constant, its quota not adaptive, and the limiter can reserve them together."""
+        further = policy.further_limits
+        if len(further) != 1 or not isinstance(limiter, PairedSource):
+            return None
+        wide = further[0]
+        if wide.rate is None or wide.max_in_flight is not None or "{" in wide.key:
+            return None
+        if policy.quota.adaptive_spec is not None:
+            return None
+        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds)
+
+
 class BatchSlots:
     """The limiter slots of one batch: reserved several in one write, handed out one per call.
 
@@ -59,7 +84,9 @@ class BatchSlots:
         now: Callable[[], float],
         metrics: MetricSink,
         adaptive: Adaptive | None = None,
+        paired: PairedLimits | None = None,
     ) -> None:
+        self.paired = paired
         self._limiter = limiter
         self._adaptive = adaptive
         self._parallel = parallel_calls
@@ -69,7 +96,7 @@ class BatchSlots:
         self._banked: dict[str, deque[float]] = {}
         self._open_at: dict[str, float] = {}  # per scope: the latest look that saw it open
         self._calling = 0  # threads between their slot and their outcome
-        self._holding: set[object] = set()  # records with a slot granted, waiting for its time
+        self._holding: dict[object, str] = {}  # record -> scope: a slot granted, not yet come
         self.used = 0  # slots taken and called in (a slot let go unused does not count)
         self._lock = threading.Lock()  # the state above; never held across a network call
         self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
@@ -88,31 +115,92 @@ class BatchSlots:
         after their slots, 429s from a strict vendor). One write per scope at a time: a thread
         asking while its scope's write is out waits for it, then takes a slot from its block.
         """
-        with self._scope_lock(scope):
+        paired = self.paired
+        with self._scope_lock(paired.wide if paired else scope):
             with self._lock:
                 self._coming.pop(threading.get_ident(), None)
-                self._holding.discard(holder)  # asking again: a slot it held was let go
+                self._holding.pop(holder, None)  # asking again: a slot it held was let go
                 banked = self._take_banked(scope)
                 if banked is not None:
-                    self._holding.add(holder)
+                    self._holding[holder] = scope
                     return self._open_at[scope], Grant(banked)
+                if paired is not None:
+                    wants, most = self._paired_block(scope, interval, paired)
+                    closures = Counter(self._closures)
                 count = self._block_size(scope, interval)
-                closures = self._closures[scope]
+                closed_before = self._closures[scope]
+            if paired is not None:
+                return self._reserve_paired(scope, holder, horizon, paired, wants, most, closures)
             requested = self._now()
             decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
             if not isinstance(decision, Grant):
                 return requested, decision
             with self._lock:
-                self._holding.add(holder)
+                self._holding[holder] = scope
                 # A look at an open gate, and banked, only if the gate did not close during the
                 # write (see `forget`).
-                if self._closures[scope] == closures:
+                if self._closures[scope] == closed_before:
                     self._saw_open(scope, requested)
                     if decision.count > 1:
                         first, *rest = decision.slots
                         self._banked[scope] = deque(rest)
                         return requested, Grant(first)
             return requested, decision
+
+    def _paired_block(
+        self, scope: str, interval: float, paired: PairedLimits
+    ) -> tuple[list[Want], int]:
+        """What one paired write asks for (under the lock): a slot for each record of the
+        batch not yet holding or banked one, the asking scope first, and how many at most (as
+        `_block_size`, counted in the wide limit's spacing, over every scope's records)."""
+        step = max(1, round(interval * 1_000_000))
+        holding = Counter(self._holding.values())
+
+        def wanted(key: str) -> int:
+            banked = len(self._banked.get(key, ()))
+            return self._pending[key] - banked - holding[key]
+
+        wants = [Want(scope, step, max(1, wanted(scope)))]
+        wants += [Want(k, step, wanted(k)) for k in self._pending if k != scope and wanted(k) > 0]
+        free = self._parallel - self._calling - len(self._holding)
+        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
+        span = 1 + math.floor(BLOCK_SPAN_SECONDS / paired.wide_interval + 1e-9)
+        total = sum(want.count for want in wants)
+        return wants, max(1, min(total, math.ceil(asking), span))
+
+    def _reserve_paired(
+        self,
+        scope: str,
+        holder: object,
+        horizon: float,
+        paired: PairedLimits,
+        wants: list[Want],
+        most: int,
+        closures: Counter[str],
+    ) -> tuple[float, Grant | Denial]:
+        """One paired write (the wide limit's lock held): the asking record's slot, or its
+        denial; the block's other slots banked for their scopes, unless a gate closed during
+        the write (then they are spent without a call)."""
+        source = self._limiter
+        assert isinstance(source, PairedSource)
+        requested = self._now()
+        by_key, denial = source.reserve_paired(
+            paired.wide, paired.wide_interval, wants, horizon, BLOCK_SPAN_SECONDS, most
+        )
+        with self._lock:
+            still_open = self._closures[paired.wide] == closures[paired.wide]
+            mine = by_key.pop(scope, [])
+            for key, slots in by_key.items():
+                if still_open and self._closures[key] == closures[key]:
+                    self._saw_open(key, requested)
+                    self._banked.setdefault(key, deque()).extend(slots)
+            if not mine:
+                return requested, denial or Denial(requested, "rate")
+            self._holding[holder] = scope
+            if still_open and self._closures[scope] == closures[scope]:
+                self._saw_open(scope, requested)
+                self._banked.setdefault(scope, deque()).extend(mine[1:])
+            return requested, Grant(mine[0])
 
     def covers(self, scope: str, slot_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
@@ -186,7 +274,7 @@ class BatchSlots:
     def calling(self, scope: str, holder: object) -> None:
         """A record took its slot and is calling."""
         with self._lock:
-            self._holding.discard(holder)
+            self._holding.pop(holder, None)
             self._pending[scope] -= 1
             self._calling += 1
             self.used += 1
@@ -195,7 +283,7 @@ class BatchSlots:
         """A record is finished with (called or not): it will ask for no more slots."""
         with self._lock:
             self._coming.pop(threading.get_ident(), None)
-            self._holding.discard(holder)
+            self._holding.pop(holder, None)
             if called:
                 self._calling -= 1
             else:
@@ -205,6 +293,11 @@ class BatchSlots:
         """The gate of `scope` closed: banked slots are not used, and no earlier look at it
         counts as open."""
         with self._lock:
+            self._closures[scope] += 1
+            if self.paired is not None and scope == self.paired.wide:
+                # the wide limit closed: no slot of any scope is used, no look counts as open
+                self._banked.clear()
+                self._open_at.clear()
+                return
             self._banked.pop(scope, None)
             self._open_at.pop(scope, None)
-            self._closures[scope] += 1
