@@ -680,3 +680,33 @@ def test_a_closed_wide_limit_takes_back_every_scopes_banked_slots() -> None:
     assert isinstance(decision, Denial)
     assert decision.reason == "rate"
     assert not slots.covers("s1", NOW + 0.01)
+
+
+def test_a_lease_is_handed_on_to_a_waiting_thread_of_the_batch_without_a_write() -> None:
+    slots, _ = batch_slots(parallel=4, records=4)
+    # With no thread waiting, an ending call's lease goes back to the table
+    assert not slots.hand_off("vendor", 3, "holder-a")
+    # With one waiting, it is handed on as it is (index and the holder its item names)
+    got: list[tuple[int, str] | None] = []
+    waiter = threading.Thread(target=lambda: got.append(slots.wait_for_lease("vendor", 2.0)))
+    waiter.start()
+    deadline = time.monotonic() + 2.0
+    while not slots.hand_off("vendor", 3, "holder-a"):
+        assert time.monotonic() < deadline, "the waiter never waited"
+        time.sleep(0.005)
+    waiter.join()
+    assert got == [(3, "holder-a")]
+    assert slots.leftover_leases() == []
+
+
+def test_a_lease_handed_on_that_nobody_took_is_released_at_the_end() -> None:
+    slots, _ = batch_slots(parallel=4, records=4)
+    # A waiter that timed out before taking it: none waits now
+    assert slots.wait_for_lease("vendor", 0.01) is None
+    assert not slots.hand_off("vendor", 1, "holder-b")
+    assert slots.leftover_leases() == []
+    # and while the cap is full, the batch looks in the table once per poll interval
+    assert slots.may_poll_leases()
+    assert not slots.may_poll_leases()
+    slots.lease_found()
+    assert slots.may_poll_leases()

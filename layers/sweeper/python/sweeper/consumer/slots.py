@@ -39,6 +39,10 @@ BLOCK_SHARE_OF_THREADS = 0.3
 #: eleven at 50/s). Measured at ten scopes of 10/s (docs/decisions.md): 0.25 s cost more calls
 #: than the writes it saved.
 BLOCK_SPAN_SECONDS = 0.2
+#: While a concurrency cap is full, a batch looks for a free lease in the table at most this
+#: often, trying LEASE_POLL_TRIES of its items: a look at a full cap is failed writes only.
+LEASE_POLL_SECONDS = 0.2
+LEASE_POLL_TRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,13 @@ class BatchSlots:
         self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
         self._closures: Counter[str] = Counter()  # per scope: how often `forget` was called
         self._coming: dict[int, str] = {}  # thread id -> scope of the banked slot it was offered
+        # Concurrency leases handed from a call that ended to a thread of the batch waiting for
+        # one (no release and no acquire write): (key, index, holder), and how many wait.
+        self._lease_ready = threading.Condition(self._lock)
+        self._handed: list[tuple[str, int, str]] = []
+        self._lease_waiters = 0
+        self._next_lease_poll = 0.0  # while a cap is full, one thread polls the table, seldom
+        self._for_leases = 0  # threads waiting for a lease: they ask for no slot meanwhile
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
@@ -202,6 +213,74 @@ class BatchSlots:
                 self._banked.setdefault(scope, deque()).extend(mine[1:])
             return requested, Grant(mine[0])
 
+    # -- concurrency leases handed on within the batch ------------------------------------------
+
+    def hand_off(self, key: str, index: int, holder: str) -> bool:
+        """A call ended holding lease `index` of `key`: True if a thread of this batch waits for
+        a lease, which will take this one as it is (its item still names `holder`, its expiry is
+        past the invocation's end, since the batch's invocation took it); else the caller
+        releases it."""
+        with self._lock:
+            if self._lease_waiters <= len(self._handed):
+                return False
+            self._handed.append((key, index, holder))
+            self._lease_ready.notify()
+            return True
+
+    def waiting_for_leases(self, delta: int) -> None:
+        """A thread starts (+1) or stops (-1) waiting for a lease: no slot is banked for it."""
+        with self._lock:
+            self._for_leases += delta
+
+    def may_poll_leases(self) -> bool:
+        """Whether the calling thread may look for a free lease in the table now: while a
+        cap is full, one look per LEASE_POLL_SECONDS for the whole batch (each look is writes
+        that fail); the batch's ending calls hand theirs on meanwhile."""
+        with self._lock:
+            now = self._now()
+            if now < self._next_lease_poll:
+                return False
+            self._next_lease_poll = now + LEASE_POLL_SECONDS
+            return True
+
+    def lease_found(self) -> None:
+        """A look found a free lease: the next waiting thread may look at once."""
+        with self._lock:
+            self._next_lease_poll = 0.0
+
+    def wait_for_lease(self, key: str, seconds: float) -> tuple[int, str] | None:
+        """A lease of `key` handed on by a call of this batch within `seconds`, or None."""
+        with self._lock:
+            self._lease_waiters += 1
+            try:
+                self._lease_ready.wait_for(
+                    lambda: any(k == key for k, _, _ in self._handed), timeout=seconds
+                )
+                return self._take_handed(key)
+            finally:
+                self._lease_waiters -= 1
+
+    def take_handed(self, key: str) -> tuple[int, str] | None:
+        """A lease of `key` already handed on and not yet taken, or None."""
+        with self._lock:
+            return self._take_handed(key)
+
+    def _take_handed(self, key: str) -> tuple[int, str] | None:
+        for i, (k, index, holder) in enumerate(self._handed):
+            if k == key:
+                del self._handed[i]
+                return index, holder
+        return None
+
+    def leftover_leases(self) -> list[tuple[str, int, str]]:
+        """Leases handed on that no waiting thread took (it went back to the queue): released
+        by the caller."""
+        with self._lock:
+            if self._lease_waiters:
+                return []
+            left, self._handed = self._handed, []
+            return left
+
     def covers(self, scope: str, slot_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
         reservation, by any of its threads) is recent enough for a call at `slot_at`."""
@@ -265,7 +344,7 @@ class BatchSlots:
         # slot they wait for (counting these too banked slots nobody came for, let go late),
         # and at least a share of the threads: some calls end within the block's span. Not cut
         # to this scope's share of the records: a free thread takes a banked slot's record first.
-        free = self._parallel - self._calling - len(self._holding)
+        free = self._parallel - self._calling - len(self._holding) - self._for_leases
         asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
         # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
         span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
