@@ -13,7 +13,10 @@ starve. Scenarios:
 - `incident`: sweeper again, with the vendor announcing a closure (429 + Retry-After) mid-run;
 - `adaptive`: sweeper not told the quota (`quota.adaptive`, a cap of twice the vendor's quota):
   how long until it sends 0.85 of the quota, and the share of its calls answered 429 (its own
-  part, with SQS and DynamoDB on lite_aws, as the real rates: see `run_rate_bench`).
+  part, with SQS and DynamoDB on lite_aws, as the real rates: see `run_rate_bench`);
+- `limits` (issue 25's scenarios a-d, LIMIT_SCENARIOS): several limits per call, each enforced
+  by the vendor, on a 1-second and a 5-second window: the binding limit's utilization, each
+  limit's self-caused 429s and busiest window, DynamoDB writes per job.
 
 Utilization = calls the vendor accepted per second, from its first call to the end of the run,
 divided by its quota. Timings on a shared machine are noisy: compare the scenarios of one run.
