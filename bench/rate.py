@@ -13,7 +13,10 @@ starve. Scenarios:
 - `incident`: sweeper again, with the vendor announcing a closure (429 + Retry-After) mid-run;
 - `adaptive`: sweeper not told the quota (`quota.adaptive`, a cap of twice the vendor's quota):
   how long until it sends 0.85 of the quota, and the share of its calls answered 429 (its own
-  part, with SQS and DynamoDB on lite_aws, as the real rates: see `run_rate_bench`).
+  part, with SQS and DynamoDB on lite_aws, as the real rates: see `run_rate_bench`);
+- `limits` (issue 25's scenarios a-d, LIMIT_SCENARIOS): several limits per call, each enforced
+  by the vendor, on a 1-second and a 5-second window: the binding limit's utilization, each
+  limit's self-caused 429s and busiest window, DynamoDB writes per job.
 
 Utilization = calls the vendor accepted per second, from its first call to the end of the run,
 divided by its quota. Timings on a shared machine are noisy: compare the scenarios of one run.
@@ -36,6 +39,7 @@ from sweeper.config import (
     DEFAULT_CONSUMER_MEMORY_MB,
     ConsumerConfig,
     HttpActionConfig,
+    LimitConfig,
     Policy,
     Quota,
     ScopeConfig,
@@ -89,6 +93,12 @@ class Scenario:
     #: the CPU share Lambda gives it (sweeper_local.cpu_cap), where this machine allows it.
     memory_mb: int = DEFAULT_CONSUMER_MEMORY_MB
     cap_cpu: bool = False
+    #: Several limits (the `limits` part): an app-wide limit of this many calls per period
+    #: beside each scope's, and a fleet-wide cap on calls in flight. The vendor enforces each.
+    app_limit: int | None = None
+    in_flight_cap: int | None = None
+    #: Report each limit's figures (the `limits` part): 429s, busiest window, the binding one.
+    per_limit: bool = False
 
 
 #: The adaptive scenario's cap, in multiples of the vendor's real quota, and its length: it
@@ -210,17 +220,20 @@ def run_scenario(
         *("--retry-after-ms-header", "--latency", str(scenario.latency_seconds)),
         *("--latency-distribution", "lognormal", "--latency-sigma", str(VENDOR_LATENCY_SIGMA)),
         *("--seed", "7"),
+        *_vendor_further_limits(scenario),
     )
     try:  # the vendor is stopped whatever fails after it started
+        quota = Quota(
+            limit=scenario.limit * (ADAPTIVE_CAP_FACTOR if scenario.adaptive else 1),
+            period_seconds=scenario.period_seconds,
+            headroom=scenario.headroom,
+            adaptive=scenario.adaptive,
+        )
+        scope = ScopeConfig(kind="global" if scenario.scopes == 1 else "tenant")
+        limits = _policy_limits(scenario, scope.key_template, quota)
         policy = Policy(
             name=f"bench-{secrets.token_hex(3)}",
-            scope=ScopeConfig(kind="global" if scenario.scopes == 1 else "tenant"),
-            quota=Quota(
-                limit=scenario.limit * (ADAPTIVE_CAP_FACTOR if scenario.adaptive else 1),
-                period_seconds=scenario.period_seconds,
-                headroom=scenario.headroom,
-                adaptive=scenario.adaptive,
-            ),
+            **({"limits": limits} if limits else {"scope": scope, "quota": quota}),
             action=HttpActionConfig(
                 api_url=vendor.url,
                 allow_plain_http=True,
@@ -299,6 +312,8 @@ def run_scenario(
         "max_calls_in_any_window": audit.max_calls_in_window,
         "quota_limit": scenario.limit,
     }
+    if scenario.per_limit:
+        result.update(_by_limit(scenario, audit, ended))
     if requests is not None:
         result.update(
             _costs(
@@ -373,6 +388,73 @@ def run_scenario(
             }
         )
     return result
+
+
+#: The vendor's name of each limit (sweeper_local.vendor) -> the policy's.
+VENDOR_LIMIT_NAMES = {"quota": "scope", "app": "app", "in_flight": "vendor"}
+
+
+def _vendor_further_limits(scenario: Scenario) -> list[str]:
+    """The simulator's options for the scenario's further limits: it enforces each."""
+    args: list[str] = []
+    if scenario.app_limit is not None:
+        args += ["--app-rate", f"{scenario.app_limit}/{scenario.period_seconds:g}s"]
+    if scenario.in_flight_cap is not None:
+        args += ["--in-flight-cap", str(scenario.in_flight_cap)]
+    return args
+
+
+def _policy_limits(scenario: Scenario, scope_key: str, quota: Quota) -> list[LimitConfig]:
+    """The policy's `[[limits]]` for a scenario with further limits (none: `[quota]` alone)."""
+    if scenario.app_limit is None and scenario.in_flight_cap is None:
+        return []
+    limits = [LimitConfig(name="scope", key=scope_key, rate=quota)]
+    if scenario.app_limit is not None:
+        app = Quota(limit=scenario.app_limit, period_seconds=scenario.period_seconds)
+        limits.append(LimitConfig(name="app", key="app", rate=app))
+    if scenario.in_flight_cap is not None:
+        limits.append(
+            LimitConfig(name="vendor", key="vendor", max_in_flight=scenario.in_flight_cap)
+        )
+    return limits
+
+
+def _binding_limit(scenario: Scenario) -> tuple[str, float]:
+    """The limit that binds the scenario, and the calls per second it allows: the in-flight
+    cap at the vendor's median latency, else the tighter of the scopes' rates together and the
+    app's rate."""
+    scopes = _quota_calls_per_second(scenario)
+    if scenario.in_flight_cap is not None:
+        cap = scenario.in_flight_cap / scenario.latency_seconds
+        if cap < scopes:
+            return "vendor", cap
+    if scenario.app_limit is not None:
+        app = scenario.app_limit / scenario.period_seconds
+        if app < scopes:
+            return "app", app
+    return "scope", scopes
+
+
+def _by_limit(scenario: Scenario, audit: VendorAudit, ended: float) -> dict[str, Any]:
+    """Each limit's figures as the vendor counted them: its self-caused 429s, its busiest
+    window (calls in any window of its period; for the cap, calls held at once) beside what it
+    allows, and the utilization of the limit that binds."""
+    allows = {"scope": scenario.limit, "app": scenario.app_limit, "vendor": scenario.in_flight_cap}
+    binding, per_second = _binding_limit(scenario)
+    span = max(1e-9, ended - audit.arrivals[0]) if audit.arrivals else 0.0
+    utilization = audit.accepted_total / (per_second * span) if span else 0.0
+    return {
+        "binding_limit": binding,
+        "binding_allows_per_second": round(per_second, 2),
+        "utilization_of_binding_limit": round(utilization, 3),
+        "self_caused_429s_by_limit": {
+            VENDOR_LIMIT_NAMES[name]: n for name, n in audit.quota_rejections_by_limit.items()
+        },
+        "max_calls_in_any_window_by_limit": {
+            VENDOR_LIMIT_NAMES[name]: {"most": n, "allowed": allows[VENDOR_LIMIT_NAMES[name]]}
+            for name, n in audit.max_calls_in_window_by_limit.items()
+        },
+    }
 
 
 def limiter_cost(stack: LocalStack, *, acquisitions: int = 400, threads: int = 8) -> dict[str, Any]:
@@ -565,9 +647,81 @@ def real_rate_scenarios() -> list[Scenario]:
 REAL_RATE_SECONDS = 60.0
 
 
+#: The several-limits scenarios (issue 25): each limit on a 1-second window, then a 5-second
+#: one at the same rate, as the vendor counts them. One environment's CPU held to its memory's
+#: share, as the real rates are; the vendor enforces every limit and counts its 429s apart.
+LIMIT_SCENARIOS: dict[str, str] = {
+    "a": "20 stores at 2/s each under an app limit of 30/s (the app binds)",
+    "b": "10 stores at 5/s each under an app limit of 100/s (the stores bind)",
+    "c": "one scope at 100/s, at most 10 calls in flight, vendor p50 300 ms (the cap binds)",
+    "d": "ten scopes at 10/s each, one limit (the real rates' last scenario)",
+}
+#: Each run of a limits scenario (two per scenario: the 1 s and the 5 s window).
+LIMITS_SECONDS = 18.0
+#: The vendor's median latency in (c).
+CAP_LATENCY_SECONDS = 0.3
+
+
+def limit_scenarios(name: str) -> list[Scenario]:
+    """Scenario `name` of LIMIT_SCENARIOS on a 1-second and a 5-second window."""
+    per_scope, scopes, app, cap, latency = {
+        "a": (2, 20, 30, None, REAL_RATE_LATENCY_SECONDS),
+        "b": (5, 10, 100, None, REAL_RATE_LATENCY_SECONDS),
+        "c": (100, 1, None, 10, CAP_LATENCY_SECONDS),
+        "d": (10, 10, None, None, REAL_RATE_LATENCY_SECONDS),
+    }[name]
+    return [
+        Scenario(
+            name,
+            "shared",
+            per_scope * period,
+            float(period),
+            None,
+            latency_seconds=latency,
+            environments=4,
+            parallel_calls=10,
+            scopes=scopes,
+            batch_size=REAL_RATE_BATCH_SIZE,
+            memory_mb=768,
+            cap_cpu=True,
+            app_limit=None if app is None else app * period,
+            in_flight_cap=cap,
+            per_limit=True,
+        )
+        for period in (1, 5)
+    ]
+
+
+def _limits_summary(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One scenario's headline over its two runs (the 1 s window's, then the 5 s window's)."""
+    one, five = runs
+    return {
+        "scenario": name,
+        "what": LIMIT_SCENARIOS[name],
+        "binding_limit": one["binding_limit"],
+        "utilization_1s_window": one["utilization_of_binding_limit"],
+        "utilization_5s_window": five["utilization_of_binding_limit"],
+        "self_caused_429s_by_limit": {
+            limit: one["self_caused_429s_by_limit"][limit]
+            + five["self_caused_429s_by_limit"][limit]
+            for limit in one["self_caused_429s_by_limit"]
+        },
+        "max_calls_in_any_window_by_limit": {
+            "1s": one["max_calls_in_any_window_by_limit"],
+            "5s": five["max_calls_in_any_window_by_limit"],
+        },
+        "vendor_max_in_flight": [one.get("vendor_max_in_flight"), five.get("vendor_max_in_flight")],
+        "dynamodb_writes_per_job": [
+            one.get("dynamodb_writes_per_job"),
+            five.get("dynamodb_writes_per_job"),
+        ],
+        "runs": runs,
+    }
+
+
 #: The parts of `bench rate`: the 15/s comparison with its baselines (moto), the adaptive rate
-#: at the same quota and the real rates (both on lite_aws).
-PARTS = ("baselines", "adaptive", "real")
+#: at the same quota, the real rates and the several limits (the last three on lite_aws).
+PARTS = ("baselines", "adaptive", "real", "limits")
 
 
 def run_rate_bench(
@@ -578,6 +732,8 @@ def run_rate_bench(
     database_url: str | None = None,
     parts: tuple[str, ...] = PARTS,
     real_seconds: float = REAL_RATE_SECONDS,
+    limit_names: tuple[str, ...] = tuple(LIMIT_SCENARIOS),
+    limits_seconds: float = LIMITS_SECONDS,
 ) -> dict[str, Any]:
     """Every scenario of the chosen parts in one run; see the module docstring."""
     one = Quota.parse(quota)
@@ -624,6 +780,19 @@ def run_rate_bench(
                 run_scenario(stack, s, consumers=consumers, seconds=real_seconds)
                 for s in real_rate_scenarios()
             ]
+    if "limits" in parts:
+        result["seconds_per_limits_run"] = limits_seconds
+        with _stack(database_url, lite=True) as stack:
+            result["limits"] = [
+                _limits_summary(
+                    name,
+                    [
+                        run_scenario(stack, s, consumers=consumers, seconds=limits_seconds)
+                        for s in limit_scenarios(name)
+                    ],
+                )
+                for name in limit_names
+            ]
     result["targets"] = {
         "self_caused_429s": 0,
         "utilization_5s_window_min": 0.95,
@@ -633,5 +802,10 @@ def run_rate_bench(
         "adaptive_seconds_to_reach_0_85_max": 60,
         "adaptive_share_of_calls_answered_429_max": 0.01,
         "dynamodb_writes_per_job_max": 2.5,
+        "limits_self_caused_429s_per_limit": 0,
+        "limits_binding_utilization_1s_window_min": 0.90,
+        "limits_binding_utilization_5s_window_min": 0.95,
+        "limits_c_vendor_max_in_flight_max": 10,
+        "limits_dynamodb_writes_per_job_max": 2.6,
     }
     return result

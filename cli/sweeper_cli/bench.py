@@ -92,12 +92,29 @@ def bench_ledger(
 @click.option(
     "--only",
     "parts",
-    type=click.Choice(["baselines", "adaptive", "real"]),
+    type=click.Choice(["baselines", "adaptive", "real", "limits"]),
     multiple=True,
     help="Run only these parts (repeat for several): the comparison with the baselines at "
-    "--quota on moto; the adaptive rate, not told that quota; or the real rates (100/s on one "
-    "scope, 10 scopes at 50/s, vendor p50 150 ms). The last two run SQS and DynamoDB on the "
-    "lite stand-in.",
+    "--quota on moto; the adaptive rate, not told that quota; the real rates (100/s on one "
+    "scope, 10 scopes at 50/s, vendor p50 150 ms); or the several limits' scenarios (see "
+    "--scenario). The last three run SQS and DynamoDB on the lite stand-in.",
+)
+@click.option(
+    "--scenario",
+    "limit_names",
+    type=click.Choice(["a", "b", "c", "d"]),
+    multiple=True,
+    help="The several limits' scenarios to run (repeat for several; all by default; alone, "
+    "only these run): a, 20 stores at 2/s under an app limit of 30/s; b, 10 stores at 5/s "
+    "under 100/s; c, one scope at 100/s with at most 10 calls in flight, vendor p50 300 ms; "
+    "d, ten scopes at 10/s. Each on a 1 s and a 5 s window.",
+)
+@click.option(
+    "--limits-seconds",
+    default=18.0,
+    type=click.FloatRange(5),
+    show_default=True,
+    help="Each run of a several-limits scenario (two per scenario).",
 )
 @database_option
 @json_option
@@ -108,22 +125,29 @@ def bench_rate(
     real_seconds: float,
     quota: str,
     parts: tuple[str, ...],
+    limit_names: tuple[str, ...],
+    limits_seconds: float,
     database_url: str | None,
     as_json: bool,
 ) -> None:
     """Close to the quota, never over it: sweeper's shared limiter against two baselines,
-    a vendor incident, the adaptive rate, then real rates. Utilization, self-caused 429s, the
-    most calls in any window, AWS requests and cost per job."""
+    a vendor incident, the adaptive rate, real rates, then several limits per call.
+    Utilization, self-caused 429s (per limit), the most calls in any window, AWS requests and
+    cost per job."""
     with local_stack_required():
-        from sweeper_bench.rate import PARTS, run_rate_bench
+        from sweeper_bench.rate import LIMIT_SCENARIOS, PARTS, run_rate_bench
 
+    if limit_names and parts and "limits" not in parts:
+        raise click.BadParameter("--scenario needs the limits part", param_hint="--only")
     result = run_rate_bench(
         consumers=consumers,
         seconds=seconds,
         real_seconds=real_seconds,
         quota=quota,
         database_url=database_url,
-        parts=parts or PARTS,
+        parts=parts or (("limits",) if limit_names else PARTS),
+        limit_names=tuple(dict.fromkeys(limit_names)) or tuple(LIMIT_SCENARIOS),
+        limits_seconds=limits_seconds,
     )
     emit(result, as_json)
 

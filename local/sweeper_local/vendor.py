@@ -16,7 +16,10 @@ vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
 * adversarial faults: forced responses (`fail_next`), random 503, 500 and 401 rates, an auth outage
   (`set_auth_failing`), answers lost after the effect (the client times out although the deletion
   happened), and incidents (`start_incident`, `POST /_incident`) that close the API for a while;
-* an audit (`audit()`, `GET /_audit`) and `POST /_reset`, none of which counts as a call.
+* an audit (`audit()`, `GET /_audit`) and `POST /_reset`, none of which counts as a call;
+* optional further limits beside the quota, for the rate benchmark (`FurtherLimits`): an
+  app-wide sliding window over every call, and a cap on calls held at once; each 429 is
+  counted per limit (`quota_rejections_by_limit`), with each limit's busiest window.
 
 Beside it, the payments provider of docs/examples/payments.toml (`Payments`, `payments_audit()`,
 `GET /_payments_audit`), a contract of its own that the fault machinery above does not touch:
@@ -178,6 +181,10 @@ class VendorAudit:
     first_success_after_reopen_seconds: tuple[float | None, ...] = ()
     delays_seconds: tuple[float, ...] = ()
     max_in_flight: int = 0
+    #: Per limit ("quota", and those of `FurtherLimits`: "app", "in_flight"): the 429s it
+    #: caused, and its busiest window (calls in any window of its period; calls held at once).
+    quota_rejections_by_limit: dict[str, int] = field(default_factory=dict)
+    max_calls_in_window_by_limit: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (status codes become string keys)."""
@@ -201,6 +208,8 @@ class VendorAudit:
             "first_success_after_reopen_seconds": list(self.first_success_after_reopen_seconds),
             "delays_seconds": list(self.delays_seconds),
             "max_in_flight": self.max_in_flight,
+            "quota_rejections_by_limit": self.quota_rejections_by_limit,
+            "max_calls_in_window_by_limit": self.max_calls_in_window_by_limit,
         }
 
     @classmethod
@@ -232,6 +241,12 @@ class VendorAudit:
             ),
             delays_seconds=tuple(float(d) for d in data.get("delays_seconds", ())),
             max_in_flight=int(data.get("max_in_flight", 0)),
+            quota_rejections_by_limit={
+                str(k): int(v) for k, v in data.get("quota_rejections_by_limit", {}).items()
+            },
+            max_calls_in_window_by_limit={
+                str(k): int(v) for k, v in data.get("max_calls_in_window_by_limit", {}).items()
+            },
         )
 
 
@@ -257,6 +272,20 @@ class Faults:
     timeout_after_effect_rate: float = 0.0  # processed, then the answer is lost
     auth_failing: bool = False  # every call 401
     forced: deque[ForcedResponse] = field(default_factory=deque)
+
+
+@dataclass(frozen=True, slots=True)
+class FurtherLimits:
+    """Limits the simulator enforces beside its quota (the rate benchmark's several limits).
+
+    `app`: `(limit, period_seconds)`, a sliding window over every call, whatever its tenant;
+    `in_flight`: at most this many calls held at once (arrived, not yet answered). A call over
+    either is answered 429 at once, without effect, like a call over the quota; each limit
+    counts every arriving call, refused or not.
+    """
+
+    app: tuple[int, float] | None = None
+    in_flight: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +384,9 @@ class _VendorState:
         hang_seconds: float,
         absent: frozenset[Target],
         seed: int,
+        further: FurtherLimits | None = None,
     ) -> None:
+        self._further = further or FurtherLimits()
         self._quota = quota
         self._quota_scope = quota_scope
         self._retry_after_ms_header = retry_after_ms_header
@@ -394,6 +425,8 @@ class _VendorState:
         self._answers_lost = 0
         self._in_flight = 0
         self._max_in_flight = 0
+        self._app_window: deque[float] = deque()
+        self._rejections_by_limit: Counter[str] = Counter()
 
     def reset(self) -> None:
         """Back to the state the simulator was built with."""
@@ -448,6 +481,7 @@ class _VendorState:
             if early is not None:
                 self._calls_during_closure += 1
             over_quota = self._admit(scope, now)  # every arriving call counts, closed or not
+            over_quota = self._admit_further(over_quota, early is not None, now)
             quota_rejected = early is None and over_quota is not None
             if early is None:
                 early = over_quota
@@ -505,6 +539,33 @@ class _VendorState:
         if self._retry_after_ms_header:
             headers.append(("X-RateLimit-Reset-Ms", str(max(1, math.ceil(wait * 1000)))))
         return _Reply(429, "rate_limited", tuple(headers))
+
+    def _admit_further(self, over_quota: _Reply | None, closed: bool, now: float) -> _Reply | None:
+        """Count the call against the quota's verdict and the further limits; the first 429
+        due (the quota's, then the app window's, then the in-flight cap's), each limit's own
+        refusal counted under its name unless an incident answers the call."""
+        refused = {"quota": over_quota} if over_quota is not None else {}
+        app, cap = self._further.app, self._further.in_flight
+        if app is not None:
+            limit, period = app
+            window = self._app_window
+            while window and window[0] <= now - period:
+                window.popleft()
+            window.append(now)
+            if len(window) > limit:
+                wait = max(0.001, window[len(window) - limit] + period - now)
+                refused["app"] = _Reply(429, "rate_limited", self._retry_headers(wait))
+        if cap is not None and self._in_flight > cap:
+            refused["in_flight"] = _Reply(429, "too_many_in_flight", self._retry_headers(0.05))
+        if not closed:
+            self._rejections_by_limit.update(refused.keys())
+        return next(iter(refused.values()), None)
+
+    def _retry_headers(self, wait: float) -> tuple[tuple[str, str], ...]:
+        headers = [("Retry-After", str(max(1, math.ceil(wait))))]
+        if self._retry_after_ms_header:
+            headers.append(("X-RateLimit-Reset-Ms", str(max(1, math.ceil(wait * 1000)))))
+        return tuple(headers)
 
     def _injected(self, auth: float, unavailable: float, server_error: float) -> _Reply | None:
         faults = self._faults
@@ -602,7 +663,22 @@ class _VendorState:
                 ),
                 delays_seconds=tuple(self._delays),
                 max_in_flight=self._max_in_flight,
+                **self._by_limit(peak),
             )
+
+    def _by_limit(self, quota_peak: int) -> dict[str, dict[str, int]]:
+        """The audit's per-limit figures (under the lock): 429s and busiest windows."""
+        peaks: dict[str, int] = {}
+        if self._quota is not None:
+            peaks["quota"] = quota_peak
+        if self._further.app is not None:
+            peaks["app"] = max_calls_in_window(self._arrivals, self._further.app[1])
+        if self._further.in_flight is not None:
+            peaks["in_flight"] = self._max_in_flight
+        return {
+            "quota_rejections_by_limit": {name: self._rejections_by_limit[name] for name in peaks},
+            "max_calls_in_window_by_limit": peaks,
+        }
 
 
 #: The payments provider's paths (docs/examples/payments.toml).
@@ -1052,6 +1128,7 @@ class VendorSimulator:
         token_lifetime_seconds: float = DEFAULT_TOKEN_LIFETIME_SECONDS,
         listings_store_rate: tuple[int, float] = DEFAULT_STORE_RATE,
         listings_app_rate: tuple[int, float] = DEFAULT_APP_RATE,
+        further_limits: FurtherLimits | None = None,
     ) -> None:
         #: The payments provider's contract on the same port (see the module docstring).
         self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
@@ -1093,6 +1170,7 @@ class VendorSimulator:
             hang_seconds=hang_seconds,
             absent=frozenset(absent),
             seed=seed,
+            further=further_limits,
         )
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -1403,6 +1481,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--incident-retry-after", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--app-rate", type=_quota_arg, default=None, help="an app-wide window beside --rate"
+    )
+    parser.add_argument(
+        "--in-flight-cap", type=int, default=None, help="429 beyond this many calls held at once"
+    )
+    parser.add_argument(
         "--token-lifetime",
         type=float,
         default=DEFAULT_TOKEN_LIFETIME_SECONDS,
@@ -1456,6 +1540,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             token_lifetime_seconds=args.token_lifetime,
             listings_store_rate=args.listings_store_rate,
             listings_app_rate=args.listings_app_rate,
+            further_limits=FurtherLimits(
+                None
+                if args.app_rate is None
+                else (args.app_rate.limit, args.app_rate.period_seconds),
+                args.in_flight_cap,
+            ),
         )
         for client_id, client_secret in clients.items():
             sim.payments.add_client(client_id, client_secret)

@@ -17,6 +17,7 @@ import pytest
 from sweeper import runtime
 from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.limiter import DynamoLimiter
+from sweeper.limiter.paired import Want
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import publish_all
 from tests.integration.test_parallel_calls import invoke
@@ -126,3 +127,28 @@ def test_bare_429s_from_two_stores_within_a_period_close_the_app_limit(
     assert closed(p, "exports:tenant-0")
     assert closed(p, "exports:tenant-1")
     assert closed(p, "app:app")
+
+
+def test_a_closed_store_gets_no_paired_slot_while_the_app_item_keeps_its_gate(
+    pipeline: Pipeline, refusing: Refusing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the store's slots kept on the app's item (two rate limits, the app's key constant)
+    p = two_limits(pipeline, monkeypatch, refusing.url)
+    refusing.scope = "store"
+    p.seed(1, tenants=1)
+    # When a 429 naming the store closes it
+    invoke(p, publish_all(p))
+    # Then the app's item holds the store's closure too: a look at both gates finds the store
+    # closed, and a paired reservation gives it no slot; another store still gets one
+    limiter = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table)
+    assert limiter.paired_state("app:app", "exports:tenant-0").closed(time.time())
+    step = 500_000
+    mine, denial = limiter.reserve_paired(
+        "app:app", 0.025, [Want("exports:tenant-0", step, 1)], 5.0, 0.2, 1
+    )
+    assert (mine, denial and denial.reason) == ({}, "throttled")
+    other, denial = limiter.reserve_paired(
+        "app:app", 0.025, [Want("exports:tenant-1", step, 1)], 5.0, 0.2, 1
+    )
+    assert denial is None
+    assert list(other) == ["exports:tenant-1"]

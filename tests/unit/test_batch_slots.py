@@ -580,3 +580,133 @@ def test_a_parallel_processor_used_on_its_own_takes_every_record_in_the_order_re
 def test_a_parallel_processor_needs_at_least_one_call_at_a_time() -> None:
     with pytest.raises(ValueError, match=r"^parallel_calls must be at least 1$"):
         ParallelBatchProcessor(0)
+
+
+@dataclass
+class PairedRecorder:
+    """Plans every paired block with the real arithmetic (sweeper.limiter.paired) on an item
+    kept here, as DynamoLimiter would on the wide limit's item; remembers each block."""
+
+    blocks: list[dict[str, list[float]]] = field(default_factory=list)
+    item: Any = None
+
+    def reserve_paired(
+        self,
+        wide: str,
+        wide_interval: float,
+        wants: list[Any],
+        horizon: float,
+        span: float,
+        most: int,
+    ) -> tuple[dict[str, list[float]], Denial | None]:
+        from sweeper.limiter.paired import US, Block, SharedItem, plan_block
+
+        item = self.item or SharedItem()
+        real = int(NOW * US)
+        plan = plan_block(
+            item,
+            round(wide_interval * US),
+            wants,
+            real=real,
+            now=real,
+            horizon=int(horizon * US),
+            span=int(span * US),
+            most=most,
+        )
+        if not isinstance(plan, Block):
+            return {}, plan
+        self.item = SharedItem(
+            version=item.version + 1, tat=plan.tat, next_free={**item.next_free, **plan.next_free}
+        )
+        by_key: dict[str, list[float]] = {}
+        for key, at in plan.slots:
+            by_key.setdefault(key, []).append(at / US)
+        self.blocks.append({key: list(at) for key, at in by_key.items()})
+        return by_key, plan.asker
+
+    def close_narrow(self, wide: str, key: str, until: float) -> None:
+        raise AssertionError("not called here")
+
+    def paired_state(self, wide: str, key: str) -> Any:
+        raise AssertionError("not called here")
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Grant | Denial:
+        raise AssertionError("a paired batch reserves its scopes on the wide limit's item")
+
+
+def test_a_paired_write_banks_a_slot_for_each_scope_whose_turn_has_come() -> None:
+    # Given a batch holding records of three stores (2/s each) under an app limit (100/s),
+    # ten threads, and the stores' limits reserved on the app's item
+    limiter = PairedRecorder()
+    paired = slots_module.PairedLimits("app:app", 0.01)
+    slots = BatchSlots(
+        limiter,  # type: ignore[arg-type]
+        10,
+        {"s0": 2, "s1": 2, "s2": 2},
+        lambda: NOW,
+        Sink(),
+        paired=paired,
+    )
+    # When a record of s1 asks
+    _, first = slots.reserve("s1", 0.5, 5.0, object())
+    # Then one write gave s1 the first app slot and s0 and s2 the next two (each store's
+    # second record must wait its own half second, beyond the block's span), banked
+    assert limiter.blocks == [{"s1": [NOW], "s0": [NOW + 0.01], "s2": [NOW + 0.02]}]
+    assert first == Grant(NOW)
+    # and records of s0 and s2 take their banked slots without a write
+    assert slots.reserve("s0", 0.5, 5.0, object())[1] == Grant(NOW + 0.01)
+    assert slots.reserve("s2", 0.5, 5.0, object())[1] == Grant(NOW + 0.02)
+    assert len(limiter.blocks) == 1
+
+
+def test_a_closed_wide_limit_takes_back_every_scopes_banked_slots() -> None:
+    limiter = PairedRecorder()
+    paired = slots_module.PairedLimits("app:app", 0.01)
+    slots = BatchSlots(
+        limiter,  # type: ignore[arg-type]
+        10,
+        {"s0": 2, "s1": 2},
+        lambda: NOW,
+        Sink(),
+        paired=paired,
+    )
+    slots.reserve("s0", 0.5, 5.0, object())
+    assert limiter.blocks == [{"s0": [NOW], "s1": [NOW + 0.01]}]
+    # When the app's gate closes (a 429 the app's)
+    slots.forget("app:app")
+    # Then s1's banked slot is not used: its record asks the limiter again, and is told to
+    # wait for its store's next turn
+    _requested, decision = slots.reserve("s1", 0.5, 5.0, object())
+    assert isinstance(decision, Denial)
+    assert decision.reason == "rate"
+    assert not slots.covers("s1", NOW + 0.01)
+
+
+def test_a_lease_is_handed_on_to_a_waiting_thread_of_the_batch_without_a_write() -> None:
+    slots, _ = batch_slots(parallel=4, records=4)
+    # With no thread waiting, an ending call's lease goes back to the table
+    assert not slots.hand_off("vendor", 3, "holder-a")
+    # With one waiting, it is handed on as it is (index and the holder its item names)
+    got: list[tuple[int, str] | None] = []
+    waiter = threading.Thread(target=lambda: got.append(slots.wait_for_lease("vendor", 2.0)))
+    waiter.start()
+    deadline = time.monotonic() + 2.0
+    while not slots.hand_off("vendor", 3, "holder-a"):
+        assert time.monotonic() < deadline, "the waiter never waited"
+        time.sleep(0.005)
+    waiter.join()
+    assert got == [(3, "holder-a")]
+    assert slots.leftover_leases() == []
+
+
+def test_a_lease_handed_on_that_nobody_took_is_released_at_the_end() -> None:
+    slots, _ = batch_slots(parallel=4, records=4)
+    # A waiter that timed out before taking it: none waits now
+    assert slots.wait_for_lease("vendor", 0.01) is None
+    assert not slots.hand_off("vendor", 1, "holder-b")
+    assert slots.leftover_leases() == []
+    # and while the cap is full, the batch looks in the table once per poll interval
+    assert slots.may_poll_leases()
+    assert not slots.may_poll_leases()
+    slots.lease_found()
+    assert slots.may_poll_leases()

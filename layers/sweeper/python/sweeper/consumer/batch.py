@@ -31,7 +31,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
-from sweeper.consumer.slots import BatchSlots
+from sweeper.consumer.slots import BatchSlots, PairedLimits
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
 from sweeper.models import CALLABLE_STATUSES, ActionCall, JobMessage
 from sweeper.observability import Metric, MetricSink
@@ -206,6 +206,7 @@ def process_batch(
         deps.now,
         deps.metrics,
         deps.policy.quota.adaptive_spec,
+        PairedLimits.of(deps.policy, deps.limiter),
     )
     # Two deliveries of one job in a batch run one after the other (the second then finds the
     # first's stored result), never side by side, where the second would only find it in flight.

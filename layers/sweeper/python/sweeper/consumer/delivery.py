@@ -35,11 +35,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.consumer.idempotency import GuardedCall
-from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
+from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, LEASE_POLL_TRIES, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.limiter import Denial, Limiter, ScopeState, close_delay, retry_delay
 from sweeper.limiter.leases import LeaseCap
+from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import (
     CallSlots,
     LeaseSource,
@@ -121,7 +122,7 @@ class _Delivery:
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
         self.trace_id = trace_id
         self.holder = f"{job.key}#{id(self)}"  # a concurrency lease's holder
-        self.leases: list[tuple[str, int]] = []
+        self.leases: list[tuple[str, int, str]] = []  # (key, index, holder named in its item)
         self._lease_cap: LeaseCap | None = None
         self.ids = {
             "operation_key": job.key,
@@ -136,6 +137,7 @@ class _Delivery:
         finally:
             self.release_leases()
             self.slots.done(self.job.scope, self.called, self)
+            self._release(self.slots.leftover_leases())
 
     def _handle(self, status: JobStatus) -> None:
         deps = self.deps
@@ -169,8 +171,17 @@ class _Delivery:
         Returns the call's timeout; raises Deferred when the record goes back to the queue.
         """
         deps = self.deps
-        if deps.policy.further_limits:
-            return self._take_every_limit()
+        further = deps.policy.further_limits
+        if further and self.slots.paired is None:
+            if any(limit.rate is not None for limit in further):
+                return self._take_every_limit()
+            # Only concurrency caps beside the scope's rate: a lease of each first, then the
+            # scope's slot as for one limit (banked in blocks): a full cap spends no slot.
+            self.slots.waiting_for_leases(1)
+            try:
+                self._wait_for_leases()
+            finally:
+                self.slots.waiting_for_leases(-1)
         quota = deps.policy.quota
         throttle = deps.policy.throttle
         waited = False
@@ -220,7 +231,7 @@ class _Delivery:
                     deps.sleep(wait - GATE_READ_LEAD_SECONDS)
                 if not self.slots.covers(self.job.scope, decision.slot_at):
                     looked = deps.now()
-                    state = deps.limiter.state(self.job.scope)
+                    state = self._gate_state()
                     if state.closed(deps.now()) and state.closed_until is not None:
                         # Closed while we waited: this slot is given up, never used, and no
                         # other thread of the batch calls on an earlier look.
@@ -244,6 +255,14 @@ class _Delivery:
             self.sent_at = deps.now()
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
+
+    def _gate_state(self) -> ScopeState:
+        """The gate of this call's scope; paired with a wide limit (slots.PairedLimits), both
+        gates in one read of the wide limit's item."""
+        paired, limiter = self.slots.paired, self.deps.limiter
+        if paired is not None and isinstance(limiter, PairedSource):
+            return limiter.paired_state(paired.wide, self.job.scope)
+        return limiter.state(self.job.scope)
 
     def _limit_keys(self) -> list[str]:
         """The limiter key of each of the policy's limits for this call, in their order."""
@@ -271,8 +290,10 @@ class _Delivery:
                 asks.append(LimitAsk(key, limit.rate.interval_seconds))
         return asks
 
-    def _take_leases(self) -> bool:
-        """A lease of each concurrency cap the call is under, or none (all given back)."""
+    def _take_leases(self, tries: int | None = None) -> bool:
+        """A lease of each concurrency cap the call is under (those already held are kept):
+        one handed on within the batch, else from the table (`tries` items of each cap: all
+        by default, none with 0)."""
         policy = self.deps.policy
         capped = [
             (key, limit.max_in_flight)
@@ -284,23 +305,85 @@ class _Delivery:
         source = self.deps.limiter
         if not isinstance(source, LeaseSource):
             raise LimiterError("this limiter cannot hold concurrency leases")
-        leases = source.leases()
-        for key, cap in capped:
-            # at most the consumer's timeout: a killed environment's lease frees itself by then
-            index = leases.acquire(key, cap, self.holder, policy.consumer.timeout_seconds)
-            if index is None:
-                self.release_leases()
-                return False
-            self.leases.append((key, index))
+        leases = self._lease_cap or source.leases()
         self._lease_cap = leases
+        for key, cap in capped:
+            if any(k == key for k, _, _ in self.leases):
+                continue  # handed on by a call of the batch that ended
+            handed = self.slots.take_handed(key)
+            if handed is not None:
+                self.leases.append((key, *handed))
+                continue
+            if tries == 0:
+                return False
+            # at most the consumer's timeout: a killed environment's lease frees itself by then
+            index = leases.acquire(
+                key, cap, self.holder, policy.consumer.timeout_seconds, tries=tries
+            )
+            if index is None:
+                return False  # those held are kept while it waits (or given back at the end)
+            self.leases.append((key, index, self.holder))
         return True
 
+    def _wait_for_leases(self) -> None:
+        """A lease of every concurrency cap (a call of the batch that ends hands its lease on
+        to a waiting thread without a write); past the longest wait in place, the record goes
+        back to the queue."""
+        deps = self.deps
+        waited = 0.0
+        caps = len(self._caps())
+        while True:
+            if self.slots.may_poll_leases():
+                if self._take_leases(tries=LEASE_POLL_TRIES):
+                    self.slots.lease_found()
+                    return
+            elif self._take_leases(tries=0):  # only what the batch's ended calls handed on
+                return
+            if waited > deps.policy.throttle.max_wait_seconds:
+                self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
+            started = deps.now()
+            self._adopt_handed(LEASE_RETRY_SECONDS)
+            if len(self.leases) == caps:
+                return
+            waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
+
+    def _caps(self) -> list[tuple[str, int]]:
+        policy = self.deps.policy
+        return [
+            (key, limit.max_in_flight)
+            for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True)
+            if limit.max_in_flight is not None
+        ]
+
+    def _adopt_handed(self, seconds: float) -> None:
+        """Wait up to `seconds` for leases handed on within the batch, for the caps still
+        missing (the first waits, the others only take what is there)."""
+        missing = [key for key, _ in self._caps() if key not in {k for k, _, _ in self.leases}]
+        for i, key in enumerate(missing):
+            got = self.slots.wait_for_lease(key, seconds) if i == 0 else self.slots.take_handed(key)
+            if got is None:
+                return
+            self.leases.append((key, *got))
+
     def release_leases(self) -> None:
-        """Give back the leases this call holds (after its answer, or when it is not made)."""
+        """Give back the leases this call holds (after its answer, or when it is not made):
+        to a thread of the batch waiting for one, else to the table."""
+        while self.leases:
+            key, index, holder = self.leases.pop()
+            if not self.slots.hand_off(key, index, holder):
+                self._release([(key, index, holder)])
+
+    def _release(self, leases: list[tuple[str, int, str]]) -> None:
+        if not leases:
+            return
         cap = self._lease_cap
-        while self.leases and cap is not None:
-            key, index = self.leases.pop()
-            cap.release(key, index, self.holder)
+        if cap is None:
+            source = self.deps.limiter
+            if not isinstance(source, LeaseSource):
+                return
+            cap = self._lease_cap = source.leases()
+        for key, index, holder in leases:
+            cap.release(key, index, holder)
 
     def _take_every_limit(self) -> float | None:
         """A slot in each of the call's limits, all within LIMITS_SPREAD_SECONDS before the
@@ -474,6 +557,7 @@ class _Delivery:
                 delay = throttle.auth_cooloff_seconds
                 deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
             until = now + delay
+            paired = self.slots.paired
             for key in closing:
                 until = max(
                     until,
@@ -481,6 +565,10 @@ class _Delivery:
                         key, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
                     ),
                 )
+                if paired is not None and key == self.job.scope:
+                    # its slots are reserved on the wide limit's item: its gate is kept there too
+                    assert isinstance(deps.limiter, PairedSource)
+                    deps.limiter.close_narrow(paired.wide, key, now + delay)
                 self.slots.forget(key)  # this batch's other records use no banked slot
             logger.warning(
                 "scope closed",

@@ -14,9 +14,11 @@ import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.limiter import Adaptive, Denial, Grant, Limiter
+from sweeper.limiter.paired import PairedSource, Want
 from sweeper.observability import Metric, MetricSink
 
 #: A slot further than this after the batch's last look at an open gate (a gate read, or a
@@ -37,6 +39,33 @@ BLOCK_SHARE_OF_THREADS = 0.3
 #: eleven at 50/s). Measured at ten scopes of 10/s (docs/decisions.md): 0.25 s cost more calls
 #: than the writes it saved.
 BLOCK_SPAN_SECONDS = 0.2
+#: While a concurrency cap is full, a batch looks for a free lease in the table at most this
+#: often, trying LEASE_POLL_TRIES of its items: a look at a full cap is failed writes only.
+LEASE_POLL_SECONDS = 0.2
+LEASE_POLL_TRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PairedLimits:
+    """A policy's two rate limits reserved in one write (sweeper.limiter.paired): the job's
+    scope (narrow) and one further limit with a constant key (`wide`, its limiter key)."""
+
+    wide: str
+    wide_interval: float
+
+    @classmethod
+    def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
+        """The pair, when the policy has exactly two limits, both rates, the second's key a
+        constant, its quota not adaptive, and the limiter can reserve them together."""
+        further = policy.further_limits
+        if len(further) != 1 or not isinstance(limiter, PairedSource):
+            return None
+        wide = further[0]
+        if wide.rate is None or wide.max_in_flight is not None or "{" in wide.key:
+            return None
+        if policy.quota.adaptive_spec is not None:
+            return None
+        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds)
 
 
 class BatchSlots:
@@ -59,7 +88,9 @@ class BatchSlots:
         now: Callable[[], float],
         metrics: MetricSink,
         adaptive: Adaptive | None = None,
+        paired: PairedLimits | None = None,
     ) -> None:
+        self.paired = paired
         self._limiter = limiter
         self._adaptive = adaptive
         self._parallel = parallel_calls
@@ -69,12 +100,19 @@ class BatchSlots:
         self._banked: dict[str, deque[float]] = {}
         self._open_at: dict[str, float] = {}  # per scope: the latest look that saw it open
         self._calling = 0  # threads between their slot and their outcome
-        self._holding: set[object] = set()  # records with a slot granted, waiting for its time
+        self._holding: dict[object, str] = {}  # record -> scope: a slot granted, not yet come
         self.used = 0  # slots taken and called in (a slot let go unused does not count)
         self._lock = threading.Lock()  # the state above; never held across a network call
         self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
         self._closures: Counter[str] = Counter()  # per scope: how often `forget` was called
         self._coming: dict[int, str] = {}  # thread id -> scope of the banked slot it was offered
+        # Concurrency leases handed from a call that ended to a thread of the batch waiting for
+        # one (no release and no acquire write): (key, index, holder), and how many wait.
+        self._lease_ready = threading.Condition(self._lock)
+        self._handed: list[tuple[str, int, str]] = []
+        self._lease_waiters = 0
+        self._next_lease_poll = 0.0  # while a cap is full, one thread polls the table, seldom
+        self._for_leases = 0  # threads waiting for a lease: they ask for no slot meanwhile
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
@@ -88,31 +126,160 @@ class BatchSlots:
         after their slots, 429s from a strict vendor). One write per scope at a time: a thread
         asking while its scope's write is out waits for it, then takes a slot from its block.
         """
-        with self._scope_lock(scope):
+        paired = self.paired
+        with self._scope_lock(paired.wide if paired else scope):
             with self._lock:
                 self._coming.pop(threading.get_ident(), None)
-                self._holding.discard(holder)  # asking again: a slot it held was let go
+                self._holding.pop(holder, None)  # asking again: a slot it held was let go
                 banked = self._take_banked(scope)
                 if banked is not None:
-                    self._holding.add(holder)
+                    self._holding[holder] = scope
                     return self._open_at[scope], Grant(banked)
+                if paired is not None:
+                    wants, most = self._paired_block(scope, interval, paired)
+                    closures = Counter(self._closures)
                 count = self._block_size(scope, interval)
-                closures = self._closures[scope]
+                closed_before = self._closures[scope]
+            if paired is not None:
+                return self._reserve_paired(scope, holder, horizon, paired, wants, most, closures)
             requested = self._now()
             decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
             if not isinstance(decision, Grant):
                 return requested, decision
             with self._lock:
-                self._holding.add(holder)
+                self._holding[holder] = scope
                 # A look at an open gate, and banked, only if the gate did not close during the
                 # write (see `forget`).
-                if self._closures[scope] == closures:
+                if self._closures[scope] == closed_before:
                     self._saw_open(scope, requested)
                     if decision.count > 1:
                         first, *rest = decision.slots
                         self._banked[scope] = deque(rest)
                         return requested, Grant(first)
             return requested, decision
+
+    def _paired_block(
+        self, scope: str, interval: float, paired: PairedLimits
+    ) -> tuple[list[Want], int]:
+        """What one paired write asks for (under the lock): a slot for each record of the
+        batch not yet holding or banked one, the asking scope first, and how many at most (as
+        `_block_size`, counted in the wide limit's spacing, over every scope's records)."""
+        step = max(1, round(interval * 1_000_000))
+        holding = Counter(self._holding.values())
+
+        def wanted(key: str) -> int:
+            banked = len(self._banked.get(key, ()))
+            return self._pending[key] - banked - holding[key]
+
+        wants = [Want(scope, step, max(1, wanted(scope)))]
+        wants += [Want(k, step, wanted(k)) for k in self._pending if k != scope and wanted(k) > 0]
+        free = self._parallel - self._calling - len(self._holding)
+        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
+        span = 1 + math.floor(BLOCK_SPAN_SECONDS / paired.wide_interval + 1e-9)
+        total = sum(want.count for want in wants)
+        return wants, max(1, min(total, math.ceil(asking), span))
+
+    def _reserve_paired(
+        self,
+        scope: str,
+        holder: object,
+        horizon: float,
+        paired: PairedLimits,
+        wants: list[Want],
+        most: int,
+        closures: Counter[str],
+    ) -> tuple[float, Grant | Denial]:
+        """One paired write (the wide limit's lock held): the asking record's slot, or its
+        denial; the block's other slots banked for their scopes, unless a gate closed during
+        the write (then they are spent without a call)."""
+        source = self._limiter
+        assert isinstance(source, PairedSource)
+        requested = self._now()
+        by_key, denial = source.reserve_paired(
+            paired.wide, paired.wide_interval, wants, horizon, BLOCK_SPAN_SECONDS, most
+        )
+        with self._lock:
+            still_open = self._closures[paired.wide] == closures[paired.wide]
+            mine = by_key.pop(scope, [])
+            for key, slots in by_key.items():
+                if still_open and self._closures[key] == closures[key]:
+                    self._saw_open(key, requested)
+                    self._banked.setdefault(key, deque()).extend(slots)
+            if not mine:
+                return requested, denial or Denial(requested, "rate")
+            self._holding[holder] = scope
+            if still_open and self._closures[scope] == closures[scope]:
+                self._saw_open(scope, requested)
+                self._banked.setdefault(scope, deque()).extend(mine[1:])
+            return requested, Grant(mine[0])
+
+    # -- concurrency leases handed on within the batch ------------------------------------------
+
+    def hand_off(self, key: str, index: int, holder: str) -> bool:
+        """A call ended holding lease `index` of `key`: True if a thread of this batch waits for
+        a lease, which will take this one as it is (its item still names `holder`, its expiry is
+        past the invocation's end, since the batch's invocation took it); else the caller
+        releases it."""
+        with self._lock:
+            if self._lease_waiters <= len(self._handed):
+                return False
+            self._handed.append((key, index, holder))
+            self._lease_ready.notify()
+            return True
+
+    def waiting_for_leases(self, delta: int) -> None:
+        """A thread starts (+1) or stops (-1) waiting for a lease: no slot is banked for it."""
+        with self._lock:
+            self._for_leases += delta
+
+    def may_poll_leases(self) -> bool:
+        """Whether the calling thread may look for a free lease in the table now: while a
+        cap is full, one look per LEASE_POLL_SECONDS for the whole batch (each look is writes
+        that fail); the batch's ending calls hand theirs on meanwhile."""
+        with self._lock:
+            now = self._now()
+            if now < self._next_lease_poll:
+                return False
+            self._next_lease_poll = now + LEASE_POLL_SECONDS
+            return True
+
+    def lease_found(self) -> None:
+        """A look found a free lease: the next waiting thread may look at once."""
+        with self._lock:
+            self._next_lease_poll = 0.0
+
+    def wait_for_lease(self, key: str, seconds: float) -> tuple[int, str] | None:
+        """A lease of `key` handed on by a call of this batch within `seconds`, or None."""
+        with self._lock:
+            self._lease_waiters += 1
+            try:
+                self._lease_ready.wait_for(
+                    lambda: any(k == key for k, _, _ in self._handed), timeout=seconds
+                )
+                return self._take_handed(key)
+            finally:
+                self._lease_waiters -= 1
+
+    def take_handed(self, key: str) -> tuple[int, str] | None:
+        """A lease of `key` already handed on and not yet taken, or None."""
+        with self._lock:
+            return self._take_handed(key)
+
+    def _take_handed(self, key: str) -> tuple[int, str] | None:
+        for i, (k, index, holder) in enumerate(self._handed):
+            if k == key:
+                del self._handed[i]
+                return index, holder
+        return None
+
+    def leftover_leases(self) -> list[tuple[str, int, str]]:
+        """Leases handed on that no waiting thread took (it went back to the queue): released
+        by the caller."""
+        with self._lock:
+            if self._lease_waiters:
+                return []
+            left, self._handed = self._handed, []
+            return left
 
     def covers(self, scope: str, slot_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
@@ -177,7 +344,7 @@ class BatchSlots:
         # slot they wait for (counting these too banked slots nobody came for, let go late),
         # and at least a share of the threads: some calls end within the block's span. Not cut
         # to this scope's share of the records: a free thread takes a banked slot's record first.
-        free = self._parallel - self._calling - len(self._holding)
+        free = self._parallel - self._calling - len(self._holding) - self._for_leases
         asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
         # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
         span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
@@ -186,7 +353,7 @@ class BatchSlots:
     def calling(self, scope: str, holder: object) -> None:
         """A record took its slot and is calling."""
         with self._lock:
-            self._holding.discard(holder)
+            self._holding.pop(holder, None)
             self._pending[scope] -= 1
             self._calling += 1
             self.used += 1
@@ -195,7 +362,7 @@ class BatchSlots:
         """A record is finished with (called or not): it will ask for no more slots."""
         with self._lock:
             self._coming.pop(threading.get_ident(), None)
-            self._holding.discard(holder)
+            self._holding.pop(holder, None)
             if called:
                 self._calling -= 1
             else:
@@ -205,6 +372,11 @@ class BatchSlots:
         """The gate of `scope` closed: banked slots are not used, and no earlier look at it
         counts as open."""
         with self._lock:
+            self._closures[scope] += 1
+            if self.paired is not None and scope == self.paired.wide:
+                # the wide limit closed: no slot of any scope is used, no look counts as open
+                self._banked.clear()
+                self._open_at.clear()
+                return
             self._banked.pop(scope, None)
             self._open_at.pop(scope, None)
-            self._closures[scope] += 1

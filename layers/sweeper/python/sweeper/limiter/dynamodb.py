@@ -51,6 +51,14 @@ from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 from sweeper.limiter.leases import LeaseCap
+from sweeper.limiter.paired import (
+    CLOSED_PREFIX,
+    NEXT_PREFIX,
+    Block,
+    SharedItem,
+    Want,
+    plan_block,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -120,6 +128,7 @@ class DynamoLimiter:
         self._busy_seen: dict[str, bool] = {}  # per scope: was it busy at the last write (a hint)
         self._round_trips: deque[float] = deque(maxlen=LEAD_SAMPLES)
         self._rates: dict[str, _KnownRate] = {}  # per scope, the adaptive rate last seen
+        self._shared: dict[str, SharedItem] = {}  # per wide key, its item as last seen (paired)
 
     @property
     def lead(self) -> float:
@@ -351,11 +360,146 @@ class DynamoLimiter:
             return Denial((tat - horizon) / US, "rate")
         return None
 
+    # -- two limits on the wide limit's item (sweeper.limiter.paired) ------------------------------
+
+    def reserve_paired(
+        self,
+        wide: str,
+        wide_interval: float,
+        wants: list[Want],
+        horizon: float,
+        span: float,
+        most: int,
+    ) -> tuple[dict[str, list[float]], Denial | None]:
+        """A block of up to `most` slots of the wide limit `wide`, each also a slot of the
+        narrow key it is given to (`wants`, the asking key first; their next free times are
+        kept in `wide`'s item), in one conditional write (sweeper.limiter.paired).
+
+        Returns the slots by narrow key (epoch seconds) and, when the asking key got none, its
+        denial. Planned from the item as this process last saw it; a stale view costs a failed
+        write, which returns the item, and the block is planned again.
+        """
+        wide_step = max(1, round(wide_interval * US))
+        for _ in range(MAX_RACES):
+            real = int(self._clock() * US)
+            horizon_us = int(horizon * US)
+            now = real + min(int(self.lead * US), horizon_us)
+            seen = self._shared.get(wide, SharedItem())
+            plan = plan_block(
+                seen,
+                wide_step,
+                wants,
+                real=real,
+                now=now,
+                horizon=horizon_us,
+                span=int(span * US),
+                most=most,
+            )
+            if isinstance(plan, Denial):
+                return {}, plan
+            failed = self._write_block(wide, seen, plan, now)
+            if failed is None:
+                by_key: dict[str, list[float]] = {}
+                for key, slot in plan.slots:
+                    by_key.setdefault(key, []).append(slot / US)
+                return by_key, plan.asker
+            self._shared[wide] = SharedItem.parse(failed)
+        return {}, Denial(self._clock() + wide_interval, "rate")  # lost every race
+
+    def _write_block(
+        self, wide: str, seen: SharedItem, plan: Block, now: int
+    ) -> dict[str, Any] | None:
+        """The block's compare-and-set; None when written, else the item as it is."""
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {
+            ":tat": _n(plan.tat),
+            ":v": _n(seen.version + 1),
+            ":now": _n(now),
+            ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+        }
+        sets = ["tat = :tat", "v = :v", "expires_at = :ttl"]
+        gates = ["(attribute_not_exists(closed_until) OR closed_until <= :now)"]
+        for i, (key, free) in enumerate(sorted(plan.next_free.items())):
+            names[f"#n{i}"], names[f"#c{i}"] = NEXT_PREFIX + key, CLOSED_PREFIX + key
+            values[f":n{i}"] = _n(free)
+            sets.append(f"#n{i} = :n{i}")
+            gates.append(f"(attribute_not_exists(#c{i}) OR #c{i} <= :now)")
+        if seen.version:
+            values[":seen"] = _n(seen.version)
+            values[":old"] = _n(seen.tat)
+            same = "v = :seen AND tat = :old"
+        elif seen.has_tat:
+            values[":old"] = _n(seen.tat)
+            same = "attribute_not_exists(v) AND tat = :old"
+        else:
+            same = "attribute_not_exists(v) AND attribute_not_exists(tat)"
+        result = self._update(
+            wide,
+            "SET " + ", ".join(sets),
+            " AND ".join([same, *gates]),
+            values,
+            returns="NONE",
+            names=names,
+        )
+        if isinstance(result, dict):
+            return result
+        self._shared[wide] = SharedItem(
+            version=seen.version + 1,
+            tat=plan.tat,
+            closed_until=seen.closed_until,
+            reason=seen.reason,
+            next_free={**seen.next_free, **plan.next_free},
+            closed=seen.closed,
+            has_tat=True,
+        )
+        return None
+
+    def close_narrow(self, wide: str, key: str, until: float) -> None:
+        """Close the narrow key `key`'s gate as the wide item keeps it (beside `close(key)`,
+        which closes its own item): paired reservations then give it no slot until `until`."""
+        self._update(
+            wide,
+            "SET #c = :u",
+            "attribute_not_exists(#c) OR #c < :u",
+            {":u": _n(until * US)},
+            returns="NONE",
+            names={"#c": CLOSED_PREFIX + key},
+        )
+
+    def paired_state(self, wide: str, key: str) -> ScopeState:
+        """Both gates a paired call is under, in one read of the wide item (which it also
+        remembers: the next block is planned from it)."""
+        self.reads += 1
+        try:
+            item = self._client.get_item(
+                TableName=self._table, Key=self._key(wide), ConsistentRead=True
+            ).get("Item", {})
+        except ClientError as exc:
+            raise LimiterError(f"limiter read failed for scope {wide!r}") from exc
+        seen = SharedItem.parse(item)
+        self._shared[wide] = seen
+        closed = max(seen.closed_until, seen.closed.get(key, 0))
+        reason = seen.reason if closed == seen.closed_until and closed else "throttled"
+        return ScopeState(
+            key,
+            seen.next_free.get(key, 0) / US or None,
+            closed / US if closed else None,
+            reason if closed else None,
+            None,
+        )
+
     def _update(
-        self, scope: str, update: str, condition: str, values: dict[str, Any], returns: str
+        self,
+        scope: str,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        returns: str,
+        names: dict[str, str] | None = None,
     ) -> int | dict[str, Any] | None:
         """Run a conditional update; the new tat (or 0) on success, the old item on failure."""
         started = time.monotonic()
+        extra: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
         try:
             self.writes += 1
             response = self._client.update_item(
@@ -366,6 +510,7 @@ class DynamoLimiter:
                 ExpressionAttributeValues=values,
                 ReturnValues=returns,  # type: ignore[arg-type]
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":

@@ -51,12 +51,15 @@ class LeaseCap:
     def _key(key: str, index: int) -> dict[str, Any]:
         return {"pk": {"S": f"lease#{key}#{index}"}}
 
-    def acquire(self, key: str, cap: int, holder: str, lease_seconds: float) -> int | None:
+    def acquire(
+        self, key: str, cap: int, holder: str, lease_seconds: float, tries: int | None = None
+    ) -> int | None:
         """Take a free lease of `key` for `holder` until `lease_seconds` from now; its index,
-        or None when all `cap` are live."""
+        or None when all `cap` are live (or none of `tries` items, from a random one on, was
+        free: a poll of a cap thought full costs that many writes, not `cap`)."""
         now = self._clock()
         start = self._rng.randrange(cap)
-        for step in range(cap):
+        for step in range(min(cap, tries or cap)):
             index = (start + step) % cap
             try:
                 self.writes += 1

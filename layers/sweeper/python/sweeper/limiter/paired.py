@@ -1,0 +1,191 @@
+"""Two rate limits on one item: each narrow key's slots kept inside the wide limit's item.
+
+A policy whose calls are held by a narrow limit per scope (2/s per store) and one wide limit
+with a constant key (40/s for the app) can reserve both in one conditional write, because the
+wide limit's item is one item: it holds its own GCRA `tat` and, beside it, each narrow key's
+next free time (`n#KEY`, epoch µs) and gate (`c#KEY`, a closure's end). A batch reserves a
+block of the wide limit's slots in that one write and gives each to a scope of its records
+whose own next free time has come: the slot is then both limits' slot, at one time, so no call
+holds a slot in one limit that the other cannot honour, and nothing is given back.
+
+The write is a compare-and-set: the consumer plans the block from the item as it last saw it
+(its last write, a failed condition's returned item, or a gate read) and conditions the write
+on the item's version `v` and `tat` being what it saw, and on both gates being open. A stale
+view costs one failed write, which returns the item, and the block is planned again. Every
+value the plan depends on only grows (a `tat`, a next free time, a closure's end), so a denial
+planned from a stale view is still right.
+
+`plan_block` is the arithmetic, with no I/O: every slot lies at or after the wide limit's
+`tat` and the real time plus the lead, the wide limit's slots are at least its step apart, each
+narrow key's slots at least its step apart and at or after its next free time, and none lies
+beyond the horizon, so the bounds of each limit's headroom hold as for single reservations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from sweeper.limiter.base import Denial, Reason, ScopeState
+
+US = 1_000_000
+#: The item's attributes for a narrow key: its next free time and its gate's closure.
+NEXT_PREFIX = "n#"
+CLOSED_PREFIX = "c#"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedItem:
+    """The wide limit's item as a consumer last saw it (times in epoch µs; 0: none)."""
+
+    version: int = 0
+    tat: int = 0
+    closed_until: int = 0
+    reason: str | None = None
+    next_free: Mapping[str, int] = field(default_factory=dict)
+    closed: Mapping[str, int] = field(default_factory=dict)
+    has_tat: bool = False
+
+    @classmethod
+    def parse(cls, item: Mapping[str, Any]) -> SharedItem:
+        """From DynamoDB's attribute-value form."""
+
+        def num(name: str) -> int:
+            return int(item[name]["N"]) if name in item else 0
+
+        return cls(
+            version=num("v"),
+            tat=num("tat"),
+            closed_until=num("closed_until"),
+            reason=item.get("reason", {}).get("S"),
+            next_free={
+                name.removeprefix(NEXT_PREFIX): int(value["N"])
+                for name, value in item.items()
+                if name.startswith(NEXT_PREFIX)
+            },
+            closed={
+                name.removeprefix(CLOSED_PREFIX): int(value["N"])
+                for name, value in item.items()
+                if name.startswith(CLOSED_PREFIX)
+            },
+            has_tat="tat" in item,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """Slots a batch would use for one narrow key: how many, and that key's spacing (µs)."""
+
+    key: str
+    step: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A planned block: (narrow key, slot µs) in time order, and the item's values after it.
+
+    `asker` is None when the asking key got a slot; else the denial it gets (its key's slots
+    are not due within the block, or it is closed), while the others' slots are still taken.
+    """
+
+    slots: tuple[tuple[str, int], ...]
+    tat: int
+    next_free: dict[str, int]
+    asker: Denial | None = None
+
+
+def _gate(item: SharedItem, key: str, now: int) -> Denial | None:
+    if item.closed_until > now:
+        reason: Reason = "auth" if item.reason == "auth" else "throttled"
+        return Denial(item.closed_until / US, reason)
+    closed = item.closed.get(key, 0)
+    if closed > now:
+        return Denial(closed / US, "throttled")
+    return None
+
+
+def plan_block(
+    item: SharedItem,
+    wide_step: int,
+    wants: Sequence[Want],
+    *,
+    real: int,
+    now: int,
+    horizon: int,
+    span: int,
+    most: int,
+) -> Block | Denial:
+    """Plan up to `most` slots for the `wants` (the asking key first), all within `span` of
+    the block's first slot and within `horizon` of `real` (epoch µs); `now` is the earliest
+    slot a reservation can still use (the real time plus the lead).
+
+    In time order, each wide slot goes to the first key (the asker's preferred) whose next
+    free time has come by then; when none has, the block moves on to the earliest that comes,
+    if that is within the span. A Denial: the wide gate is closed, the asker's gate is closed,
+    or the wide limit has no slot within the horizon; no write is due then.
+    """
+    if not wants:
+        raise ValueError("a block is planned for at least the asking key")
+    asker = wants[0].key
+    shut = _gate(item, asker, now)
+    if shut is not None:
+        return shut
+    reach = real + horizon
+    start = max(now, item.tat)
+    if start > reach:
+        return Denial(max(real, start - horizon) / US, "rate")
+    steps = {want.key: want.step for want in wants}
+    left = {
+        want.key: want.count
+        for want in wants
+        if want.count > 0 and _gate(item, want.key, now) is None
+    }
+    free = {key: item.next_free.get(key, 0) for key in left}
+    slots: list[tuple[str, int]] = []
+    at = start
+    first: int | None = None
+    while len(slots) < most:
+        ready = {key: max(at, free[key]) for key, n in left.items() if n > 0}
+        if not ready:
+            break
+        soonest = min(ready.values())
+        if soonest > reach or soonest > (start if first is None else first) + span:
+            break
+        key = asker if ready.get(asker) == soonest else min(ready, key=ready.__getitem__)
+        slots.append((key, soonest))
+        first = soonest if first is None else first
+        free[key] = soonest + steps[key]
+        left[key] -= 1
+        at = soonest + wide_step
+    given = {key for key, _ in slots}
+    denial = None
+    if asker not in given:
+        due = max(at, free.get(asker, item.next_free.get(asker, 0)))
+        # Ask again when the slot would be the lead away, or when it comes within the horizon.
+        again = due - horizon if due > reach else due - (now - real)
+        denial = Denial(max(real, again) / US, "rate")
+    if not slots:
+        assert denial is not None
+        return denial
+    return Block(tuple(slots), at, {key: free[key] for key in given}, denial)
+
+
+@runtime_checkable
+class PairedSource(Protocol):
+    """What reserving two limits in one write needs of a limiter (`DynamoLimiter`)."""
+
+    def reserve_paired(
+        self,
+        wide: str,
+        wide_interval: float,
+        wants: list[Want],
+        horizon: float,
+        span: float,
+        most: int,
+    ) -> tuple[dict[str, list[float]], Denial | None]: ...
+
+    def close_narrow(self, wide: str, key: str, until: float) -> None: ...
+
+    def paired_state(self, wide: str, key: str) -> ScopeState: ...

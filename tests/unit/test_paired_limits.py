@@ -1,0 +1,104 @@
+"""Two limits planned on one item (sweeper.limiter.paired): whatever the item holds and the
+batch wants, each limit's slots keep their spacing and no slot is earlier than allowed."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweeper.limiter import Denial
+from sweeper.limiter.paired import Block, SharedItem, Want, plan_block
+
+US = 1_000_000
+REAL = 1_000 * US
+LEAD = 50_000
+
+keys = st.sampled_from(["s0", "s1", "s2", "s3", "s4"])
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[SharedItem, int, list[Want], int, int, int]:
+    wide_step = draw(st.integers(5_000, 200_000))
+    narrow_step = draw(st.integers(wide_step, 2 * US))
+    names = draw(st.lists(keys, min_size=1, max_size=5, unique=True))
+    wants = [Want(k, narrow_step, draw(st.integers(1, 4))) for k in names]
+    offset = st.integers(-US, 2 * US)
+    item = SharedItem(
+        version=draw(st.integers(0, 5)),
+        tat=REAL + draw(offset),
+        next_free={k: REAL + draw(offset) for k in draw(st.lists(keys, max_size=5))},
+        closed={k: REAL + draw(offset) for k in draw(st.lists(keys, max_size=2))},
+        closed_until=draw(st.sampled_from([0, REAL + US])),
+    )
+    horizon = draw(st.integers(100_000, 3 * US))
+    span = draw(st.integers(0, 500_000))
+    most = draw(st.integers(1, 12))
+    return item, wide_step, wants, horizon, span, most
+
+
+@settings(max_examples=400, deadline=None)
+@given(cases())
+def test_every_planned_slot_keeps_both_limits(
+    case: tuple[SharedItem, int, list[Want], int, int, int],
+) -> None:
+    item, wide_step, wants, horizon, span, most = case
+    now = REAL + LEAD
+    plan = plan_block(
+        item, wide_step, wants, real=REAL, now=now, horizon=horizon, span=span, most=most
+    )
+    if isinstance(plan, Denial):
+        assert plan.retry_at * US >= REAL - 1
+        return
+    assert isinstance(plan, Block)
+    times = [at for _, at in plan.slots]
+    assert 1 <= len(times) <= most
+    # The wide limit: in order, a step apart, from its tat and the lead on, within the horizon
+    assert times[0] >= max(now, item.tat)
+    assert all(b - a >= wide_step for a, b in itertools.pairwise(times))
+    assert times[-1] <= REAL + horizon
+    assert times[-1] - times[0] <= span
+    assert plan.tat == times[-1] + wide_step
+    # Each narrow key: from its next free time, a step apart, within what the batch wants,
+    # never while its gate or the wide gate is closed
+    assert item.closed_until <= now
+    step = wants[0].step
+    for want in wants:
+        mine = [at for key, at in plan.slots if key == want.key]
+        assert len(mine) <= want.count
+        if not mine:
+            continue
+        assert mine[0] >= item.next_free.get(want.key, 0)
+        assert all(b - a >= step for a, b in itertools.pairwise(mine))
+        assert item.closed.get(want.key, 0) <= now
+        assert plan.next_free[want.key] == mine[-1] + step
+    # The asker is told when to come back if it got no slot
+    asker_slots = [at for key, at in plan.slots if key == wants[0].key]
+    assert (plan.asker is None) == bool(asker_slots)
+
+
+def test_a_block_gives_the_wide_slots_to_the_keys_whose_turn_has_come() -> None:
+    # Given an app at 10 ms per slot and stores at 0.5 s, store s1 used 0.2 s ago
+    item = SharedItem(version=3, tat=REAL, next_free={"s1": REAL + 300_000})
+    wants = [Want("s0", 500_000, 1), Want("s1", 500_000, 1), Want("s2", 500_000, 2)]
+    # When a block of up to 5 is planned within 0.2 s
+    plan = plan_block(
+        item, 10_000, wants, real=REAL, now=REAL + LEAD, horizon=US, span=200_000, most=5
+    )
+    # Then s0 (asking) and s2 take the next two app slots; s1 and s2's second are not due
+    assert isinstance(plan, Block)
+    assert plan.slots == (("s0", REAL + LEAD), ("s2", REAL + LEAD + 10_000))
+    assert plan.asker is None
+    assert plan.tat == REAL + LEAD + 20_000
+
+
+def test_a_closed_gate_is_a_denial_without_a_write() -> None:
+    wants = [Want("s0", 500_000, 1)]
+    wide_closed = SharedItem(closed_until=REAL + US, reason="throttled")
+    store_closed = SharedItem(closed={"s0": REAL + 2 * US})
+    for item, until in ((wide_closed, REAL + US), (store_closed, REAL + 2 * US)):
+        plan = plan_block(
+            item, 10_000, wants, real=REAL, now=REAL + LEAD, horizon=US, span=0, most=1
+        )
+        assert plan == Denial(until / US, "throttled")
