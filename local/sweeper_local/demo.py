@@ -46,6 +46,15 @@ PROBE_CALLS = 8
 MAX_PROBE_WINDOW_WAIT_SECONDS = 10.0
 #: Whose the probe calls are: a tenant and key prefix of their own, never a policy's.
 PROBE_TENANT = "sweeper-latency-probe"
+#: Sweeper's own time per call on the local stack, besides the vendor's latency (the plan's
+#: `overhead_seconds`): the limiter's write and the wait for its lead, the two idempotency
+#: writes, the ledger update, each a round trip to a process on the same two cores, and the
+#: threads' turns at the GIL. Measured in a 2,000-job demo at 100/s (docs/decisions.md,
+#: 2026-12-02): 0.246 s of processing per job against a mean vendor latency of 0.149 s, so
+#: about 0.1 s. The plan's default (0.03 s) is a deployed function's, a few milliseconds per
+#: DynamoDB write: with it, 8 consumers got 24 calls in flight for the 23 a 100/s quota needed
+#: here, and no margin for the batch's last round, so the limiter's queue ran dry.
+LOCAL_CALL_OVERHEAD_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -180,13 +189,15 @@ def plan_consumer(
     *,
     batch_size: int | None = None,
     parallel_calls: int | None = None,
+    overhead_seconds: float = LOCAL_CALL_OVERHEAD_SECONDS,
 ) -> ConsumerConfig:
     """The consumer that fills `rate` at this latency, as `sweeper plan` computes it.
 
     Parallel calls: the plan's recommendation for `consumers` environments (calls in flight at
-    the p95 service time, shared out). Batch size: the most records within the SQS batch that
-    needs no window, in whole rounds of the parallel calls, so that no thread idles through a
-    batch's last round. The timeout: the demo's, or what the plan says a batch needs.
+    the p95 service time, the vendor's latency plus `overhead_seconds`, shared out). Batch
+    size: the most records within the SQS batch that needs no window, in whole rounds of the
+    parallel calls, so that no thread idles through a batch's last round. The timeout: the
+    demo's, or what the plan says a batch needs.
     """
     environments = max(2, consumers)
     draft = Policy(
@@ -202,6 +213,7 @@ def plan_consumer(
     given = PlanInput(
         latency_p50_seconds=latency.p50_seconds,
         latency_p95_seconds=max(latency.p95_seconds, latency.p50_seconds),
+        overhead_seconds=overhead_seconds,
     )
     parallel = parallel_calls or make_plan(draft, given).recommended_parallel_calls
     if batch_size is not None:

@@ -11,7 +11,12 @@ from click.testing import CliRunner
 from sweeper.config import Policy, Quota
 from sweeper.plan import PlanInput, make_plan
 from sweeper_cli import main
-from sweeper_local.demo import MeasuredLatency, plan_consumer, vendor_utilization
+from sweeper_local.demo import (
+    LOCAL_CALL_OVERHEAD_SECONDS,
+    MeasuredLatency,
+    plan_consumer,
+    vendor_utilization,
+)
 
 RATE = Quota(limit=100, period_seconds=1)
 
@@ -20,17 +25,37 @@ def test_a_slow_vendor_gets_the_parallel_calls_the_plan_recommends_and_whole_rou
     # Given a 100/s quota, 8 consumers and a vendor measured at 130 ms (p95 160 ms)
     latency = MeasuredLatency(p50_seconds=0.13, p95_seconds=0.16, calls=8)
     consumer = plan_consumer(RATE, 8, latency)
-    # Then each consumer makes the calls the plan recommends, in batches of whole rounds
-    assert consumer.parallel_calls == 3
-    assert consumer.batch_size == 9
+    # Then each consumer makes the calls the plan recommends for the local stack's own time
+    # per call, in batches of whole rounds
+    assert consumer.parallel_calls == 4
+    assert consumer.batch_size == 8
     assert consumer.environments == 8
     # and the plan of the resulting policy says it reaches the quota, with a timeout that
     # covers its batch
     policy = Policy(name="demo-check", quota=RATE, consumer=consumer)
-    plan = make_plan(policy, PlanInput(latency_p50_seconds=0.13, latency_p95_seconds=0.16))
+    given = PlanInput(
+        latency_p50_seconds=0.13,
+        latency_p95_seconds=0.16,
+        overhead_seconds=LOCAL_CALL_OVERHEAD_SECONDS,
+    )
+    plan = make_plan(policy, given)
     assert plan.utilization_of_quota == 1.0
     assert consumer.timeout_seconds >= plan.recommended_timeout_seconds
     assert not [w for w in plan.warnings if "cannot reach its quota" in w]
+
+
+def test_the_local_stack_s_time_per_call_is_planned_for() -> None:
+    # Given the calls a 100/s quota needs in flight with a vendor at 130 ms (p95 160 ms) when
+    # each call also spends the local stack's measured time in sweeper (limiter, idempotency,
+    # ledger: about 0.1 s, not a deployed function's 0.03 s)
+    latency = MeasuredLatency(p50_seconds=0.13, p95_seconds=0.16, calls=8)
+    consumer = plan_consumer(RATE, 8, latency)
+    needed = RATE.rate_per_second * (latency.p95_seconds + LOCAL_CALL_OVERHEAD_SECONDS)
+    # Then the demo's consumers hold at least that many calls in flight
+    assert consumer.environments * consumer.parallel_calls >= needed
+    # (a deployed function's overhead would have planned 24 for the 25 needed locally)
+    aws = plan_consumer(RATE, 8, latency, overhead_seconds=0.03)
+    assert aws.environments * aws.parallel_calls < needed
 
 
 def test_the_old_defaults_would_not_have_reached_the_quota() -> None:

@@ -5,6 +5,7 @@ Nothing here runs at import. Handlers call these factories; logic receives what 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 
 from sweeper.actions import Action
 from sweeper.actions.base import ActionContext
@@ -133,6 +135,25 @@ def visibility() -> SqsVisibility:
     return SqsVisibility(sqs_client(), settings().require("queue_url"))
 
 
+class SecretsOnFirstRead(parameters.SecretsProvider):
+    """Powertools' SecretsProvider (its cache, its reads) whose Secrets Manager client is built
+    on the first read, from the default session, rather than with a session of its own when the
+    action is built: an action without a secret never pays for one, and one with a secret pays
+    once, when it first needs it. Safe to share between a batch's threads."""
+
+    def __init__(self) -> None:
+        BaseProvider.__init__(self)  # type: ignore[no-untyped-call]  # the cache only, no client
+        self._client_lock = threading.Lock()
+        self._has_client = False
+
+    def _get(self, name: str, **sdk_options: Any) -> str | bytes:
+        with self._client_lock:
+            if not self._has_client:
+                self.client = boto3.client("secretsmanager")
+                self._has_client = True
+        return super()._get(name, **sdk_options)
+
+
 @lru_cache(maxsize=1)
 def action() -> Action:
     """The policy's action, of whatever kind it names (its module builds it); secrets it reads
@@ -140,7 +161,7 @@ def action() -> Action:
     current = settings()
     return current.policy.action.build(
         ActionContext(
-            secrets=parameters.SecretsProvider(),
+            secrets=SecretsOnFirstRead(),
             secret_max_age_seconds=current.vendor_token_max_age_seconds,
         )
     )
@@ -155,10 +176,14 @@ def idempotency_config() -> IdempotencyConfig:
 
 @lru_cache(maxsize=1)
 def idempotent() -> Idempotent:
-    """Powertools idempotency over DynamoDB (consumer/idempotency.py), built once."""
+    """Powertools idempotency over DynamoDB (consumer/idempotency.py), built once, on the
+    function's one DynamoDB client (the limiter's)."""
     current = settings()
     return dynamodb_idempotent(
-        current.require("idempotency_table"), current.policy.name, idempotency_config()
+        current.require("idempotency_table"),
+        current.policy.name,
+        idempotency_config(),
+        client=dynamodb_client(),
     )
 
 

@@ -14,6 +14,7 @@ that cached config.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -24,6 +25,9 @@ from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import P
 
 from sweeper.errors import RetryableActionError
 from sweeper.models import ActionCall, ActionResult
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 #: Called inside the guarded call right before the request is sent: waits for the rate slot
 #: (or raises Deferred) and returns the call's timeout. Taking the slot there, after the
@@ -49,9 +53,19 @@ def job_idempotency_config(expires_after_seconds: int) -> IdempotencyConfig:
     )
 
 
-def dynamodb_idempotent(table_name: str, policy_name: str, config: IdempotencyConfig) -> Idempotent:
-    """Powertools idempotency over DynamoDB, keyed by the job's operation key."""
-    store = DynamoDBPersistenceLayer(table_name=table_name)
+def dynamodb_idempotent(
+    table_name: str,
+    policy_name: str,
+    config: IdempotencyConfig,
+    client: DynamoDBClient | None = None,
+) -> Idempotent:
+    """Powertools idempotency over DynamoDB, keyed by the job's operation key.
+
+    `client`: the function's one DynamoDB client (the limiter's). Without it Powertools builds a
+    boto3 session and a client of its own, in the batch's first invocation: the costliest part of
+    a consumer's first batch on a busy CPU (docs/decisions.md, 2026-12-02).
+    """
+    store = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
 
     def wrap(fn: Callable[..., ActionResult]) -> Callable[..., ActionResult]:
         wrapped: Callable[..., ActionResult] = idempotent_function(
