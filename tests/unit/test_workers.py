@@ -34,6 +34,12 @@ def test_the_infra_tests_share_the_worker_that_synthesized_their_variants() -> N
     assert group_of("tests/infrastructure_x.py::test_a", ["function"]) is None
 
 
+def test_the_drills_run_one_at_a_time_on_one_worker() -> None:
+    drill = "tests/drills/test_drills.py::test_the_drill_ends_with_every_job_final[catch-up]"
+    assert group_of(drill, ["function"]) == "drills"
+    assert group_of("tests/drills/test_drill_command.py::test_a", ["session"]) == "drills"
+
+
 def test_session_and_function_fixtures_leave_a_test_free_to_run_anywhere() -> None:
     assert group_of("tests/integration/test_x.py::test_a", ["session", "function"]) is None
     assert group_of("tests/unit/test_x.py::test_a", []) is None
