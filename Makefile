@@ -6,10 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The suite runs on TEST_WORKERS pytest-xdist workers, each with its own PostgreSQL and AWS
-# stand-in; tests that share a module's fixture or tests/infra's synths share a worker
-# (tests/workers.py). Most tests wait on I/O, so more workers than cores pay (docs/decisions.md).
+# stand-in, each test file on one worker (its module fixtures start once, the drills run one at
+# a time). Most tests wait on I/O, so more workers than cores pay (docs/decisions.md).
 TEST_WORKERS ?= 4
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test unit integration drills bench mutate install postgres chromium layers synth deploy lock clean
 

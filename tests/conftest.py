@@ -37,29 +37,12 @@ from sweeper_local.aws import LocalAws, PipelineResources, provision
 from sweeper_local.lambda_runtime import LocalLambdaContext
 from sweeper_local.postgres import LocalPostgres
 from sweeper_local.vendor import VendorSimulator
-from tests.workers import group_of
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 TEMPLATE_DB = "sweeper_template"
 #: The `pipeline` fixture's consumer timeout; its work queue's visibility timeout is six of them.
 PIPELINE_CONSUMER_TIMEOUT_SECONDS = 10
 _db_counter = itertools.count()
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests that must share a worker (tests/workers.py says which and why)."""
-    for item in items:
-        if not isinstance(item, pytest.Function) or item.get_closest_marker("xdist_group"):
-            continue
-        scopes = [
-            fixturedef.scope
-            for fixturedefs in item._fixtureinfo.name2fixturedefs.values()
-            for fixturedef in fixturedefs
-        ]
-        group = group_of(item.nodeid, scopes)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def load_event(name: str) -> dict[str, Any]:
