@@ -5,6 +5,11 @@ PYTHON ?= $(shell command -v python3.13 || command -v python3.12 || echo python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The suite runs on TEST_WORKERS pytest-xdist workers, each with its own PostgreSQL and AWS
+# stand-in, each test file on one worker (its module fixtures start once, the drills run one at
+# a time). Most tests wait on I/O, so more workers than cores pay (docs/decisions.md).
+TEST_WORKERS ?= 4
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test unit integration drills bench mutate install postgres chromium layers synth deploy lock clean
 
@@ -35,13 +40,13 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit
 
 integration: install
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest $(PYTEST_PARALLEL) tests/integration
 
 # Every failure drill, the long soak included; exits non-zero unless each one passes.
 drills: install

@@ -6,9 +6,11 @@ the actions."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -29,7 +31,10 @@ from sweeper.operator_api.service import serve
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_cli.webconsole.backend import ApiBackend, LedgerBackend, ledger_backend
+from sweeper_local.background import LocalConsoleStack
 from sweeper_local.operator_api import OperatorApiStandIn
+from sweeper_local.scenarios import SCENARIO_CONFIG
+from tests.conftest import PgServer
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration
@@ -53,12 +58,11 @@ def _client(endpoints: Endpoints, urls: dict[str, str]) -> OperatorApiClient:
     return OperatorApiClient.from_outputs(endpoints.session, urls)
 
 
-@pytest.fixture
-def both(start_console: StartConsole, db_url: str) -> Iterator[Both]:
-    """A seeded local stack, the page's direct backend over it, and its API backend through
-    the stand-in of the two function URLs (SigV4-signed with the local emulator's key)."""
-    _, local_file = start_console()
-    config = load_config(json.loads(local_file.read_text())["config"])
+def _seeded(stack_file: Path, db_url: str) -> Iterator[Both]:
+    """A seeded local stack (its local file given), the page's direct backend over it, and its
+    API backend through the stand-in of the two function URLs (SigV4-signed with the local
+    emulator's key)."""
+    config = load_config(json.loads(stack_file.read_text())["config"])
     ledger = Ledger(db_url)
     policy = config.policy(POLICY)
     now = datetime.now(UTC)
@@ -71,10 +75,10 @@ def both(start_console: StartConsole, db_url: str) -> Iterator[Both]:
     )
     ledger.mark_succeeded("exports:t2:x1:v1", OutcomeClass.ACCEPTED, now)
     endpoints = resolve(
-        local_file=str(local_file), database_url=None, region=None, profile=None, stack=None
+        local_file=str(stack_file), database_url=None, region=None, profile=None, stack=None
     )
     direct = ledger_backend(endpoints, config, ledger, OPERATOR)
-    stand_in = OperatorApiStandIn(local_file).start()
+    stand_in = OperatorApiStandIn(stack_file).start()
     api = ApiBackend(_client(endpoints, stand_in.urls), direct.policies(), operator=CALLER)
     # One change recorded, so the overview's last actions are not empty
     direct.act(
@@ -86,6 +90,37 @@ def both(start_console: StartConsole, db_url: str) -> Iterator[Both]:
     finally:
         stand_in.stop()
         ledger.close()
+
+
+@pytest.fixture
+def both(start_console: StartConsole, db_url: str) -> Iterator[Both]:
+    """A stack of this test's own, for a test that changes a job or a queue."""
+    _, local_file = start_console()
+    yield from _seeded(local_file, db_url)
+
+
+@pytest.fixture(scope="module")
+def reads(
+    pg_server: PgServer, pg_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Both]:
+    """One stack for the module's tests that only read it (starting one takes seconds); each
+    of them shows that it changed nothing, or changes nothing by construction (a refused or
+    dry-run request)."""
+    name = f"sweeper_t{os.getpid()}_reads"
+    db_url = pg_server.create_database(name, template=pg_template)
+    folder = tmp_path_factory.mktemp("console-api")
+    config_path = folder / "sweeper.toml"
+    config_path.write_text(SCENARIO_CONFIG, encoding="utf-8")
+    stack = LocalConsoleStack(
+        load_config(config_path), config_path=str(config_path), database_url=db_url
+    ).start()
+    try:
+        local_file = folder / "local.json"
+        stack.local_file().write(local_file)
+        yield from _seeded(local_file, db_url)
+    finally:
+        stack.stop()
+        pg_server.drop_database(name)
 
 
 def _actions(db_url: str) -> list[tuple[str, str, str | None]]:
@@ -128,12 +163,12 @@ READS = {
 
 @pytest.mark.parametrize("read", list(READS))
 def test_every_page_read_through_the_api_is_what_the_ledger_backend_reads(
-    both: Both, read: str
+    reads: Both, read: str
 ) -> None:
     # Given the same ledger behind both backends
     # When the page's read goes directly and through the operator API
-    direct = _without_clock(READS[read](both.direct))
-    through = _without_clock(READS[read](both.api))
+    direct = _without_clock(READS[read](reads.direct))
+    through = _without_clock(READS[read](reads.api))
     # Then the answers are the same, figure for figure
     assert through == direct
     assert direct not in (None, [], {}) or read in ("search for nothing", "no such job")
@@ -182,26 +217,28 @@ def test_an_action_through_the_api_backend_is_recorded_with_the_callers_arn(both
 
 
 def test_the_read_only_function_serves_the_page_reads_and_refuses_its_actions(
-    both: Both,
+    reads: Both,
 ) -> None:
     # Given a backend whose every request goes to the read-only URL
-    read_only = both.stand_in.urls[READ_ONLY_URL_OUTPUT]
+    read_only = reads.stand_in.urls[READ_ONLY_URL_OUTPUT]
     reader = ApiBackend(
-        _client(both.endpoints, {READ_ONLY_URL_OUTPUT: read_only, OPERATOR_URL_OUTPUT: read_only}),
-        both.direct.policies(),
+        _client(reads.endpoints, {READ_ONLY_URL_OUTPUT: read_only, OPERATOR_URL_OUTPUT: read_only}),
+        reads.direct.policies(),
         operator=CALLER,
     )
-    before = (_actions(both.db_url), both.ledger.counts(POLICY))
+    before = (_actions(reads.db_url), reads.ledger.counts(POLICY))
     # When it reads, the page's reads are served
-    assert reader.overview(POLICY)["counts"] == both.direct.overview(POLICY)["counts"]
-    assert reader.search(POLICY, "t1") == both.direct.search(POLICY, "t1")
+    assert reader.overview(POLICY)["counts"] == reads.direct.overview(POLICY)["counts"]
+    assert reader.search(POLICY, "t1") == reads.direct.search(POLICY, "t1")
     for body in (
         {"command": "overview", "policy": POLICY},
         {"command": "activity", "policy": POLICY},
         {"command": "search", "policy": POLICY, "query": "t1"},
         {"command": "job", "key": "exports:t1:o0:v1"},
     ):
-        reply = serve(json.dumps(body), caller=CALLER, access="read", backend=both.stand_in.backend)
+        reply = serve(
+            json.dumps(body), caller=CALLER, access="read", backend=reads.stand_in.backend
+        )
         assert reply.outcome == "ok", reply.body
     # And every action is forbidden, and nothing moves
     for action in ("retry", "cancel", "hold", "unhold", "postpone"):
@@ -210,7 +247,7 @@ def test_the_read_only_function_serves_the_page_reads_and_refuses_its_actions(
                 POLICY, action, key="exports:t2:x0:v1", tenant_id=None, reason="r",
                 until=datetime(2099, 1, 1, tzinfo=UTC), dry_run=False,
             )  # fmt: skip
-    assert (_actions(both.db_url), both.ledger.counts(POLICY)) == before
+    assert (_actions(reads.db_url), reads.ledger.counts(POLICY)) == before
 
 
 @pytest.mark.parametrize(
@@ -223,8 +260,8 @@ def test_the_read_only_function_serves_the_page_reads_and_refuses_its_actions(
         {"command": "job", "key": ""},
     ],
 )
-def test_a_page_read_outside_its_model_is_refused(both: Both, body: dict[str, Any]) -> None:
-    reply = serve(json.dumps(body), caller=CALLER, access="read", backend=both.stand_in.backend)
+def test_a_page_read_outside_its_model_is_refused(reads: Both, body: dict[str, Any]) -> None:
+    reply = serve(json.dumps(body), caller=CALLER, access="read", backend=reads.stand_in.backend)
     assert reply.outcome == "invalid"
 
 

@@ -56,6 +56,10 @@ def test_a_consumer_killed_mid_call_leaves_the_record_in_progress_then_replays_o
     key = JobMessage.model_validate_json(record["body"]).key
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps({"Records": [record]}), encoding="utf-8")
+    # When the vendor acts but its answer never comes (set before the consumer starts: on a
+    # loaded machine this process may be descheduled long enough for the child to call first),
+    # and the process is killed while it waits
+    pipeline.vendor.set_fault_rates(timeout_after_effect_rate=1.0)
     child = subprocess.Popen(
         [
             sys.executable,
@@ -66,8 +70,6 @@ def test_a_consumer_killed_mid_call_leaves_the_record_in_progress_then_replays_o
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    # When the vendor acts but its answer never comes, and the process is killed while it waits
-    pipeline.vendor.set_fault_rates(timeout_after_effect_rate=1.0)
     try:
         wait_for(
             "the call to reach the vendor",
