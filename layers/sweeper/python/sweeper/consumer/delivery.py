@@ -38,7 +38,7 @@ from sweeper.consumer.idempotency import GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import Denial, Limiter, close_delay, retry_delay
+from sweeper.limiter import Denial, Limiter, Reason, close_delay, retry_delay
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.several import (
     CallSlots,
@@ -474,13 +474,15 @@ class _Delivery:
                 delay = throttle.auth_cooloff_seconds
                 deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
             until = now + delay
+            reason: Reason = (
+                "auth"
+                if outcome is OutcomeClass.AUTH
+                else "throttled"
+                if exc.retry_after_seconds is not None
+                else "backoff"  # a bare 429: status says the delay is sweeper's own
+            )
             for key in closing:
-                until = max(
-                    until,
-                    deps.limiter.close(
-                        key, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
-                    ),
-                )
+                until = max(until, deps.limiter.close(key, now + delay, reason))
                 self.slots.forget(key)  # this batch's other records use no banked slot
             logger.warning(
                 "scope closed",
