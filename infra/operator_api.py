@@ -73,6 +73,8 @@ class OperatorApi(Construct):
             for queue in queues:
                 queue.grant(function.role, "sqs:GetQueueAttributes")
             tables.grant_gate_reader(function.role)
+            # `status` lists the closed keys of further limits: one Scan of the limiter table
+            tables.grant_gate_scanner(function.role)
             function.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the throttle gates)")
             # CloudFormation and Lambda have no endpoint in the VPC: through the NAT.
             function.allow_https_to(ec2.Peer.any_ipv4(), "CloudFormation and Lambda APIs (NAT)")

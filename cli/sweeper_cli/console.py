@@ -28,7 +28,8 @@ from sweeper_cli.base import (
 @friendly_errors
 def status(policy_name: str | None, as_json: bool, **target: Any) -> None:
     """Per policy: jobs by status (held ones too), oldest eligible age, in flight, queue and DLQ
-    depth, gates (closed ones with their reopening time), and the last runs."""
+    depth, gates (closed ones with their reopening time), the closed keys of further limits
+    (name, key, until, why), and the last runs."""
     from sweeper.operator_api.requests import StatusRequest
 
     data = execute(StatusRequest(policy=policy_name), target=target)
@@ -58,6 +59,13 @@ def _print_status(item: dict[str, Any]) -> None:
             f"CLOSED until {gate['reopens_at']} ({gate['reason']})" if gate["closed"] else "open"
         )
         click.echo(f"  gate {gate['scope']:<10} {state}; {gate['unsettled_jobs']} unsettled")
+    for closure in item.get("closed_limits") or []:
+        click.echo(
+            f"  limit {closure['limit']:<9} {closure['key']} CLOSED until "
+            f"{closure['reopens_at']} ({closure['reason']}: {closure['why'] or 'unknown'})"
+        )
+    if item.get("closed_limits_unlisted"):
+        click.echo(f"  limit ... and {item['closed_limits_unlisted']} more closed keys")
     for run in item["runs"]:
         click.echo(
             f"  run {run['scheduled_at']}  published {run['published']}/{run['discovered']}"

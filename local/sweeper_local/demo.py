@@ -17,7 +17,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from sweeper.actions.http import HttpAction
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
@@ -27,13 +28,22 @@ from sweeper.limits import MAX_BATCH_SIZE_WITHOUT_WINDOW
 from sweeper.models import ActionCall, JobStatus
 from sweeper.observability import CountingSink, Metric
 from sweeper.plan import PlanInput, make_plan
+from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import live_local_file
 from sweeper_local.doors import feed_doors
 from sweeper_local.intake import LocalIntake
+from sweeper_local.marketplace import STORES_PREFIX
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
-from sweeper_local.vendor import QuotaScope, VendorAudit, fetch_audit
+from sweeper_local.vendor import (
+    RECONCILIATIONS_PATH,
+    QuotaScope,
+    VendorAudit,
+    fetch_audit,
+    fetch_listings_audit,
+    fetch_payments_audit,
+)
 from sweeper_local.webhook import LocalWebhook
 
 CONSUMER_TIMEOUT_SECONDS = 30
@@ -44,6 +54,8 @@ PROBE_CALLS = 8
 #: The longest the demo waits, after its probes, for them to leave the vendor's quota window
 #: (so that the limiter, which never saw them, cannot be refused for them).
 MAX_PROBE_WINDOW_WAIT_SECONDS = 10.0
+#: The simulator's contracts a policy's action may call (sweeper_local.vendor).
+Contract = Literal["delete", "listings", "payments"]
 #: Whose the probe calls are: a tenant and key prefix of their own, never a policy's.
 PROBE_TENANT = "sweeper-latency-probe"
 #: Sweeper's own time per call on the local stack, besides the vendor's latency (the plan's
@@ -123,6 +135,8 @@ class DemoReport:
     doors: list[dict[str, Any]] = field(default_factory=list)
     #: The local file written while the demo ran, or None (not asked, or another stack's).
     local_file: str | None = None
+    #: The most effects the vendor's audit saw for one object of this run (1: once each).
+    max_effects_per_object: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -244,9 +258,8 @@ def demo_policy(options: DemoOptions, api_url: str) -> tuple[Policy, MeasuredLat
     """The policy the demo runs: the team's (its action aimed at `api_url`), or the demo's own
     with its consumer planned from the rate and the latency measured now."""
     if options.policy is not None:
-        action = options.policy.action.model_copy(
-            update={"api_url": api_url, "allow_plain_http": True, "auth_secret_arn": None}
-        )
+        # as `local up` does: its secrets are made locally afterwards (team_policy_secrets)
+        action = options.policy.action.pointed_at(api_url)
         return options.policy.model_copy(update={"action": action}), None
     rate = options.rate or DEFAULT_DEMO_QUOTA
     action = HttpActionConfig(api_url=api_url, allow_plain_http=True, read_timeout_seconds=5)
@@ -286,9 +299,13 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
     ) as stack:
         assert stack.api_url is not None
         policy, latency = demo_policy(options, stack.api_url)
+        if options.policy is not None:
+            policy = team_policy_secrets(stack, policy)
         policy_name = policy.name
+        contract = vendor_contract(policy)
         before = _audit(stack)
         calls_before = 0 if before is None else before.calls_total
+        contract_before = contract_figures(stack, contract, policy_name)
         with contextlib.ExitStack() as running:
             run = running.enter_context(
                 LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-")
@@ -314,6 +331,7 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
         counts = run.ledger_counts
         audit = _audit(stack)
         keys, per_object = _key_stats(audit, policy_name)
+        seen = contract_figures(stack, contract, policy_name)
         metrics = run.metrics()
 
         def metric(name: str) -> int:
@@ -338,11 +356,12 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             leases_reclaimed=metric(Metric.RECLAIMED),
             released=metric(Metric.RELEASED),
             publish_failures=metric(Metric.PUBLISH_FAILURES),
-            vendor_calls=None if audit is None else _ours(audit.calls_by_key, policy_name),
-            vendor_effects=None if audit is None else _ours(audit.effects_by_key, policy_name),
-            vendor_429s=None if audit is None else audit.throttled_total,
-            idempotency_keys=keys,
-            max_keys_per_object=per_object,
+            vendor_calls=None if seen is None else seen.since(contract_before).calls,
+            vendor_effects=None if seen is None else seen.since(contract_before).effects,
+            vendor_429s=None if seen is None else seen.since(contract_before).throttled,
+            max_effects_per_object=None if seen is None else seen.max_effects_per_object,
+            idempotency_keys=keys if contract == "delete" else None,
+            max_keys_per_object=per_object if contract == "delete" else None,
             oldest_eligible_age_seconds=round(run.totals.oldest_eligible_age_seconds, 3),
             producer_runs=run.totals.runs,
             consumer_invocations=run.source.stats.invocations,
@@ -356,9 +375,93 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             latency_p50_seconds=None if latency is None else latency.p50_seconds,
             latency_p95_seconds=None if latency is None else latency.p95_seconds,
             vendor_utilization=None
-            if audit is None
+            if audit is None or contract != "delete"
             else vendor_utilization(audit.arrivals[calls_before:], policy.quota),
         )
+
+
+def team_policy_secrets(stack: LocalStack, policy: Policy) -> Policy:
+    """A team's policy with its action's secrets made in the local Secrets Manager, as `local
+    up` makes them: values the simulator accepts, or an outside vendor's from
+    SWEEPER_LOCAL_SECRETS (sweeper_local.action_secrets)."""
+    return with_local_secrets(
+        stack.aws.secretsmanager(),
+        policy,
+        prefix="sweeper-demo",
+        vendor=stack.vendor,
+        given=parse_local_secrets(os.environ.get(LOCAL_SECRETS_ENV)),
+    )
+
+
+def vendor_contract(policy: Policy) -> Contract:
+    """Which of the simulator's contracts the policy's action calls, by its URL's path: the
+    listings marketplace, the payments provider, or the default delete contract."""
+    template = getattr(policy.action, "url_template", None)
+    if not isinstance(template, str):
+        return "delete"
+    path = urlsplit(template.replace("{api_url}", "http://vendor")).path
+    if path.startswith(STORES_PREFIX):
+        return "listings"
+    if path == RECONCILIATIONS_PATH:
+        return "payments"
+    return "delete"
+
+
+@dataclass(frozen=True)
+class ContractFigures:
+    """What the vendor's audit of one contract counted of a policy's calls, at one time."""
+
+    calls: int
+    effects: int
+    throttled: int
+    max_effects_per_object: int
+
+    def since(self, before: ContractFigures | None) -> ContractFigures:
+        """The figures of the calls made after `before` was read."""
+        if before is None:
+            return self
+        return ContractFigures(
+            self.calls - before.calls,
+            self.effects - before.effects,
+            self.throttled - before.throttled,
+            self.max_effects_per_object,
+        )
+
+
+def contract_figures(stack: LocalStack, contract: Contract, policy: str) -> ContractFigures | None:
+    """The audit of the contract the policy calls (None: the vendor keeps none)."""
+    assert stack.api_url is not None
+    url = stack.api_url
+    vendor = stack.vendor
+    try:
+        if contract == "listings":
+            listings = vendor.listings_audit() if vendor else fetch_listings_audit(url, 5)
+            return ContractFigures(
+                listings.calls_total,
+                sum(listings.effects_by_listing.values()),
+                listings.responses_by_status.get(429, 0),
+                max(listings.effects_by_listing.values(), default=0),
+            )
+        if contract == "payments":
+            payments = vendor.payments_audit() if vendor else fetch_payments_audit(url, 5)
+            return ContractFigures(
+                payments.calls_total,
+                payments.effects_total,
+                payments.responses_by_status.get(429, 0),
+                max(payments.effects_by_pair.values(), default=0),
+            )
+    except (OSError, ValueError, KeyError):
+        return None  # an outside vendor without the simulator's audit
+    audit = _audit(stack)
+    if audit is None:
+        return None
+    ours = [n for key, n in audit.effects_by_key.items() if key.startswith(f"{policy}:")]
+    return ContractFigures(
+        _ours(audit.calls_by_key, policy),
+        sum(ours),
+        audit.throttled_total,
+        max(ours, default=0),
+    )
 
 
 def _audit(stack: LocalStack) -> VendorAudit | None:

@@ -146,3 +146,17 @@ def test_the_read_only_function_can_change_no_queue_and_no_function(default: Syn
         "lambda:InvokeFunction",
         "lambda:UpdateEventSourceMapping",
     } <= operator
+
+
+def test_both_operator_functions_read_the_limiter_gates_and_change_nothing_there(
+    default: Synth,
+) -> None:
+    limiter = default.logical_id("Tables/Limiter/Resource")
+    for pattern in (READ_ONLY, OPERATOR):
+        statements = _statements_of_role(default, _role_of(default.function(pattern)))
+        dynamodb = {a for a in _actions(statements) if a.startswith("dynamodb:")}
+        # a gate by its key, and the Scan `status` lists the closed keys of further limits by
+        assert dynamodb == {"dynamodb:GetItem", "dynamodb:Scan"}, pattern
+        for statement in statements:
+            if {"dynamodb:GetItem", "dynamodb:Scan"} & set(_as_list(statement["Action"])):
+                assert limiter in str(statement["Resource"])

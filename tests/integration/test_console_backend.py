@@ -3,17 +3,22 @@ recorded with the operator and the reason."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from sweeper.config import Policy, SweeperConfig
+from sweeper.config import Policy, SweeperConfig, load_config
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
+from sweeper.limiter import DynamoLimiter, closed_gates
 from sweeper.models import JobStatus, NewJob, OutcomeClass
+from sweeper_cli.webconsole import page
 from sweeper_cli.webconsole.backend import LedgerBackend
+from sweeper_local.aws import LocalAws, provision
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +112,38 @@ def test_an_action_names_one_job_or_one_tenant_and_a_known_action(
 def test_a_policy_outside_the_policy_file_is_refused(backend: LedgerBackend) -> None:
     with pytest.raises(OperatorError, match="no policy"):
         backend.overview("reports")
+
+
+def test_the_overview_shows_a_closed_app_limit_beside_the_gates(
+    ledger: Ledger, local_aws: LocalAws, unique_name: str
+) -> None:
+    # Given the listings example (a store limit and an app limit) with its app limit closed by
+    # a 429 with Retry-After: every store waits, though no store's gate is closed
+    listings = Path(__file__).resolve().parents[2] / "docs" / "examples" / "listings.toml"
+    config = load_config(str(listings))
+    policy = config.policy("listings")
+    table = provision(
+        local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name
+    ).limiter_table
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    limiter.close("app:marketplace.example.com", time.time() + 60, "throttled")
+    backend = LedgerBackend(
+        config,
+        ledger,
+        operator="ana",
+        gate=limiter.state,
+        closures=lambda now: closed_gates(local_aws.dynamodb(), table, now),
+    )
+    # When the page's overview is read and drawn
+    item = backend.overview("listings")
+    drawn = page.overview("listings", item, [], ["listings"])
+    # Then the gates table names the closed limit, its key, until when and why
+    (closure,) = item["closed_limits"]
+    assert (closure["limit"], closure["key"]) == ("app", "app:marketplace.example.com")
+    row = (
+        '<tr class="limit-gate" data-limit="app" data-key="app:marketplace.example.com">'
+        "<th>app:marketplace.example.com</th>"
+        f'<td class="closed">closed until {closure["reopens_at"]} (throttled)</td>'
+        "<td>limit app: 429 with Retry-After</td></tr>"
+    )
+    assert row in drawn

@@ -704,7 +704,7 @@ def test_a_throttle_without_retry_after_right_after_a_reopening_doubles_the_last
     # When the vendor answers a bare 429
     assert rig.deliver() is True
     # Then the scope closes for twice as long, plus the whole jitter (0.5 s)
-    assert rig.limiter.closed == [("scope-a", START + 8.5, "throttled")]
+    assert rig.limiter.closed == [("scope-a", START + 8.5, "backoff")]
     assert rig.hidden.seconds == {"r-1": 8}
 
 
@@ -718,7 +718,7 @@ def test_a_throttle_without_retry_after_after_the_recovery_window_closes_for_the
     # When the vendor answers a bare 429
     assert rig.deliver() is True
     # Then the closure starts afresh from the base (1 s), plus the jitter
-    assert rig.limiter.closed == [("scope-a", START + 1.5, "throttled")]
+    assert rig.limiter.closed == [("scope-a", START + 1.5, "backoff")]
 
 
 def test_a_throttle_is_judged_by_when_its_call_was_sent_not_when_it_was_answered(
@@ -739,7 +739,7 @@ def test_a_throttle_is_judged_by_when_its_call_was_sent_not_when_it_was_answered
     assert rig.deliver() is True
     # Then its 429 echoes the one that closed the gate: as long again from the answer, not doubled
     assert answers.sent_at == [START]
-    assert rig.limiter.closed == [("scope-a", START + 0.3 + 4.5, "throttled")]
+    assert rig.limiter.closed == [("scope-a", START + 0.3 + 4.5, "backoff")]
 
 
 def test_an_auth_failure_opens_the_circuit_for_the_cooloff(rig: Rig) -> None:

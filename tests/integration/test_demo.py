@@ -184,3 +184,32 @@ def test_a_team_s_own_policy_file_runs_as_it_is_against_the_simulator(
         1,
     )
     assert (report["vendor_429s"], report["throttle_events"]) == (0, 0)
+
+
+def test_the_listings_example_runs_as_a_demo_with_its_key_and_its_contract_audited(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    # Given the worked example's policy file as it is: an API key from a secret, a store and
+    # an app limit, the marketplace's DELETE contract
+    listings = Path(__file__).resolve().parents[2] / "docs" / "examples" / "listings.toml"
+    url = pg_server.create_database("sweeper_demo_listings")
+    # When the demo runs it (the key made locally, the simulator's marketplace checking it)
+    result = CliRunner().invoke(
+        main,
+        [
+            "demo",
+            *("--config", str(listings), "--policy", "listings", "--jobs", "20"),
+            *("--tenants", "4", "--database-url", url, "--source", "sql", "--timeout", "60"),
+            "--json",
+            *("--local-file", str(tmp_path / "local.json")),
+        ],
+    )
+    # Then every listing was deleted once, as the marketplace's own audit counts its calls,
+    # and neither limit answered 429
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["all_final"]
+    assert (report["succeeded"], report["terminal"]) == (20, 0)
+    assert (report["vendor_calls"], report["vendor_effects"]) == (20, 20)
+    assert report["max_effects_per_object"] == 1
+    assert (report["vendor_429s"], report["throttle_events"]) == (0, 0)

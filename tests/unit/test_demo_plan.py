@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import Policy, Quota
+from sweeper.config import Policy, Quota, load_config
 from sweeper.plan import PlanInput, make_plan
 from sweeper_cli import main
 from sweeper_local.demo import (
     LOCAL_CALL_OVERHEAD_SECONDS,
     MeasuredLatency,
     plan_consumer,
+    vendor_contract,
     vendor_utilization,
 )
 
@@ -122,3 +123,16 @@ def test_a_batch_above_ten_gets_the_one_second_window_lambda_requires() -> None:
     large = plan_consumer(RATE, 8, latency, batch_size=100, parallel_calls=10)
     assert (large.batch_size, large.batch_window_seconds) == (100, 1)
     assert plan_consumer(RATE, 8, latency).batch_window_seconds == 0
+
+
+@pytest.mark.parametrize(
+    ("example", "contract"), [("listings", "listings"), ("payments", "payments")]
+)
+def test_the_demo_audits_a_worked_example_by_the_contract_its_action_calls(
+    example: str, contract: str
+) -> None:
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    policy = load_config(str(examples / f"{example}.toml")).policy(example)
+    assert vendor_contract(policy) == contract
+    # while a policy of the default delete contract is audited as before
+    assert vendor_contract(Policy(name="exports")) == "delete"

@@ -85,6 +85,8 @@ class LedgerBackend:
     #: (policy -> (queue depth reader, dlq url)) and the gate reader, or None where not reached.
     queues: Any = None
     gate: Any = None
+    #: The read of the limiter keys closed at a time (further limits' closures), or None.
+    closures: Any = None
     clock: Any = field(default=_now)
 
     def policies(self) -> list[str]:
@@ -100,7 +102,12 @@ class LedgerBackend:
         from sweeper.operator_api.commands import policy_overview
 
         return policy_overview(
-            self._policy(policy), self.ledger, now=self.clock(), queues=self.queues, gate=self.gate
+            self._policy(policy),
+            self.ledger,
+            now=self.clock(),
+            queues=self.queues,
+            gate=self.gate,
+            closures=self.closures,
         )
 
     def activity(self, policy: str) -> list[dict[str, Any]]:
@@ -348,6 +355,7 @@ def ledger_backend(
         return LedgerBackend(config, ledger, operator=operator, target="ledger")
     from sweeper.dead_letters import queue_depth
     from sweeper.limiter import DynamoLimiter
+    from sweeper.operator_api.commands import closures_reader
 
     sqs = endpoints.sqs()
 
@@ -358,5 +366,11 @@ def ledger_backend(
     table = endpoints.limiter_table()
     gate = None if table is None else DynamoLimiter(endpoints.dynamodb(), table).state
     return LedgerBackend(
-        config, ledger, operator=operator, target="local stack", queues=queues, gate=gate
+        config,
+        ledger,
+        operator=operator,
+        target="local stack",
+        queues=queues,
+        gate=gate,
+        closures=closures_reader(endpoints),
     )

@@ -138,6 +138,12 @@ def overview(
                 for g in item["gates"]
             )
             or '<tr><td colspan="3">no scope holds work</td></tr>'
+        ) + "".join(
+            f'<tr class="limit-gate" data-limit="{e(c["limit"])}" data-key="{e(c["key"])}">'
+            f"<th>{e(c['key'])}</th>"
+            f'<td class="closed">closed until {e(c["reopens_at"])} ({e(c["reason"])})</td>'
+            f"<td>limit {e(c['limit'])}: {e(c['why'] or 'unknown')}</td></tr>"
+            for c in item.get("closed_limits") or []
         )
     else:
         gates = '<tr><td colspan="3">gates are not read from this target</td></tr>'

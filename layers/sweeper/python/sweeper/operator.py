@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sweeper.config import Policy
+from sweeper.config import LimitConfig, Policy
 from sweeper.errors import OperatorError
 from sweeper.ledger.console import control_sources
 from sweeper.ledger.store import InspectRow, Ledger
@@ -31,6 +31,14 @@ QueueDepth = Callable[[str], tuple[int, int]]
 
 #: Gates read by `status`: the busiest scopes holding unsettled work.
 STATUS_SCOPES = 20
+#: Closed keys of further limits `status` lists per policy (the soonest to reopen last).
+STATUS_LIMIT_KEYS = 20
+#: What a closure's reason means, as `status` says it (codes only).
+CLOSURE_WHY = {
+    "throttled": "429 with Retry-After",
+    "backoff": "429 without Retry-After: doubling backoff",
+    "auth": "auth failure",
+}
 STATUS_RUNS = 5
 #: Rows per prune transaction: small enough that no lock is held for long.
 PRUNE_BATCH_ROWS = 1000
@@ -43,6 +51,37 @@ def _iso(value: datetime | None) -> str | None:
 # -- status -------------------------------------------------------------------------------------
 
 
+def limit_key_pattern(policy: Policy, limit: LimitConfig) -> re.Pattern[str]:
+    """Matches the limiter keys a further limit of the policy renders (`NAME:KEY`, as the
+    consumer writes them): its template with the policy and host filled in, any other field
+    (tenant, object, a param) matching any value."""
+    constant = {"policy": policy.name, "host": policy.action.scope_host}
+    body = re.escape(f"{limit.name}:")
+    at = 0
+    for found in re.finditer(r"{([A-Za-z_][\w.]*)}", limit.key):
+        body += re.escape(limit.key[at : found.start()])
+        name = found.group(1)
+        body += re.escape(constant[name]) if name in constant else ".*"
+        at = found.end()
+    return re.compile(body + re.escape(limit.key[at:]))
+
+
+def closed_limits(
+    policy: Policy, closed: Sequence[ScopeState], now: datetime
+) -> list[LimitClosureView]:
+    """The closed keys of the policy's further limits, the longest closed first."""
+    found: list[LimitClosureView] = []
+    for limit in policy.further_limits:
+        pattern = limit_key_pattern(policy, limit)
+        for gate in closed:
+            if gate.closed_until is None or not pattern.fullmatch(gate.scope):
+                continue
+            reopens = datetime.fromtimestamp(gate.closed_until, now.tzinfo).isoformat()
+            why = CLOSURE_WHY.get(gate.reason or "")
+            found.append(LimitClosureView(limit.name, gate.scope, reopens, gate.reason, why))
+    return sorted(found, key=lambda view: (view.reopens_at, view.key), reverse=True)
+
+
 @dataclass(frozen=True, slots=True)
 class GateView:
     scope: str
@@ -50,6 +89,17 @@ class GateView:
     reopens_at: str | None
     reason: str | None
     unsettled_jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class LimitClosureView:
+    """A further limit's key closed now (`NAME:KEY`, as the limiter holds it)."""
+
+    limit: str
+    key: str
+    reopens_at: str
+    reason: str | None
+    why: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +122,11 @@ class PolicyStatus:
     dlq: QueueView | None
     gates: list[GateView]
     runs: list[dict[str, Any]]
+    #: Closed keys of the policy's further limits (an app-wide limit holds every scope); None:
+    #: the limiter's closures were not read.
+    closed_limits: list[LimitClosureView] | None = None
+    #: Closed keys beyond the STATUS_LIMIT_KEYS listed.
+    closed_limits_unlisted: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,8 +141,12 @@ def policy_status(
     queue_url: str | None = None,
     dlq_url: str | None = None,
     gate: GateState | None = None,
+    closed_keys: Sequence[ScopeState] | None = None,
 ) -> PolicyStatus:
-    """Where one policy stands: ledger counts, ages, queues, gates, the last runs."""
+    """Where one policy stands: ledger counts, ages, queues, gates, the last runs.
+
+    `closed_keys` is every limiter key closed now (`sweeper.limiter.closed_gates`): those of the
+    policy's further limits are listed as `closed_limits`."""
     state = ledger.policy_state(policy.name)
     scopes = ledger.active_scopes(policy.name, STATUS_SCOPES)
     if not re.search(r"{(tenant_id|object_id)}", policy.scope.key_template):
@@ -104,6 +163,8 @@ def policy_status(
             gates.append(
                 GateView(scope, closed, reopens, seen.reason if closed else None, unsettled)
             )
+
+    limits = closed_limits(policy, closed_keys or (), now)
 
     def queue(url: str | None) -> QueueView | None:
         if depth is None or url is None:
@@ -123,6 +184,8 @@ def policy_status(
         queue=queue(queue_url),
         dlq=queue(dlq_url),
         gates=gates,
+        closed_limits=None if closed_keys is None else limits[:STATUS_LIMIT_KEYS],
+        closed_limits_unlisted=max(0, len(limits) - STATUS_LIMIT_KEYS),
         runs=[
             {
                 "scheduled_at": _iso(run.scheduled_at),

@@ -38,7 +38,7 @@ from sweeper.consumer.idempotency import GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, LEASE_POLL_TRIES, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import Denial, Limiter, ScopeState, close_delay, retry_delay
+from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay, retry_delay
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import (
@@ -557,14 +557,16 @@ class _Delivery:
                 delay = throttle.auth_cooloff_seconds
                 deps.metrics.add_metric(Metric.AUTH_CIRCUIT_OPEN, "Count", 1)
             until = now + delay
+            reason: Reason = (
+                "auth"
+                if outcome is OutcomeClass.AUTH
+                else "throttled"
+                if exc.retry_after_seconds is not None
+                else "backoff"  # a bare 429: status says the delay is sweeper's own
+            )
             paired = self.slots.paired
             for key in closing:
-                until = max(
-                    until,
-                    deps.limiter.close(
-                        key, now + delay, "auth" if outcome is OutcomeClass.AUTH else "throttled"
-                    ),
-                )
+                until = max(until, deps.limiter.close(key, now + delay, reason))
                 if paired is not None and key == self.job.scope:
                     # its slots are reserved on the wide limit's item: its gate is kept there too
                     assert isinstance(deps.limiter, PairedSource)

@@ -22,6 +22,7 @@ from sweeper.limiter.dynamodb import (
     MILLI,
     US,
     DynamoLimiter,
+    closed_gates,
     closed_scopes,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "Reason",
     "ScopeState",
     "close_delay",
+    "closed_gates",
     "closed_scopes",
     "recovery_seconds",
     "retry_delay",

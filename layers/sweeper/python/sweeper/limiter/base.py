@@ -15,7 +15,9 @@ from typing import Literal, Protocol
 
 from sweeper.adaptive_rate import Adaptive
 
-Reason = Literal["rate", "throttled", "auth"]
+#: Why a gate is closed, or a reservation refused: "throttled" is a vendor's 429 with its
+#: Retry-After, "backoff" a 429 without one (sweeper's own doubling delay, backoff.close_delay).
+Reason = Literal["rate", "throttled", "backoff", "auth"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -619,13 +619,26 @@ def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:
     For the producer, which passes over their rows: a closure it does not see yet only means
     rows are claimed that the consumer returns, as without this read.
     """
-    closed: set[str] = set()
+    return {gate.scope for gate in closed_gates(client, table, now)}
+
+
+def closed_gates(client: DynamoDBClient, table: str, now: float) -> list[ScopeState]:
+    """Every limiter key closed at `now`, with its closure's end, reason and length: the read
+    `closed_scopes` makes (one Scan, eventually consistent), for `sweeper status`, which names
+    a closed further limit (`NAME:KEY`) as well as a closed scope. No `tat`: not read."""
+    closed: list[ScopeState] = []
     start: dict[str, Any] | None = None
     while True:
         args: dict[str, Any] = {
             "TableName": table,
-            "FilterExpression": "closed_until > :now",
-            "ProjectionExpression": "pk",
+            "FilterExpression": "#until > :now",
+            "ProjectionExpression": "#pk, #until, #reason, #length",
+            "ExpressionAttributeNames": {
+                "#pk": "pk",
+                "#until": "closed_until",
+                "#reason": "reason",
+                "#length": "last_close_us",
+            },
             "ExpressionAttributeValues": {":now": _n(now * US)},
         }
         if start:
@@ -634,7 +647,15 @@ def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:
             page = client.scan(**args)
         except ClientError as exc:
             raise LimiterError("limiter read of closed scopes failed") from exc
-        closed.update(item["pk"]["S"].removeprefix("scope#") for item in page.get("Items", []))
+        for item in page.get("Items", []):
+
+            def num(name: str, item: dict[str, Any] = item) -> float | None:
+                return int(item[name]["N"]) / US if name in item else None
+
+            scope = item["pk"]["S"].removeprefix("scope#")
+            reason = item.get("reason", {}).get("S")
+            length = num("last_close_us")
+            closed.append(ScopeState(scope, None, num("closed_until"), reason, length))
         start = page.get("LastEvaluatedKey")
         if not start:
             return closed

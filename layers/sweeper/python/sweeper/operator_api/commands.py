@@ -49,6 +49,8 @@ PAGE_ACTIONS = 5
 PAGE_RUNS_DAYS = 7
 
 Clock = Callable[[], datetime]
+#: Every limiter key closed at a time (epoch seconds): `sweeper.limiter.closed_gates`.
+Closures = Callable[[float], "list[ScopeState]"]
 #: Told the work done so far, for a progress bar on the direct path (the API has none).
 Progress = Callable[[int], None]
 
@@ -123,6 +125,10 @@ class Backend:
             return None
         return DynamoLimiter(self.endpoints.dynamodb(), table).state
 
+    def closures(self) -> Closures | None:
+        """The read of every limiter key closed at a time (None: no limiter table known)."""
+        return closures_reader(self.endpoints)
+
     def tell(self, done: int) -> None:
         if self.progress is not None:
             self.progress(done)
@@ -130,6 +136,17 @@ class Backend:
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+def closures_reader(endpoints: Endpoints) -> Closures | None:
+    """The closed keys' read on the endpoints' limiter table (None: no table known)."""
+    from sweeper.limiter import closed_gates
+
+    table = endpoints.limiter_table()
+    if table is None:
+        return None
+    client = endpoints.dynamodb()
+    return lambda now: closed_gates(client, table, now)
 
 
 # -- reading: status, runs, inspect ---------------------------------------------------------------
@@ -147,6 +164,9 @@ def status(backend: Backend, request: StatusRequest) -> dict[str, Any]:
     )
     sqs = backend.endpoints.sqs()
     gate = backend.gate()
+    read_closures = backend.closures()
+    # one read of the closed keys serves every policy (their further limits' closures)
+    closed = None if read_closures is None else read_closures(backend.clock().timestamp())
     found = []
     for policy in policies:
         where = backend.endpoints.policy(policy.name)
@@ -158,6 +178,7 @@ def status(backend: Backend, request: StatusRequest) -> dict[str, Any]:
             queue_url=where.queue_url,
             dlq_url=where.dlq_url,
             gate=gate,
+            closed_keys=closed,
         ).as_dict()
         for name, url in (("intake", where.intake_queue_url), ("intake_dlq", where.intake_dlq_url)):
             if url is None:
@@ -269,6 +290,7 @@ def policy_overview(
     now: datetime,
     queues: Callable[[str], tuple[Any, str | None, str | None]] | None,
     gate: Callable[[str], ScopeState] | None,
+    closures: Closures | None = None,
 ) -> dict[str, Any]:
     """Jobs by state, oldest eligible age, limits and gates, queue and DLQ depth (where
     `queues` reads them), the last runs with their reconciliation, the last operator actions.
@@ -287,6 +309,7 @@ def policy_overview(
         queue_url=queue_url,
         dlq_url=dlq_url,
         gate=gate,
+        closed_keys=None if closures is None else closures(now.timestamp()),
     ).as_dict()
     audits = ledger.batch_audit(policy.name, now - timedelta(days=PAGE_RUNS_DAYS), PAGE_RUNS)
     item["runs"] = [batch_report(row).as_dict() for row in audits]
@@ -312,7 +335,12 @@ def overview(backend: Backend, request: OverviewRequest) -> dict[str, Any]:
         return (lambda url: queue_depth(sqs, url)), where.queue_url, where.dlq_url
 
     return policy_overview(
-        policy, backend.ledger, now=backend.clock(), queues=queues, gate=backend.gate()
+        policy,
+        backend.ledger,
+        now=backend.clock(),
+        queues=queues,
+        gate=backend.gate(),
+        closures=backend.closures(),
     )
 
 
