@@ -20,6 +20,10 @@ from sweeper.limiter.paired import (
     item_bytes,
 )
 from sweeper_local.aws import LocalAws, provision
+from tests.conftest import Pipeline
+from tests.integration.test_consumer import publish_all
+from tests.integration.test_parallel_calls import invoke
+from tests.integration.test_throttle_routing import two_limits
 
 pytestmark = pytest.mark.integration
 
@@ -112,3 +116,25 @@ def test_a_write_that_would_grow_a_full_item_is_not_made_and_is_logged(
     # A store already on the item still gets its slot in one write
     clock.at += 1.0
     assert set(_reserve(limiter, "s1")) == {"s1"}
+
+
+def test_a_call_whose_store_would_grow_a_full_item_holds_its_limits_one_by_one(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a policy whose two limits are paired on the app's item, and that item full
+    p = two_limits(pipeline, monkeypatch, pipeline.vendor.url)
+    monkeypatch.setattr(dynamodb_limiter, "SAFE_ITEM_BYTES", 0)
+    p.seed(3, tenants=3)
+    # When a batch runs
+    with caplog.at_level(logging.WARNING):
+        response = invoke(p, publish_all(p))
+    # Then every call was made, each holding a slot of each limit on its own item (the app's
+    # item took no store), and the full item was logged
+    assert response == {"batchItemFailures": []}
+    assert p.vendor.audit().effects_total == 3
+    app = _item(p.aws, p.resources.limiter_table)
+    assert _stores(app) == set()
+    assert "tat" in app
+    limiter = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table)
+    assert limiter.state("exports:tenant-0").next_slot_at is not None
+    assert any(getattr(r, "code", None) == "paired_item_full" for r in caplog.records)
