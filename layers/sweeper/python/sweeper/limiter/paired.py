@@ -12,8 +12,8 @@ The write is a compare-and-set: the consumer plans the block from the item as it
 (its last write, a failed condition's returned item, or a gate read) and conditions the write
 on the item's version `v` and `tat` being what it saw, and on both gates being open. A stale
 view costs one failed write, which returns the item, and the block is planned again. Every
-value the plan depends on only grows (a `tat`, a next free time, a closure's end), so a denial
-planned from a stale view is still right.
+value the plan depends on only grows (a `tat`, a next free time, a closure's end), or is removed
+once it means the same as nothing (below), so a denial planned from a stale view is still right.
 
 `plan_block` is the arithmetic, with no I/O: every slot lies at or after the wide limit's
 `tat` and the real time plus the lead, the wide limit's slots are at least its step apart, each
