@@ -40,7 +40,7 @@ from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay, retry_delay
 from sweeper.limiter.leases import LeaseCap
-from sweeper.limiter.paired import PairedSource
+from sweeper.limiter.paired import PairedItemFull, PairedSource
 from sweeper.limiter.several import (
     CallSlots,
     LeaseSource,
@@ -193,9 +193,14 @@ class _Delivery:
             horizon = throttle.max_wait_seconds
             if timeout is not None:
                 horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
-            requested, decision = self.slots.reserve(
-                self.job.scope, quota.interval_seconds, horizon, self
-            )
+            try:
+                requested, decision = self.slots.reserve(
+                    self.job.scope, quota.interval_seconds, horizon, self
+                )
+            except PairedItemFull:
+                # The wide limit's item is too full to take this call's key (logged by the
+                # limiter): this call holds its slots one limit at a time.
+                return self._take_every_limit()
             now = deps.now()
             if isinstance(decision, Denial):
                 wait = decision.retry_at - now

@@ -39,6 +39,7 @@ conditional writes.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -54,14 +55,23 @@ from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.paired import (
     CLOSED_PREFIX,
     NEXT_PREFIX,
+    PRUNE_MARGIN_SECONDS,
+    PRUNE_PER_WRITE,
+    SAFE_ITEM_BYTES,
     Block,
+    PairedItemFull,
     SharedItem,
     Want,
+    grown_bytes,
+    item_bytes,
     plan_block,
+    stale_keys,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+logger = logging.getLogger(__name__)
 
 US = 1_000_000
 #: Limiter items of idle scopes expire (DynamoDB TTL) after this long.
@@ -377,7 +387,9 @@ class DynamoLimiter:
 
         Returns the slots by narrow key (epoch seconds) and, when the asking key got none, its
         denial. Planned from the item as this process last saw it; a stale view costs a failed
-        write, which returns the item, and the block is planned again.
+        write, which returns the item, and the block is planned again. The write also removes
+        a few keys whose times are past (`stale_keys`); raises PairedItemFull, without a write,
+        when it would grow the item beyond SAFE_ITEM_BYTES.
         """
         wide_step = max(1, round(wide_interval * US))
         for _ in range(MAX_RACES):
@@ -397,7 +409,17 @@ class DynamoLimiter:
             )
             if isinstance(plan, Denial):
                 return {}, plan
-            failed = self._write_block(wide, seen, plan, now)
+            cut = real - int(PRUNE_MARGIN_SECONDS * US)
+            removed = stale_keys(seen, cut, set(plan.next_free), PRUNE_PER_WRITE)
+            before = item_bytes(seen)
+            after = grown_bytes(seen, set(plan.next_free), removed)
+            if after > SAFE_ITEM_BYTES and after > before:
+                logger.warning(
+                    "paired item full; limits reserved one by one",
+                    extra={"scope": wide, "code": "paired_item_full", "item_bytes": before},
+                )
+                raise PairedItemFull(f"the paired item of scope {wide!r} is full")
+            failed = self._write_block(wide, seen, plan, now, removed, cut)
             if failed is None:
                 by_key: dict[str, list[float]] = {}
                 for key, slot in plan.slots:
@@ -407,9 +429,17 @@ class DynamoLimiter:
         return {}, Denial(self._clock() + wide_interval, "rate")  # lost every race
 
     def _write_block(
-        self, wide: str, seen: SharedItem, plan: Block, now: int
+        self,
+        wide: str,
+        seen: SharedItem,
+        plan: Block,
+        now: int,
+        removed: list[str],
+        cut: int,
     ) -> dict[str, Any] | None:
-        """The block's compare-and-set; None when written, else the item as it is."""
+        """The block's compare-and-set; None when written, else the item as it is. It also
+        removes the `removed` keys' attributes (stale as of `cut`, as `seen` holds them; a gate
+        is removed only if it was not closed again since)."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {
             ":tat": _n(plan.tat),
@@ -424,6 +454,17 @@ class DynamoLimiter:
             values[f":n{i}"] = _n(free)
             sets.append(f"#n{i} = :n{i}")
             gates.append(f"(attribute_not_exists(#c{i}) OR #c{i} <= :now)")
+        drops: list[str] = []
+        for i, key in enumerate(removed):
+            if key in seen.next_free:
+                names[f"#rn{i}"] = NEXT_PREFIX + key
+                drops.append(f"#rn{i}")
+            if key in seen.closed:
+                names[f"#rc{i}"] = CLOSED_PREFIX + key
+                drops.append(f"#rc{i}")
+                # close_narrow writes a gate without the version: keep one closed since.
+                gates.append(f"(attribute_not_exists(#rc{i}) OR #rc{i} <= :cut)")
+                values[":cut"] = _n(cut)
         if seen.version:
             values[":seen"] = _n(seen.version)
             values[":old"] = _n(seen.tat)
@@ -433,9 +474,12 @@ class DynamoLimiter:
             same = "attribute_not_exists(v) AND tat = :old"
         else:
             same = "attribute_not_exists(v) AND attribute_not_exists(tat)"
+        update = "SET " + ", ".join(sets)
+        if drops:
+            update += " REMOVE " + ", ".join(drops)
         result = self._update(
             wide,
-            "SET " + ", ".join(sets),
+            update,
             " AND ".join([same, *gates]),
             values,
             returns="NONE",
@@ -443,13 +487,17 @@ class DynamoLimiter:
         )
         if isinstance(result, dict):
             return result
+        gone = set(removed)
         self._shared[wide] = SharedItem(
             version=seen.version + 1,
             tat=plan.tat,
             closed_until=seen.closed_until,
             reason=seen.reason,
-            next_free={**seen.next_free, **plan.next_free},
-            closed=seen.closed,
+            next_free={
+                **{k: t for k, t in seen.next_free.items() if k not in gone},
+                **plan.next_free,
+            },
+            closed={k: t for k, t in seen.closed.items() if k not in gone},
             has_tat=True,
         )
         return None

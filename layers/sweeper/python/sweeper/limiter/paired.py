@@ -12,13 +12,23 @@ The write is a compare-and-set: the consumer plans the block from the item as it
 (its last write, a failed condition's returned item, or a gate read) and conditions the write
 on the item's version `v` and `tat` being what it saw, and on both gates being open. A stale
 view costs one failed write, which returns the item, and the block is planned again. Every
-value the plan depends on only grows (a `tat`, a next free time, a closure's end), so a denial
-planned from a stale view is still right.
+value the plan depends on only grows (a `tat`, a next free time, a closure's end), or is removed
+once it means the same as nothing (below), so a denial planned from a stale view is still right.
 
 `plan_block` is the arithmetic, with no I/O: every slot lies at or after the wide limit's
 `tat` and the real time plus the lead, the wide limit's slots are at least its step apart, each
 narrow key's slots at least its step apart and at or after its next free time, and none lies
 beyond the horizon, so the bounds of each limit's headroom hold as for single reservations.
+
+The item is kept small: a narrow key whose next free time and gate both lie before `cut` (the
+real time less PRUNE_MARGIN_SECONDS) holds nothing a missing key would not (a missing key is
+free from 0 and open; every plan reads a next free time through `max(slot, free)` with each slot
+at or after its real time, and a gate through `closed > now`), so a block's write removes up to
+PRUNE_PER_WRITE such keys, chosen from the item as read (`stale_keys`): the item holds the keys
+active within about one of their periods, and the closed ones. The margin covers a planner
+whose clock or lead is behind the pruner's. A write that would still grow the item beyond
+SAFE_ITEM_BYTES (estimated from its attributes, `item_bytes`) is not made: the call takes
+`reserve_all` instead (`PairedItemFull`).
 """
 
 from __future__ import annotations
@@ -27,12 +37,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from sweeper.errors import LimiterError
 from sweeper.limiter.base import Denial, Reason, ScopeState
 
 US = 1_000_000
 #: The item's attributes for a narrow key: its next free time and its gate's closure.
 NEXT_PREFIX = "n#"
 CLOSED_PREFIX = "c#"
+#: A narrow key is removed from the item once its next free time and gate are this far in the
+#: past (beyond any planner's clock skew or lead), and at most this many keys per write.
+PRUNE_MARGIN_SECONDS = 1.0
+PRUNE_PER_WRITE = 8
+#: A write that would grow the item beyond this estimate is not made (DynamoDB's item limit is
+#: 400 KB). A number attribute is counted at its largest (21 bytes) beside its name.
+SAFE_ITEM_BYTES = 300_000
+NUMBER_BYTES = 21
+#: The item's own attributes (key, tat, v, gate, reason, expiry), generously.
+BASE_ITEM_BYTES = 256
+
+
+class PairedItemFull(LimiterError):
+    """The wide limit's item would grow beyond SAFE_ITEM_BYTES: reserve the limits one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +96,44 @@ class SharedItem:
             },
             has_tat="tat" in item,
         )
+
+
+def _key_bytes(key: str, item: SharedItem) -> int:
+    """The bytes `key`'s attributes take in the item (an estimate, never low)."""
+    size = len(key.encode())
+    return sum(
+        len(prefix) + size + NUMBER_BYTES
+        for prefix, held in ((NEXT_PREFIX, item.next_free), (CLOSED_PREFIX, item.closed))
+        if key in held
+    )
+
+
+def item_bytes(item: SharedItem) -> int:
+    """The item's size as DynamoDB counts it, estimated from its attributes (never low)."""
+    keys = set(item.next_free) | set(item.closed)
+    return BASE_ITEM_BYTES + sum(_key_bytes(key, item) for key in keys)
+
+
+def stale_keys(item: SharedItem, cut: int, keep: set[str], most: int) -> list[str]:
+    """Up to `most` narrow keys of `item`, none in `keep`, whose next free time and gate both
+    lie at or before `cut` (epoch µs): removing them changes no plan made at or after `cut`."""
+    stale = [
+        key
+        for key in sorted(set(item.next_free) | set(item.closed))
+        if key not in keep and item.next_free.get(key, 0) <= cut and item.closed.get(key, 0) <= cut
+    ]
+    return stale[:most]
+
+
+def grown_bytes(item: SharedItem, new_keys: set[str], removed: Sequence[str]) -> int:
+    """The item's estimated size after a write that sets `new_keys`' next free times and
+    removes the `removed` keys."""
+    added = sum(
+        len(NEXT_PREFIX) + len(key.encode()) + NUMBER_BYTES
+        for key in new_keys
+        if key not in item.next_free
+    )
+    return item_bytes(item) + added - sum(_key_bytes(key, item) for key in removed)
 
 
 @dataclass(frozen=True, slots=True)

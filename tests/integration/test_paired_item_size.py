@@ -1,0 +1,140 @@
+"""The paired item stays small on DynamoDB (sweeper.limiter.paired): stores that went idle are
+removed by the block writes themselves, and a write that would grow a full item is not made."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from sweeper.config import Policy
+from sweeper.limiter import DynamoLimiter
+from sweeper.limiter import dynamodb as dynamodb_limiter
+from sweeper.limiter.paired import (
+    CLOSED_PREFIX,
+    NEXT_PREFIX,
+    PairedItemFull,
+    SharedItem,
+    Want,
+    item_bytes,
+)
+from sweeper_local.aws import LocalAws, provision
+from tests.conftest import Pipeline
+from tests.integration.test_consumer import publish_all
+from tests.integration.test_parallel_calls import invoke
+from tests.integration.test_throttle_routing import two_limits
+
+pytestmark = pytest.mark.integration
+
+WIDE = "app:app"
+WIDE_INTERVAL = 0.025  # 40/s
+STORE_STEP = 500_000  # 2/s per store, in µs
+
+
+@pytest.fixture
+def table(local_aws: LocalAws, unique_name: str) -> str:
+    return provision(
+        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
+    ).limiter_table
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.at = 2_000_000_000.0
+
+    def __call__(self) -> float:
+        return self.at
+
+
+def _item(local_aws: LocalAws, table: str) -> dict[str, Any]:
+    got = local_aws.dynamodb().get_item(
+        TableName=table, Key={"pk": {"S": f"scope#{WIDE}"}}, ConsistentRead=True
+    )
+    item: dict[str, Any] = got["Item"]
+    return item
+
+
+def _stores(item: dict[str, Any]) -> set[str]:
+    return {
+        name.split("#", 1)[1]
+        for name in item
+        if name.startswith(NEXT_PREFIX) or name.startswith(CLOSED_PREFIX)
+    }
+
+
+def _reserve(limiter: DynamoLimiter, store: str) -> dict[str, list[float]]:
+    slots, denial = limiter.reserve_paired(
+        WIDE, WIDE_INTERVAL, [Want(store, STORE_STEP, 1)], 2.0, 0.2, 1
+    )
+    assert denial is None, store
+    return slots
+
+
+def test_five_hundred_stores_over_time_leave_the_app_item_small(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given two consumers' limiters on one clock, 500 distinct stores called over 50 s
+    clock = _Clock()
+    limiters = [DynamoLimiter(local_aws.dynamodb(), table, clock=clock) for _ in range(2)]
+    for n in range(500):
+        _reserve(limiters[n % 2], f"store-{n:04d}")
+        clock.at += 0.1
+    # Then the item holds the stores called within about their period and the margin, not
+    # every store it ever served
+    item = _item(local_aws, table)
+    stores = _stores(item)
+    assert 0 < len(stores) <= 40, len(stores)
+    assert "store-0499" in stores
+    assert "store-0000" not in stores
+    assert sum(len(name) + 21 for name in item) < 2_000
+
+
+def test_a_write_that_would_grow_a_full_item_is_not_made_and_is_logged(
+    local_aws: LocalAws,
+    table: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given an item holding three active stores, and a safe size it has reached
+    clock = _Clock()
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=clock)
+    for store in ("s1", "s2", "s3"):
+        _reserve(limiter, store)
+    before = _item(local_aws, table)
+    reached = item_bytes(SharedItem.parse(before))
+    monkeypatch.setattr(dynamodb_limiter, "SAFE_ITEM_BYTES", reached)
+    # When a fourth store asks: no write, the call is told to reserve its limits one by one,
+    # and the wide key is logged with its outcome code
+    with caplog.at_level(logging.WARNING), pytest.raises(PairedItemFull):
+        _reserve(limiter, "s4")
+    assert _item(local_aws, table) == before
+    assert any(
+        getattr(r, "code", None) == "paired_item_full" and getattr(r, "scope", None) == WIDE
+        for r in caplog.records
+    )
+    # A store already on the item still gets its slot in one write
+    clock.at += 1.0
+    assert set(_reserve(limiter, "s1")) == {"s1"}
+
+
+def test_a_call_whose_store_would_grow_a_full_item_holds_its_limits_one_by_one(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a policy whose two limits are paired on the app's item, and that item full
+    p = two_limits(pipeline, monkeypatch, pipeline.vendor.url)
+    monkeypatch.setattr(dynamodb_limiter, "SAFE_ITEM_BYTES", 0)
+    p.seed(3, tenants=3)
+    # When a batch runs
+    with caplog.at_level(logging.WARNING):
+        response = invoke(p, publish_all(p))
+    # Then every call was made, each holding a slot of each limit on its own item (the app's
+    # item took no store), and the full item was logged
+    assert response == {"batchItemFailures": []}
+    assert p.vendor.audit().effects_total == 3
+    app = _item(p.aws, p.resources.limiter_table)
+    assert _stores(app) == set()
+    assert "tat" in app
+    limiter = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table)
+    assert limiter.state("exports:tenant-0").next_slot_at is not None
+    assert any(getattr(r, "code", None) == "paired_item_full" for r in caplog.records)
