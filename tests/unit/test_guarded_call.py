@@ -111,7 +111,13 @@ def test_no_end_is_heard_for_a_call_never_made() -> None:
     def give_up() -> float | None:
         raise RuntimeError("deferred")
 
-    guarded = guard_with_idempotency(lambda job, timeout: events.append("call"), recording(events))
+    accepted = ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+    def perform(job: ActionCall, timeout: float | None) -> ActionResult:
+        events.append("call")
+        return accepted
+
+    guarded = guard_with_idempotency(perform, recording(events))
     with pytest.raises(RuntimeError):
         guarded(JOB, Attempt(give_up, lambda: events.append("ended")))
     # Then nothing was called and no end heard (the delivery gives its leases back itself)
