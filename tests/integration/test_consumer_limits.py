@@ -6,13 +6,17 @@ window) and records every arrival, from which the app's window is counted.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from sweeper import runtime
 from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus
 from sweeper_local.vendor import VendorSimulator, max_calls_in_window
 from tests.conftest import Pipeline
@@ -104,3 +108,49 @@ def test_a_concurrency_cap_holds_the_calls_at_the_vendor_to_its_number(
     assert failed_ids(response) == set()
     assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 8
     assert slow_vendor.audit().max_in_flight == 2
+
+
+def test_a_concurrency_lease_is_free_while_its_record_is_still_being_settled(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight, a batch of two jobs called two at a time, and a ledger
+    # whose first success write does not finish until the vendor has seen a second call (or
+    # until a deadline)
+    with VendorSimulator(latency_seconds=0.05) as vendor:
+        data = pipeline.policy.model_dump(exclude={"quota", "scope"})
+        data["limits"] = [
+            LimitConfig(
+                name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
+            ),
+            LimitConfig(name="vendor", key="v", max_in_flight=1),
+        ]
+        data["consumer"]["parallel_calls"] = 2
+        data["action"].update(api_url=vendor.url, allow_plain_http=True)
+        policy = Policy.model_validate(data)
+        monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+        runtime.reset()
+        p = replace(pipeline, policy=policy)
+        p.seed(2)
+        records = publish_all(p)
+        real = Ledger.mark_succeeded
+        first_write = threading.Lock()
+        second_call_seen: list[bool] = []
+
+        def slow_first_write(self: Ledger, *args: Any, **kwargs: Any) -> bool:
+            if first_write.acquire(blocking=False):  # the batch's first record only
+                deadline = time.monotonic() + 3.0
+                while vendor.audit().calls_total < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                second_call_seen.append(vendor.audit().calls_total >= 2)
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Ledger, "mark_succeeded", slow_first_write)
+        # When the batch is handled
+        response = invoke(p, records)
+        # Then the second call reached the vendor while the first record's ledger write was
+        # still running: the lease went at the first call's answer, not at its record's end
+        assert second_call_seen == [True]
+        assert failed_ids(response) == set()
+        assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 2
+        # And the cap held: one call at the vendor at a time
+        assert vendor.audit().max_in_flight == 1

@@ -3,11 +3,12 @@ completed record for it) as an error that carries the data its paths need."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from sweeper.consumer import guard_with_idempotency
+from sweeper.consumer import Attempt, guard_with_idempotency
 from sweeper.errors import RetryableActionError
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 
@@ -54,3 +55,70 @@ def test_a_settled_outcome_is_returned_with_the_timeout_prepare_gave() -> None:
 
     assert guard_with_idempotency(perform, lambda f: f)(JOB, lambda: 4.5) is accepted
     assert seen == [4.5]
+
+
+def recording(events: list[str]) -> Callable[[Callable[..., ActionResult]], Any]:
+    """An idempotency stand-in that notes when the record would be completed (or released)."""
+
+    def idempotent(fn: Callable[..., ActionResult]) -> Callable[..., ActionResult]:
+        def wrapped(**kwargs: Any) -> ActionResult:
+            try:
+                return fn(**kwargs)
+            finally:
+                events.append("record")
+
+        return wrapped
+
+    return idempotent
+
+
+def test_the_attempt_hears_the_call_end_before_the_idempotency_record_is_completed() -> None:
+    # Given a guarded call whose idempotency notes when it completes its record
+    events: list[str] = []
+    accepted = ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+    def perform(job: ActionCall, timeout: float | None) -> ActionResult:
+        events.append("call")
+        return accepted
+
+    guarded = guard_with_idempotency(perform, recording(events))
+    # When it runs with an attempt
+    attempt = Attempt(lambda: 4.5, lambda: events.append("ended"))
+    # Then the end of the call is heard between the call and the record's completion
+    assert guarded(JOB, attempt) is accepted
+    assert events == ["call", "ended", "record"]
+
+
+def test_the_attempt_hears_the_end_of_a_call_that_failed() -> None:
+    # Given an action that fails (a read timeout the action did not map, say)
+    events: list[str] = []
+
+    def perform(job: ActionCall, timeout: float | None) -> ActionResult:
+        events.append("call")
+        raise TimeoutError("read timed out")
+
+    guarded = guard_with_idempotency(perform, recording(events))
+    # When it runs with an attempt, the failure comes out, after the end was heard
+    with pytest.raises(TimeoutError):
+        guarded(JOB, Attempt(lambda: 4.5, lambda: events.append("ended")))
+    assert events == ["call", "ended", "record"]
+
+
+def test_no_end_is_heard_for_a_call_never_made() -> None:
+    # Given an attempt whose preparation gives up before the request (a deferral)
+    events: list[str] = []
+
+    def give_up() -> float | None:
+        raise RuntimeError("deferred")
+
+    accepted = ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+
+    def perform(job: ActionCall, timeout: float | None) -> ActionResult:
+        events.append("call")
+        return accepted
+
+    guarded = guard_with_idempotency(perform, recording(events))
+    with pytest.raises(RuntimeError):
+        guarded(JOB, Attempt(give_up, lambda: events.append("ended")))
+    # Then nothing was called and no end heard (the delivery gives its leases back itself)
+    assert events == ["record"]

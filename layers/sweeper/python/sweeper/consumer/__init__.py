@@ -25,6 +25,7 @@ from sweeper.consumer.delivery import (
     Deferred,
 )
 from sweeper.consumer.idempotency import (
+    Attempt,
     GuardedCall,
     Idempotent,
     Prepare,
@@ -48,6 +49,7 @@ __all__ = [
     "IN_FLIGHT_BOUND_SECONDS",
     "MIN_CALL_SECONDS",
     "RATE_DEFERRAL_JITTER_SECONDS",
+    "Attempt",
     "BankedFirst",
     "BatchSlots",
     "Clock",

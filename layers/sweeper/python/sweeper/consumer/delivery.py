@@ -34,7 +34,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
-from sweeper.consumer.idempotency import GuardedCall
+from sweeper.consumer.idempotency import Attempt, GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, LEASE_POLL_TRIES, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
@@ -152,7 +152,7 @@ class _Delivery:
             )
             return
         try:
-            result = deps.guarded_call(self.job, self._take_slot)
+            result = deps.guarded_call(self.job, Attempt(self._take_slot, self._call_ended))
         except IdempotencyAlreadyInProgressError:
             # Another delivery of the same job is calling right now: come back after it.
             deps.metrics.add_metric(Metric.IN_PROGRESS_ELSEWHERE, "Count", 1)
@@ -369,6 +369,15 @@ class _Delivery:
             if got is None:
                 return
             self.leases.append((key, *got))
+
+    def _call_ended(self) -> None:
+        """The request is over (answered, failed, or its read timeout ended): its concurrency
+        leases go at once, before the idempotency record's completion and the ledger's write
+        (idempotency.Attempt). A lease whose release fails expires by itself."""
+        try:
+            self.release_leases()
+        except LimiterError:
+            logger.warning("lease release failed; it expires by itself", extra=self.ids)
 
     def release_leases(self) -> None:
         """Give back the leases this call holds (after its answer, or when it is not made):

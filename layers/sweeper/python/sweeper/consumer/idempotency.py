@@ -37,6 +37,29 @@ Prepare = Callable[[], float | None]
 #: outcome that settles nothing (so the idempotency record is released, not stored).
 GuardedCall = Callable[[ActionCall, Prepare], ActionResult]
 
+
+class Attempt:
+    """A `Prepare` that also hears when the call attempt ended: `ended` runs as soon as the
+    action returned or raised (its answer, a failure, its read timeout over), before the
+    idempotency record is completed or released and before the ledger's write. What was held
+    only for the request (a concurrency lease, consumer/delivery.py) is freed there: the
+    vendor's calls in flight are the requests, not sweeper's bookkeeping after them. Never
+    earlier: a call that timed out on our side may still be at the vendor until the action's
+    timeout ended, and the action returns only then."""
+
+    __slots__ = ("_ended", "_prepare")
+
+    def __init__(self, prepare: Prepare, ended: Callable[[], None]) -> None:
+        self._prepare = prepare
+        self._ended = ended
+
+    def __call__(self) -> float | None:
+        return self._prepare()
+
+    def ended(self) -> None:
+        self._ended()
+
+
 #: What `dynamodb_idempotent` returns: wraps a call in Powertools idempotency.
 Idempotent = Callable[[Callable[..., ActionResult]], Callable[..., ActionResult]]
 
@@ -90,7 +113,12 @@ def guard_with_idempotency(
     """Wrap an action so only settled outcomes are stored as completed idempotency records."""
 
     def call(job: ActionCall, prepare: Prepare) -> ActionResult:
-        result = perform(job, prepare())
+        timeout = prepare()
+        try:
+            result = perform(job, timeout)
+        finally:
+            if isinstance(prepare, Attempt):
+                prepare.ended()  # the request is over: before the record's completion
         if not result.outcome.settled:
             raise RetryableActionError(
                 job.key,
