@@ -337,6 +337,55 @@ def test_an_update_sets_adds_and_removes_as_dynamodb_does(
     assert _code(refused) == "ConditionalCheckFailedException"
 
 
+def test_one_expression_text_with_other_names_and_values_answers_for_its_own(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    # The stand-in compiles an expression once and keeps it by its text and its names map:
+    # the same text with another names map or other values must still mean what they say.
+    table = _table(dynamodb, unique_name)
+    key = {"pk": {"S": "k"}}
+    dynamodb.put_item(TableName=table, Item={**key, "a": {"N": "1"}, "b": {"N": "2"}})
+    update = "SET #x = :v"
+    condition = "#x < :limit"
+
+    def write(attribute: str, value: str, limit: str) -> None:
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#x": attribute},
+            ExpressionAttributeValues={":v": {"N": value}, ":limit": {"N": limit}},
+        )
+
+    def read(attribute: str) -> dict[str, Any]:
+        return dynamodb.get_item(
+            TableName=table,
+            Key=key,
+            ProjectionExpression="#p",
+            ExpressionAttributeNames={"#p": attribute},
+        )["Item"]
+
+    write("a", "10", "5")
+    write("b", "20", "5")  # another names map: b is written, not a
+    write("a", "30", "11")  # other values: 10 < 11 holds, where 10 < 5 did not
+    with pytest.raises(ClientError) as failed:
+        write("b", "40", "20")  # 20 < 20 fails: the condition reads this request's values
+    assert _code(failed) == "ConditionalCheckFailedException"
+    assert read("a") == {"a": {"N": "30"}}
+    assert read("b") == {"b": {"N": "20"}}
+    # and a request that lacks a value the cached expression uses is refused, as before
+    with pytest.raises(ClientError) as undefined:
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression=update,
+            ExpressionAttributeNames={"#x": "a"},
+            ExpressionAttributeValues={":w": {"N": "1"}},
+        )
+    assert _code(undefined) == "ValidationException"
+
+
 def test_a_key_attribute_cannot_be_updated(dynamodb: DynamoDBClient, unique_name: str) -> None:
     table = _table(dynamodb, unique_name)
     with pytest.raises(ClientError) as refused:
