@@ -129,6 +129,8 @@ def identity_query(policy: Policy) -> tuple[str, tuple[str, ...]]:
         return SOURCE_QUERY, ()
     columns = "".join(", " + IDENTITY_COLUMN.format(name=name) for name in names)
     select, sep, rest = SOURCE_QUERY.partition(" FROM exports")
+    if not sep:
+        raise LocalStackError("the sql door's query has no ` FROM exports` to add columns before")
     return select + columns + sep + rest, names
 
 
