@@ -159,6 +159,8 @@ def demo(
     else:
         click.echo("\n".join(render_report(report.as_dict())))
     if not report.all_final:
+        problem = report.problem() or "not every obligation is final: see the report"
+        click.echo(f"Error: demo: {problem}", err=True)
         sys.exit(1)
 
 

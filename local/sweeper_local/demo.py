@@ -31,7 +31,7 @@ from sweeper.plan import PlanInput, make_plan
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import live_local_file
-from sweeper_local.doors import feed_doors
+from sweeper_local.doors import DoorReport, feed_doors
 from sweeper_local.intake import LocalIntake
 from sweeper_local.marketplace import STORES_PREFIX
 from sweeper_local.pipeline import LocalPipeline
@@ -137,9 +137,48 @@ class DemoReport:
     local_file: str | None = None
     #: The most effects the vendor's audit saw for one object of this run (1: once each).
     max_effects_per_object: int | None = None
+    #: Obligations the doors were given that never reached the ledger (refused: e.g. params
+    #: the policy requires that the door's rows do not carry), and how many the ledger held
+    #: once the doors were done. Either short of `jobs`: the demo is not final (`problem`).
+    refused: int = 0
+    in_ledger: int | None = None
+
+    def problem(self) -> str | None:
+        """What made the demo fall short, as one actionable line (None: every job final)."""
+        return demo_problem(self.jobs, self.refused, self.in_ledger, self.pending, self.log_file)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def refused_at_doors(doors: list[DoorReport]) -> int:
+    """Obligations a door seeded that it did not bring into the ledger (its source's strays,
+    which are no obligations of the demo's, are not counted)."""
+    return sum(max(0, door.seeded - door.brought_in) for door in doors)
+
+
+def demo_problem(
+    jobs: int, refused: int, in_ledger: int | None, pending: int, log_file: str
+) -> str | None:
+    """Why a demo is not final, in one actionable line; None when every job it was asked for
+    reached the ledger and settled."""
+    if refused:
+        return (
+            f"{refused} of {jobs} obligations were refused at the doors (the policy's params or "
+            f"identity params, which the demo's doors may not carry): see the doors' table "
+            f"and {log_file}"
+        )
+    if in_ledger is not None and in_ledger < jobs:
+        return (
+            f"only {in_ledger} of {jobs} obligations reached the ledger: see the doors' table "
+            f"and {log_file}"
+        )
+    if pending:
+        return (
+            f"{pending} of {jobs} obligations were still pending at the timeout: give a longer "
+            f"--timeout, or see {log_file}"
+        )
+    return None
 
 
 def _remote_audit(api_url: str) -> VendorAudit | None:
@@ -320,15 +359,19 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             else:
                 run.seed(options.jobs, options.tenants)
                 doors = []
+            refused = refused_at_doors(doors)
+            # Wait for what reached the ledger only: a refused obligation never settles.
+            in_ledger = sum(run.ledger.counts(policy_name).values())
 
             def done() -> bool:
                 final: int = run.final()
                 if progress is not None:
                     progress(final, options.jobs)
-                return final == options.jobs
+                return final >= min(options.jobs, in_ledger)
 
             run.run(done, timeout_seconds=options.timeout_seconds)
         counts = run.ledger_counts
+        pending = counts[JobStatus.PENDING] + counts[JobStatus.LEASED]
         audit = _audit(stack)
         keys, per_object = _key_stats(audit, policy_name)
         seen = contract_figures(stack, contract, policy_name)
@@ -347,7 +390,7 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             returned=run.source.stats.records_failed,
             succeeded=counts[JobStatus.SUCCEEDED],
             terminal=counts[JobStatus.FAILED],
-            pending=counts[JobStatus.PENDING] + counts[JobStatus.LEASED],
+            pending=pending,
             duplicates=metric(Metric.DUPLICATES),
             retries=metric(Metric.RETRIES),
             throttle_events=metric(Metric.THROTTLE_EVENTS),
@@ -366,7 +409,9 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             producer_runs=run.totals.runs,
             consumer_invocations=run.source.stats.invocations,
             elapsed_seconds=round(time.monotonic() - started, 2),
-            all_final=counts[JobStatus.PENDING] + counts[JobStatus.LEASED] == 0,
+            all_final=demo_problem(options.jobs, refused, in_ledger, pending, run.log_file) is None,
+            refused=refused,
+            in_ledger=in_ledger,
             log_file=run.log_file,
             doors=[door.as_dict() for door in doors],
             local_file=None if written is None else str(written),

@@ -114,6 +114,26 @@ def _report(door: str, seeded: int, runs: list[DiscoveryReport]) -> DoorReport:
     )
 
 
+#: What the sql door's rows give each identity param of the policy: the row's due date, as an
+#: ISO date (a date column reaches discovery as its ISO text), e.g. the payments example's
+#: `business_date`. A policy whose params need other values is refused at the door, and the
+#: demo reports what was refused.
+IDENTITY_COLUMN = "(expires_at AT TIME ZONE 'UTC')::date AS {name}"
+
+
+def identity_query(policy: Policy) -> tuple[str, tuple[str, ...]]:
+    """The sql door's discovery query and its param columns: one per identity param (their
+    names are plain identifiers, checked by the policy's model)."""
+    names = tuple(policy.identity_params)
+    if not names:
+        return SOURCE_QUERY, ()
+    columns = "".join(", " + IDENTITY_COLUMN.format(name=name) for name in names)
+    select, sep, rest = SOURCE_QUERY.partition(" FROM exports")
+    if not sep:
+        raise LocalStackError("the sql door's query has no ` FROM exports` to add columns before")
+    return select + columns + sep + rest, names
+
+
 class SqlDoor:
     name = "sql"
 
@@ -125,7 +145,8 @@ class SqlDoor:
         name = f"{SOURCE_DATABASE}_{policy.name.replace('-', '_')}"
         url = stack.source_database_url or source_database(stack.database_url, name)
         seed_source(url, count, tenants, datetime.now(UTC) - timedelta(minutes=1))
-        config = SqlDiscovery(query=SOURCE_QUERY, page_size=1000)
+        query, columns = identity_query(policy)
+        config = SqlDiscovery(query=query, page_size=1000, param_columns=list(columns))
         source = SqlSource(config, url)
         try:
             runs = _discover_all(policy.model_copy(update={"discovery": config}), source, ledger)

@@ -34,8 +34,10 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import hashlib
 import heapq
+import http.client
 import itertools
 import json
 import re
@@ -47,6 +49,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -169,14 +172,25 @@ def _tokens(expression: str) -> _Tokens:
     return _Tokens(found)
 
 
+Values = dict[str, dict[str, Any]]
+
+
 @dataclass
 class _Context:
-    """One request's expression names and values, and which of them its expressions used."""
+    """One request's expression names and values, and which of them its expressions used.
+
+    Compiling an expression reads only the names (an expression compiles to closures over
+    attribute names and value placeholders); the values are read when it runs, so one
+    compiled expression serves every request with its text and its names (`_compiled`).
+    """
 
     names: dict[str, str]
-    values: dict[str, dict[str, Any]]
+    values: Values
     used_names: set[str] = field(default_factory=set)
     used_values: set[str] = field(default_factory=set)
+    #: The value placeholders in the order the expressions use them (the first undefined one
+    #: is the one named in the error, as DynamoDB names it).
+    placeholders: list[str] = field(default_factory=list)
 
     def name(self, token: tuple[str, str]) -> str:
         kind, text = token
@@ -189,11 +203,32 @@ class _Context:
             return text
         raise _validation(f"an attribute name was expected, found {text!r}")
 
-    def value(self, text: str) -> dict[str, Any]:
-        if text not in self.values:
-            raise _validation(f"An expression attribute value used is not defined: {text}")
-        self.used_values.add(text)
-        return self.values[text]
+    def value(self, text: str) -> str:
+        """A value placeholder the expression uses (checked against a request's values when
+        the compiled expression is bound to it: `_Compiled.bind`)."""
+        if text not in self.used_values:
+            self.used_values.add(text)
+            self.placeholders.append(text)
+        return text
+
+    def condition(self, expression: str) -> Condition:
+        condition: Condition = _compiled("condition", expression, _names_key(self.names), ()).bind(
+            self
+        )
+        return condition
+
+    def update(self, expression: str, key_names: list[str]) -> Update:
+        key = tuple(key_names)
+        update: Update = _compiled("update", expression, _names_key(self.names), key).bind(self)
+        return update
+
+    def projection(self, expression: str | None) -> Callable[[Item], Item]:
+        if not expression:
+            return _whole
+        project: Callable[[Item], Item] = _compiled(
+            "projection", expression, _names_key(self.names), ()
+        ).bind(self)
+        return project
 
     def check_all_used(self) -> None:
         unused_values = set(self.values) - self.used_values
@@ -210,23 +245,23 @@ class _Context:
             )
 
 
-Operand = Callable[[Item], dict[str, Any] | None]
-Condition = Callable[[Item], bool]
+Operand = Callable[[Item, Values], dict[str, Any] | None]
+Condition = Callable[[Item, Values], bool]
 
 
 def _operand(tokens: _Tokens, ctx: _Context) -> Operand:
     kind, text = tokens.peek()
     if kind == "value":
         tokens.take()
-        value = ctx.value(text)
-        return lambda item: value
+        placeholder = ctx.value(text)
+        return lambda item, values: values[placeholder]
     if kind == "word" and text == "size":
         tokens.take()
         tokens.expect("(")
         path = ctx.name(tokens.take())
         tokens.expect(")")
 
-        def size(item: Item) -> dict[str, Any] | None:
+        def size(item: Item, values: Values) -> dict[str, Any] | None:
             found = item.get(path)
             if found is None:
                 return None
@@ -235,7 +270,7 @@ def _operand(tokens: _Tokens, ctx: _Context) -> Operand:
 
         return size
     path = ctx.name(tokens.take())
-    return lambda item: item.get(path)
+    return lambda item, values: item.get(path)
 
 
 def _compare(op: str, left: dict[str, Any] | None, right: dict[str, Any] | None) -> bool:
@@ -255,7 +290,7 @@ def _condition(tokens: _Tokens, ctx: _Context) -> Condition:
     left = _conjunction(tokens, ctx)
     while tokens.keyword("OR"):
         right = _conjunction(tokens, ctx)
-        left = (lambda a, b: lambda item: a(item) or b(item))(left, right)
+        left = (lambda a, b: lambda item, v: a(item, v) or b(item, v))(left, right)
     return left
 
 
@@ -263,14 +298,14 @@ def _conjunction(tokens: _Tokens, ctx: _Context) -> Condition:
     left = _negation(tokens, ctx)
     while tokens.keyword("AND"):
         right = _negation(tokens, ctx)
-        left = (lambda a, b: lambda item: a(item) and b(item))(left, right)
+        left = (lambda a, b: lambda item, v: a(item, v) and b(item, v))(left, right)
     return left
 
 
 def _negation(tokens: _Tokens, ctx: _Context) -> Condition:
     if tokens.keyword("NOT"):
         inner = _negation(tokens, ctx)
-        return lambda item: not inner(item)
+        return lambda item, values: not inner(item, values)
     return _predicate(tokens, ctx)
 
 
@@ -288,8 +323,9 @@ def _predicate(tokens: _Tokens, ctx: _Context) -> Condition:
         low = _operand(tokens, ctx)
         tokens.expect("AND")
         high = _operand(tokens, ctx)
-        return lambda item: (
-            _compare(">=", left(item), low(item)) and _compare("<=", left(item), high(item))
+        return lambda item, v: (
+            _compare(">=", left(item, v), low(item, v))
+            and _compare("<=", left(item, v), high(item, v))
         )
     if tokens.keyword("IN"):
         tokens.expect("(")
@@ -298,12 +334,12 @@ def _predicate(tokens: _Tokens, ctx: _Context) -> Condition:
             tokens.take()
             options.append(_operand(tokens, ctx))
         tokens.expect(")")
-        return lambda item: any(_compare("=", left(item), o(item)) for o in options)
+        return lambda item, v: any(_compare("=", left(item, v), o(item, v)) for o in options)
     kind, op = tokens.take()
     if op not in ("=", "<>", "<", "<=", ">", ">="):
         raise _validation(f"a comparison was expected, found {op!r}")
     right = _operand(tokens, ctx)
-    return lambda item: _compare(op, left(item), right(item))
+    return lambda item, values: _compare(op, left(item, values), right(item, values))
 
 
 def _function(tokens: _Tokens, ctx: _Context) -> Condition:
@@ -316,14 +352,14 @@ def _function(tokens: _Tokens, ctx: _Context) -> Condition:
         argument = _operand(tokens, ctx)
     tokens.expect(")")
     if name == "attribute_exists":
-        return lambda item: path in item
+        return lambda item, values: path in item
     if name == "attribute_not_exists":
-        return lambda item: path not in item
+        return lambda item, values: path not in item
     assert argument is not None
     arg = argument
 
-    def test(item: Item) -> bool:
-        found, wanted = item.get(path), arg(item)
+    def test(item: Item, values: Values) -> bool:
+        found, wanted = item.get(path), arg(item, values)
         if found is None or wanted is None:
             return False
         ((kind, raw),) = found.items()
@@ -349,7 +385,7 @@ def parse_condition(expression: str, ctx: _Context) -> Condition:
     return condition
 
 
-Update = Callable[[Item], set[str]]  # applies itself to the item; returns the names it set
+Update = Callable[[Item, Values], set[str]]  # applies itself to the item; the names it set
 
 
 def _set_value(tokens: _Tokens, ctx: _Context) -> Operand:
@@ -362,15 +398,15 @@ def _set_value(tokens: _Tokens, ctx: _Context) -> Operand:
             tokens.expect(",")
             default = _set_value(tokens, ctx)
             tokens.expect(")")
-            left: Operand = lambda item: item.get(path) or default(item)  # noqa: E731
+            left: Operand = lambda item, v: item.get(path) or default(item, v)  # noqa: E731
         else:
             first = _set_value(tokens, ctx)
             tokens.expect(",")
             second = _set_value(tokens, ctx)
             tokens.expect(")")
 
-            def left(item: Item) -> dict[str, Any] | None:
-                a, b = first(item), second(item)
+            def left(item: Item, values: Values) -> dict[str, Any] | None:
+                a, b = first(item, values), second(item, values)
                 if a is None or b is None or "L" not in a or "L" not in b:
                     raise _validation("list_append needs two lists")
                 return {"L": [*a["L"], *b["L"]]}
@@ -383,8 +419,8 @@ def _set_value(tokens: _Tokens, ctx: _Context) -> Operand:
         right = _set_value(tokens, ctx)
         sign = 1 if op == "+" else -1
 
-        def arithmetic(item: Item) -> dict[str, Any] | None:
-            a, b = left(item), right(item)
+        def arithmetic(item: Item, values: Values) -> dict[str, Any] | None:
+            a, b = left(item, values), right(item, values)
             if a is None or b is None:
                 raise _validation(
                     "The provided expression refers to an attribute that does not exist in the item"
@@ -399,7 +435,8 @@ def _set_value(tokens: _Tokens, ctx: _Context) -> Operand:
 
 def parse_update(expression: str, ctx: _Context, key_names: set[str]) -> Update:
     tokens = _tokens(expression)
-    actions: list[Callable[[Item, Item], str]] = []  # (item, before) -> the name it wrote
+    # (item, before, values) -> the name it wrote
+    actions: list[Callable[[Item, Item, Values], str]] = []
     seen: set[str] = set()
     while tokens.peek()[0] != "end":
         clause = tokens.take()[1].upper()
@@ -427,16 +464,16 @@ def parse_update(expression: str, ctx: _Context, key_names: set[str]) -> Update:
                 break
             tokens.take()
 
-    def apply(item: Item) -> set[str]:
+    def apply(item: Item, values: Values) -> set[str]:
         before = dict(item)  # every operand reads the item as it was before the update
-        return {action(item, before) for action in actions}
+        return {action(item, before, values) for action in actions}
 
     return apply
 
 
-def _assign(path: str, value: Operand) -> Callable[[Item, Item], str]:
-    def action(item: Item, before: Item) -> str:
-        new = value(before)
+def _assign(path: str, value: Operand) -> Callable[[Item, Item, Values], str]:
+    def action(item: Item, before: Item, values: Values) -> str:
+        new = value(before, values)
         if new is None:
             raise _validation(
                 "The provided expression refers to an attribute that does not exist in the item"
@@ -447,18 +484,18 @@ def _assign(path: str, value: Operand) -> Callable[[Item, Item], str]:
     return action
 
 
-def _remove(path: str) -> Callable[[Item, Item], str]:
-    def action(item: Item, before: Item) -> str:
+def _remove(path: str) -> Callable[[Item, Item, Values], str]:
+    def action(item: Item, before: Item, values: Values) -> str:
         item.pop(path, None)
         return path
 
     return action
 
 
-def _add(path: str, value: dict[str, Any], *, delete: bool) -> Callable[[Item, Item], str]:
-    def action(item: Item, before: Item) -> str:
+def _add(path: str, placeholder: str, *, delete: bool) -> Callable[[Item, Item, Values], str]:
+    def action(item: Item, before: Item, values: Values) -> str:
         current = before.get(path)
-        ((kind, raw),) = value.items()
+        ((kind, raw),) = values[placeholder].items()
         if kind == "N" and not delete:
             base = _number(current["N"]) if current else Decimal(0)
             item[path] = {"N": _number_text(base + _number(raw))}
@@ -487,6 +524,61 @@ def _projection(expression: str | None, ctx: _Context) -> Callable[[Item], Item]
     if tokens.peek()[0] != "end":
         raise _validation("invalid projection expression")
     return lambda item: {n: item[n] for n in names if n in item}
+
+
+def _whole(item: Item) -> Item:
+    return item
+
+
+#: How many compiled expressions are kept. The limiter, Powertools' idempotency and the tests
+#: send a few dozen distinct expressions, each with new values on every request; parsing one
+#: took a tenth of the stand-in's CPU per DynamoDB request.
+EXPRESSION_CACHE_SIZE = 512
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """An expression compiled for one names map: closures over attribute names and value
+    placeholders, run with a request's values."""
+
+    run: Any
+    names: frozenset[str]
+    placeholders: tuple[str, ...]
+
+    def bind(self, ctx: _Context) -> Any:
+        """The compiled expression for `ctx`'s request: its values must define every
+        placeholder the expression uses; what it used counts towards `check_all_used`."""
+        for placeholder in self.placeholders:
+            if placeholder not in ctx.values:
+                raise _validation(
+                    f"An expression attribute value used is not defined: {placeholder}"
+                )
+        ctx.used_names |= self.names
+        ctx.used_values.update(self.placeholders)
+        return self.run
+
+
+def _names_key(names: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(names.items()))
+
+
+@functools.lru_cache(maxsize=EXPRESSION_CACHE_SIZE)
+def _compiled(
+    kind: str, expression: str, names: tuple[tuple[str, str], ...], key_names: tuple[str, ...]
+) -> _Compiled:
+    """Compile an expression once per (kind, text, names map, table key): the names map is
+    part of the key because compiling resolves `#name` placeholders to attribute names; the
+    values are not, as they are read when the expression runs. An expression that does not
+    compile raises, and nothing is cached for it."""
+    ctx = _Context(dict(names), {})
+    run: Any
+    if kind == "condition":
+        run = parse_condition(expression, ctx)
+    elif kind == "update":
+        run = parse_update(expression, ctx, set(key_names))
+    else:
+        run = _projection(expression, ctx)
+    return _Compiled(run, frozenset(ctx.used_names), tuple(ctx.placeholders))
 
 
 # --- DynamoDB ------------------------------------------------------------------------------
@@ -601,7 +693,7 @@ class DynamoDb:
         expression = request.get("ConditionExpression")
         if expression is None:
             return
-        if not parse_condition(expression, ctx)(item or {}):
+        if not ctx.condition(expression)(item or {}, ctx.values):
             error = ApiError("ConditionalCheckFailedException", "The conditional request failed")
             if request.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and item:
                 error.item = item
@@ -610,7 +702,7 @@ class DynamoDb:
     def op_GetItem(self, request: dict[str, Any]) -> dict[str, Any]:
         table = self._table(request)
         ctx = self._context(request)
-        project = _projection(request.get("ProjectionExpression"), ctx)
+        project = ctx.projection(request.get("ProjectionExpression"))
         ctx.check_all_used()
         item = table.items.get(table.key_of(request["Key"]))
         return {} if item is None else {"Item": project(item)}
@@ -641,12 +733,12 @@ class DynamoDb:
         key_item = request["Key"]
         key = table.key_of(key_item)
         ctx = self._context(request)
-        update = parse_update(request.get("UpdateExpression", ""), ctx, set(table.key_names))
+        update = ctx.update(request.get("UpdateExpression", ""), table.key_names)
         old = table.items.get(key)
         self._check(request, ctx, old)
         ctx.check_all_used()
         item: Item = dict(old) if old else dict(key_item)
-        written = update(item)
+        written = update(item, ctx.values)
         table.items[key] = item
         returns = request.get("ReturnValues", "NONE")
         if returns == "ALL_NEW":
@@ -662,12 +754,8 @@ class DynamoDb:
     def op_Scan(self, request: dict[str, Any]) -> dict[str, Any]:
         table = self._table(request)
         ctx = self._context(request)
-        keep = (
-            parse_condition(request["FilterExpression"], ctx)
-            if "FilterExpression" in request
-            else None
-        )
-        project = _projection(request.get("ProjectionExpression"), ctx)
+        keep = ctx.condition(request["FilterExpression"]) if "FilterExpression" in request else None
+        project = ctx.projection(request.get("ProjectionExpression"))
         ctx.check_all_used()
         keys = list(table.items)
         start = 0
@@ -676,7 +764,11 @@ class DynamoDb:
             start = keys.index(after) + 1 if after in keys else len(keys)
         limit = int(request.get("Limit") or len(keys) or 1)
         page = keys[start : start + limit]
-        found = [project(table.items[k]) for k in page if keep is None or keep(table.items[k])]
+        found = [
+            project(table.items[k])
+            for k in page
+            if keep is None or keep(table.items[k], ctx.values)
+        ]
         answer: dict[str, Any] = {"Items": found, "Count": len(found), "ScannedCount": len(page)}
         if start + limit < len(keys):
             last = table.items[page[-1]]
@@ -1113,15 +1205,84 @@ class LiteAwsServer(ThreadingHTTPServer):
         self.requests_lock = threading.Lock()
 
 
+#: http.client's own limits on a request's header lines and their length.
+MAX_HEADER_LINES = 100
+MAX_HEADER_LINE_BYTES = 65_536
+_FAST_VERSIONS = (b"HTTP/1.1", b"HTTP/1.0")
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as botocore's pool expects
     #: TCP_NODELAY: without it a small answer waits for the client's delayed ACK (measured:
     #: about a fifth of a consumer thread's time went to waiting on DynamoDB calls here).
     disable_nagle_algorithm = True
     server: LiteAwsServer
+    raw_requestline: bytes  # set by BaseHTTPRequestHandler.handle_one_request
+    #: The Date header's text and the second it was formatted for (shared by every handler).
+    _date: tuple[int, str] = (0, "")
 
     def log_message(self, format: str, *args: Any) -> None:
         return
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The Date header, formatted at most once a second (it has a resolution of one)."""
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        second, text = _Handler._date
+        now = int(time.time())
+        if now != second:
+            text = super().date_time_string(now)
+            _Handler._date = (now, text)
+        return text
+
+    def parse_request(self) -> bool:
+        """The request line and header fields, read without the `email` package.
+
+        Why by hand: http.server hands every request's header block to `email.parser` (through
+        http.client.parse_headers), a general MIME parser that cost a large share of the
+        stand-in's CPU per request. What botocore sends SQS and DynamoDB is plain HTTP/1.1:
+        one `Name: value` per line (Host, Content-Type, Content-Length, X-Amz-Target,
+        Authorization, User-Agent, X-Amz-Date and the like), no folded lines, no body other
+        than by Content-Length. Those lines are put in the same `HTTPMessage` type that
+        http.client would build, so every reader of `self.headers` is unchanged. A request
+        line that is not `METHOD PATH HTTP/1.x` goes to the standard parser, whole; a folded
+        or nameless header line is refused with 400, never guessed at; the line and count
+        limits are http.client's.
+        """
+        words = self.raw_requestline.split()
+        if len(words) != 3 or words[2] not in _FAST_VERSIONS:
+            return super().parse_request()
+        self.requestline = self.raw_requestline.rstrip(b"\r\n").decode("iso-8859-1")
+        self.command = words[0].decode("iso-8859-1")
+        self.path = words[1].decode("iso-8859-1")
+        self.request_version = words[2].decode("ascii")
+        self.close_connection = self.request_version != "HTTP/1.1"
+        headers = http.client.HTTPMessage()
+        for _ in range(MAX_HEADER_LINES + 1):
+            line = self.rfile.readline(MAX_HEADER_LINE_BYTES + 1)
+            if len(line) > MAX_HEADER_LINE_BYTES:
+                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Line too long")
+                return False
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, colon, value = line.decode("iso-8859-1").partition(":")
+            if not colon or not name or name != name.strip():
+                self.send_error(HTTPStatus.BAD_REQUEST, "Bad header line")
+                return False
+            headers[name] = value.strip()
+        else:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers")
+            return False
+        self.headers = headers
+        connection = headers.get("Connection", "").lower()
+        if connection == "close":
+            self.close_connection = True
+        elif connection == "keep-alive":
+            self.close_connection = False
+        expect = headers.get("Expect", "").lower()
+        if expect == "100-continue" and self.request_version == "HTTP/1.1":
+            return self.handle_expect_100()
+        return True
 
     def _answer(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
         body = json.dumps(payload, default=float).encode()

@@ -213,3 +213,63 @@ def test_the_listings_example_runs_as_a_demo_with_its_key_and_its_contract_audit
     assert (report["vendor_calls"], report["vendor_effects"]) == (20, 20)
     assert report["max_effects_per_object"] == 1
     assert (report["vendor_429s"], report["throttle_events"]) == (0, 0)
+
+
+def test_a_demo_whose_doors_refuse_every_job_is_not_final_and_says_why(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    # Given the payments example, whose obligations need a business_date param, and the s3
+    # door, whose objects carry no params
+    payments = Path(__file__).resolve().parents[2] / "docs" / "examples" / "payments.toml"
+    url = pg_server.create_database("sweeper_demo_refused")
+    # When the demo runs it
+    result = CliRunner().invoke(
+        main,
+        [
+            "demo",
+            *("--config", str(payments), "--policy", "payments", "--jobs", "6"),
+            *("--tenants", "2", "--database-url", url, "--source", "s3", "--timeout", "30"),
+            "--json",
+            *("--local-file", str(tmp_path / "local.json")),
+        ],
+    )
+    # Then it does not report success: every job refused at the door, none in the ledger,
+    # not final, and one actionable line on the way out
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.output.strip().splitlines()[0])
+    assert (report["refused"], report["in_ledger"], report["succeeded"]) == (6, 0, 0)
+    assert not report["all_final"]
+    assert (
+        result.output.strip()
+        .splitlines()[-1]
+        .startswith("Error: demo: 6 of 6 obligations were refused at the doors")
+    )
+    # and it did not wait out its timeout for jobs that could never settle
+    assert report["elapsed_seconds"] < 30
+
+
+def test_the_payments_example_runs_by_the_sql_door_with_each_row_s_business_date(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    # Given the payments example, whose identity needs a business_date param, and the sql
+    # door, whose rows give each identity param the row's due date
+    payments = Path(__file__).resolve().parents[2] / "docs" / "examples" / "payments.toml"
+    url = pg_server.create_database("sweeper_demo_payments_sql")
+    # When the demo runs it
+    result = CliRunner().invoke(
+        main,
+        [
+            "demo",
+            *("--config", str(payments), "--policy", "payments", "--jobs", "6"),
+            *("--tenants", "2", "--database-url", url, "--source", "sql", "--timeout", "90"),
+            "--json",
+            *("--local-file", str(tmp_path / "local.json")),
+        ],
+    )
+    # Then nothing was refused and every payment was reconciled once by the provider
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert (report["refused"], report["in_ledger"]) == (0, 6)
+    assert report["all_final"]
+    assert (report["succeeded"], report["terminal"]) == (6, 0)
+    assert (report["vendor_effects"], report["max_effects_per_object"]) == (6, 1)

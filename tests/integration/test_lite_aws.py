@@ -10,11 +10,15 @@ stand-in only.
 from __future__ import annotations
 
 import ast
+import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -22,6 +26,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from sweeper_local import lite_aws
 from sweeper_local.aws import LocalAws
 from sweeper_local.lite_aws import FAILED_CONDITION, LiteAwsServer, serve
 
@@ -337,6 +342,55 @@ def test_an_update_sets_adds_and_removes_as_dynamodb_does(
     assert _code(refused) == "ConditionalCheckFailedException"
 
 
+def test_one_expression_text_with_other_names_and_values_answers_for_its_own(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    # The stand-in compiles an expression once and keeps it by its text and its names map:
+    # the same text with another names map or other values must still mean what they say.
+    table = _table(dynamodb, unique_name)
+    key = {"pk": {"S": "k"}}
+    dynamodb.put_item(TableName=table, Item={**key, "a": {"N": "1"}, "b": {"N": "2"}})
+    update = "SET #x = :v"
+    condition = "#x < :limit"
+
+    def write(attribute: str, value: str, limit: str) -> None:
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#x": attribute},
+            ExpressionAttributeValues={":v": {"N": value}, ":limit": {"N": limit}},
+        )
+
+    def read(attribute: str) -> dict[str, Any]:
+        return dynamodb.get_item(
+            TableName=table,
+            Key=key,
+            ProjectionExpression="#p",
+            ExpressionAttributeNames={"#p": attribute},
+        )["Item"]
+
+    write("a", "10", "5")
+    write("b", "20", "5")  # another names map: b is written, not a
+    write("a", "30", "11")  # other values: 10 < 11 holds, where 10 < 5 did not
+    with pytest.raises(ClientError) as failed:
+        write("b", "40", "20")  # 20 < 20 fails: the condition reads this request's values
+    assert _code(failed) == "ConditionalCheckFailedException"
+    assert read("a") == {"a": {"N": "30"}}
+    assert read("b") == {"b": {"N": "20"}}
+    # and a request that lacks a value the cached expression uses is refused, as before
+    with pytest.raises(ClientError) as undefined:
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression=update,
+            ExpressionAttributeNames={"#x": "a"},
+            ExpressionAttributeValues={":w": {"N": "1"}},
+        )
+    assert _code(undefined) == "ValidationException"
+
+
 def test_a_key_attribute_cannot_be_updated(dynamodb: DynamoDBClient, unique_name: str) -> None:
     table = _table(dynamodb, unique_name)
     with pytest.raises(ClientError) as refused:
@@ -444,6 +498,68 @@ def test_what_the_stand_in_does_not_serve_is_refused_not_answered_wrongly(
             MessageAttributes={"a": {"DataType": "String", "StringValue": "b"}},
         )
     assert "message attributes" in str(attributes.value)
+
+
+def _exchange(port: int, raw: bytes) -> bytes:
+    """Send `raw` on one connection and read until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(raw)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_header_lines_are_read_without_the_email_parser_as_http_reads_them(
+    lite_server: LiteAwsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the standard header parser made to fail: the stand-in must not need it for the
+    # plain HTTP/1.1 requests botocore sends
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("http.client.parse_headers was called")
+
+    monkeypatch.setattr(http.client, "parse_headers", refuse)
+    port = lite_server.server_address[1]
+    body = b'{"TableName": "absent"}'
+    request = (
+        b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-amz-json-1.0\r\n"
+        b"X-AMZ-TARGET: DynamoDB_20120810.DescribeTable\r\ncontent-length: %d\r\n\r\n%s"
+    ) % (len(body), body)
+    # When two requests share a connection (names in any case), the second asking to close
+    answer = _exchange(port, request + request.replace(b"host: x", b"Connection: close"))
+    # Then both were read whole and answered, and the connection closed after the second
+    assert answer.count(b"HTTP/1.1 400") == 2
+    assert answer.count(b"ResourceNotFoundException") == 2
+    assert answer.count(b"\r\nDate: ") == 2
+    # and a header line that is no `Name: value` is refused, not guessed at
+    bad = _exchange(port, b"POST / HTTP/1.1\r\nno colon here\r\n\r\n")
+    assert bad.startswith(b"HTTP/1.0 400") or bad.startswith(b"HTTP/1.1 400")
+
+
+def test_the_date_header_is_formatted_at_most_once_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the standard formatting counted, and a clock that moves within a second and past it
+    real = BaseHTTPRequestHandler.date_time_string
+    formatted: list[float | None] = []
+
+    def counting(self: BaseHTTPRequestHandler, timestamp: float | None = None) -> str:
+        formatted.append(timestamp)
+        return real(self, timestamp)
+
+    monkeypatch.setattr(BaseHTTPRequestHandler, "date_time_string", counting)
+    now = [1_000_000.2]
+    monkeypatch.setattr(lite_aws, "time", SimpleNamespace(time=lambda: now[0]))
+    handler = object.__new__(lite_aws._Handler)
+    first = handler.date_time_string()
+    now[0] = 1_000_000.9
+    second = handler.date_time_string()
+    now[0] = 1_000_001.1
+    third = handler.date_time_string()
+    # Then one second's answers share one formatting, and the next second gets its own
+    assert first == second == real(handler, 1_000_000)
+    assert third == real(handler, 1_000_001)
+    assert formatted == [1_000_000, 1_000_001]
 
 
 def test_every_request_is_counted_by_service_and_operation(unique_name: str) -> None:

@@ -70,3 +70,20 @@ def test_a_report_without_doors_has_no_door_table() -> None:
     lines = render_report(_report())
     assert "obligations by door:" not in lines
     assert door_table([]) == ["door  seeded  brought in  rejected  not due  runs"]
+
+
+def test_a_demo_falls_short_when_jobs_were_refused_or_never_reached_the_ledger() -> None:
+    # Given the counts of a demo whose doors refused some jobs, or lost some
+    from sweeper_local.demo import demo_problem, refused_at_doors
+    from sweeper_local.doors import DoorReport
+
+    doors = [DoorReport("sql", 5, 0, 5, 0, 1), DoorReport("s3", 5, 5, 2, 0, 1)]
+    # Then the strays of a door's source are no refusals, its seeded jobs not brought in are
+    assert refused_at_doors(doors) == 5
+    refused = demo_problem(10, 5, 5, 0, "demo.log")
+    assert (refused or "").startswith("5 of 10 obligations were refused")
+    short = demo_problem(10, 0, 7, 0, "demo.log")
+    assert (short or "").startswith("only 7 of 10 obligations reached the ledger")
+    assert demo_problem(10, 0, 10, 3, "demo.log") is not None
+    # and a demo whose every job reached the ledger and settled has no problem
+    assert demo_problem(10, 0, 10, 0, "demo.log") is None
