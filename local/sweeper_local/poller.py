@@ -188,6 +188,8 @@ class LocalEventSource:
         self.environments: list[ExecutionEnvironment] = []
         self.stats = PollerStats()
         self.warmed = threading.Event()  # every execution environment has cold-started
+        #: Invocations running now (read by drills: a paused source is quiet once this is 0).
+        self.in_flight = 0
 
     def check(self) -> None:
         """Refuse the mapping as CreateEventSourceMapping would (ConfigError)."""
@@ -254,17 +256,16 @@ class LocalEventSource:
             for _ in range(cfg.max_concurrency)
         ]
         idle = list(self.environments)
-        in_flight = 0
         try:
             for environment in idle:
                 environment.start()  # every cold start at once
             for environment in idle:
                 environment.initialise()
             self.warmed.set()
-            while not self._stop.is_set() or in_flight:
+            while not self._stop.is_set() or self.in_flight:
                 blocked = self._stop.is_set() or self._paused.is_set() or not idle
                 for done in self._finished(wait=blocked):
-                    in_flight -= 1
+                    self.in_flight -= 1
                     idle.append(done.environment)
                     self._complete(done.invocation, done.records)
                 if blocked:
@@ -273,8 +274,8 @@ class LocalEventSource:
                 if not records:
                     continue
                 environment = idle.pop()
-                in_flight += 1
-                self.stats.max_in_flight = max(self.stats.max_in_flight, in_flight)
+                self.in_flight += 1
+                self.stats.max_in_flight = max(self.stats.max_in_flight, self.in_flight)
                 threading.Thread(
                     target=self._invoke,
                     args=(environment, records),

@@ -58,7 +58,7 @@ reopen_jitter_seconds = 0.05
 """
 COMMAND_TIMEOUT_SECONDS = 120.0
 #: The dlq scenario's second incident: its Retry-After keeps the gate closed this long.
-SHORT_INCIDENT_SECONDS = 15
+SHORT_INCIDENT_SECONDS = 30  # two CLI commands (status, redrive) fit in it on a loaded machine
 
 Echo = Callable[[str], None]
 
