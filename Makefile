@@ -6,8 +6,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The suite runs on TEST_WORKERS pytest-xdist workers, each with its own PostgreSQL and AWS
-# stand-in, each test file on one worker (its module fixtures start once, the drills run one at
-# a time). Most tests wait on I/O, so more workers than cores pay (docs/decisions.md).
+# stand-in, each test file on one worker (its module fixtures start once). Most tests wait on
+# I/O, so more workers than cores pay. The drills time their recovery, so they run after the
+# rest, one at a time on an otherwise idle machine (docs/decisions.md).
 TEST_WORKERS ?= 4
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
@@ -40,7 +41,8 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest $(PYTEST_PARALLEL)
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow and not drill"
+	$(BIN)/pytest -m "drill and not slow"
 
 unit: install
 	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit

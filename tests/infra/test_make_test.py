@@ -1,4 +1,5 @@
-"""`make test`: ruff, the format check, mypy, then pytest on several xdist workers, file by file."""
+"""`make test`: ruff, the format check, mypy, then pytest on several xdist workers, file by file,
+then the drills one at a time."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def _dry_run(*args: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_make_test_checks_then_runs_pytest_on_four_workers_each_file_on_one() -> None:
+def test_make_test_checks_then_runs_pytest_on_four_workers_each_file_on_one_then_the_drills() -> None:
     lines = _dry_run("test")
     checks = [line for line in lines if line.startswith(".venv/bin/")]
     assert checks == [
@@ -29,9 +30,12 @@ def test_make_test_checks_then_runs_pytest_on_four_workers_each_file_on_one() ->
         ".venv/bin/ruff format --check .",
         ".venv/bin/mypy",
         # each worker starts its own services; a file's module fixtures start once, on one worker
-        ".venv/bin/pytest -n 4 --dist loadfile",
+        '.venv/bin/pytest -n 4 --dist loadfile -m "not slow and not drill"',
+        # the drills time their recovery: alone, after the rest
+        '.venv/bin/pytest -m "drill and not slow"',
     ]
 
 
 def test_the_worker_count_is_one_make_variable() -> None:
-    assert ".venv/bin/pytest -n 2 --dist loadfile" in _dry_run("test", "TEST_WORKERS=2")
+    lines = _dry_run("test", "TEST_WORKERS=2")
+    assert '.venv/bin/pytest -n 2 --dist loadfile -m "not slow and not drill"' in lines
