@@ -22,7 +22,7 @@ def _dry_run(*args: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_make_test_checks_then_runs_pytest_on_four_workers_each_file_on_one_then_the_drills() -> None:
+def test_make_test_checks_then_runs_the_suite_on_four_workers_then_the_drills() -> None:
     lines = _dry_run("test")
     checks = [line for line in lines if line.startswith(".venv/bin/")]
     assert checks == [
