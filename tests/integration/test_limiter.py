@@ -122,9 +122,10 @@ def test_a_limiter_that_last_found_a_scope_busy_tries_the_busy_path_first(
     a = DynamoLimiter(local_aws.dynamodb(), table)
     assert isinstance(a.reserve("shared", 0.05, horizon=10), Grant)  # idle: the first slot
     assert isinstance(a.reserve("shared", 0.05, horizon=10), Grant)  # busy
-    # and limiter b (another consumer) holding the next 2 s of slots, unknown to a
+    # and limiter b (another consumer) holding the next 8 s of slots, unknown to a (long
+    # enough that a loaded machine's pause cannot let them pass before a reserves again)
     b = DynamoLimiter(local_aws.dynamodb(), table)
-    assert isinstance(b.reserve("shared", 0.05, horizon=10, count=40), Grant)
+    assert isinstance(b.reserve("shared", 0.05, horizon=10, count=160), Grant)
     # When a reserves again after a's own last slot has passed
     time.sleep(0.2)
     writes = a.writes
