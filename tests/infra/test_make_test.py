@@ -4,7 +4,10 @@ then the drills one at a time."""
 from __future__ import annotations
 
 import subprocess
+from types import SimpleNamespace
+from typing import Any
 
+from tests.conftest import RUN_FIRST, pytest_collection_modifyitems
 from tests.infra.conftest import REPO_ROOT
 
 #: The install stamp is taken as done, so that `make -n` prints the test commands only.
@@ -30,7 +33,7 @@ def test_make_test_checks_then_runs_the_suite_on_four_workers_then_the_drills() 
         ".venv/bin/ruff format --check .",
         ".venv/bin/mypy",
         # each worker starts its own services; a file's module fixtures start once, on one worker
-        '.venv/bin/pytest -n 4 --dist loadfile -m "not slow and not drill"',
+        '.venv/bin/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not slow and not drill"',
         # the drills time their recovery: alone, after the rest
         '.venv/bin/pytest -m "drill and not slow"',
     ]
@@ -38,4 +41,38 @@ def test_make_test_checks_then_runs_the_suite_on_four_workers_then_the_drills() 
 
 def test_the_worker_count_is_one_make_variable() -> None:
     lines = _dry_run("test", "TEST_WORKERS=2")
-    assert '.venv/bin/pytest -n 2 --dist loadfile -m "not slow and not drill"' in lines
+    assert (
+        '.venv/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not slow and not drill"'
+        in lines
+    )
+
+
+def test_every_file_run_first_exists() -> None:
+    # a renamed file would silently lose its place at the front
+    missing = [path for path in RUN_FIRST if not (REPO_ROOT / path).is_file()]
+    assert missing == []
+
+
+def test_the_slowest_files_are_dealt_first_and_the_rest_keep_their_order() -> None:
+    # Given tests collected in path order, two of them from files listed to run first
+    nodeids = [
+        "tests/infra/test_config.py::test_a",
+        f"{RUN_FIRST[1]}::test_b",
+        "tests/unit/test_plan.py::test_c",
+        f"{RUN_FIRST[0]}::test_d",
+        "tests/infra/test_config.py::test_e",
+        f"{RUN_FIRST[1]}::test_f",
+    ]
+    items: list[Any] = [SimpleNamespace(nodeid=n) for n in nodeids]
+    # When the suite's hook orders them
+    pytest_collection_modifyitems(items)
+    # Then the listed files come first, in the list's order, and everything else after, as
+    # collected
+    assert [i.nodeid.rsplit("::", 1)[1] for i in items] == [
+        "test_d",
+        "test_b",
+        "test_f",
+        "test_a",
+        "test_c",
+        "test_e",
+    ]
