@@ -5,6 +5,7 @@ directly, alike; the read-only function changes nothing; a bad request runs noth
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,12 +15,16 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
+from sweeper.config import load_config
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.operator_api.service import serve
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
+from sweeper_local.background import LocalConsoleStack
 from sweeper_local.operator_api import OperatorApiStandIn
+from sweeper_local.scenarios import SCENARIO_CONFIG
+from tests.conftest import PgServer
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration
@@ -34,6 +39,33 @@ def api(start_console: StartConsole, tmp_path: Path) -> Iterator[tuple[Path, Pat
     stand_in = OperatorApiStandIn(local_file).start()
     yield local_file, stand_in.write_local_file(tmp_path / "through-api.json")
     stand_in.stop()
+
+
+@pytest.fixture(scope="module")
+def refusals(
+    pg_server: PgServer, pg_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Path, str]]:
+    """One stack for the tests whose requests are refused (starting one takes seconds): each
+    shows that its request changed nothing. (direct file, through-the-API file, database)"""
+    name = f"sweeper_t{os.getpid()}_refusals"
+    db_url = pg_server.create_database(name, template=pg_template)
+    folder = tmp_path_factory.mktemp("operator-api")
+    config_path = folder / "sweeper.toml"
+    config_path.write_text(SCENARIO_CONFIG, encoding="utf-8")
+    stack = LocalConsoleStack(
+        load_config(config_path), config_path=str(config_path), database_url=db_url
+    ).start()
+    try:
+        local_file = folder / "local.json"
+        stack.local_file().write(local_file)
+        stand_in = OperatorApiStandIn(local_file).start()
+        try:
+            yield local_file, stand_in.write_local_file(folder / "through-api.json"), db_url
+        finally:
+            stand_in.stop()
+    finally:
+        stack.stop()
+        pg_server.drop_database(name)
 
 
 def sweeper(local_file: Path, *args: str, api: bool = False, code: int = 0) -> Any:
@@ -213,9 +245,9 @@ def test_the_read_only_function_refuses_every_change_and_changes_nothing(
     ],
 )
 def test_anything_but_a_valid_request_from_an_iam_caller_is_refused_and_nothing_runs(
-    api: tuple[Path, Path], db_url: str, body: str, caller: str | None, outcome: str
+    refusals: tuple[Path, Path, str], body: str, caller: str | None, outcome: str
 ) -> None:
-    direct, _ = api
+    direct, _, db_url = refusals
     stand_in = OperatorApiStandIn(direct)
     before = actions(db_url)
     reply = serve(body, caller=caller, access="operate", backend=stand_in.backend)
@@ -225,10 +257,12 @@ def test_anything_but_a_valid_request_from_an_iam_caller_is_refused_and_nothing_
     assert actions(db_url) == before
 
 
-def test_an_unsigned_request_never_reaches_the_function(api: tuple[Path, Path]) -> None:
+def test_an_unsigned_request_never_reaches_the_function(
+    refusals: tuple[Path, Path, str],
+) -> None:
     import urllib3
 
-    _, through = api
+    _, through, _ = refusals
     url = json.loads(through.read_text())["operator_api"]["OperatorApiUrl"]
     response = urllib3.request("POST", url, body=b'{"command": "status"}')
     assert response.status == 403
