@@ -78,6 +78,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: run_first_order(item.nodeid))
 
 
+#: Test folders dealt to one worker as a whole: every file of tests/infra reads the same
+#: synthesized templates (session fixtures, seconds of CDK each), which one worker makes once
+#: where four would each make them.
+ONE_WORKER_FOLDERS = ("tests/infra/",)
+
+
+def work_unit(nodeid: str) -> str:
+    """What `--dist loadfile` deals to one worker: a test's file, or its whole folder when the
+    folder is in ONE_WORKER_FOLDERS."""
+    path = nodeid.split("::", 1)[0]
+    for folder in ONE_WORKER_FOLDERS:
+        if path.startswith(folder):
+            return folder
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, its work units being `work_unit`'s. (xdist_group marks would say
+    this, but pytest-xdist 3.8 under pytest 9.2 ignores them: docs/decisions.md.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FoldersAndFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return FoldersAndFiles(config, log)
+
+
 def load_event(name: str) -> dict[str, Any]:
     """One sample event from events/ (the only place tests take events from)."""
     data: dict[str, Any] = json.loads((EVENTS_DIR / name).read_text(encoding="utf-8"))

@@ -7,7 +7,7 @@ import subprocess
 from types import SimpleNamespace
 from typing import Any
 
-from tests.conftest import RUN_FIRST, pytest_collection_modifyitems
+from tests.conftest import RUN_FIRST, pytest_collection_modifyitems, work_unit
 from tests.infra.conftest import REPO_ROOT
 
 #: The install stamp is taken as done, so that `make -n` prints the test commands only.
@@ -76,3 +76,11 @@ def test_the_slowest_files_are_dealt_first_and_the_rest_keep_their_order() -> No
         "test_c",
         "test_e",
     ]
+
+
+def test_tests_infra_goes_to_one_worker_and_every_other_file_on_its_own() -> None:
+    # its files share synthesized templates, made once per worker
+    assert work_unit("tests/infra/test_security.py::test_x[default]") == "tests/infra/"
+    assert work_unit("tests/infra/test_layer.py::test_y") == "tests/infra/"
+    assert work_unit("tests/integration/test_demo.py::test_z") == "tests/integration/test_demo.py"
+    assert work_unit("tests/unit/test_plan.py::test_w[a::b]") == "tests/unit/test_plan.py"
