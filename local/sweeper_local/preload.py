@@ -106,7 +106,7 @@ def _caller(frame: FrameType | None) -> str:
     """The module that read the environment (past os, the Mapping mixins and this module)."""
     while frame is not None:
         name = str(frame.f_globals.get("__name__", ""))
-        if name not in ("os", "_collections_abc", __name__):
+        if name not in ("os", "_collections_abc", "collections.abc", __name__):
             return name
         frame = frame.f_back
     return ""
