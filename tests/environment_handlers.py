@@ -16,7 +16,7 @@ IMPORTED = {"pid": os.getpid(), "mark": os.environ.get("SWEEPER_TEST_MARK")}
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from aws_xray_sdk.core import xray_recorder
+    from aws_xray_sdk.core import xray_recorder  # type: ignore[import-untyped]
 
     if event.get("stderr"):
         print(event["stderr"], file=sys.stderr, flush=True)

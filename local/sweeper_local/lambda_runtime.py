@@ -32,7 +32,7 @@ from enum import StrEnum
 from functools import cache
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
-from multiprocessing.context import BaseContext
+from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import ModuleType
@@ -66,7 +66,7 @@ def start_method() -> str:
     return chosen
 
 
-def _context(method: str) -> BaseContext:
+def _context(method: str) -> SpawnContext | ForkServerContext:
     if method == "spawn":
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")

@@ -159,7 +159,7 @@ def preload(modules: tuple[str, ...] = PRELOADED_MODULES) -> Preloaded:
     before = set(sys.modules)
     original = os.environ
     recorder = _RecordingEnviron(
-        original._data,
+        original._data,  # type: ignore[attr-defined]  # the same variables, not a copy
         original.encodekey,
         original.decodekey,
         original.encodevalue,
@@ -180,7 +180,7 @@ def preload(modules: tuple[str, ...] = PRELOADED_MODULES) -> Preloaded:
     tops = {name.partition(".")[0] for name in set(sys.modules) - before}
     loaded.origins = {top: _origin(top) for top in sorted(tops)}
     loaded.threads = threading.active_count()
-    own = random._inst  # type: ignore[attr-defined]  # reseeded by CPython after a fork
+    own = random._inst  # reseeded by CPython after a fork
     loaded.rngs = [
         o
         for o in gc.get_objects()
