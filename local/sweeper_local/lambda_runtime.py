@@ -4,10 +4,17 @@ Each worker process is one "execution environment": it imports the handler modul
 start) and keeps its module state (cached clients, the ledger connection) across invocations, as
 Lambda does. What a function prints (Powertools logs and EMF metrics) goes to a log file, the
 local CloudWatch Logs; metrics are read back from its EMF lines exactly as CloudWatch would.
+
+The processes are forked from a forkserver that has imported the SDKs and the product's modules
+once (`sweeper_local.preload`), not spawned as fresh interpreters that import them again each
+cold start; the child is otherwise what spawn makes (the starting process's environment, plus
+the function's, and its stdout and stderr), and the handler is imported in it.
+`SWEEPER_LOCAL_START_METHOD=spawn` spawns them instead (docs/decisions.md, 2026-12-02).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import importlib.util
@@ -23,13 +30,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from sweeper.errors import LocalStackError
+from sweeper_local import preload
 from sweeper_local.cpu_cap import CpuCap, CpuCaps, vcpu_for
 
 #: How long a cold start may take locally (imports on a busy machine) before it is a failure.
@@ -38,6 +48,76 @@ INIT_TIMEOUT_SECONDS = 120.0
 LAYER_PATH_VARIABLE = "SWEEPER_LOCAL_LAYER_PATH"
 #: How long a stopping environment may take to exit before it is killed.
 CLOSE_TIMEOUT_SECONDS = 5.0
+#: How environments are started: `forkserver` (the default) forks them from a server that has
+#: preloaded the heavy modules; `spawn` starts each in a fresh interpreter.
+START_METHOD_VARIABLE = "SWEEPER_LOCAL_START_METHOD"
+START_METHODS = ("forkserver", "spawn")
+#: What the forkserver imports when it starts (once per process that starts environments).
+PRELOAD_MODULE = "sweeper_local.forkserver_preload"
+
+
+def start_method() -> str:
+    """The start method `START_METHOD_VARIABLE` chooses (read at every start)."""
+    chosen = os.environ.get(START_METHOD_VARIABLE) or "forkserver"
+    if chosen not in START_METHODS:
+        raise LocalStackError(
+            f"{START_METHOD_VARIABLE}={chosen!r}: use one of {', '.join(START_METHODS)}"
+        )
+    return chosen
+
+
+def _context(method: str) -> SpawnContext | ForkServerContext:
+    if method == "spawn":
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Read when the server starts, once per process: nothing else here uses a forkserver.
+    context.set_forkserver_preload([PRELOAD_MODULE])
+    return context
+
+
+@dataclass(frozen=True, slots=True)
+class _StalePreload:
+    """A forked child's answer when the preloaded modules depend on what differs in it."""
+
+    reason: str
+
+
+class _Stream:
+    """This process's stdout or stderr, handed to the child: a spawned child inherits them, a
+    forkserver's child would have the server's (the output of a test, or a detached stack's
+    log, that started before)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled while the process starts: the start method passes the descriptor along.
+        return (_received_fd, (reduction.DupFd(self.fd),))
+
+
+def _received_fd(duplicate: Any) -> int:
+    fd: int = duplicate.detach()
+    return fd
+
+
+def _streams() -> tuple[_Stream | None, _Stream | None]:
+    def open_fd(fd: int) -> _Stream | None:
+        try:
+            os.fstat(fd)
+        except OSError:  # closed here: the child has none either
+            return None
+        return _Stream(fd)
+
+    return open_fd(1), open_fd(2)
+
+
+def _adopt_streams(streams: tuple[Any, Any]) -> None:
+    for target, fd in ((1, streams[0]), (2, streams[1])):
+        if fd is None:
+            os.close(target)
+        elif fd != target:
+            os.dup2(fd, target)
+            os.close(fd)
 
 
 def functions_dir() -> Path:
@@ -177,9 +257,18 @@ def invoke(
     return Invocation(response, error, time.monotonic() - started, status, cpu)
 
 
-def init_worker(env: dict[str, str], log_file: str | None) -> None:
+def init_worker(
+    env: dict[str, str], log_file: str | None, *, environ: dict[str, str] | None = None
+) -> None:
     """The function's environment, and stdout to the local log file; a layer of the team's own
-    code (`LAYER_PATH_VARIABLE`) goes on the path, as Lambda puts a layer's `python/` there."""
+    code (`LAYER_PATH_VARIABLE`) goes on the path, as Lambda puts a layer's `python/` there.
+
+    With `environ` (the starting process's environment when it started this one), os.environ
+    becomes exactly `environ` plus `env`, as a spawned child's is.
+    """
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     os.environ.update(env)
     layer = env.get(LAYER_PATH_VARIABLE)
     if layer and layer not in sys.path:
@@ -188,26 +277,47 @@ def init_worker(env: dict[str, str], log_file: str | None) -> None:
         sys.stdout = open(log_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
 
 
-def _serve(conn: Connection, function: str, env: dict[str, str], log_file: str | None) -> None:
+def _serve(
+    conn: Connection,
+    function: str,
+    environ: dict[str, str],
+    env: dict[str, str],
+    log_file: str | None,
+    streams: tuple[Any, Any],
+    method: str,
+) -> None:
     """An execution environment's process: cold start, then one invocation at a time."""
-    init_worker(env, log_file)
+    _adopt_streams(streams)
+    init_worker(env, log_file, environ=environ)
     try:
-        load_handler(function)
-    except Exception as exc:  # Lambda's Runtime.ImportModuleError: reported, not raised here
-        conn.send(f"{type(exc).__name__}: {exc}")
-        return
-    conn.send(None)
-    while True:
+        stale = preload.stale(os.environ)
+        if stale is not None:  # the starting process starts a fresh interpreter instead
+            conn.send(_StalePreload(stale))
+            return
         try:
-            request = conn.recv()
-        except EOFError:  # the event source went away
+            load_handler(function)
+        except Exception as exc:  # Lambda's Runtime.ImportModuleError: reported, not raised
+            conn.send(f"{type(exc).__name__}: {exc}")
             return
-        if request is None:
-            return
-        event, function_name, timeout_seconds = request
-        conn.send(
-            invoke(function, event, function_name=function_name, timeout_seconds=timeout_seconds)
-        )
+        conn.send(None)
+        while True:
+            try:
+                request = conn.recv()
+            except EOFError:  # the event source went away
+                return
+            if request is None:
+                return
+            event, function_name, timeout_seconds = request
+            conn.send(
+                invoke(
+                    function, event, function_name=function_name, timeout_seconds=timeout_seconds
+                )
+            )
+    finally:
+        if method != "spawn":
+            # A spawned interpreter runs its exit handlers when it ends; a forked child ends
+            # with os._exit, so it runs them here.
+            atexit._run_exitfuncs()
 
 
 class ExecutionEnvironment:
@@ -244,6 +354,10 @@ class ExecutionEnvironment:
         self._ready = False
         self._lock = threading.Lock()
         self.cold_starts = 0
+        #: How the current (or last) process was started: `forkserver` or `spawn`.
+        self.start_method: str | None = None
+        #: Why the last forked start had to be a fresh interpreter instead (None: it did not).
+        self.stale_preload: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -253,36 +367,63 @@ class ExecutionEnvironment:
         """Start the process (a cold start) unless one runs; `initialise` waits for it."""
         if self._process is not None:
             return
-        context = multiprocessing.get_context("spawn")
+        self._start(start_method())
+        self.cold_starts += 1
+
+    def _start(self, method: str) -> None:
+        context = _context(method)
         parent, child = context.Pipe()
         process = context.Process(
             target=_serve,
-            args=(child, self.function, self._env, self._log_file),
+            # A spawned child starts with this process's environment as it is now; a
+            # forkserver's would have the server's, so the child is given this one to take.
+            args=(
+                child,
+                self.function,
+                dict(os.environ),
+                self._env,
+                self._log_file,
+                _streams(),
+                method,
+            ),
             name=f"lambda-{self.function}",
             daemon=True,
         )
         process.start()
         child.close()  # only the child holds it now: its death reads as EOF here
         self._process, self._conn, self._ready = process, parent, False
-        self.cold_starts += 1
+        self.start_method = method
 
     def initialise(self) -> None:
         """Wait for the cold start; LocalStackError when the handler cannot be loaded."""
         self.start()
         if self._ready:
             return
-        assert self._conn is not None
-        failure: str | None = "did not start in time"
-        try:
-            if self._conn.poll(self._init_timeout_seconds):
-                failure = self._conn.recv()
-        except (EOFError, OSError):
-            failure = f"died while starting ({self._exit_description()})"
+        deadline = time.monotonic() + self._init_timeout_seconds
+        failure = self._await_init(deadline)
+        if isinstance(failure, _StalePreload):
+            # The same cold start in a fresh interpreter: the preloaded modules depend on what
+            # differs in this environment.
+            self.stale_preload = failure.reason
+            self.discard()
+            self._start("spawn")
+            failure = self._await_init(deadline)
         if failure is not None:
             self.discard()
             raise LocalStackError(f"the {self.function} function failed to initialise: {failure}")
         self._ready = True
         self._cap_cpu()
+
+    def _await_init(self, deadline: float) -> str | _StalePreload | None:
+        """The cold start's answer: None when the handler is loaded."""
+        assert self._conn is not None
+        failure: str | _StalePreload | None = "did not start in time"
+        try:
+            if self._conn.poll(max(0.0, deadline - time.monotonic())):
+                failure = self._conn.recv()
+        except (EOFError, OSError):
+            failure = f"died while starting ({self._exit_description()})"
+        return failure
 
     def throttling(self) -> tuple[int, float]:
         """Periods in which this environment's CPU cap paused it, and for how long (seconds),
