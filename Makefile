@@ -14,7 +14,13 @@ STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 4
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo test unit integration drills bench mutate install postgres chromium layers synth deploy lock clean
+.PHONY: demo test typecheck suite unit integration drills bench mutate install postgres chromium layers synth deploy lock clean
+
+# The set-up's three parts at once (the Python packages beside Debian's, which take turns on
+# apt's lock): on a fresh machine they are most of a minute each. Sub-makes share the jobs.
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += --jobs=3
+endif
 
 $(STAMP): pyproject.toml local/pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' || { echo "sweeper needs Python 3.12+ (found $$($(PYTHON) --version))"; exit 1; }
@@ -32,19 +38,25 @@ postgres:
 	@bash .ci/ensure-postgres.sh
 
 # Debian's chromium and chromedriver for the console's browser test (it fails, never skips,
-# without them).
-chromium:
+# without them). After postgres: one apt-get at a time.
+chromium: postgres
 	@bash .ci/ensure-chromium.sh
 
 demo: install
 	$(BIN)/sweeper demo
 
+# mypy (a minute and more of one core) runs beside the suite, not before it.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
-	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow and not drill"
+	$(MAKE) --no-print-directory typecheck suite
 	$(BIN)/pytest -m "drill and not slow"
+
+typecheck: install
+	$(BIN)/mypy
+
+suite: install
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow and not drill"
 
 unit: install
 	$(BIN)/pytest $(PYTEST_PARALLEL) tests/unit

@@ -3,7 +3,9 @@ then the drills one at a time."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,12 +33,49 @@ def test_make_test_checks_then_runs_the_suite_on_four_workers_then_the_drills() 
     assert checks == [
         ".venv/bin/ruff check .",
         ".venv/bin/ruff format --check .",
+        # mypy beside the suite (a sub-make of both goals: test_mypy_runs_beside_the_suite)
         ".venv/bin/mypy",
         # each worker starts its own services; a file's module fixtures start once, on one worker
         '.venv/bin/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not slow and not drill"',
         # the drills time their recovery: alone, after the rest
         '.venv/bin/pytest -m "drill and not slow"',
     ]
+    assert "make --no-print-directory typecheck suite" in lines
+
+
+#: A stand-in for mypy and pytest: says it started, then waits (at most 20 s) for the other.
+WAITS_FOR_THE_OTHER = """#!/bin/sh
+touch "$SEEN/$(basename "$0")"
+for _ in $(seq 200); do
+  [ -e "$SEEN/mypy" ] && [ -e "$SEEN/pytest" ] && { echo both >> "$SEEN/log"; exit 0; }
+  sleep 0.1
+done
+echo alone >> "$SEEN/log"
+"""
+
+
+def test_mypy_runs_beside_the_suite(tmp_path: Path) -> None:
+    # Given stand-ins for mypy and pytest that each wait for the other to have started
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("mypy", "pytest"):
+        (bin_dir / name).write_text(WAITS_FOR_THE_OTHER, encoding="utf-8")
+        (bin_dir / name).chmod(0o755)
+    # When make runs the two goals of `make test`'s middle step (the set-up taken as done)
+    done = subprocess.run(
+        [
+            *("make", "--no-print-directory", "-C", str(REPO_ROOT), f"BIN={bin_dir}"),
+            *("-o", "install", "-o", STAMP, "-o", "postgres", "-o", "chromium"),
+            *("typecheck", "suite"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SEEN": str(tmp_path)},
+    )
+    # Then both ran at once: each saw the other start
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "log").read_text(encoding="utf-8").split() == ["both", "both"]
 
 
 def test_the_worker_count_is_one_make_variable() -> None:
