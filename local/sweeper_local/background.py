@@ -290,6 +290,9 @@ class LocalConsoleStack(Service):
 
     def stop(self) -> None:
         self._stop.set()
+        for runtime in self.policies.values():  # their long polls and environments end at once
+            runtime.intake.source.stop_soon()
+            runtime.pipeline.source.stop_soon()
         for thread in self._threads:
             thread.join(timeout=STOP_TIMEOUT_SECONDS)
         try:
