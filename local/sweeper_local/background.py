@@ -173,6 +173,7 @@ class LocalConsoleStack(Service):
             log_file=self.log_file,
         )
         self.policies[policy.name] = _PolicyRuntime(pipeline, intake)
+        intake.source.start()  # its environments cold-start while the pipeline's do
         pipeline.start()
         intake.start()
 

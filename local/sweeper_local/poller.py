@@ -209,6 +209,9 @@ class LocalEventSource:
         )
 
     def start(self) -> LocalEventSource:
+        """Check the mapping and start polling (a second call, once started, does nothing)."""
+        if self._thread is not None:
+            return self
         self.check()
         self._thread = threading.Thread(target=self._run, name="local-event-source", daemon=True)
         self._thread.start()
