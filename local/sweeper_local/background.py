@@ -85,8 +85,12 @@ class LocalConsoleStack(Service):
         prefix: str = "sweeper",
         log_file: str | None = None,
         secret_values: dict[str, Any] | None = None,
+        intake_consumers: bool = True,
     ) -> None:
+        """`intake_consumers`: run each policy's intake function on its queue; a stack that
+        receives no hints (a drill's) leaves it out, its queue made and its processes not."""
         self.config = config
+        self.intake_consumers = intake_consumers
         #: An outside vendor's secret values by the ARN the policy names
         #: (sweeper_local.action_secrets).
         self.secret_values = secret_values or {}
@@ -173,9 +177,11 @@ class LocalConsoleStack(Service):
             log_file=self.log_file,
         )
         self.policies[policy.name] = _PolicyRuntime(pipeline, intake)
-        intake.source.start()  # its environments cold-start while the pipeline's do
+        if self.intake_consumers:
+            intake.source.start()  # its environments cold-start while the pipeline's do
         pipeline.start()
-        intake.start()
+        if self.intake_consumers:
+            intake.start()
 
     def _spawn(self, target: Any, name: str) -> None:
         def run() -> None:

@@ -1040,6 +1040,7 @@ def _drill_stack(drill: Drill, database_url: str | None) -> Iterator[DrillRun]:
                 policy.consumer.timeout_seconds if drill.shortest_visibility else None
             ),
             log_file=log_file,
+            intake_consumers=False,  # no drill sends hints: two processes fewer to start and stop
         )
         # The vendor enforces the policy's quota: a 429 it gives outside an incident is ours.
         console.stack.vendor_quota = policy.quota
