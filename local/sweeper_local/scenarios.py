@@ -63,9 +63,10 @@ COMMAND_TIMEOUT_SECONDS = 120.0
 #: `redrive` run the script keeps the gate closed, renewing the closure to this long ahead as a
 #: vendor still refusing would. Once they have run, the gate reopens this long after the last
 #: renewal: the wait ends with the commands, however long a loaded machine makes them. The 7th
-#: job's message, deferred until each reopening, spends one receive per this long of the hold:
-#: with max_receive_count 5 the two commands have 40 s before it would dead-letter.
-GATE_HOLD_SECONDS = 10
+#: job's message, deferred until each reopening, spends a receive per this long of the hold
+#: (and one at the 429, one after it ends): with max_receive_count 5 the two commands have about
+#: 45 s before it would dead-letter, where the fixed 30 s Retry-After used to give them 30 s.
+GATE_HOLD_SECONDS = 15
 #: How often the script renews the closure while the commands run.
 GATE_RENEW_SECONDS = 1.0
 
