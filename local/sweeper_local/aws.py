@@ -95,20 +95,26 @@ class LocalAws(Service):
 
     def start(self) -> Self:
         self.port = self.port or free_port()
-        self._proc = _serve("sweeper_local.moto_server", self.port, "moto server")
-        if self.lite:
-            self.lite_port = self.lite_port or free_port()
-            try:
-                self._lite_proc = _serve("sweeper_local.lite_aws", self.lite_port, "lite AWS")
-            except BaseException:
-                self.stop()
-                raise
+        # Both servers start at once; each is then waited for until it listens.
+        self._proc = _spawn("sweeper_local.moto_server", self.port)
+        try:
+            if self.lite:
+                self.lite_port = self.lite_port or free_port()
+                self._lite_proc = _spawn("sweeper_local.lite_aws", self.lite_port)
+            _await_listening(self._proc, self.port, "moto server")
+            if self._lite_proc is not None:
+                _await_listening(self._lite_proc, self.lite_port, "lite AWS")
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        for proc in (self._lite_proc, self._proc):
-            if proc is not None:
-                _end(proc)
+        running = [proc for proc in (self._lite_proc, self._proc) if proc is not None]
+        for proc in running:  # both are told at once, then each is waited for
+            proc.terminate()
+        for proc in running:
+            _end(proc)
         self._proc = self._lite_proc = None
 
     def env(self) -> dict[str, str]:
@@ -158,20 +164,24 @@ class LocalAws(Service):
         return boto3.client("secretsmanager", **self._client_kwargs())  # type: ignore[call-overload]
 
 
-def _serve(module: str, port: int, what: str) -> subprocess.Popen[bytes]:
-    """Start `python -m module -H 127.0.0.1 -p port` and wait until it listens."""
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+def _spawn(module: str, port: int) -> subprocess.Popen[bytes]:
+    """Start `python -m module -H 127.0.0.1 -p port` (_await_listening waits for it)."""
+    return subprocess.Popen(  # noqa: S603 - fixed argv, no shell
         [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def _await_listening(proc: subprocess.Popen[bytes], port: int, what: str) -> None:
+    """Return once the server listens on `port`; raise if it exits or does not in time."""
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise LocalStackError(f"{what} exited at start ({proc.returncode})")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
+                return
         except OSError:
             time.sleep(0.05)
     _end(proc)

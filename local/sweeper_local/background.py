@@ -85,8 +85,12 @@ class LocalConsoleStack(Service):
         prefix: str = "sweeper",
         log_file: str | None = None,
         secret_values: dict[str, Any] | None = None,
+        intake_consumers: bool = True,
     ) -> None:
+        """`intake_consumers`: run each policy's intake function on its queue; a stack that
+        receives no hints (a drill's) leaves it out, its queue made and its processes not."""
         self.config = config
+        self.intake_consumers = intake_consumers
         #: An outside vendor's secret values by the ARN the policy names
         #: (sweeper_local.action_secrets).
         self.secret_values = secret_values or {}
@@ -173,8 +177,11 @@ class LocalConsoleStack(Service):
             log_file=self.log_file,
         )
         self.policies[policy.name] = _PolicyRuntime(pipeline, intake)
+        if self.intake_consumers:
+            intake.source.start()  # its environments cold-start while the pipeline's do
         pipeline.start()
-        intake.start()
+        if self.intake_consumers:
+            intake.start()
 
     def _spawn(self, target: Any, name: str) -> None:
         def run() -> None:
@@ -290,6 +297,9 @@ class LocalConsoleStack(Service):
 
     def stop(self) -> None:
         self._stop.set()
+        for runtime in self.policies.values():  # their long polls and environments end at once
+            runtime.intake.source.stop_soon()
+            runtime.pipeline.source.stop_soon()
         for thread in self._threads:
             thread.join(timeout=STOP_TIMEOUT_SECONDS)
         try:

@@ -181,6 +181,9 @@ class LocalEventSource:
         self._log_file = log_file
         self._stop = threading.Event()
         self._paused = threading.Event()
+        #: Guards `_receiving` and the pause, so that a receive starts only while not paused.
+        self._receive_state = threading.Condition()
+        self._receiving = False
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._done: queue.Queue[_Done] = queue.Queue()
@@ -206,6 +209,9 @@ class LocalEventSource:
         )
 
     def start(self) -> LocalEventSource:
+        """Check the mapping and start polling (a second call, once started, does nothing)."""
+        if self._thread is not None:
+            return self
         self.check()
         self._thread = threading.Thread(target=self._run, name="local-event-source", daemon=True)
         self._thread.start()
@@ -225,6 +231,11 @@ class LocalEventSource:
             if time.monotonic() > deadline:
                 raise LocalStackError(f"the {self._config.function} function did not start")
 
+    def stop_soon(self) -> None:
+        """Ask the event source to stop without waiting for it: a stack stopping several lets
+        their long polls and environments wind down at once; stop() then waits for each."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
@@ -235,7 +246,15 @@ class LocalEventSource:
 
     def pause(self) -> None:
         """Stop receiving (the event source mapping disabled); in-flight batches finish."""
-        self._paused.set()
+        with self._receive_state:
+            self._paused.set()
+
+    def pause_receiving(self, timeout_seconds: float) -> bool:
+        """Pause, and return once no receive is under way: nothing sent from now on is taken
+        until resume(). False if a receive under way did not end in time."""
+        with self._receive_state:
+            self._paused.set()
+            return self._receive_state.wait_for(lambda: not self._receiving, timeout_seconds)
 
     def resume(self) -> None:
         self._paused.clear()
@@ -263,14 +282,21 @@ class LocalEventSource:
                 environment.initialise()
             self.warmed.set()
             while not self._stop.is_set() or self.in_flight:
-                blocked = self._stop.is_set() or self._paused.is_set() or not idle
+                with self._receive_state:
+                    blocked = self._stop.is_set() or self._paused.is_set() or not idle
+                    self._receiving = not blocked
                 for done in self._finished(wait=blocked):
                     self.in_flight -= 1
                     idle.append(done.environment)
                     self._complete(done.invocation, done.records)
                 if blocked:
                     continue
-                records = self._gather()
+                try:
+                    records = self._gather()
+                finally:
+                    with self._receive_state:
+                        self._receiving = False
+                        self._receive_state.notify_all()
                 if not records:
                     continue
                 environment = idle.pop()
@@ -283,8 +309,15 @@ class LocalEventSource:
                     daemon=True,
                 ).start()
         finally:
-            for environment in self.environments:
-                environment.close()
+            # Every environment ends at once: each close waits for its process to exit.
+            closing = [
+                threading.Thread(target=e.close, name="local-environment-close", daemon=True)
+                for e in self.environments
+            ]
+            for thread in closing:
+                thread.start()
+            for thread in closing:
+                thread.join()
 
     def _finished(self, *, wait: bool) -> list[_Done]:
         """The invocations that ended since the last look (waiting a little for one if asked)."""

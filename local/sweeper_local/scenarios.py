@@ -13,12 +13,14 @@ what they report. `sweeper local scenario dlq|catch-up` runs them; so do the tes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any, Protocol
 
 from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
-from sweeper.errors import LocalStackError
+from sweeper.errors import LimiterError, LocalStackError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob
@@ -57,8 +59,16 @@ max_wait_seconds = 0.5
 reopen_jitter_seconds = 0.05
 """
 COMMAND_TIMEOUT_SECONDS = 120.0
-#: The dlq scenario's second incident: its Retry-After keeps the gate closed this long.
-SHORT_INCIDENT_SECONDS = 30  # two CLI commands (status, redrive) fit in it on a loaded machine
+#: The dlq scenario's second incident: its 429s say Retry-After this long, and while `status` and
+#: `redrive` run the script keeps the gate closed, renewing the closure to this long ahead as a
+#: vendor still refusing would. Once they have run, the gate reopens this long after the last
+#: renewal: the wait ends with the commands, however long a loaded machine makes them. The 7th
+#: job's message, deferred until each reopening, spends a receive per this long of the hold
+#: (and one at the 429, one after it ends): with max_receive_count 5 the two commands have about
+#: 45 s before it would dead-letter, where the fixed 30 s Retry-After used to give them 30 s.
+GATE_HOLD_SECONDS = 15
+#: How often the script renews the closure while the commands run.
+GATE_RENEW_SECONDS = 1.0
 
 Echo = Callable[[str], None]
 
@@ -88,6 +98,31 @@ class ScenarioReport:
         return [done.output for done in self.steps if done.command == command][nth]
 
 
+@contextlib.contextmanager
+def hold_gate(
+    limiter: DynamoLimiter, scope: str, *, hold_seconds: float, renew_seconds: float
+) -> Iterator[None]:
+    """Keep a scope's gate closed while the block runs: every `renew_seconds` the closure is
+    renewed to `hold_seconds` ahead, by the limiter call a consumer makes on a 429 with
+    Retry-After (a renewal that fails is tried again at the next). Once the block has run, the
+    gate reopens `hold_seconds` after the last renewal."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(LimiterError):
+                limiter.close(scope, time.time() + hold_seconds, "throttled")
+            stop.wait(renew_seconds)
+
+    renewer = threading.Thread(target=renew, name="scenario-gate-hold", daemon=True)
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewer.join()
+
+
 class _Script:
     def __init__(
         self, stack: LocalConsoleStack, local_file: Path, name: str, echo: Echo | None
@@ -100,6 +135,7 @@ class _Script:
         resources = stack.policies[POLICY].resources
         self.dlq_url = resources.dlq_url
         self.sqs = stack.stack.aws.sqs()
+        self.limiter_table = resources.limiter_table
         self.limiter = DynamoLimiter(stack.stack.aws.dynamodb(), resources.limiter_table)
 
     def run(self, *args: str, ok_codes: tuple[int, ...] = (0,)) -> dict[str, Any]:
@@ -161,6 +197,14 @@ class _Script:
     def gate_closed(self) -> bool:
         return self.limiter.state(POLICY).closed(time.time())
 
+    def gate_held(self) -> contextlib.AbstractContextManager[None]:
+        """The policy's gate kept closed while the block runs (hold_gate)."""
+        # A limiter of its own: its counters are not shared with the script's thread.
+        limiter = DynamoLimiter(self.stack.stack.aws.dynamodb(), self.limiter_table)
+        return hold_gate(
+            limiter, POLICY, hold_seconds=GATE_HOLD_SECONDS, renew_seconds=GATE_RENEW_SECONDS
+        )
+
     def succeeded(self) -> int:
         return self.ledger.counts(POLICY)[JobStatus.SUCCEEDED]
 
@@ -188,23 +232,24 @@ def dlq_scenario(
         # The long incident ends; a short one is still on, long enough for the gate it closes
         # to stay closed through `status` and `redrive` (commands of their own, seconds each).
         vendor.reset()
-        vendor.start_incident(SHORT_INCIDENT_SECONDS, retry_after_seconds=SHORT_INCIDENT_SECONDS)
+        vendor.start_incident(GATE_HOLD_SECONDS, retry_after_seconds=GATE_HOLD_SECONDS)
         keys += script.seed(jobs, 1)
         script.wait("the vendor's 429 closes the gate", script.gate_closed, timeout_seconds=30)
 
-        status = script.run("status")
-        (policy,) = status["policies"]
-        script.check("status: DLQ depth", policy["dlq"]["messages"], jobs)
-        script.check("status: gate closed", [g["closed"] for g in policy["gates"]], [True])
+        with script.gate_held():
+            status = script.run("status")
+            (policy,) = status["policies"]
+            script.check("status: DLQ depth", policy["dlq"]["messages"], jobs)
+            script.check("status: gate closed", [g["closed"] for g in policy["gates"]], [True])
 
-        kept = script.run("redrive")
-        script.check("redrive while closed: kept", kept["kept_closed"], jobs)
-        script.check("redrive while closed: moved", kept["moved"], 0)
+            kept = script.run("redrive")
+            script.check("redrive while closed: kept", kept["kept_closed"], jobs)
+            script.check("redrive while closed: moved", kept["moved"], 0)
 
         script.wait(
             "the gate reopens",
             lambda: not script.gate_closed(),
-            timeout_seconds=SHORT_INCIDENT_SECONDS + 30,
+            timeout_seconds=GATE_HOLD_SECONDS + 30,
         )
         dry = script.run("redrive", "--dry-run")
         script.check("dry run: would move", dry["moved"], jobs)

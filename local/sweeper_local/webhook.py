@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: How long the local secret is kept before it is read again (the Lambda caches for 300 s).
 LOCAL_SECRET_MAX_AGE_SECONDS = 5
+#: How often the server looks for shutdown (the default half second is paid by every stop).
+SHUTDOWN_POLL_SECONDS = 0.1
 
 
 class LocalWebhook(Service):
@@ -67,7 +69,10 @@ class LocalWebhook(Service):
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="sweeper-webhook", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+            name="sweeper-webhook",
+            daemon=True,
         )
         self._thread.start()
         return self

@@ -27,12 +27,15 @@ def start_console(db_url: str, console_config: Path, tmp_path: Path) -> Iterator
     the local file every command reads."""
     started: list[LocalConsoleStack] = []
 
-    def start(tick_seconds: float | None = None) -> tuple[LocalConsoleStack, Path]:
+    def start(
+        tick_seconds: float | None = None, *, intake_consumers: bool = True
+    ) -> tuple[LocalConsoleStack, Path]:
         stack = LocalConsoleStack(
             load_config(console_config),
             config_path=str(console_config),
             database_url=db_url,
             tick_seconds=tick_seconds,
+            intake_consumers=intake_consumers,
         ).start()
         started.append(stack)
         local_file = tmp_path / "local.json"

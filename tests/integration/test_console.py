@@ -51,6 +51,17 @@ def test_the_dlq_scenario_redrives_an_incident_to_one_effect_per_key(
     assert report.checks["final: succeeded"] == 7
 
 
+def test_a_stack_without_intake_consumers_starts_only_the_pipelines_environments(
+    start_console: StartConsole,
+) -> None:
+    # Given the local stack as a drill starts it: no intake function on the intake queue
+    stack, _ = start_console(intake_consumers=False)
+    runtime = stack.policies["exports"]
+    # Then no intake environment was started, and the pipeline's consumers were
+    assert runtime.intake.source.environments == []
+    assert [e.pid is not None for e in runtime.pipeline.source.environments] == [True, True]
+
+
 def test_the_catch_up_scenario_releases_missed_runs_in_order(
     start_console: StartConsole,
 ) -> None:

@@ -23,7 +23,12 @@ from sweeper.errors import ConfigError
 from sweeper.limits import recommended_visibility_timeout_seconds
 from sweeper_cli import main
 from sweeper_local.aws import LocalAws
-from sweeper_local.poller import EventSourceConfig, LocalEventSource, run_until
+from sweeper_local.poller import (
+    RECEIVE_WAIT_SECONDS,
+    EventSourceConfig,
+    LocalEventSource,
+    run_until,
+)
 from tests.event_source_handlers import JOURNAL_ENV
 
 if TYPE_CHECKING:
@@ -193,6 +198,25 @@ def test_a_full_batch_is_invoked_before_the_window_closes(harness: MakeHarness) 
     h.start()
     # Then the full batch is invoked long before the window would close
     assert run_until(lambda: all(h.ended(i) == 1 for i in ids), timeout_seconds=10)
+
+
+def test_a_paused_source_takes_nothing_sent_once_pause_receiving_returns(
+    harness: MakeHarness,
+) -> None:
+    # Given an idle event source, long-polling its empty queue
+    h = harness()
+    source = h.start()
+    # When it is paused, waiting for the receive under way to end, and a message is sent then
+    assert source.pause_receiving(timeout_seconds=RECEIVE_WAIT_SECONDS + 10)
+    (held,) = h.send({})
+    # Then no receive takes it while paused (a poll under way would have, within its wait) ...
+    assert not run_until(
+        lambda: _in_flight(h) > 0 or bool(h.deliveries(held)),
+        timeout_seconds=RECEIVE_WAIT_SECONDS + 1,
+    )
+    # ... and it is delivered once the source resumes
+    source.resume()
+    assert run_until(lambda: h.ended(held) == 1, timeout_seconds=15)
 
 
 # -- what comes back ------------------------------------------------------------------------
