@@ -8,11 +8,14 @@ STAMP := $(VENV)/.installed
 # The suite runs on TEST_WORKERS pytest-xdist workers, each with its own PostgreSQL and AWS
 # stand-in, each test file on one worker (its module fixtures start once). Most tests wait on
 # I/O, so more workers than cores pay. The drills time their recovery, so they run after the
-# rest, one at a time on an otherwise idle machine (docs/decisions.md). Files go out in
+# rest, two at a time on an otherwise idle machine (docs/decisions.md). Files go out in
 # collection order, the slowest first (RUN_FIRST in tests/conftest.py), not xdist's own order
 # (files with the most tests first), which left the slowest files to run alone at the end.
 TEST_WORKERS ?= 4
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+# The drills, after the rest: two at a time, each on a stack of its own (they mostly wait: a
+# lease, a restart, a closure), on a machine the rest no longer loads.
+DRILL_PARALLEL := -n 2 --dist load
 
 .PHONY: demo test typecheck suite unit integration drills bench mutate install postgres chromium layers synth deploy lock clean
 
@@ -50,7 +53,7 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(MAKE) --no-print-directory typecheck suite
-	$(BIN)/pytest -m "drill and not slow"
+	$(BIN)/pytest $(DRILL_PARALLEL) -m "drill and not slow"
 
 typecheck: install
 	$(BIN)/mypy

@@ -1,5 +1,5 @@
 """`make test`: ruff, the format check, mypy, then pytest on several xdist workers, file by file,
-then the drills one at a time."""
+then the drills two at a time."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def test_make_test_checks_then_runs_the_suite_on_four_workers_then_the_drills() 
         ".venv/bin/mypy",
         # each worker starts its own services; a file's module fixtures start once, on one worker
         '.venv/bin/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not slow and not drill"',
-        # the drills time their recovery: alone, after the rest
-        '.venv/bin/pytest -m "drill and not slow"',
+        # the drills time their recovery: after the rest, two at a time
+        '.venv/bin/pytest -n 2 --dist load -m "drill and not slow"',
     ]
     assert "make --no-print-directory typecheck suite" in lines
 
