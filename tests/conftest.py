@@ -101,7 +101,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class FoldersAndFiles(LoadFileScheduling):
+    class FoldersAndFiles(LoadFileScheduling):  # type: ignore[misc]  # xdist ships no types
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
 
