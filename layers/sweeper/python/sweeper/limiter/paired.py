@@ -184,10 +184,11 @@ def plan_block(
     the block's first slot and within `horizon` of `real` (epoch µs); `now` is the earliest
     slot a reservation can still use (the real time plus the lead).
 
-    In time order, each wide slot goes to the first key (the asker's preferred) whose next
-    free time has come by then; when none has, the block moves on to the earliest that comes,
-    if that is within the span. A Denial: the wide gate is closed, the asker's gate is closed,
-    or the wide limit has no slot within the horizon; no write is due then.
+    In time order, each wide slot goes to a key whose next free time has come by then: the
+    asker's, else the one with the most slots still wanted, then the one free the longest;
+    when none has, the block moves on to the earliest that comes, if that is within the span.
+    A Denial: the wide gate is closed, the asker's gate is closed, or the wide limit has no
+    slot within the horizon; no write is due then.
     """
     if not wants:
         raise ValueError("a block is planned for at least the asking key")
@@ -206,6 +207,15 @@ def plan_block(
         if want.count > 0 and _gate(item, want.key, now) is None
     }
     free = {key: item.next_free.get(key, 0) for key in left}
+    # Which due key takes a slot, when several could: not the first of the wants' order. Each
+    # batch lists its stores in the producer's order, so every batch would call the same first
+    # stores and end on the same last ones, at their 2/s each while the wide limit's slots go
+    # unused (measured, docs/decisions.md). The key with the most slots still wanted keeps a
+    # batch's records spread over its stores to its end; of those, the one free the longest
+    # (whichever batch took its last slot) spreads the batches over the stores. Free times
+    # before `idle` count as `idle`: a key pruned from the item (free from 0) and a stale one
+    # kept compare alike, so pruning changes no plan.
+    idle = real - int(PRUNE_MARGIN_SECONDS * US)
     slots: list[tuple[str, int]] = []
     at = start
     first: int | None = None
@@ -216,7 +226,8 @@ def plan_block(
         soonest = min(ready.values())
         if soonest > reach or soonest > (start if first is None else first) + span:
             break
-        key = asker if ready.get(asker) == soonest else min(ready, key=ready.__getitem__)
+        come = [key for key, t in ready.items() if t == soonest]
+        key = asker if asker in come else max(come, key=lambda k: (left[k], -max(free[k], idle)))
         slots.append((key, soonest))
         first = soonest if first is None else first
         free[key] = soonest + steps[key]
