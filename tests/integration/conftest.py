@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from sweeper.config import load_config
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.scenarios import SCENARIO_CONFIG
+from tests.conftest import PgServer
 
 StartConsole = Callable[..., tuple[LocalConsoleStack, Path]]
 
@@ -45,3 +48,26 @@ def start_console(db_url: str, console_config: Path, tmp_path: Path) -> Iterator
     yield start
     for stack in started:
         stack.stop()
+
+
+@contextlib.contextmanager
+def module_console(
+    pg_server: PgServer, pg_template: str, tmp_path_factory: pytest.TempPathFactory, name: str
+) -> Iterator[tuple[Path, str]]:
+    """One console stack for a module's tests that change nothing (starting one takes
+    seconds), on a database of its own: (its local file, the database's URL)."""
+    database = f"sweeper_t{os.getpid()}_{name}"
+    db_url = pg_server.create_database(database, template=pg_template)
+    folder = tmp_path_factory.mktemp(name)
+    config_path = folder / "sweeper.toml"
+    config_path.write_text(SCENARIO_CONFIG, encoding="utf-8")
+    stack = LocalConsoleStack(
+        load_config(config_path), config_path=str(config_path), database_url=db_url
+    ).start()
+    try:
+        local_file = folder / "local.json"
+        stack.local_file().write(local_file)
+        yield local_file, db_url
+    finally:
+        stack.stop()
+        pg_server.drop_database(database)

@@ -6,7 +6,6 @@ the actions."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,11 +30,9 @@ from sweeper.operator_api.service import serve
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_cli.webconsole.backend import ApiBackend, LedgerBackend, ledger_backend
-from sweeper_local.background import LocalConsoleStack
 from sweeper_local.operator_api import OperatorApiStandIn
-from sweeper_local.scenarios import SCENARIO_CONFIG
 from tests.conftest import PgServer
-from tests.integration.conftest import StartConsole
+from tests.integration.conftest import StartConsole, module_console
 
 pytestmark = pytest.mark.integration
 
@@ -106,21 +103,8 @@ def reads(
     """One stack for the module's tests that only read it (starting one takes seconds); each
     of them shows that it changed nothing, or changes nothing by construction (a refused or
     dry-run request)."""
-    name = f"sweeper_t{os.getpid()}_reads"
-    db_url = pg_server.create_database(name, template=pg_template)
-    folder = tmp_path_factory.mktemp("console-api")
-    config_path = folder / "sweeper.toml"
-    config_path.write_text(SCENARIO_CONFIG, encoding="utf-8")
-    stack = LocalConsoleStack(
-        load_config(config_path), config_path=str(config_path), database_url=db_url
-    ).start()
-    try:
-        local_file = folder / "local.json"
-        stack.local_file().write(local_file)
+    with module_console(pg_server, pg_template, tmp_path_factory, "reads") as (local_file, db_url):
         yield from _seeded(local_file, db_url)
-    finally:
-        stack.stop()
-        pg_server.drop_database(name)
 
 
 def _actions(db_url: str) -> list[tuple[str, str, str | None]]:

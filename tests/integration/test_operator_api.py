@@ -5,7 +5,6 @@ directly, alike; the read-only function changes nothing; a bad request runs noth
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,11 +20,9 @@ from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.operator_api.service import serve
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
-from sweeper_local.background import LocalConsoleStack
 from sweeper_local.operator_api import OperatorApiStandIn
-from sweeper_local.scenarios import SCENARIO_CONFIG
 from tests.conftest import PgServer
-from tests.integration.conftest import StartConsole
+from tests.integration.conftest import StartConsole, module_console
 
 pytestmark = pytest.mark.integration
 
@@ -47,25 +44,12 @@ def refusals(
 ) -> Iterator[tuple[Path, Path, str]]:
     """One stack for the tests whose requests are refused (starting one takes seconds): each
     shows that its request changed nothing. (direct file, through-the-API file, database)"""
-    name = f"sweeper_t{os.getpid()}_refusals"
-    db_url = pg_server.create_database(name, template=pg_template)
-    folder = tmp_path_factory.mktemp("operator-api")
-    config_path = folder / "sweeper.toml"
-    config_path.write_text(SCENARIO_CONFIG, encoding="utf-8")
-    stack = LocalConsoleStack(
-        load_config(config_path), config_path=str(config_path), database_url=db_url
-    ).start()
-    try:
-        local_file = folder / "local.json"
-        stack.local_file().write(local_file)
-        stand_in = OperatorApiStandIn(local_file).start()
+    with module_console(pg_server, pg_template, tmp_path_factory, "refusals") as (direct, db_url):
+        stand_in = OperatorApiStandIn(direct).start()
         try:
-            yield local_file, stand_in.write_local_file(folder / "through-api.json"), db_url
+            yield direct, stand_in.write_local_file(direct.parent / "through-api.json"), db_url
         finally:
             stand_in.stop()
-    finally:
-        stack.stop()
-        pg_server.drop_database(name)
 
 
 def sweeper(local_file: Path, *args: str, api: bool = False, code: int = 0) -> Any:
@@ -85,7 +69,6 @@ def actions(db_url: str) -> list[tuple[str, str, str | None]]:
 
 def seed(db_url: str, local_file: Path) -> Ledger:
     """Paused (nothing consumes), six jobs due in a day, one terminal, one old settled."""
-    from sweeper.config import load_config
 
     ledger = Ledger(db_url)
     policy = load_config(json.loads(local_file.read_text())["config"]).policy("exports")
