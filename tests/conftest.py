@@ -221,6 +221,14 @@ def unique_name() -> str:
 
 
 @pytest.fixture
+def table(local_aws: LocalAws, unique_name: str) -> str:
+    """A limiter table of this test's own."""
+    return provision(
+        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
+    ).limiter_table
+
+
+@pytest.fixture
 def vendor() -> Iterator[VendorSimulator]:
     """The vendor simulator: a real HTTP server with an audit of calls and effects."""
     with VendorSimulator() as sim:

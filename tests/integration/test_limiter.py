@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import LimiterError
 from sweeper.limiter import (
     FIRST_LEAD_SECONDS,
@@ -24,16 +24,9 @@ from sweeper.limiter import (
     close_delay,
     recovery_seconds,
 )
-from sweeper_local.aws import LocalAws, provision
+from sweeper_local.aws import LocalAws
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def table(local_aws: LocalAws, unique_name: str) -> str:
-    return provision(
-        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
-    ).limiter_table
 
 
 def test_concurrent_consumers_never_get_slots_closer_than_the_interval(

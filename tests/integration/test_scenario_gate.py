@@ -6,9 +6,8 @@ import time
 
 import pytest
 
-from sweeper.config import Policy
 from sweeper.limiter import DynamoLimiter
-from sweeper_local.aws import LocalAws, provision
+from sweeper_local.aws import LocalAws
 from sweeper_local.poller import run_until
 from sweeper_local.scenarios import hold_gate
 
@@ -18,12 +17,9 @@ HOLD_SECONDS = 1.0
 
 
 def test_a_held_gate_stays_closed_past_one_closure_and_reopens_soon_after(
-    local_aws: LocalAws, unique_name: str
+    local_aws: LocalAws, table: str
 ) -> None:
     # Given a limiter table and a gate held closed, a closure HOLD_SECONDS long renewed often
-    table = provision(
-        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
-    ).limiter_table
     limiter = DynamoLimiter(local_aws.dynamodb(), table)
     with hold_gate(limiter, "exports", hold_seconds=HOLD_SECONDS, renew_seconds=0.1):
         # When the block outlasts three closures

@@ -14,7 +14,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, closed_scopes
 from sweeper.models import JobMessage, JobStatus, NewJob, operation_key
 from sweeper.producer import run_producer
-from sweeper_local.aws import LocalAws, provision
+from sweeper_local.aws import LocalAws
 from tests.fakes import FakePublisher
 
 pytestmark = pytest.mark.integration
@@ -89,13 +89,8 @@ def test_the_producer_publishes_nothing_of_a_closed_scope(ledger: Ledger) -> Non
     assert ledger.counts("exports")[JobStatus.PENDING] == 6
 
 
-def test_closed_scopes_are_read_from_the_shared_limiter(
-    local_aws: LocalAws, unique_name: str
-) -> None:
+def test_closed_scopes_are_read_from_the_shared_limiter(local_aws: LocalAws, table: str) -> None:
     # Given a limiter table with a closed scope, a scope whose closure has ended, and a busy one
-    table = provision(
-        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
-    ).limiter_table
     limiter = DynamoLimiter(local_aws.dynamodb(), table)
     now = time.time()
     limiter.close("exports:t-closed", now + 60, "throttled")
@@ -121,12 +116,9 @@ class PagedScans:
 
 
 def test_closed_scopes_are_read_across_every_page_of_the_scan(
-    local_aws: LocalAws, unique_name: str
+    local_aws: LocalAws, table: str
 ) -> None:
     # Given three closed scopes and an open one, in a table scanned one item a page
-    table = provision(
-        local_aws.sqs(), local_aws.dynamodb(), Policy(name="p"), prefix=unique_name
-    ).limiter_table
     limiter = DynamoLimiter(local_aws.dynamodb(), table)
     now = time.time()
     for scope in ("a", "b", "c"):
