@@ -75,6 +75,16 @@ def test_a_key_renders_the_calls_fields_and_params() -> None:
     assert key == "api.example/42/t1"
 
 
+def test_two_limits_whose_templates_render_alike_have_different_limiter_keys() -> None:
+    # the consumer and the claim bounds key a limit's slots and closures by its name and key
+    store, tenant = _limit("store", "{tenant_id}"), _limit("tenant", "{tenant_id}")
+    keys = [
+        limit.limiter_key(policy="p", tenant_id="t1", object_id="o", host="h", params={})
+        for limit in (store, tenant)
+    ]
+    assert keys == ["store:t1", "tenant:t1"]
+
+
 def test_a_broken_limits_file_is_one_config_error(tmp_path: Path) -> None:
     path = tmp_path / "sweeper.toml"
     path.write_text(TWO_LIMITS.replace('key = "app"', 'key = "{nope}"'), encoding="utf-8")

@@ -141,14 +141,13 @@ def claim_bounds(policy: Policy) -> ClaimBounds:
 
 def _further_key(policy: Policy, limit: LimitConfig, tenant_id: str) -> str:
     """A further limit's limiter key for a job of this tenant (as the consumer renders it)."""
-    rendered = limit.render(
+    return limit.limiter_key(
         policy=policy.name,
         tenant_id=tenant_id,
         object_id="",
         host=policy.action.scope_host,
         params={},
     )
-    return f"{limit.name}:{rendered}"
 
 
 def _tenant_pattern(policy: Policy, limit: LimitConfig) -> re.Pattern[str]:

@@ -59,7 +59,7 @@ class LimitConfig(_Strict):
     def render(
         self, *, policy: str, tenant_id: str, object_id: str, host: str, params: Mapping[str, Any]
     ) -> str:
-        """The limiter key of one call: the template with its fields filled in."""
+        """The key template with one call's fields filled in."""
         values = {"policy": policy, "tenant_id": tenant_id, "object_id": object_id, "host": host}
 
         def fill(match: re.Match[str]) -> str:
@@ -70,3 +70,14 @@ class LimitConfig(_Strict):
             return values[field]
 
         return _FIELD_RE.sub(fill, self.key)
+
+    def limiter_key(
+        self, *, policy: str, tenant_id: str, object_id: str, host: str, params: Mapping[str, Any]
+    ) -> str:
+        """The limiter's key of one call (its slots, closures and leases): `NAME:RENDERED`, so
+        that two limits whose templates render alike keep apart. The consumer and the
+        producer's claim bounds both key a limit by this."""
+        rendered = self.render(
+            policy=policy, tenant_id=tenant_id, object_id=object_id, host=host, params=params
+        )
+        return f"{self.name}:{rendered}"

@@ -276,14 +276,15 @@ class _Delivery:
         host = policy.action.scope_host
         keys = [job.scope]
         for limit in policy.further_limits:
-            key = limit.render(
-                policy=policy.name,
-                tenant_id=job.tenant_id,
-                object_id=job.object_id,
-                host=host,
-                params=job.params,
+            keys.append(
+                limit.limiter_key(
+                    policy=policy.name,
+                    tenant_id=job.tenant_id,
+                    object_id=job.object_id,
+                    host=host,
+                    params=job.params,
+                )
             )
-            keys.append(f"{limit.name}:{key}")
         return keys
 
     def _limit_asks(self) -> list[LimitAsk]:
