@@ -517,14 +517,7 @@ class DynamoLimiter:
     def paired_state(self, wide: str, key: str) -> ScopeState:
         """Both gates a paired call is under, in one read of the wide item (which it also
         remembers: the next block is planned from it)."""
-        self.reads += 1
-        try:
-            item = self._client.get_item(
-                TableName=self._table, Key=self._key(wide), ConsistentRead=True
-            ).get("Item", {})
-        except ClientError as exc:
-            raise LimiterError(f"limiter read failed for scope {wide!r}") from exc
-        seen = SharedItem.parse(item)
+        seen = SharedItem.parse(self._read_item(wide))
         self._shared[wide] = seen
         closed = max(seen.closed_until, seen.closed.get(key, 0))
         reason = seen.reason if closed == seen.closed_until and closed else "throttled"
@@ -644,14 +637,19 @@ class DynamoLimiter:
             return max(until, self.state(scope).closed_until or until)
         return until
 
-    def state(self, scope: str) -> ScopeState:
+    def _read_item(self, scope: str) -> dict[str, Any]:
+        """The scope's item, read consistently ({} when it has none yet)."""
         self.reads += 1
         try:
-            item = self._client.get_item(
+            item: dict[str, Any] = self._client.get_item(
                 TableName=self._table, Key=self._key(scope), ConsistentRead=True
             ).get("Item", {})
         except ClientError as exc:
             raise LimiterError(f"limiter read failed for scope {scope!r}") from exc
+        return item
+
+    def state(self, scope: str) -> ScopeState:
+        item = self._read_item(scope)
 
         def num(name: str) -> float | None:
             return int(item[name]["N"]) / US if name in item else None
