@@ -252,8 +252,8 @@ class LocalEventSource:
     def pause_receiving(self, timeout_seconds: float) -> bool:
         """Pause, and return once no receive is under way: nothing sent from now on is taken
         until resume(). False if a receive under way did not end in time."""
+        self.pause()  # under the lock: no receive starts after it
         with self._receive_state:
-            self._paused.set()
             return self._receive_state.wait_for(lambda: not self._receiving, timeout_seconds)
 
     def resume(self) -> None:
