@@ -111,7 +111,7 @@ def bench_ledger(
 )
 @click.option(
     "--limits-seconds",
-    default=18.0,
+    default=60.0,  # as long as a real-rate run: a shorter one understates by its ramp
     type=click.FloatRange(5),
     show_default=True,
     help="Each run of a several-limits scenario (two per scenario).",
