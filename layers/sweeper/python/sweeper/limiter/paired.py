@@ -13,7 +13,28 @@ The write is a compare-and-set: the consumer plans the block from the item as it
 on the item's version `v` and `tat` being what it saw, and on both gates being open. A stale
 view costs one failed write, which returns the item, and the block is planned again. Every
 value the plan depends on only grows (a `tat`, a next free time, a closure's end), or is removed
-once it means the same as nothing (below), so a denial planned from a stale view is still right.
+once it means the same as nothing (below), so a denial planned from a stale view is still right,
+with one exception that is safe: the wide limit's holes (below) appear and shrink. A hole that
+appeared after the view was taken may hold a slot that a denial planned without it (no write
+made) did not see: such a denial is pessimistic (the key asks again later than it needed to).
+That costs time, never a limit; a plan with slots is written only on the current version.
+
+The wide limit books inside its own gaps. Its `tat` only moves forward, and a block moves on
+to the earliest time one of its keys is due (up to the span), so while the wide limit is slack
+each such jump would leave wide slots unbooked for good while other keys were free then
+(measured in scenario (b) of issue 25, docs/decisions.md). So a jump from `at` to `soonest` on
+the wide timeline is kept on the item as a hole `[at, soonest - step]` (the `h` attribute, a
+flat list of bounds): every time in a hole is at least the wide step from every wide slot
+booked, because a hole lies between two booked slots (or the `tat`) with a step kept at each
+end. A later plan may place a wide slot inside a hole (at or after its `now` and the key's
+next free time), which splits the hole around that slot by a step each side; everything else
+about a slot (gates, horizon, the key's spacing) is as for a slot at the `tat`. At most
+MAX_HOLES are kept (those that hold the fewest wide slots go first: losing one only leaves
+slots unused), and a hole that ends before the planner's real time is dropped (no plan can
+use it: every slot lies at or after its planner's real time plus its lead). The holes are
+written in the same compare-and-set, whose version condition covers them. A slot taken on the
+wide item by `reserve_all` (when the item is full) or given back there lies at or after the
+`tat`, so never in a hole.
 
 `plan_block` is the arithmetic, with no I/O: every slot lies at or after the real time plus
 the lead, and at or after the wide limit's `tat` or inside one of its holes; the wide limit's
@@ -28,8 +49,8 @@ at or after its real time, and a gate through `closed > now`), so a block's writ
 PRUNE_PER_WRITE such keys, chosen from the item as read (`stale_keys`): the item holds the keys
 active within about one of their periods, and the closed ones. The margin covers a planner
 whose clock or lead is behind the pruner's. A write that would still grow the item beyond
-SAFE_ITEM_BYTES (estimated from its attributes and holes, `item_bytes`) is not made: the call takes
-`reserve_all` instead (`PairedItemFull`).
+SAFE_ITEM_BYTES (estimated from its attributes and holes, `item_bytes`) is not made: the call
+takes `reserve_all` instead (`PairedItemFull`).
 """
 
 from __future__ import annotations
