@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from sweeper.limiter import Denial
 from sweeper.limiter.paired import (
+    MAX_HOLES,
     PRUNE_MARGIN_SECONDS,
     PRUNE_PER_WRITE,
     SAFE_ITEM_BYTES,
@@ -43,6 +44,7 @@ def _written(item: SharedItem, plan: Block, removed: Sequence[str]) -> SharedIte
         },
         closed={k: t for k, t in item.closed.items() if k not in gone},
         has_tat=True,
+        holes=plan.holes,
     )
 
 
@@ -54,6 +56,7 @@ def _closed(item: SharedItem, key: str, until: int) -> SharedItem:
         next_free=item.next_free,
         closed={**item.closed, key: max(until, item.closed.get(key, 0))},
         has_tat=item.has_tat,
+        holes=item.holes,
     )
 
 
@@ -135,6 +138,12 @@ def test_a_write_that_would_grow_a_full_item_is_told_by_its_size() -> None:
     assert grown_bytes(full, {"new"}, []) > item_bytes(full)
     assert grown_bytes(full, {"store-000001"}, []) == item_bytes(full)
     assert grown_bytes(full, {"new"}, ["store-000002", "store-000003"]) < item_bytes(full)
+    # The wide limit's holes count too: writing more grows it, dropping them shrinks it
+    holes = tuple((START + n * US, START + n * US + 1_000) for n in range(MAX_HOLES))
+    assert grown_bytes(full, set(), [], holes) > item_bytes(full)
+    holed = SharedItem(next_free=many, holes=holes)
+    assert item_bytes(holed) > item_bytes(full)
+    assert grown_bytes(holed, set(), [], ()) == item_bytes(full)
 
 
 steps = st.lists(

@@ -54,6 +54,7 @@ from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.paired import (
     CLOSED_PREFIX,
+    HOLES_ATTRIBUTE,
     NEXT_PREFIX,
     PRUNE_MARGIN_SECONDS,
     PRUNE_PER_WRITE,
@@ -63,6 +64,7 @@ from sweeper.limiter.paired import (
     SharedItem,
     Want,
     grown_bytes,
+    holes_value,
     item_bytes,
     plan_block,
     stale_keys,
@@ -412,7 +414,7 @@ class DynamoLimiter:
             cut = real - int(PRUNE_MARGIN_SECONDS * US)
             removed = stale_keys(seen, cut, set(plan.next_free), PRUNE_PER_WRITE)
             before = item_bytes(seen)
-            after = grown_bytes(seen, set(plan.next_free), removed)
+            after = grown_bytes(seen, set(plan.next_free), removed, plan.holes)
             if after > SAFE_ITEM_BYTES and after > before:
                 logger.warning(
                     "paired item full; limits reserved one by one",
@@ -438,9 +440,10 @@ class DynamoLimiter:
         cut: int,
     ) -> dict[str, Any] | None:
         """The block's compare-and-set; None when written, else the item as it is. It also
+        writes the wide limit's holes after the block (covered by the version's condition) and
         removes the `removed` keys' attributes (stale as of `cut`, as `seen` holds them; a gate
         is removed only if it was not closed again since)."""
-        names: dict[str, str] = {}
+        names: dict[str, str] = {"#h": HOLES_ATTRIBUTE}
         values: dict[str, Any] = {
             ":tat": _n(plan.tat),
             ":v": _n(seen.version + 1),
@@ -455,6 +458,13 @@ class DynamoLimiter:
             sets.append(f"#n{i} = :n{i}")
             gates.append(f"(attribute_not_exists(#c{i}) OR #c{i} <= :now)")
         drops: list[str] = []
+        if plan.holes:
+            values[":h"] = holes_value(plan.holes)
+            sets.append("#h = :h")
+        elif seen.holes:
+            drops.append("#h")
+        else:
+            del names["#h"]
         for i, key in enumerate(removed):
             if key in seen.next_free:
                 names[f"#rn{i}"] = NEXT_PREFIX + key
@@ -499,6 +509,7 @@ class DynamoLimiter:
             },
             closed={k: t for k, t in seen.closed.items() if k not in gone},
             has_tat=True,
+            holes=plan.holes,
         )
         return None
 
