@@ -35,7 +35,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.consumer.idempotency import Attempt, GuardedCall
-from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, LEASE_POLL_TRIES, BatchSlots
+from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay, retry_delay
@@ -296,16 +296,12 @@ class _Delivery:
                 asks.append(LimitAsk(key, limit.rate.interval_seconds))
         return asks
 
-    def _take_leases(self, tries: int | None = None) -> bool:
+    def _take_leases(self, look: bool = True) -> bool:
         """A lease of each concurrency cap the call is under (those already held are kept):
-        one handed on within the batch, else from the table (`tries` items of each cap: all
-        by default, none with 0)."""
-        policy = self.deps.policy
-        capped = [
-            (key, limit.max_in_flight)
-            for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True)
-            if limit.max_in_flight is not None
-        ]
+        one handed on within the batch, else, if it may `look`, from the table: one read, and
+        one write taking a lease for each of the batch's threads waiting (this one's kept, the
+        others handed on to them)."""
+        capped = self._caps()
         if not capped:
             return True
         source = self.deps.limiter
@@ -320,15 +316,20 @@ class _Delivery:
             if handed is not None:
                 self.leases.append((key, *handed))
                 continue
-            if tries == 0:
+            if not look:
                 return False
             # at most the consumer's timeout: a killed environment's lease frees itself by then
-            index = leases.acquire(
-                key, cap, self.holder, policy.consumer.timeout_seconds, tries=tries
+            taken = leases.acquire_some(
+                key,
+                cap,
+                self.holder,
+                self.deps.policy.consumer.timeout_seconds,
+                self.slots.leases_wanted(key),
             )
-            if index is None:
+            if not taken:
                 return False  # those held are kept while it waits (or given back at the end)
-            self.leases.append((key, index, self.holder))
+            self.leases.append((key, taken[0], self.holder))
+            self.slots.share_leases(key, [(index, self.holder) for index in taken[1:]])
         return True
 
     def _wait_for_leases(self) -> None:
@@ -340,10 +341,10 @@ class _Delivery:
         caps = len(self._caps())
         while True:
             if self.slots.may_poll_leases():
-                if self._take_leases(tries=LEASE_POLL_TRIES):
+                if self._take_leases():
                     self.slots.lease_found()
                     return
-            elif self._take_leases(tries=0):  # only what the batch's ended calls handed on
+            elif self._take_leases(look=False):  # only what the batch's ended calls handed on
                 return
             if waited > deps.policy.throttle.max_wait_seconds:
                 self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
