@@ -720,7 +720,7 @@ def test_a_look_takes_a_lease_for_each_waiting_thread_and_hands_the_others_on() 
     # Then a look takes two more (one each for those not yet served)
     assert slots.leases_wanted("vendor") == 2
     # And what it took beyond its own reaches the others without a write
-    slots.share_leases("vendor", [(4, "holder-b")])
+    slots.took_leases("vendor", 2, [(4, "holder-b")])
     assert slots.leases_wanted("vendor") == 1
     assert slots.take_handed("vendor") == (0, "holder-a")
     assert slots.take_handed("vendor") == (4, "holder-b")

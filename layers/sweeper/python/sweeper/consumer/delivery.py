@@ -329,16 +329,19 @@ class _Delivery:
             if not taken:
                 return False  # those held are kept while it waits (or given back at the end)
             self.leases.append((key, taken[0], self.holder))
-            self.slots.share_leases(key, [(index, self.holder) for index in taken[1:]])
+            self.slots.took_leases(key, len(taken), [(i, self.holder) for i in taken[1:]])
         return True
 
     def _wait_for_leases(self) -> None:
         """A lease of every concurrency cap (a call of the batch that ends hands its lease on
-        to a waiting thread without a write); past the longest wait in place, the record goes
-        back to the queue."""
+        to a waiting thread without a write). The record waits in place while its batch holds
+        a lease of each cap it misses (one comes free here when that call ends) and its Lambda
+        has time left; it goes back to the queue only when the batch holds none and the
+        longest wait in place has passed (a deferral costs the idempotency record's put and
+        delete and a queue round trip)."""
         deps = self.deps
         waited = 0.0
-        caps = len(self._caps())
+        caps = self._caps()
         while True:
             if self.slots.may_poll_leases():
                 if self._take_leases():
@@ -346,11 +349,17 @@ class _Delivery:
                     return
             elif self._take_leases(look=False):  # only what the batch's ended calls handed on
                 return
-            if waited > deps.policy.throttle.max_wait_seconds:
+            timeout = self.call_timeout()
+            if timeout is not None and timeout < MIN_CALL_SECONDS:
+                self._return_in(0.0, outcome=None, code=None)
+                raise Deferred("no Lambda time left for a call")
+            held = {k for k, _, _ in self.leases}
+            coming = all(self.slots.holds_lease(key) for key, _ in caps if key not in held)
+            if waited > deps.policy.throttle.max_wait_seconds and not coming:
                 self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
             started = deps.now()
             self._adopt_handed(LEASE_RETRY_SECONDS)
-            if len(self.leases) == caps:
+            if len(self.leases) == len(caps):
                 return
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
 
@@ -399,6 +408,7 @@ class _Delivery:
                 return
             cap = self._lease_cap = source.leases()
         for key, index, holder in leases:
+            self.slots.gave_back(key)
             cap.release(key, index, holder)
 
     def _take_every_limit(self) -> float | None:

@@ -114,6 +114,7 @@ class BatchSlots:
         self._lease_waiters = 0
         self._next_lease_poll = 0.0  # while a cap is full, one thread polls the table, seldom
         self._for_leases = 0  # threads waiting for a lease: they ask for no slot meanwhile
+        self._leases_held: Counter[str] = Counter()  # per cap key: taken from the table, not back
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
@@ -252,14 +253,26 @@ class BatchSlots:
             handed = sum(1 for k, _, _ in self._handed if k == key)
             return max(1, self._for_leases - handed)
 
-    def share_leases(self, key: str, taken: list[tuple[int, str]]) -> None:
-        """Leases of `key` one look took for the batch's other waiting threads: handed on to
-        them as an ending call's would be (those nobody takes are released at the end)."""
-        if not taken:
-            return
+    def took_leases(self, key: str, count: int, others: list[tuple[int, str]]) -> None:
+        """A look took `count` leases of `key` from the table; `others` of them, taken for the
+        batch's other waiting threads, are handed on to them as an ending call's would be
+        (those nobody takes are released at the end)."""
         with self._lock:
-            self._handed.extend((key, index, holder) for index, holder in taken)
-            self._lease_ready.notify_all()
+            self._leases_held[key] += count
+            if others:
+                self._handed.extend((key, index, holder) for index, holder in others)
+                self._lease_ready.notify_all()
+
+    def gave_back(self, key: str) -> None:
+        """A lease of `key` went back to the table."""
+        with self._lock:
+            self._leases_held[key] -= 1
+
+    def holds_lease(self, key: str) -> bool:
+        """Whether the batch holds a lease of `key` (at the vendor, or handed on): a thread
+        waiting for one gets it when that call ends, with no write and no queue round trip."""
+        with self._lock:
+            return self._leases_held[key] > 0
 
     def lease_found(self) -> None:
         """A look found a free lease: the next waiting thread may look at once."""
