@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,7 +122,9 @@ class _Delivery:
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
         self.trace_id = trace_id
-        self.holder = f"{job.key}#{id(self)}"  # a concurrency lease's holder
+        # A concurrency lease's holder: short, since a cap's N leases share one item, whose
+        # size is what each of its writes costs (sweeper.limiter.leases).
+        self.holder = secrets.token_hex(6)
         self.leases: list[tuple[str, int, str]] = []  # (key, index, holder named in its item)
         self._lease_cap: LeaseCap | None = None
         self.ids = {

@@ -11,7 +11,10 @@ the acquisition, so a lease whose environment was killed mid call frees itself w
 expires, and never more than N leases are live at once, whoever holds them. Cost: a look at a
 full cap is one read, not writes; one write takes one lease or several; one gives one back.
 A write that fails (another consumer took a lease it saw free) answers with the item as it is
-(ReturnValuesOnConditionCheckFailure), so the next try needs no read.
+(ReturnValuesOnConditionCheckFailure), so the next try needs no read. The item grows with N,
+about 35 bytes a lease with a short holder (the consumer's are 12 characters): up to about 25
+leases a write costs one write unit; a larger cap's writes cost more (its leases are not split
+over several items).
 
 A limit with `max_in_flight` (sweeper.config.limit) is such a cap; the consumer's delivery takes
 and returns its leases.
