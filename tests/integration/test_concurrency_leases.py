@@ -102,3 +102,21 @@ def test_a_lease_of_a_killed_environment_frees_itself_when_it_expires(
             time.sleep(0.1)
     assert got is not None
     assert not leases.release("vendor", 1 - got, "survivor")  # the other is not its to release
+
+
+def test_a_look_at_a_full_cap_is_one_read_and_no_write(local_aws: LocalAws, table: str) -> None:
+    # Given a cap of 3 whose leases one consumer took in a single write
+    first = LeaseCap(local_aws.dynamodb(), table)
+    assert sorted(first.acquire_some("vendor", 3, "a", lease_seconds=30, count=3)) == [0, 1, 2]
+    assert first.writes == 1
+    # When another consumer looks for one
+    other = LeaseCap(local_aws.dynamodb(), table)
+    got = other.acquire("vendor", 3, "b", lease_seconds=30)
+    # Then it finds the cap full by reading it, without writing
+    assert got is None
+    assert (other.reads, other.writes) == (1, 0)
+    # And once one is given back, the next look takes exactly that one, in one write
+    assert first.release("vendor", 1, "a")
+    assert other.acquire_some("vendor", 3, "b", lease_seconds=30, count=2) == [1]
+    assert other.writes == 1
+    assert first.live("vendor", 3) == 3

@@ -110,6 +110,37 @@ def test_a_concurrency_cap_holds_the_calls_at_the_vendor_to_its_number(
     assert slow_vendor.audit().max_in_flight == 2
 
 
+def test_a_record_waits_in_place_for_a_lease_its_batch_holds_past_the_longest_wait(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight, a vendor holding each call 0.2 s, a longest wait in
+    # place of 0.3 s, and one batch of six called three at a time (1.2 s of calls one by one)
+    with VendorSimulator(latency_seconds=0.2) as vendor:
+        data = pipeline.policy.model_dump(exclude={"quota", "scope"})
+        data["limits"] = [
+            LimitConfig(
+                name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
+            ),
+            LimitConfig(name="vendor", key="v", max_in_flight=1),
+        ]
+        data["consumer"]["parallel_calls"] = 3
+        data["throttle"]["max_wait_seconds"] = 0.3
+        data["action"].update(api_url=vendor.url, allow_plain_http=True)
+        policy = Policy.model_validate(data)
+        monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+        runtime.reset()
+        p = replace(pipeline, policy=policy)
+        p.seed(6)
+        records = publish_all(p)
+        # When the batch is handled
+        response = invoke(p, records)
+        # Then no record went back to the queue: each waited for the lease its batch held,
+        # handed on from call to call, well past the longest wait in place
+        assert failed_ids(response) == set()
+        assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 6
+        assert vendor.audit().max_in_flight == 1
+
+
 def test_a_concurrency_lease_is_free_while_its_record_is_still_being_settled(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:

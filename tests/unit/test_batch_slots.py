@@ -710,3 +710,17 @@ def test_a_lease_handed_on_that_nobody_took_is_released_at_the_end() -> None:
     assert not slots.may_poll_leases()
     slots.lease_found()
     assert slots.may_poll_leases()
+
+
+def test_a_look_takes_a_lease_for_each_waiting_thread_and_hands_the_others_on() -> None:
+    slots, _ = batch_slots(parallel=4, records=4)
+    # Given three threads of the batch waiting for a lease, one already handed on to them
+    slots.waiting_for_leases(3)
+    assert slots.hand_off("vendor", 0, "holder-a")
+    # Then a look takes two more (one each for those not yet served)
+    assert slots.leases_wanted("vendor") == 2
+    # And what it took beyond its own reaches the others without a write
+    slots.took_leases("vendor", 2, [(4, "holder-b")])
+    assert slots.leases_wanted("vendor") == 1
+    assert slots.take_handed("vendor") == (0, "holder-a")
+    assert slots.take_handed("vendor") == (4, "holder-b")

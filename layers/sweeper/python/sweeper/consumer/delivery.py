@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
 from sweeper.consumer.idempotency import Attempt, GuardedCall
-from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, LEASE_POLL_TRIES, BatchSlots
+from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay, retry_delay
@@ -121,7 +122,9 @@ class _Delivery:
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
         self.trace_id = trace_id
-        self.holder = f"{job.key}#{id(self)}"  # a concurrency lease's holder
+        # A concurrency lease's holder: short, since a cap's N leases share one item, whose
+        # size is what each of its writes costs (sweeper.limiter.leases).
+        self.holder = secrets.token_hex(6)
         self.leases: list[tuple[str, int, str]] = []  # (key, index, holder named in its item)
         self._lease_cap: LeaseCap | None = None
         self.ids = {
@@ -296,16 +299,12 @@ class _Delivery:
                 asks.append(LimitAsk(key, limit.rate.interval_seconds))
         return asks
 
-    def _take_leases(self, tries: int | None = None) -> bool:
+    def _take_leases(self, look: bool = True) -> bool:
         """A lease of each concurrency cap the call is under (those already held are kept):
-        one handed on within the batch, else from the table (`tries` items of each cap: all
-        by default, none with 0)."""
-        policy = self.deps.policy
-        capped = [
-            (key, limit.max_in_flight)
-            for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True)
-            if limit.max_in_flight is not None
-        ]
+        one handed on within the batch, else, if it may `look`, from the table: one read, and
+        one write taking a lease for each of the batch's threads waiting (this one's kept, the
+        others handed on to them)."""
+        capped = self._caps()
         if not capped:
             return True
         source = self.deps.limiter
@@ -320,36 +319,50 @@ class _Delivery:
             if handed is not None:
                 self.leases.append((key, *handed))
                 continue
-            if tries == 0:
+            if not look:
                 return False
             # at most the consumer's timeout: a killed environment's lease frees itself by then
-            index = leases.acquire(
-                key, cap, self.holder, policy.consumer.timeout_seconds, tries=tries
+            taken = leases.acquire_some(
+                key,
+                cap,
+                self.holder,
+                self.deps.policy.consumer.timeout_seconds,
+                self.slots.leases_wanted(key),
             )
-            if index is None:
+            if not taken:
                 return False  # those held are kept while it waits (or given back at the end)
-            self.leases.append((key, index, self.holder))
+            self.leases.append((key, taken[0], self.holder))
+            self.slots.took_leases(key, len(taken), [(i, self.holder) for i in taken[1:]])
         return True
 
     def _wait_for_leases(self) -> None:
         """A lease of every concurrency cap (a call of the batch that ends hands its lease on
-        to a waiting thread without a write); past the longest wait in place, the record goes
-        back to the queue."""
+        to a waiting thread without a write). The record waits in place while its batch holds
+        a lease of each cap it misses (one comes free here when that call ends) and its Lambda
+        has time left; it goes back to the queue only when the batch holds none and the
+        longest wait in place has passed (a deferral costs the idempotency record's put and
+        delete and a queue round trip)."""
         deps = self.deps
         waited = 0.0
-        caps = len(self._caps())
+        caps = self._caps()
         while True:
             if self.slots.may_poll_leases():
-                if self._take_leases(tries=LEASE_POLL_TRIES):
+                if self._take_leases():
                     self.slots.lease_found()
                     return
-            elif self._take_leases(tries=0):  # only what the batch's ended calls handed on
+            elif self._take_leases(look=False):  # only what the batch's ended calls handed on
                 return
-            if waited > deps.policy.throttle.max_wait_seconds:
+            timeout = self.call_timeout()
+            if timeout is not None and timeout < MIN_CALL_SECONDS:
+                self._return_in(0.0, outcome=None, code=None)
+                raise Deferred("no Lambda time left for a call")
+            held = {k for k, _, _ in self.leases}
+            coming = all(self.slots.holds_lease(key) for key, _ in caps if key not in held)
+            if waited > deps.policy.throttle.max_wait_seconds and not coming:
                 self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
             started = deps.now()
             self._adopt_handed(LEASE_RETRY_SECONDS)
-            if len(self.leases) == caps:
+            if len(self.leases) == len(caps):
                 return
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
 
@@ -398,6 +411,7 @@ class _Delivery:
                 return
             cap = self._lease_cap = source.leases()
         for key, index, holder in leases:
+            self.slots.gave_back(key)
             cap.release(key, index, holder)
 
     def _take_every_limit(self) -> float | None:

@@ -40,9 +40,10 @@ BLOCK_SHARE_OF_THREADS = 0.3
 #: than the writes it saved.
 BLOCK_SPAN_SECONDS = 0.2
 #: While a concurrency cap is full, a batch looks for a free lease in the table at most this
-#: often, trying LEASE_POLL_TRIES of its items: a look at a full cap is failed writes only.
-LEASE_POLL_SECONDS = 0.2
-LEASE_POLL_TRIES = 3
+#: often: one read of the cap's item (sweeper.limiter.leases), then one write taking as many of
+#: the leases it shows free as the batch has threads waiting. A lease given back to the table
+#: by another consumer stays unused until some batch looks.
+LEASE_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,7 @@ class BatchSlots:
         self._lease_waiters = 0
         self._next_lease_poll = 0.0  # while a cap is full, one thread polls the table, seldom
         self._for_leases = 0  # threads waiting for a lease: they ask for no slot meanwhile
+        self._leases_held: Counter[str] = Counter()  # per cap key: taken from the table, not back
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
@@ -221,7 +223,8 @@ class BatchSlots:
         past the invocation's end, since the batch's invocation took it); else the caller
         releases it."""
         with self._lock:
-            if self._lease_waiters <= len(self._handed):
+            # waiting: in `wait_for_lease`, or between two of its waits (looking in the table)
+            if max(self._lease_waiters, self._for_leases) <= len(self._handed):
                 return False
             self._handed.append((key, index, holder))
             self._lease_ready.notify()
@@ -233,15 +236,43 @@ class BatchSlots:
             self._for_leases += delta
 
     def may_poll_leases(self) -> bool:
-        """Whether the calling thread may look for a free lease in the table now: while a
-        cap is full, one look per LEASE_POLL_SECONDS for the whole batch (each look is writes
-        that fail); the batch's ending calls hand theirs on meanwhile."""
+        """Whether the calling thread may look for free leases in the table now: while a cap
+        is full, one look per LEASE_POLL_SECONDS for the whole batch (a read, and a write only
+        when it shows leases free); the batch's ending calls hand theirs on meanwhile."""
         with self._lock:
             now = self._now()
             if now < self._next_lease_poll:
                 return False
             self._next_lease_poll = now + LEASE_POLL_SECONDS
             return True
+
+    def leases_wanted(self, key: str) -> int:
+        """How many leases of `key` one look should take: one for each thread of the batch
+        waiting for a lease, less those already handed on to them (at least one, the asker's)."""
+        with self._lock:
+            handed = sum(1 for k, _, _ in self._handed if k == key)
+            return max(1, self._for_leases - handed)
+
+    def took_leases(self, key: str, count: int, others: list[tuple[int, str]]) -> None:
+        """A look took `count` leases of `key` from the table; `others` of them, taken for the
+        batch's other waiting threads, are handed on to them as an ending call's would be
+        (those nobody takes are released at the end)."""
+        with self._lock:
+            self._leases_held[key] += count
+            if others:
+                self._handed.extend((key, index, holder) for index, holder in others)
+                self._lease_ready.notify_all()
+
+    def gave_back(self, key: str) -> None:
+        """A lease of `key` went back to the table."""
+        with self._lock:
+            self._leases_held[key] -= 1
+
+    def holds_lease(self, key: str) -> bool:
+        """Whether the batch holds a lease of `key` (at the vendor, or handed on): a thread
+        waiting for one gets it when that call ends, with no write and no queue round trip."""
+        with self._lock:
+            return self._leases_held[key] > 0
 
     def lease_found(self) -> None:
         """A look found a free lease: the next waiting thread may look at once."""
@@ -276,7 +307,7 @@ class BatchSlots:
         """Leases handed on that no waiting thread took (it went back to the queue): released
         by the caller."""
         with self._lock:
-            if self._lease_waiters:
+            if self._lease_waiters or self._for_leases:
                 return []
             left, self._handed = self._handed, []
             return left

@@ -1,13 +1,20 @@
 """Fleet-wide concurrency caps: at most N calls in flight per key, as leases in DynamoDB.
 
-A cap of N on a key is N lease items (`lease#KEY#0` .. `lease#KEY#N-1`) in the limiter table.
-A call holds one while it is at the vendor: `acquire` writes its holder id and an expiry into a
-free item (one whose lease is absent or expired) with a conditional write, trying the items from
-a random one on; `release` deletes it, on condition that it still holds it. The expiry is at
-most the consumer's timeout after the acquisition, so a lease whose environment was killed mid
-call frees itself when it expires, and never more than N leases are live at once, whoever holds
-them. Cost: one write to acquire while any item is free (more only when several free items are
-taken at once), one to release; a full key costs N failed writes to find out.
+A cap of N on a key is one item (`lease#KEY`) in the limiter table holding N leases side by
+side: lease i is the attributes `h<i>` (its holder) and `u<i>` (until when, in microseconds).
+A call holds one while it is at the vendor. `free` reads the item (one GetItem, eventually
+consistent: the write that follows is conditional) and names the leases absent or expired;
+`acquire` reads it and takes as many of those as it is asked for in one conditional
+UpdateItem (each lease taken still absent or expired); `release` empties one lease, on
+condition that it still names its holder. The expiry is at most the consumer's timeout after
+the acquisition, so a lease whose environment was killed mid call frees itself when it
+expires, and never more than N leases are live at once, whoever holds them. Cost: a look at a
+full cap is one read, not writes; one write takes one lease or several; one gives one back.
+A write that fails (another consumer took a lease it saw free) answers with the item as it is
+(ReturnValuesOnConditionCheckFailure), so the next try needs no read. The item grows with N,
+about 35 bytes a lease with a short holder (the consumer's are 12 characters): up to about 25
+leases a write costs one write unit; a larger cap's writes cost more (its leases are not split
+over several items).
 
 A limit with `max_in_flight` (sweeper.config.limit) is such a cap; the consumer's delivery takes
 and returns its leases.
@@ -28,6 +35,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 US = 1_000_000
+#: DynamoDB's TTL removes a cap's item this long after its last lease taken expired.
+FORGOTTEN_LEASE_TTL_SECONDS = 3600
 
 
 class LeaseCap:
@@ -46,58 +55,105 @@ class LeaseCap:
         self._clock = clock
         self._rng = rng or random.Random()
         self.writes = 0
+        self.reads = 0
 
     @staticmethod
-    def _key(key: str, index: int) -> dict[str, Any]:
-        return {"pk": {"S": f"lease#{key}#{index}"}}
+    def _key(key: str) -> dict[str, Any]:
+        return {"pk": {"S": f"lease#{key}"}}
+
+    def _read(self, key: str, *, consistent: bool = False) -> dict[str, Any]:
+        self.reads += 1
+        try:
+            response = self._client.get_item(
+                TableName=self._table, Key=self._key(key), ConsistentRead=consistent
+            )
+        except ClientError as exc:
+            raise LimiterError(f"lease read failed for key {key!r}") from exc
+        item: dict[str, Any] = response.get("Item", {})
+        return item
+
+    @staticmethod
+    def _free_in(item: dict[str, Any], cap: int, now_us: int) -> list[int]:
+        """The indexes below `cap` whose lease the item shows absent or expired at `now_us`."""
+        return [
+            index
+            for index in range(cap)
+            if f"h{index}" not in item or int(item.get(f"u{index}", {"N": "0"})["N"]) <= now_us
+        ]
 
     def acquire(
         self, key: str, cap: int, holder: str, lease_seconds: float, tries: int | None = None
     ) -> int | None:
-        """Take a free lease of `key` for `holder` until `lease_seconds` from now; its index,
-        or None when all `cap` are live (or none of `tries` items, from a random one on, was
-        free: a poll of a cap thought full costs that many writes, not `cap`)."""
+        """Take a free lease of `key` for `holder` until `lease_seconds` from now; its index, or
+        None when all `cap` are live (or `tries` writes were refused by other consumers)."""
+        taken = self.acquire_some(key, cap, holder, lease_seconds, 1, tries=tries)
+        return taken[0] if taken else None
+
+    def acquire_some(
+        self,
+        key: str,
+        cap: int,
+        holder: str,
+        lease_seconds: float,
+        count: int,
+        *,
+        tries: int | None = None,
+    ) -> list[int]:
+        """Take up to `count` free leases of `key` for `holder` in one write: their indexes
+        (none when the cap is full, which the read alone finds). A look at the item first; a
+        write refused because another consumer took one of them meanwhile is tried again on
+        the item it answers with, at most `tries` writes (default: `cap`)."""
+        item = self._read(key)
         now = self._clock()
-        start = self._rng.randrange(cap)
-        for step in range(min(cap, tries or cap)):
-            index = (start + step) % cap
+        now_us = int(now * US)
+        values = {
+            ":holder": {"S": holder},
+            ":until": {"N": str(int((now + lease_seconds) * US))},
+            # DynamoDB's TTL removes a forgotten cap some time after its last lease expired
+            ":ttl": {"N": str(int(now + lease_seconds) + FORGOTTEN_LEASE_TTL_SECONDS)},
+            ":now": {"N": str(now_us)},
+        }
+        for _ in range(tries or cap):
+            free = self._free_in(item, cap, now_us)
+            if not free:
+                return []
+            chosen = sorted(self._rng.sample(free, min(count, len(free))))
+            sets = ", ".join(f"h{i} = :holder, u{i} = :until" for i in chosen)
+            condition = " AND ".join(
+                f"(attribute_not_exists(h{i}) OR u{i} <= :now)" for i in chosen
+            )
             try:
                 self.writes += 1
                 # UpdateItem, which creates the item: the limiter's grant (GetItem, UpdateItem)
                 # puts no whole item, and a lease is one more conditional write in place.
                 self._client.update_item(
                     TableName=self._table,
-                    Key=self._key(key, index),
-                    UpdateExpression=(
-                        "SET holder = :holder, lease_until = :until, expires_at = :ttl"
-                    ),
-                    ConditionExpression="attribute_not_exists(holder) OR lease_until <= :now",
-                    ExpressionAttributeValues={
-                        ":holder": {"S": holder},
-                        ":until": {"N": str(int((now + lease_seconds) * US))},
-                        # DynamoDB's TTL removes forgotten leases some time after they expired
-                        ":ttl": {"N": str(int(now + lease_seconds) + 3600)},
-                        ":now": {"N": str(int(now * US))},
-                    },
+                    Key=self._key(key),
+                    UpdateExpression=f"SET {sets}, expires_at = :ttl",
+                    ConditionExpression=condition,
+                    ExpressionAttributeValues=values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    continue  # live: try the next
+                    # taken meanwhile: the answer is the item as it is now
+                    item = exc.response.get("Item") or {}  # type: ignore[assignment]
+                    continue
                 raise LimiterError(f"lease acquire failed for key {key!r}") from exc
-            return index
-        return None
+            return chosen
+        return []
 
     def release(self, key: str, index: int, holder: str) -> bool:
         """Give a lease back, if `holder` still holds it (an expired one may be another's now)."""
         try:
             self.writes += 1
-            # The lease is emptied in place (UpdateItem), not deleted: the grant has no
-            # DeleteItem, and TTL removes the item later.
+            # Emptied in place (UpdateItem): the grant has no DeleteItem, and TTL removes the
+            # item once every lease in it is long expired.
             self._client.update_item(
                 TableName=self._table,
-                Key=self._key(key, index),
-                UpdateExpression="REMOVE holder, lease_until",
-                ConditionExpression="holder = :me",
+                Key=self._key(key),
+                UpdateExpression=f"REMOVE h{index}, u{index}",
+                ConditionExpression=f"h{index} = :me",
                 ExpressionAttributeValues={":me": {"S": holder}},
             )
         except ClientError as exc:
@@ -107,14 +163,7 @@ class LeaseCap:
         return True
 
     def live(self, key: str, cap: int) -> int:
-        """How many of the key's leases are live now (strongly consistent reads; for tests and
-        operators, not for the hot path)."""
-        now = int(self._clock() * US)
-        count = 0
-        for index in range(cap):
-            item = self._client.get_item(
-                TableName=self._table, Key=self._key(key, index), ConsistentRead=True
-            ).get("Item", {})
-            if "lease_until" in item and int(item["lease_until"]["N"]) > now:
-                count += 1
-        return count
+        """How many of the key's leases are live now (one strongly consistent read; for tests
+        and operators)."""
+        item = self._read(key, consistent=True)
+        return cap - len(self._free_in(item, cap, int(self._clock() * US)))
