@@ -82,24 +82,41 @@ def slow_vendor() -> Iterator[VendorSimulator]:
         yield sim
 
 
-def test_a_concurrency_cap_holds_the_calls_at_the_vendor_to_its_number(
-    pipeline: Pipeline, slow_vendor: VendorSimulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given a policy whose calls are under a fleet-wide cap of 2 in flight, a vendor holding
-    # each call 0.3 s, and one batch of eight called four at a time
+def capped_pipeline(
+    pipeline: Pipeline,
+    monkeypatch: pytest.MonkeyPatch,
+    vendor: VendorSimulator,
+    *,
+    cap: int,
+    parallel_calls: int,
+    max_wait_seconds: float | None = None,
+) -> Pipeline:
+    """The pipeline with a store limit of 50/s and a fleet-wide cap of `cap` calls in flight
+    (limit `vendor`, key `v`), calling `vendor`, `parallel_calls` at a time."""
     data = pipeline.policy.model_dump(exclude={"quota", "scope"})
     data["limits"] = [
         LimitConfig(
             name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
         ),
-        LimitConfig(name="vendor", key="v", max_in_flight=2),
+        LimitConfig(name="vendor", key="v", max_in_flight=cap),
     ]
-    data["consumer"]["parallel_calls"] = 4
-    data["action"].update(api_url=slow_vendor.url, allow_plain_http=True)
+    data["consumer"]["parallel_calls"] = parallel_calls
+    if max_wait_seconds is not None:
+        data["throttle"]["max_wait_seconds"] = max_wait_seconds
+    data["action"].update(api_url=vendor.url, allow_plain_http=True)
     policy = Policy.model_validate(data)
     monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
     runtime.reset()
-    p = replace(pipeline, policy=policy)
+    return replace(pipeline, policy=policy)
+
+
+def test_a_concurrency_cap_holds_the_calls_at_the_vendor_to_its_number(
+    pipeline: Pipeline, slow_vendor: VendorSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a policy whose calls are under a fleet-wide cap of 2 in flight, a vendor holding
+    # each call 0.3 s, and one batch of eight called four at a time
+    p = capped_pipeline(pipeline, monkeypatch, slow_vendor, cap=2, parallel_calls=4)
+    policy = p.policy
     p.seed(8, tenants=4)
     records = publish_all(p)
     # When the batch is handled
@@ -116,20 +133,10 @@ def test_a_record_waits_in_place_for_a_lease_its_batch_holds_past_the_longest_wa
     # Given a cap of one call in flight, a vendor holding each call 0.2 s, a longest wait in
     # place of 0.3 s, and one batch of six called three at a time (1.2 s of calls one by one)
     with VendorSimulator(latency_seconds=0.2) as vendor:
-        data = pipeline.policy.model_dump(exclude={"quota", "scope"})
-        data["limits"] = [
-            LimitConfig(
-                name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
-            ),
-            LimitConfig(name="vendor", key="v", max_in_flight=1),
-        ]
-        data["consumer"]["parallel_calls"] = 3
-        data["throttle"]["max_wait_seconds"] = 0.3
-        data["action"].update(api_url=vendor.url, allow_plain_http=True)
-        policy = Policy.model_validate(data)
-        monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-        runtime.reset()
-        p = replace(pipeline, policy=policy)
+        p = capped_pipeline(
+            pipeline, monkeypatch, vendor, cap=1, parallel_calls=3, max_wait_seconds=0.3
+        )
+        policy = p.policy
         p.seed(6)
         records = publish_all(p)
         # When the batch is handled
@@ -148,19 +155,8 @@ def test_a_concurrency_lease_is_free_while_its_record_is_still_being_settled(
     # whose first success write does not finish until the vendor has seen a second call (or
     # until a deadline)
     with VendorSimulator(latency_seconds=0.05) as vendor:
-        data = pipeline.policy.model_dump(exclude={"quota", "scope"})
-        data["limits"] = [
-            LimitConfig(
-                name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
-            ),
-            LimitConfig(name="vendor", key="v", max_in_flight=1),
-        ]
-        data["consumer"]["parallel_calls"] = 2
-        data["action"].update(api_url=vendor.url, allow_plain_http=True)
-        policy = Policy.model_validate(data)
-        monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-        runtime.reset()
-        p = replace(pipeline, policy=policy)
+        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=1, parallel_calls=2)
+        policy = p.policy
         p.seed(2)
         records = publish_all(p)
         real = Ledger.mark_succeeded

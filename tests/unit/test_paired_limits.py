@@ -203,17 +203,14 @@ def test_a_store_is_booked_in_the_gap_a_block_left_on_a_slack_app() -> None:
     # Given a slack app (10 ms per slot) and stores at 0.2 s; s1 is next free 0.15 s from now
     now = REAL + LEAD
     item = SharedItem(version=1, tat=REAL, next_free={"s1": now + 150_000}, has_tat=True)
+
     # When one batch, with only s1's records left, books its slot: its block jumps ahead to s1
-    first = plan_block(
-        item,
-        10_000,
-        [Want("s1", 200_000, 1)],
-        real=REAL,
-        now=now,
-        horizon=US,
-        span=200_000,
-        most=3,
-    )
+    def book(item: SharedItem, store: str) -> Block | Denial:
+        # one slot for `store` (0.2 s apart) on an app of 10 ms slots
+        wants = [Want(store, 200_000, 1)]
+        return plan_block(item, 10_000, wants, real=REAL, now=now, horizon=US, span=200_000, most=3)
+
+    first = book(item, "s1")
     assert isinstance(first, Block)
     assert first.slots == (("s1", now + 150_000),)
     assert first.tat == now + 160_000
@@ -221,16 +218,7 @@ def test_a_store_is_booked_in_the_gap_a_block_left_on_a_slack_app() -> None:
     assert first.holes == ((now, now + 140_000),)
     # And another batch, asking for s0 (free) at the same time, is booked in that gap, not
     # after s1's slot: the app's slack is used, not lost
-    second = plan_block(
-        _after(item, first),
-        10_000,
-        [Want("s0", 200_000, 1)],
-        real=REAL,
-        now=now,
-        horizon=US,
-        span=200_000,
-        most=3,
-    )
+    second = book(_after(item, first), "s0")
     assert isinstance(second, Block)
     assert second.slots == (("s0", now),)
     # And the hole is split around the slot by the app's step; the app's tat has not moved
