@@ -26,6 +26,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         policy=settings.policy,
         ledger=runtime.ledger(),
         guarded_call=runtime.guarded_call(),
+        warm=runtime.action().warm,
         clock=runtime.utcnow,
         metrics=metrics,
         limiter=runtime.consumer_limiter(),

@@ -14,7 +14,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -176,6 +176,8 @@ class Rig:
     key: str = ""
     body: str = ""
     guarded: GuardedCall | None = None  # instead of `calls`, when a test gives its own
+    #: The action's warm hook (ConsumerDeps.warm): nothing to prepare unless a test gives one.
+    warm: Callable[[ActionCall, float | None], None] = lambda job, timeout_seconds: None
 
     def deliver(
         self,
@@ -219,6 +221,7 @@ class Rig:
             sleep=self.time.sleep,
             now=lambda: self.time.now,
             rng=rng or TopOfRange(),
+            warm=self.warm,
         )
 
     def redeliver(self, **kw: Any) -> bool:
@@ -268,6 +271,61 @@ def test_a_slot_due_now_is_called_at_once_with_the_scope_interval_and_the_full_w
     assert rig.limiter.state_reads == 0
     assert rig.count(Metric.LIMITER_WAITS) == 0
     assert rig.job().status is JobStatus.SUCCEEDED
+
+
+@dataclass
+class Warms:
+    """An action's warm hook: records what the delivery had done when it was called."""
+
+    rig: Rig
+    #: (operation key, time budget given, sleeps and reservations made before it) per call.
+    seen: list[tuple[str, float | None, int, int]] = field(default_factory=list)
+
+    def __call__(self, job: ActionCall, timeout_seconds: float | None) -> None:
+        self.seen.append(
+            (job.key, timeout_seconds, len(self.rig.time.sleeps), len(self.rig.limiter.reserved))
+        )
+
+
+def test_the_action_is_warmed_once_before_the_wait_for_its_slot(rig: Rig) -> None:
+    # Given a slot further away than the gate's re-check lead (two sleeps before the call),
+    # refused once for rate first (a third sleep, and a second reservation)
+    rig.limiter.answers = [denial(0.3, "rate"), grant(1.5)]
+    warms = Warms(rig)
+    rig.warm = warms
+    # When the record is delivered
+    assert rig.deliver(timeout=30.0) is False
+    # Then the action was warmed once, before any sleep and before its slot was reserved,
+    # with the time a call would not need
+    assert warms.seen == [(rig.key, 30.0 - delivery.MIN_CALL_SECONDS, 0, 0)]
+    assert len(rig.time.sleeps) == 3
+    assert rig.calls.sent_at == [pytest.approx(START + 0.3 + 1.5)]
+
+
+def test_a_warm_that_raises_does_not_stop_the_call(rig: Rig) -> None:
+    # Given an action whose warm fails with a bug
+    rig.limiter.answers = [grant(0.1)]
+
+    def broken(job: ActionCall, timeout_seconds: float | None) -> None:
+        raise AttributeError("_get_conn")
+
+    rig.warm = broken
+    # When the record is delivered
+    assert rig.deliver() is False
+    # Then the call went out at its slot all the same
+    assert rig.calls.sent_at == [START + 0.1]
+    assert rig.job().status is JobStatus.SUCCEEDED
+
+
+def test_no_warm_when_no_call_can_follow(rig: Rig) -> None:
+    # Given less Lambda time than a call needs
+    warms = Warms(rig)
+    rig.warm = warms
+    # When the record is delivered
+    assert rig.deliver(timeout=delivery.MIN_CALL_SECONDS / 2) is True
+    # Then it went back uncalled, and nothing was warmed for it
+    assert warms.seen == []
+    assert rig.calls.sent_at == []
 
 
 def test_a_slot_within_the_lead_is_slept_for_exactly(rig: Rig) -> None:

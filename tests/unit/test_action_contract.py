@@ -16,6 +16,7 @@ from sweeper.actions.lambda_invoke import (
     result_of_function_error,
 )
 from sweeper.actions.python_call import PythonActionConfig, PythonCallAction
+from sweeper.actions.s3_delete import S3DeleteAction, S3DeleteActionConfig
 from sweeper.models import ActionCall, OutcomeClass
 
 FUNCTION = "arn:aws:lambda:eu-west-1:111122223333:function:acme-cleanup"
@@ -198,3 +199,23 @@ def test_a_function_that_raised_anything_else_is_unknown() -> None:
 def test_a_function_answer_that_is_not_json_is_unknown() -> None:
     result, _ = _invoke_with({"StatusCode": 200, "Payload": b"Simple Lambda happy path OK"})
     assert (result.outcome, result.code) == (OutcomeClass.UNKNOWN, "bad_answer")
+
+
+def test_warming_the_lambda_python_and_s3_kinds_calls_and_builds_nothing() -> None:
+    # Given an action of each kind that has nothing to prepare before its slot
+    built: list[str] = []
+    called: list[Call] = []
+    lambda_action = LambdaInvokeAction(
+        LambdaActionConfig(function_arn=FUNCTION), lambda _: built.append("lambda")
+    )
+    s3_action = S3DeleteAction(
+        S3DeleteActionConfig(bucket="acme-exports", key_template="exports/{tenant_id}/{object_id}"),
+        lambda _: built.append("s3"),
+    )
+    python_action = PythonCallAction(python_config(), called.append)
+    # When each is warmed
+    for action in (lambda_action, s3_action, python_action):
+        action.warm(job(), 1.0)
+    # Then no client was built and the team's code was not called
+    assert built == []
+    assert called == []

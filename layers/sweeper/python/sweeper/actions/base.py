@@ -40,6 +40,14 @@ class Action(Protocol):
         """
         ...
 
+    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
+        """Prepare what `perform(job)` will need so its request leaves without delay (the
+        `http` kind: an open connection to the vendor); nothing for a kind without such a
+        thing. Sends nothing, has no effect, never raises for a failure (the call that
+        follows meets it and is classified); `timeout_seconds` caps the time it may take.
+        """
+        ...
+
 
 #: The outcome classes (sweeper.models.OutcomeClass) a policy may name in a kind's mapping.
 OutcomeName = Literal[

@@ -29,6 +29,7 @@ from urllib.parse import quote, urlsplit
 
 import urllib3
 from pydantic import Field, field_validator, model_validator
+from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -454,6 +455,41 @@ def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout
         return False
 
 
+def preconnect(pool: HTTPConnectionPool, connect_timeout_seconds: float) -> bool:
+    """Leave an idle, connected connection on top of `pool`; True when one had to be opened.
+
+    urllib3 has no public way to open a connection ahead of a request, so this uses the pool's
+    own two steps that `urlopen` takes (tests/integration/test_http_warm.py fails if urllib3
+    changes them): `pool.pool` is a LIFO queue of idle connections, topped up to the pool's
+    maxsize with None placeholders; `_get_conn` pops the top one, closing it if the peer dropped
+    it (`is_connection_dropped`) and making a new, unconnected one for a placeholder;
+    `_put_conn` pushes it back, where the next `urlopen` takes it first. A connection so opened
+    is the one urllib3 itself would have opened (`connect()`, as the HTTPS pool's
+    `_validate_conn` does it), only earlier; `urlopen` reuses it because its socket is open and
+    unread. Nothing is written to it.
+    """
+    idle = pool.pool
+    if idle is None or idle.empty():
+        # Closed, or every connection is out on a call: one more could not be kept (maxsize).
+        return False
+    try:
+        conn = pool._get_conn()  # see above: no public pre-connect
+    except HTTPError:  # the pool was closed meanwhile
+        return False
+    opened = False
+    try:
+        if conn.is_closed:  # a placeholder's new connection, or an idle one the peer dropped
+            conn.timeout = connect_timeout_seconds
+            conn.connect()
+            opened = True
+    except (HTTPError, HTTPException, OSError, ValueError):
+        # Refused, timed out, no such name, a bad certificate: the call will meet it itself.
+        conn.close()
+    finally:
+        pool._put_conn(conn)  # back on top, connected or closed as it came
+    return opened
+
+
 def _refused(exc: CredentialError) -> ActionResult:
     """The outcome of a call whose credentials could not be had: nothing reached the API."""
     return ActionResult(
@@ -676,6 +712,27 @@ class HttpAction:
             retry_after_seconds=retry_after,
             limit_value=limit_value,
         )
+
+    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
+        """Make sure the pool of the job's host holds an idle, connected connection, so the
+        call's request leaves at its slot instead of first resolving the name, connecting and
+        (https) shaking hands with the vendor. Sends no byte of a request and never raises:
+        a warm that fails (refused, timed out) leaves the pool as it was, and the call meets
+        the failure and is classified as ever. Takes at most the connect timeout, capped by
+        `timeout_seconds`."""
+        connect_seconds = self._config.connect_timeout_seconds
+        if timeout_seconds is not None:
+            connect_seconds = min(connect_seconds, timeout_seconds)
+        if connect_seconds <= 0:
+            return
+        try:
+            url = self.checked_url(job)
+            if url is None:
+                return
+            pool = self.pool_manager().connection_from_url(url)
+        except (TemplateError, HTTPError, ValueError):
+            return  # the call itself answers for a URL it cannot send
+        preconnect(pool, connect_seconds)
 
     def close(self) -> None:
         """Close pooled connections; the next call opens new ones."""

@@ -215,6 +215,9 @@ class LambdaInvokeAction:
     def _lambda(self) -> Any:
         return self._client.get()
 
+    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
+        """Nothing prepared (boto3 builds its client and connection on the first invoke)."""
+
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Invoke once and classify the answer; never raises for the function's answer."""
         left = self.config.call_seconds if timeout_seconds is None else timeout_seconds

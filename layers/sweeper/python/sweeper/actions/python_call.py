@@ -152,6 +152,9 @@ class PythonCallAction:
                 self._function = found
             return self._function
 
+    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
+        """Nothing prepared: the callable is the team's own, and importing it may have effects."""
+
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Call once and classify the answer or the exception; never raises for either."""
         left = self._config.timeout_seconds if timeout_seconds is None else timeout_seconds

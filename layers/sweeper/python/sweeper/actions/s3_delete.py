@@ -287,6 +287,9 @@ class S3DeleteAction:
     def key_for(self, job: ActionCall) -> str:
         return render_key(self.config.key_template, job)
 
+    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
+        """Nothing prepared (boto3 builds its client and connection on the first request)."""
+
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """List the key, then delete it if it is there; never raises for S3's answer."""
         if timeout_seconds is not None and timeout_seconds <= 0:

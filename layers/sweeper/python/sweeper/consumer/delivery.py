@@ -83,6 +83,10 @@ LEASE_RETRY_SECONDS = 0.05
 LIMITS_SPREAD_SECONDS = LATE_SLOT_TOLERANCE_SECONDS / 2
 
 
+def _nothing_to_warm(job: ActionCall, timeout_seconds: float | None) -> None:
+    """A delivery's `warm` for an action with nothing to prepare."""
+
+
 class Deferred(SweeperError):
     """The record goes back to the queue on purpose (a wait, not a failure)."""
 
@@ -96,6 +100,8 @@ class ConsumerDeps:
     metrics: MetricSink
     limiter: Limiter
     visibility: Visibility
+    #: The action's `warm` (sweeper.actions.Action): run once per record before its slot.
+    warm: Callable[[ActionCall, float | None], None] = _nothing_to_warm
     sleep: Callable[[float], None] = time.sleep
     now: Callable[[], float] = time.time  # epoch seconds, the limiter's clock
     rng: random.Random = field(default_factory=random.Random)
@@ -173,6 +179,7 @@ class _Delivery:
 
         Returns the call's timeout; raises Deferred when the record goes back to the queue.
         """
+        self._warm()
         deps = self.deps
         further = deps.policy.further_limits
         if further and self.slots.paired is None:
@@ -263,6 +270,24 @@ class _Delivery:
             self.sent_at = deps.now()
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
+
+    def _warm(self) -> None:
+        """Have the action prepare its call (the http kind: a connection to the vendor) before
+        this record's slot is reserved, not when it comes: a connect made at the slot reaches
+        the vendor one to three round trips late, past the arrival budget (config/quota.py
+        `safe_headroom`); made here, it delays only the reservation, never the call after its
+        slot. A thread whose pool already holds an idle connection pays a queue look and a
+        zero-timeout poll. Never raises: a warm that fails only leaves the call as it was."""
+        timeout = self.call_timeout()
+        if timeout is not None and timeout < MIN_CALL_SECONDS:
+            return  # no call will follow: the record goes back at once (_take_slot)
+        try:
+            # at most the time a call would not need: the connect must not eat the call's time
+            self.deps.warm(self.job, None if timeout is None else timeout - MIN_CALL_SECONDS)
+        except Exception:
+            # A bug in a kind's warm (or a change in urllib3's pool) must not stop deliveries:
+            # the call goes ahead as without the warm; the warning shows it.
+            logger.warning("warming the action failed", exc_info=True, extra=self.ids)
 
     def _gate_state(self) -> ScopeState:
         """The gate of this call's scope; paired with a wide limit (slots.PairedLimits), both
