@@ -14,41 +14,14 @@ from collections.abc import Callable, Iterator
 import pytest
 from urllib3.connectionpool import HTTPConnectionPool
 
-from sweeper.actions.http import POOL_MAX_CONNECTIONS, HttpAction
-from sweeper.config import HttpActionConfig
-from sweeper.models import ActionCall, OutcomeClass, operation_key
+from sweeper.actions.http import POOL_MAX_CONNECTIONS
+from sweeper.models import OutcomeClass
+from tests.integration.test_http_action import DEADLINE_SECONDS, action_for, job_for, wait_until
 
 pytestmark = pytest.mark.integration
 
-DEADLINE_SECONDS = 5.0
 #: The request line the job below is sent with (DELETE of the default URL template).
 REQUEST_LINE = b"DELETE /v1/tenants/t1/objects/o1 HTTP/1.1\r\n"
-
-
-def job_for(object_id: str = "o1") -> ActionCall:
-    key = operation_key("exports", "t1", object_id, 1)
-    return ActionCall(
-        key=key,
-        idempotency_key=key,
-        policy="exports",
-        policy_version=1,
-        tenant_id="t1",
-        object_id=object_id,
-        scope="exports",
-        attempt=0,
-        batch_id="b1",
-    )
-
-
-def action_for(url: str, **config: float) -> HttpAction:
-    return HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True, **config))
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        time.sleep(0.01)
 
 
 class CountingServer:
@@ -157,11 +130,11 @@ def test_a_warm_connects_without_a_request_and_the_call_reuses_that_connection(
 def test_a_warm_pool_is_left_as_it_is(server: CountingServer) -> None:
     # Given an action whose last call left its connection idle in the pool
     action = action_for(server.url)
-    assert action.perform(job_for("o1")).outcome is OutcomeClass.ACCEPTED
+    assert action.perform(job_for(object_id="o1")).outcome is OutcomeClass.ACCEPTED
     # When it is warmed for the next job
-    action.warm(job_for("o2"))
+    action.warm(job_for(object_id="o2"))
     # Then no connection was opened, and the next call goes on the same one
-    assert action.perform(job_for("o2")).outcome is OutcomeClass.ACCEPTED
+    assert action.perform(job_for(object_id="o2")).outcome is OutcomeClass.ACCEPTED
     assert server.accepted == 1
     assert server.received(0).count(b"HTTP/1.1\r\n") == 2
     action.close()
@@ -170,14 +143,14 @@ def test_a_warm_pool_is_left_as_it_is(server: CountingServer) -> None:
 def test_a_connection_the_vendor_dropped_is_replaced_by_the_warm(server: CountingServer) -> None:
     # Given an idle connection the vendor has since closed (its keep-alive ran out)
     action = action_for(server.url)
-    assert action.perform(job_for("o1")).outcome is OutcomeClass.ACCEPTED
+    assert action.perform(job_for(object_id="o1")).outcome is OutcomeClass.ACCEPTED
     server.drop_all()
     # When the action is warmed
-    action.warm(job_for("o2"))
+    action.warm(job_for(object_id="o2"))
     # Then a new connection is open before the call, and the call is sent on it
     wait_until(lambda: server.accepted == 2)
     assert server.received(1) == b""
-    assert action.perform(job_for("o2")).outcome is OutcomeClass.ACCEPTED
+    assert action.perform(job_for(object_id="o2")).outcome is OutcomeClass.ACCEPTED
     assert server.accepted == 2
     assert server.received(1).startswith(REQUEST_LINE.replace(b"o1", b"o2"))
     action.close()
