@@ -302,19 +302,27 @@ def test_the_action_is_warmed_once_before_the_wait_for_its_slot(rig: Rig) -> Non
     assert rig.calls.sent_at == [pytest.approx(START + 0.3 + 1.5)]
 
 
-def test_a_warm_that_raises_does_not_stop_the_call(rig: Rig) -> None:
-    # Given an action whose warm fails with a bug
+def test_a_warm_that_raises_does_not_stop_the_call(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given an action whose warm fails with a bug (its message naming what it touched)
     rig.limiter.answers = [grant(0.1)]
 
     def broken(job: ActionCall, timeout_seconds: float | None) -> None:
-        raise AttributeError("_get_conn")
+        raise AttributeError("_get_conn of vendor.example/v1/tenants/t1")
 
     rig.warm = broken
     # When the record is delivered
-    assert rig.deliver() is False
+    with caplog.at_level(logging.WARNING, logger="sweeper.consumer"):
+        assert rig.deliver() is False
     # Then the call went out at its slot all the same
     assert rig.calls.sent_at == [START + 0.1]
     assert rig.job().status is JobStatus.SUCCEEDED
+    # And the warning names the error's type, not its message, and carries no traceback
+    (line,) = [r for r in caplog.records if r.getMessage() == "warming the action failed"]
+    assert line.__dict__["error"] == "AttributeError"
+    assert line.exc_info is None
+    assert "tenants" not in repr(line.__dict__)
 
 
 def test_no_warm_when_no_call_can_follow(rig: Rig) -> None:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import NoReturn
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -284,10 +285,13 @@ class _Delivery:
         try:
             # at most the time a call would not need: the connect must not eat the call's time
             self.deps.warm(self.job, None if timeout is None else timeout - MIN_CALL_SECONDS)
-        except Exception:
+        except Exception as exc:
             # A bug in a kind's warm (or a change in urllib3's pool) must not stop deliveries:
-            # the call goes ahead as without the warm; the warning shows it.
-            logger.warning("warming the action failed", exc_info=True, extra=self.ids)
+            # the call goes ahead as without the warm; the warning shows it by the error's type
+            # alone (its message may hold the vendor's URL: no target values in diagnostics).
+            logger.warning(
+                "warming the action failed", extra={**self.ids, "error": type(exc).__name__}
+            )
 
     def _gate_state(self) -> ScopeState:
         """The gate of this call's scope; paired with a wide limit (slots.PairedLimits), both
@@ -329,7 +333,7 @@ class _Delivery:
         one handed on within the batch, else, if it may `look`, from the table: one read, and
         one write taking a lease for each of the batch's threads waiting (this one's kept, the
         others handed on to them)."""
-        capped = self._caps()
+        capped = self._caps
         if not capped:
             return True
         source = self.deps.limiter
@@ -369,7 +373,7 @@ class _Delivery:
         delete and a queue round trip)."""
         deps = self.deps
         waited = 0.0
-        caps = self._caps()
+        caps = self._caps
         while True:
             if self.slots.may_poll_leases():
                 if self._take_leases():
@@ -391,7 +395,10 @@ class _Delivery:
                 return
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
 
+    @cached_property
     def _caps(self) -> list[tuple[str, int]]:
+        """The concurrency caps the call is under, (limiter key, its cap): rendered once per
+        record, not on each of its waits for a lease."""
         policy = self.deps.policy
         return [
             (key, limit.max_in_flight)
@@ -402,7 +409,7 @@ class _Delivery:
     def _adopt_handed(self, seconds: float) -> None:
         """Wait up to `seconds` for leases handed on within the batch, for the caps still
         missing (the first waits, the others only take what is there)."""
-        missing = [key for key, _ in self._caps() if key not in {k for k, _, _ in self.leases}]
+        missing = [key for key, _ in self._caps if key not in {k for k, _, _ in self.leases}]
         for i, key in enumerate(missing):
             got = self.slots.wait_for_lease(key, seconds) if i == 0 else self.slots.take_handed(key)
             if got is None:
