@@ -443,7 +443,7 @@ class DynamoLimiter:
         writes the wide limit's holes after the block (covered by the version's condition) and
         removes the `removed` keys' attributes (stale as of `cut`, as `seen` holds them; a gate
         is removed only if it was not closed again since)."""
-        names: dict[str, str] = {"#h": HOLES_ATTRIBUTE}
+        names: dict[str, str] = {}
         values: dict[str, Any] = {
             ":tat": _n(plan.tat),
             ":v": _n(seen.version + 1),
@@ -458,13 +458,13 @@ class DynamoLimiter:
             sets.append(f"#n{i} = :n{i}")
             gates.append(f"(attribute_not_exists(#c{i}) OR #c{i} <= :now)")
         drops: list[str] = []
+        if plan.holes or seen.holes:
+            names["#h"] = HOLES_ATTRIBUTE
         if plan.holes:
             values[":h"] = holes_value(plan.holes)
             sets.append("#h = :h")
         elif seen.holes:
             drops.append("#h")
-        else:
-            del names["#h"]
         for i, key in enumerate(removed):
             if key in seen.next_free:
                 names[f"#rn{i}"] = NEXT_PREFIX + key
