@@ -724,3 +724,79 @@ def test_a_look_takes_a_lease_for_each_waiting_thread_and_hands_the_others_on() 
     assert slots.leases_wanted("vendor") == 1
     assert slots.take_handed("vendor") == (0, "holder-a")
     assert slots.take_handed("vendor") == (4, "holder-b")
+
+
+def test_a_banked_slot_of_a_rate_with_slack_is_used_within_its_slack_at_once() -> None:
+    # Given a rate with a slack of 0.5 s, and a block of three slots banked
+    limiter = RecordingLimiter()
+    sink = RecordingSink()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], sink, slack_seconds=0.5)  # type: ignore[arg-type]
+    first_slot = NOW + 10.0 + 1  # RecordingLimiter's first grant
+    slots.reserve("s", INTERVAL, 60, object())
+    assert limiter.counts == [3]
+    # When a thread asks 0.4 s after the second slot's time (long past the late tolerance)
+    clock[0] = first_slot + INTERVAL + 0.4
+    _, kept = slots.reserve("s", INTERVAL, 60, object())
+    # Then it takes that slot from the bank, with no write, and nothing is let go
+    assert kept == Grant(first_slot + INTERVAL)
+    assert limiter.counts == [3]
+    assert sink.metrics == []
+    # And a slot is usable up to its slack and the late tolerance after its time, not later
+    assert slots.usable_for == pytest.approx(0.5 + LATE_SLOT_TOLERANCE_SECONDS)
+    clock[0] = first_slot + 2 * INTERVAL + slots.usable_for + 0.001
+    _, fresh = slots.reserve("s", INTERVAL, 60, object())
+    assert sink.metrics == [(Metric.LATE_SLOTS, "Count", 1)]
+    assert len(limiter.counts) == 2  # a new write
+    assert isinstance(fresh, Grant)
+    assert fresh.slot_at == NOW + 10.0 + 2
+
+
+def test_a_banked_slot_is_used_exactly_its_slack_and_tolerance_after_its_time() -> None:
+    limiter = RecordingLimiter()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], Sink(), slack_seconds=0.25)  # type: ignore[arg-type]
+    slots.reserve("s", INTERVAL, 60, object())
+    second = NOW + 10.0 + 1 + INTERVAL
+    clock[0] = second + slots.usable_for
+    assert slots.reserve("s", INTERVAL, 60, object())[1] == Grant(second)
+    assert limiter.counts == [3]
+
+
+def test_a_closure_takes_back_the_banked_slots_of_a_rate_with_slack() -> None:
+    # Given slots banked within their slack
+    limiter = RecordingLimiter()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], Sink(), slack_seconds=0.5)  # type: ignore[arg-type]
+    slots.reserve("s", INTERVAL, 60, object())
+    clock[0] = NOW + 10.0 + 1 + 0.2
+    # When the gate closes
+    slots.forget("s")
+    # Then none of them is used: the next record asks the limiter again
+    slots.reserve("s", INTERVAL, 60, object())
+    assert len(limiter.counts) == 2
+
+
+def test_a_paired_batch_uses_the_smaller_of_the_two_slacks() -> None:
+    # A paired slot is both limits' slot: it may be used late only as far as both allow
+    wide = slots_module.PairedLimits("app:app", 0.01, wide_slack=0.2)
+    narrow_more = BatchSlots(
+        PairedRecorder(),  # type: ignore[arg-type]
+        10,
+        {"s0": 2},
+        lambda: NOW,
+        Sink(),
+        paired=wide,
+        slack_seconds=0.5,
+    )
+    assert narrow_more.usable_for == pytest.approx(0.2 + LATE_SLOT_TOLERANCE_SECONDS)
+    no_wide_slack = BatchSlots(
+        PairedRecorder(),  # type: ignore[arg-type]
+        10,
+        {"s0": 2},
+        lambda: NOW,
+        Sink(),
+        paired=slots_module.PairedLimits("app:app", 0.01),
+        slack_seconds=0.5,
+    )
+    assert no_wide_slack.usable_for == LATE_SLOT_TOLERANCE_SECONDS

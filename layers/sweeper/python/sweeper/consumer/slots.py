@@ -5,7 +5,10 @@ reserves a block of slots for a scope in one DynamoDB write and hands them out o
 sized by the batch's free threads (BLOCK_SHARE_OF_THREADS) and a span (BLOCK_SPAN_SECONDS);
 it also keeps, per scope, the batch's last look at an open gate, so a call is sent at most
 GATE_RECHECK_LEAD_SECONDS (plus the late-slot tolerance) after it: a closure takes back every
-banked slot and every earlier look. Shared by the batch's threads, never locked across a write.
+banked slot and every earlier look. A rate with a slack (`quota.slack_seconds`) lets a banked
+slot be used up to the slack after its time, so a call that waited for a concurrency lease
+takes one at once instead of reserving its own. Shared by the batch's threads, never locked
+across a write.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class PairedLimits:
 
     wide: str
     wide_interval: float
+    wide_slack: float = 0.0  # the wide rate's slack_seconds
 
     @classmethod
     def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
@@ -66,7 +70,7 @@ class PairedLimits:
             return None
         if policy.quota.adaptive_spec is not None:
             return None
-        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds)
+        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds, wide.rate.slack_seconds)
 
 
 class BatchSlots:
@@ -76,9 +80,12 @@ class BatchSlots:
     each thread that may ask within moments: at most the batch's records of that scope not yet
     called, and at most BLOCK_SPAN_SECONDS from the first slot to the last. A free thread comes
     for a banked slot whatever the scope of the batch's next record (`offer`, BankedFirst). The
-    slots keep their exact times; a banked slot whose time has passed (beyond the late
-    tolerance) is let go, never used late. With `parallel_calls = 1` this is one slot per
-    write, as before. Shared by the batch's threads.
+    slots keep their exact times; a banked slot whose time has passed beyond `usable_for`
+    (the rate's slack and the late tolerance) is let go, never used later. Within it, a
+    thread takes the slot at once, with no write and no wait (the rate's headroom paid for
+    the slack: config/quota.py `safe_headroom`). A paired slot is both limits' slot, so it
+    is usable for the smaller of the two slacks. With `parallel_calls = 1` this is one slot
+    per write, as before. Shared by the batch's threads.
     """
 
     def __init__(
@@ -90,8 +97,13 @@ class BatchSlots:
         metrics: MetricSink,
         adaptive: Adaptive | None = None,
         paired: PairedLimits | None = None,
+        slack_seconds: float = 0.0,
     ) -> None:
         self.paired = paired
+        if paired is not None:
+            slack_seconds = min(slack_seconds, paired.wide_slack)
+        #: How long after its time a slot of this batch may still be called on.
+        self.usable_for = slack_seconds + LATE_SLOT_TOLERANCE_SECONDS
         self._limiter = limiter
         self._adaptive = adaptive
         self._parallel = parallel_calls
@@ -312,12 +324,13 @@ class BatchSlots:
             left, self._handed = self._handed, []
             return left
 
-    def covers(self, scope: str, slot_at: float) -> bool:
+    def covers(self, scope: str, send_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
-        reservation, by any of its threads) is recent enough for a call at `slot_at`."""
+        reservation, by any of its threads) is recent enough for a call sent at `send_at` (its
+        slot's time, or later within the slack)."""
         with self._lock:
             seen = self._open_at.get(scope)
-        return seen is not None and slot_at - seen <= GATE_RECHECK_LEAD_SECONDS
+        return seen is not None and send_at - seen <= GATE_RECHECK_LEAD_SECONDS
 
     def saw_open(self, scope: str, at: float) -> None:
         """A gate read asked at `at` found `scope` open."""
@@ -357,14 +370,14 @@ class BatchSlots:
             return self._writing.setdefault(scope, threading.Lock())
 
     def _take_banked(self, scope: str) -> float | None:
-        """The next banked slot of `scope` not yet past (those past are let go and counted)."""
+        """The next banked slot of `scope` still usable (those past are let go and counted)."""
         bank = self._live_bank(scope)
         return bank.popleft() if bank else None
 
     def _live_bank(self, scope: str) -> deque[float]:
-        """The banked slots of `scope`, those already past let go (and counted)."""
+        """The banked slots of `scope`, those past `usable_for` let go (and counted)."""
         bank = self._banked.setdefault(scope, deque())
-        while bank and bank[0] < self._now() - LATE_SLOT_TOLERANCE_SECONDS:
+        while bank and bank[0] < self._now() - self.usable_for:
             bank.popleft()
             self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
         return bank
