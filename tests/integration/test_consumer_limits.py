@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest

@@ -800,3 +800,27 @@ def test_a_paired_batch_uses_the_smaller_of_the_two_slacks() -> None:
         slack_seconds=0.5,
     )
     assert no_wide_slack.usable_for == LATE_SLOT_TOLERANCE_SECONDS
+
+
+@pytest.mark.parametrize(("slack", "block"), [(0.5, 8), (0.0, 3)])
+def test_a_block_of_a_rate_with_slack_covers_the_calls_expected_within_the_slack(
+    slack: float, block: int
+) -> None:
+    # Given ten threads, seven of them waiting for a concurrency lease, and the scope's last
+    # eight calls started one every 62.5 ms (16 a second, as leases came back)
+    limiter = RecordingLimiter()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 10, {"s": 100}, lambda: clock[0], Sink(), slack_seconds=slack)  # type: ignore[arg-type]
+    slots.waiting_for_leases(7)
+    for i in range(8):
+        clock[0] = NOW + 0.0625 * i
+        record = object()
+        slots.reserve("s", INTERVAL, 60, record)
+        slots.calling("s", record)
+        slots.done("s", True, record)
+    slots.forget("s")  # nothing banked left
+    # When the next write is made
+    slots.reserve("s", INTERVAL, 60, object())
+    # Then with a slack of 0.5 s it reserves the eight calls expected within it; without a
+    # slack, the share of the threads (3 of 10), as before
+    assert limiter.counts[-1] == block

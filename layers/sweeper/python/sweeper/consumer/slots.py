@@ -42,6 +42,9 @@ BLOCK_SHARE_OF_THREADS = 0.3
 #: eleven at 50/s). Measured at ten scopes of 10/s (docs/decisions.md): 0.25 s cost more calls
 #: than the writes it saved.
 BLOCK_SPAN_SECONDS = 0.2
+#: With a slack, a block also covers the calls its scope is expected to start within the slack:
+#: their rate is taken from the last this many calls of the batch's scope.
+SLACK_RATE_SAMPLE = 8
 #: While a concurrency cap is full, a batch looks for a free lease in the table at most this
 #: often: one read of the cap's item (sweeper.limiter.leases), then one write taking as many of
 #: the leases it shows free as the batch has threads waiting. A lease given back to the table
@@ -83,7 +86,8 @@ class BatchSlots:
     slots keep their exact times; a banked slot whose time has passed beyond `usable_for`
     (the rate's slack and the late tolerance) is let go, never used later. Within it, a
     thread takes the slot at once, with no write and no wait (the rate's headroom paid for
-    the slack: config/quota.py `safe_headroom`). A paired slot is both limits' slot, so it
+    the slack: config/quota.py `safe_headroom`), and a block also covers the calls of its
+    scope expected within the slack (SLACK_RATE_SAMPLE). A paired slot is both limits' slot, so it
     is usable for the smaller of the two slacks. With `parallel_calls = 1` this is one slot
     per write, as before. Shared by the batch's threads.
     """
@@ -102,8 +106,11 @@ class BatchSlots:
         self.paired = paired
         if paired is not None:
             slack_seconds = min(slack_seconds, paired.wide_slack)
+        self._slack = slack_seconds
         #: How long after its time a slot of this batch may still be called on.
         self.usable_for = slack_seconds + LATE_SLOT_TOLERANCE_SECONDS
+        # per scope, when its last calls started (with a slack: the block covers those expected)
+        self._starts: dict[str, deque[float]] = {}
         self._limiter = limiter
         self._adaptive = adaptive
         self._parallel = parallel_calls
@@ -389,10 +396,19 @@ class BatchSlots:
         # and at least a share of the threads: some calls end within the block's span. Not cut
         # to this scope's share of the records: a free thread takes a banked slot's record first.
         free = self._parallel - self._calling - len(self._holding) - self._for_leases
-        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
+        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS, self._within_slack(scope))
         # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
         span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
         return max(1, min(self._pending[scope], math.ceil(asking), span))
+
+    def _within_slack(self, scope: str) -> float:
+        """With a slack: the calls of `scope` expected to start within it, at the rate its last
+        calls started (a call that waited for a lease asks when another call ends, at no time
+        the limiter knows). A slot banked for one of them is still usable when it asks."""
+        starts = self._starts.get(scope)
+        if not self._slack or starts is None or len(starts) < 2 or starts[-1] <= starts[0]:
+            return 0.0
+        return (len(starts) - 1) / (starts[-1] - starts[0]) * self._slack
 
     def calling(self, scope: str, holder: object) -> None:
         """A record took its slot and is calling."""
@@ -401,6 +417,9 @@ class BatchSlots:
             self._pending[scope] -= 1
             self._calling += 1
             self.used += 1
+            if self._slack:
+                starts = self._starts.setdefault(scope, deque(maxlen=SLACK_RATE_SAMPLE))
+                starts.append(self._now())
 
     def done(self, scope: str, called: bool, holder: object) -> None:
         """A record is finished with (called or not): it will ask for no more slots."""
