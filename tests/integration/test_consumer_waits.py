@@ -99,6 +99,8 @@ class ScriptedLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         # One record a batch here: the consumer never asks for a block of slots.
         assert count == 1
@@ -930,6 +932,8 @@ class BlockLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         self.reserved += 1
         if self._closed_until() > self.time.now:

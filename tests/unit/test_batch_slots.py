@@ -46,6 +46,7 @@ class RecordingLimiter:
 
     counts: list[int] = field(default_factory=list)
     starts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    slacks: list[float] = field(default_factory=list)
 
     def reserve(
         self,
@@ -54,8 +55,11 @@ class RecordingLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         self.counts.append(count)
+        self.slacks.append(slack)
         if scope in self.starts:
             start, step = self.starts[scope]
             return Grant(NOW + start, count, step)
@@ -742,6 +746,8 @@ def test_a_banked_slot_of_a_rate_with_slack_is_used_within_its_slack_at_once() -
     assert kept == Grant(first_slot + INTERVAL)
     assert limiter.counts == [3]
     assert sink.metrics == []
+    # (the write told the limiter the slack: it need not plan its slots a lead ahead)
+    assert limiter.slacks == [0.5]
     # And a slot is usable up to its slack and the late tolerance after its time, not later
     assert slots.usable_for == pytest.approx(0.5 + LATE_SLOT_TOLERANCE_SECONDS)
     clock[0] = first_slot + 2 * INTERVAL + slots.usable_for + 0.001
