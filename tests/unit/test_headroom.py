@@ -121,8 +121,6 @@ def test_a_slack_adds_to_the_arrival_budget_and_costs_headroom() -> None:
     # Then a call may reach the vendor W + d = 0.5 + 0.06 s after its slot, and h = T / (T + a)
     assert quota.arrival_budget_seconds == pytest.approx(0.56)
     assert quota.safe_headroom == math.floor(1000 / 1.56) / 1000 == 0.641
-    # And a slot is usable the slack and the late tolerance after its time
-    assert quota.usable_for_seconds == pytest.approx(0.5 + LATE_SLOT_TOLERANCE_SECONDS)
     # While without a slack nothing changes
     assert Quota(limit=100, period_seconds=1).safe_headroom == 0.943
 

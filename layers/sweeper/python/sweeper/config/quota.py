@@ -158,12 +158,6 @@ class Quota(_Strict):
         return self.slack_seconds + LATE_SLOT_TOLERANCE_SECONDS + self.arrival_jitter_seconds
 
     @property
-    def usable_for_seconds(self) -> float:
-        """How long after its time a consumer may still send a call on a slot: the slack and
-        the late-slot tolerance (a slot kept longer is let go, never used)."""
-        return self.slack_seconds + LATE_SLOT_TOLERANCE_SECONDS
-
-    @property
     def safe_headroom(self) -> float:
         """The largest headroom at which no call arrives earlier than the vendor's algorithm
         allows, given that each call arrives between 0 and a = `arrival_budget_seconds` after
