@@ -16,7 +16,8 @@ starve. Scenarios:
   part, with SQS and DynamoDB on lite_aws, as the real rates: see `run_rate_bench`);
 - `limits` (issue 25's scenarios a-d, LIMIT_SCENARIOS): several limits per call, each enforced
   by the vendor, on a 1-second and a 5-second window: the binding limit's utilization, each
-  limit's self-caused 429s and busiest window, DynamoDB writes per job.
+  limit's self-caused 429s and busiest window, DynamoDB writes per job; for a concurrency cap,
+  how full the vendor saw it kept (`_cap_figures`).
 
 Utilization = calls the vendor accepted per second, from its first call to the end of the run,
 divided by its quota. Timings on a shared machine are noisy: compare the scenarios of one run.
@@ -448,7 +449,7 @@ def _by_limit(scenario: Scenario, audit: VendorAudit, ended: float) -> dict[str,
     binding, per_second = _binding_limit(scenario)
     span = max(1e-9, ended - audit.arrivals[0]) if audit.arrivals else 0.0
     utilization = audit.accepted_total / (per_second * span) if span else 0.0
-    return {
+    figures: dict[str, Any] = {
         "binding_limit": binding,
         "binding_allows_per_second": round(per_second, 2),
         "utilization_of_binding_limit": round(utilization, 3),
@@ -459,6 +460,51 @@ def _by_limit(scenario: Scenario, audit: VendorAudit, ended: float) -> dict[str,
             VENDOR_LIMIT_NAMES[name]: {"most": n, "allowed": allows[VENDOR_LIMIT_NAMES[name]]}
             for name, n in audit.max_calls_in_window_by_limit.items()
         },
+    }
+    if scenario.in_flight_cap is not None and span:
+        figures.update(
+            _cap_figures(
+                scenario.in_flight_cap, scenario.latency_seconds, audit, ended - span, ended
+            )
+        )
+    return figures
+
+
+#: A concurrency cap's figures (`_cap_figures`), carried into the scenario's summary.
+CAP_FIGURES = (
+    "cap_occupancy",
+    "vendor_mean_in_flight",
+    "vendor_mean_latency_seconds",
+    "throughput_per_second",
+    "throughput_vs_cap_over_p50",
+    "throughput_vs_cap_over_p50_ceiling",
+)
+
+
+def _cap_figures(
+    cap: int, p50_seconds: float, audit: VendorAudit, start: float, end: float
+) -> dict[str, Any]:
+    """How full a cap of `cap` calls in flight was kept, as the vendor saw it, from `start` to
+    `end` (the utilization's span: the first call to the run's end, its ramp included), at a
+    vendor latency of median `p50_seconds`.
+
+    `throughput_vs_cap_over_p50` is issue 25's own ratio (accepted calls per second over cap /
+    median latency); by Little's law (calls in flight = throughput x mean latency) it cannot
+    exceed median / mean latency, its ceiling (0.923 for a lognormal of sigma 0.4), so
+    `cap_occupancy` (calls held at once, averaged over time, over the cap) is the share of the
+    cap used, whatever the latency's spread."""
+    throughput = audit.accepted_total / (end - start)
+    in_flight = audit.mean_in_flight(start, end)
+    latency = audit.mean_latency_seconds()
+    return {
+        "cap_occupancy": round(in_flight / cap, 3),
+        "vendor_mean_in_flight": round(in_flight, 2),
+        "vendor_mean_latency_seconds": None if latency is None else round(latency, 4),
+        "throughput_per_second": round(throughput, 2),
+        "throughput_vs_cap_over_p50": round(throughput * p50_seconds / cap, 3),
+        "throughput_vs_cap_over_p50_ceiling": (
+            None if not latency else round(p50_seconds / latency, 3)
+        ),
     }
 
 
@@ -728,6 +774,8 @@ def _limits_summary(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
             one.get("dynamodb_writes_per_job"),
             five.get("dynamodb_writes_per_job"),
         ],
+        # A concurrency cap's own figures (CAP_FIGURES), the 1 s window's run, then the 5 s's.
+        **{key: [one[key], five[key]] for key in CAP_FIGURES if key in one and key in five},
         "runs": runs,
     }
 

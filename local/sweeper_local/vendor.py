@@ -16,7 +16,9 @@ vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
 * adversarial faults: forced responses (`fail_next`), random 503, 500 and 401 rates, an auth outage
   (`set_auth_failing`), answers lost after the effect (the client times out although the deletion
   happened), and incidents (`start_incident`, `POST /_incident`) that close the API for a while;
-* an audit (`audit()`, `GET /_audit`) and `POST /_reset`, none of which counts as a call;
+* an audit (`audit()`, `GET /_audit`) and `POST /_reset`, none of which counts as a call; it
+  holds each call's arrival and answer times, hence the calls held at once on average over a
+  span and the mean latency served (`mean_in_flight`, `mean_latency_seconds`);
 * optional further limits beside the quota, for the rate benchmark (`FurtherLimits`): an
   app-wide sliding window over every call, and a cap on calls held at once; each 429 is
   counted per limit (`quota_rejections_by_limit`), with each limit's busiest window.
@@ -159,6 +161,9 @@ class VendorAudit:
     from its end to the first 2xx answered after it (None while there is none).
     `answers_lost` are calls processed (with their effect) whose answer the client never got.
     `max_in_flight` is the most calls the vendor held at once (arrived, not yet answered).
+    `answered` is (arrival, answer) of each call answered, in answer order: what
+    `mean_in_flight` (calls held at once, averaged over time) and `mean_latency_seconds` (how
+    long the vendor held a call) are read from.
     """
 
     calls_total: int
@@ -185,6 +190,30 @@ class VendorAudit:
     #: caused, and its busiest window (calls in any window of its period; calls held at once).
     quota_rejections_by_limit: dict[str, int] = field(default_factory=dict)
     max_calls_in_window_by_limit: dict[str, int] = field(default_factory=dict)
+    answered: tuple[tuple[float, float], ...] = ()
+
+    def mean_in_flight(self, start: float | None = None, end: float | None = None) -> float:
+        """Calls held at once (arrived, not yet answered), averaged over `start`..`end`: the
+        integral of that count over the span, divided by the span. By default the span runs
+        from the first arrival to the last answer; a call still unanswered counts to `end`."""
+        if start is None:
+            start = self.arrivals[0] if self.arrivals else 0.0
+        if end is None:
+            end = max((answer for _, answer in self.answered), default=start)
+        if end <= start:
+            return 0.0
+        # The count is arrivals so far minus answers so far; each event before `end` adds (or
+        # takes away) one call from the later of its time and `start` until `end`.
+        held = sum(end - max(at, start) for at in self.arrivals if at < end)
+        held -= sum(end - max(answer, start) for _, answer in self.answered if answer < end)
+        return held / (end - start)
+
+    def mean_latency_seconds(self) -> float | None:
+        """How long the vendor held a call, from its arrival to its answer, on average over
+        the calls answered (None before the first answer)."""
+        if not self.answered:
+            return None
+        return sum(answer - at for at, answer in self.answered) / len(self.answered)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (status codes become string keys)."""
@@ -210,6 +239,7 @@ class VendorAudit:
             "max_in_flight": self.max_in_flight,
             "quota_rejections_by_limit": self.quota_rejections_by_limit,
             "max_calls_in_window_by_limit": self.max_calls_in_window_by_limit,
+            "answered": [list(pair) for pair in self.answered],
         }
 
     @classmethod
@@ -247,6 +277,7 @@ class VendorAudit:
             max_calls_in_window_by_limit={
                 str(k): int(v) for k, v in data.get("max_calls_in_window_by_limit", {}).items()
             },
+            answered=tuple((float(at), float(answer)) for at, answer in data.get("answered", ())),
         )
 
 
@@ -416,6 +447,7 @@ class _VendorState:
         self._arrivals_by_scope: dict[str, list[float]] = {}
         self._accepted_by_scope: dict[str, list[float]] = {}
         self._success_times: list[float] = []  # answer times of 2xx, in order
+        self._answered: list[tuple[float, float]] = []  # (arrival, answer) of every answer
         self._calls_by_key: Counter[str] = Counter()
         self._keys_by_target: dict[Target, dict[str, None]] = {}
         self._effects_by_key: Counter[str] = Counter()
@@ -588,6 +620,7 @@ class _VendorState:
         with self._lock:
             now = time.monotonic()
             self._in_flight -= 1
+            self._answered.append((arrival.at, now))
             reply = arrival.early if arrival.early is not None else self._decide(arrival)
             self._responses[reply.status] += 1
             if arrival.quota_rejected:
@@ -663,6 +696,7 @@ class _VendorState:
                 ),
                 delays_seconds=tuple(self._delays),
                 max_in_flight=self._max_in_flight,
+                answered=tuple(self._answered),
                 **self._by_limit(peak),
             )
 

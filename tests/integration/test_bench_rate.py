@@ -11,7 +11,13 @@ import urllib.request
 import pytest
 from click.testing import CliRunner
 
-from sweeper_bench.rate import LIMIT_SCENARIOS, _by_limit, limit_scenarios, run_rate_bench
+from sweeper_bench.rate import (
+    CAP_FIGURES,
+    LIMIT_SCENARIOS,
+    _by_limit,
+    limit_scenarios,
+    run_rate_bench,
+)
 from sweeper_cli import main
 from sweeper_local.vendor import FurtherLimits, VendorSimulator
 from tests.conftest import PgServer
@@ -62,6 +68,9 @@ def test_every_scenario_runs_briefly_and_prints_its_figures_per_limit(
             assert set(busiest) == LIMITS[name]
             assert all(set(figures) == {"most", "allowed"} for figures in busiest.values())
         assert all(w is not None and w > 0 for w in summary["dynamodb_writes_per_job"])
+        # and, for the concurrency cap's scenario alone, how full the vendor saw the cap kept
+        cap_figures = {key for key in CAP_FIGURES if key in summary}
+        assert cap_figures == (set(CAP_FIGURES) if name == "c" else set()), name
         assert [run["quota"] for run in summary["runs"]] == [
             f"{s.limit}/{s.period_seconds:g}s" for s in limit_scenarios(name)
         ]

@@ -202,6 +202,66 @@ def test_max_calls_in_window_counts_half_open_windows() -> None:
     assert max_calls_in_window([], 1.0) == 0
 
 
+def test_mean_in_flight_integrates_the_calls_held_at_once_over_the_span() -> None:
+    # Given: calls held over [0, 2], [1, 2] and [3, 4], and one arrived at 5, unanswered
+    audit = _audit_of(arrivals=(0.0, 1.0, 3.0, 5.0), answered=((1.0, 2.0), (0.0, 2.0), (3.0, 4.0)))
+    # Then: by default from the first arrival to the last answer, 4 call-seconds over 4 s
+    assert audit.mean_in_flight() == pytest.approx(1.0)
+    # Two at once over [1, 2]; one over [0.5, 1]; none over [2, 3]
+    assert audit.mean_in_flight(1.0, 2.0) == pytest.approx(2.0)
+    assert audit.mean_in_flight(0.5, 1.0) == pytest.approx(1.0)
+    assert audit.mean_in_flight(2.0, 3.0) == pytest.approx(0.0)
+    # The unanswered call counts until the span's end: over [3.5, 6], 0.5 + 1 call-seconds
+    assert audit.mean_in_flight(3.5, 6.0) == pytest.approx(1.5 / 2.5)
+    # The mean latency is over the answered calls: (1 + 2 + 1) / 3
+    assert audit.mean_latency_seconds() == pytest.approx(4.0 / 3.0)
+    assert _audit_of(arrivals=(1.0,), answered=()).mean_latency_seconds() is None
+    assert _audit_of(arrivals=(), answered=()).mean_in_flight() == 0.0
+
+
+def _audit_of(
+    *, arrivals: tuple[float, ...], answered: tuple[tuple[float, float], ...]
+) -> VendorAudit:
+    return VendorAudit(
+        calls_total=len(arrivals),
+        calls_by_key={},
+        effects_by_key={},
+        effects_total=0,
+        responses_by_status={},
+        throttled_total=0,
+        max_calls_in_window=0,
+        window_seconds=1.0,
+        arrivals=arrivals,
+        answered=answered,
+    )
+
+
+def test_the_audit_measures_two_overlapping_calls_then_one_alone(
+    http: urllib3.PoolManager,
+) -> None:
+    # Given: each call held 0.3 s
+    with VendorSimulator(latency_seconds=0.3) as sim:
+        # When: two calls at once, then one alone
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda n: delete(http, sim, object_id=f"o{n}", key=f"k{n}"), (1, 2)))
+        delete(http, sim, object_id="o3", key="k3")
+        audit = sim.audit()
+    # Then: each held its latency, and no more than the time to wake a thread
+    latency = audit.mean_latency_seconds()
+    assert latency is not None
+    assert 0.3 <= latency < 0.35
+    # Two in flight from the pair's second arrival to its first answer
+    first, second, _ = audit.arrivals
+    first_answer = audit.answered[0][1]
+    assert second < first_answer
+    assert audit.mean_in_flight(second, first_answer) == pytest.approx(2.0)
+    assert 1.0 < audit.mean_in_flight(first, first_answer) <= 2.0
+    # From the first arrival to the last answer: three calls' time over the span
+    span = audit.answered[-1][1] - first
+    assert audit.mean_in_flight() == pytest.approx(3 * latency / span)
+    assert 1.3 < audit.mean_in_flight() < 1.5
+
+
 def test_latency_is_applied_after_the_arrival_is_recorded(http: urllib3.PoolManager) -> None:
     # Given
     with VendorSimulator(latency_seconds=0.2) as sim:
@@ -542,6 +602,7 @@ def test_the_audit_round_trips_through_json() -> None:
         first_success_after_reopen_seconds=(0.125, None),
         delays_seconds=(0.01, 0.02),
         max_in_flight=2,
+        answered=((1.25, 1.5), (2.5, 2.75)),
     )
     assert all(getattr(audit, f.name) != f.default for f in fields(audit))
     # When
