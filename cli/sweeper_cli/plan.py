@@ -162,6 +162,7 @@ def render(plan: dict[str, object]) -> list[str]:
         f"  action           {plan['action']}",
         f"  rate             {plan['target_rate_per_second']}/s ({rate})",
         *_limit_lines(plan),
+        *_slack_lines(plan),
         f"  service time     {plan['mean_service_seconds']} s mean, "
         f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",
         f"  in flight needed {plan['needed_in_flight']} (p95: {plan['needed_in_flight_p95']})",
@@ -192,6 +193,18 @@ def render(plan: dict[str, object]) -> list[str]:
     assert isinstance(warnings, list)
     lines += [f"warning: {w}" for w in warnings]
     return lines
+
+
+def _slack_lines(plan: dict[str, object]) -> list[str]:
+    """A line per rate with a slack: what it costs in rate, and what it saves."""
+    slacks = plan.get("slack") or []
+    assert isinstance(slacks, list)
+    return [
+        f"  slack {slack['limit']:<10} {slack['slack_seconds']:g} s: {slack['rate_per_second']}/s "
+        f"a key ({slack['without_slack_per_second']}/s without); a call that waited for a "
+        "lease takes a banked slot, no limiter write"
+        for slack in slacks
+    ]
 
 
 def _limit_lines(plan: dict[str, object]) -> list[str]:

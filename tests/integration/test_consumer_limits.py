@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ import pytest
 from sweeper import runtime
 from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.ledger.store import Ledger
-from sweeper.models import JobStatus
+from sweeper.models import JobStatus, NewJob
+from sweeper.scheduling import schedule_jobs
 from sweeper_local.vendor import VendorSimulator, max_calls_in_window
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import failed_ids, publish_all
@@ -90,13 +92,16 @@ def capped_pipeline(
     cap: int,
     parallel_calls: int,
     max_wait_seconds: float | None = None,
+    rate: Quota | None = None,
 ) -> Pipeline:
-    """The pipeline with a store limit of 50/s and a fleet-wide cap of `cap` calls in flight
-    (limit `vendor`, key `v`), calling `vendor`, `parallel_calls` at a time."""
+    """The pipeline with a store limit (`rate`, default 50/s) and a fleet-wide cap of `cap`
+    calls in flight (limit `vendor`, key `v`), calling `vendor`, `parallel_calls` at a time."""
     data = pipeline.policy.model_dump(exclude={"quota", "scope"})
     data["limits"] = [
         LimitConfig(
-            name="store", key="{policy}:{tenant_id}", rate=Quota(limit=50, period_seconds=1)
+            name="store",
+            key="{policy}:{tenant_id}",
+            rate=rate or Quota(limit=50, period_seconds=1),
         ),
         LimitConfig(name="vendor", key="v", max_in_flight=cap),
     ]
@@ -181,3 +186,42 @@ def test_a_concurrency_lease_is_free_while_its_record_is_still_being_settled(
         assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 2
         # And the cap held: one call at the vendor at a time
         assert vendor.audit().max_in_flight == 1
+
+
+SLACK_RATE = 50  # per second: a block's slots lie a few ms apart, leases come 0.1 s apart
+
+
+def test_a_slack_on_the_rate_lets_capped_calls_take_banked_slots_in_fewer_writes(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given one store at 50/s (the vendor enforces it, a sliding window), a cap of 2 calls in
+    # flight, a vendor holding each call about 0.2 s (lognormal), and batches of eight called
+    # four at a time: a call gets its lease when another returns, at a time no slot knows
+    writes_per_call: dict[float, float] = {}
+    for slack in (0.0, 0.5):
+        with VendorSimulator(
+            quota=(SLACK_RATE, 1.0),
+            quota_scope="global",
+            latency_seconds=0.2,
+            latency_distribution="lognormal",
+            latency_sigma=0.5,
+            seed=3,
+        ) as vendor:
+            rate = Quota(limit=SLACK_RATE, period_seconds=1, slack_seconds=slack)
+            p = capped_pipeline(pipeline, monkeypatch, vendor, cap=2, parallel_calls=4, rate=rate)
+            now = datetime.now(UTC)
+            jobs = [NewJob("tenant-0", f"slack-{slack}-{i}", now) for i in range(16)]
+            schedule_jobs(p.ledger, p.policy, jobs, now)
+            records = publish_all(p)
+            # When the batch is handled, without a slack and then with 0.5 s of it
+            response = invoke(p, records)
+            assert failed_ids(response) == set()
+            audit = vendor.audit()
+            assert audit.calls_total == 16
+            writes_per_call[slack] = runtime.limiter().writes / audit.calls_total
+            # Then the vendor refused no call for its rate, and held at most two at once
+            assert audit.quota_rejections == 0
+            assert max_calls_in_window(list(audit.arrivals), 1.0) <= SLACK_RATE
+            assert audit.max_in_flight <= 2
+    # And with the slack a call took a slot its batch banked, in fewer limiter writes a call
+    assert writes_per_call[0.5] < writes_per_call[0.0]

@@ -99,6 +99,8 @@ class ScriptedLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         # One record a batch here: the consumer never asks for a block of slots.
         assert count == 1
@@ -930,6 +932,8 @@ class BlockLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         self.reserved += 1
         if self._closed_until() > self.time.now:
@@ -1470,3 +1474,69 @@ def test_only_records_returned_on_their_last_allowed_receive_are_counted_for_the
     returned = {item["itemIdentifier"] for item in response["batchItemFailures"]}
     assert returned == {"m-1", "m-2", "m-3"}
     assert sink.totals[Metric.DEAD_LETTER_BOUND] == 1
+
+
+# A rate with a slack: a slot may be called on up to the slack (and the tolerance) after its time.
+SLACK = 0.5
+
+
+@pytest.fixture
+def slack_rig(rig: Rig) -> Rig:
+    rig.policy = rig.policy.model_copy(
+        update={"quota": Quota(limit=4, period_seconds=1.0, slack_seconds=SLACK)}
+    )
+    return rig
+
+
+def test_a_slot_within_its_slack_is_called_at_once_without_another_write(
+    slack_rig: Rig,
+) -> None:
+    # Given a slot 0.3 s past (beyond the 35 ms tolerance, within the 0.5 s slack)
+    slack_rig.limiter.answers = [grant(-0.3)]
+    # When the record is delivered
+    assert slack_rig.deliver() is False
+    # Then it is called at once on that slot: no second write, no sleep, nothing let go, and
+    # no gate read (the write's own look is that moment's)
+    assert len(slack_rig.limiter.reserved) == 1
+    assert slack_rig.time.sleeps == []
+    assert slack_rig.count(Metric.LATE_SLOTS) == 0
+    assert slack_rig.limiter.state_reads == 0
+    assert slack_rig.calls.sent_at == [START]
+
+
+def test_a_slot_past_its_slack_and_tolerance_is_let_go(slack_rig: Rig) -> None:
+    slack_rig.limiter.answers = [grant(-(SLACK + 0.04)), grant(0.0)]  # 5 ms past the two
+    assert slack_rig.deliver() is False
+    assert len(slack_rig.limiter.reserved) == 2
+    assert slack_rig.count(Metric.LATE_SLOTS) == 1
+    assert slack_rig.calls.sent_at == [START]
+
+
+def test_a_slot_used_in_its_slack_past_the_lead_after_the_last_look_reads_the_gate_first(
+    slack_rig: Rig,
+) -> None:
+    # Given a write that took 0.3 s (its look at the open gate is as of its request) and a
+    # slot 0.05 s after that look (a banked slot's way): called now, 0.3 s after the look
+    slack_rig.limiter.reserve_seconds = 0.3
+    slack_rig.limiter.answers = [grant(-0.25)]
+    # When the record is delivered
+    assert slack_rig.deliver() is False
+    # Then the gate is read before the call, which is then made at once on that slot
+    assert slack_rig.limiter.state_reads == 1
+    assert slack_rig.calls.sent_at == [START + 0.3]
+    assert len(slack_rig.limiter.reserved) == 1
+
+
+def test_a_gate_closed_since_the_last_look_stops_a_call_in_its_slack(slack_rig: Rig) -> None:
+    # Given the same slow write, and the gate closed meanwhile (another consumer's 429)
+    slack_rig.limiter.reserve_seconds = 0.3
+    slack_rig.limiter.answers = [grant(-0.25)]
+    until = START + 0.3 + 5.5
+    slack_rig.limiter.states = [ScopeState("scope-a", None, until, "throttled", 6.0)]
+    # When the record is delivered
+    assert slack_rig.deliver() is True
+    # Then no call went out past the lead after the last open look: the slot is given up and
+    # the record goes back until the reopening
+    assert slack_rig.calls.sent_at == []
+    assert slack_rig.hidden.seconds == {"r-1": 5}
+    assert slack_rig.count(Metric.GATE_DEFERRALS) == 1

@@ -780,3 +780,27 @@ def test_an_interval_below_a_microsecond_still_spaces_slots_a_microsecond_apart(
     for block in (known, adaptive, again):
         assert isinstance(block, Grant)
         assert block.interval == pytest.approx(1e-6)
+
+
+def test_a_slack_cuts_the_lead_so_an_idle_scopes_slot_is_at_the_time_of_asking(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given writes 80 ms slower than usual: the lead is at least that
+    limiter = DynamoLimiter(SlowWrites(local_aws.dynamodb(), 0.08), table)  # type: ignore[arg-type]
+    limiter.reserve("lead", 0.000_001, horizon=1)
+    assert limiter.lead >= 0.08
+    # When an idle scope is reserved for a rate whose slots may be used 0.5 s late
+    asked = time.time()
+    grant = limiter.reserve("slack", 0.000_001, horizon=1, slack=0.5)
+    answered = time.time()
+    # Then its slot is at the time of asking, not a lead ahead: in the past when the answer
+    # comes, and still within the slack
+    assert isinstance(grant, Grant)
+    assert asked <= grant.slot_at < asked + 0.02
+    assert answered - grant.slot_at <= 0.5
+    # And a slack shorter than the lead cuts it by the slack only
+    lead = limiter.lead
+    asked = time.time()
+    short = limiter.reserve("short", 0.000_001, horizon=1, slack=0.05)
+    assert isinstance(short, Grant)
+    assert short.slot_at >= asked + lead - 0.05

@@ -46,6 +46,7 @@ class RecordingLimiter:
 
     counts: list[int] = field(default_factory=list)
     starts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    slacks: list[float] = field(default_factory=list)
 
     def reserve(
         self,
@@ -54,8 +55,11 @@ class RecordingLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         self.counts.append(count)
+        self.slacks.append(slack)
         if scope in self.starts:
             start, step = self.starts[scope]
             return Grant(NOW + start, count, step)
@@ -724,3 +728,105 @@ def test_a_look_takes_a_lease_for_each_waiting_thread_and_hands_the_others_on() 
     assert slots.leases_wanted("vendor") == 1
     assert slots.take_handed("vendor") == (0, "holder-a")
     assert slots.take_handed("vendor") == (4, "holder-b")
+
+
+def test_a_banked_slot_of_a_rate_with_slack_is_used_within_its_slack_at_once() -> None:
+    # Given a rate with a slack of 0.5 s, and a block of three slots banked
+    limiter = RecordingLimiter()
+    sink = RecordingSink()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], sink, slack_seconds=0.5)  # type: ignore[arg-type]
+    first_slot = NOW + 10.0 + 1  # RecordingLimiter's first grant
+    slots.reserve("s", INTERVAL, 60, object())
+    assert limiter.counts == [3]
+    # When a thread asks 0.4 s after the second slot's time (long past the late tolerance)
+    clock[0] = first_slot + INTERVAL + 0.4
+    _, kept = slots.reserve("s", INTERVAL, 60, object())
+    # Then it takes that slot from the bank, with no write, and nothing is let go
+    assert kept == Grant(first_slot + INTERVAL)
+    assert limiter.counts == [3]
+    assert sink.metrics == []
+    # (the write told the limiter the slack: it need not plan its slots a lead ahead)
+    assert limiter.slacks == [0.5]
+    # And a slot is usable up to its slack and the late tolerance after its time, not later
+    assert slots.usable_for == pytest.approx(0.5 + LATE_SLOT_TOLERANCE_SECONDS)
+    clock[0] = first_slot + 2 * INTERVAL + slots.usable_for + 0.001
+    _, fresh = slots.reserve("s", INTERVAL, 60, object())
+    assert sink.metrics == [(Metric.LATE_SLOTS, "Count", 1)]
+    assert len(limiter.counts) == 2  # a new write
+    assert isinstance(fresh, Grant)
+    assert fresh.slot_at == NOW + 10.0 + 2
+
+
+def test_a_banked_slot_is_used_exactly_its_slack_and_tolerance_after_its_time() -> None:
+    limiter = RecordingLimiter()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], Sink(), slack_seconds=0.25)  # type: ignore[arg-type]
+    slots.reserve("s", INTERVAL, 60, object())
+    second = NOW + 10.0 + 1 + INTERVAL
+    clock[0] = second + slots.usable_for
+    assert slots.reserve("s", INTERVAL, 60, object())[1] == Grant(second)
+    assert limiter.counts == [3]
+
+
+def test_a_closure_takes_back_the_banked_slots_of_a_rate_with_slack() -> None:
+    # Given slots banked within their slack
+    limiter = RecordingLimiter()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], Sink(), slack_seconds=0.5)  # type: ignore[arg-type]
+    slots.reserve("s", INTERVAL, 60, object())
+    clock[0] = NOW + 10.0 + 1 + 0.2
+    # When the gate closes
+    slots.forget("s")
+    # Then none of them is used: the next record asks the limiter again
+    slots.reserve("s", INTERVAL, 60, object())
+    assert len(limiter.counts) == 2
+
+
+def test_a_paired_batch_uses_the_smaller_of_the_two_slacks() -> None:
+    # A paired slot is both limits' slot: it may be used late only as far as both allow
+    wide = slots_module.PairedLimits("app:app", 0.01, wide_slack=0.2)
+    narrow_more = BatchSlots(
+        PairedRecorder(),  # type: ignore[arg-type]
+        10,
+        {"s0": 2},
+        lambda: NOW,
+        Sink(),
+        paired=wide,
+        slack_seconds=0.5,
+    )
+    assert narrow_more.usable_for == pytest.approx(0.2 + LATE_SLOT_TOLERANCE_SECONDS)
+    no_wide_slack = BatchSlots(
+        PairedRecorder(),  # type: ignore[arg-type]
+        10,
+        {"s0": 2},
+        lambda: NOW,
+        Sink(),
+        paired=slots_module.PairedLimits("app:app", 0.01),
+        slack_seconds=0.5,
+    )
+    assert no_wide_slack.usable_for == LATE_SLOT_TOLERANCE_SECONDS
+
+
+@pytest.mark.parametrize(("slack", "block"), [(0.5, 8), (0.0, 3)])
+def test_a_block_of_a_rate_with_slack_covers_the_calls_expected_within_the_slack(
+    slack: float, block: int
+) -> None:
+    # Given ten threads, seven of them waiting for a concurrency lease, and the scope's last
+    # eight calls started one every 62.5 ms (16 a second, as leases came back)
+    limiter = RecordingLimiter()
+    clock = [NOW]
+    slots = BatchSlots(limiter, 10, {"s": 100}, lambda: clock[0], Sink(), slack_seconds=slack)  # type: ignore[arg-type]
+    slots.waiting_for_leases(7)
+    for i in range(8):
+        clock[0] = NOW + 0.0625 * i
+        record = object()
+        slots.reserve("s", INTERVAL, 60, record)
+        slots.calling("s", record)
+        slots.done("s", True, record)
+    slots.forget("s")  # nothing banked left
+    # When the next write is made
+    slots.reserve("s", INTERVAL, 60, object())
+    # Then with a slack of 0.5 s it reserves the eight calls expected within it; without a
+    # slack, the share of the threads (3 of 10), as before
+    assert limiter.counts[-1] == block

@@ -113,3 +113,43 @@ def test_the_docs_quote_the_codes_figures() -> None:
 def test_the_deploy_guide_quotes_the_default_jitter() -> None:
     section = _section("docs/deploy.md", "### Measuring arrival jitter")
     assert re.findall(r"default (\d+) ms", section) == [str(_ms(DEFAULT_ARRIVAL_JITTER_SECONDS))]
+
+
+def test_a_slack_adds_to_the_arrival_budget_and_costs_headroom() -> None:
+    # Given a sliding window of 1 s at 100/s whose slots may be used 0.5 s after their time
+    quota = Quota(limit=100, period_seconds=1, slack_seconds=0.5)
+    # Then a call may reach the vendor W + d = 0.5 + 0.06 s after its slot, and h = T / (T + a)
+    assert quota.arrival_budget_seconds == pytest.approx(0.56)
+    assert quota.safe_headroom == math.floor(1000 / 1.56) / 1000 == 0.641
+    # While without a slack nothing changes
+    assert Quota(limit=100, period_seconds=1).safe_headroom == 0.943
+
+
+def test_a_bucket_with_a_slack_takes_it_in_its_formula() -> None:
+    # Given a bucket of 6 at 15/s (tolerance 1/3 s, which covers the 60 ms budget alone)
+    plain = Quota.parse("15/1s bucket:6")
+    slack = plain.model_copy(update={"slack_seconds": 0.5})
+    # Then with a slack of 0.5 s its headroom is 1 / (1 + R (W + d - t) / B)
+    exact = 1 / (1 + 15 * (0.56 - 5 / 15) / 6)
+    assert plain.safe_headroom == 0.99
+    assert slack.safe_headroom == math.floor(exact * 1000) / 1000
+    # And a bucket of one gets much slower: 1 / (1 + R (W + d))
+    one = Quota(limit=15, period_seconds=1, algorithm="bucket", slack_seconds=0.5)
+    assert one.safe_headroom == math.floor(1000 / (1 + 15 * 0.56)) / 1000 == 0.106
+
+
+def test_a_slack_longer_than_the_period_is_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match="set it at most period_seconds"):
+        Quota(limit=10, period_seconds=1, slack_seconds=1.5)
+    with pytest.raises(ValueError, match="slack_seconds"):
+        Quota(limit=10, period_seconds=1, slack_seconds=-0.1)
+    assert Quota(limit=10, period_seconds=1, slack_seconds=1.0).slack_seconds == 1.0
+
+
+def test_an_explicit_headroom_above_what_the_slack_allows_is_refused() -> None:
+    # A slack is only safe at its headroom: one set above it would let the vendor refuse
+    with pytest.raises(ValueError, match="leave headroom out or lower it"):
+        Quota(limit=100, period_seconds=1, slack_seconds=0.5, headroom=0.8)
+    assert Quota(limit=100, period_seconds=1, slack_seconds=0.5, headroom=0.6).headroom == 0.6
+    # without a slack an explicit headroom is the operator's own, as before
+    assert Quota(limit=100, period_seconds=1, headroom=0.99).headroom == 0.99

@@ -108,3 +108,45 @@ def test_a_limit_needs_a_rate_or_a_cap_and_the_first_a_rate_alone() -> None:
         Policy(name="p", limits=[cap, _limit("store", "{tenant_id}")])
     policy = Policy(name="p", limits=[_limit("store", "{tenant_id}"), cap])
     assert policy.further_limits == [cap]
+
+
+SLACKED = """
+[[policies]]
+name = "capped"
+
+[[policies.limits]]
+name = "scope"
+key = "{policy}"
+rate = { limit = 100, period_seconds = 1, slack_seconds = 0.5 }
+
+[[policies.limits]]
+name = "vendor"
+key = "vendor"
+max_in_flight = 10
+
+[[policies]]
+name = "one"
+
+[policies.quota]
+limit = 40
+period_seconds = 1.0
+slack_seconds = 0.3
+"""
+
+
+def test_a_rates_slack_is_set_in_a_limit_or_in_the_quota(tmp_path: Path) -> None:
+    path = tmp_path / "sweeper.toml"
+    path.write_text(SLACKED, encoding="utf-8")
+    capped, one = load_config(path).policies
+    assert capped.quota.slack_seconds == 0.5  # the first limit is the job's scope
+    assert capped.limits[0].rate is not None
+    assert capped.limits[0].rate.slack_seconds == 0.5
+    assert one.quota.slack_seconds == 0.3
+    assert Policy.model_validate_json(capped.model_dump_json()) == capped
+
+
+def test_a_slack_longer_than_its_period_in_the_file_names_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "sweeper.toml"
+    path.write_text(SLACKED.replace("slack_seconds = 0.3", "slack_seconds = 2"), encoding="utf-8")
+    with pytest.raises(ConfigError, match="slack_seconds 2 is longer than the period"):
+        load_config(path)

@@ -798,3 +798,51 @@ def test_an_app_limit_shared_by_two_policies_counts_both_policies_consumers() ->
         update={"name": "x"}
     )
     assert limit_warnings(slow, sharing=[unmeasured]) == []
+
+
+def test_a_rate_with_a_slack_plans_at_the_headroom_the_slack_leaves_and_says_so() -> None:
+    # Given one scope at 100/s with a slack of 0.5 s, under a cap of 10 calls in flight
+    policy = Policy.model_validate(
+        {
+            "name": "capped",
+            "limits": [
+                {
+                    "name": "scope",
+                    "key": "{policy}",
+                    "rate": {"limit": 100, "period_seconds": 1, "slack_seconds": 0.5},
+                },
+                {"name": "vendor", "key": "vendor", "max_in_flight": 10},
+            ],
+            "consumer": {
+                "reserved_concurrency": 4,
+                "max_concurrency": 4,
+                "parallel_calls": 10,
+                "batch_size": 100,
+                "batch_window_seconds": 1,
+                "timeout_seconds": 60,
+                "memory_mb": 1769,
+            },
+        }
+    )
+    plan = make_plan(policy, PlanInput(latency_p50_seconds=0.3, latency_p95_seconds=0.58))
+    # Then the scope's ceiling is its rate at h = 1 / 1.56, and the cap still binds
+    scope = plan.limits[0]
+    assert scope["rate_per_second"] == pytest.approx(100 * 0.641)
+    assert plan.binding == "vendor"
+    # And the plan says what the slack costs: the rate without it beside
+    assert plan.as_dict()["slack"] == [
+        {
+            "limit": "scope",
+            "slack_seconds": 0.5,
+            "rate_per_second": pytest.approx(64.1),
+            "without_slack_per_second": pytest.approx(94.3),
+        }
+    ]
+    lines = render(plan.as_dict())
+    assert any(line.startswith("  slack scope") and "94.3/s without" in line for line in lines)
+
+
+def test_a_plan_without_a_slack_says_nothing_of_it() -> None:
+    plan = make_plan(_policy(), PlanInput(latency_p50_seconds=0.01, latency_p95_seconds=0.01))
+    assert "slack" not in plan.as_dict()
+    assert not any("slack" in line for line in render(plan.as_dict()))

@@ -3,8 +3,9 @@
 Each vendor algorithm is modelled here from its definition (a sliding window log, a fixed
 window counter with any offset of the vendor's clock, a GCRA bucket as nginx's limit_req
 keeps it), and fed the arrivals of sweeper's slots: one every `quota.interval_seconds`, each
-arriving anywhere between 0 and `quota.arrival_budget_seconds` after its slot. Hypothesis
-chooses the quota, the algorithm, the jitter, the clock offset and every delay.
+arriving anywhere between 0 and `quota.arrival_budget_seconds` after its slot (the slack, if
+the quota has one, the late tolerance and the jitter). Hypothesis chooses the quota, the
+algorithm, the jitter, the slack, the clock offset and every delay.
 """
 
 from __future__ import annotations
@@ -82,13 +83,15 @@ def _arrivals(quota: Quota, fractions: list[float], start: float) -> list[float]
 @st.composite
 def quotas(draw: st.DrawFn) -> Quota:
     algorithm = draw(st.sampled_from(["sliding_window", "fixed_window", "bucket"]))
+    period = draw(st.sampled_from([0.5, 1.0, 2.0, 5.0]))
     return Quota(
         limit=draw(st.integers(1, 60)),
-        period_seconds=draw(st.sampled_from([0.5, 1.0, 2.0, 5.0])),
+        period_seconds=period,
         algorithm=algorithm,
         capacity=draw(st.integers(1, 8)) if algorithm == "bucket" else 1,
         aligned=draw(st.booleans()) if algorithm == "fixed_window" else False,
         arrival_jitter_seconds=draw(st.sampled_from([0.0, 0.005, 0.025, 0.1])),
+        slack_seconds=draw(st.one_of(st.just(0.0), st.floats(0.0, period))),
     )
 
 
@@ -107,6 +110,32 @@ def test_at_the_derived_headroom_no_arrival_is_earlier_than_the_vendors_algorith
     arrivals = _arrivals(quota, fractions, start)
     # Then the vendor's own algorithm refuses none of them
     assert _refused(quota, arrivals, offset) == []
+
+
+def _bunched(quota: Quota, budget: float, count: int) -> list[float]:
+    """Every slot within the budget of the first arriving as late as the budget lets it (all
+    together), the later ones on their slots: the most calls one window or bucket can see."""
+    interval = quota.interval_seconds
+    return [max(k * interval, budget) for k in range(count)]
+
+
+@pytest.mark.parametrize(
+    "rate", ["100/1s", "100/1s fixed", "60/5s", "15/1s bucket", "15/1s bucket:6", "100/1s bucket:4"]
+)
+def test_a_slack_left_out_of_the_headroom_lets_the_vendor_refuse_calls(rate: str) -> None:
+    # Given a rate whose slots may be used up to 0.4 s after their time
+    slack = Quota.parse(rate).model_copy(update={"slack_seconds": 0.4})
+    budget = slack.arrival_budget_seconds  # W + d: how late a call may arrive
+    # When calls arrive bunched within that budget at the headroom that counts the slack
+    count = math.ceil(3 * slack.period_seconds / slack.interval_seconds)
+    counted = _bunched(slack, budget, count)
+    # Then the vendor refuses none
+    assert _refused(slack, counted, offset=budget) == []
+    # But at the headroom of the same rate without its slack (W left out of the budget), the
+    # same bunching within W + d is refused
+    left_out = Quota.parse(rate)
+    assert left_out.safe_headroom > slack.safe_headroom
+    assert _refused(left_out, _bunched(left_out, budget, count), offset=budget) != []
 
 
 def _alternating(quota: Quota, count: int) -> list[float]:

@@ -16,7 +16,8 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   `CPU_BUSY_SHARE` of it, threads wake late for their slots and let them go unused, so an
   environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
 - The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
-  scopes add up. What drains is the smaller of the two.
+  scopes add up. What drains is the smaller of the two. A rate with a slack (`slack_seconds`)
+  has the smaller headroom the slack costs (`Slack`: its rate with and without).
 - A policy with several limits (`[[limits]]`) is held by each: a limit's ceiling is what one of
   its keys allows (its rate, headroom applied; a cap of N calls in flight allows N / mean
   service time; with both, the smaller) times the keys it spans at once. The first limit spans
@@ -46,7 +47,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, LimitConfig, Policy
+from sweeper.config import (
+    DEFAULT_CONSUMER_MEMORY_MB,
+    MAX_PARALLEL_CALLS,
+    LimitConfig,
+    Policy,
+    Quota,
+)
 from sweeper.errors import ConfigError
 from sweeper.limits import MB_PER_VCPU, recommended_visibility_timeout_seconds, vcpu_for
 from sweeper.schedule_expression import RateSchedule, parse_schedule
@@ -171,13 +178,47 @@ class Plan:
     #: of the limit with the smallest ceiling, or "consumers" when they complete less.
     limits: list[dict[str, Any]] = field(default_factory=list)
     binding: str | None = None
+    #: Each rate with a slack (`Slack.as_dict`): what its slack costs in rate.
+    slack: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        """The plan's figures; `limits` and `binding` only for a policy with [[limits]]."""
+        """The plan's figures; `limits` and `binding` only for a policy with [[limits]],
+        `slack` only when one of its rates has a slack."""
         figures = asdict(self)
         if not self.limits:
             del figures["limits"], figures["binding"]
+        if not self.slack:
+            del figures["slack"]
         return figures
+
+
+@dataclass(frozen=True, slots=True)
+class Slack:
+    """A rate with a slack: one key's rate at the headroom the slack leaves, and without it.
+
+    The slack saves a limiter write (and its wait) for a call whose slot has passed when it
+    can go (it waited for a concurrency lease): it takes one its batch banked. It costs the
+    headroom: a call may arrive the slack later after its slot (config/quota.py)."""
+
+    limit: str  # the limit's name ("quota" for the one-limit form)
+    slack_seconds: float
+    rate_per_second: float  # headroom applied, the slack counted
+    without_slack_per_second: float
+
+    @classmethod
+    def of(cls, name: str, quota: Quota) -> Slack | None:
+        if not quota.slack_seconds:
+            return None
+        plain = quota.model_copy(update={"slack_seconds": 0.0})
+        return cls(name, quota.slack_seconds, quota.rate_per_second, plain.rate_per_second)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "limit": self.limit,
+            "slack_seconds": self.slack_seconds,
+            "rate_per_second": round(self.rate_per_second, 3),
+            "without_slack_per_second": round(self.without_slack_per_second, 3),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +311,13 @@ def limit_ceiling(limit: LimitConfig, keys: int, mean_service: float | None) -> 
         ceiling_per_second=per_key * keys,
         bound="rate" if rate is not None and per_key == rate else "in flight",
     )
+
+
+def _slacks(policy: Policy) -> list[Slack]:
+    """The policy's rates with a slack: its limits', or its one quota's."""
+    rates = [(limit.name, limit.rate) for limit in policy.limits if limit.rate is not None]
+    found = [Slack.of(name, rate) for name, rate in rates or [("quota", policy.quota)]]
+    return [slack for slack in found if slack is not None]
 
 
 def lognormal_mean(p50: float, p95: float) -> float:
@@ -418,6 +466,7 @@ def make_plan(
         requests_per_job={k: round(v, 4) for k, v in requests.items()},
         cost_per_million_jobs={k: round(v, 2) for k, v in per_million.items()},
         warnings=warnings,
+        slack=[slack.as_dict() for slack in _slacks(policy)],
         limits=[ceiling.as_dict(throughput) for ceiling in ceilings],
         binding=binding,
     )

@@ -3,7 +3,8 @@
 `Quota` holds the documented rate (`limit` calls per `period_seconds`), the algorithm the vendor
 counts them by (a sliding window, a fixed window, or a bucket of `capacity` calls refilled at
 the rate), the headroom sweeper keeps below it (by default the largest that arrival jitter
-cannot push over the vendor's algorithm) and, for a vendor whose quota is not known, the
+cannot push over the vendor's algorithm), the slack (how long after its time a slot may still
+be used, paid for in headroom) and, for a vendor whose quota is not known, the
 adaptive controller's settings; `Quota.parse` reads the `40/1s` form (`15/1s bucket`,
 `15/1s bucket:6`, `100/1m fixed`) the CLI and the local stack accept. The controller's
 arithmetic (`Adaptive`) is on the ground floor (`sweeper.adaptive_rate`), so that this module
@@ -79,6 +80,13 @@ class Quota(_Strict):
         description="spread of send-to-arrival latency at the vendor (p99 - min); sets the "
         "default headroom",
     )
+    slack_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="how long after its time a reserved slot may still be used (at most the "
+        "period): a batch keeps its banked slots that long for calls that wait for something "
+        "else (a concurrency cap's lease), and pays for it in headroom (safe_headroom)",
+    )
     adaptive: bool = Field(
         default=False,
         description="the vendor's quota is not known: find it (AIMD); limit/period is the cap",
@@ -102,6 +110,18 @@ class Quota(_Strict):
             raise ValueError("capacity is a bucket's: set algorithm = 'bucket' or drop it")
         if self.aligned and self.algorithm != "fixed_window":
             raise ValueError("aligned is a fixed window's: set algorithm = 'fixed_window'")
+        if self.slack_seconds > self.period_seconds:
+            raise ValueError(
+                f"slack_seconds {self.slack_seconds:g} is longer than the period "
+                f"({self.period_seconds:g} s): set it at most period_seconds (0.3 to 0.6 s "
+                "suits calls that wait for a concurrency lease)"
+            )
+        if self.slack_seconds and self.headroom is not None and self.headroom > self.safe_headroom:
+            raise ValueError(
+                f"headroom {self.headroom:g} is above {self.safe_headroom:g}, the most that "
+                f"slack_seconds {self.slack_seconds:g} allows: calls sent up to the slack after "
+                "their slots would exceed the quota; leave headroom out or lower it"
+            )
         return self
 
     @classmethod
@@ -133,37 +153,44 @@ class Quota(_Strict):
 
     @property
     def arrival_budget_seconds(self) -> float:
-        """How late after its slot a call may reach the vendor: sent late, then delayed."""
-        return LATE_SLOT_TOLERANCE_SECONDS + self.arrival_jitter_seconds
+        """How late after its slot's time a call may reach the vendor: used within the slack,
+        sent late, then delayed (W + d, W = `slack_seconds`, d = tolerance + jitter)."""
+        return self.slack_seconds + LATE_SLOT_TOLERANCE_SECONDS + self.arrival_jitter_seconds
 
     @property
     def safe_headroom(self) -> float:
         """The largest headroom at which no call arrives earlier than the vendor's algorithm
-        allows, given that each call arrives between 0 and d = `arrival_budget_seconds` after
-        its slot (sweeper's slots are a zero-burst GCRA: one every I = T / (h * N) seconds).
+        allows, given that each call arrives between 0 and a = `arrival_budget_seconds` after
+        its slot's time (sweeper's slots are a zero-burst GCRA: one every I = T / (h * N)
+        seconds, each used at most once, in any order). a = W + d: a slot is used up to the
+        slack W = `slack_seconds` after its time, sent up to the late-slot tolerance after
+        that, and reaches the vendor up to the arrival jitter later (d = tolerance + jitter).
 
-        - Sliding window of T = period: at most `floor((T + d) / I) + 1` slots arrive in any
-          window of length T, which is at most N exactly when `h < T / (T + d)`, whatever N is.
+        - Sliding window of T = period: the calls arriving in a window [x, x + T] come from
+          slots in [x - a, x + T], at most `floor((T + a) / I) + 1` of them, which is at most N
+          exactly when `h < T / (T + a)`, whatever N is: T / (T + W + d).
         - Fixed window (aligned to the clock or not): each of its windows is one of the sliding
-          windows, so the same rule; sweeper does not know the vendor's boundaries within d, so
+          windows, so the same rule; sweeper does not know the vendor's boundaries within a, so
           it does not use the burst a window's start allows.
         - Bucket of capacity B refilled at R = N / T (GCRA with tolerance t = (B - 1) / R): with
           the arrivals in the order they arrive, the bucket refuses none exactly when any k + 1
           of them in a row span at least `k / R - t`, which only binds for k >= B. Any k + 1
-          arrivals come from k + 1 distinct slots, so they span at least `k * I - d`. Hence none
-          is refused when `k * (I - 1 / R) >= d - t` for every k >= B: `I >= 1 / R` and
-          `I - 1 / R >= (d - t) / B`, that is `h <= 1 / (1 + R * (d - t) / B)`, at most
+          arrivals come from k + 1 distinct slots, so they span at least `k * I - a`. Hence none
+          is refused when `k * (I - 1 / R) >= a - t` for every k >= B: `I >= 1 / R` and
+          `I - 1 / R >= (a - t) / B`, that is `h <= 1 / (1 + R * (W + d - t) / B)`, at most
           MAX_BUCKET_HEADROOM. B = 1 (nginx's limit_req without burst) is spacing: every call
-          at least 1 / R after the last however the jitter falls, so the jitter costs R * d.
+          at least 1 / R after the last however the jitter falls, so the jitter costs R * d
+          and the slack R * W besides: a bucket of one with a slack gets much slower, rightly,
+          as calls on neighbouring slots may arrive as little as I - W - d apart.
         """
-        d = self.arrival_budget_seconds
+        a = self.arrival_budget_seconds
         if self.algorithm == "bucket":
             rate = self.limit / self.period_seconds
             tolerance = (self.capacity - 1) / rate
-            late = max(0.0, d - tolerance) / self.capacity
+            late = max(0.0, a - tolerance) / self.capacity
             exact = min(MAX_BUCKET_HEADROOM, 1.0 / (1.0 + rate * late))
         else:
-            exact = self.period_seconds / (self.period_seconds + d)
+            exact = self.period_seconds / (self.period_seconds + a)
         return math.floor(exact * 1000) / 1000
 
     @property

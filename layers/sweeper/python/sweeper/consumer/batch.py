@@ -207,6 +207,7 @@ def process_batch(
         deps.metrics,
         deps.policy.quota.adaptive_spec,
         PairedLimits.of(deps.policy, deps.limiter),
+        deps.policy.quota.slack_seconds,
     )
     # Two deliveries of one job in a batch run one after the other (the second then finds the
     # first's stored result), never side by side, where the second would only find it in flight.

@@ -230,8 +230,9 @@ class _Delivery:
                     deps.sleep(max(0.0, wait))  # a short wait in place: no queue round trip
                     continue
                 self._defer(decision, wait)
+            usable = self.slots.usable_for  # the late tolerance, and the rate's slack if any
             wait = decision.slot_at - now
-            if wait < -LATE_SLOT_TOLERANCE_SECONDS:
+            if wait < -usable:
                 # The reservation itself took long enough that its slot has passed: calling now
                 # would arrive late and bunch up with the next slot's call. Let it go unused.
                 deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
@@ -246,25 +247,27 @@ class _Delivery:
                 if wait > GATE_READ_LEAD_SECONDS:
                     deps.sleep(wait - GATE_READ_LEAD_SECONDS)
                 if not self.slots.covers(self.job.scope, decision.slot_at):
-                    looked = deps.now()
-                    state = self._gate_state()
-                    if state.closed(deps.now()) and state.closed_until is not None:
-                        # Closed while we waited: this slot is given up, never used, and no
-                        # other thread of the batch calls on an earlier look.
-                        self.slots.forget(self.job.scope)
-                        gate = Denial(state.closed_until, "throttled")
-                        deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
-                        self._defer(gate, state.closed_until - deps.now())
-                    self.slots.saw_open(self.job.scope, looked)
+                    self._look_at_gate()
                 wait = decision.slot_at - deps.now()
-                if wait < -LATE_SLOT_TOLERANCE_SECONDS:
+                if wait < -usable:
                     deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
                     continue  # the read was slow: this slot has passed, take another
             if wait > 0:
                 deps.sleep(wait)
-                if deps.now() - decision.slot_at > LATE_SLOT_TOLERANCE_SECONDS:
+                if deps.now() - decision.slot_at > usable:
                     # Woken too late (a loaded machine, a paused environment): sent now, this
                     # call could arrive in the next slot's window. Let it go, take another.
+                    deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                    continue
+            now = deps.now()
+            if now - decision.slot_at > LATE_SLOT_TOLERANCE_SECONDS and not self.slots.covers(
+                self.job.scope, now
+            ):
+                # Called within its slack (only a rate with one gets here): the batch's last look
+                # at the gate may be older than the lead before now. Look again, so that this
+                # call too is sent at most the lead (and the tolerance) after an open look.
+                self._look_at_gate()
+                if deps.now() - decision.slot_at > usable:
                     deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
                     continue
             self.called = True
@@ -292,6 +295,20 @@ class _Delivery:
             logger.warning(
                 "warming the action failed", extra={**self.ids, "error": type(exc).__name__}
             )
+
+    def _look_at_gate(self) -> None:
+        """Read this call's gate before its call: closed, its slot is given up, no other thread
+        of the batch calls on an earlier look, and the record goes back until the reopening;
+        open, the look covers the batch's calls for the lead after it."""
+        deps = self.deps
+        looked = deps.now()
+        state = self._gate_state()
+        if state.closed(deps.now()) and state.closed_until is not None:
+            self.slots.forget(self.job.scope)
+            gate = Denial(state.closed_until, "throttled")
+            deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+            self._defer(gate, state.closed_until - deps.now())
+        self.slots.saw_open(self.job.scope, looked)
 
     def _gate_state(self) -> ScopeState:
         """The gate of this call's scope; paired with a wide limit (slots.PairedLimits), both

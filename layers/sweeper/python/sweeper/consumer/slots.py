@@ -5,7 +5,10 @@ reserves a block of slots for a scope in one DynamoDB write and hands them out o
 sized by the batch's free threads (BLOCK_SHARE_OF_THREADS) and a span (BLOCK_SPAN_SECONDS);
 it also keeps, per scope, the batch's last look at an open gate, so a call is sent at most
 GATE_RECHECK_LEAD_SECONDS (plus the late-slot tolerance) after it: a closure takes back every
-banked slot and every earlier look. Shared by the batch's threads, never locked across a write.
+banked slot and every earlier look. A rate with a slack (`quota.slack_seconds`) lets a banked
+slot be used up to the slack after its time, so a call that waited for a concurrency lease
+takes one at once instead of reserving its own. Shared by the batch's threads, never locked
+across a write.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ BLOCK_SHARE_OF_THREADS = 0.3
 #: eleven at 50/s). Measured at ten scopes of 10/s (docs/decisions.md): 0.25 s cost more calls
 #: than the writes it saved.
 BLOCK_SPAN_SECONDS = 0.2
+#: With a slack, a block also covers the calls its scope is expected to start within the slack:
+#: their rate is taken from the last this many calls of the batch's scope.
+SLACK_RATE_SAMPLE = 8
 #: While a concurrency cap is full, a batch looks for a free lease in the table at most this
 #: often: one read of the cap's item (sweeper.limiter.leases), then one write taking as many of
 #: the leases it shows free as the batch has threads waiting. A lease given back to the table
@@ -53,6 +59,7 @@ class PairedLimits:
 
     wide: str
     wide_interval: float
+    wide_slack: float = 0.0  # the wide rate's slack_seconds
 
     @classmethod
     def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
@@ -66,7 +73,7 @@ class PairedLimits:
             return None
         if policy.quota.adaptive_spec is not None:
             return None
-        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds)
+        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds, wide.rate.slack_seconds)
 
 
 class BatchSlots:
@@ -76,9 +83,13 @@ class BatchSlots:
     each thread that may ask within moments: at most the batch's records of that scope not yet
     called, and at most BLOCK_SPAN_SECONDS from the first slot to the last. A free thread comes
     for a banked slot whatever the scope of the batch's next record (`offer`, BankedFirst). The
-    slots keep their exact times; a banked slot whose time has passed (beyond the late
-    tolerance) is let go, never used late. With `parallel_calls = 1` this is one slot per
-    write, as before. Shared by the batch's threads.
+    slots keep their exact times; a banked slot whose time has passed beyond `usable_for`
+    (the rate's slack and the late tolerance) is let go, never used later. Within it, a
+    thread takes the slot at once, with no write and no wait (the rate's headroom paid for
+    the slack: config/quota.py `safe_headroom`), and a block also covers the calls of its
+    scope expected within the slack (SLACK_RATE_SAMPLE). A paired slot is both limits' slot, so it
+    is usable for the smaller of the two slacks. With `parallel_calls = 1` this is one slot
+    per write, as before. Shared by the batch's threads.
     """
 
     def __init__(
@@ -90,8 +101,16 @@ class BatchSlots:
         metrics: MetricSink,
         adaptive: Adaptive | None = None,
         paired: PairedLimits | None = None,
+        slack_seconds: float = 0.0,
     ) -> None:
         self.paired = paired
+        if paired is not None:
+            slack_seconds = min(slack_seconds, paired.wide_slack)
+        self._slack = slack_seconds
+        #: How long after its time a slot of this batch may still be called on.
+        self.usable_for = slack_seconds + LATE_SLOT_TOLERANCE_SECONDS
+        # per scope, when its last calls started (with a slack: the block covers those expected)
+        self._starts: dict[str, deque[float]] = {}
         self._limiter = limiter
         self._adaptive = adaptive
         self._parallel = parallel_calls
@@ -145,7 +164,13 @@ class BatchSlots:
             if paired is not None:
                 return self._reserve_paired(scope, holder, horizon, paired, wants, most, closures)
             requested = self._now()
-            decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
+            if self._slack:
+                # its slots are usable the slack after their time: none need lie a lead ahead
+                decision = self._limiter.reserve(
+                    scope, interval, horizon, count, self._adaptive, slack=self._slack
+                )
+            else:
+                decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
             if not isinstance(decision, Grant):
                 return requested, decision
             with self._lock:
@@ -312,12 +337,13 @@ class BatchSlots:
             left, self._handed = self._handed, []
             return left
 
-    def covers(self, scope: str, slot_at: float) -> bool:
+    def covers(self, scope: str, send_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
-        reservation, by any of its threads) is recent enough for a call at `slot_at`."""
+        reservation, by any of its threads) is recent enough for a call sent at `send_at` (its
+        slot's time, or later within the slack)."""
         with self._lock:
             seen = self._open_at.get(scope)
-        return seen is not None and slot_at - seen <= GATE_RECHECK_LEAD_SECONDS
+        return seen is not None and send_at - seen <= GATE_RECHECK_LEAD_SECONDS
 
     def saw_open(self, scope: str, at: float) -> None:
         """A gate read asked at `at` found `scope` open."""
@@ -357,14 +383,14 @@ class BatchSlots:
             return self._writing.setdefault(scope, threading.Lock())
 
     def _take_banked(self, scope: str) -> float | None:
-        """The next banked slot of `scope` not yet past (those past are let go and counted)."""
+        """The next banked slot of `scope` still usable (those past are let go and counted)."""
         bank = self._live_bank(scope)
         return bank.popleft() if bank else None
 
     def _live_bank(self, scope: str) -> deque[float]:
-        """The banked slots of `scope`, those already past let go (and counted)."""
+        """The banked slots of `scope`, those past `usable_for` let go (and counted)."""
         bank = self._banked.setdefault(scope, deque())
-        while bank and bank[0] < self._now() - LATE_SLOT_TOLERANCE_SECONDS:
+        while bank and bank[0] < self._now() - self.usable_for:
             bank.popleft()
             self._metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
         return bank
@@ -376,10 +402,19 @@ class BatchSlots:
         # and at least a share of the threads: some calls end within the block's span. Not cut
         # to this scope's share of the records: a free thread takes a banked slot's record first.
         free = self._parallel - self._calling - len(self._holding) - self._for_leases
-        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
+        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS, self._within_slack(scope))
         # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
         span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
         return max(1, min(self._pending[scope], math.ceil(asking), span))
+
+    def _within_slack(self, scope: str) -> float:
+        """With a slack: the calls of `scope` expected to start within it, at the rate its last
+        calls started (a call that waited for a lease asks when another call ends, at no time
+        the limiter knows). A slot banked for one of them is still usable when it asks."""
+        starts = self._starts.get(scope)
+        if not self._slack or starts is None or len(starts) < 2 or starts[-1] <= starts[0]:
+            return 0.0
+        return (len(starts) - 1) / (starts[-1] - starts[0]) * self._slack
 
     def calling(self, scope: str, holder: object) -> None:
         """A record took its slot and is calling."""
@@ -388,6 +423,9 @@ class BatchSlots:
             self._pending[scope] -= 1
             self._calling += 1
             self.used += 1
+            if self._slack:
+                starts = self._starts.setdefault(scope, deque(maxlen=SLACK_RATE_SAMPLE))
+                starts.append(self._now())
 
     def done(self, scope: str, called: bool, holder: object) -> None:
         """A record is finished with (called or not): it will ask for no more slots."""

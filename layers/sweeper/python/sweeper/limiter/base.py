@@ -66,6 +66,8 @@ class Limiter(Protocol):
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial: ...
 
     def close(self, scope: str, until: float, reason: Reason) -> float: ...

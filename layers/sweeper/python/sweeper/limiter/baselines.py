@@ -34,6 +34,8 @@ class PerWorkerLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,  # its slots are now: nothing to cut
     ) -> Grant | Denial:
         now = self._clock()
         slot = max(self._next.get(scope, now), now)
@@ -65,6 +67,8 @@ class NoLimiter:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,  # its slots are now: nothing to cut
     ) -> Grant | Denial:
         return Grant(self._clock(), max(1, count))  # every slot is now
 

@@ -31,7 +31,9 @@ idle-bucket slot would arrive later than the consumer's late-slot tolerance and 
 So each limiter reserves as of `now + lead`, where the lead is the slowest of its recent write
 round trips (at most MAX_LEAD_SECONDS): a slot is at least that far ahead when it is granted, and
 the consumer waits for it. Spacing is unchanged (every slot is still `interval` after the last),
-so the bound above holds; an idle scope's first call is only delayed by the lead.
+so the bound above holds; an idle scope's first call is only delayed by the lead. A rate with a
+slack (`quota.slack_seconds`) has its slots used up to the slack after their time, so its lead
+is cut by the slack (to nothing, for any lead up to MAX_LEAD_SECONDS and a slack as long).
 
 Hand-written because no maintained Python library implements a shared GCRA over DynamoDB
 conditional writes.
@@ -160,8 +162,13 @@ class DynamoLimiter:
         count: int = 1,
         adaptive: Adaptive | None = None,
         not_before: float | None = None,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         """Reserve the next `count` slots of `scope` (fewer if not all fall within `horizon`).
+
+        With `slack` (the rate's `slack_seconds`: the caller may use a slot that long after its
+        time) the lead is cut by it: a slot at the time of asking is still usable when the
+        answer is back, so an idle scope's first call need not wait for the lead.
 
         With `not_before` (epoch seconds) no slot is earlier than it: the idle path's "now" is
         moved on to it, so a call that holds a later slot of another limit gets this limit's
@@ -187,7 +194,8 @@ class DynamoLimiter:
             # "now" is the earliest slot this reservation can still use: the time its answer
             # is back (see the module's docstring). The horizon stays counted from the real now.
             real = int(self._clock() * US)
-            now = real + min(int(self.lead * US), horizon_us)
+            lead = max(0.0, self.lead - slack)
+            now = real + min(int(lead * US), horizon_us)
             if not_before is not None:
                 now = max(now, int(not_before * US))
             reach = real + horizon_us
