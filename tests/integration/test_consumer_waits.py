@@ -1132,6 +1132,8 @@ class OneSlotPerAsk:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         self.asked.append(count)
         if len(self.asked) <= self.refuse_first:

@@ -242,6 +242,8 @@ class WriteOut:
         horizon: float,
         count: int = 1,
         adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
     ) -> Grant | Denial:
         self.counts.append((scope, count))
         if scope == self.slow:

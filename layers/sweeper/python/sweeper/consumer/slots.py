@@ -164,13 +164,10 @@ class BatchSlots:
             if paired is not None:
                 return self._reserve_paired(scope, holder, horizon, paired, wants, most, closures)
             requested = self._now()
-            if self._slack:
-                # its slots are usable the slack after their time: none need lie a lead ahead
-                decision = self._limiter.reserve(
-                    scope, interval, horizon, count, self._adaptive, slack=self._slack
-                )
-            else:
-                decision = self._limiter.reserve(scope, interval, horizon, count, self._adaptive)
+            # with a slack, its slots are usable that long after their time: the lead is cut
+            decision = self._limiter.reserve(
+                scope, interval, horizon, count, self._adaptive, slack=self._slack
+            )
             if not isinstance(decision, Grant):
                 return requested, decision
             with self._lock:
