@@ -13,7 +13,6 @@ import ast
 import http.client
 import json
 import socket
-import socketserver
 import threading
 import time
 import uuid
@@ -559,13 +558,19 @@ def test_an_answer_leaves_in_one_write_with_a_request_id_of_its_own(
 ) -> None:
     # Given the writes to the connections counted
     writes: list[bytes] = []
-    real = socketserver._SocketWriter.write
+    real_setup = lite_aws._Handler.setup
 
-    def counting(self: Any, data: bytes) -> int:
-        writes.append(bytes(data))
-        return real(self, data)
+    def setup(self: lite_aws._Handler) -> None:
+        real_setup(self)
+        write = self.wfile.write
 
-    monkeypatch.setattr(socketserver._SocketWriter, "write", counting)
+        def counting(data: Any) -> int:
+            writes.append(bytes(data))
+            return write(data)
+
+        monkeypatch.setattr(self.wfile, "write", counting)
+
+    monkeypatch.setattr(lite_aws._Handler, "setup", setup)
     port = lite_server.server_address[1]
     body = b'{"TableName": "absent"}'
     request = (
