@@ -134,6 +134,7 @@ class BatchSlots:
         self._next_lease_poll = 0.0  # while a cap is full, one thread polls the table, seldom
         self._for_leases = 0  # threads waiting for a lease: they ask for no slot meanwhile
         self._leases_held: Counter[str] = Counter()  # per cap key: taken from the table, not back
+        self._untaken: int | None = None  # records no thread has taken yet (None: not counted)
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
@@ -333,6 +334,22 @@ class BatchSlots:
                 return []
             left, self._handed = self._handed, []
             return left
+
+    def expect_records(self, count: int) -> None:
+        """The batch's threads take its `count` records one at a time (`took_record`)."""
+        with self._lock:
+            self._untaken = count
+
+    def took_record(self) -> None:
+        """A thread took one of the batch's records."""
+        with self._lock:
+            if self._untaken is not None:
+                self._untaken -= 1
+
+    def records_untaken(self) -> bool:
+        """Whether some record of the batch is known to be taken by no thread yet."""
+        with self._lock:
+            return bool(self._untaken)
 
     def covers(self, scope: str, send_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
