@@ -17,7 +17,9 @@ import pytest
 
 from sweeper import runtime
 from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS
 from sweeper.ledger.store import Ledger
+from sweeper.limiter.leases import LeaseCap
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.vendor import VendorSimulator, max_calls_in_window
@@ -152,6 +154,34 @@ def test_a_record_waits_in_place_for_a_lease_its_batch_holds_past_the_longest_wa
         # handed on from call to call, well past the longest wait in place
         assert failed_ids(response) == set()
         assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 6
+        assert vendor.audit().max_in_flight == 1
+
+
+def test_a_batch_holding_the_lease_it_waits_for_seldom_looks_in_the_table(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight, a vendor holding each call 0.2 s, and one batch of six
+    # called three at a time (1.2 s of calls one by one, two threads waiting meanwhile)
+    with VendorSimulator(latency_seconds=0.2) as vendor:
+        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=1, parallel_calls=3)
+        p.seed(6)
+        records = publish_all(p)
+        real = LeaseCap.acquire_some
+        looks: list[float] = []
+
+        def counted(self: LeaseCap, *args: Any, **kwargs: Any) -> list[int]:
+            looks.append(time.monotonic())
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(LeaseCap, "acquire_some", counted)
+        # When the batch is handled
+        started = time.monotonic()
+        response = invoke(p, records)
+        took = time.monotonic() - started
+        assert failed_ids(response) == set()
+        # Then, the lease handed on from call to call, its waiting threads looked in the table
+        # about once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_POLL_SECONDS
+        assert 1 <= len(looks) <= 2 + took / LEASE_POLL_HOLDING_SECONDS
         assert vendor.audit().max_in_flight == 1
 
 

@@ -395,7 +395,8 @@ class _Delivery:
         waited = 0.0
         caps = self._caps
         while True:
-            if self.slots.may_poll_leases():
+            # a batch whose calls will hand it every lease missing looks in the table seldom
+            if self.slots.may_poll_leases(holding=self._coming()[1]):
                 if self._take_leases():
                     self.slots.lease_found()
                     return
@@ -405,9 +406,7 @@ class _Delivery:
             if timeout is not None and timeout < MIN_CALL_SECONDS:
                 self._return_in(0.0, outcome=None, code=None)
                 raise Deferred("no Lambda time left for a call")
-            held = {k for k, _, _ in self.leases}
-            missing = [key for key, _ in caps if key not in held]
-            coming = all(self.slots.holds_lease(key) for key in missing)
+            missing, coming = self._coming()
             if (
                 waited > deps.policy.throttle.max_wait_seconds
                 and not coming
@@ -419,6 +418,13 @@ class _Delivery:
             if len(self.leases) == len(caps):
                 return
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
+
+    def _coming(self) -> tuple[list[str], bool]:
+        """The caps whose lease this call still misses, and whether its batch holds a lease of
+        each of them (at the vendor, or handed on): one comes free here when that call ends."""
+        held = {k for k, _, _ in self.leases}
+        missing = [key for key, _ in self._caps if key not in held]
+        return missing, all(self.slots.holds_lease(key) for key in missing)
 
     def _would_swap(self, missing: list[str]) -> bool:
         """Whether going back to the queue would only swap this record for another of its

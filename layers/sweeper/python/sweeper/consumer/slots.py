@@ -50,6 +50,10 @@ SLACK_RATE_SAMPLE = 8
 #: the leases it shows free as the batch has threads waiting. A lease given back to the table
 #: by another consumer stays unused until some batch looks.
 LEASE_POLL_SECONDS = 0.05
+#: How often a batch that already holds a lease of every cap its waiting thread misses looks:
+#: its own calls hand theirs on as they end, and a lease freed elsewhere is found sooner by a
+#: batch holding none, which looks every LEASE_POLL_SECONDS.
+LEASE_POLL_HOLDING_SECONDS = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +262,7 @@ class BatchSlots:
         with self._lock:
             self._for_leases += delta
 
-    def may_poll_leases(self) -> bool:
+    def may_poll_leases(self, holding: bool = False) -> bool:
         """Whether the calling thread may look for free leases in the table now: while a cap
         is full, one look per LEASE_POLL_SECONDS for the whole batch (a read, and a write only
         when it shows leases free); the batch's ending calls hand theirs on meanwhile."""
@@ -266,7 +270,9 @@ class BatchSlots:
             now = self._now()
             if now < self._next_lease_poll:
                 return False
-            self._next_lease_poll = now + LEASE_POLL_SECONDS
+            self._next_lease_poll = now + (
+                LEASE_POLL_HOLDING_SECONDS if holding else LEASE_POLL_SECONDS
+            )
             return True
 
     def leases_wanted(self, key: str) -> int:
