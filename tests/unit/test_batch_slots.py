@@ -519,8 +519,8 @@ def test_a_batch_holding_the_leases_it_waits_for_looks_in_the_table_seldom() -> 
     clock[0] = NOW + slots_module.LEASE_POLL_SECONDS
     assert not slots.may_poll_leases(holding=True)
     clock[0] = NOW + slots_module.LEASE_POLL_HOLDING_SECONDS
-    assert slots.may_poll_leases(holding=False)
-    # A batch holding none looks once per the shorter one
+    assert slots.may_poll_leases(holding=True)
+    # A thread whose batch holds none of the leases it misses looks once per the shorter one
     clock[0] += slots_module.LEASE_POLL_SECONDS
     assert slots.may_poll_leases()
 
