@@ -17,7 +17,9 @@ import pytest
 
 from sweeper import runtime
 from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS
 from sweeper.ledger.store import Ledger
+from sweeper.limiter.leases import LeaseCap
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.vendor import VendorSimulator, max_calls_in_window
@@ -93,9 +95,11 @@ def capped_pipeline(
     parallel_calls: int,
     max_wait_seconds: float | None = None,
     rate: Quota | None = None,
+    cap_key: str = "v",
 ) -> Pipeline:
     """The pipeline with a store limit (`rate`, default 50/s) and a fleet-wide cap of `cap`
-    calls in flight (limit `vendor`, key `v`), calling `vendor`, `parallel_calls` at a time."""
+    calls in flight (limit `vendor`, key `cap_key`), calling `vendor`, `parallel_calls` at a
+    time."""
     data = pipeline.policy.model_dump(exclude={"quota", "scope"})
     data["limits"] = [
         LimitConfig(
@@ -103,7 +107,7 @@ def capped_pipeline(
             key="{policy}:{tenant_id}",
             rate=rate or Quota(limit=50, period_seconds=1),
         ),
-        LimitConfig(name="vendor", key="v", max_in_flight=cap),
+        LimitConfig(name="vendor", key=cap_key, max_in_flight=cap),
     ]
     data["consumer"]["parallel_calls"] = parallel_calls
     if max_wait_seconds is not None:
@@ -151,6 +155,138 @@ def test_a_record_waits_in_place_for_a_lease_its_batch_holds_past_the_longest_wa
         assert failed_ids(response) == set()
         assert p.ledger.counts(policy.name)[JobStatus.SUCCEEDED] == 6
         assert vendor.audit().max_in_flight == 1
+
+
+def test_a_batch_holding_the_lease_it_waits_for_seldom_looks_in_the_table(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight, a vendor holding each call 0.2 s, and one batch of six
+    # called three at a time (1.2 s of calls one by one, two threads waiting meanwhile)
+    with VendorSimulator(latency_seconds=0.2) as vendor:
+        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=1, parallel_calls=3)
+        p.seed(6)
+        records = publish_all(p)
+        real = LeaseCap.acquire_some
+        looks: list[float] = []
+
+        def counted(self: LeaseCap, *args: Any, **kwargs: Any) -> list[int]:
+            looks.append(time.monotonic())
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(LeaseCap, "acquire_some", counted)
+        # When the batch is handled
+        started = time.monotonic()
+        response = invoke(p, records)
+        took = time.monotonic() - started
+        assert failed_ids(response) == set()
+        # Then, the lease handed on from call to call, its waiting threads looked in the table
+        # about once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_POLL_SECONDS
+        assert 1 <= len(looks) <= 2 + took / LEASE_POLL_HOLDING_SECONDS
+        assert vendor.audit().max_in_flight == 1
+
+
+def hold_the_cap_elsewhere(cap: int, seconds: float, key: str = "v") -> threading.Timer:
+    """Every lease of the `vendor` cap (its rendered key `key`) taken by another consumer, as an
+    environment with `cap` calls at the vendor would; given back after `seconds` (its calls
+    ending)."""
+    leases = runtime.limiter().leases()
+    taken = leases.acquire_some(f"vendor:{key}", cap, "elsewhere", 60.0, cap)
+    assert len(taken) == cap
+
+    def give_back() -> None:
+        for index in taken:
+            leases.release(f"vendor:{key}", index, "elsewhere")
+
+    timer = threading.Timer(seconds, give_back)
+    timer.start()
+    return timer
+
+
+def test_a_record_waits_in_place_while_its_batch_has_records_for_the_same_full_cap(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight held by another consumer for 1 s, a longest wait in
+    # place of 0.3 s, and one batch of four called two at a time: its batch holds no lease
+    with VendorSimulator(latency_seconds=0.05) as vendor:
+        p = capped_pipeline(
+            pipeline, monkeypatch, vendor, cap=1, parallel_calls=2, max_wait_seconds=0.3
+        )
+        p.seed(4)
+        records = publish_all(p)
+        timer = hold_the_cap_elsewhere(1, 1.0)
+        try:
+            # When the batch is handled
+            response = invoke(p, records)
+        finally:
+            timer.cancel()
+            timer.join()
+        # Then no record went back to the queue: going back would only have handed its thread
+        # one of the batch's other records, waiting for the same cap; each waited in place
+        # until the other consumer's lease was free, then the batch called all four
+        assert failed_ids(response) == set()
+        assert p.ledger.counts(p.policy.name)[JobStatus.SUCCEEDED] == 4
+        assert vendor.audit().max_in_flight == 1
+
+
+def test_a_record_goes_back_after_the_longest_wait_when_its_batch_has_no_other_record(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight held by another consumer for 3 s, a longest wait in
+    # place of 0.3 s, and one batch of two called two at a time: each thread has its record
+    with VendorSimulator(latency_seconds=0.05) as vendor:
+        p = capped_pipeline(
+            pipeline, monkeypatch, vendor, cap=1, parallel_calls=2, max_wait_seconds=0.3
+        )
+        p.seed(2)
+        records = publish_all(p)
+        timer = hold_the_cap_elsewhere(1, 3.0)
+        try:
+            # When the batch is handled
+            started = time.monotonic()
+            response = invoke(p, records)
+            took = time.monotonic() - started
+        finally:
+            timer.cancel()
+            timer.join()
+        # Then both went back to the queue once they had waited the longest wait (no record
+        # of the batch was left for their threads), long before the cap was free
+        assert failed_ids(response) == {r["messageId"] for r in records}
+        assert took < 2.5
+        assert vendor.audit().calls_total == 0
+
+
+def test_a_record_under_a_cap_keyed_by_tenant_goes_back_after_the_longest_wait(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight per tenant, tenant-0's held by another consumer for
+    # 3 s, a longest wait in place of 0.3 s, and one batch of four of tenant-0's jobs called
+    # two at a time: the batch's other records could be of another tenant, free to call
+    with VendorSimulator(latency_seconds=0.05) as vendor:
+        p = capped_pipeline(
+            pipeline,
+            monkeypatch,
+            vendor,
+            cap=1,
+            parallel_calls=2,
+            max_wait_seconds=0.3,
+            cap_key="{tenant_id}",
+        )
+        p.seed(4, tenants=1)
+        records = publish_all(p)
+        timer = hold_the_cap_elsewhere(1, 3.0, key="tenant-0")
+        try:
+            # When the batch is handled
+            started = time.monotonic()
+            response = invoke(p, records)
+            took = time.monotonic() - started
+        finally:
+            timer.cancel()
+            timer.join()
+        # Then each went back to the queue after the longest wait, freeing its thread, long
+        # before the cap was free
+        assert failed_ids(response) == {r["messageId"] for r in records}
+        assert took < 2.5
+        assert vendor.audit().calls_total == 0
 
 
 def test_a_concurrency_lease_is_free_while_its_record_is_still_being_settled(

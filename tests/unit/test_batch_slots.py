@@ -510,6 +510,35 @@ def test_a_record_of_a_scope_with_a_banked_slot_is_taken_first() -> None:
     assert [order.take() for _ in range(5)] == [0, 1, 3, 4, None]
 
 
+def test_a_batch_holding_the_leases_it_waits_for_looks_in_the_table_seldom() -> None:
+    clock = [NOW]
+    slots = BatchSlots(RecordingLimiter(), 4, {"s": 4}, lambda: clock[0], Sink())  # type: ignore[arg-type]
+    # A batch whose calls will hand on the lease its thread misses looks once per the longer
+    # interval: not after the shorter one
+    assert slots.may_poll_leases(holding=True)
+    clock[0] = NOW + slots_module.LEASE_POLL_SECONDS
+    assert not slots.may_poll_leases(holding=True)
+    clock[0] = NOW + slots_module.LEASE_POLL_HOLDING_SECONDS
+    assert slots.may_poll_leases(holding=True)
+    # A thread whose batch holds none of the leases it misses looks once per the shorter one
+    clock[0] += slots_module.LEASE_POLL_SECONDS
+    assert slots.may_poll_leases()
+
+
+def test_the_batch_knows_while_some_record_is_taken_by_no_thread() -> None:
+    # Given a batch of three records taken in order (one with no scope: it is taken too)
+    slots, _ = offered_slots({"a": 2})
+    records, scopes = records_of("a", "", "a")
+    # Before the order counts them, nothing is known to be left
+    assert not slots.records_untaken()
+    order = BankedFirst(records, scopes, slots)
+    # When threads take them one by one, then records are left until the last is taken
+    left = []
+    while order.take() is not None:
+        left.append(slots.records_untaken())
+    assert left == [True, True, False]
+
+
 def test_records_without_a_scope_are_taken_in_order_too() -> None:
     # A record that will ask for no slot (malformed, orphan, settled) has no scope here
     slots, _ = offered_slots({"a": 2})

@@ -123,6 +123,7 @@ class BankedFirst:
                 self._by_scope.setdefault(scope, deque()).append(index)
         self._taken = [False] * len(records)
         self._lock = threading.Lock()
+        slots.expect_records(len(records))
 
     def take(self) -> int | None:
         with self._lock:
@@ -133,6 +134,7 @@ class BankedFirst:
             if index is None:
                 return None
             self._taken[index] = True
+            self._slots.took_record()
             return index
 
     def _has_left(self, scope: str) -> bool:

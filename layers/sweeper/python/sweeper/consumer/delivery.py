@@ -35,7 +35,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, template_fields
 from sweeper.consumer.idempotency import Attempt, GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
@@ -82,6 +82,8 @@ LEASE_RETRY_SECONDS = 0.05
 #: A call held by several limits is sent at most this long after the earliest of its slots
 #: (sweeper.limiter.several): half the late-slot tolerance, the other half is for waking late.
 LIMITS_SPREAD_SECONDS = LATE_SLOT_TOLERANCE_SECONDS / 2
+#: The fields of a key template that render alike for every call of a policy.
+POLICY_WIDE_KEY_FIELDS = frozenset({"policy", "host"})
 
 
 def _nothing_to_warm(job: ActionCall, timeout_seconds: float | None) -> None:
@@ -387,12 +389,14 @@ class _Delivery:
         a lease of each cap it misses (one comes free here when that call ends) and its Lambda
         has time left; it goes back to the queue only when the batch holds none and the
         longest wait in place has passed (a deferral costs the idempotency record's put and
-        delete and a queue round trip)."""
+        delete and a queue round trip), and not while its thread would only take another
+        record of the batch waiting for the same leases (`_would_swap`)."""
         deps = self.deps
         waited = 0.0
         caps = self._caps
         while True:
-            if self.slots.may_poll_leases():
+            # a batch whose calls will hand it every lease missing looks in the table seldom
+            if self.slots.may_poll_leases(holding=self._coming()[1]):
                 if self._take_leases():
                     self.slots.lease_found()
                     return
@@ -402,15 +406,45 @@ class _Delivery:
             if timeout is not None and timeout < MIN_CALL_SECONDS:
                 self._return_in(0.0, outcome=None, code=None)
                 raise Deferred("no Lambda time left for a call")
-            held = {k for k, _, _ in self.leases}
-            coming = all(self.slots.holds_lease(key) for key, _ in caps if key not in held)
-            if waited > deps.policy.throttle.max_wait_seconds and not coming:
+            missing, coming = self._coming()
+            if (
+                waited > deps.policy.throttle.max_wait_seconds
+                and not coming
+                and not self._would_swap(missing)
+            ):
                 self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
             started = deps.now()
             self._adopt_handed(LEASE_RETRY_SECONDS)
             if len(self.leases) == len(caps):
                 return
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
+
+    def _coming(self) -> tuple[list[str], bool]:
+        """The caps whose lease this call still misses, and whether its batch holds a lease of
+        each of them (at the vendor, or handed on): one comes free here when that call ends."""
+        held = {k for k, _, _ in self.leases}
+        missing = [key for key, _ in self._caps if key not in held]
+        return missing, all(self.slots.holds_lease(key) for key in missing)
+
+    def _would_swap(self, missing: list[str]) -> bool:
+        """Whether going back to the queue would only swap this record for another of its
+        batch that waits for the same leases: each cap missing is shared by every call of the
+        policy (its key names no field of the job) and the batch has records no thread took
+        yet. Its thread would take one of them and wait as long, and the deferral would cost
+        the idempotency record's put and delete and a queue round trip for nothing."""
+        return self.slots.records_untaken() and all(key in self._shared_caps for key in missing)
+
+    @cached_property
+    def _shared_caps(self) -> frozenset[str]:
+        """The limiter keys of the caps every call of the policy shares (a constant key, or
+        one naming only the policy and the action's host)."""
+        policy = self.deps.policy
+        return frozenset(
+            key
+            for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True)
+            if limit.max_in_flight is not None
+            and template_fields(limit.key) <= POLICY_WIDE_KEY_FIELDS
+        )
 
     @cached_property
     def _caps(self) -> list[tuple[str, int]]:

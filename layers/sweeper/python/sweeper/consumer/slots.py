@@ -50,6 +50,10 @@ SLACK_RATE_SAMPLE = 8
 #: the leases it shows free as the batch has threads waiting. A lease given back to the table
 #: by another consumer stays unused until some batch looks.
 LEASE_POLL_SECONDS = 0.05
+#: How often a batch that already holds a lease of every cap its waiting thread misses looks:
+#: its own calls hand theirs on as they end, and a lease freed elsewhere is found sooner by a
+#: batch holding none, which looks every LEASE_POLL_SECONDS.
+LEASE_POLL_HOLDING_SECONDS = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +135,10 @@ class BatchSlots:
         self._lease_ready = threading.Condition(self._lock)
         self._handed: list[tuple[str, int, str]] = []
         self._lease_waiters = 0
-        self._next_lease_poll = 0.0  # while a cap is full, one thread polls the table, seldom
+        self._last_lease_poll = -math.inf  # while a cap is full, one thread polls the table
         self._for_leases = 0  # threads waiting for a lease: they ask for no slot meanwhile
         self._leases_held: Counter[str] = Counter()  # per cap key: taken from the table, not back
+        self._untaken: int | None = None  # records no thread has taken yet (None: not counted)
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
@@ -257,15 +262,18 @@ class BatchSlots:
         with self._lock:
             self._for_leases += delta
 
-    def may_poll_leases(self) -> bool:
+    def may_poll_leases(self, holding: bool = False) -> bool:
         """Whether the calling thread may look for free leases in the table now: while a cap
         is full, one look per LEASE_POLL_SECONDS for the whole batch (a read, and a write only
-        when it shows leases free); the batch's ending calls hand theirs on meanwhile."""
+        when it shows leases free); the batch's ending calls hand theirs on meanwhile. A thread
+        whose batch is `holding` a lease of each cap it misses (its calls will hand one on)
+        looks only once the batch's last look is LEASE_POLL_HOLDING_SECONDS old."""
         with self._lock:
             now = self._now()
-            if now < self._next_lease_poll:
+            every = LEASE_POLL_HOLDING_SECONDS if holding else LEASE_POLL_SECONDS
+            if now < self._last_lease_poll + every:
                 return False
-            self._next_lease_poll = now + LEASE_POLL_SECONDS
+            self._last_lease_poll = now
             return True
 
     def leases_wanted(self, key: str) -> int:
@@ -299,7 +307,7 @@ class BatchSlots:
     def lease_found(self) -> None:
         """A look found a free lease: the next waiting thread may look at once."""
         with self._lock:
-            self._next_lease_poll = 0.0
+            self._last_lease_poll = -math.inf
 
     def wait_for_lease(self, key: str, seconds: float) -> tuple[int, str] | None:
         """A lease of `key` handed on by a call of this batch within `seconds`, or None."""
@@ -333,6 +341,22 @@ class BatchSlots:
                 return []
             left, self._handed = self._handed, []
             return left
+
+    def expect_records(self, count: int) -> None:
+        """The batch's threads take its `count` records one at a time (`took_record`)."""
+        with self._lock:
+            self._untaken = count
+
+    def took_record(self) -> None:
+        """A thread took one of the batch's records."""
+        with self._lock:
+            if self._untaken is not None:
+                self._untaken -= 1
+
+    def records_untaken(self) -> bool:
+        """Whether some record of the batch is known to be taken by no thread yet."""
+        with self._lock:
+            return bool(self._untaken)
 
     def covers(self, scope: str, send_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
