@@ -50,6 +50,7 @@ from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.observability import Metric
 from sweeper.plan import CONSUMER_MEMORY_MB, Prices
+from sweeper_bench import process_cpu
 from sweeper_local.aws import LocalAws
 from sweeper_local.lite_aws import FAILED_CONDITION
 from sweeper_local.pipeline import LocalPipeline
@@ -209,6 +210,20 @@ def _consumer_cpu(cpu_seconds: float, settled: int, scenario: Scenario) -> dict[
     }
 
 
+def _cpu_by_process(
+    seconds_by_role: dict[str, float], machine_per_job: float | None, settled: int
+) -> dict[str, float]:
+    """CPU per settled job (ms) of each process of the run (sweeper_bench.process_cpu), and
+    what the machine spent beside them (other users' processes, the kernel's own threads)."""
+    if settled <= 0:
+        return {}
+    per_job = {role: round(s / settled * 1000, 2) for role, s in seconds_by_role.items()}
+    if machine_per_job is not None:
+        ours = sum(seconds_by_role.values()) / settled
+        per_job["outside_this_run"] = round(max(0.0, machine_per_job - ours) * 1000, 2)
+    return per_job
+
+
 def run_scenario(
     stack: LocalStack, scenario: Scenario, *, consumers: int, seconds: float
 ) -> dict[str, Any]:
@@ -281,6 +296,8 @@ def run_scenario(
             cpu_seconds_before = run.source.stats.cpu_seconds
             invocations_before = run.source.stats.invocations
             runs_before = run.totals.runs
+            functions = run.function_pids()
+            processes_before = process_cpu.snapshot()
             cpu_before = _cpu_jiffies()
             started = time.monotonic()
             if scenario.incident:
@@ -288,6 +305,8 @@ def run_scenario(
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
             cpu_after = _cpu_jiffies()
+            processes_after = process_cpu.snapshot()
+            functions.update(run.function_pids())
             cpu_busy = _busy_share(cpu_before, cpu_after)
             audit = vendor.audit()
             settled = run.final()
@@ -350,6 +369,11 @@ def run_scenario(
                 "machine_cpu_busy_share": cpu_busy,
                 **_cores_needed(_cpu_per_job(cpu_before, cpu_after, settled), scenario),
                 **_consumer_cpu(consumer_cpu, settled, scenario),
+                "cpu_ms_per_job_by_process": _cpu_by_process(
+                    process_cpu.by_role(processes_before, processes_after, os.getpid(), functions),
+                    _cpu_per_job(cpu_before, cpu_after, settled),
+                    settled,
+                ),
                 "consumer_memory_mb": scenario.memory_mb,
                 # Every environment held to its memory's CPU share (False: not asked, or this
                 # machine could not make the cgroups), and how often the cap paused them.

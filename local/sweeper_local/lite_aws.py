@@ -37,7 +37,6 @@ import contextlib
 import functools
 import hashlib
 import heapq
-import http.client
 import itertools
 import json
 import re
@@ -50,8 +49,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from sweeper_local.http_fields import FieldsHandler
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -1203,21 +1204,34 @@ class LiteAwsServer(ThreadingHTTPServer):
         self.dynamodb = DynamoDb()
         self.requests: Counter[str] = Counter()
         self.requests_lock = threading.Lock()
+        self.request_ids = _RequestIds()
 
 
-#: http.client's own limits on a request's header lines and their length.
-MAX_HEADER_LINES = 100
-MAX_HEADER_LINE_BYTES = 65_536
-_FAST_VERSIONS = (b"HTTP/1.1", b"HTTP/1.0")
+class _RequestIds:
+    """The `x-amzn-RequestId` of each answer: UUID-shaped, unique within the server (a random
+    prefix per server, then a count). Reading 16 bytes from the OS per answer, as `uuid4`
+    does, cost more than the rest of the answer's headers together."""
+
+    def __init__(self) -> None:
+        prefix = uuid.uuid4().hex
+        self._prefix = f"{prefix[:8]}-{prefix[8:12]}-{prefix[12:16]}-{prefix[16:20]}-"
+        self._count = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._count) & 0xFFFFFFFFFFFF:012x}"
 
 
-class _Handler(BaseHTTPRequestHandler):
+@functools.cache
+def _status_line(status: int) -> str:
+    return f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+
+
+class _Handler(FieldsHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as botocore's pool expects
     #: TCP_NODELAY: without it a small answer waits for the client's delayed ACK (measured:
     #: about a fifth of a consumer thread's time went to waiting on DynamoDB calls here).
     disable_nagle_algorithm = True
     server: LiteAwsServer
-    raw_requestline: bytes  # set by BaseHTTPRequestHandler.handle_one_request
     #: The Date header's text and the second it was formatted for (shared by every handler).
     _date: tuple[int, str] = (0, "")
 
@@ -1235,65 +1249,19 @@ class _Handler(BaseHTTPRequestHandler):
             _Handler._date = (now, text)
         return text
 
-    def parse_request(self) -> bool:
-        """The request line and header fields, read without the `email` package.
-
-        Why by hand: http.server hands every request's header block to `email.parser` (through
-        http.client.parse_headers), a general MIME parser that cost a large share of the
-        stand-in's CPU per request. What botocore sends SQS and DynamoDB is plain HTTP/1.1:
-        one `Name: value` per line (Host, Content-Type, Content-Length, X-Amz-Target,
-        Authorization, User-Agent, X-Amz-Date and the like), no folded lines, no body other
-        than by Content-Length. Those lines are put in the same `HTTPMessage` type that
-        http.client would build, so every reader of `self.headers` is unchanged. A request
-        line that is not `METHOD PATH HTTP/1.x` goes to the standard parser, whole; a folded
-        or nameless header line is refused with 400, never guessed at; the line and count
-        limits are http.client's.
-        """
-        words = self.raw_requestline.split()
-        if len(words) != 3 or words[2] not in _FAST_VERSIONS:
-            return super().parse_request()
-        self.requestline = self.raw_requestline.rstrip(b"\r\n").decode("iso-8859-1")
-        self.command = words[0].decode("iso-8859-1")
-        self.path = words[1].decode("iso-8859-1")
-        self.request_version = words[2].decode("ascii")
-        self.close_connection = self.request_version != "HTTP/1.1"
-        headers = http.client.HTTPMessage()
-        for _ in range(MAX_HEADER_LINES + 1):
-            line = self.rfile.readline(MAX_HEADER_LINE_BYTES + 1)
-            if len(line) > MAX_HEADER_LINE_BYTES:
-                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Line too long")
-                return False
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, colon, value = line.decode("iso-8859-1").partition(":")
-            if not colon or not name or name != name.strip():
-                self.send_error(HTTPStatus.BAD_REQUEST, "Bad header line")
-                return False
-            headers[name] = value.strip()
-        else:
-            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers")
-            return False
-        self.headers = headers
-        connection = headers.get("Connection", "").lower()
-        if connection == "close":
-            self.close_connection = True
-        elif connection == "keep-alive":
-            self.close_connection = False
-        expect = headers.get("Expect", "").lower()
-        if expect == "100-continue" and self.request_version == "HTTP/1.1":
-            return self.handle_expect_100()
-        return True
-
     def _answer(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        """The whole answer in one write: status line, header fields and body (http.server's
+        `send_response`/`send_header` would encode and buffer each line on its own)."""
         body = json.dumps(payload, default=float).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/x-amz-json-1.0")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        head = (
+            f"{_status_line(status)}Server: {self.version_string()}\r\n"
+            f"Date: {self.date_time_string()}\r\n"
+            "Content-Type: application/x-amz-json-1.0\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            f"x-amzn-RequestId: {self.server.request_ids.next()}\r\n{extra}\r\n"
+        )
+        self.wfile.write(head.encode("iso-8859-1") + body)
 
     def do_GET(self) -> None:
         if self.path != REQUESTS_PATH:
@@ -1304,9 +1272,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(200, {"requests": counts}, {})
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        fields = self.fields
+        length = int(fields.get("content-length") or 0)
         raw = self.rfile.read(length)
-        target = self.headers.get("X-Amz-Target", "")
+        target = fields.get("x-amz-target", "")
         _, _, operation = target.partition(".")
         backend: Sqs | DynamoDb | None = None
         if target.startswith(SQS_TARGET):

@@ -205,6 +205,12 @@ class LocalPipeline(Service):
         counts = self.ledger.counts(self.policy.name)
         return counts[JobStatus.SUCCEEDED] + counts[JobStatus.FAILED]
 
+    def function_pids(self) -> dict[int, str]:
+        """The processes of the function environments running now: pid -> function name
+        (the consumer's environments and the producer's), for a benchmark's CPU by process."""
+        environments = [*self.source.environments, self._producer]
+        return {e.pid: e.function for e in environments if e.pid is not None}
+
     def metrics(self) -> dict[str, float]:
         return metrics_from_log(self.log_file)
 

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import json
 import logging
 import math
@@ -82,13 +83,15 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
+from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast, get_args
 from urllib.parse import parse_qs, unquote, urlencode
 
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
+from sweeper_local.http_fields import FieldsHandler
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
     DEFAULT_APP_RATE,
@@ -1002,7 +1005,15 @@ _LISTINGS_CONTROLS: Final = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
+@functools.cache
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+class _Handler(FieldsHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real API and urllib3's pool expect
     timeout = KEEP_ALIVE_SECONDS
     # Headers and body leave in two writes; with Nagle on, the body waits for the client's
@@ -1024,7 +1035,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._discard_body()
         if path.startswith(STORES_PREFIX):
-            answer = server.listings.delete(self.command, path, self.headers.get(API_KEY_HEADER))
+            answer = server.listings.delete(
+                self.command, path, self.fields.get(API_KEY_HEADER.lower())
+            )
             logger.debug("vendor %s listing -> %d", self.command, answer.status)
             self._send(_Reply(answer.status, answer.error, answer.headers))
             return
@@ -1045,7 +1058,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/_incident" and self.command == "POST":
             reply = _incident_from_query(server.state, query)
         else:
-            arrival = server.state.arrive(self.command, path, self.headers.get("Idempotency-Key"))
+            arrival = server.state.arrive(self.command, path, self.fields.get("idempotency-key"))
             if arrival.delay_seconds > 0:
                 server.stopping.wait(arrival.delay_seconds)  # stop() cuts it short
             reply = server.state.answer(arrival)
@@ -1074,8 +1087,8 @@ class _Handler(BaseHTTPRequestHandler):
             reply = payments.issue_token(body)
         else:
             reply = payments.reconcile(
-                self.headers.get("Authorization"),
-                self.headers.get(PAYMENTS_IDEMPOTENCY_HEADER),
+                self.fields.get("authorization"),
+                self.fields.get(PAYMENTS_IDEMPOTENCY_HEADER.lower()),
                 body,
             )
         logger.debug("vendor POST %s -> %d", path, reply.status)
@@ -1087,36 +1100,39 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes | None:
         """The request body, or None (the connection then closed) when it cannot be read."""
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            length = int(self.fields.get("content-length") or 0)
         except ValueError:
             length = -1
-        if 0 <= length <= MAX_BODY_BYTES and "Transfer-Encoding" not in self.headers:
+        if 0 <= length <= MAX_BODY_BYTES and "transfer-encoding" not in self.fields:
             return self.rfile.read(length)
         self.close_connection = True
         return None
 
     def _discard_body(self) -> None:
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            length = int(self.fields.get("content-length") or 0)
         except ValueError:
             length = -1
-        if 0 <= length <= MAX_BODY_BYTES and "Transfer-Encoding" not in self.headers:
+        if 0 <= length <= MAX_BODY_BYTES and "transfer-encoding" not in self.fields:
             self.rfile.read(length)
         else:
             # The next request's start cannot be found: answer, then close.
             self.close_connection = True
 
     def _send(self, reply: _Reply) -> None:
-        self.send_response(reply.status)
-        for name, value in reply.headers:
-            self.send_header(name, value)
+        """The whole answer in one write: http.server's `send_response`/`send_header` would
+        encode and buffer each line on its own, and the body would leave in a second write."""
+        lines = [
+            f"{self.protocol_version} {reply.status} {_phrase(reply.status)}",
+            f"Server: {self.version_string()}",
+            f"Date: {self.date_time_string()}",
+            *(f"{name}: {value}" for name, value in reply.headers),
+        ]
         payload = reply.payload()
         if payload is not None:
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if payload:
-            self.wfile.write(payload)
+            lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "strict")
+        self.wfile.write(head + payload if payload else head)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         """Calls are logged by `_dispatch` with ids and status only."""

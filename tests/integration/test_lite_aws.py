@@ -15,6 +15,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -534,6 +535,69 @@ def test_header_lines_are_read_without_the_email_parser_as_http_reads_them(
     # and a header line that is no `Name: value` is refused, not guessed at
     bad = _exchange(port, b"POST / HTTP/1.1\r\nno colon here\r\n\r\n")
     assert bad.startswith(b"HTTP/1.0 400") or bad.startswith(b"HTTP/1.1 400")
+
+
+def test_a_repeated_header_name_reads_its_first_value_in_any_case(
+    lite_server: LiteAwsServer,
+) -> None:
+    # Given a request naming its target twice, in two cases: DynamoDB's first, then another
+    port = lite_server.server_address[1]
+    body = b'{"TableName": "absent"}'
+    request = (
+        b"POST / HTTP/1.1\r\nx-amz-target: DynamoDB_20120810.DescribeTable\r\n"
+        b"X-Amz-Target: Nobody.Nothing\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+    ) % (len(body), body)
+    # When it is answered
+    answer = _exchange(port, request)
+    # Then the first value was read, as http.client's HTTPMessage.get reads a repeated name
+    assert b"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException" in answer
+
+
+def test_an_answer_leaves_in_one_write_with_a_request_id_of_its_own(
+    lite_server: LiteAwsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the writes to the connections counted
+    writes: list[bytes] = []
+    real_setup = lite_aws._Handler.setup
+
+    def setup(self: lite_aws._Handler) -> None:
+        real_setup(self)
+        write = self.wfile.write
+
+        def counting(data: Any) -> int:
+            writes.append(bytes(data))
+            return write(data)
+
+        monkeypatch.setattr(self.wfile, "write", counting)
+
+    monkeypatch.setattr(lite_aws._Handler, "setup", setup)
+    port = lite_server.server_address[1]
+    body = b'{"TableName": "absent"}'
+    request = (
+        b"POST / HTTP/1.1\r\nX-Amz-Target: DynamoDB_20120810.DescribeTable\r\n"
+        b"Content-Length: %d\r\n\r\n%s"
+    ) % (len(body), body)
+    # When three requests are answered on one connection
+    answer = _exchange(
+        port, request * 2 + request.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+    )
+    # Then each answer (status line, header fields, body) was one write
+    assert len(writes) == 3
+    assert all(w.startswith(b"HTTP/1.1 400 Bad Request\r\n") for w in writes)
+    assert all(
+        w.endswith(b'ResourceNotFoundException", "message": "Requested resource not found"}')
+        for w in writes
+    )
+    assert answer == b"".join(writes)
+    # and each carries a request id of its own, shaped as AWS's (a UUID)
+    ids = [
+        line.split(b": ", 1)[1].decode()
+        for line in answer.split(b"\r\n")
+        if line.lower().startswith(b"x-amzn-requestid:")
+    ]
+    assert len(ids) == 3
+    assert len(set(ids)) == 3
+    assert all(str(uuid.UUID(i)) == i for i in ids)
 
 
 def test_the_date_header_is_formatted_at_most_once_a_second(
