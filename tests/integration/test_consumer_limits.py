@@ -202,6 +202,21 @@ def hold_the_cap_elsewhere(cap: int, seconds: float, key: str = "v") -> threadin
     return timer
 
 
+def invoke_while_held(
+    p: Pipeline, records: list[dict[str, Any]], seconds: float, key: str = "v"
+) -> tuple[dict[str, Any], float]:
+    """The batch `records` handled while another consumer holds the cap's one lease for
+    `seconds` (hold_the_cap_elsewhere): its answer, and how long it took."""
+    timer = hold_the_cap_elsewhere(1, seconds, key=key)
+    try:
+        started = time.monotonic()
+        response = invoke(p, records)
+        return response, time.monotonic() - started
+    finally:
+        timer.cancel()
+        timer.join()
+
+
 def test_a_record_waits_in_place_while_its_batch_has_records_for_the_same_full_cap(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -213,13 +228,8 @@ def test_a_record_waits_in_place_while_its_batch_has_records_for_the_same_full_c
         )
         p.seed(4)
         records = publish_all(p)
-        timer = hold_the_cap_elsewhere(1, 1.0)
-        try:
-            # When the batch is handled
-            response = invoke(p, records)
-        finally:
-            timer.cancel()
-            timer.join()
+        # When the batch is handled
+        response, _ = invoke_while_held(p, records, 1.0)
         # Then no record went back to the queue: going back would only have handed its thread
         # one of the batch's other records, waiting for the same cap; each waited in place
         # until the other consumer's lease was free, then the batch called all four
@@ -239,15 +249,8 @@ def test_a_record_goes_back_after_the_longest_wait_when_its_batch_has_no_other_r
         )
         p.seed(2)
         records = publish_all(p)
-        timer = hold_the_cap_elsewhere(1, 3.0)
-        try:
-            # When the batch is handled
-            started = time.monotonic()
-            response = invoke(p, records)
-            took = time.monotonic() - started
-        finally:
-            timer.cancel()
-            timer.join()
+        # When the batch is handled
+        response, took = invoke_while_held(p, records, 3.0)
         # Then both went back to the queue once they had waited the longest wait (no record
         # of the batch was left for their threads), long before the cap was free
         assert failed_ids(response) == {r["messageId"] for r in records}
@@ -273,15 +276,8 @@ def test_a_record_under_a_cap_keyed_by_tenant_goes_back_after_the_longest_wait(
         )
         p.seed(4, tenants=1)
         records = publish_all(p)
-        timer = hold_the_cap_elsewhere(1, 3.0, key="tenant-0")
-        try:
-            # When the batch is handled
-            started = time.monotonic()
-            response = invoke(p, records)
-            took = time.monotonic() - started
-        finally:
-            timer.cancel()
-            timer.join()
+        # When the batch is handled
+        response, took = invoke_while_held(p, records, 3.0, key="tenant-0")
         # Then each went back to the queue after the longest wait, freeing its thread, long
         # before the cap was free
         assert failed_ids(response) == {r["messageId"] for r in records}

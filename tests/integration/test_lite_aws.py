@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import http.client
 import json
-import socket
 import threading
 import time
 import uuid
@@ -30,6 +29,7 @@ from botocore.exceptions import ClientError
 from sweeper_local import lite_aws
 from sweeper_local.aws import LocalAws
 from sweeper_local.lite_aws import FAILED_CONDITION, LiteAwsServer, serve
+from tests.wire import count_writes, exchange
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -501,16 +501,6 @@ def test_what_the_stand_in_does_not_serve_is_refused_not_answered_wrongly(
     assert "message attributes" in str(attributes.value)
 
 
-def _exchange(port: int, raw: bytes) -> bytes:
-    """Send `raw` on one connection and read until the server closes it."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-        conn.sendall(raw)
-        answer = b""
-        while chunk := conn.recv(65536):
-            answer += chunk
-    return answer
-
-
 def test_header_lines_are_read_without_the_email_parser_as_http_reads_them(
     lite_server: LiteAwsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -527,13 +517,13 @@ def test_header_lines_are_read_without_the_email_parser_as_http_reads_them(
         b"X-AMZ-TARGET: DynamoDB_20120810.DescribeTable\r\ncontent-length: %d\r\n\r\n%s"
     ) % (len(body), body)
     # When two requests share a connection (names in any case), the second asking to close
-    answer = _exchange(port, request + request.replace(b"host: x", b"Connection: close"))
+    answer = exchange(port, request + request.replace(b"host: x", b"Connection: close"))
     # Then both were read whole and answered, and the connection closed after the second
     assert answer.count(b"HTTP/1.1 400") == 2
     assert answer.count(b"ResourceNotFoundException") == 2
     assert answer.count(b"\r\nDate: ") == 2
     # and a header line that is no `Name: value` is refused, not guessed at
-    bad = _exchange(port, b"POST / HTTP/1.1\r\nno colon here\r\n\r\n")
+    bad = exchange(port, b"POST / HTTP/1.1\r\nno colon here\r\n\r\n")
     assert bad.startswith(b"HTTP/1.0 400") or bad.startswith(b"HTTP/1.1 400")
 
 
@@ -548,7 +538,7 @@ def test_a_repeated_header_name_reads_its_first_value_in_any_case(
         b"X-Amz-Target: Nobody.Nothing\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
     ) % (len(body), body)
     # When it is answered
-    answer = _exchange(port, request)
+    answer = exchange(port, request)
     # Then the first value was read, as http.client's HTTPMessage.get reads a repeated name
     assert b"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException" in answer
 
@@ -557,20 +547,7 @@ def test_an_answer_leaves_in_one_write_with_a_request_id_of_its_own(
     lite_server: LiteAwsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the writes to the connections counted
-    writes: list[bytes] = []
-    real_setup = lite_aws._Handler.setup
-
-    def setup(self: lite_aws._Handler) -> None:
-        real_setup(self)
-        write = self.wfile.write
-
-        def counting(data: Any) -> int:
-            writes.append(bytes(data))
-            return write(data)
-
-        monkeypatch.setattr(self.wfile, "write", counting)
-
-    monkeypatch.setattr(lite_aws._Handler, "setup", setup)
+    writes = count_writes(lite_aws._Handler, monkeypatch)
     port = lite_server.server_address[1]
     body = b'{"TableName": "absent"}'
     request = (
@@ -578,7 +555,7 @@ def test_an_answer_leaves_in_one_write_with_a_request_id_of_its_own(
         b"Content-Length: %d\r\n\r\n%s"
     ) % (len(body), body)
     # When three requests are answered on one connection
-    answer = _exchange(
+    answer = exchange(
         port, request * 2 + request.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
     )
     # Then each answer (status line, header fields, body) was one write

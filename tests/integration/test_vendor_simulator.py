@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import urllib3
 
 from sweeper_local import vendor as vendor_module
 from sweeper_local.vendor import VendorAudit, VendorSimulator, max_calls_in_window
+from tests.wire import count_writes, exchange
 
 pytestmark = pytest.mark.integration
 
@@ -613,34 +613,11 @@ def test_the_audit_round_trips_through_json() -> None:
     assert again == audit
 
 
-def _exchange(port: int, raw: bytes) -> bytes:
-    """Send `raw` on one connection and read until the server closes it."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-        conn.sendall(raw)
-        answer = b""
-        while chunk := conn.recv(65536):
-            answer += chunk
-    return answer
-
-
 def test_an_answer_leaves_in_one_write_and_header_names_are_read_in_any_case(
     vendor: VendorSimulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the writes to the connections counted
-    writes: list[bytes] = []
-    real_setup = vendor_module._Handler.setup
-
-    def setup(self: vendor_module._Handler) -> None:
-        real_setup(self)
-        write = self.wfile.write
-
-        def counting(data: Any) -> int:
-            writes.append(bytes(data))
-            return write(data)
-
-        monkeypatch.setattr(self.wfile, "write", counting)
-
-    monkeypatch.setattr(vendor_module._Handler, "setup", setup)
+    writes = count_writes(vendor_module._Handler, monkeypatch)
     port = int(vendor.url.rsplit(":", 1)[1])
     # When a DELETE names its key in lower case, and a second names two keys (the first
     # another object's, the second this one's) and asks to close
@@ -649,7 +626,7 @@ def test_an_answer_leaves_in_one_write_and_header_names_are_read_in_any_case(
         b"DELETE /v1/tenants/t1/objects/o2 HTTP/1.1\r\nIDEMPOTENCY-KEY: k1\r\n"
         b"Idempotency-Key: k2\r\nConnection: close\r\n\r\n"
     )
-    answer = _exchange(port, first + second)
+    answer = exchange(port, first + second)
     # Then the first deleted its object, the second was read with its first key (k1, used for
     # o1 already: 422), as http.client's HTTPMessage.get reads a repeated name
     assert answer.startswith(b"HTTP/1.1 204 No Content\r\n")
