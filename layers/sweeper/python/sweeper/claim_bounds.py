@@ -33,20 +33,13 @@ import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Literal
 
-from sweeper.config import LEASE_DRAIN_FRACTION, LimitConfig, Policy, template_fields
+from sweeper.config import LEASE_DRAIN_FRACTION, LimitConfig, Policy, reach
 
-#: The fields whose values are one per policy: a key over them alone is the same for every job.
-POLICY_WIDE_FIELDS = frozenset({"policy", "host"})
-#: ... and with the tenant's id, one per tenant.
-TENANT_FIELDS = POLICY_WIDE_FIELDS | {"tenant_id"}
 #: The name of the single limit of a policy written with `[quota]` and `[scope]`.
 SINGLE_LIMIT_NAME = "quota"
 #: Rendered in place of the tenant's id to read a tenant key's fixed parts (no id holds it).
 _TENANT_MARK = "\x00"
-
-Reach = Literal["policy", "tenant", "call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +72,6 @@ class HeldRows:
 def horizon_seconds(policy: Policy) -> float:
     """How long the consumers have for the rows a claim leases: half a lease."""
     return policy.lease_seconds * LEASE_DRAIN_FRACTION
-
-
-def reach(template: str) -> Reach:
-    """Which rows share one key of the template: all the policy's, a tenant's, or fewer."""
-    fields = template_fields(template)
-    if fields <= POLICY_WIDE_FIELDS:
-        return "policy"
-    if fields <= TENANT_FIELDS:
-        return "tenant"
-    return "call"
 
 
 def first_limit_name(policy: Policy) -> str:

@@ -31,7 +31,7 @@ from sweeper.config.discovery import (
     S3Discovery,
     SqlDiscovery,
 )
-from sweeper.config.limit import JOB_KEY_FIELDS, LimitConfig, template_fields
+from sweeper.config.limit import JOB_KEY_FIELDS, LimitConfig, reach, template_fields
 from sweeper.config.loading import SweeperConfig, describe_validation_error, load_config
 from sweeper.config.policy import (
     LEASE_DRAIN_FRACTION,
@@ -108,6 +108,7 @@ __all__ = [
     "describe_validation_error",
     "load_config",
     "load_settings",
+    "reach",
     "template_fields",
     "vcpu_for",
 ]

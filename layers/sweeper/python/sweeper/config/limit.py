@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -28,6 +28,24 @@ _PARAM_RE = re.compile(r"^params\.([A-Za-z_]\w{0,63})$")
 def template_fields(template: str) -> frozenset[str]:
     """The fields a key template names (`tenant_id`, `params.account`...)."""
     return frozenset(_FIELD_RE.findall(template))
+
+
+#: The fields whose values are one per policy: a key over them alone is the same for every job.
+POLICY_WIDE_FIELDS = frozenset({"policy", "host"})
+#: ... and with the tenant's id, one per tenant.
+TENANT_FIELDS = POLICY_WIDE_FIELDS | {"tenant_id"}
+
+Reach = Literal["policy", "tenant", "call"]
+
+
+def reach(template: str) -> Reach:
+    """Which calls share one key of the template: all the policy's, a tenant's, or fewer."""
+    fields = template_fields(template)
+    if fields <= POLICY_WIDE_FIELDS:
+        return "policy"
+    if fields <= TENANT_FIELDS:
+        return "tenant"
+    return "call"
 
 
 class LimitConfig(_Strict):

@@ -35,7 +35,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, template_fields
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, reach
 from sweeper.consumer.idempotency import Attempt, GuardedCall
 from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
@@ -82,8 +82,6 @@ LEASE_RETRY_SECONDS = 0.05
 #: A call held by several limits is sent at most this long after the earliest of its slots
 #: (sweeper.limiter.several): half the late-slot tolerance, the other half is for waking late.
 LIMITS_SPREAD_SECONDS = LATE_SLOT_TOLERANCE_SECONDS / 2
-#: The fields of a key template that render alike for every call of a policy.
-POLICY_WIDE_KEY_FIELDS = frozenset({"policy", "host"})
 
 
 def _nothing_to_warm(job: ActionCall, timeout_seconds: float | None) -> None:
@@ -442,8 +440,7 @@ class _Delivery:
         return frozenset(
             key
             for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True)
-            if limit.max_in_flight is not None
-            and template_fields(limit.key) <= POLICY_WIDE_KEY_FIELDS
+            if limit.max_in_flight is not None and reach(limit.key) == "policy"
         )
 
     @cached_property
