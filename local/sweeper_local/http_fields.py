@@ -9,10 +9,13 @@ keeps those lines in a plain dict by lower-cased name (`fields`), the first valu
 name, as `HTTPMessage.get` reads it. A request line that is not `METHOD PATH HTTP/1.x` goes to
 the standard parser, whole, and its fields are copied from there; a folded or nameless header
 line is refused with 400, never guessed at; the line and count limits are http.client's.
+`write_answer` sends an answer (status line, header fields, body) in one write.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 
@@ -20,6 +23,14 @@ from http.server import BaseHTTPRequestHandler
 MAX_HEADER_LINES = 100
 MAX_HEADER_LINE_BYTES = 65_536
 _FAST_VERSIONS = (b"HTTP/1.1", b"HTTP/1.0")
+
+
+@functools.cache
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:  # a status http knows no phrase for: the line carries none
+        return ""
 
 
 class FieldsHandler(BaseHTTPRequestHandler):
@@ -71,3 +82,16 @@ class FieldsHandler(BaseHTTPRequestHandler):
         if expect == "100-continue" and self.request_version == "HTTP/1.1":
             return self.handle_expect_100()
         return True
+
+    def write_answer(self, status: int, fields: Iterable[tuple[str, str]], body: bytes) -> None:
+        """The whole answer in one write: status line, Server and Date, `fields`, the body
+        (http.server's `send_response`/`send_header` encode and buffer each line on its own,
+        and the body would leave in a second write)."""
+        lines = [
+            f"{self.protocol_version} {status} {_phrase(status)}",
+            f"Server: {self.version_string()}",
+            f"Date: {self.date_time_string()}",
+            *(f"{name}: {value}" for name, value in fields),
+        ]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("iso-8859-1")
+        self.wfile.write(head + body)

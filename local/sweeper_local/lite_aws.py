@@ -48,7 +48,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -1221,11 +1220,6 @@ class _RequestIds:
         return f"{self._prefix}{next(self._count) & 0xFFFFFFFFFFFF:012x}"
 
 
-@functools.cache
-def _status_line(status: int) -> str:
-    return f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
-
-
 class _Handler(FieldsHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as botocore's pool expects
     #: TCP_NODELAY: without it a small answer waits for the client's delayed ACK (measured:
@@ -1250,18 +1244,14 @@ class _Handler(FieldsHandler):
         return text
 
     def _answer(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-        """The whole answer in one write: status line, header fields and body (http.server's
-        `send_response`/`send_header` would encode and buffer each line on its own)."""
         body = json.dumps(payload, default=float).encode()
-        extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        head = (
-            f"{_status_line(status)}Server: {self.version_string()}\r\n"
-            f"Date: {self.date_time_string()}\r\n"
-            "Content-Type: application/x-amz-json-1.0\r\n"
-            f"Content-Length: {len(body)}\r\n"
-            f"x-amzn-RequestId: {self.server.request_ids.next()}\r\n{extra}\r\n"
-        )
-        self.wfile.write(head.encode("iso-8859-1") + body)
+        fields = [
+            ("Content-Type", "application/x-amz-json-1.0"),
+            ("Content-Length", str(len(body))),
+            ("x-amzn-RequestId", self.server.request_ids.next()),
+            *headers.items(),
+        ]
+        self.write_answer(status, fields, body)
 
     def do_GET(self) -> None:
         if self.path != REQUESTS_PATH:

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import functools
 import json
 import logging
 import math
@@ -83,7 +82,6 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast, get_args
@@ -1005,14 +1003,6 @@ _LISTINGS_CONTROLS: Final = {
 }
 
 
-@functools.cache
-def _phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
-
-
 class _Handler(FieldsHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real API and urllib3's pool expect
     timeout = KEEP_ALIVE_SECONDS
@@ -1120,19 +1110,11 @@ class _Handler(FieldsHandler):
             self.close_connection = True
 
     def _send(self, reply: _Reply) -> None:
-        """The whole answer in one write: http.server's `send_response`/`send_header` would
-        encode and buffer each line on its own, and the body would leave in a second write."""
-        lines = [
-            f"{self.protocol_version} {reply.status} {_phrase(reply.status)}",
-            f"Server: {self.version_string()}",
-            f"Date: {self.date_time_string()}",
-            *(f"{name}: {value}" for name, value in reply.headers),
-        ]
+        fields = list(reply.headers)
         payload = reply.payload()
         if payload is not None:
-            lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "strict")
-        self.wfile.write(head + payload if payload else head)
+            fields += [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+        self.write_answer(reply.status, fields, payload or b"")
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         """Calls are logged by `_dispatch` with ids and status only."""
