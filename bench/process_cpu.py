@@ -78,32 +78,24 @@ def roles(
 ) -> dict[int, str]:
     """The role of each process descending from `harness` (itself included): that of its
     nearest ancestor in `known` (pid -> role) or with a server's command line, else HARNESS."""
-    found: dict[int, str] = {}
-    for pid in processes:
-        if not _descends(processes, pid, harness):
-            continue  # not this run's
-        at = pid
-        role = known.get(at)
-        while role is None:
-            if at == harness:
-                role = HARNESS
-            else:
-                role = _role_of_command(processes[at].command)
-                at = processes[at].ppid
-                role = role if role is not None else known.get(at)
-        found[pid] = role
-    return found
+    found = {pid: _role(processes, pid, harness, known) for pid in processes}
+    return {pid: role for pid, role in found.items() if role is not None}
 
 
-def _descends(processes: Mapping[int, ProcessCpu], pid: int, ancestor: int) -> bool:
-    """Whether `ancestor` is `pid` or one of its ancestors (a cycle-proof walk up)."""
-    at, seen = pid, set()
+def _role(
+    processes: Mapping[int, ProcessCpu], pid: int, harness: int, known: Mapping[int, str]
+) -> str | None:
+    """The role of `pid`, or None when it does not descend from `harness` (one walk up, which
+    keeps the nearest role it passes and ends at the harness, or outside the run, or in a
+    cycle)."""
+    at, role, seen = pid, None, set()
     while at in processes and at not in seen:
-        if at == ancestor:
-            return True
+        if at == harness:
+            return role or known.get(harness, HARNESS)
         seen.add(at)
+        role = role or known.get(at) or _role_of_command(processes[at].command)
         at = processes[at].ppid
-    return False
+    return None
 
 
 def by_role(

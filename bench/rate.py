@@ -310,6 +310,7 @@ def run_scenario(
             cpu_busy = _busy_share(cpu_before, cpu_after)
             audit = vendor.audit()
             settled = run.final()
+            machine_per_job = _cpu_per_job(cpu_before, cpu_after, settled)
             requests = _diff(_aws_requests(stack), requests_before)
             consumer_seconds = run.source.stats.busy_seconds - busy_before
             consumer_cpu = run.source.stats.cpu_seconds - cpu_seconds_before
@@ -367,11 +368,11 @@ def run_scenario(
                 # The whole machine (every process, and anyone else's): near 1, the figures
                 # above are this machine's, not sweeper's.
                 "machine_cpu_busy_share": cpu_busy,
-                **_cores_needed(_cpu_per_job(cpu_before, cpu_after, settled), scenario),
+                **_cores_needed(machine_per_job, scenario),
                 **_consumer_cpu(consumer_cpu, settled, scenario),
                 "cpu_ms_per_job_by_process": _cpu_by_process(
                     process_cpu.by_role(processes_before, processes_after, os.getpid(), functions),
-                    _cpu_per_job(cpu_before, cpu_after, settled),
+                    machine_per_job,
                     settled,
                 ),
                 "consumer_memory_mb": scenario.memory_mb,
