@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sweeper import observability, runtime
 from sweeper.consumer import ConsumerDeps, process_batch
-from sweeper.observability import METRICS_NAMESPACE
+from sweeper.observability import METRICS_NAMESPACE, SummedCounts
 
 logger = Logger()
 tracer = observability.tracer()
@@ -22,20 +22,23 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     settings = runtime.settings()
     metrics.add_dimension("policy", settings.policy.name)
     runtime.idempotency_config().register_lambda_context(context)
-    deps = ConsumerDeps(
-        policy=settings.policy,
-        ledger=runtime.ledger(),
-        guarded_call=runtime.guarded_call(),
-        warm=runtime.action().warm,
-        clock=runtime.utcnow,
-        metrics=metrics,
-        limiter=runtime.consumer_limiter(),
-        visibility=runtime.visibility(),
-    )
-    return process_batch(
-        event,
-        context,
-        deps,
-        runtime.batch_processor(),
-        call_timeout=runtime.call_timeout(context),
-    )
+    # One value per count name, handed to Powertools on the way out, raising or not, before
+    # `log_metrics` flushes (observability.SummedCounts: why).
+    with SummedCounts(metrics) as counts:
+        deps = ConsumerDeps(
+            policy=settings.policy,
+            ledger=runtime.ledger(),
+            guarded_call=runtime.guarded_call(),
+            warm=runtime.action().warm,
+            clock=runtime.utcnow,
+            metrics=counts,
+            limiter=runtime.consumer_limiter(),
+            visibility=runtime.visibility(),
+        )
+        return process_batch(
+            event,
+            context,
+            deps,
+            runtime.batch_processor(),
+            call_timeout=runtime.call_timeout(context),
+        )

@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.observability import backlog_threshold
+from sweeper.observability import METRICS_NAMESPACE, NOT_SUMMED, Metric
 from tests.infra.conftest import Synth
-from tests.infra.signals import dashboard_signals
+from tests.infra.signals import dashboard_signals, dashboard_widgets
 from tests.infra.test_retention import PRUNE_ALARMS
 
 ALARMS = (
@@ -361,3 +362,35 @@ def test_the_dashboard_draws_every_signal_the_design_names(proxied: Synth) -> No
         assert metric in signals, metric
     for alarm_id in ALARMS + SINGLE_SCOPE_ALARMS + LEDGER_ALARMS:
         assert alarm_id in signals, alarm_id
+
+
+def _sweeper_statistics(synth: Synth) -> set[tuple[str, str]]:
+    """(metric name, statistic) of every read of a `Sweeper` metric, by an alarm (its own
+    metric or one of its math expression's) or by a dashboard graph."""
+    found: set[tuple[str, str]] = set()
+    for resource in synth.resources("AWS::CloudWatch::Alarm").values():
+        props = resource["Properties"]
+        if props.get("Namespace") == METRICS_NAMESPACE:
+            found.add((props["MetricName"], props.get("Statistic") or props["ExtendedStatistic"]))
+        for query in props.get("Metrics", []):
+            stat = query.get("MetricStat")
+            if stat is not None and stat["Metric"]["Namespace"] == METRICS_NAMESPACE:
+                found.add((stat["Metric"]["MetricName"], stat["Stat"]))
+    for widget in dashboard_widgets(synth):
+        for line in widget.get("properties", {}).get("metrics", []):
+            if line and line[0] == METRICS_NAMESPACE:
+                options = line[-1] if isinstance(line[-1], dict) else {}
+                found.add((line[1], options.get("stat", "Average")))
+    return found
+
+
+def test_every_sweeper_metric_read_by_another_statistic_than_sum_is_never_summed(
+    proxied: Synth,
+) -> None:
+    # The consumer hands Powertools one value per count name per invocation
+    # (observability.SummedCounts): only Sum reads the same figure as from every value.
+    reads = _sweeper_statistics(proxied)
+    assert (Metric.AUTH_CIRCUIT_OPEN, "Maximum") in reads  # the walk finds alarm metrics
+    assert (Metric.TERMINAL_FAILURES, "Sum") in reads
+    other = {name for name, statistic in reads if statistic != "Sum"}
+    assert other <= NOT_SUMMED, f"read with another statistic than Sum, summed: {other}"

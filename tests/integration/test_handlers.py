@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,12 +11,14 @@ import pytest
 from functions.consumer import app as consumer_app
 from functions.producer import app as producer_app
 from sweeper import runtime
-from sweeper.errors import ConfigError
+from sweeper.errors import ConfigError, LedgerUnavailableError
 from sweeper.models import JobMessage, JobStatus, NewJob
-from sweeper.observability import Metric
+from sweeper.observability import NOT_SUMMED, Metric
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.lambda_runtime import LocalLambdaContext, parse_emf
 from tests.conftest import Pipeline, load_event
+from tests.integration.test_consumer import publish_all
+from tests.integration.test_ledger_blip import terminate_ledger_connections
 
 pytestmark = pytest.mark.integration
 
@@ -132,3 +135,60 @@ def test_the_consumer_handler_emits_the_limiter_slots_its_batch_used(
     # Then the first batch used a slot per call; the second called nothing and says so
     assert first[Metric.LIMITER_SLOTS_USED] == 2 == pipeline.vendor.audit().calls_total
     assert second[Metric.LIMITER_SLOTS_USED] == 0
+
+
+def emf_values(output: str) -> dict[str, tuple[str, list[float]]]:
+    """Name -> (unit, every value) of the EMF documents in a captured stdout, in order."""
+    found: dict[str, tuple[str, list[float]]] = {}
+    for line in output.splitlines():
+        if '"_aws"' not in line:
+            continue
+        doc = json.loads(line)
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                values = doc[metric["Name"]]
+                kept = found.setdefault(metric["Name"], (metric["Unit"], []))[1]
+                kept.extend(values if isinstance(values, list) else [values])
+    return found
+
+
+def roomy_context() -> LocalLambdaContext:
+    """A consumer context whose timeout a slow start on a loaded machine does not reach."""
+    return LocalLambdaContext(function_name="sweeper-consumer", timeout_seconds=60)
+
+
+def test_the_consumer_handler_prints_one_value_per_count_with_the_batch_sum(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given six published jobs
+    pipeline.seed(6)
+    records = publish_all(pipeline)
+    capsys.readouterr()
+    # When the consumer handles them in one batch (on its threads)
+    response = consumer_app.handler({"Records": records}, roomy_context())
+    assert response["batchItemFailures"] == []
+    emitted = emf_values(capsys.readouterr().out)
+    # Then each count is one value, the batch's sum
+    assert emitted[Metric.SUCCEEDED] == ("Count", [6.0])
+    assert emitted[Metric.LIMITER_SLOTS_USED] == ("Count", [6.0])
+    counts = {n: v for n, (unit, v) in emitted.items() if unit == "Count" and n not in NOT_SUMMED}
+    assert all(len(values) == 1 for values in counts.values()), counts
+    # and each delivery's time is its own value, for CloudWatch's percentiles
+    unit, times = emitted[Metric.PROCESSING_SECONDS]
+    assert (unit, len(times)) == ("Seconds", 6)
+
+
+def test_a_consumer_batch_that_raises_still_prints_what_it_counted(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given three published jobs, and a consumer whose ledger connection ends before its read
+    pipeline.seed(3)
+    records = publish_all(pipeline)
+    runtime.ledger().targets(["warm"])  # the connection is open, as in a warm environment
+    terminate_ledger_connections(pipeline.env["SWEEPER_DATABASE_URL"])
+    capsys.readouterr()
+    # When the batch is delivered, the invocation fails
+    with pytest.raises(LedgerUnavailableError):
+        consumer_app.handler({"Records": records}, roomy_context())
+    # Then the records it returned for the unreachable ledger were still counted, in one value
+    assert emf_values(capsys.readouterr().out)[Metric.LEDGER_UNREACHED] == ("Count", [3.0])
