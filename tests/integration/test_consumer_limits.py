@@ -17,7 +17,7 @@ import pytest
 
 from sweeper import runtime
 from sweeper.config import LimitConfig, Policy, Quota
-from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS
+from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS, BatchSlots
 from sweeper.ledger.store import Ledger
 from sweeper.limiter.leases import LeaseCap
 from sweeper.models import JobStatus, NewJob
@@ -182,6 +182,35 @@ def test_a_batch_holding_the_lease_it_waits_for_seldom_looks_in_the_table(
         # Then, the lease handed on from call to call, its waiting threads looked in the table
         # about once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_POLL_SECONDS
         assert 1 <= len(looks) <= 2 + took / LEASE_POLL_HOLDING_SECONDS
+        assert vendor.audit().max_in_flight == 1
+
+
+def test_threads_waiting_for_a_lease_their_batch_holds_sleep_until_it_is_handed_on(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cap of one call in flight, a vendor holding each call 0.2 s, and one batch of six
+    # called three at a time (1.2 s of calls one by one, two threads waiting meanwhile)
+    with VendorSimulator(latency_seconds=0.2) as vendor:
+        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=1, parallel_calls=3)
+        p.seed(6)
+        records = publish_all(p)
+        real = BatchSlots.wait_for_lease
+        waits: list[float] = []
+
+        def counted(self: BatchSlots, key: str, seconds: float) -> tuple[int, str] | None:
+            waits.append(seconds)
+            return real(self, key, seconds)
+
+        monkeypatch.setattr(BatchSlots, "wait_for_lease", counted)
+        # When the batch is handled
+        started = time.monotonic()
+        response = invoke(p, records)
+        took = time.monotonic() - started
+        assert failed_ids(response) == set()
+        # Then its two waiting threads woke when a lease was handed on (five hand-offs), or
+        # once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_RETRY_SECONDS
+        assert waits
+        assert len(waits) <= 2 * (2 + took / LEASE_POLL_HOLDING_SECONDS) + 5
         assert vendor.audit().max_in_flight == 1
 
 

@@ -861,3 +861,38 @@ def test_a_block_of_a_rate_with_slack_covers_the_calls_expected_within_the_slack
     # Then with a slack of 0.5 s it reserves the eight calls expected within it; without a
     # slack, the share of the threads (3 of 10), as before
     assert limiter.counts[-1] == block
+
+
+def test_a_lease_handed_on_wakes_the_thread_waiting_for_its_cap_not_another_caps() -> None:
+    slots, _ = batch_slots(parallel=4, records=4)
+    got: dict[str, tuple[int, str] | None] = {}
+    took_at: dict[str, float] = {}
+
+    def wait(key: str) -> None:
+        got[key] = slots.wait_for_lease(key, 3.0)
+        took_at[key] = time.monotonic()
+
+    # Given a thread waiting for the tenant cap "cap:a", and after it one waiting for "cap:b"
+    first = threading.Thread(target=wait, args=("cap:a",))
+    first.start()
+    deadline = time.monotonic() + 2.0
+    while slots._lease_waiters < 1:
+        assert time.monotonic() < deadline, "the first waiter never waited"
+        time.sleep(0.005)
+    second = threading.Thread(target=wait, args=("cap:b",))
+    second.start()
+    while slots._lease_waiters < 2:
+        assert time.monotonic() < deadline, "the second waiter never waited"
+        time.sleep(0.005)
+    # When a call of the batch ends holding a lease of "cap:b"
+    handed_at = time.monotonic()
+    assert slots.hand_off("cap:b", 2, "holder-b")
+    second.join()
+    # Then the thread waiting for "cap:b" has it at once, not at the end of its 3 s wait
+    assert got["cap:b"] == (2, "holder-b")
+    assert took_at["cap:b"] - handed_at < 1.0
+    # And the other still waits for its own cap's lease
+    assert first.is_alive()
+    assert slots.hand_off("cap:a", 5, "holder-a")
+    first.join()
+    assert got["cap:a"] == (5, "holder-a")

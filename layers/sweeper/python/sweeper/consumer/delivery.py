@@ -37,7 +37,11 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, reach
 from sweeper.consumer.idempotency import Attempt, GuardedCall
-from sweeper.consumer.slots import GATE_RECHECK_LEAD_SECONDS, BatchSlots
+from sweeper.consumer.slots import (
+    GATE_RECHECK_LEAD_SECONDS,
+    LEASE_POLL_HOLDING_SECONDS,
+    BatchSlots,
+)
 from sweeper.errors import LimiterError, RetryableActionError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay, retry_delay
@@ -412,7 +416,10 @@ class _Delivery:
             ):
                 self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
             started = deps.now()
-            self._adopt_handed(LEASE_RETRY_SECONDS)
+            # A lease handed on wakes this thread at once (slots.py: one condition per cap key).
+            # While the batch holds one of each cap missing, that is how the lease comes: sleep
+            # as long as the batch's looks in the table are apart, not a poll's interval.
+            self._adopt_handed(LEASE_POLL_HOLDING_SECONDS if coming else LEASE_RETRY_SECONDS)
             if len(self.leases) == len(caps):
                 return
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)

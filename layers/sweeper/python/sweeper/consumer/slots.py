@@ -132,7 +132,10 @@ class BatchSlots:
         self._coming: dict[int, str] = {}  # thread id -> scope of the banked slot it was offered
         # Concurrency leases handed from a call that ended to a thread of the batch waiting for
         # one (no release and no acquire write): (key, index, holder), and how many wait.
-        self._lease_ready = threading.Condition(self._lock)
+        # One condition per cap key, all on the one lock: a lease handed on wakes a thread
+        # waiting for that cap's lease, never one waiting for another key's (which would go
+        # back to sleep while the right thread slept out its timeout).
+        self._lease_ready: dict[str, threading.Condition] = {}
         self._handed: list[tuple[str, int, str]] = []
         self._lease_waiters = 0
         self._last_lease_poll = -math.inf  # while a cap is full, one thread polls the table
@@ -254,8 +257,15 @@ class BatchSlots:
             if max(self._lease_waiters, self._for_leases) <= len(self._handed):
                 return False
             self._handed.append((key, index, holder))
-            self._lease_ready.notify()
+            self._ready(key).notify()
             return True
+
+    def _ready(self, key: str) -> threading.Condition:
+        """The condition a thread waiting for a lease of `key` waits on (under the lock)."""
+        ready = self._lease_ready.get(key)
+        if ready is None:
+            ready = self._lease_ready[key] = threading.Condition(self._lock)
+        return ready
 
     def waiting_for_leases(self, delta: int) -> None:
         """A thread starts (+1) or stops (-1) waiting for a lease: no slot is banked for it."""
@@ -291,7 +301,7 @@ class BatchSlots:
             self._leases_held[key] += count
             if others:
                 self._handed.extend((key, index, holder) for index, holder in others)
-                self._lease_ready.notify_all()
+                self._ready(key).notify(len(others))
 
     def gave_back(self, key: str) -> None:
         """A lease of `key` went back to the table."""
@@ -314,7 +324,7 @@ class BatchSlots:
         with self._lock:
             self._lease_waiters += 1
             try:
-                self._lease_ready.wait_for(
+                self._ready(key).wait_for(
                     lambda: any(k == key for k, _, _ in self._handed), timeout=seconds
                 )
                 return self._take_handed(key)
