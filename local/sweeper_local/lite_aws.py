@@ -70,6 +70,8 @@ SQS_MAX_MESSAGE_BYTES = 262_144
 SQS_MAX_DELAY_SECONDS = 900
 SQS_DEFAULT_VISIBILITY_SECONDS = 30
 SQS_DEFAULT_RETENTION_SECONDS = 345_600
+#: The most keys one BatchGetItem reads (the DynamoDB Developer Guide's BatchGetItem page).
+DYNAMODB_MAX_BATCH_GET = 100
 
 Item = dict[str, dict[str, Any]]
 
@@ -706,6 +708,30 @@ class DynamoDb:
         ctx.check_all_used()
         item = table.items.get(table.key_of(request["Key"]))
         return {} if item is None else {"Item": project(item)}
+
+    def op_BatchGetItem(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Every key asked for is read (DynamoDB may leave some in `UnprocessedKeys`, under
+        throttling or past 16 MB: the stand-in never does), each read consistently."""
+        wanted: dict[str, Any] = request["RequestItems"]
+        if not wanted:
+            raise _validation("The requestItems parameter is required for BatchGetItem")
+        if sum(len(spec["Keys"]) for spec in wanted.values()) > DYNAMODB_MAX_BATCH_GET:
+            raise _validation("Too many items requested for the BatchGetItem call")
+        responses: dict[str, list[Item]] = {}
+        for name, spec in wanted.items():
+            if "AttributesToGet" in spec:
+                raise _validation("the stand-in does not support AttributesToGet")
+            table = self._table({"TableName": name})
+            ctx = self._context(spec)
+            project = ctx.projection(spec.get("ProjectionExpression"))
+            ctx.check_all_used()
+            keys = [table.key_of(key) for key in spec["Keys"]]
+            if not keys:
+                raise _validation(f"Member must have length greater than or equal to 1: {name}")
+            if len(set(keys)) != len(keys):
+                raise _validation("Provided list of item keys contains duplicates")
+            responses[name] = [project(table.items[key]) for key in keys if key in table.items]
+        return {"Responses": responses, "UnprocessedKeys": {}}
 
     def op_PutItem(self, request: dict[str, Any]) -> dict[str, Any]:
         table = self._table(request)
