@@ -15,7 +15,8 @@ DynamoDB's single-item writes are), a heap of visibility times per queue (a rece
 it returns, not the depth), and DynamoDB's expression language for top-level attributes. What
 it does not support it refuses with a ValidationException naming the feature, so a new call in
 sweeper fails loudly here rather than being answered wrongly. It counts every request by
-service and operation (`GET /_lite/requests`), which the benchmark reports per job.
+service and operation (`GET /_lite/requests`), and the keys BatchGetItem read, which the
+benchmark reports per job.
 
 Where it is kinder than AWS, and why that does not flatter the benchmark: a short-poll receive
 returns every visible message up to the maximum (SQS samples a subset of its servers; the local
@@ -61,6 +62,9 @@ REQUESTS_PATH = "/_lite/requests"
 #: Appended to an operation's name in the request counts for its conditional checks that failed
 #: (`dynamodb:UpdateItem` counts every request, `dynamodb:UpdateItem:condition_failed` those).
 FAILED_CONDITION = ":condition_failed"
+#: Appended to BatchGetItem's name in the request counts for the keys its requests read: each
+#: is a read unit on AWS (an item under 4 KB, read consistently), as one GetItem is.
+KEYS_READ = ":keys"
 
 #: SQS's limits (the SQS Developer Guide's quotas page).
 SQS_MAX_BATCH = 10
@@ -1305,7 +1309,12 @@ class _Handler(FieldsHandler):
             self.server.requests[f"{name}:{operation}"] += 1
         try:
             request = json.loads(raw or b"{}")
-            self._answer(200, backend.handle(operation, request), {})
+            answer = backend.handle(operation, request)
+            if operation == "BatchGetItem":  # billed per key read, not per request
+                keys = sum(len(spec["Keys"]) for spec in request["RequestItems"].values())
+                with self.server.requests_lock:
+                    self.server.requests[f"{name}:{operation}{KEYS_READ}"] += keys
+            self._answer(200, answer, {})
         except ApiError as exc:
             if exc.code == "ConditionalCheckFailedException":  # billed as a write all the same
                 with self.server.requests_lock:

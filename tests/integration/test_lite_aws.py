@@ -612,6 +612,18 @@ def test_every_request_is_counted_by_service_and_operation(unique_name: str) -> 
     assert counts == {"sqs:CreateQueue": 1, "dynamodb:ListTables": 2}
 
 
+def test_the_keys_a_batch_get_read_are_counted_beside_it(unique_name: str) -> None:
+    with LocalAws(lite=True) as aws:
+        dynamodb = aws.dynamodb()
+        table = _table(dynamodb, unique_name)
+        for keys in (3, 2):
+            wanted = [{"pk": {"S": f"k{i}"}} for i in range(keys)]
+            dynamodb.batch_get_item(RequestItems={table: {"Keys": wanted, "ConsistentRead": True}})
+        counts = aws.requests()
+    assert counts["dynamodb:BatchGetItem"] == 2  # requests
+    assert counts[f"dynamodb:BatchGetItem{lite_aws.KEYS_READ}"] == 5  # what AWS bills
+
+
 def test_failed_conditional_checks_are_counted_beside_their_operation(unique_name: str) -> None:
     with LocalAws(lite=True) as aws:
         dynamodb = aws.dynamodb()
