@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
-from sweeper.config import Policy, Quota, RetryConfig, ThrottleConfig
+from sweeper.config import LimitConfig, Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
     GATE_READ_LEAD_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
@@ -1245,6 +1245,104 @@ def test_a_look_whose_own_gate_was_left_unread_reads_it_alone(ledger: Ledger) ->
     assert response == {"batchItemFailures": []}
     assert limiter.reads == [["scope-1", "scope-0"], ["scope-1"]]
     assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.5)]
+
+
+@dataclass
+class TwoLimitsLimiter:
+    """Grants each limit's slot `after` seconds from now (or at `not_before`, if later); each
+    key's gate closed until `closed[key]`; reads several gates in one request (a GateReader),
+    leaving out those `unread`, and records the keys of each read (one request each)."""
+
+    time: FakeTime
+    after: float = 1.5
+    closed: dict[str, float] = field(default_factory=dict)
+    unread: set[str] = field(default_factory=set)
+    reads: list[list[str]] = field(default_factory=list)
+    lead: float = 0.0
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+        not_before: float | None = None,
+        slack: float = 0.0,
+    ) -> Grant | Denial:
+        return Grant(max(self.time.now + self.after, not_before or 0.0))
+
+    def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
+        return False
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        raise AssertionError("no call here draws a 429")
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
+
+    def _state(self, key: str) -> ScopeState:
+        until = self.closed.get(key)
+        return ScopeState(key, None, until, None if until is None else "throttled", None)
+
+    def state(self, scope: str) -> ScopeState:
+        self.reads.append([scope])
+        return self._state(scope)
+
+    def states(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
+        self.reads.append(list(scopes))
+        return {key: self._state(key) for key in scopes if key not in self.unread}
+
+
+def two_limits_far_call(rig: Rig, **kw: Any) -> tuple[bool, TwoLimitsLimiter]:
+    """The rig's job under a store limit (its scope) and an app limit, both slots 1.5 s away:
+    the gates are read again the read lead before them. Whether it went back, and the limiter."""
+    rig.policy = Policy(
+        name="exports",
+        limits=[
+            LimitConfig(
+                name="store", key="{policy}:{tenant_id}", rate=Quota(limit=2, period_seconds=1)
+            ),
+            LimitConfig(name="app", key="app", rate=Quota(limit=4, period_seconds=1)),
+        ],
+        throttle=ThrottleConfig(max_wait_seconds=2.0, reopen_jitter_seconds=0.5),
+    )
+    limiter = TwoLimitsLimiter(rig.time, **kw)
+    rig.limiter = limiter  # type: ignore[assignment]
+    return rig.deliver(), limiter
+
+
+APP_KEY = "app:app"  # the app limit's limiter key: its name and its (constant) key
+
+
+def test_a_far_call_under_two_limits_reads_both_gates_in_one_request(rig: Rig) -> None:
+    # When the job is delivered, both gates open
+    went_back, limiter = two_limits_far_call(rig)
+    # Then one read looked at both, and the call went at its slots
+    assert not went_back
+    assert limiter.reads == [["scope-a", APP_KEY]]
+    assert rig.calls.sent_at == [pytest.approx(START + 1.5)]
+
+
+def test_a_far_call_whose_wider_limit_closed_is_not_made_and_waits_for_the_reopening(
+    rig: Rig,
+) -> None:
+    # Given the app limit's gate closed until 6 s
+    went_back, limiter = two_limits_far_call(rig, closed={APP_KEY: START + 6.0})
+    # Then the one read found it closed: no call, and the job is back by the reopening
+    assert went_back
+    assert rig.calls.sent_at == []
+    assert limiter.reads == [["scope-a", APP_KEY]]
+    assert rig.job().next_attempt_at.timestamp() > START + 6.0 - 1.0
+
+
+def test_a_limits_gate_a_batch_read_left_unread_is_read_alone(rig: Rig) -> None:
+    # Given the app limit's gate closed, and its key left unread by the batch read
+    went_back, limiter = two_limits_far_call(rig, unread={APP_KEY}, closed={APP_KEY: START + 6.0})
+    # Then it was read alone, found closed, and no call was made
+    assert went_back
+    assert rig.calls.sent_at == []
+    assert limiter.reads == [["scope-a", APP_KEY], [APP_KEY]]
 
 
 @dataclass
