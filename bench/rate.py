@@ -52,7 +52,7 @@ from sweeper.observability import Metric
 from sweeper.plan import CONSUMER_MEMORY_MB, Prices
 from sweeper_bench import process_cpu
 from sweeper_local.aws import LocalAws
-from sweeper_local.lite_aws import FAILED_CONDITION
+from sweeper_local.lite_aws import FAILED_CONDITION, KEYS_READ
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import VendorAudit, VendorProcess
@@ -581,8 +581,9 @@ def limiter_cost(stack: LocalStack, *, acquisitions: int = 400, threads: int = 8
 
 
 #: DynamoDB operations billed as writes and as reads (one request unit per item under 1 KB
-#: written, 4 KB read: every sweeper item is smaller, so a request is one unit; a Scan of the
-#: limiter table is counted as one read per page, its size being a few items).
+#: written, 4 KB read: every sweeper item is smaller, so a request is one unit, but for a
+#: BatchGetItem, one unit per key read; a Scan of the limiter table is counted as one read per
+#: page, its size being a few items).
 DYNAMODB_WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
 DYNAMODB_READS = ("GetItem", "Scan", "Query", "BatchGetItem")
 
@@ -637,6 +638,9 @@ def _costs(
     writes = total("dynamodb", DYNAMODB_WRITES) / jobs
     failed = sum(n for k, n in requests.items() if k.endswith(FAILED_CONDITION)) / jobs
     reads = total("dynamodb", DYNAMODB_READS) / jobs
+    # billed per item read: a BatchGetItem's keys each, every other read request one
+    batch_gets = requests.get("dynamodb:BatchGetItem", 0)
+    read_units = reads + (requests.get(f"dynamodb:BatchGetItem{KEYS_READ}", 0) - batch_gets) / jobs
     invocations = consumer_invocations / jobs
     gb_seconds = consumer_seconds * memory_mb / 1024 / jobs
     per_million = {
@@ -644,7 +648,7 @@ def _costs(
         "lambda_requests": invocations * prices.lambda_per_million_requests,
         "lambda_duration": gb_seconds * prices.lambda_per_gb_second * 1e6,
         "dynamodb": writes * prices.dynamodb_per_million_writes
-        + reads * prices.dynamodb_per_million_reads,
+        + read_units * prices.dynamodb_per_million_reads,
     }
     per_million["total"] = sum(per_million.values())
     return {
@@ -653,7 +657,8 @@ def _costs(
         # of those, conditional writes whose condition failed (a limiter's wrong guess of its
         # bucket's regime, a slot another consumer took first, an idempotency record in use)
         "dynamodb_failed_conditional_writes_per_job": round(failed, 3),
-        "dynamodb_reads_per_job": round(reads, 3),
+        "dynamodb_reads_per_job": round(reads, 3),  # requests
+        "dynamodb_read_units_per_job": round(read_units, 3),  # what they are billed as
         "aws_requests_per_job": {
             "sqs": round(sqs, 3),
             "dynamodb": round(writes + reads, 3),

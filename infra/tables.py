@@ -24,9 +24,10 @@ IDEMPOTENCY_ACTIONS = (
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
 )
-#: A scope's bucket and gate are read (GetItem) and conditionally written in place (UpdateItem,
-#: which also creates the item): sweeper.limiter never puts a whole item.
-LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+#: A scope's bucket and gate are read (GetItem; several gates at once with BatchGetItem) and
+#: conditionally written in place (UpdateItem, which also creates the item): sweeper.limiter
+#: never puts a whole item.
+LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem")
 
 
 class Tables(Construct):

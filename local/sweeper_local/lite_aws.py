@@ -15,7 +15,8 @@ DynamoDB's single-item writes are), a heap of visibility times per queue (a rece
 it returns, not the depth), and DynamoDB's expression language for top-level attributes. What
 it does not support it refuses with a ValidationException naming the feature, so a new call in
 sweeper fails loudly here rather than being answered wrongly. It counts every request by
-service and operation (`GET /_lite/requests`), which the benchmark reports per job.
+service and operation (`GET /_lite/requests`), and the keys BatchGetItem read, which the
+benchmark reports per job.
 
 Where it is kinder than AWS, and why that does not flatter the benchmark: a short-poll receive
 returns every visible message up to the maximum (SQS samples a subset of its servers; the local
@@ -61,6 +62,9 @@ REQUESTS_PATH = "/_lite/requests"
 #: Appended to an operation's name in the request counts for its conditional checks that failed
 #: (`dynamodb:UpdateItem` counts every request, `dynamodb:UpdateItem:condition_failed` those).
 FAILED_CONDITION = ":condition_failed"
+#: Appended to BatchGetItem's name in the request counts for the keys its requests read: each
+#: is a read unit on AWS (an item under 4 KB, read consistently), as one GetItem is.
+KEYS_READ = ":keys"
 
 #: SQS's limits (the SQS Developer Guide's quotas page).
 SQS_MAX_BATCH = 10
@@ -70,6 +74,8 @@ SQS_MAX_MESSAGE_BYTES = 262_144
 SQS_MAX_DELAY_SECONDS = 900
 SQS_DEFAULT_VISIBILITY_SECONDS = 30
 SQS_DEFAULT_RETENTION_SECONDS = 345_600
+#: The most keys one BatchGetItem reads (the DynamoDB Developer Guide's BatchGetItem page).
+DYNAMODB_MAX_BATCH_GET = 100
 
 Item = dict[str, dict[str, Any]]
 
@@ -707,6 +713,30 @@ class DynamoDb:
         item = table.items.get(table.key_of(request["Key"]))
         return {} if item is None else {"Item": project(item)}
 
+    def op_BatchGetItem(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Every key asked for is read (DynamoDB may leave some in `UnprocessedKeys`, under
+        throttling or past 16 MB: the stand-in never does), each read consistently."""
+        wanted: dict[str, Any] = request["RequestItems"]
+        if not wanted:
+            raise _validation("The requestItems parameter is required for BatchGetItem")
+        if sum(len(spec["Keys"]) for spec in wanted.values()) > DYNAMODB_MAX_BATCH_GET:
+            raise _validation("Too many items requested for the BatchGetItem call")
+        responses: dict[str, list[Item]] = {}
+        for name, spec in wanted.items():
+            if "AttributesToGet" in spec:
+                raise _validation("the stand-in does not support AttributesToGet")
+            table = self._table({"TableName": name})
+            ctx = self._context(spec)
+            project = ctx.projection(spec.get("ProjectionExpression"))
+            ctx.check_all_used()
+            keys = [table.key_of(key) for key in spec["Keys"]]
+            if not keys:
+                raise _validation(f"Member must have length greater than or equal to 1: {name}")
+            if len(set(keys)) != len(keys):
+                raise _validation("Provided list of item keys contains duplicates")
+            responses[name] = [project(table.items[key]) for key in keys if key in table.items]
+        return {"Responses": responses, "UnprocessedKeys": {}}
+
     def op_PutItem(self, request: dict[str, Any]) -> dict[str, Any]:
         table = self._table(request)
         new: Item = request["Item"]
@@ -1279,7 +1309,12 @@ class _Handler(FieldsHandler):
             self.server.requests[f"{name}:{operation}"] += 1
         try:
             request = json.loads(raw or b"{}")
-            self._answer(200, backend.handle(operation, request), {})
+            answer = backend.handle(operation, request)
+            if operation == "BatchGetItem":  # billed per key read, not per request
+                keys = sum(len(spec["Keys"]) for spec in request["RequestItems"].values())
+                with self.server.requests_lock:
+                    self.server.requests[f"{name}:{operation}{KEYS_READ}"] += keys
+            self._answer(200, answer, {})
         except ApiError as exc:
             if exc.code == "ConditionalCheckFailedException":  # billed as a write all the same
                 with self.server.requests_lock:

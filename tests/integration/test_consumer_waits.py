@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
-from sweeper.config import Policy, Quota, RetryConfig, ThrottleConfig
+from sweeper.config import LimitConfig, Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
     GATE_READ_LEAD_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
@@ -1111,6 +1111,238 @@ def test_a_look_that_finds_the_gate_closed_drops_the_banked_slots(ledger: Ledger
     assert limiter.state_reads == 1
     assert limiter.reserved == 2
     assert len(response["batchItemFailures"]) == 2
+
+
+@dataclass
+class GatesLimiter:
+    """Grants each scope's blocks `first_after[scope]` from now and `spacing[scope]` apart,
+    unless its gate is closed (from `closes_at[scope]` for five seconds); reads several gates
+    in one request (a GateReader), leaving out those `unread`. Records the scopes of each read
+    (one request each) and of each reservation."""
+
+    time: FakeTime
+    first_after: dict[str, float]
+    spacing: dict[str, float]
+    closes_at: dict[str, float] = field(default_factory=dict)
+    unread: set[str] = field(default_factory=set)
+    reads: list[list[str]] = field(default_factory=list)
+    reserved: list[str] = field(default_factory=list)
+
+    def _closed_until(self, scope: str) -> float | None:
+        at = self.closes_at.get(scope)
+        return at + 5.0 if at is not None and self.time.now >= at else None
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+        *,
+        slack: float = 0.0,
+    ) -> Grant | Denial:
+        self.reserved.append(scope)
+        closed = self._closed_until(scope)
+        if closed is not None:
+            return Denial(closed, "throttled")
+        return Grant(self.time.now + self.first_after[scope], count, self.spacing[scope])
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        raise AssertionError("no call here draws a 429")
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
+
+    def _state(self, scope: str) -> ScopeState:
+        closed = self._closed_until(scope)
+        return ScopeState(scope, None, closed, None if closed is None else "throttled", None)
+
+    def state(self, scope: str) -> ScopeState:
+        self.reads.append([scope])
+        return self._state(scope)
+
+    def states(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
+        self.reads.append(list(scopes))
+        return {scope: self._state(scope) for scope in scopes if scope not in self.unread}
+
+
+def two_scopes_one_look_apart(
+    ledger: Ledger, *, second_slot: float = 1.5, **kw: Any
+) -> tuple[Any, Calls, GatesLimiter, list[str]]:
+    """Three records, of scope-0, scope-1 and scope-0, handled one after another: the first
+    reserves a block of two slots of scope-0, at once and `second_slot` later (banked); the
+    second's slot, of scope-1, is 1.48 s away, so it looks at the gate the read lead before it
+    (1.43 s), when the banked slot of scope-0 (1.5 s) is within the lead after that look.
+    Returns the batch's response, its calls, the limiter and the records' operation keys."""
+    batch = OneScopeBatch.of(ledger, 3, scopes=2)
+    assert [body.scope for body in batch.bodies] == ["scope-0", "scope-1", "scope-0"]
+    calls = Calls(batch.clock)
+    limiter = GatesLimiter(
+        batch.clock,
+        first_after={"scope-0": 0.0, "scope-1": 1.48},
+        spacing={"scope-0": second_slot, "scope-1": 0.01},
+        **kw,
+    )
+    response = batch.run(calls, limiter, OneByOne(3))
+    return response, calls, limiter, [body.key for body in batch.bodies]
+
+
+def test_a_look_for_one_scope_covers_another_scopes_slot_within_the_lead(ledger: Ledger) -> None:
+    # When the three records are handled
+    response, calls, limiter, _ = two_scopes_one_look_apart(ledger)
+    # Then the second record's look read both gates in one request, and the third record
+    # called on its banked slot without a read of its own
+    assert response == {"batchItemFailures": []}
+    assert limiter.reads == [["scope-1", "scope-0"]]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.5)]
+    assert 1.5 - (1.48 - GATE_READ_LEAD_SECONDS) <= GATE_RECHECK_LEAD_SECONDS
+
+
+def test_a_scope_another_records_look_found_closed_is_not_called_and_waits_for_the_reopening(
+    ledger: Ledger,
+) -> None:
+    # Given scope-0's gate closed a second in, for five seconds (until 6.0 s)
+    response, calls, limiter, keys = two_scopes_one_look_apart(
+        ledger, closes_at={"scope-0": START + 1.0}
+    )
+    # Then the look that found it closed dropped its banked slot: the third record asked the
+    # limiter, was refused, and went back until the reopening, uncalled
+    assert limiter.reads == [["scope-1", "scope-0"]]
+    assert limiter.reserved == ["scope-0", "scope-1", "scope-0"]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48)]
+    assert [failure["itemIdentifier"] for failure in response["batchItemFailures"]] == ["m-2"]
+    waiting = ledger.get(keys[2])
+    assert waiting is not None
+    # (visible again the whole seconds of the wait rounded down, as any deferral)
+    assert waiting.next_attempt_at.timestamp() > START + 6.0 - 1.0
+
+
+def test_a_scope_whose_slot_is_beyond_the_lead_after_a_look_is_not_read_by_it(
+    ledger: Ledger,
+) -> None:
+    # Given scope-0's banked slot at 1.6 s, further than the lead after the look at 1.43 s
+    response, calls, limiter, _ = two_scopes_one_look_apart(ledger, second_slot=1.6)
+    # Then that look read its own gate alone, and the third record looked itself before 1.6 s
+    assert response == {"batchItemFailures": []}
+    assert limiter.reads == [["scope-1"], ["scope-0"]]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.6)]
+
+
+def test_a_gate_a_batch_read_left_unread_is_looked_at_by_its_own_record(ledger: Ledger) -> None:
+    # Given a limiter that leaves scope-0's key unread (DynamoDB's UnprocessedKeys)
+    response, calls, limiter, _ = two_scopes_one_look_apart(ledger, unread={"scope-0"})
+    # Then scope-0 was not taken for open: its record read its gate itself
+    assert response == {"batchItemFailures": []}
+    assert limiter.reads == [["scope-1", "scope-0"], ["scope-0"]]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.5)]
+
+
+def test_a_look_whose_own_gate_was_left_unread_reads_it_alone(ledger: Ledger) -> None:
+    # Given a limiter that leaves scope-1's key unread, the scope of the record looking
+    response, calls, limiter, _ = two_scopes_one_look_apart(ledger, unread={"scope-1"})
+    # Then that record reads its own gate again, alone; scope-0's read still serves the third
+    assert response == {"batchItemFailures": []}
+    assert limiter.reads == [["scope-1", "scope-0"], ["scope-1"]]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.5)]
+
+
+@dataclass
+class TwoLimitsLimiter:
+    """Grants each limit's slot `after` seconds from now (or at `not_before`, if later); each
+    key's gate closed until `closed[key]`; reads several gates in one request (a GateReader),
+    leaving out those `unread`, and records the keys of each read (one request each)."""
+
+    time: FakeTime
+    after: float = 1.5
+    closed: dict[str, float] = field(default_factory=dict)
+    unread: set[str] = field(default_factory=set)
+    reads: list[list[str]] = field(default_factory=list)
+    lead: float = 0.0
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+        not_before: float | None = None,
+        slack: float = 0.0,
+    ) -> Grant | Denial:
+        return Grant(max(self.time.now + self.after, not_before or 0.0))
+
+    def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
+        return False
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        raise AssertionError("no call here draws a 429")
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
+
+    def _state(self, key: str) -> ScopeState:
+        until = self.closed.get(key)
+        return ScopeState(key, None, until, None if until is None else "throttled", None)
+
+    def state(self, scope: str) -> ScopeState:
+        self.reads.append([scope])
+        return self._state(scope)
+
+    def states(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
+        self.reads.append(list(scopes))
+        return {key: self._state(key) for key in scopes if key not in self.unread}
+
+
+def two_limits_far_call(rig: Rig, **kw: Any) -> tuple[bool, TwoLimitsLimiter]:
+    """The rig's job under a store limit (its scope) and an app limit, both slots 1.5 s away:
+    the gates are read again the read lead before them. Whether it went back, and the limiter."""
+    rig.policy = Policy(
+        name="exports",
+        limits=[
+            LimitConfig(
+                name="store", key="{policy}:{tenant_id}", rate=Quota(limit=2, period_seconds=1)
+            ),
+            LimitConfig(name="app", key="app", rate=Quota(limit=4, period_seconds=1)),
+        ],
+        throttle=ThrottleConfig(max_wait_seconds=2.0, reopen_jitter_seconds=0.5),
+    )
+    limiter = TwoLimitsLimiter(rig.time, **kw)
+    rig.limiter = limiter  # type: ignore[assignment]
+    return rig.deliver(), limiter
+
+
+APP_KEY = "app:app"  # the app limit's limiter key: its name and its (constant) key
+
+
+def test_a_far_call_under_two_limits_reads_both_gates_in_one_request(rig: Rig) -> None:
+    # When the job is delivered, both gates open
+    went_back, limiter = two_limits_far_call(rig)
+    # Then one read looked at both, and the call went at its slots
+    assert not went_back
+    assert limiter.reads == [["scope-a", APP_KEY]]
+    assert rig.calls.sent_at == [pytest.approx(START + 1.5)]
+
+
+def test_a_far_call_whose_wider_limit_closed_is_not_made_and_waits_for_the_reopening(
+    rig: Rig,
+) -> None:
+    # Given the app limit's gate closed until 6 s
+    went_back, limiter = two_limits_far_call(rig, closed={APP_KEY: START + 6.0})
+    # Then the one read found it closed: no call, and the job is back by the reopening
+    assert went_back
+    assert rig.calls.sent_at == []
+    assert limiter.reads == [["scope-a", APP_KEY]]
+    assert rig.job().next_attempt_at.timestamp() > START + 6.0 - 1.0
+
+
+def test_a_limits_gate_a_batch_read_left_unread_is_read_alone(rig: Rig) -> None:
+    # Given the app limit's gate closed, and its key left unread by the batch read
+    went_back, limiter = two_limits_far_call(rig, unread={APP_KEY}, closed={APP_KEY: START + 6.0})
+    # Then it was read alone, found closed, and no call was made
+    assert went_back
+    assert rig.calls.sent_at == []
+    assert limiter.reads == [["scope-a", APP_KEY], [APP_KEY]]
 
 
 @dataclass

@@ -267,6 +267,54 @@ def test_the_state_reads_back_what_reservations_and_closures_wrote(
     assert abs(int(item["expires_at"]["N"]) - (until + ITEM_TTL_SECONDS)) <= 1
 
 
+def test_the_states_of_several_scopes_are_read_in_one_request_as_state_reads_each(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope with a slot taken, one closed, and one never used
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    limiter.reserve("open", 0.5, horizon=1)
+    limiter.close("shut", time.time() + 5, "throttled")
+    one_by_one = {scope: limiter.state(scope) for scope in ("open", "shut", "fresh")}
+    reads = limiter.reads
+    # When the three are read together
+    together = limiter.states(["open", "shut", "fresh"])
+    # Then it is one request, and each state is what a read of its own says
+    assert limiter.reads == reads + 1
+    assert together == one_by_one
+    assert together["fresh"] == ScopeState("fresh", None, None, None, None)
+    assert limiter.states([]) == {}
+    assert limiter.reads == reads + 1  # nothing to read, no request
+
+
+class LeavesKeysUnprocessed:
+    """A DynamoDB client whose BatchGetItem answers leave the keys of `unprocessed` scopes
+    unread, as DynamoDB does when a table's throughput is exceeded."""
+
+    def __init__(self, client: Any, unprocessed: set[str]) -> None:
+        self._client = client
+        self._unprocessed = {f"scope#{scope}" for scope in unprocessed}
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+        ((table, spec),) = RequestItems.items()
+        keys = [key for key in spec["Keys"] if key["pk"]["S"] not in self._unprocessed]
+        left = [key for key in spec["Keys"] if key["pk"]["S"] in self._unprocessed]
+        answer = dict(self._client.batch_get_item(RequestItems={table: {**spec, "Keys": keys}}))
+        answer["UnprocessedKeys"] = {table: {**spec, "Keys": left}} if left else {}
+        return answer
+
+
+def test_a_scope_left_unprocessed_by_a_batch_read_is_missing_from_its_answer_not_open(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given two scopes never used (both open), one of which DynamoDB leaves unread
+    client = LeavesKeysUnprocessed(local_aws.dynamodb(), {"unread"})
+    limiter = DynamoLimiter(client, table)  # type: ignore[arg-type]
+    # When both are read together
+    states = limiter.states(["read", "unread"])
+    # Then only the one read is answered for: the other is not taken for an open gate
+    assert states == {"read": ScopeState("read", None, None, None, None)}
+
+
 def test_a_bare_throttle_backs_off_while_refused_at_each_reopening_and_recovers_after(
     local_aws: LocalAws, table: str
 ) -> None:

@@ -612,6 +612,18 @@ def test_every_request_is_counted_by_service_and_operation(unique_name: str) -> 
     assert counts == {"sqs:CreateQueue": 1, "dynamodb:ListTables": 2}
 
 
+def test_the_keys_a_batch_get_read_are_counted_beside_it(unique_name: str) -> None:
+    with LocalAws(lite=True) as aws:
+        dynamodb = aws.dynamodb()
+        table = _table(dynamodb, unique_name)
+        for keys in (3, 2):
+            wanted = [{"pk": {"S": f"k{i}"}} for i in range(keys)]
+            dynamodb.batch_get_item(RequestItems={table: {"Keys": wanted, "ConsistentRead": True}})
+        counts = aws.requests()
+    assert counts["dynamodb:BatchGetItem"] == 2  # requests
+    assert counts[f"dynamodb:BatchGetItem{lite_aws.KEYS_READ}"] == 5  # what AWS bills
+
+
 def test_failed_conditional_checks_are_counted_beside_their_operation(unique_name: str) -> None:
     with LocalAws(lite=True) as aws:
         dynamodb = aws.dynamodb()
@@ -696,6 +708,64 @@ def test_get_and_delete_item_keep_dynamodb_semantics(
     dynamodb.delete_item(TableName=table, Key=key)
     dynamodb.delete_item(TableName=table, Key=key)
     assert "Item" not in dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)
+
+
+def test_a_batch_get_reads_each_key_consistently_and_leaves_out_those_without_an_item(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    # Given two limiter items of three scopes (the third never used)
+    table = _table(dynamodb, unique_name)
+    for name, closed in (("a", 10), ("b", 500)):
+        dynamodb.put_item(
+            TableName=table,
+            Item={
+                "pk": {"S": f"scope#{name}"},
+                "closed_until": {"N": str(closed)},
+                "x": {"N": "1"},
+            },
+        )
+    keys = [{"pk": {"S": f"scope#{name}"}} for name in ("a", "b", "c")]
+    # When the three are read in one request, with and without a projection
+    whole = dynamodb.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True}})
+    projected = dynamodb.batch_get_item(
+        RequestItems={
+            table: {
+                "Keys": keys,
+                "ConsistentRead": True,
+                "ProjectionExpression": "#pk, #until",
+                "ExpressionAttributeNames": {"#pk": "pk", "#until": "closed_until"},
+            }
+        }
+    )
+
+    # Then each item there is returned once (in no particular order), the unused scope not at
+    # all, and no key is left unprocessed
+    def by_key(answer: Any) -> dict[str, Any]:
+        assert not answer.get("UnprocessedKeys")
+        return {item["pk"]["S"]: item for item in answer["Responses"][table]}
+
+    assert by_key(whole) == {
+        "scope#a": {"pk": {"S": "scope#a"}, "closed_until": {"N": "10"}, "x": {"N": "1"}},
+        "scope#b": {"pk": {"S": "scope#b"}, "closed_until": {"N": "500"}, "x": {"N": "1"}},
+    }
+    assert by_key(projected) == {
+        "scope#a": {"pk": {"S": "scope#a"}, "closed_until": {"N": "10"}},
+        "scope#b": {"pk": {"S": "scope#b"}, "closed_until": {"N": "500"}},
+    }
+
+
+def test_a_batch_get_refuses_a_key_twice_and_more_than_a_hundred_keys(
+    dynamodb: DynamoDBClient, unique_name: str
+) -> None:
+    table = _table(dynamodb, unique_name)
+    twice = [{"pk": {"S": "scope#a"}}] * 2
+    with pytest.raises(ClientError) as duplicates:
+        dynamodb.batch_get_item(RequestItems={table: {"Keys": twice}})
+    assert _code(duplicates) == "ValidationException"
+    many = [{"pk": {"S": f"scope#{i}"}} for i in range(lite_aws.DYNAMODB_MAX_BATCH_GET + 1)]
+    with pytest.raises(ClientError) as too_many:
+        dynamodb.batch_get_item(RequestItems={table: {"Keys": many}})
+    assert _code(too_many) == "ValidationException"
 
 
 def test_tables_are_listed_and_take_a_time_to_live(

@@ -32,7 +32,7 @@ from sweeper.consumer import (
     ParallelBatchProcessor,
 )
 from sweeper.consumer import slots as slots_module
-from sweeper.limiter import Adaptive, Denial, Grant
+from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
 from sweeper.observability import Metric
 
 INTERVAL = 0.01
@@ -367,6 +367,112 @@ def test_a_closure_takes_back_every_look_at_an_open_gate() -> None:
     assert not slots.covers("s", NOW)
     slots.saw_open("s", NOW + 2.0)  # a look after the closure counts again
     assert slots.covers("s", NOW + 2.0)
+
+
+# -- one look at the gates of several scopes ----------------------------------------------------
+
+
+OPEN = None  # a gate's closed_until when open
+
+
+def gate(scope: str, closed_until: float | None = OPEN) -> ScopeState:
+    return ScopeState(
+        scope, None, closed_until, None if closed_until is None else "throttled", None
+    )
+
+
+def slots_for_a_look() -> tuple[BatchSlots, list[float]]:
+    """A batch whose scopes, reserved a second before NOW (no look since), have slots from
+    NOW: `held` a thread's at NOW + 0.08; `banked` the first held at NOW + 0.05, the second
+    banked at NOW + 0.09; `far` at NOW + 0.15, past a look at NOW's lead; `seen` at NOW + 0.09,
+    covered by a look just before NOW; and `asker`, the scope of the thread about to look."""
+    clock = [NOW - 1.0]
+    limiter = RecordingLimiter(
+        starts={
+            "held": (0.08, 0.0),
+            "banked": (0.05, 0.04),
+            "far": (0.15, 0.0),
+            "seen": (0.09, 0.0),
+        }
+    )
+    pending = {"asker": 1, "held": 1, "banked": 2, "far": 1, "seen": 1}
+    slots = BatchSlots(limiter, 10, pending, lambda: clock[0], Sink())  # type: ignore[arg-type]
+    for scope in ("held", "banked", "far", "seen"):
+        slots.reserve(scope, INTERVAL, 60, object())
+    clock[0] = NOW
+    slots.saw_open("seen", NOW - 0.005)
+    return slots, clock
+
+
+def test_a_look_reads_the_gates_of_the_scopes_whose_slots_it_will_cover() -> None:
+    slots, _ = slots_for_a_look()
+    # When the asker's thread looks at NOW
+    look = slots.gates_to_read("asker", NOW, most=100)
+    # Then it reads its own gate first, then those of the scopes with a slot held or banked
+    # within the lead after NOW, the earliest first, not those covered or beyond the lead
+    assert look.scopes == ["asker", "banked", "held"]
+    assert look.at == NOW
+
+
+def test_a_look_reads_at_most_as_many_gates_as_its_limiter_takes_at_once() -> None:
+    slots, _ = slots_for_a_look()
+    assert slots.gates_to_read("asker", NOW, most=2).scopes == ["asker", "banked"]
+    assert slots.gates_to_read("asker", NOW).scopes == ["asker"]  # one gate a read
+
+
+def test_a_slot_past_use_needs_no_look() -> None:
+    # Given the batch above, a second later
+    slots, clock = slots_for_a_look()
+    clock[0] = NOW + 1.0
+    # Then a look then reads none of the slots of the past (the banked one let go, late)
+    assert slots.gates_to_read("asker", NOW + 1.0, most=100).scopes == ["asker"]
+
+
+def test_a_look_covers_each_scope_it_read_open_as_of_when_it_was_asked() -> None:
+    slots, _ = slots_for_a_look()
+    look = slots.gates_to_read("asker", NOW, most=100)
+    # When every gate read is open
+    slots.looked(look, {scope: gate(scope) for scope in look.scopes}, NOW + 0.01)
+    # Then the slots of each are covered up to the lead after NOW, whichever thread has them
+    for scope, slot in (("asker", NOW + 0.05), ("banked", NOW + 0.09), ("held", NOW + 0.08)):
+        assert slots.covers(scope, slot)
+    assert not slots.covers("banked", NOW + GATE_RECHECK_LEAD_SECONDS + 0.001)
+    assert not slots.covers("far", NOW + 0.15)  # not read: it looks itself
+
+
+def test_a_scope_a_look_found_closed_loses_its_banked_slots_and_every_earlier_look() -> None:
+    slots, _ = slots_for_a_look()
+    look = slots.gates_to_read("asker", NOW, most=100)
+    slots.saw_open("held", NOW - 0.5)  # an older look
+    # When the look finds `banked` and `held` closed
+    closed = {"banked": gate("banked", NOW + 5.0), "held": gate("held", NOW + 5.0)}
+    slots.looked(look, {"asker": gate("asker"), **closed}, NOW + 0.01)
+    # Then no thread takes a banked slot of `banked`, nor calls on an earlier look at either
+    assert slots.offer(always) is None
+    assert not slots.covers("held", NOW - 0.5)
+    assert not slots.covers("banked", NOW + 0.09)
+    assert slots.covers("asker", NOW + 0.05)
+
+
+def test_a_scope_left_unread_by_a_look_is_not_covered_by_it() -> None:
+    slots, _ = slots_for_a_look()
+    look = slots.gates_to_read("asker", NOW, most=100)
+    # When the answer leaves `held` out (DynamoDB's UnprocessedKeys)
+    slots.looked(look, {"asker": gate("asker"), "banked": gate("banked")}, NOW + 0.01)
+    # Then its thread is not covered: it looks itself
+    assert not slots.covers("held", NOW + 0.08)
+    assert slots.covers("banked", NOW + 0.09)
+
+
+def test_a_scope_closed_by_the_batch_while_a_look_was_out_is_not_covered_by_it() -> None:
+    slots, _ = slots_for_a_look()
+    look = slots.gates_to_read("asker", NOW, most=100)
+    # When a call of `held` draws a 429 while the read is out, which DynamoDB answered before
+    slots.forget("held")
+    slots.looked(look, {scope: gate(scope) for scope in look.scopes}, NOW + 0.01)
+    # Then the open gate the read saw does not count for `held`, and does for the others
+    assert not slots.covers("held", NOW + 0.08)
+    assert slots.covers("banked", NOW + 0.09)
 
 
 # -- banked slots offered to free threads (BankedFirst) ------------------------------------------

@@ -65,6 +65,28 @@ def test_requests_per_job_and_cost_come_from_the_counted_requests() -> None:
     )
 
 
+def test_a_batch_get_is_one_read_request_billed_one_read_unit_per_key() -> None:
+    # Given 100 settled jobs whose gates were read by 10 GetItems and 20 BatchGetItems of 50 keys
+    requests = {
+        "dynamodb:GetItem": 10,
+        "dynamodb:BatchGetItem": 20,
+        "dynamodb:BatchGetItem:keys": 50,
+        "dynamodb:UpdateItem": 100,
+    }
+    # When the figures are computed
+    figures = _costs(
+        requests, settled=100, consumer_invocations=1, consumer_seconds=1.0, producer_runs=1
+    )
+    # Then 30 read requests, billed as 60 read units
+    assert figures["dynamodb_reads_per_job"] == 0.3
+    assert figures["dynamodb_read_units_per_job"] == 0.6
+    assert figures["aws_requests_per_job"]["dynamodb"] == 1.3
+    prices = Prices()
+    assert figures["cost_per_million_jobs_usd"]["dynamodb"] == pytest.approx(
+        round(1.0 * prices.dynamodb_per_million_writes + 0.6 * prices.dynamodb_per_million_reads, 2)
+    )
+
+
 def test_a_scenario_counts_only_its_own_requests() -> None:
     before = {"sqs:CreateQueue": 2, "dynamodb:PutItem": 10}
     after = {"sqs:CreateQueue": 2, "dynamodb:PutItem": 15, "sqs:ReceiveMessage": 3}

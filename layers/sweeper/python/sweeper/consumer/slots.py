@@ -5,10 +5,11 @@ reserves a block of slots for a scope in one DynamoDB write and hands them out o
 sized by the batch's free threads (BLOCK_SHARE_OF_THREADS) and a span (BLOCK_SPAN_SECONDS);
 it also keeps, per scope, the batch's last look at an open gate, so a call is sent at most
 GATE_RECHECK_LEAD_SECONDS (plus the late-slot tolerance) after it: a closure takes back every
-banked slot and every earlier look. A rate with a slack (`quota.slack_seconds`) lets a banked
-slot be used up to the slack after its time, so a call that waited for a concurrency lease
-takes one at once instead of reserving its own. Shared by the batch's threads, never locked
-across a write.
+banked slot and every earlier look. A look reads, in the same request, the gates of the batch's
+other scopes with a slot it will cover (`gates_to_read`, `looked`). A rate with a slack
+(`quota.slack_seconds`) lets a banked slot be used up to the slack after its time, so a call
+that waited for a concurrency lease takes one at once instead of reserving its own. Shared by
+the batch's threads, never locked across a write.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
-from sweeper.limiter import Adaptive, Denial, Grant, Limiter
+from sweeper.limiter import Adaptive, Denial, Grant, Limiter, ScopeState
 from sweeper.limiter.paired import PairedSource, Want
 from sweeper.observability import Metric, MetricSink
 
@@ -54,6 +55,19 @@ LEASE_POLL_SECONDS = 0.05
 #: its own calls hand theirs on as they end, and a lease freed elsewhere is found sooner by a
 #: batch holding none, which looks every LEASE_POLL_SECONDS.
 LEASE_POLL_HOLDING_SECONDS = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class GateLook:
+    """A look at the gates of some of a batch's scopes, asked at `at`: the scopes to read (the
+    asking call's first) and, for each, how many closures the batch had seen of it then."""
+
+    at: float
+    closures: Mapping[str, int]
+
+    @property
+    def scopes(self) -> list[str]:
+        return list(self.closures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +138,8 @@ class BatchSlots:
         self._banked: dict[str, deque[float]] = {}
         self._open_at: dict[str, float] = {}  # per scope: the latest look that saw it open
         self._calling = 0  # threads between their slot and their outcome
-        self._holding: dict[object, str] = {}  # record -> scope: a slot granted, not yet come
+        # record -> (scope, slot time): a slot granted, not yet called on
+        self._holding: dict[object, tuple[str, float]] = {}
         self.used = 0  # slots taken and called in (a slot let go unused does not count)
         self._lock = threading.Lock()  # the state above; never held across a network call
         self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
@@ -162,7 +177,7 @@ class BatchSlots:
                 self._holding.pop(holder, None)  # asking again: a slot it held was let go
                 banked = self._take_banked(scope)
                 if banked is not None:
-                    self._holding[holder] = scope
+                    self._holding[holder] = (scope, banked)
                     return self._open_at[scope], Grant(banked)
                 if paired is not None:
                     wants, most = self._paired_block(scope, interval, paired)
@@ -179,7 +194,7 @@ class BatchSlots:
             if not isinstance(decision, Grant):
                 return requested, decision
             with self._lock:
-                self._holding[holder] = scope
+                self._holding[holder] = (scope, decision.slot_at)
                 # A look at an open gate, and banked, only if the gate did not close during the
                 # write (see `forget`).
                 if self._closures[scope] == closed_before:
@@ -197,7 +212,7 @@ class BatchSlots:
         batch not yet holding or banked one, the asking scope first, and how many at most (as
         `_block_size`, counted in the wide limit's spacing, over every scope's records)."""
         step = max(1, round(interval * 1_000_000))
-        holding = Counter(self._holding.values())
+        holding = Counter(held for held, _ in self._holding.values())
 
         def wanted(key: str) -> int:
             banked = len(self._banked.get(key, ()))
@@ -239,7 +254,7 @@ class BatchSlots:
                     self._banked.setdefault(key, deque()).extend(slots)
             if not mine:
                 return requested, denial or Denial(requested, "rate")
-            self._holding[holder] = scope
+            self._holding[holder] = (scope, mine[0])
             if still_open and self._closures[scope] == closures[scope]:
                 self._saw_open(scope, requested)
                 self._banked.setdefault(scope, deque()).extend(mine[1:])
@@ -373,8 +388,56 @@ class BatchSlots:
         reservation, by any of its threads) is recent enough for a call sent at `send_at` (its
         slot's time, or later within the slack)."""
         with self._lock:
-            seen = self._open_at.get(scope)
+            return self._covers(scope, send_at)
+
+    def _covers(self, scope: str, send_at: float) -> bool:
+        seen = self._open_at.get(scope)
         return seen is not None and send_at - seen <= GATE_RECHECK_LEAD_SECONDS
+
+    def gates_to_read(self, scope: str, at: float, most: int = 1) -> GateLook:
+        """What a look at the gate of `scope`, asked at `at`, reads: that gate, and (up to
+        `most` gates in all) the gate of each other scope with a slot of the batch that the
+        look will cover and no earlier look does: banked, or held by a thread and not yet
+        called on, its time at most GATE_RECHECK_LEAD_SECONDS after `at` and not past use.
+
+        At 10/s a scope's slots are 0.1 s apart and a batch calls each scope seldom, so a look
+        serves few calls of its own scope; within any 0.1 s, though, the batch has calls of
+        other scopes coming, whose threads then find them covered and read nothing. The
+        earliest slots first when there are more than `most`.
+        """
+        with self._lock:
+            closures = {scope: self._closures[scope]}
+            if most > 1:
+                reach = at + GATE_RECHECK_LEAD_SECONDS
+                since = self._now() - self.usable_for
+                due: dict[str, tuple[float, float]] = {}  # scope -> its first and last slot
+                slots = [(key, t) for key in list(self._banked) for t in self._live_bank(key)]
+                slots += self._holding.values()
+                for key, t in slots:
+                    if key != scope and since <= t <= reach:
+                        first, last = due.get(key, (t, t))
+                        due[key] = (min(first, t), max(last, t))
+                for key, (_, last) in sorted(due.items(), key=lambda kv: kv[1]):
+                    if len(closures) >= most:
+                        break
+                    if not self._covers(key, last):
+                        closures[key] = self._closures[key]
+            return GateLook(at, closures)
+
+    def looked(self, look: GateLook, states: Mapping[str, ScopeState], now: float) -> None:
+        """What `look` found (`states`, answered by `now`): a scope read closed is forgotten
+        (`forget`: its banked slots, the batch's earlier looks; a thread holding its slot is
+        no longer covered, looks itself and goes back); a scope read open is seen open as of
+        when the look was asked, unless the batch saw it close meanwhile. A scope left unread
+        (missing from `states`) is neither: its threads look themselves."""
+        with self._lock:
+            for scope, state in states.items():
+                if scope not in look.closures:
+                    continue
+                if state.closed(now):
+                    self._forget(scope)
+                elif self._closures[scope] == look.closures[scope]:
+                    self._saw_open(scope, look.at)
 
     def saw_open(self, scope: str, at: float) -> None:
         """A gate read asked at `at` found `scope` open."""
@@ -472,11 +535,14 @@ class BatchSlots:
         """The gate of `scope` closed: banked slots are not used, and no earlier look at it
         counts as open."""
         with self._lock:
-            self._closures[scope] += 1
-            if self.paired is not None and scope == self.paired.wide:
-                # the wide limit closed: no slot of any scope is used, no look counts as open
-                self._banked.clear()
-                self._open_at.clear()
-                return
-            self._banked.pop(scope, None)
-            self._open_at.pop(scope, None)
+            self._forget(scope)
+
+    def _forget(self, scope: str) -> None:
+        self._closures[scope] += 1
+        if self.paired is not None and scope == self.paired.wide:
+            # the wide limit closed: no slot of any scope is used, no look counts as open
+            self._banked.clear()
+            self._open_at.clear()
+            return
+        self._banked.pop(scope, None)
+        self._open_at.pop(scope, None)

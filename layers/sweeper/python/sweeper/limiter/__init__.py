@@ -1,17 +1,26 @@
 """The rate cap shared by every consumer, and the throttle gate, per limiter scope.
 
 A small package, split as Powertools splits a utility: `base` holds what every limiter speaks
-(`Grant`, `Denial`, `ScopeState` and the `Limiter` protocol), `dynamodb` the production limiter
-(one DynamoDB item per scope: its slots, its gate, its adaptive rate) and the producer's read of
-the closed gates, `baselines` the rate benchmark's two stand-ins, and `backoff` the throttle and
-retry delays. The arithmetic of the rate for a quota not known lives a floor below, in
-`sweeper.adaptive_rate`, which the policy models import too. This facade re-exports their public
-names (`Adaptive` included), so callers import from `sweeper.limiter` and not from a module.
+(`Grant`, `Denial`, `ScopeState`, the `Limiter` protocol, and `GateReader` for a limiter reading
+several gates at once), `dynamodb` the production limiter (one DynamoDB item per scope: its
+slots, its gate, its adaptive rate) and the producer's read of the closed gates, `baselines`
+the rate benchmark's two stand-ins, and `backoff` the throttle and retry delays. The
+arithmetic of the rate for a quota not known lives a floor below, in `sweeper.adaptive_rate`,
+which the policy models import too. This facade re-exports their public names (`Adaptive`
+included), so callers import from `sweeper.limiter` and not from a module.
 """
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.backoff import MIN_RECOVERY_SECONDS, close_delay, recovery_seconds, retry_delay
-from sweeper.limiter.base import Denial, Grant, Limiter, Reason, ScopeState
+from sweeper.limiter.base import (
+    MAX_GATES_PER_READ,
+    Denial,
+    GateReader,
+    Grant,
+    Limiter,
+    Reason,
+    ScopeState,
+)
 from sweeper.limiter.baselines import NoLimiter, PerWorkerLimiter
 from sweeper.limiter.dynamodb import (
     FIRST_LEAD_SECONDS,
@@ -30,6 +39,7 @@ __all__ = [
     "FIRST_LEAD_SECONDS",
     "ITEM_TTL_SECONDS",
     "LEAD_SAMPLES",
+    "MAX_GATES_PER_READ",
     "MAX_LEAD_SECONDS",
     "MAX_RACES",
     "MILLI",
@@ -38,6 +48,7 @@ __all__ = [
     "Adaptive",
     "Denial",
     "DynamoLimiter",
+    "GateReader",
     "Grant",
     "Limiter",
     "NoLimiter",

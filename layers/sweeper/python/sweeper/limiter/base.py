@@ -5,13 +5,16 @@ Before it calls the vendor a consumer asks a limiter for slots of a scope and ge
 a vendor's throttle, an auth failure); `ScopeState` is what a limiter tells of a scope (its next
 slot, its gate's closure). The protocol has three implementations: the shared DynamoDB limiter
 (`dynamodb.py`, production) and the benchmark's two baselines (`baselines.py`); the consumer,
-the redrive and the operator commands know only these types.
+the redrive and the operator commands know only these types. A limiter that can read several
+gates in one request is also a `GateReader` (the DynamoDB limiter); without it, the consumer
+reads them one at a time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from sweeper.adaptive_rate import Adaptive
 
@@ -75,3 +78,17 @@ class Limiter(Protocol):
     def cut(self, scope: str, adaptive: Adaptive) -> float: ...
 
     def state(self, scope: str) -> ScopeState: ...
+
+
+#: The most gates one `GateReader.states` request reads (DynamoDB's BatchGetItem takes 100 keys).
+MAX_GATES_PER_READ = 100
+
+
+@runtime_checkable
+class GateReader(Protocol):
+    """A limiter that reads the gates of several scopes in one request."""
+
+    def states(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
+        """The state of each of `scopes` (at most MAX_GATES_PER_READ), read consistently; a
+        scope the store left unread is missing from the answer, never reported open."""
+        ...

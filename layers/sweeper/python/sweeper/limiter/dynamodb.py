@@ -17,7 +17,9 @@ One DynamoDB item per scope holds the whole of its state:
 Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
 from idle to busy, no reads; a consumer whose slot is far from its batch's last look at an open
 gate reads the gate once more (1 RCU: strongly consistent, under 4 KB) before calling, and one
-such look serves the batch's next slots of the scope that follow within the re-check lead.
+such look serves the batch's next slots of the scope that follow within the re-check lead; it
+reads in the same request (`states`, one BatchGetItem, 1 RCU per scope) the gates of the
+batch's other scopes whose slots come within that lead.
 One write may reserve `count` consecutive slots (`tat += count * interval`): each slot keeps
 its own exact time, so the spacing, and the bound above, are those of single reservations; a
 batch calling several records at once takes them in one write.
@@ -44,7 +46,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +54,7 @@ from botocore.exceptions import ClientError
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import LimiterError
-from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
+from sweeper.limiter.base import MAX_GATES_PER_READ, Denial, Grant, Reason, ScopeState
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.paired import (
     CLOSED_PREFIX,
@@ -668,13 +670,52 @@ class DynamoLimiter:
         return item
 
     def state(self, scope: str) -> ScopeState:
-        item = self._read_item(scope)
+        return _scope_state(scope, self._read_item(scope))
 
-        def num(name: str) -> float | None:
-            return int(item[name]["N"]) / US if name in item else None
+    def states(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
+        """The state of each of `scopes` in one strongly consistent BatchGetItem (each item
+        under 4 KB: one read unit per scope, as many as GetItems would cost, in one round trip).
 
-        reason = item.get("reason", {}).get("S")
-        return ScopeState(scope, num("tat"), num("closed_until"), reason, num("last_close_us"))
+        A key DynamoDB returns unprocessed (its table's throughput exceeded, or the answer's
+        16 MB) is left out of the answer: not read, so never taken for an open gate; the caller
+        reads it on its own if it must. A scope with no item yet is open, as `state` says.
+        """
+        wanted = list(dict.fromkeys(scopes))  # a key twice is refused by DynamoDB
+        if not wanted:
+            return {}
+        if len(wanted) > MAX_GATES_PER_READ:
+            raise LimiterError(f"at most {MAX_GATES_PER_READ} gates in one read")
+        self.reads += 1
+        try:
+            answer = self._client.batch_get_item(
+                RequestItems={
+                    self._table: {
+                        "Keys": [self._key(scope) for scope in wanted],
+                        "ConsistentRead": True,
+                    }
+                }
+            )
+        except ClientError as exc:
+            raise LimiterError(f"limiter read failed for {len(wanted)} scopes") from exc
+        unprocessed: dict[str, Any] = dict(answer.get("UnprocessedKeys", {}))
+        skipped = {key["pk"]["S"] for key in unprocessed.get(self._table, {}).get("Keys", [])}
+        responses: dict[str, Any] = dict(answer.get("Responses", {}))
+        items = {item["pk"]["S"]: item for item in responses.get(self._table, [])}
+        return {
+            scope: _scope_state(scope, items.get(f"scope#{scope}", {}))
+            for scope in wanted
+            if f"scope#{scope}" not in skipped
+        }
+
+
+def _scope_state(scope: str, item: dict[str, Any]) -> ScopeState:
+    """A scope's state as its item holds it ({}: no item yet, an open gate and no slot)."""
+
+    def num(name: str) -> float | None:
+        return int(item[name]["N"]) / US if name in item else None
+
+    reason = item.get("reason", {}).get("S")
+    return ScopeState(scope, num("tat"), num("closed_until"), reason, num("last_close_us"))
 
 
 def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:
