@@ -1247,6 +1247,171 @@ def test_a_look_whose_own_gate_was_left_unread_reads_it_alone(ledger: Ledger) ->
     assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.5)]
 
 
+APP_KEY = "app:app"  # the app limit's limiter key: its name and its (constant) key
+
+
+@dataclass
+class PairedGates:
+    """Two rate limits reserved in one write on the app's item (a PairedSource) on the fake
+    clock: each write gives every key it wants `first_after[key]` from now and `spacing[key]`
+    apart (at most `most` slots in all, the asking key's first), unless the app's gate or the
+    key's is closed (from `closes_at[key]`, APP_KEY's the app's, for five seconds), as the
+    app's item holds them. Records the keys of each read of that item (one request each) and
+    each write's asking key."""
+
+    time: FakeTime
+    first_after: dict[str, float]
+    spacing: dict[str, float]
+    closes_at: dict[str, float] = field(default_factory=dict)
+    reads: list[list[str]] = field(default_factory=list)
+    reserved: list[str] = field(default_factory=list)
+
+    def _closed_until(self, key: str) -> float | None:
+        at = self.closes_at.get(key)
+        return at + 5.0 if at is not None and self.time.now >= at else None
+
+    def reserve_paired(
+        self,
+        wide: str,
+        wide_interval: float,
+        wants: list[Any],
+        horizon: float,
+        span: float,
+        most: int,
+    ) -> tuple[dict[str, list[float]], Denial | None]:
+        assert wide == APP_KEY
+        self.reserved.append(wants[0].key)
+        closed = self._closed_until(wide) or self._closed_until(wants[0].key)
+        if closed is not None:
+            return {}, Denial(closed, "throttled")
+        by_key: dict[str, list[float]] = {}
+        for want in wants:
+            if self._closed_until(want.key) is None:
+                count = min(want.count, most - sum(map(len, by_key.values())))
+                first = self.time.now + self.first_after[want.key]
+                by_key[want.key] = [first + i * self.spacing[want.key] for i in range(count)]
+        return by_key, None
+
+    def close_narrow(self, wide: str, key: str, until: float) -> None:
+        raise AssertionError("no call here draws a 429")
+
+    def _state(self, key: str, wide: bool = False) -> ScopeState:
+        closed = self._closed_until(APP_KEY)
+        if not wide:
+            closed = max(closed or 0.0, self._closed_until(key) or 0.0) or None
+        return ScopeState(key, None, closed, None if closed is None else "throttled", None)
+
+    def paired_states(self, wide: str, keys: Sequence[str]) -> dict[str, ScopeState]:
+        self.reads.append(list(keys))
+        return {**{key: self._state(key) for key in keys}, wide: self._state(wide, wide=True)}
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Grant | Denial:
+        raise AssertionError("a paired batch reserves its scopes on the app's item")
+
+    def close(self, scope: str, until: float, reason: Any) -> float:
+        raise AssertionError("no call here draws a 429")
+
+    def cut(self, scope: str, adaptive: Adaptive) -> float:
+        raise AssertionError("a known quota is never cut")
+
+    def state(self, scope: str) -> ScopeState:
+        raise AssertionError("a paired call's gates are read on the app's item")
+
+
+def two_stores_one_paired_look_apart(
+    ledger: Ledger, *, second_slot: float = 1.5, **kw: Any
+) -> tuple[Any, Calls, PairedGates, list[str]]:
+    """As `two_scopes_one_look_apart`, the two scopes stores under an app limit whose key is
+    a constant (both reserved in one write on the app's item): the first record's write gives
+    scope-0 two slots (at once and `second_slot` later) and scope-1 one 1.48 s away; scope-1's
+    record looks at both gates, on the app's item, the read lead before its slot (1.43 s),
+    when scope-0's banked slot (1.5 s) is within the lead after that look."""
+    batch = OneScopeBatch.of(ledger, 3, scopes=2)
+    assert [body.scope for body in batch.bodies] == ["scope-0", "scope-1", "scope-0"]
+    batch.policy = Policy(
+        name="exports",
+        limits=[
+            LimitConfig(
+                name="store", key="{policy}:{tenant_id}", rate=Quota(limit=2, period_seconds=1)
+            ),
+            LimitConfig(name="app", key="app", rate=Quota(limit=100, period_seconds=1)),
+        ],
+        throttle=ThrottleConfig(max_wait_seconds=2.0),
+    )
+    calls = Calls(batch.clock)
+    limiter = PairedGates(
+        batch.clock,
+        first_after={"scope-0": 0.0, "scope-1": 1.48},
+        spacing={"scope-0": second_slot, "scope-1": 0.5},
+        **kw,
+    )
+    assert slots_module.PairedLimits.of(batch.policy, limiter) is not None
+    response = batch.run(calls, limiter, OneByOne(3))
+    return response, calls, limiter, [body.key for body in batch.bodies]
+
+
+def test_a_paired_look_for_one_store_covers_another_stores_slot_within_the_lead(
+    ledger: Ledger,
+) -> None:
+    # When the three records are handled
+    response, calls, limiter, _ = two_stores_one_paired_look_apart(ledger)
+    # Then one write reserved every slot, the second record's look read both stores' gates in
+    # its one read of the app's item, and the third called on its banked slot with no read
+    assert response == {"batchItemFailures": []}
+    assert limiter.reserved == ["scope-0"]
+    assert limiter.reads == [["scope-1", "scope-0"]]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.5)]
+
+
+def test_a_store_a_paired_look_found_closed_is_not_called_and_waits_for_the_reopening(
+    ledger: Ledger,
+) -> None:
+    # Given scope-0's closure, held on the app's item, from a second in until 6.0 s
+    response, calls, limiter, keys = two_stores_one_paired_look_apart(
+        ledger, closes_at={"scope-0": START + 1.0}
+    )
+    # Then scope-1's look found it closed and dropped its banked slot: the third record asked
+    # for a slot, was refused, and went back until the reopening, uncalled
+    assert limiter.reads == [["scope-1", "scope-0"]]
+    assert limiter.reserved == ["scope-0", "scope-0"]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48)]
+    assert [failure["itemIdentifier"] for failure in response["batchItemFailures"]] == ["m-2"]
+    waiting = ledger.get(keys[2])
+    assert waiting is not None
+    assert waiting.next_attempt_at.timestamp() > START + 6.0 - 1.0
+
+
+def test_a_paired_look_that_finds_the_app_closed_covers_no_store_and_nothing_is_called(
+    ledger: Ledger,
+) -> None:
+    # Given the app's gate closed from a second in until 6.0 s
+    response, calls, limiter, keys = two_stores_one_paired_look_apart(
+        ledger, closes_at={APP_KEY: START + 1.0}
+    )
+    # Then the one look found every store closed: neither the looking record nor the one
+    # whose banked slot it would have covered is called; both go back until the reopening
+    assert limiter.reads == [["scope-1", "scope-0"]]
+    assert limiter.reserved == ["scope-0", "scope-0"]
+    assert calls.sent_at == [pytest.approx(START)]
+    failed = [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
+    assert failed == ["m-1", "m-2"]
+    for key in keys[1:]:
+        waiting = ledger.get(key)
+        assert waiting is not None
+        assert waiting.next_attempt_at.timestamp() > START + 6.0 - 1.0
+
+
+def test_a_store_whose_slot_is_beyond_the_lead_after_a_paired_look_is_not_covered_by_it(
+    ledger: Ledger,
+) -> None:
+    # Given scope-0's banked slot at 1.6 s, further than the lead after the look at 1.43 s
+    response, calls, limiter, _ = two_stores_one_paired_look_apart(ledger, second_slot=1.6)
+    # Then that look covered its own store alone, and the third record looked itself
+    assert response == {"batchItemFailures": []}
+    assert limiter.reads == [["scope-1"], ["scope-0"]]
+    assert calls.sent_at == [pytest.approx(START + at) for at in (0.0, 1.48, 1.6)]
+
+
 @dataclass
 class TwoLimitsLimiter:
     """Grants each limit's slot `after` seconds from now (or at `not_before`, if later); each
@@ -1310,9 +1475,6 @@ def two_limits_far_call(rig: Rig, **kw: Any) -> tuple[bool, TwoLimitsLimiter]:
     limiter = TwoLimitsLimiter(rig.time, **kw)
     rig.limiter = limiter  # type: ignore[assignment]
     return rig.deliver(), limiter
-
-
-APP_KEY = "app:app"  # the app limit's limiter key: its name and its (constant) key
 
 
 def test_a_far_call_under_two_limits_reads_both_gates_in_one_request(rig: Rig) -> None:

@@ -24,6 +24,7 @@ from sweeper.limiter import (
     close_delay,
     recovery_seconds,
 )
+from sweeper.limiter.paired import Want
 from sweeper_local.aws import LocalAws
 
 pytestmark = pytest.mark.integration
@@ -284,6 +285,41 @@ def test_the_states_of_several_scopes_are_read_in_one_request_as_state_reads_eac
     assert together["fresh"] == ScopeState("fresh", None, None, None, None)
     assert limiter.states([]) == {}
     assert limiter.reads == reads + 1  # nothing to read, no request
+
+
+def test_every_paired_gate_is_read_in_one_read_of_the_wide_item_as_paired_state_reads_each(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given stores paired on the app's item: one with a slot taken there, one closed there,
+    # one closed on its own item only, and one never used
+    limiter = DynamoLimiter(local_aws.dynamodb(), table)
+    wide, step = "app:app", 500_000
+    limiter.reserve_paired(wide, 0.01, [Want("taken", step, 1)], 5.0, 0.2, 1)
+    limiter.close_narrow(wide, "shut", time.time() + 5)
+    limiter.close("own-item", time.time() + 5, "throttled")
+    keys = ["taken", "shut", "own-item", "fresh"]
+    one_by_one = {key: limiter.paired_state(wide, key) for key in keys}
+    reads = limiter.reads
+    # When all are read together
+    together = limiter.paired_states(wide, keys)
+    # Then it is one request, each store's gate is what a read of its own says (the app's
+    # item alone tells it: a closure on the store's own item is not seen), and the app's own
+    # gate comes with them, open
+    assert limiter.reads == reads + 1
+    assert {key: together[key] for key in keys} == one_by_one
+    assert [key for key in keys if together[key].closed(time.time())] == ["shut"]
+    assert together[wide].scope == wide
+    assert together[wide].closed_until is None
+    assert together[wide].next_slot_at is not None
+    # When the app's gate closes (a 429 the app's), for longer than the store's
+    until = time.time() + 60
+    limiter.close(wide, until, "throttled")
+    after = limiter.paired_states(wide, keys)
+    # Then the app's gate is read closed, and so is every store's, until the app reopens
+    assert after[wide].closed_until == pytest.approx(until, abs=1e-6)
+    assert after[wide].reason == "throttled"
+    assert all(after[key].closed_until == after[wide].closed_until for key in keys)
+    assert after == {**{key: limiter.paired_state(wide, key) for key in keys}, wide: after[wide]}
 
 
 class LeavesKeysUnprocessed:

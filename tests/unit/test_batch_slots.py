@@ -475,6 +475,118 @@ def test_a_scope_closed_by_the_batch_while_a_look_was_out_is_not_covered_by_it()
     assert slots.covers("banked", NOW + 0.09)
 
 
+# -- one look at the wide limit's item for a paired batch ----------------------------------------
+
+
+WIDE = "app:app"
+
+
+@dataclass
+class BlockPaired:
+    """A paired limiter whose one write gives the block `slots` (slot times per key)."""
+
+    slots: dict[str, list[float]]
+
+    def reserve_paired(
+        self,
+        wide: str,
+        wide_interval: float,
+        wants: list[Any],
+        horizon: float,
+        span: float,
+        most: int,
+    ) -> tuple[dict[str, list[float]], Denial | None]:
+        return {key: list(at) for key, at in self.slots.items()}, None
+
+    def close_narrow(self, wide: str, key: str, until: float) -> None:
+        raise AssertionError("not called here")
+
+    def paired_states(self, wide: str, keys: Any) -> dict[str, ScopeState]:
+        raise AssertionError("not called here")
+
+
+def paired_slots_for_a_look() -> tuple[BatchSlots, list[float]]:
+    """The batch of `slots_for_a_look`, its scopes under a wide limit too (PairedLimits): one
+    paired write a second before NOW gave `held` its slot (held by its thread) and banked the
+    others'; a thread of `banked` holds its first."""
+    clock = [NOW - 1.0]
+    limiter = BlockPaired(
+        {
+            "held": [NOW + 0.08],
+            "banked": [NOW + 0.05, NOW + 0.09],
+            "far": [NOW + 0.15],
+            "seen": [NOW + 0.09],
+        }
+    )
+    pending = {"asker": 1, "held": 1, "banked": 2, "far": 1, "seen": 1}
+    slots = BatchSlots(
+        limiter,  # type: ignore[arg-type]
+        10,
+        pending,
+        lambda: clock[0],
+        Sink(),
+        paired=slots_module.PairedLimits(WIDE, 0.01),
+    )
+    slots.reserve("held", 0.5, 60, object())
+    slots.reserve("banked", 0.5, 60, object())
+    clock[0] = NOW
+    slots.saw_open("seen", NOW - 0.005)
+    return slots, clock
+
+
+def test_a_paired_look_reads_every_scope_it_covers_in_its_one_read() -> None:
+    slots, _ = paired_slots_for_a_look()
+    # When the asker's thread looks at NOW, with no bound on the gates (one item holds them)
+    look = slots.gates_to_read("asker", NOW, most=None)
+    # Then it reads the scopes whose slots it will cover, as a batched look does
+    assert look.scopes == ["asker", "banked", "held"]
+    # When the item says every gate is open, the wide limit's too
+    slots.looked(look, {WIDE: gate(WIDE), **{k: gate(k) for k in look.scopes}}, NOW + 0.01)
+    # Then each is covered as of the asking
+    for scope, slot in (("asker", NOW + 0.05), ("banked", NOW + 0.09), ("held", NOW + 0.08)):
+        assert slots.covers(scope, slot)
+    assert not slots.covers("far", NOW + 0.15)
+
+
+def test_a_paired_look_that_finds_the_wide_limit_closed_takes_back_every_scopes_slots() -> None:
+    slots, _ = paired_slots_for_a_look()
+    look = slots.gates_to_read("asker", NOW, most=None)
+    # When the item says the wide limit is closed (so is every narrow key it tells)
+    until = NOW + 5.0
+    closed = {WIDE: gate(WIDE, until), **{k: gate(k, until) for k in look.scopes}}
+    slots.looked(look, closed, NOW + 0.01)
+    # Then no scope is covered, not even one an earlier look covered but this one did not read,
+    # and no banked slot of any scope is taken
+    assert not slots.covers("seen", NOW + 0.09)
+    assert not slots.covers("asker", NOW + 0.05)
+    assert slots.offer(always) is None
+
+
+def test_a_paired_look_during_which_the_wide_limit_closed_covers_no_scope() -> None:
+    slots, _ = paired_slots_for_a_look()
+    look = slots.gates_to_read("asker", NOW, most=None)
+    # When a call draws a 429 of the wide limit while the read is out (answered before it)
+    slots.forget(WIDE)
+    slots.looked(look, {WIDE: gate(WIDE), **{k: gate(k) for k in look.scopes}}, NOW + 0.01)
+    # Then the open gates the read saw count for no scope
+    for scope, slot in (("asker", NOW + 0.05), ("banked", NOW + 0.09), ("held", NOW + 0.08)):
+        assert not slots.covers(scope, slot)
+
+
+def test_a_scope_a_paired_look_found_closed_alone_is_forgotten_and_the_others_covered() -> None:
+    slots, _ = paired_slots_for_a_look()
+    look = slots.gates_to_read("asker", NOW, most=None)
+    # When the item holds a closure of `held` only
+    states = {WIDE: gate(WIDE), **{k: gate(k) for k in look.scopes}}
+    states["held"] = gate("held", NOW + 5.0)
+    slots.looked(look, states, NOW + 0.01)
+    # Then `held` is not covered; the others are, and keep their banked slots
+    assert not slots.covers("held", NOW + 0.08)
+    assert slots.covers("banked", NOW + 0.09)
+    assert slots.covers("seen", NOW + 0.09)
+    assert slots.offer(always) is not None
+
+
 # -- banked slots offered to free threads (BankedFirst) ------------------------------------------
 
 
@@ -768,7 +880,7 @@ class PairedRecorder:
     def close_narrow(self, wide: str, key: str, until: float) -> None:
         raise AssertionError("not called here")
 
-    def paired_state(self, wide: str, key: str) -> Any:
+    def paired_states(self, wide: str, keys: Any) -> Any:
         raise AssertionError("not called here")
 
     def reserve(self, *args: Any, **kwargs: Any) -> Grant | Denial:

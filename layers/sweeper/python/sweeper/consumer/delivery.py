@@ -315,33 +315,30 @@ class _Delivery:
         of the batch calls on an earlier look, and the record goes back until the reopening;
         open, the look covers the batch's calls for the lead after it.
 
-        In the same request (a limiter that is a GateReader) it reads the gates of the batch's
-        other scopes whose slots it will cover (BatchSlots.gates_to_read): each found open is
-        covered for their calls too, each found closed is forgotten (its threads look again
-        and go back)."""
+        In the same request (a limiter that is a GateReader, or paired limits) it reads the
+        gates of the batch's other scopes whose slots it will cover (BatchSlots.gates_to_read):
+        each found open is covered for their calls too, each found closed is forgotten (its
+        threads look again and go back). Paired limits' gates are all on the wide limit's item,
+        so their look reads that one item (a GetItem) however many scopes it covers, and learns
+        the wide limit's gate with them: closed, every scope is."""
         deps = self.deps
         scope = self.job.scope
         paired, limiter = self.slots.paired, deps.limiter
         looked = deps.now()
+        states: dict[str, ScopeState] = {}
         if paired is not None and isinstance(limiter, PairedSource):
-            # both gates of a paired call in one read of the wide limit's item
-            state = limiter.paired_state(paired.wide, scope)
-            answered = deps.now()
-            if state.closed(answered):
-                self.slots.forget(scope)
-            else:
-                self.slots.saw_open(scope, looked)
+            look = self.slots.gates_to_read(scope, looked, most=None)
+            states = limiter.paired_states(paired.wide, look.scopes)
         else:
             reader = limiter if isinstance(limiter, GateReader) else None
             look = self.slots.gates_to_read(scope, looked, MAX_GATES_PER_READ if reader else 1)
-            states: dict[str, ScopeState] = {}
             if reader is not None and len(look.scopes) > 1:  # one gate: a GetItem costs less
                 states = reader.states(look.scopes)
             if scope not in states:  # one gate to read, or its key left unread
                 states[scope] = limiter.state(scope)
-            state = states[scope]
-            answered = deps.now()
-            self.slots.looked(look, states, answered)
+        state = states[scope]
+        answered = deps.now()
+        self.slots.looked(look, states, answered)
         if state.closed(answered) and state.closed_until is not None:
             gate = Denial(state.closed_until, "throttled")
             deps.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)

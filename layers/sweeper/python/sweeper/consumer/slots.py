@@ -6,10 +6,11 @@ sized by the batch's free threads (BLOCK_SHARE_OF_THREADS) and a span (BLOCK_SPA
 it also keeps, per scope, the batch's last look at an open gate, so a call is sent at most
 GATE_RECHECK_LEAD_SECONDS (plus the late-slot tolerance) after it: a closure takes back every
 banked slot and every earlier look. A look reads, in the same request, the gates of the batch's
-other scopes with a slot it will cover (`gates_to_read`, `looked`). A rate with a slack
-(`quota.slack_seconds`) lets a banked slot be used up to the slack after its time, so a call
-that waited for a concurrency lease takes one at once instead of reserving its own. Shared by
-the batch's threads, never locked across a write.
+other scopes with a slot it will cover (`gates_to_read`, `looked`); for paired limits that
+request is the one read of the wide limit's item, which holds every scope's gate. A rate with
+a slack (`quota.slack_seconds`) lets a banked slot be used up to the slack after its time, so a
+call that waited for a concurrency lease takes one at once instead of reserving its own. Shared
+by the batch's threads, never locked across a write.
 """
 
 from __future__ import annotations
@@ -60,10 +61,13 @@ LEASE_POLL_HOLDING_SECONDS = 0.2
 @dataclass(frozen=True, slots=True)
 class GateLook:
     """A look at the gates of some of a batch's scopes, asked at `at`: the scopes to read (the
-    asking call's first) and, for each, how many closures the batch had seen of it then."""
+    asking call's first) and, for each, how many closures the batch had seen of it then; for a
+    paired batch, also how many of the wide limit's (`wide_closures`), whose gate the same read
+    tells."""
 
     at: float
     closures: Mapping[str, int]
+    wide_closures: int | None = None
 
     @property
     def scopes(self) -> list[str]:
@@ -394,11 +398,13 @@ class BatchSlots:
         seen = self._open_at.get(scope)
         return seen is not None and send_at - seen <= GATE_RECHECK_LEAD_SECONDS
 
-    def gates_to_read(self, scope: str, at: float, most: int = 1) -> GateLook:
+    def gates_to_read(self, scope: str, at: float, most: int | None = 1) -> GateLook:
         """What a look at the gate of `scope`, asked at `at`, reads: that gate, and (up to
-        `most` gates in all) the gate of each other scope with a slot of the batch that the
-        look will cover and no earlier look does: banked, or held by a thread and not yet
-        called on, its time at most GATE_RECHECK_LEAD_SECONDS after `at` and not past use.
+        `most` gates in all; None: no bound) the gate of each other scope with a slot of the
+        batch that the look will cover and no earlier look does: banked, or held by a thread
+        and not yet called on, its time at most GATE_RECHECK_LEAD_SECONDS after `at` and not
+        past use. A paired batch's look also reads the wide limit's gate (the one item it
+        reads holds it and every scope's).
 
         At 10/s a scope's slots are 0.1 s apart and a batch calls each scope seldom, so a look
         serves few calls of its own scope; within any 0.1 s, though, the batch has calls of
@@ -407,7 +413,8 @@ class BatchSlots:
         """
         with self._lock:
             closures = {scope: self._closures[scope]}
-            if most > 1:
+            wide = None if self.paired is None else self._closures[self.paired.wide]
+            if most is None or most > 1:
                 reach = at + GATE_RECHECK_LEAD_SECONDS
                 since = self._now() - self.usable_for
                 due: dict[str, tuple[float, float]] = {}  # scope -> its first and last slot
@@ -418,25 +425,35 @@ class BatchSlots:
                         first, last = due.get(key, (t, t))
                         due[key] = (min(first, t), max(last, t))
                 for key, (_, last) in sorted(due.items(), key=lambda kv: kv[1]):
-                    if len(closures) >= most:
+                    if most is not None and len(closures) >= most:
                         break
                     if not self._covers(key, last):
                         closures[key] = self._closures[key]
-            return GateLook(at, closures)
+            return GateLook(at, closures, wide)
 
     def looked(self, look: GateLook, states: Mapping[str, ScopeState], now: float) -> None:
         """What `look` found (`states`, answered by `now`): a scope read closed is forgotten
         (`forget`: its banked slots, the batch's earlier looks; a thread holding its slot is
         no longer covered, looks itself and goes back); a scope read open is seen open as of
         when the look was asked, unless the batch saw it close meanwhile. A scope left unread
-        (missing from `states`) is neither: its threads look themselves."""
+        (missing from `states`) is neither: its threads look themselves.
+
+        A paired batch's wide limit read closed (its key in `states`) is forgotten as a 429 of
+        the wide limit is: every scope's banked slots and looks go, whether read or not; and no
+        scope is seen open by a look during which the batch saw the wide limit close."""
         with self._lock:
+            wide_open = True
+            if self.paired is not None and look.wide_closures is not None:
+                wide = states.get(self.paired.wide)
+                if wide is not None and wide.closed(now):
+                    self._forget(self.paired.wide)
+                wide_open = self._closures[self.paired.wide] == look.wide_closures
             for scope, state in states.items():
                 if scope not in look.closures:
                     continue
                 if state.closed(now):
                     self._forget(scope)
-                elif self._closures[scope] == look.closures[scope]:
+                elif wide_open and self._closures[scope] == look.closures[scope]:
                     self._saw_open(scope, look.at)
 
     def saw_open(self, scope: str, at: float) -> None:

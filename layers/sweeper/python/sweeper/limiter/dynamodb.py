@@ -536,19 +536,17 @@ class DynamoLimiter:
         )
 
     def paired_state(self, wide: str, key: str) -> ScopeState:
-        """Both gates a paired call is under, in one read of the wide item (which it also
-        remembers: the next block is planned from it)."""
+        """Both gates a paired call of `key` is under, in one read of the wide item."""
+        return self.paired_states(wide, [key])[key]
+
+    def paired_states(self, wide: str, keys: Sequence[str]) -> dict[str, ScopeState]:
+        """The gates of every narrow key of `keys` (each both gates its paired call is under,
+        `SharedItem.gate`) and the wide limit's own (under `wide`), in one read of the wide
+        item, which holds them all (it also remembers the item: the next block is planned
+        from it). A key the item does not hold is open as far as the item tells."""
         seen = SharedItem.parse(self._read_item(wide))
         self._shared[wide] = seen
-        closed = max(seen.closed_until, seen.closed.get(key, 0))
-        reason = seen.reason if closed == seen.closed_until and closed else "throttled"
-        return ScopeState(
-            key,
-            seen.next_free.get(key, 0) / US or None,
-            closed / US if closed else None,
-            reason if closed else None,
-            None,
-        )
+        return {**{key: seen.gate(key) for key in keys}, wide: seen.wide_gate(wide)}
 
     def _update(
         self,

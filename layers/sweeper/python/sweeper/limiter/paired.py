@@ -128,6 +128,32 @@ class SharedItem:
             holes=_parse_holes(item.get(HOLES_ATTRIBUTE)),
         )
 
+    def wide_gate(self, wide: str) -> ScopeState:
+        """The wide limit's own gate (`wide`, its limiter key) as the item holds it."""
+        closed = self.closed_until
+        return ScopeState(
+            wide,
+            self.tat / US if self.has_tat else None,
+            closed / US if closed else None,
+            self.reason if closed else None,
+            None,
+        )
+
+    def gate(self, key: str) -> ScopeState:
+        """Both gates a paired call of the narrow key `key` is under, as the item holds them:
+        closed while the wide limit is (every narrow key is then) or while its own closure
+        here lasts (`close_narrow`), until the later of the two. Only this item is consulted:
+        a closure kept on the narrow key's own item alone (`close(key)`) is not seen here."""
+        closed = max(self.closed_until, self.closed.get(key, 0))
+        reason = self.reason if closed == self.closed_until and closed else "throttled"
+        return ScopeState(
+            key,
+            self.next_free.get(key, 0) / US or None,
+            closed / US if closed else None,
+            reason if closed else None,
+            None,
+        )
+
 
 def _parse_holes(value: Mapping[str, Any] | None) -> tuple[tuple[int, int], ...]:
     bounds = [int(element["N"]) for element in (value or {}).get("L", [])]
@@ -364,4 +390,4 @@ class PairedSource(Protocol):
 
     def close_narrow(self, wide: str, key: str, until: float) -> None: ...
 
-    def paired_state(self, wide: str, key: str) -> ScopeState: ...
+    def paired_states(self, wide: str, keys: Sequence[str]) -> dict[str, ScopeState]: ...
