@@ -131,6 +131,48 @@ def test_a_limiter_that_last_found_a_scope_busy_tries_the_busy_path_first(
     assert slot.slot_at > time.time() + 1
 
 
+@pytest.mark.parametrize("look", ["state", "states"])
+def test_a_limiter_that_read_a_scope_busy_since_its_own_idle_write_tries_the_busy_path_first(
+    local_aws: LocalAws, table: str, look: str
+) -> None:
+    # Given limiter a whose own last write found the scope idle, long enough ago that its
+    # slot has passed
+    a = DynamoLimiter(local_aws.dynamodb(), table)
+    assert isinstance(a.reserve("shared", 0.05, horizon=10), Grant)
+    time.sleep(0.2)
+    # and limiter b (another consumer) holding the next 8 s of slots since
+    b = DynamoLimiter(local_aws.dynamodb(), table)
+    assert isinstance(b.reserve("shared", 0.05, horizon=10, count=160), Grant)
+    # When a looks at the scope's gate (one scope, or several in one read), then reserves
+    if look == "state":
+        a.state("shared")
+    else:
+        a.states(["shared", "other"])
+    writes = a.writes
+    slot = a.reserve("shared", 0.05, horizon=10)
+    # Then it takes one write: the busy path first, as its look saw, after b's slots
+    assert a.writes - writes == 1
+    assert isinstance(slot, Grant)
+    assert slot.slot_at > time.time() + 1
+
+
+def test_a_limiter_that_read_a_scope_idle_since_its_own_busy_write_tries_the_idle_path_first(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given limiter a whose own last write found the scope busy
+    a = DynamoLimiter(local_aws.dynamodb(), table)
+    assert isinstance(a.reserve("shared", 0.05, horizon=10), Grant)  # idle: the first slot
+    assert isinstance(a.reserve("shared", 0.05, horizon=10), Grant)  # busy
+    # When its slots have passed, it looks at the scope's gate and reserves
+    time.sleep(0.3)
+    a.state("shared")
+    writes = a.writes
+    slot = a.reserve("shared", 0.05, horizon=10)
+    # Then it takes one write: the idle path first, as its look saw
+    assert a.writes - writes == 1
+    assert isinstance(slot, Grant)
+
+
 def test_an_auth_closure_says_so(local_aws: LocalAws, table: str) -> None:
     limiter = DynamoLimiter(local_aws.dynamodb(), table)
     limiter.close("s", time.time() + 60, "auth")

@@ -668,7 +668,24 @@ class DynamoLimiter:
         return item
 
     def state(self, scope: str) -> ScopeState:
-        return _scope_state(scope, self._read_item(scope))
+        asked = self._clock()
+        item = self._read_item(scope)
+        self._hint(scope, item, asked)
+        return _scope_state(scope, item)
+
+    def _hint(self, scope: str, item: dict[str, Any], asked: float) -> None:
+        """A read of a scope's item (a look at its gate) is the freshest word this process has
+        of the scope's regime, fresher than its own last write (other consumers write between
+        them): remember its tat for `reserve`'s guess of which write to try first. A hint
+        only, as the writes' are: it never decides a slot. Measured in scenario (d) (ten
+        scopes at 10/s, four environments): half the failed reservations were an idle write
+        tried on a scope that another consumer had made busy since this one's last write,
+        0.4-1.3 s before."""
+        if "tat" not in item:
+            return
+        tat = int(item["tat"]["N"])
+        self._last_tat[scope] = tat
+        self._busy_seen[scope] = tat > int((asked + self.lead) * US)
 
     def states(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
         """The state of each of `scopes` in one strongly consistent BatchGetItem (each item
@@ -684,6 +701,7 @@ class DynamoLimiter:
         if len(wanted) > MAX_GATES_PER_READ:
             raise LimiterError(f"at most {MAX_GATES_PER_READ} gates in one read")
         self.reads += 1
+        asked = self._clock()
         try:
             answer = self._client.batch_get_item(
                 RequestItems={
@@ -699,6 +717,8 @@ class DynamoLimiter:
         skipped = {key["pk"]["S"] for key in unprocessed.get(self._table, {}).get("Keys", [])}
         responses: dict[str, Any] = dict(answer.get("Responses", {}))
         items = {item["pk"]["S"]: item for item in responses.get(self._table, [])}
+        for scope in wanted:
+            self._hint(scope, items.get(f"scope#{scope}", {}), asked)
         return {
             scope: _scope_state(scope, items.get(f"scope#{scope}", {}))
             for scope in wanted
