@@ -157,61 +157,51 @@ def test_a_record_waits_in_place_for_a_lease_its_batch_holds_past_the_longest_wa
         assert vendor.audit().max_in_flight == 1
 
 
-def test_a_batch_holding_the_lease_it_waits_for_seldom_looks_in_the_table(
-    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given a cap of one call in flight, a vendor holding each call 0.2 s, and one batch of six
-    # called three at a time (1.2 s of calls one by one, two threads waiting meanwhile)
+def six_calls_through_one_lease(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, owner: type, method: str
+) -> tuple[list[tuple[Any, ...]], float]:
+    """One batch of six called three at a time under a cap of one call in flight, a vendor
+    holding each call 0.2 s (1.2 s of calls one by one, two threads waiting meanwhile), every
+    call of `owner.method` recorded: their arguments, and how long the batch took."""
     with VendorSimulator(latency_seconds=0.2) as vendor:
         p = capped_pipeline(pipeline, monkeypatch, vendor, cap=1, parallel_calls=3)
         p.seed(6)
         records = publish_all(p)
-        real = LeaseCap.acquire_some
-        looks: list[float] = []
+        real = getattr(owner, method)
+        seen: list[tuple[Any, ...]] = []
 
-        def counted(self: LeaseCap, *args: Any, **kwargs: Any) -> list[int]:
-            looks.append(time.monotonic())
+        def counted(self: object, *args: Any, **kwargs: Any) -> Any:
+            seen.append(args)
             return real(self, *args, **kwargs)
 
-        monkeypatch.setattr(LeaseCap, "acquire_some", counted)
-        # When the batch is handled
+        monkeypatch.setattr(owner, method, counted)
         started = time.monotonic()
         response = invoke(p, records)
         took = time.monotonic() - started
         assert failed_ids(response) == set()
-        # Then, the lease handed on from call to call, its waiting threads looked in the table
-        # about once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_POLL_SECONDS
-        assert 1 <= len(looks) <= 2 + took / LEASE_POLL_HOLDING_SECONDS
         assert vendor.audit().max_in_flight == 1
+    return seen, took
+
+
+def test_a_batch_holding_the_lease_it_waits_for_seldom_looks_in_the_table(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # When six calls go one by one through a cap of one
+    looks, took = six_calls_through_one_lease(pipeline, monkeypatch, LeaseCap, "acquire_some")
+    # Then, the lease handed on from call to call, its waiting threads looked in the table
+    # about once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_POLL_SECONDS
+    assert 1 <= len(looks) <= 2 + took / LEASE_POLL_HOLDING_SECONDS
 
 
 def test_threads_waiting_for_a_lease_their_batch_holds_sleep_until_it_is_handed_on(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a cap of one call in flight, a vendor holding each call 0.2 s, and one batch of six
-    # called three at a time (1.2 s of calls one by one, two threads waiting meanwhile)
-    with VendorSimulator(latency_seconds=0.2) as vendor:
-        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=1, parallel_calls=3)
-        p.seed(6)
-        records = publish_all(p)
-        real = BatchSlots.wait_for_lease
-        waits: list[float] = []
-
-        def counted(self: BatchSlots, key: str, seconds: float) -> tuple[int, str] | None:
-            waits.append(seconds)
-            return real(self, key, seconds)
-
-        monkeypatch.setattr(BatchSlots, "wait_for_lease", counted)
-        # When the batch is handled
-        started = time.monotonic()
-        response = invoke(p, records)
-        took = time.monotonic() - started
-        assert failed_ids(response) == set()
-        # Then its two waiting threads woke when a lease was handed on (five hand-offs), or
-        # once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_RETRY_SECONDS
-        assert waits
-        assert len(waits) <= 2 * (2 + took / LEASE_POLL_HOLDING_SECONDS) + 5
-        assert vendor.audit().max_in_flight == 1
+    # When six calls go one by one through a cap of one
+    waits, took = six_calls_through_one_lease(pipeline, monkeypatch, BatchSlots, "wait_for_lease")
+    # Then its two waiting threads woke when a lease was handed on (five hand-offs), or
+    # once per LEASE_POLL_HOLDING_SECONDS, not once per LEASE_RETRY_SECONDS
+    assert waits
+    assert len(waits) <= 2 * (2 + took / LEASE_POLL_HOLDING_SECONDS) + 5
 
 
 def hold_the_cap_elsewhere(cap: int, seconds: float, key: str = "v") -> threading.Timer:
