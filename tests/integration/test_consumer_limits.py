@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from functions.consumer import app as consumer_app
 from sweeper import runtime
 from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.consumer.delivery import HAND_OFF_YIELD_SECONDS, ConsumerDeps, _Delivery
 from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS, BatchSlots
 from sweeper.ledger.store import Ledger
 from sweeper.limiter.leases import LeaseCap
@@ -376,3 +378,64 @@ def test_a_slack_on_the_rate_lets_capped_calls_take_banked_slots_in_fewer_writes
             assert audit.max_in_flight <= 2
     # And with the slack a call took a slot its batch banked, in fewer limiter writes a call
     assert writes_per_call[0.5] < writes_per_call[0.0]
+
+
+def test_a_call_that_gets_its_lease_within_the_slack_reads_no_gate_before_it_is_sent(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given one store at 50/s with a slack of 0.5 s, a cap of 2 calls in flight, a vendor
+    # holding each call about 0.2 s (lognormal), and one batch of sixteen called four at a
+    # time: a call gets its lease when another returns, and takes a slot its batch banked,
+    # often later than the lead after the batch's last look at the gate
+    looks: list[bool] = []
+    real = _Delivery._look_at_gate
+
+    def look(self: _Delivery) -> None:
+        looks.append(bool(self.leases))  # a lease held: the look is between it and the send
+        real(self)
+
+    monkeypatch.setattr(_Delivery, "_look_at_gate", look)
+    with VendorSimulator(
+        latency_seconds=0.2, latency_distribution="lognormal", latency_sigma=0.5, seed=3
+    ) as vendor:
+        rate = Quota(limit=SLACK_RATE, period_seconds=1, slack_seconds=0.5)
+        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=2, parallel_calls=4, rate=rate)
+        p.seed(16)
+        records = publish_all(p)
+        # When the batch is handled
+        response = invoke(p, records)
+        assert failed_ids(response) == set()
+        assert vendor.audit().max_in_flight <= 2
+    # Then its gate was read by a thread still waiting for a lease (one waiter keeps the
+    # batch's look fresh), not by calls between their lease and their send: at most once (a
+    # keeper that gets its lease leaves the look to the next waiter to wake), where a batch
+    # without the keeper read there five times of five
+    assert looks
+    assert sum(looks) <= 1
+
+
+def test_a_call_that_hands_its_lease_on_lets_the_woken_thread_go_first(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given every sleep of the consumer recorded, and every lease handed on within the batch
+    sleeps: list[float] = []
+    handed: list[bool] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        time.sleep(seconds)
+
+    monkeypatch.setattr(consumer_app, "ConsumerDeps", lambda **kw: ConsumerDeps(**kw, sleep=sleep))
+    real = BatchSlots.hand_off
+
+    def hand_off(self: BatchSlots, *args: Any) -> bool:
+        handed.append(real(self, *args))
+        return handed[-1]
+
+    monkeypatch.setattr(BatchSlots, "hand_off", hand_off)
+    # When six calls go one by one through a cap of one (two threads waiting meanwhile)
+    six_calls_through_one_lease(pipeline, monkeypatch, BatchSlots, "take_handed")
+    # Then each call that handed its lease on to a waiting thread slept briefly after it, so
+    # the woken thread's send came before the rest of the ended call's work; none other did
+    assert any(handed)
+    assert sleeps.count(HAND_OFF_YIELD_SECONDS) == sum(handed)

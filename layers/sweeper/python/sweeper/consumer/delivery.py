@@ -93,6 +93,13 @@ MIN_CALL_SECONDS = 1.0
 RATE_DEFERRAL_JITTER_SECONDS = 0.5
 #: A full concurrency cap is asked again after this long (a call at the vendor ends meanwhile).
 LEASE_RETRY_SECONDS = 0.05
+#: A call that handed its lease on to a waiting thread of its batch sleeps this long before
+#: its idempotency record's completion and the ledger's write: the woken thread's send comes
+#: first. Without it the woken thread waits for the interpreter's lock while this one
+#: serialises and signs its next request (measured in scenario (c): 2.4 ms median, 4.1 ms
+#: mean from hand-off to the lease taken; 0.24 / 0.69 ms with it), time the vendor's cap
+#: stands one call short.
+HAND_OFF_YIELD_SECONDS = 0.001
 #: A call held by several limits is sent at most this long after the earliest of its slots
 #: (sweeper.limiter.several): half the late-slot tolerance, the other half is for waking late.
 LIMITS_SPREAD_SECONDS = LATE_SLOT_TOLERANCE_SECONDS / 2
@@ -207,6 +214,7 @@ class _Delivery:
                 self._wait_for_leases()
             finally:
                 self.slots.waiting_for_leases(-1)
+                self.slots.stop_keeping(self.job.scope)
         quota = deps.policy.quota
         throttle = deps.policy.throttle
         waited = False
@@ -440,10 +448,16 @@ class _Delivery:
             started = deps.now()
             # A lease handed on wakes this thread at once (slots.py: one condition per cap key).
             # While the batch holds one of each cap missing, that is how the lease comes: sleep
-            # as long as the batch's looks in the table are apart, not a poll's interval.
-            self._adopt_handed(LEASE_POLL_HOLDING_SECONDS if coming else LEASE_RETRY_SECONDS)
+            # as long as the batch's looks in the table are apart, not a poll's interval. One
+            # waiter per scope wakes sooner, to read the gate before the batch's look at it is
+            # too old to cover a call (slots.py LOOK_KEPT_FRESH_SECONDS): the call sent when
+            # a lease comes then reads nothing first.
+            nap = LEASE_POLL_HOLDING_SECONDS if coming else LEASE_RETRY_SECONDS
+            self._adopt_handed(min(nap, self.slots.look_stale_in(self.job.scope)))
             if len(self.leases) == len(caps):
                 return
+            if self.slots.look_stale_in(self.job.scope) <= 0:
+                self._look_at_gate()  # one waiter per scope keeps the look fresh meanwhile
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
 
     def _coming(self) -> tuple[list[str], bool]:
@@ -505,10 +519,16 @@ class _Delivery:
     def release_leases(self) -> None:
         """Give back the leases this call holds (after its answer, or when it is not made):
         to a thread of the batch waiting for one, else to the table."""
+        handed = False
         while self.leases:
             key, index, holder = self.leases.pop()
-            if not self.slots.hand_off(key, index, holder):
+            if self.slots.hand_off(key, index, holder):
+                handed = True
+            else:
                 self._release([(key, index, holder)])
+        if handed:
+            # Let the woken thread send before this one goes on (HAND_OFF_YIELD_SECONDS).
+            self.deps.sleep(HAND_OFF_YIELD_SECONDS)
 
     def _release(self, leases: list[tuple[str, int, str]]) -> None:
         if not leases:
