@@ -21,6 +21,7 @@ from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.consumer.delivery import HAND_OFF_YIELD_SECONDS, ConsumerDeps, _Delivery
 from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS, BatchSlots
 from sweeper.ledger.store import Ledger
+from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.leases import LeaseCap
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
@@ -439,3 +440,46 @@ def test_a_call_that_hands_its_lease_on_lets_the_woken_thread_go_first(
     # the woken thread's send came before the rest of the ended call's work; none other did
     assert any(handed)
     assert sleeps.count(HAND_OFF_YIELD_SECONDS) == sum(handed)
+
+
+def test_a_lease_waiter_banks_the_slots_the_calls_that_get_the_next_leases_take(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the batch of the test above (a slack of 0.5 s on a rate that does not bind, a cap
+    # of 2, sixteen records four at a time), every limiter reservation recorded by who made
+    # it: a lease waiter banking a block, or a call that has its leases (before its send)
+    writes: list[str] = []
+    restocking = threading.local()
+    real_restock, real_reserve = BatchSlots.restock, DynamoLimiter.reserve
+
+    def restock(self: BatchSlots, *args: Any) -> bool:
+        restocking.on = True
+        try:
+            return real_restock(self, *args)
+        finally:
+            restocking.on = False
+
+    def reserve(self: DynamoLimiter, *args: Any, **kwargs: Any) -> Any:
+        writes.append("waiter" if getattr(restocking, "on", False) else "call")
+        return real_reserve(self, *args, **kwargs)
+
+    monkeypatch.setattr(BatchSlots, "restock", restock)
+    monkeypatch.setattr(DynamoLimiter, "reserve", reserve)
+    with VendorSimulator(
+        latency_seconds=0.2, latency_distribution="lognormal", latency_sigma=0.5, seed=3
+    ) as vendor:
+        rate = Quota(limit=SLACK_RATE, period_seconds=1, slack_seconds=0.5)
+        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=2, parallel_calls=4, rate=rate)
+        p.seed(16)
+        records = publish_all(p)
+        # When the batch is handled
+        response = invoke(p, records)
+        assert failed_ids(response) == set()
+        audit = vendor.audit()
+        assert audit.calls_total == 16
+        assert audit.quota_rejections == 0
+        assert audit.max_in_flight <= 2
+    # Then a waiting thread banked slots, and the calls reserved fewer themselves, between
+    # their lease and their send, than the waiters did for them
+    assert "waiter" in writes
+    assert writes.count("call") < writes.count("waiter")

@@ -456,9 +456,22 @@ class _Delivery:
             self._adopt_handed(min(nap, self.slots.look_stale_in(self.job.scope)))
             if len(self.leases) == len(caps):
                 return
-            if self.slots.look_stale_in(self.job.scope) <= 0:
-                self._look_at_gate()  # one waiter per scope keeps the look fresh meanwhile
+            # One waiter per scope keeps the look fresh meanwhile, and a slot banked for the
+            # call that gets the next lease: a reservation is a look too.
+            if not self._restock() and self.slots.look_stale_in(self.job.scope) <= 0:
+                self._look_at_gate()
             waited += max(LEASE_RETRY_SECONDS, deps.now() - started)
+
+    def _restock(self) -> bool:
+        """As the scope's lease waiter keeping its look, bank a block when the bank is empty
+        (BatchSlots.restock): the call that gets the next lease then writes nothing before
+        its send. True when it did (the block's write is a look at an open gate)."""
+        scope = self.job.scope
+        if not self.slots.restock_due(scope):
+            return False
+        quota = self.deps.policy.quota
+        # Only slots usable by then: a block further off would outlast the calls it is for.
+        return self.slots.restock(scope, quota.interval_seconds, self.slots.usable_for)
 
     def _coming(self) -> tuple[list[str], bool]:
         """The caps whose lease this call still misses, and whether its batch holds a lease of

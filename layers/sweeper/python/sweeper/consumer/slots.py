@@ -334,6 +334,50 @@ class BatchSlots:
                 return 0.0
             return max(0.0, seen + LOOK_KEPT_FRESH_SECONDS - self._now())
 
+    def restock_due(self, scope: str) -> bool:
+        """Whether the calling lease waiter should reserve a block for the batch's bank of
+        `scope` now (`restock`): it keeps the look at `scope` fresh (`look_stale_in`), the bank
+        holds no live slot, and no reservation of the scope is under way. Not for paired
+        limits, whose write reserves every scope's slots from the asking call's."""
+        if not self._slack or self.paired is not None:
+            return False
+        me = threading.get_ident()
+        with self._lock:
+            if self._keepers.get(scope) != me or self._live_bank(scope):
+                return False
+            writing = self._writing.get(scope)
+            return writing is None or not writing.locked()
+
+    def restock(self, scope: str, interval: float, horizon: float) -> bool:
+        """Reserve a block of `scope` for the bank, with no record holding its first slot: a
+        lease waiter does it (`restock_due`) so that the calls that get a lease next take a
+        banked slot at once rather than write first. As `reserve`'s write: its size, one write
+        per scope at a time (none if another is under way), a look at an open gate when
+        granted, nothing banked if the gate closed meanwhile. True when slots were banked."""
+        lock = self._scope_lock(scope)
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            with self._lock:
+                if self._live_bank(scope):
+                    return False
+                count = self._block_size(scope, interval)
+                closed_before = self._closures[scope]
+            requested = self._now()
+            decision = self._limiter.reserve(
+                scope, interval, horizon, count, self._adaptive, slack=self._slack
+            )
+            if not isinstance(decision, Grant):
+                return False
+            with self._lock:
+                if self._closures[scope] != closed_before:
+                    return False
+                self._saw_open(scope, requested)
+                self._banked.setdefault(scope, deque()).extend(decision.slots)
+                return True
+        finally:
+            lock.release()
+
     def stop_keeping(self, scope: str) -> None:
         """The calling thread stops waiting for a lease: if it kept the look at `scope` fresh,
         the next waiter to ask does."""
