@@ -381,6 +381,24 @@ def test_a_slack_on_the_rate_lets_capped_calls_take_banked_slots_in_fewer_writes
     assert writes_per_call[0.5] < writes_per_call[0.0]
 
 
+def sixteen_calls_under_a_slack(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One store at 50/s with a slack of 0.5 s (a rate that does not bind), a cap of 2 calls in
+    flight, a vendor holding each call about 0.2 s (lognormal), one batch of sixteen called
+    four at a time, handled: every job called once, none refused, at most two in flight."""
+    with VendorSimulator(
+        latency_seconds=0.2, latency_distribution="lognormal", latency_sigma=0.5, seed=3
+    ) as vendor:
+        rate = Quota(limit=SLACK_RATE, period_seconds=1, slack_seconds=0.5)
+        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=2, parallel_calls=4, rate=rate)
+        p.seed(16)
+        response = invoke(p, publish_all(p))
+        assert failed_ids(response) == set()
+        audit = vendor.audit()
+        assert audit.calls_total == 16
+        assert audit.quota_rejections == 0
+        assert audit.max_in_flight <= 2
+
+
 def test_a_call_that_gets_its_lease_within_the_slack_reads_no_gate_before_it_is_sent(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -396,17 +414,8 @@ def test_a_call_that_gets_its_lease_within_the_slack_reads_no_gate_before_it_is_
         real(self)
 
     monkeypatch.setattr(_Delivery, "_look_at_gate", look)
-    with VendorSimulator(
-        latency_seconds=0.2, latency_distribution="lognormal", latency_sigma=0.5, seed=3
-    ) as vendor:
-        rate = Quota(limit=SLACK_RATE, period_seconds=1, slack_seconds=0.5)
-        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=2, parallel_calls=4, rate=rate)
-        p.seed(16)
-        records = publish_all(p)
-        # When the batch is handled
-        response = invoke(p, records)
-        assert failed_ids(response) == set()
-        assert vendor.audit().max_in_flight <= 2
+    # When the batch is handled
+    sixteen_calls_under_a_slack(pipeline, monkeypatch)
     # Then its gate was read by a thread still waiting for a lease (one waiter keeps the
     # batch's look fresh), not by calls between their lease and their send: at most once (a
     # keeper that gets its lease leaves the look to the next waiter to wake), where a batch
@@ -465,20 +474,8 @@ def test_a_lease_waiter_banks_the_slots_the_calls_that_get_the_next_leases_take(
 
     monkeypatch.setattr(BatchSlots, "restock", restock)
     monkeypatch.setattr(DynamoLimiter, "reserve", reserve)
-    with VendorSimulator(
-        latency_seconds=0.2, latency_distribution="lognormal", latency_sigma=0.5, seed=3
-    ) as vendor:
-        rate = Quota(limit=SLACK_RATE, period_seconds=1, slack_seconds=0.5)
-        p = capped_pipeline(pipeline, monkeypatch, vendor, cap=2, parallel_calls=4, rate=rate)
-        p.seed(16)
-        records = publish_all(p)
-        # When the batch is handled
-        response = invoke(p, records)
-        assert failed_ids(response) == set()
-        audit = vendor.audit()
-        assert audit.calls_total == 16
-        assert audit.quota_rejections == 0
-        assert audit.max_in_flight <= 2
+    # When the batch is handled
+    sixteen_calls_under_a_slack(pipeline, monkeypatch)
     # Then a waiting thread banked slots, and the calls reserved fewer themselves, between
     # their lease and their send, than the waiters did for them
     assert "waiter" in writes

@@ -40,9 +40,9 @@ IN_FLIGHT_BOUND_SECONDS = GATE_RECHECK_LEAD_SECONDS + LATE_SLOT_TOLERANCE_SECOND
 #: free threads only made 0.8 limiter writes per job; at least 3 made 0.4 with no late slot.
 BLOCK_SHARE_OF_THREADS = 0.3
 #: A block spans at most this long from its first slot to its last: its threads hold their slots
-#: until then, and are not free for the batch's other scopes meanwhile (three slots at 10/s,
-#: eleven at 50/s). Measured at ten scopes of 10/s (docs/decisions.md): 0.25 s cost more calls
-#: than the writes it saved.
+#: until then, and are not free for the batch's other scopes meanwhile (two slots at 10/s with
+#: the headroom's spacing of 0.106 s, ten at 50/s). Measured at ten scopes of 10/s
+#: (docs/decisions.md): 0.22 s and 0.25 s cost more calls than the writes they saved.
 BLOCK_SPAN_SECONDS = 0.2
 #: With a slack, a block also covers the calls its scope is expected to start within the slack:
 #: their rate is taken from the last this many calls of the batch's scope.
