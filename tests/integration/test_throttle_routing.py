@@ -141,7 +141,8 @@ def test_a_closed_store_gets_no_paired_slot_while_the_app_item_keeps_its_gate(
     # Then the app's item holds the store's closure too: a look at both gates finds the store
     # closed, and a paired reservation gives it no slot; another store still gets one
     limiter = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table)
-    assert limiter.paired_state("app:app", "exports:tenant-0").closed(time.time())
+    store = "exports:tenant-0"
+    assert limiter.paired_states("app:app", [store])[store].closed(time.time())
     step = 500_000
     mine, denial = limiter.reserve_paired(
         "app:app", 0.025, [Want("exports:tenant-0", step, 1)], 5.0, 0.2, 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
@@ -200,24 +200,40 @@ class BatchSlots:
                 closed_before = self._closures[scope]
             if paired is not None:
                 return self._reserve_paired(scope, holder, horizon, paired, wants, most, closures)
-            requested = self._now()
-            # with a slack, its slots are usable that long after their time: the lead is cut
-            decision = self._limiter.reserve(
-                scope, interval, horizon, count, self._adaptive, slack=self._slack
-            )
+            requested, decision = self._write_block(scope, interval, horizon, count)
             if not isinstance(decision, Grant):
                 return requested, decision
             with self._lock:
                 self._holding[holder] = (scope, decision.slot_at)
-                # A look at an open gate, and banked, only if the gate did not close during the
-                # write (see `forget`).
-                if self._closures[scope] == closed_before:
-                    self._saw_open(scope, requested)
-                    if decision.count > 1:
-                        first, *rest = decision.slots
-                        self._banked[scope] = deque(rest)
-                        return requested, Grant(first)
+                first, *rest = decision.slots
+                if self._bank_if_open(scope, closed_before, requested, rest) and rest:
+                    return requested, Grant(first)
             return requested, decision
+
+    def _write_block(
+        self, scope: str, interval: float, horizon: float, count: int
+    ) -> tuple[float, Grant | Denial]:
+        """One reservation write of up to `count` slots of `scope` (its caller holds the
+        scope's lock, never the batch's), and when it was asked."""
+        requested = self._now()
+        # with a slack, its slots are usable that long after their time: the lead is cut
+        decision = self._limiter.reserve(
+            scope, interval, horizon, count, self._adaptive, slack=self._slack
+        )
+        return requested, decision
+
+    def _bank_if_open(
+        self, scope: str, closed_before: int, requested: float, slots: Sequence[float]
+    ) -> bool:
+        """(Under the lock.) A granted write asked at `requested`: a look at an open gate, and
+        its `slots` banked, only if the gate did not close during the write (see `forget`,
+        `closed_before` the scope's closures before it). False when it did."""
+        if self._closures[scope] != closed_before:
+            return False
+        self._saw_open(scope, requested)
+        if slots:
+            self._banked.setdefault(scope, deque()).extend(slots)
+        return True
 
     def _paired_block(
         self, scope: str, interval: float, paired: PairedLimits
@@ -363,18 +379,11 @@ class BatchSlots:
                     return False
                 count = self._block_size(scope, interval)
                 closed_before = self._closures[scope]
-            requested = self._now()
-            decision = self._limiter.reserve(
-                scope, interval, horizon, count, self._adaptive, slack=self._slack
-            )
+            requested, decision = self._write_block(scope, interval, horizon, count)
             if not isinstance(decision, Grant):
                 return False
             with self._lock:
-                if self._closures[scope] != closed_before:
-                    return False
-                self._saw_open(scope, requested)
-                self._banked.setdefault(scope, deque()).extend(decision.slots)
-                return True
+                return self._bank_if_open(scope, closed_before, requested, decision.slots)
         finally:
             lock.release()
 

@@ -535,10 +535,6 @@ class DynamoLimiter:
             names={"#c": CLOSED_PREFIX + key},
         )
 
-    def paired_state(self, wide: str, key: str) -> ScopeState:
-        """Both gates a paired call of `key` is under, in one read of the wide item."""
-        return self.paired_states(wide, [key])[key]
-
     def paired_states(self, wide: str, keys: Sequence[str]) -> dict[str, ScopeState]:
         """The gates of every narrow key of `keys` (each both gates its paired call is under,
         `SharedItem.gate`) and the wide limit's own (under `wide`), in one read of the wide
