@@ -171,6 +171,18 @@ def _cpu_jiffies() -> tuple[int, int] | None:
     return sum(fields) - idle, sum(fields)
 
 
+def _cpu_stolen() -> tuple[int, int] | None:
+    """The CPU time a virtual machine's host gave to others so far while this one wanted it
+    ("steal", counted busy above), and the machine's whole time: (stolen, total) clock ticks;
+    None off Linux. A run with much of it was slowed from outside."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
 def _busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
     """The share of the machine's CPU time that was busy between two readings."""
     if before is None or after is None or after[1] <= before[1]:
@@ -325,13 +337,13 @@ def run_scenario(
             runs_before = run.totals.runs
             functions = run.function_pids()
             processes_before = process_cpu.snapshot()
-            cpu_before = _cpu_jiffies()
+            cpu_before, stolen_before = _cpu_jiffies(), _cpu_stolen()
             started = time.monotonic()
             if scenario.incident:
                 incident = vendor.start_incident(INCIDENT_FOR_SECONDS, INCIDENT_AT_SECONDS)
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
-            cpu_after = _cpu_jiffies()
+            cpu_after, stolen_after = _cpu_jiffies(), _cpu_stolen()
             processes_after = process_cpu.snapshot()
             functions.update(run.function_pids())
             cpu_busy = _busy_share(cpu_before, cpu_after)
@@ -400,6 +412,7 @@ def run_scenario(
                 # The whole machine (every process, and anyone else's): near 1, the figures
                 # above are this machine's, not sweeper's.
                 "machine_cpu_busy_share": cpu_busy,
+                "machine_cpu_stolen_share": _busy_share(stolen_before, stolen_after),
                 **_cores_needed(machine_per_job, scenario),
                 # the environments' processes over the span, a batch still running included
                 **_consumer_cpu(consumer_cpu, settled, scenario),
