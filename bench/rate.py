@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import statistics
@@ -49,7 +50,7 @@ from sweeper.config import (
 from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.observability import Metric
-from sweeper.plan import CONSUMER_MEMORY_MB, Prices
+from sweeper.plan import CONSUMER_MEMORY_MB, Z95, PlanInput, Prices, make_plan
 from sweeper_bench import process_cpu
 from sweeper_local.aws import LocalAws
 from sweeper_local.lite_aws import FAILED_CONDITION, KEYS_READ
@@ -96,7 +97,8 @@ class Scenario:
     #: 1: one global scope; more: a scope per tenant, each with the vendor's quota.
     scopes: int = 1
     #: Records per invocation; above 10 with a batching window of 1 s, as Lambda requires.
-    batch_size: int = 10
+    #: None: what `sweeper plan` recommends for the policy's turnovers (`_planned_batch`).
+    batch_size: int | None = 10
     #: The consumer's memory (consumer.memory_mb). With `cap_cpu`, each environment is held to
     #: the CPU share Lambda gives it (sweeper_local.cpu_cap), where this machine allows it.
     memory_mb: int = DEFAULT_CONSUMER_MEMORY_MB
@@ -169,6 +171,18 @@ def _cpu_jiffies() -> tuple[int, int] | None:
     return sum(fields) - idle, sum(fields)
 
 
+def _cpu_stolen() -> tuple[int, int] | None:
+    """The CPU time a virtual machine's host gave to others so far while this one wanted it
+    ("steal", counted busy above), and the machine's whole time: (stolen, total) clock ticks;
+    None off Linux. A run with much of it was slowed from outside."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
 def _busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
     """The share of the machine's CPU time that was busy between two readings."""
     if before is None or after is None or after[1] <= before[1]:
@@ -201,6 +215,31 @@ def _cores_needed(cpu_per_job: float | None, scenario: Scenario) -> dict[str, An
         "cores_needed_at_quota_here": round(cpu_per_job * rate, 1),
         "cores_here": os.cpu_count(),
     }
+
+
+def _consumer(scenario: Scenario, environments: int, batch_size: int) -> ConsumerConfig:
+    """The scenario's consumer at `batch_size` records a batch."""
+    return ConsumerConfig(
+        reserved_concurrency=environments,
+        max_concurrency=environments,
+        batch_size=batch_size,
+        batch_window_seconds=0 if batch_size <= 10 else 1,
+        timeout_seconds=60,
+        parallel_calls=scenario.parallel_calls,
+        memory_mb=scenario.memory_mb,
+    )
+
+
+def _planned_batch(policy: Policy, scenario: Scenario) -> int:
+    """The batch size `sweeper plan` recommends for `policy` at the vendor's latency (a
+    lognormal of VENDOR_LATENCY_SIGMA): turnovers within 3 % of the rate (plan.Turnover)."""
+    p95 = scenario.latency_seconds * math.exp(Z95 * VENDOR_LATENCY_SIGMA)
+    given = PlanInput(
+        latency_p50_seconds=scenario.latency_seconds,
+        latency_p95_seconds=p95,
+        scopes=scenario.scopes,
+    )
+    return make_plan(policy, given).recommended_batch_size
 
 
 def _consumer_cpu(cpu_seconds: float, settled: int, scenario: Scenario) -> dict[str, Any]:
@@ -267,18 +306,13 @@ def run_scenario(
                 retry_after_header="X-RateLimit-Reset-Ms",
                 retry_after_header_unit="ms",
             ),
-            consumer=ConsumerConfig(
-                reserved_concurrency=consumers,
-                max_concurrency=consumers,
-                batch_size=scenario.batch_size,
-                batch_window_seconds=0 if scenario.batch_size <= 10 else 1,
-                timeout_seconds=60,
-                parallel_calls=scenario.parallel_calls,
-                memory_mb=scenario.memory_mb,
-            ),
+            consumer=_consumer(scenario, consumers, scenario.batch_size or 10),
             throttle=ThrottleConfig(reopen_jitter_seconds=0.05),
             lease_seconds=600,
         )
+        if scenario.batch_size is None:
+            batch = _planned_batch(policy, scenario)
+            policy = policy.model_copy(update={"consumer": _consumer(scenario, consumers, batch)})
         env = {
             "SWEEPER_LIMITER_MODE": scenario.mode,
             "SWEEPER_LIMITER_WORKERS": str(consumers),
@@ -298,19 +332,18 @@ def run_scenario(
             run.seed(backlog, tenants=max(10, scenario.scopes), spread_seconds=1)
             incident: tuple[float, float] | None = None
             requests_before = _aws_requests(stack)
-            busy_before = run.source.stats.busy_seconds
-            cpu_seconds_before = run.source.stats.cpu_seconds
+            busy_before = run.source.busy_seconds_now()
             invocations_before = run.source.stats.invocations
             runs_before = run.totals.runs
             functions = run.function_pids()
             processes_before = process_cpu.snapshot()
-            cpu_before = _cpu_jiffies()
+            cpu_before, stolen_before = _cpu_jiffies(), _cpu_stolen()
             started = time.monotonic()
             if scenario.incident:
                 incident = vendor.start_incident(INCIDENT_FOR_SECONDS, INCIDENT_AT_SECONDS)
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
-            cpu_after = _cpu_jiffies()
+            cpu_after, stolen_after = _cpu_jiffies(), _cpu_stolen()
             processes_after = process_cpu.snapshot()
             functions.update(run.function_pids())
             cpu_busy = _busy_share(cpu_before, cpu_after)
@@ -318,8 +351,12 @@ def run_scenario(
             settled = run.final()
             machine_per_job = _cpu_per_job(cpu_before, cpu_after, settled)
             requests = _diff(_aws_requests(stack), requests_before)
-            consumer_seconds = run.source.stats.busy_seconds - busy_before
-            consumer_cpu = run.source.stats.cpu_seconds - cpu_seconds_before
+            consumer_seconds = run.source.busy_seconds_now() - busy_before
+            cpu_by_role = process_cpu.by_role(
+                processes_before, processes_after, os.getpid(), functions
+            )
+            consumer_roles = {e.function for e in run.source.environments}
+            consumer_cpu = sum(cpu_by_role.get(role, 0.0) for role in consumer_roles)
             invocations = run.source.stats.invocations - invocations_before
             producer_runs = run.totals.runs - runs_before
             published = run.totals.published
@@ -362,6 +399,7 @@ def run_scenario(
                 "scopes": scenario.scopes,
                 "environments": consumers,
                 "parallel_calls": scenario.parallel_calls,
+                "batch_size": policy.consumer.batch_size,
                 "vendor_p50_seconds": scenario.latency_seconds,
                 "vendor_max_in_flight": audit.max_in_flight,
                 "calls_per_second": _per_second(audit.arrivals),
@@ -374,13 +412,11 @@ def run_scenario(
                 # The whole machine (every process, and anyone else's): near 1, the figures
                 # above are this machine's, not sweeper's.
                 "machine_cpu_busy_share": cpu_busy,
+                "machine_cpu_stolen_share": _busy_share(stolen_before, stolen_after),
                 **_cores_needed(machine_per_job, scenario),
+                # the environments' processes over the span, a batch still running included
                 **_consumer_cpu(consumer_cpu, settled, scenario),
-                "cpu_ms_per_job_by_process": _cpu_by_process(
-                    process_cpu.by_role(processes_before, processes_after, os.getpid(), functions),
-                    machine_per_job,
-                    settled,
-                ),
+                "cpu_ms_per_job_by_process": _cpu_by_process(cpu_by_role, machine_per_job, settled),
                 "consumer_memory_mb": scenario.memory_mb,
                 # Every environment held to its memory's CPU share (False: not asked, or this
                 # machine could not make the cgroups), and how often the cap paused them.
@@ -775,7 +811,7 @@ def limit_scenarios(name: str) -> list[Scenario]:
             environments=4,
             parallel_calls=10,
             scopes=scopes,
-            batch_size=REAL_RATE_BATCH_SIZE,
+            batch_size=None,  # what `sweeper plan` recommends for its turnovers
             memory_mb=768,
             cap_cpu=True,
             app_limit=None if app is None else app * period,

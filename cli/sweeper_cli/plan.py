@@ -10,6 +10,7 @@ from sweeper.config import load_config
 from sweeper.plan import (
     BATCH_LEDGER_READ_SECONDS,
     DEFAULT_CPU_SECONDS_PER_JOB,
+    TURNOVER_SHARE,
     UNUSED_LAMBDA_SECONDS,
 )
 from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
@@ -178,6 +179,10 @@ def render(plan: dict[str, object]) -> list[str]:
         f"  batch            {plan['batch_size']} records, up to {plan['batch_seconds_p95']} s "
         f"(calls {plan['batch_calls_seconds']} s + slots {plan['batch_slots_seconds']} s + "
         f"ledger read {BATCH_LEDGER_READ_SECONDS:g} s)",
+        f"  turnovers        up to {plan['turnover_share']:.0%} of the rate (about "
+        f"{plan['turnover_seconds']} s between an environment's batches, as environments "
+        f"turn over together); {plan['recommended_batch_size']} records a batch keep it "
+        f"within {TURNOVER_SHARE:.0%}",
         f"  timeout          {plan['timeout_seconds']} s; recommended "
         f"{plan['recommended_timeout_seconds']} s (the longer of 2 x the batch and the ledger "
         f"read + one call's connect and read timeouts, + {UNUSED_LAMBDA_SECONDS:g} s unused)",

@@ -193,6 +193,10 @@ class LocalEventSource:
         self.warmed = threading.Event()  # every execution environment has cold-started
         #: Invocations running now (read by drills: a paused source is quiet once this is 0).
         self.in_flight = 0
+        #: When each running invocation started (monotonic), by its environment; guarded by
+        #: `_busy_lock` with `stats.busy_seconds`, which takes it over when it is counted.
+        self._running_since: dict[int, float] = {}
+        self._busy_lock = threading.Lock()
 
     def check(self) -> None:
         """Refuse the mapping as CreateEventSourceMapping would (ConfigError)."""
@@ -288,7 +292,7 @@ class LocalEventSource:
                 for done in self._finished(wait=blocked):
                     self.in_flight -= 1
                     idle.append(done.environment)
-                    self._complete(done.invocation, done.records)
+                    self._complete(done.invocation, done.records, id(done.environment))
                 if blocked:
                     continue
                 try:
@@ -330,8 +334,19 @@ class LocalEventSource:
         except queue.Empty:
             return found
 
+    def busy_seconds_now(self) -> float:
+        """The invocations' summed durations so far, those still running counted up to now:
+        `stats.busy_seconds` adds an invocation only when it ends, so a span that ends amid
+        long batches would leave most of their time out."""
+        with self._busy_lock:
+            now = time.monotonic()
+            running = sum(now - since for since in self._running_since.values())
+            return self.stats.busy_seconds + running
+
     def _invoke(self, environment: ExecutionEnvironment, records: list[dict[str, Any]]) -> None:
         cfg = self._config
+        with self._busy_lock:
+            self._running_since[id(environment)] = time.monotonic()
         invocation = environment.invoke(
             {"Records": records},
             function_name=cfg.function_name,
@@ -387,7 +402,9 @@ class LocalEventSource:
         self._stop.wait(self._backoff)
         self._backoff = min(self._backoff * 2, ERROR_BACKOFF_SECONDS[1])
 
-    def _complete(self, invocation: Invocation, records: list[dict[str, Any]]) -> None:
+    def _complete(
+        self, invocation: Invocation, records: list[dict[str, Any]], environment: int
+    ) -> None:
         """Delete what the invocation settled; the rest comes back after the visibility timeout."""
         done: list[dict[str, Any]] = []
         if invocation.status is not InvocationStatus.SUCCEEDED:
@@ -422,7 +439,9 @@ class LocalEventSource:
                 )
             except TRANSIENT_AWS_ERRORS as exc:  # they come back; the consumer is idempotent
                 self._sqs_failed("DeleteMessageBatch", exc)
-        self.stats.add(invocation, len(records), len(records) - len(done))
+        with self._busy_lock:  # its running time becomes its duration, at once
+            self._running_since.pop(environment, None)
+            self.stats.add(invocation, len(records), len(records) - len(done))
 
 
 def describe_aws_error(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -346,6 +347,31 @@ def test_a_mapping_lambda_refuses_is_refused(
     h = harness(visibility_timeout_seconds=43_200, **overrides)
     with pytest.raises(ConfigError, match=reason):
         h.start()
+
+
+def test_an_invocation_still_running_counts_in_the_busy_time_up_to_now(
+    harness: MakeHarness,
+) -> None:
+    # Given one environment handed a batch that takes 2 s
+    h = harness(batch_size=1, max_concurrency=2, timeout_seconds=5)
+    ids = h.send({"sleep": 2.0})
+    source = h.start()
+    assert run_until(lambda: len(h.entries("start")) == 1, timeout_seconds=30)
+    # When the busy time is read twice while it runs, half a second apart
+    started = time.monotonic()
+    first = source.busy_seconds_now()
+    time.sleep(0.5)  # the time that passes is what is measured
+    second = source.busy_seconds_now()
+    apart = time.monotonic() - started
+    # Then it grew with the running invocation, which no ended one has counted yet
+    assert source.stats.busy_seconds == 0
+    assert second - first == pytest.approx(apart, abs=0.05)
+    # And once it ended it counts once, as its duration
+    assert run_until(
+        lambda: h.ended(ids[0]) == 1 and source.stats.invocations == 1, timeout_seconds=30
+    )
+    assert source.busy_seconds_now() == pytest.approx(source.stats.busy_seconds)
+    assert source.stats.busy_seconds >= 2.0
 
 
 def _in_flight(h: Harness) -> int:

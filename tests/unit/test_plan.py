@@ -312,6 +312,57 @@ def test_the_command_prints_the_plan_and_exits_1_on_a_warning() -> None:
     assert "cannot reach its quota" in slow.output
 
 
+def test_turnovers_cost_their_share_of_a_batch_and_a_longer_batch_keeps_it_within_3_percent() -> (
+    None
+):
+    # Given 80/s over 4 environments (20/s each, the rate binds), a vendor at 0.1 s with no
+    # spread or overhead, and batches of 10 records
+    plan = make_plan(_policy(parallel_calls=4), _fast_vendor(0.1))
+    # Then a turnover is the batch's last calls and the event source's turnaround: 0.1 + 0.25 s,
+    # against a batch of 10 / 20 = 0.5 s: 0.35 / 0.85 of the rate
+    assert plan.turnover_seconds == pytest.approx(0.35)
+    assert plan.turnover_share == pytest.approx(0.35 / 0.85, abs=0.001)
+    # And the batch recommended is the smallest round one whose turnover is within 3 %:
+    # 20 x 0.35 x 0.97 / 0.03 = 226.3 records, 230
+    assert plan.recommended_batch_size == 230
+    longer = make_plan(
+        _policy(parallel_calls=4, batch_size=230, batch_window_seconds=1), _fast_vendor(0.1)
+    )
+    shorter = make_plan(
+        _policy(parallel_calls=4, batch_size=220, batch_window_seconds=1), _fast_vendor(0.1)
+    )
+    assert longer.turnover_share <= 0.03 < shorter.turnover_share
+    assert longer.recommended_batch_size == 230  # a batch that long is told to stay
+
+
+def test_the_batch_recommended_for_turnovers_lasts_a_minute_at_most_and_holds_the_calls() -> None:
+    # Given 16 environments of 10 calls sharing 80/s (5/s each) and a vendor at 2 s: a
+    # turnover of 2.25 s would want 5 x 2.25 x 0.97 / 0.03 = 364 records, 73 s of 5/s
+    slow = make_plan(
+        _policy(reserved_concurrency=16, max_concurrency=16, parallel_calls=10),
+        PlanInput(latency_p50_seconds=2.0, latency_p95_seconds=2.0, overhead_seconds=0.0),
+    )
+    assert slow.throughput_per_second == pytest.approx(80)
+    # Then it is held to a minute's records: 300
+    assert slow.recommended_batch_size == 300
+    # And a rate so low that a few records would do still gets a batch of its parallel calls
+    trickle = make_plan(
+        _policy(parallel_calls=8).model_copy(update={"quota": Quota(limit=1, period_seconds=60.0)}),
+        _fast_vendor(0.1),
+    )
+    assert trickle.recommended_batch_size == 8
+
+
+def test_the_command_prints_what_turnovers_cost_and_the_batch_that_keeps_them_small() -> None:
+    args = ["plan", "--latency-p50", "0.15", "--config", "docs/examples/plan-real-rates.toml"]
+    args += ["--policy", "one-scope"]
+    text = CliRunner().invoke(main, args, prog_name="sweeper").output
+    plan = json.loads(CliRunner().invoke(main, [*args, "--json"], prog_name="sweeper").output)
+    line = next(x for x in text.splitlines() if x.strip().startswith("turnovers"))
+    assert f"up to {plan['turnover_share']:.0%} of the rate" in line
+    assert f"{plan['recommended_batch_size']} records a batch keep it within 3%" in line
+
+
 def test_the_command_without_a_latency_is_one_line_that_says_what_to_give() -> None:
     result = CliRunner().invoke(main, ["plan", "--config", "sweeper.toml"], prog_name="sweeper")
     assert result.exit_code == 2

@@ -33,6 +33,11 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   the consumer never uses. Six such timeouts plus the batching window are the queue's visibility
   timeout: how long the messages of an environment killed mid-batch stay hidden before they
   come back.
+- Between two batches an environment asks for no slot: its batch's last calls, then the event
+  source's turnaround and the next batch's first steps (`Turnover`). Environments that share a
+  rate turn over together, so a turnover's slots go unused; its share of a batch's time (at
+  an environment's share of the throughput) is what turnovers cost, and the batch size
+  recommended keeps it within TURNOVER_SHARE.
 - AWS requests per job: the producer sends in batches of 10; the event source receives and
   deletes a batch at a time; each job writes one limiter slot and two idempotency records.
   While a backlog drains every environment is busy, so Lambda duration per job is
@@ -55,7 +60,13 @@ from sweeper.config import (
     Quota,
 )
 from sweeper.errors import ConfigError
-from sweeper.limits import MB_PER_VCPU, recommended_visibility_timeout_seconds, vcpu_for
+from sweeper.limits import (
+    MAX_BATCH_SIZE,
+    MAX_BATCH_SIZE_WITHOUT_WINDOW,
+    MB_PER_VCPU,
+    recommended_visibility_timeout_seconds,
+    vcpu_for,
+)
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).
@@ -90,6 +101,21 @@ UNUSED_LAMBDA_SECONDS = 5.0
 BATCH_LEDGER_READ_SECONDS = 1.0
 #: A policy timeout past this many times the recommended one is far above the batch's need.
 TIMEOUT_SLACK_FACTOR = 2.0
+#: A batch's turnover: how long an environment asks for no slot between two batches. Its
+#: batch's last calls (about a mean service time), then this: the event source's delete and
+#: receive, the new invocation's ledger read, its first idempotency record and reservation
+#: (measured on the local stack at 0.1-0.4 s: docs/decisions.md, 2026-12-02, "every
+#: environment turns over at once").
+TURNOVER_FIXED_SECONDS = 0.25
+#: Environments that share a rate turn over together: while one turns over, the others take
+#: its share of the slots and catch up with it, so they fall in step, and the slots of every
+#: turnover go unused by all of them (docs/decisions.md, 2026-12-03, "Batches long enough that
+#: their turnovers cost little"). The batch size recommended keeps a turnover at most this
+#: share of a batch's time.
+TURNOVER_SHARE = 0.03
+#: The longest batch recommended for that, in seconds of an environment's share of the rate:
+#: a longer one lengthens the timeout and a killed environment's delay for little more.
+MAX_TURNOVER_BATCH_SECONDS = 60.0
 #: Key fields that render alike for every call of one policy: a limit keyed by these alone has
 #: one key per policy (an app-wide limit when its key is a constant). The same as
 #: sweeper.scheduling.POLICY_WIDE_SCOPE_FIELDS (a unit test checks), not imported from there:
@@ -162,6 +188,11 @@ class Plan:
     batch_seconds_p95: float  # calls + slots + ledger read (BatchNeed), an upper bound
     batch_calls_seconds: float
     batch_slots_seconds: float
+    #: One turnover between an environment's batches, the share of the rate turnovers cost
+    #: at this batch size, and the size that keeps it within TURNOVER_SHARE (`Turnover`).
+    turnover_seconds: float
+    turnover_share: float
+    recommended_batch_size: int
     timeout_seconds: int  # the policy's consumer timeout
     recommended_timeout_seconds: int
     visibility_timeout_seconds: int  # the policy's: what a killed environment delays its batch
@@ -405,6 +436,8 @@ def make_plan(
             f"{need.visibility_timeout_seconds} s at timeout_seconds = {need.timeout_seconds}"
         )
 
+    turnover = Turnover.of(batch, parallel, environments, throughput, mean_service)
+
     net = throughput - given.arrival_per_second
     drain: float | None = None
     if net <= 0:
@@ -457,6 +490,9 @@ def make_plan(
         batch_seconds_p95=round(need.seconds, 2),
         batch_calls_seconds=round(need.calls_seconds, 2),
         batch_slots_seconds=round(need.slots_seconds, 2),
+        turnover_seconds=round(turnover.seconds, 3),
+        turnover_share=round(turnover.share, 3),
+        recommended_batch_size=turnover.recommended_batch_size,
         timeout_seconds=consumer.timeout_seconds,
         recommended_timeout_seconds=need.timeout_seconds,
         visibility_timeout_seconds=consumer.visibility_timeout_seconds,
@@ -515,6 +551,35 @@ def batch_need(policy: Policy, parallel: int, p95_service: float, rate: float) -
         call_seconds=action.call_seconds,
         batch_window_seconds=consumer.batch_window_seconds,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Turnover:
+    """What the turnovers between an environment's batches cost (see TURNOVER_SHARE)."""
+
+    seconds: float  # one turnover: the batch's last calls and TURNOVER_FIXED_SECONDS
+    batch_seconds: float  # one batch at an environment's share of the throughput
+    share: float  # of the rate: seconds / (batch_seconds + seconds)
+    recommended_batch_size: int  # the smallest keeping the share within TURNOVER_SHARE
+
+    @classmethod
+    def of(
+        cls, batch_size: int, parallel: int, environments: int, throughput: float, mean: float
+    ) -> Turnover:
+        """At `throughput` jobs/s over `environments`, a mean service time of `mean` seconds,
+        and at least `parallel` records a batch."""
+        seconds = mean + TURNOVER_FIXED_SECONDS
+        per_environment = throughput / environments
+        if per_environment <= 0:
+            return cls(seconds, math.inf, 0.0, batch_size)
+        batch_seconds = batch_size / per_environment
+        need = per_environment * seconds * (1 - TURNOVER_SHARE) / TURNOVER_SHARE
+        longest = per_environment * MAX_TURNOVER_BATCH_SECONDS
+        size = math.ceil(round(min(need, longest), 6))
+        if size > MAX_BATCH_SIZE_WITHOUT_WINDOW:
+            size = math.ceil(size / 10) * 10  # a round figure for a file a person edits
+        size = max(parallel, min(MAX_BATCH_SIZE, size))
+        return cls(seconds, batch_seconds, seconds / (batch_seconds + seconds), size)
 
 
 @dataclass(frozen=True, slots=True)
