@@ -343,6 +343,7 @@ def run_scenario(
                 incident = vendor.start_incident(INCIDENT_FOR_SECONDS, INCIDENT_AT_SECONDS)
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
+            busy_after = run.source.busy_seconds_now()
             cpu_after, stolen_after = _cpu_jiffies(), _cpu_stolen()
             processes_after = process_cpu.snapshot()
             functions.update(run.function_pids())
@@ -351,7 +352,7 @@ def run_scenario(
             settled = run.final()
             machine_per_job = _cpu_per_job(cpu_before, cpu_after, settled)
             requests = _diff(_aws_requests(stack), requests_before)
-            consumer_seconds = run.source.busy_seconds_now() - busy_before
+            consumer_seconds = busy_after - busy_before
             cpu_by_role = process_cpu.by_role(
                 processes_before, processes_after, os.getpid(), functions
             )
