@@ -160,27 +160,19 @@ def _gate_closed_at(log_file: str, after_epoch: float) -> float | None:
     return first
 
 
-def _cpu_jiffies() -> tuple[int, int] | None:
-    """The machine's CPU time so far, (busy, total) in clock ticks; None off Linux."""
+def _cpu_ticks() -> tuple[tuple[int, int], tuple[int, int]] | tuple[None, None]:
+    """The machine's CPU time so far, in clock ticks, from one read: (busy, total), and (stolen,
+    total): what a virtual machine's host gave to others while this one wanted it ("steal",
+    counted busy too; a run with much of it was slowed from outside). (None, None) off Linux."""
     try:
         with open("/proc/stat", encoding="ascii") as stat:
             fields = [int(v) for v in stat.readline().split()[1:]]
     except (OSError, ValueError):
-        return None
+        return None, None
+    total = sum(fields)
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def _cpu_stolen() -> tuple[int, int] | None:
-    """The CPU time a virtual machine's host gave to others so far while this one wanted it
-    ("steal", counted busy above), and the machine's whole time: (stolen, total) clock ticks;
-    None off Linux. A run with much of it was slowed from outside."""
-    try:
-        with open("/proc/stat", encoding="ascii") as stat:
-            fields = [int(v) for v in stat.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+    stolen = fields[7] if len(fields) > 7 else 0
+    return (total - idle, total), (stolen, total)
 
 
 def _busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
@@ -337,14 +329,14 @@ def run_scenario(
             runs_before = run.totals.runs
             functions = run.function_pids()
             processes_before = process_cpu.snapshot()
-            cpu_before, stolen_before = _cpu_jiffies(), _cpu_stolen()
+            cpu_before, stolen_before = _cpu_ticks()
             started = time.monotonic()
             if scenario.incident:
                 incident = vendor.start_incident(INCIDENT_FOR_SECONDS, INCIDENT_AT_SECONDS)
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
             busy_after = run.source.busy_seconds_now()
-            cpu_after, stolen_after = _cpu_jiffies(), _cpu_stolen()
+            cpu_after, stolen_after = _cpu_ticks()
             processes_after = process_cpu.snapshot()
             functions.update(run.function_pids())
             cpu_busy = _busy_share(cpu_before, cpu_after)

@@ -85,6 +85,9 @@ class PollerStats:
     largest_batch: int = 0
     max_in_flight: int = 0
     sqs_errors: int = 0
+    #: Both summed over ended invocations: a span that ends amid a batch leaves that batch out
+    #: (`LocalEventSource.busy_seconds_now` counts it; the rate bench takes the CPU from the
+    #: environments' processes, sweeper_bench.process_cpu).
     busy_seconds: float = 0.0  # summed invocation durations: what Lambda bills as duration
     cpu_seconds: float = 0.0  # summed CPU time of the invocations' environments
 

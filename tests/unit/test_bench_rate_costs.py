@@ -13,8 +13,8 @@ from sweeper_bench.rate import (
     _consumer_cpu,
     _cores_needed,
     _costs,
-    _cpu_jiffies,
     _cpu_per_job,
+    _cpu_ticks,
     _diff,
     _per_second,
 )
@@ -105,11 +105,13 @@ def test_the_machines_busy_share_is_busy_ticks_over_all_ticks_between_two_readin
     assert _busy_share((100, 1_000), (550, 1_500)) == 0.9
     assert _busy_share(None, (550, 1_500)) is None
     assert _busy_share((100, 1_000), (100, 1_000)) is None  # no time passed
-    # and this machine's reading, where there is one, is two counts with busy within total
-    reading = _cpu_jiffies()
-    if reading is not None:
+    # and this machine's reading, where there is one, is two counts with busy within total,
+    # and the ticks its host took (steal) within the same total
+    reading, stolen = _cpu_ticks()
+    if reading is not None and stolen is not None:
         busy, total = reading
         assert 0 <= busy <= total
+        assert 0 <= stolen[0] <= stolen[1] == total
 
 
 def test_the_cores_needed_are_cpu_per_job_times_the_quotas_calls_per_second() -> None:

@@ -559,8 +559,12 @@ class Turnover:
 
     seconds: float  # one turnover: the batch's last calls and TURNOVER_FIXED_SECONDS
     batch_seconds: float  # one batch at an environment's share of the throughput
-    share: float  # of the rate: seconds / (batch_seconds + seconds)
     recommended_batch_size: int  # the smallest keeping the share within TURNOVER_SHARE
+
+    @property
+    def share(self) -> float:
+        """Of the rate: a turnover's part of a batch's time and its own (0 with no rate)."""
+        return self.seconds / (self.batch_seconds + self.seconds)
 
     @classmethod
     def of(
@@ -571,7 +575,7 @@ class Turnover:
         seconds = mean + TURNOVER_FIXED_SECONDS
         per_environment = throughput / environments
         if per_environment <= 0:
-            return cls(seconds, math.inf, 0.0, batch_size)
+            return cls(seconds, math.inf, batch_size)
         batch_seconds = batch_size / per_environment
         need = per_environment * seconds * (1 - TURNOVER_SHARE) / TURNOVER_SHARE
         longest = per_environment * MAX_TURNOVER_BATCH_SECONDS
@@ -579,7 +583,7 @@ class Turnover:
         if size > MAX_BATCH_SIZE_WITHOUT_WINDOW:
             size = math.ceil(size / 10) * 10  # a round figure for a file a person edits
         size = max(parallel, min(MAX_BATCH_SIZE, size))
-        return cls(seconds, batch_seconds, seconds / (batch_seconds + seconds), size)
+        return cls(seconds, batch_seconds, size)
 
 
 @dataclass(frozen=True, slots=True)
