@@ -1114,3 +1114,27 @@ def test_a_lease_handed_on_wakes_the_thread_waiting_for_its_cap_not_another_caps
     assert slots.hand_off("cap:a", 5, "holder-a")
     first.join()
     assert got["cap:a"] == (5, "holder-a")
+
+
+def test_a_slot_spent_without_a_call_is_a_banked_one_when_the_batch_has_one() -> None:
+    # Given a batch whose first write banked slots of scope "s" (NOW + 1 s onwards)
+    limiter = RecordingLimiter(starts={"s": (1.0, INTERVAL)})
+    slots = BatchSlots(limiter, 10, {"s": 50}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    _, first = slots.reserve("s", INTERVAL, 60, object())
+    assert limiter.counts == [10]
+    # When a late send spends one slot of the scope
+    assert slots.spend_one("s", INTERVAL, 1.0) is True
+    # Then it was the next banked one, with no write: the next record gets the one after it
+    assert limiter.counts == [10]
+    _, next_grant = slots.reserve("s", INTERVAL, 60, object())
+    assert isinstance(first, Grant)
+    assert isinstance(next_grant, Grant)
+    assert next_grant.slot_at == pytest.approx(first.slot_at + 2 * INTERVAL)
+
+
+def test_a_slot_spent_without_a_call_is_reserved_when_none_is_banked() -> None:
+    # Given a batch with nothing banked
+    slots, limiter = batch_slots(parallel=10, records=50)
+    # When a late send spends one slot: one write of one slot, within the horizon given
+    assert slots.spend_one("s", INTERVAL, 1.0) is True
+    assert limiter.counts == [1]

@@ -387,6 +387,17 @@ class BatchSlots:
         finally:
             lock.release()
 
+    def spend_one(self, scope: str, interval: float, horizon: float) -> bool:
+        """Give up one slot of `scope` without a call (a call of it left late, see
+        delivery's `_sent_late`): the next banked one, with no write, else one reserved now
+        within `horizon` (one write). True when a slot was given up."""
+        with self._scope_lock(scope):
+            with self._lock:
+                if self._take_banked(scope) is not None:
+                    return True
+            _, decision = self._write_block(scope, interval, horizon, 1)
+            return isinstance(decision, Grant)
+
     def stop_keeping(self, scope: str) -> None:
         """The calling thread stops waiting for a lease: if it kept the look at `scope` fresh,
         the next waiter to ask does."""
