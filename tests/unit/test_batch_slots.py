@@ -1138,3 +1138,23 @@ def test_a_slot_spent_without_a_call_is_reserved_when_none_is_banked() -> None:
     # When a late send spends one slot: one write of one slot, within the horizon given
     assert slots.spend_one("s", INTERVAL, 1.0) is True
     assert limiter.counts == [1]
+
+
+def test_a_paired_slot_spent_without_a_call_is_one_slot_of_both_limits() -> None:
+    # Given stores (2/s) under an app limit (100/s), their limits paired on the app's item, and
+    # a batch with nothing banked for s1 (its one record's slot was taken and called on)
+    limiter = PairedRecorder()
+    slots = BatchSlots(
+        limiter,  # type: ignore[arg-type]
+        10,
+        {"s1": 1},
+        lambda: NOW,
+        Sink(),
+        paired=slots_module.PairedLimits("app:app", 0.01),
+    )
+    slots.reserve("s1", 0.5, 5.0, object())
+    # When a late send of s1 spends one of its slots
+    assert slots.spend_one("s1", 0.5, 1.0) is True
+    # Then one paired write took s1's next slot (its own half second on) and with it an app slot
+    assert limiter.blocks == [{"s1": [NOW]}, {"s1": [NOW + 0.5]}]
+    assert limiter.item.tat == round((NOW + 0.5 + 0.01) * 1_000_000)

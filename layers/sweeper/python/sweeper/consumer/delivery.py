@@ -549,8 +549,9 @@ class _Delivery:
         on a loaded machine, such a call arrived 80 ms after its slot and the tenth call after
         it on time, eleven in the vendor's one second. A slot given up empty now (a banked one,
         or one reserved, within one period) keeps the window that late call falls in to the
-        rate. Calls held by several rate limits are not counted here: each would need its own
-        slot spent (see docs/decisions.md)."""
+        rate; with paired limits the slot spent is one of both. Calls that hold their limits'
+        slots one limit at a time (`_take_every_limit`) spend none: each limit would need its
+        own (docs/decisions.md)."""
         assert self._sent_for is not None
         late_at_check, let_go = self._sent_for
         if late_at_check + (request_sent_at - let_go) <= self.slots.usable_for:
