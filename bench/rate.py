@@ -401,6 +401,9 @@ def run_scenario(
                 # Slots taken and let go because they came after their time (a slow write or
                 # a thread woken late): utilization lost to this machine or to DynamoDB.
                 "late_slots": int(metrics.get(Metric.LATE_SLOTS, 0)),
+                # Requests that left later than their slot allowed (the environment stalled
+                # between the check and the send): each spent a slot of its scope empty.
+                "late_sends": int(metrics.get(Metric.LATE_SENDS, 0)),
                 "limiter_deferrals": int(metrics.get(Metric.LIMITER_DEFERRALS, 0)),
                 # The whole machine (every process, and anyone else's): near 1, the figures
                 # above are this machine's, not sweeper's.

@@ -224,6 +224,7 @@ class Rig:
             now=lambda: self.time.now,
             rng=rng or TopOfRange(),
             warm=self.warm,
+            monotonic=lambda: self.time.now,  # when a request left, on the same fake clock
         )
 
     def redeliver(self, **kw: Any) -> bool:
@@ -462,6 +463,54 @@ def test_a_wait_after_the_gate_read_that_wakes_late_lets_the_slot_go(rig: Rig) -
     assert rig.limiter.state_reads == 1
     assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SLOTS)) == (2, 1)
     assert rig.calls.sent_at == [pytest.approx(START + 1.55)]
+
+
+def leaves_after(rig: Rig, seconds: float) -> GuardedCall:
+    """The real guard (no idempotency store) over an action whose request leaves `seconds`
+    after the call was let go to its slot (a stall between the check and the last byte)."""
+
+    def perform(job: ActionCall, timeout: float | None) -> ActionResult:
+        rig.calls.sent_at.append(rig.time.now)
+        return ActionResult(
+            outcome=OutcomeClass.ACCEPTED,
+            status_code=200,
+            code="http_200",
+            request_sent_at=rig.time.now + seconds,
+        )
+
+    return guard_with_idempotency(perform, lambda fn: fn)
+
+
+def test_a_request_that_left_later_than_its_slot_allows_spends_a_slot_of_its_scope(
+    rig: Rig,
+) -> None:
+    # Given a slot due now, and a request that leaves 50 ms after the check (beyond the 35 ms)
+    rig.limiter.answers = [grant(0.0), grant(0.25)]
+    rig.guarded = leaves_after(rig, 0.05)
+    # When the record is delivered
+    assert rig.deliver() is False
+    # Then the call was made once, and the scope's next slot reserved and left empty (within
+    # one period: a slot later than that could not be in the late call's window)
+    assert rig.calls.sent_at == [START]
+    assert rig.limiter.reserved == [("scope-a", 0.25, 2.0), ("scope-a", 0.25, 1.0)]
+    assert rig.count(Metric.LATE_SENDS) == 1
+    assert rig.job().status is JobStatus.SUCCEEDED
+
+
+def test_a_request_that_left_within_the_tolerance_spends_nothing(rig: Rig) -> None:
+    rig.limiter.answers = [grant(0.0)]
+    rig.guarded = leaves_after(rig, 0.03)
+    assert rig.deliver() is False
+    assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SENDS)) == (1, 0)
+
+
+def test_a_late_check_and_a_late_request_add_up(rig: Rig) -> None:
+    # Given a slot 20 ms past when the call is let go (within the tolerance), and a request
+    # that leaves 20 ms after that: 40 ms after the slot in all
+    rig.limiter.answers = [grant(-0.02), grant(0.25)]
+    rig.guarded = leaves_after(rig, 0.02)
+    assert rig.deliver() is False
+    assert (len(rig.limiter.reserved), rig.count(Metric.LATE_SENDS)) == (2, 1)
 
 
 # The boundaries of the two tolerances, on a clock where they are exact: binary fractions on

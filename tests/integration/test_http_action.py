@@ -75,7 +75,9 @@ def test_a_deletion_is_accepted_with_the_operation_key_as_idempotency_key(
     # When
     result = action.perform(job)
     # Then
-    assert result == ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=204, code="http_204")
+    expected = ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=204, code="http_204")
+    assert result.model_dump() == expected.model_dump()  # what the idempotency record stores
+    assert result.request_sent_at is not None  # and, not stored, when its request left
     audit = vendor.audit()
     assert audit.calls_by_key == {job.key: 1}
     assert audit.effects_by_key == {job.key: 1}
@@ -227,6 +229,25 @@ def test_a_read_timeout_is_unknown_and_the_effect_may_still_happen() -> None:
         assert retried.outcome is OutcomeClass.ACCEPTED
         assert sim.audit().effects_by_key == {job.key: 1}
         http_action.close()
+
+
+def test_the_result_says_when_its_request_left_a_latency_before_the_answer() -> None:
+    # Given a vendor that answers 0.3 s after a request arrives, called twice on one connection
+    with VendorSimulator(latency_seconds=0.3) as sim:
+        http_action = action_for(sim.url)
+        sent, answered = [], []
+        for object_id in ("o1", "o2"):
+            before = time.monotonic()
+            result = http_action.perform(job_for(object_id=object_id))
+            answered.append(time.monotonic())
+            assert result.outcome is OutcomeClass.ACCEPTED
+            assert result.request_sent_at is not None
+            sent.append(result.request_sent_at)
+            # Then the request left after the call began and a latency before its answer
+            assert before <= result.request_sent_at <= answered[-1] - 0.25
+        http_action.close()
+    # And the second call's time is its own request's, not the connection's first
+    assert sent[1] > answered[0]
 
 
 def test_the_configured_read_timeout_applies_without_a_budget() -> None:

@@ -1114,3 +1114,47 @@ def test_a_lease_handed_on_wakes_the_thread_waiting_for_its_cap_not_another_caps
     assert slots.hand_off("cap:a", 5, "holder-a")
     first.join()
     assert got["cap:a"] == (5, "holder-a")
+
+
+def test_a_slot_spent_without_a_call_is_a_banked_one_when_the_batch_has_one() -> None:
+    # Given a batch whose first write banked slots of scope "s" (NOW + 1 s onwards)
+    limiter = RecordingLimiter(starts={"s": (1.0, INTERVAL)})
+    slots = BatchSlots(limiter, 10, {"s": 50}, lambda: NOW, Sink())  # type: ignore[arg-type]
+    _, first = slots.reserve("s", INTERVAL, 60, object())
+    assert limiter.counts == [10]
+    # When a late send spends one slot of the scope
+    assert slots.spend_one("s", INTERVAL, 1.0) is True
+    # Then it was the next banked one, with no write: the next record gets the one after it
+    assert limiter.counts == [10]
+    _, next_grant = slots.reserve("s", INTERVAL, 60, object())
+    assert isinstance(first, Grant)
+    assert isinstance(next_grant, Grant)
+    assert next_grant.slot_at == pytest.approx(first.slot_at + 2 * INTERVAL)
+
+
+def test_a_slot_spent_without_a_call_is_reserved_when_none_is_banked() -> None:
+    # Given a batch with nothing banked
+    slots, limiter = batch_slots(parallel=10, records=50)
+    # When a late send spends one slot: one write of one slot, within the horizon given
+    assert slots.spend_one("s", INTERVAL, 1.0) is True
+    assert limiter.counts == [1]
+
+
+def test_a_paired_slot_spent_without_a_call_is_one_slot_of_both_limits() -> None:
+    # Given stores (2/s) under an app limit (100/s), their limits paired on the app's item, and
+    # a batch with nothing banked for s1 (its one record's slot was taken and called on)
+    limiter = PairedRecorder()
+    slots = BatchSlots(
+        limiter,  # type: ignore[arg-type]
+        10,
+        {"s1": 1},
+        lambda: NOW,
+        Sink(),
+        paired=slots_module.PairedLimits("app:app", 0.01),
+    )
+    slots.reserve("s1", 0.5, 5.0, object())
+    # When a late send of s1 spends one of its slots
+    assert slots.spend_one("s1", 0.5, 1.0) is True
+    # Then one paired write took s1's next slot (its own half second on) and with it an app slot
+    assert limiter.blocks == [{"s1": [NOW]}, {"s1": [NOW + 0.5]}]
+    assert limiter.item.tat == round((NOW + 0.5 + 0.01) * 1_000_000)

@@ -73,9 +73,12 @@ def recording(events: list[str]) -> Callable[[Callable[..., ActionResult]], Any]
 
 
 def test_the_attempt_hears_the_call_end_before_the_idempotency_record_is_completed() -> None:
-    # Given a guarded call whose idempotency notes when it completes its record
+    # Given a guarded call whose idempotency notes when it completes its record, and an action
+    # that says when its request left
     events: list[str] = []
-    accepted = ActionResult(outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200")
+    accepted = ActionResult(
+        outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200", request_sent_at=812.5
+    )
 
     def perform(job: ActionCall, timeout: float | None) -> ActionResult:
         events.append("call")
@@ -83,10 +86,20 @@ def test_the_attempt_hears_the_call_end_before_the_idempotency_record_is_complet
 
     guarded = guard_with_idempotency(perform, recording(events))
     # When it runs with an attempt
-    attempt = Attempt(lambda: 4.5, lambda: events.append("ended"))
-    # Then the end of the call is heard between the call and the record's completion
+    attempt = Attempt(lambda: 4.5, lambda sent_at: events.append(f"ended {sent_at}"))
+    # Then the end of the call, with when its request left, is heard between the call and the
+    # record's completion
     assert guarded(JOB, attempt) is accepted
-    assert events == ["call", "ended", "record"]
+    assert events == ["call", "ended 812.5", "record"]
+
+
+def test_when_a_request_left_is_not_stored_with_the_idempotency_record() -> None:
+    # A replay made no request: the time is this process's clock, meaningless in another
+    result = ActionResult(
+        outcome=OutcomeClass.ACCEPTED, status_code=200, code="http_200", request_sent_at=812.5
+    )
+    assert "request_sent_at" not in result.model_dump()
+    assert ActionResult.model_validate(result.model_dump()).request_sent_at is None
 
 
 def test_the_attempt_hears_the_end_of_a_call_that_failed() -> None:
@@ -100,8 +113,8 @@ def test_the_attempt_hears_the_end_of_a_call_that_failed() -> None:
     guarded = guard_with_idempotency(perform, recording(events))
     # When it runs with an attempt, the failure comes out, after the end was heard
     with pytest.raises(TimeoutError):
-        guarded(JOB, Attempt(lambda: 4.5, lambda: events.append("ended")))
-    assert events == ["call", "ended", "record"]
+        guarded(JOB, Attempt(lambda: 4.5, lambda sent_at: events.append(f"ended {sent_at}")))
+    assert events == ["call", "ended None", "record"]
 
 
 def test_no_end_is_heard_for_a_call_never_made() -> None:
@@ -119,6 +132,6 @@ def test_no_end_is_heard_for_a_call_never_made() -> None:
 
     guarded = guard_with_idempotency(perform, recording(events))
     with pytest.raises(RuntimeError):
-        guarded(JOB, Attempt(give_up, lambda: events.append("ended")))
+        guarded(JOB, Attempt(give_up, lambda sent_at: events.append("ended")))
     # Then nothing was called and no end heard (the delivery gives its leases back itself)
     assert events == ["record"]

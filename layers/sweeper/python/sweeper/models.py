@@ -463,3 +463,8 @@ class ActionResult(BaseModel):
     retry_after_seconds: float | None = None
     #: A throttled answer's `action.limit_header` value, when it is one the policy maps.
     limit_value: str | None = Field(default=None, max_length=64)
+    #: When the request had left (its last byte handed to the socket), on `time.monotonic()`;
+    #: None when the kind cannot tell. The consumer compares it with the call's rate slot
+    #: (consumer/delivery.py, late sends). Never stored with the idempotency record: a replay
+    #: made no request.
+    request_sent_at: float | None = Field(default=None, exclude=True)

@@ -90,6 +90,8 @@ class Metric:
     LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
     LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue
     LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time
+    #: calls whose request left later than their slot allows: a slot of the scope spent empty
+    LATE_SENDS = "LateSends"
     #: slots a batch took from its scopes and sent a call in, emitted once per batch: against
     #: the quota's slots per period it is the limiter's utilization (infra/observability.py)
     LIMITER_SLOTS_USED = "LimiterSlotsUsed"

@@ -29,7 +29,8 @@ from urllib.parse import quote, urlsplit
 
 import urllib3
 from pydantic import Field, field_validator, model_validator
-from urllib3.connectionpool import HTTPConnectionPool
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -455,6 +456,47 @@ def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout
         return False
 
 
+class _NotesSend(HTTPConnection):
+    """urllib3's connection, noting when each request had left: after its last byte went to
+    the socket (`request_sent_at`, on `time.monotonic()`). The consumer compares that with the
+    call's rate slot (consumer/delivery.py: a request that left later than the slot allows has
+    the next slot of its scope spent without a call). Hand-written because urllib3 has no hook
+    for that moment: `urlopen` returns once the answer's headers are in, a latency later."""
+
+    request_sent_at: float | None = None
+
+    def request(  # type: ignore[override]  # as urllib3's own: not http.client's signature
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.request_sent_at = None
+        super().request(method, url, body=body, headers=headers, **kwargs)
+        self.request_sent_at = time.monotonic()
+
+
+class _NotesSendHTTPS(_NotesSend, HTTPSConnection):
+    """`_NotesSend` over TLS."""
+
+
+class _NotesSendPool(HTTPConnectionPool):
+    ConnectionCls = _NotesSend
+
+
+class _NotesSendHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _NotesSendHTTPS
+
+
+def request_sent_at(response: urllib3.BaseHTTPResponse) -> float | None:
+    """When the request of `response` had left (`_NotesSend`), or None when its connection
+    does not note it (a pool not made by `HttpAction.pool_manager`)."""
+    conn = response.connection
+    return conn.request_sent_at if isinstance(conn, _NotesSend) else None
+
+
 def preconnect(pool: HTTPConnectionPool, connect_timeout_seconds: float) -> bool:
     """Leave an idle, connected connection on top of `pool`; True when one had to be opened.
 
@@ -685,6 +727,7 @@ class HttpAction:
         except HTTPError as exc:
             outcome, code = self._outcomes.classify_error(exc)
             return ActionResult(outcome=outcome, code=code)
+        sent_at = request_sent_at(response)
         try:
             status = response.status
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
@@ -711,6 +754,7 @@ class HttpAction:
             code=f"http_{status}",
             retry_after_seconds=retry_after,
             limit_value=limit_value,
+            request_sent_at=sent_at,
         )
 
     def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
@@ -745,5 +789,8 @@ class HttpAction:
         """The action's connection pool (the OAuth2 token endpoint shares it)."""
         with self._lock:
             if self._pool is None:
-                self._pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)
+                pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)
+                # its connections note when each request left (`_NotesSend`)
+                pool.pool_classes_by_scheme = {"http": _NotesSendPool, "https": _NotesSendHTTPSPool}
+                self._pool = pool
             return self._pool

@@ -127,6 +127,8 @@ class ConsumerDeps:
     sleep: Callable[[float], None] = time.sleep
     now: Callable[[], float] = time.time  # epoch seconds, the limiter's clock
     rng: random.Random = field(default_factory=random.Random)
+    #: The clock `ActionResult.request_sent_at` is read on.
+    monotonic: Callable[[], float] = time.monotonic
 
 
 class _Delivery:
@@ -149,6 +151,9 @@ class _Delivery:
         self.slots = slots
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
+        # How late after its slot (in its scope's one rate) the call was let go, and when (on
+        # deps.monotonic): the request's own send time is measured against them (`_sent_late`).
+        self._sent_for: tuple[float, float] | None = None
         self.trace_id = trace_id
         # A concurrency lease's holder: short, since a cap's N leases share one item, whose
         # size is what each of its writes costs (sweeper.limiter.leases).
@@ -294,6 +299,7 @@ class _Delivery:
                     continue
             self.called = True
             self.sent_at = deps.now()
+            self._sent_for = (self.sent_at - decision.slot_at, deps.monotonic())
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
 
@@ -520,14 +526,43 @@ class _Delivery:
                 return
             self.leases.append((key, *got))
 
-    def _call_ended(self) -> None:
+    def _call_ended(self, request_sent_at: float | None) -> None:
         """The request is over (answered, failed, or its read timeout ended): its concurrency
         leases go at once, before the idempotency record's completion and the ledger's write
-        (idempotency.Attempt). A lease whose release fails expires by itself."""
+        (idempotency.Attempt). A lease whose release fails expires by itself. Then, if the
+        request left later than its slot allows, a slot of its scope is spent (`_sent_late`)."""
         try:
             self.release_leases()
         except LimiterError:
             logger.warning("lease release failed; it expires by itself", extra=self.ids)
+        if request_sent_at is not None and self._sent_for is not None:
+            self._sent_late(request_sent_at)
+
+    def _sent_late(self, request_sent_at: float) -> None:
+        """Spend one slot of the call's scope without a call when its request left later than
+        the slot allows (its tolerance and the rate's slack: `usable_for`).
+
+        The slot was checked just before the call (`_take_slot`); between that check and the
+        request's last byte the environment may stall (Lambda pauses an environment that used
+        its CPU share for the rest of a 20 ms period; a loaded host deschedules it). The
+        headroom pays for the tolerance and the arrival jitter, not for that stall: measured
+        on a loaded machine, such a call arrived 80 ms after its slot and the tenth call after
+        it on time, eleven in the vendor's one second. A slot given up empty now (a banked one,
+        or one reserved, within one period) keeps the window that late call falls in to the
+        rate; with paired limits the slot spent is one of both. Calls that hold their limits'
+        slots one limit at a time (`_take_every_limit`) spend none: each limit would need its
+        own (docs/decisions.md)."""
+        assert self._sent_for is not None
+        late_at_check, let_go = self._sent_for
+        if late_at_check + (request_sent_at - let_go) <= self.slots.usable_for:
+            return
+        deps = self.deps
+        deps.metrics.add_metric(Metric.LATE_SENDS, "Count", 1)
+        quota = deps.policy.quota
+        try:
+            self.slots.spend_one(self.job.scope, quota.interval_seconds, quota.period_seconds)
+        except LimiterError:
+            logger.warning("a late send's slot could not be spent", extra=self.ids)
 
     def release_leases(self) -> None:
         """Give back the leases this call holds (after its answer, or when it is not made):

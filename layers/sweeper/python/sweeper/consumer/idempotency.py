@@ -41,23 +41,24 @@ GuardedCall = Callable[[ActionCall, Prepare], ActionResult]
 class Attempt:
     """A `Prepare` that also hears when the call attempt ended: `ended` runs as soon as the
     action returned or raised (its answer, a failure, its read timeout over), before the
-    idempotency record is completed or released and before the ledger's write. What was held
-    only for the request (a concurrency lease, consumer/delivery.py) is freed there: the
-    vendor's calls in flight are the requests, not sweeper's bookkeeping after them. Never
-    earlier: a call that timed out on our side may still be at the vendor until the action's
-    timeout ended, and the action returns only then."""
+    idempotency record is completed or released and before the ledger's write, with when the
+    request had left (`ActionResult.request_sent_at`; None when the action raised or cannot
+    tell). What was held only for the request (a concurrency lease, consumer/delivery.py) is
+    freed there: the vendor's calls in flight are the requests, not sweeper's bookkeeping after
+    them. Never earlier: a call that timed out on our side may still be at the vendor until the
+    action's timeout ended, and the action returns only then."""
 
     __slots__ = ("_ended", "_prepare")
 
-    def __init__(self, prepare: Prepare, ended: Callable[[], None]) -> None:
+    def __init__(self, prepare: Prepare, ended: Callable[[float | None], None]) -> None:
         self._prepare = prepare
         self._ended = ended
 
     def __call__(self) -> float | None:
         return self._prepare()
 
-    def ended(self) -> None:
-        self._ended()
+    def ended(self, request_sent_at: float | None) -> None:
+        self._ended(request_sent_at)
 
 
 #: What `dynamodb_idempotent` returns: wraps a call in Powertools idempotency.
@@ -114,11 +115,13 @@ def guard_with_idempotency(
 
     def call(job: ActionCall, prepare: Prepare) -> ActionResult:
         timeout = prepare()
+        result: ActionResult | None = None
         try:
             result = perform(job, timeout)
         finally:
             if isinstance(prepare, Attempt):
-                prepare.ended()  # the request is over: before the record's completion
+                # the request is over: before the record's completion
+                prepare.ended(None if result is None else result.request_sent_at)
         if not result.outcome.settled:
             raise RetryableActionError(
                 job.key,

@@ -387,6 +387,27 @@ class BatchSlots:
         finally:
             lock.release()
 
+    def spend_one(self, scope: str, interval: float, horizon: float) -> bool:
+        """Give up one slot of `scope` without a call (a call of it left late, see
+        delivery's `_sent_late`): the next banked one, with no write, else one reserved now
+        within `horizon` (one write; with paired limits, a slot of both, as their blocks'
+        are). True when a slot was given up."""
+        paired = self.paired
+        with self._scope_lock(paired.wide if paired else scope):
+            with self._lock:
+                if self._take_banked(scope) is not None:
+                    return True
+            if paired is None:
+                _, decision = self._write_block(scope, interval, horizon, 1)
+                return isinstance(decision, Grant)
+            source = self._limiter
+            assert isinstance(source, PairedSource)
+            step = max(1, round(interval * 1_000_000))
+            by_key, _ = source.reserve_paired(
+                paired.wide, paired.wide_interval, [Want(scope, step, 1)], horizon, horizon, 1
+            )
+            return bool(by_key.get(scope))
+
     def stop_keeping(self, scope: str) -> None:
         """The calling thread stops waiting for a lease: if it kept the look at `scope` fresh,
         the next waiter to ask does."""
