@@ -232,8 +232,8 @@ def test_a_read_timeout_is_unknown_and_the_effect_may_still_happen() -> None:
 
 
 def test_the_result_says_when_its_request_left_a_latency_before_the_answer() -> None:
-    # Given a vendor that answers 0.3 s after a request arrives, called twice on one connection
-    with VendorSimulator(latency_seconds=0.3) as sim:
+    # Given a vendor that answers 0.6 s after a request arrives, called twice on one connection
+    with VendorSimulator(latency_seconds=0.6) as sim:
         http_action = action_for(sim.url)
         sent, answered = [], []
         for object_id in ("o1", "o2"):
@@ -243,8 +243,9 @@ def test_the_result_says_when_its_request_left_a_latency_before_the_answer() -> 
             assert result.outcome is OutcomeClass.ACCEPTED
             assert result.request_sent_at is not None
             sent.append(result.request_sent_at)
-            # Then the request left after the call began and a latency before its answer
-            assert before <= result.request_sent_at <= answered[-1] - 0.25
+            # Then the request left after the call began and well before its answer (the bound
+            # leaves half the latency for this thread to be descheduled on a loaded machine)
+            assert before <= result.request_sent_at <= answered[-1] - 0.3
         http_action.close()
     # And the second call's time is its own request's, not the connection's first
     assert sent[1] > answered[0]
