@@ -1473,6 +1473,7 @@ class TwoLimitsLimiter:
     unread: set[str] = field(default_factory=set)
     reads: list[list[str]] = field(default_factory=list)
     lead: float = 0.0
+    reserved: list[tuple[str, float]] = field(default_factory=list)  # (key, horizon) of each
 
     def reserve(
         self,
@@ -1484,6 +1485,7 @@ class TwoLimitsLimiter:
         not_before: float | None = None,
         slack: float = 0.0,
     ) -> Grant | Denial:
+        self.reserved.append((scope, horizon))
         return Grant(max(self.time.now + self.after, not_before or 0.0))
 
     def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
@@ -1985,3 +1987,20 @@ def test_a_gate_closed_since_the_last_look_stops_a_call_in_its_slack(slack_rig: 
     assert slack_rig.calls.sent_at == []
     assert slack_rig.hidden.seconds == {"r-1": 5}
     assert slack_rig.count(Metric.GATE_DEFERRALS) == 1
+
+
+@pytest.mark.parametrize(("leaves_after_seconds", "spent"), [(0.05, 1), (0.02, 0)])
+def test_a_late_request_under_limits_taken_one_at_a_time_spends_a_slot_of_each(
+    rig: Rig, leaves_after_seconds: float, spent: int
+) -> None:
+    # Given a call under a store and an app limit, slots taken one limit at a time, whose
+    # request leaves 50 ms (beyond the 35 ms tolerance) or 20 ms after it was let go
+    rig.guarded = leaves_after(rig, leaves_after_seconds)
+    went_back, limiter = two_limits_far_call(rig)
+    assert not went_back
+    assert rig.calls.sent_at == [pytest.approx(START + 1.5)]
+    # Then late, one slot of each limit was reserved after the call, within its period
+    assert rig.count(Metric.LATE_SENDS) == spent
+    spends = [("scope-a", 1.0), (APP_KEY, 1.0)]
+    assert (limiter.reserved[-2:] == spends) is bool(spent)
+    assert len(limiter.reserved) == 2 + 2 * spent

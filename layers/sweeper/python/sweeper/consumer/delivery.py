@@ -154,6 +154,7 @@ class _Delivery:
         # How late after its slot (in its scope's one rate) the call was let go, and when (on
         # deps.monotonic): the request's own send time is measured against them (`_sent_late`).
         self._sent_for: tuple[float, float] | None = None
+        self._in_every_limit = False  # its slots taken one limit at a time (_take_every_limit)
         self.trace_id = trace_id
         # A concurrency lease's holder: short, since a cap's N leases share one item, whose
         # size is what each of its writes costs (sweeper.limiter.leases).
@@ -549,20 +550,36 @@ class _Delivery:
         on a loaded machine, such a call arrived 80 ms after its slot and the tenth call after
         it on time, eleven in the vendor's one second. A slot given up empty now (a banked one,
         or one reserved, within one period) keeps the window that late call falls in to the
-        rate; with paired limits the slot spent is one of both. Calls that hold their limits'
-        slots one limit at a time (`_take_every_limit`) spend none: each limit would need its
-        own (docs/decisions.md)."""
+        rate; with paired limits the slot spent is one of both. A call that took its limits'
+        slots one limit at a time (`_take_every_limit`, late once the tolerance past the
+        earliest of them) spends one in each, one write each."""
         assert self._sent_for is not None
         late_at_check, let_go = self._sent_for
-        if late_at_check + (request_sent_at - let_go) <= self.slots.usable_for:
+        allowed = LATE_SLOT_TOLERANCE_SECONDS if self._in_every_limit else self.slots.usable_for
+        if late_at_check + (request_sent_at - let_go) <= allowed:
             return
         deps = self.deps
         deps.metrics.add_metric(Metric.LATE_SENDS, "Count", 1)
         quota = deps.policy.quota
         try:
-            self.slots.spend_one(self.job.scope, quota.interval_seconds, quota.period_seconds)
+            if self._in_every_limit:
+                self._spend_in_every_limit()
+            else:
+                self.slots.spend_one(self.job.scope, quota.interval_seconds, quota.period_seconds)
         except LimiterError:
             logger.warning("a late send's slot could not be spent", extra=self.ids)
+
+    def _spend_in_every_limit(self) -> None:
+        """One slot of each rate limit the call held, reserved within the limit's period and
+        not called in (see `_sent_late`)."""
+        source = self.deps.limiter
+        assert isinstance(source, SlotSource)  # _take_every_limit made the call with it
+        policy = self.deps.policy
+        periods = [policy.quota.period_seconds] + [
+            limit.rate.period_seconds for limit in policy.further_limits if limit.rate is not None
+        ]
+        for ask, period in zip(self._limit_asks(), periods, strict=True):
+            source.reserve(ask.key, ask.interval, period)
 
     def release_leases(self) -> None:
         """Give back the leases this call holds (after its answer, or when it is not made):
@@ -647,6 +664,8 @@ class _Delivery:
                 continue
             self.called = True
             self.sent_at = deps.now()
+            self._sent_for = (self.sent_at - got.earliest, deps.monotonic())
+            self._in_every_limit = True
             self.slots.calling(self.job.scope, self)
             return self.call_timeout()
 
