@@ -295,7 +295,7 @@ class LocalEventSource:
                 for done in self._finished(wait=blocked):
                     self.in_flight -= 1
                     idle.append(done.environment)
-                    self._complete(done.invocation, done.records, id(done.environment))
+                    self._complete(done.invocation, done.records, done.environment)
                 if blocked:
                     continue
                 try:
@@ -406,7 +406,10 @@ class LocalEventSource:
         self._backoff = min(self._backoff * 2, ERROR_BACKOFF_SECONDS[1])
 
     def _complete(
-        self, invocation: Invocation, records: list[dict[str, Any]], environment: int
+        self,
+        invocation: Invocation,
+        records: list[dict[str, Any]],
+        environment: ExecutionEnvironment,
     ) -> None:
         """Delete what the invocation settled; the rest comes back after the visibility timeout."""
         done: list[dict[str, Any]] = []
@@ -443,7 +446,7 @@ class LocalEventSource:
             except TRANSIENT_AWS_ERRORS as exc:  # they come back; the consumer is idempotent
                 self._sqs_failed("DeleteMessageBatch", exc)
         with self._busy_lock:  # its running time becomes its duration, at once
-            self._running_since.pop(environment, None)
+            self._running_since.pop(id(environment), None)
             self.stats.add(invocation, len(records), len(records) - len(done))
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pytest
@@ -488,3 +489,86 @@ def test_a_path_whose_shape_an_id_changed_is_never_sent(
     # Then the segment-count check refuses it: nothing reaches the vendor
     assert (result.outcome, result.code) == (OutcomeClass.PERMANENT, "bad_url")
     assert seen == []
+
+
+class _SlowNoContent(BaseHTTPRequestHandler):
+    """Answers every DELETE 204, 0.6 s after the request came."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_DELETE(self) -> None:
+        time.sleep(0.6)
+        self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def tls_vendor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A vendor over TLS with a certificate made here for localhost, trusted through
+    SSL_CERT_FILE (OpenSSL's default verify paths, which urllib3 loads): its https URL."""
+    import ipaddress
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_file))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowNoContent)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    yield f"https://localhost:{server.socket.getsockname()[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_a_request_over_tls_says_when_it_left_too(tls_vendor: str) -> None:
+    # Given a vendor over TLS that answers 0.6 s after a request arrives
+    http_action = HttpAction(HttpActionConfig(api_url=tls_vendor))
+    before = time.monotonic()
+    # When a call is made (certificate checked, as for any vendor)
+    result = http_action.perform(job_for())
+    answered = time.monotonic()
+    http_action.close()
+    # Then it was accepted, and its request left after the call began and well before its answer
+    assert (result.outcome, result.status_code) == (OutcomeClass.ACCEPTED, 204)
+    assert result.request_sent_at is not None
+    assert before <= result.request_sent_at <= answered - 0.3

@@ -35,7 +35,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, reach
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, Quota, reach
 from sweeper.consumer.idempotency import Attempt, GuardedCall
 from sweeper.consumer.slots import (
     GATE_RECHECK_LEAD_SECONDS,
@@ -151,9 +151,9 @@ class _Delivery:
         self.slots = slots
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
-        # How late after its slot (in its scope's one rate) the call was let go, and when (on
-        # deps.monotonic): the request's own send time is measured against them (`_sent_late`).
-        self._sent_for: tuple[float, float] | None = None
+        # By when (deps.monotonic) the call's request must have left to keep its slot: set when
+        # it is let go to the slot (`_let_go`), measured against by `_sent_late`.
+        self._leave_by: float | None = None
         self._in_every_limit = False  # its slots taken one limit at a time (_take_every_limit)
         self.trace_id = trace_id
         # A concurrency lease's holder: short, since a cap's N leases share one item, whose
@@ -298,11 +298,17 @@ class _Delivery:
                 if deps.now() - decision.slot_at > usable:
                     deps.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
                     continue
-            self.called = True
-            self.sent_at = deps.now()
-            self._sent_for = (self.sent_at - decision.slot_at, deps.monotonic())
-            self.slots.calling(self.job.scope, self)
+            self._let_go(decision.slot_at, self.slots.usable_for)
             return self.call_timeout()
+
+    def _let_go(self, slot_at: float, usable_for: float) -> None:
+        """The call goes now, for its slot at `slot_at`, which it may use up to `usable_for`
+        after: its request must have left by then (`_leave_by`, on deps.monotonic)."""
+        deps = self.deps
+        self.called = True
+        self.sent_at = deps.now()
+        self._leave_by = deps.monotonic() + (slot_at + usable_for - self.sent_at)
+        self.slots.calling(self.job.scope, self)
 
     def _warm(self) -> None:
         """Have the action prepare its call (the http kind: a connection to the vendor) before
@@ -377,14 +383,19 @@ class _Delivery:
             )
         return keys
 
-    def _limit_asks(self) -> list[LimitAsk]:
-        """The rate limits this call holds a slot in: its scope's, then each further one's."""
+    def _rates(self) -> list[tuple[str, Quota]]:
+        """The rate limits this call holds a slot in, by limiter key: its scope's, then each
+        further one's."""
         policy = self.deps.policy
-        asks = [LimitAsk(self.job.scope, policy.quota.interval_seconds)]
+        rates = [(self.job.scope, policy.quota)]
         for limit, key in zip(policy.further_limits, self._limit_keys()[1:], strict=True):
             if limit.rate is not None:
-                asks.append(LimitAsk(key, limit.rate.interval_seconds))
-        return asks
+                rates.append((key, limit.rate))
+        return rates
+
+    def _limit_asks(self) -> list[LimitAsk]:
+        """The rate limits this call holds a slot in, as `reserve_all` asks for them."""
+        return [LimitAsk(key, rate.interval_seconds) for key, rate in self._rates()]
 
     def _take_leases(self, look: bool = True) -> bool:
         """A lease of each concurrency cap the call is under (those already held are kept):
@@ -536,10 +547,10 @@ class _Delivery:
             self.release_leases()
         except LimiterError:
             logger.warning("lease release failed; it expires by itself", extra=self.ids)
-        if request_sent_at is not None and self._sent_for is not None:
-            self._sent_late(request_sent_at)
+        if request_sent_at is not None and self._leave_by is not None:
+            self._sent_late(request_sent_at, self._leave_by)
 
-    def _sent_late(self, request_sent_at: float) -> None:
+    def _sent_late(self, request_sent_at: float, leave_by: float) -> None:
         """Spend one slot of the call's scope without a call when its request left later than
         the slot allows (its tolerance and the rate's slack: `usable_for`).
 
@@ -553,10 +564,7 @@ class _Delivery:
         rate; with paired limits the slot spent is one of both. A call that took its limits'
         slots one limit at a time (`_take_every_limit`, late once the tolerance past the
         earliest of them) spends one in each, one write each."""
-        assert self._sent_for is not None
-        late_at_check, let_go = self._sent_for
-        allowed = LATE_SLOT_TOLERANCE_SECONDS if self._in_every_limit else self.slots.usable_for
-        if late_at_check + (request_sent_at - let_go) <= allowed:
+        if request_sent_at <= leave_by:
             return
         deps = self.deps
         deps.metrics.add_metric(Metric.LATE_SENDS, "Count", 1)
@@ -574,12 +582,8 @@ class _Delivery:
         not called in (see `_sent_late`)."""
         source = self.deps.limiter
         assert isinstance(source, SlotSource)  # _take_every_limit made the call with it
-        policy = self.deps.policy
-        periods = [policy.quota.period_seconds] + [
-            limit.rate.period_seconds for limit in policy.further_limits if limit.rate is not None
-        ]
-        for ask, period in zip(self._limit_asks(), periods, strict=True):
-            source.reserve(ask.key, ask.interval, period)
+        for key, rate in self._rates():
+            source.reserve(key, rate.interval_seconds, rate.period_seconds)
 
     def release_leases(self) -> None:
         """Give back the leases this call holds (after its answer, or when it is not made):
@@ -662,11 +666,8 @@ class _Delivery:
                     self._defer(Denial(deps.now() + 1.0, "rate"), 1.0)
                 deps.sleep(LEASE_RETRY_SECONDS)
                 continue
-            self.called = True
-            self.sent_at = deps.now()
-            self._sent_for = (self.sent_at - got.earliest, deps.monotonic())
             self._in_every_limit = True
-            self.slots.calling(self.job.scope, self)
+            self._let_go(got.earliest, LATE_SLOT_TOLERANCE_SECONDS)
             return self.call_timeout()
 
     def _throttled_keys(self, exc: RetryableActionError) -> list[str]:

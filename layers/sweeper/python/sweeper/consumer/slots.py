@@ -67,6 +67,11 @@ LEASE_POLL_HOLDING_SECONDS = 0.2
 LOOK_KEPT_FRESH_SECONDS = 0.08
 
 
+def _step_us(interval: float) -> int:
+    """A narrow key's slot spacing as paired limits count it (`Want.step`: whole µs, > 0)."""
+    return max(1, round(interval * 1_000_000))
+
+
 @dataclass(frozen=True, slots=True)
 class GateLook:
     """A look at the gates of some of a batch's scopes, asked at `at`: the scopes to read (the
@@ -241,7 +246,7 @@ class BatchSlots:
         """What one paired write asks for (under the lock): a slot for each record of the
         batch not yet holding or banked one, the asking scope first, and how many at most (as
         `_block_size`, counted in the wide limit's spacing, over every scope's records)."""
-        step = max(1, round(interval * 1_000_000))
+        step = _step_us(interval)
         holding = Counter(held for held, _ in self._holding.values())
 
         def wanted(key: str) -> int:
@@ -402,7 +407,7 @@ class BatchSlots:
                 return isinstance(decision, Grant)
             source = self._limiter
             assert isinstance(source, PairedSource)
-            step = max(1, round(interval * 1_000_000))
+            step = _step_us(interval)
             by_key, _ = source.reserve_paired(
                 paired.wide, paired.wide_interval, [Want(scope, step, 1)], horizon, horizon, 1
             )
