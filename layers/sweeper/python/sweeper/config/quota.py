@@ -182,6 +182,10 @@ class Quota(_Strict):
           at least 1 / R after the last however the jitter falls, so the jitter costs R * d
           and the slack R * W besides: a bucket of one with a slack gets much slower, rightly,
           as calls on neighbouring slots may arrive as little as I - W - d apart.
+
+        Each bound uses only that every call arrives within an interval of length a placed
+        alike around its slot, not where: a consumer that calls on a slot from B before its
+        time to W - B after (sweeper.consumer.slots EARLY_SHARE_OF_SLACK) keeps them all.
         """
         a = self.arrival_budget_seconds
         if self.algorithm == "bucket":
