@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
-from sweeper.limiter import Adaptive, Denial, Grant, Limiter, ScopeState
-from sweeper.limiter.dynamodb import MAX_LEAD_SECONDS
+from sweeper.limiter import MAX_LEAD_SECONDS, Adaptive, Denial, Grant, Limiter, ScopeState
 from sweeper.limiter.paired import PairedSource, Want
 from sweeper.observability import Metric, MetricSink
 
