@@ -910,6 +910,33 @@ def test_an_interval_below_a_microsecond_still_spaces_slots_a_microsecond_apart(
         assert block.interval == pytest.approx(1e-6)
 
 
+def test_with_a_slack_of_the_longest_lead_a_gate_is_checked_at_the_time_of_asking(
+    local_aws: LocalAws, table: str
+) -> None:
+    # What lets a consumer call on a slot a share of a long slack before its time
+    # (consumer/slots.py EARLY_SHARE_OF_SLACK): no grant of such a rate lies before the end of a
+    # closure that was still on when it was asked. Given writes 0.24 s slower than usual (a
+    # lead of about that, MAX_LEAD_SECONDS at most), and two gates closed for the next 0.15 s
+    limiter = DynamoLimiter(SlowWrites(local_aws.dynamodb(), 0.24), table)  # type: ignore[arg-type]
+    limiter.reserve("lead", 0.000_001, horizon=1)
+    assert 0.24 <= limiter.lead <= MAX_LEAD_SECONDS
+    closer = DynamoLimiter(local_aws.dynamodb(), table)
+    until = time.time() + 0.15
+    for gate in ("with-slack", "without"):
+        closer.close(gate, until, "throttled")
+    # When each is asked for a slot at once, with a slack of the longest lead and without one
+    slack = limiter.reserve("with-slack", 0.000_001, horizon=1, slack=MAX_LEAD_SECONDS)
+    plain = limiter.reserve("without", 0.000_001, horizon=1)
+    # Then with the slack the closure is still on as of the asking: no slot at all
+    assert isinstance(slack, Denial)
+    assert slack.reason == "throttled"
+    assert slack.retry_at == pytest.approx(until, abs=1e-5)
+    # While without one the gate is checked a lead ahead, past the closure's end, and its slot
+    # comes after that end (a call on it never goes earlier than its time)
+    assert isinstance(plain, Grant)
+    assert plain.slot_at >= until
+
+
 def test_a_slack_cuts_the_lead_so_an_idle_scopes_slot_is_at_the_time_of_asking(
     local_aws: LocalAws, table: str
 ) -> None:

@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
-from sweeper.limiter import Adaptive, Denial, Grant, Limiter, ScopeState
-from sweeper.limiter.dynamodb import MAX_LEAD_SECONDS
+from sweeper.limiter import MAX_LEAD_SECONDS, Adaptive, Denial, Grant, Limiter, ScopeState
 from sweeper.limiter.paired import PairedSource, Want
 from sweeper.observability import Metric, MetricSink
 
@@ -132,11 +131,11 @@ class BatchSlots:
     each thread that may ask within moments: at most the batch's records of that scope not yet
     called, and at most BLOCK_SPAN_SECONDS from the first slot to the last. A free thread comes
     for a banked slot whatever the scope of the batch's next record (`offer`, BankedFirst). The
-    slots keep their exact times; a banked slot whose time has passed beyond `usable_for`
-    (the rate's slack and the late tolerance) is let go, never used later. Within it, a
-    thread takes the slot at once, with no write and no wait (the rate's headroom paid for
-    the slack: config/quota.py `safe_headroom`; with a long slack the window starts a share
-    of it before the slot, EARLY_SHARE_OF_SLACK), and a block also covers the calls of its
+    slots keep the limiter's times, moved `early` with a long slack (EARLY_SHARE_OF_SLACK); a
+    banked slot whose time has passed beyond `usable_for` (the rate's slack and the late
+    tolerance) is let go, never used later. Within it, a thread takes the slot at once, with
+    no write and no wait (the rate's headroom paid for the slack: config/quota.py
+    `safe_headroom`), and a block also covers the calls of its
     scope expected within the slack (SLACK_RATE_SAMPLE). A paired slot is both limits' slot, so it
     is usable for the smaller of the two slacks. With `parallel_calls = 1` this is one slot
     per write, as before. Shared by the batch's threads.
