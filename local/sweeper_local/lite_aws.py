@@ -18,12 +18,16 @@ sweeper fails loudly here rather than being answered wrongly. It counts every re
 service and operation (`GET /_lite/requests`), and the keys BatchGetItem read, which the
 benchmark reports per job.
 
-Where it is kinder than AWS, and why that does not flatter the benchmark: a short-poll receive
+Where it is kinder than AWS, and what that does to the benchmark: a short-poll receive
 returns every visible message up to the maximum (SQS samples a subset of its servers; the local
 event source long-polls, as Lambda's pollers do); there is no throttling or partition limit
 (the benchmark reports writes per scope so the per-item ceiling is read against them); TTL
 deletes nothing (DynamoDB deletes expired items within days, so readers must check expiry
-themselves, as Powertools does).
+themselves, as Powertools does). Messages come out in the order they became visible, where a
+standard queue keeps order only at best effort: a batch here holds the tenants as evenly as the
+producer's claims sent them (in turn), in an account less evenly, and a batch whose busiest
+scope has more records than the others runs longer on that scope's rate alone (the even
+batches of scenario (d): docs/decisions.md, "(d)'s turnover taken apart on a quiet machine").
 
 moto stays for everything else and for the tests; `LocalAws(lite=True)` routes only SQS and
 DynamoDB here (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB), so the production boto3 code
