@@ -17,49 +17,31 @@ from sweeper.config import S3Discovery, load_config
 from sweeper.discovery.s3 import _SEGMENTS, key_pattern
 from sweeper.errors import ConfigError
 
-SHARED_SEGMENT_DISCOVERY = [
-    "e/{tenant_id}{object_id+}",
-    "e/{tenant_id}{object_id}",
-    "e/{tenant_id}-{object_id+}",
-    "e/x{tenant_id}.{object_id}.csv",
+DISCOVERY = 'discovery = {{ kind = "s3", bucket = "my-bucket", key_template = "{}" }}'
+ACTION = 'action = {{ kind = "s3_delete", bucket = "acme", key_template = "{}" }}'
+SHARED_SEGMENT = [
+    (DISCOVERY, "discovery.s3.key_template", "e/{tenant_id}{object_id+}"),
+    (DISCOVERY, "discovery.s3.key_template", "e/{tenant_id}{object_id}"),
+    (DISCOVERY, "discovery.s3.key_template", "e/{tenant_id}-{object_id+}"),
+    (DISCOVERY, "discovery.s3.key_template", "e/x{tenant_id}.{object_id}.csv"),
+    (ACTION, "action.s3_delete.key_template", "exports/{tenant_id}{object_id}"),
+    (ACTION, "action.s3_delete.key_template", "exports/{tenant_id}/{params.date}{object_id+}"),
+    (ACTION, "action.s3_delete.key_template", "exports/{object_id}-{params.v}"),
 ]
-SHARED_SEGMENT_ACTION = [
-    "exports/{tenant_id}{object_id}",
-    "exports/{tenant_id}/{params.date}{object_id+}",
-    "exports/{object_id}-{params.v}",
-]
 
 
-def _load(tmp_path: Path, table: str) -> None:
-    path = tmp_path / "sweeper.toml"
-    path.write_text(f'[[policies]]\nname = "exports"\n{table}\n', encoding="utf-8")
-    load_config(path)
-
-
-@pytest.mark.parametrize("template", SHARED_SEGMENT_DISCOVERY)
-def test_a_discovery_template_whose_fields_share_a_segment_is_refused_at_load(
-    tmp_path: Path, template: str
+@pytest.mark.parametrize(("table", "where", "template"), SHARED_SEGMENT)
+def test_a_template_whose_fields_share_a_segment_is_refused_at_load(
+    tmp_path: Path, table: str, where: str, template: str
 ) -> None:
-    # Given a policy file whose S3 discovery's key template puts two fields in one segment
-    table = f'discovery = {{ kind = "s3", bucket = "my-bucket", key_template = "{template}" }}'
+    # Given a policy file whose S3 discovery or s3_delete action puts two fields in one segment
+    path = tmp_path / "sweeper.toml"
+    policy = table.format(template)
+    path.write_text(f'[[policies]]\nname = "exports"\n{policy}\n', encoding="utf-8")
     # When it is loaded, then it is refused, naming the key and what to write instead
     with pytest.raises(ConfigError) as refused:
-        _load(tmp_path, table)
-    message = str(refused.value)
-    assert "discovery.s3.key_template" in message
-    assert "own path segment" in message
-
-
-@pytest.mark.parametrize("template", SHARED_SEGMENT_ACTION)
-def test_an_s3_delete_template_whose_fields_share_a_segment_is_refused_at_load(
-    tmp_path: Path, template: str
-) -> None:
-    # Given a policy file whose s3_delete action's key template puts two fields in one segment
-    table = f'action = {{ kind = "s3_delete", bucket = "acme", key_template = "{template}" }}'
-    # When it is loaded, then it is refused, naming the key
-    with pytest.raises(ConfigError) as refused:
-        _load(tmp_path, table)
-    assert "key_template" in str(refused.value)
+        load_config(path)
+    assert where in str(refused.value)
     assert "own path segment" in str(refused.value)
 
 
