@@ -21,6 +21,7 @@ from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
 from infra.operator_api import OperatorApi
+from infra.operator_audit import OperatorTrail, direct_invoke_guard
 from infra.options import DeploymentOptions
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
@@ -199,6 +200,20 @@ class SweeperStack(Stack):
             operator_api.read_only_policy.managed_policy_arn,
             "managed policy to attach to read-only operators: status, runs, inspect",
         )
+        operator_functions = [operator_api.read_only.function, operator_api.operator.function]
+        self._output(
+            "OperatorDirectInvokeGuard",
+            self.to_json_string(direct_invoke_guard(operator_functions)),
+            "policy to apply as an SCP or permissions boundary: the operator functions only "
+            "through their URLs (docs/runbook.md, 'Who acted')",
+        )
+        if options.operator_trail:
+            trail = OperatorTrail(self, "OperatorTrail", functions=operator_functions)
+            self._output(
+                "OperatorTrailBucketName",
+                trail.bucket.bucket_name,
+                "CloudTrail data events of the operator functions: who invoked them",
+            )
         self._output(
             "IntakeSenderRoleArn",
             intake_sender.role.role_arn,

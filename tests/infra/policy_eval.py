@@ -7,6 +7,7 @@ references (`{"Fn::GetAtt": [...]}`): they compare as the same dict on both side
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
 
@@ -38,16 +39,24 @@ def statement_applies(statement: dict[str, Any], request: dict[str, Any]) -> boo
         services = as_list(principal.get("Service", []))
         if request.get("principal_arn") not in listed and request.get("service") not in services:
             return False
-    if "Resource" in statement and "resource" in request:
-        resources = as_list(statement["Resource"])
-        if request["resource"] not in resources and "*" not in resources:
-            return False
+    resources = as_list(statement.get("Resource", []))
+    if "resource" in request and not any(
+        _resource_matches(r, request["resource"]) for r in resources
+    ):
+        return False
     context = request["context"]
     return all(
         condition_holds(operator, context.get(key), expected)
         for operator, keys in statement.get("Condition", {}).items()
         for key, expected in keys.items()
     )
+
+
+def _resource_matches(pattern: Any, resource: Any) -> bool:
+    """A resource ARN against a statement's: equal, or matched by its `*` wildcards."""
+    if isinstance(pattern, str) and isinstance(resource, str):
+        return fnmatchcase(resource, pattern)
+    return bool(pattern == resource)
 
 
 def decision(statements: list[dict[str, Any]], request: dict[str, Any]) -> str:
