@@ -111,28 +111,23 @@ def admit_only(
     others: dict[str, dict[str, object]] = {"Bool": {"aws:PrincipalIsAWSService": "false"}}
     if arns:
         others["ArnNotEquals"] = {"aws:PrincipalArn": arns}
-    queue.add_to_resource_policy(
-        iam.PolicyStatement(
-            sid="OnlyTheSendersMaySend",
-            effect=iam.Effect.DENY,
-            principals=[iam.AnyPrincipal()],
-            actions=["sqs:SendMessage"],
-            resources=[queue.queue_arn],
-            conditions=others,
-        )
-    )
+    _deny_send(queue, "OnlyTheSendersMaySend", others)
     if not deny_services:
         return
     services: dict[str, dict[str, object]] = {"Bool": {"aws:PrincipalIsAWSService": "true"}}
     if service_sources:
         services["ArnNotEquals"] = {"aws:SourceArn": list(service_sources)}
+    _deny_send(queue, "OnlyTheListedSourcesMayDeliver", services)
+
+
+def _deny_send(queue: sqs.IQueue, sid: str, conditions: dict[str, dict[str, object]]) -> None:
     queue.add_to_resource_policy(
         iam.PolicyStatement(
-            sid="OnlyTheListedSourcesMayDeliver",
+            sid=sid,
             effect=iam.Effect.DENY,
             principals=[iam.AnyPrincipal()],
             actions=["sqs:SendMessage"],
             resources=[queue.queue_arn],
-            conditions=services,
+            conditions=conditions,
         )
     )
