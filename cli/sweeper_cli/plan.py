@@ -8,9 +8,9 @@ import click
 
 from sweeper.config import load_config
 from sweeper.limits import LAMBDA_MAX_MEMORY_MB, LAMBDA_MIN_MEMORY_MB
-from sweeper.plan import (
+from sweeper.plan import DEFAULT_CPU_SECONDS_PER_JOB
+from sweeper.plan_batch import (
     BATCH_LEDGER_READ_SECONDS,
-    DEFAULT_CPU_SECONDS_PER_JOB,
     TURNOVER_SHARE,
     UNUSED_LAMBDA_SECONDS,
 )

@@ -193,7 +193,7 @@ def test_a_timeout_far_above_the_batchs_need_warns_with_the_delay_a_killed_envir
 
 
 def test_the_unused_seconds_are_the_ones_the_consumer_leaves_lambda() -> None:
-    from sweeper.plan import UNUSED_LAMBDA_SECONDS
+    from sweeper.plan_batch import UNUSED_LAMBDA_SECONDS
     from sweeper.runtime import LAMBDA_SAFETY_MARGIN_SECONDS
 
     assert UNUSED_LAMBDA_SECONDS == LAMBDA_SAFETY_MARGIN_SECONDS
