@@ -16,15 +16,19 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   `CPU_BUSY_SHARE` of it, threads wake late for their slots and let them go unused, so an
   environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
 - The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
-  scopes add up. What drains is the smaller of the two. A rate with a slack (`slack_seconds`)
+  scopes add up when the scope's key names a field that differs by call (`{tenant_id}`), and
+  count one when it does not (`global`, `{host}`). What drains is the smaller of the two. A rate with a slack (`slack_seconds`)
   has the smaller headroom the slack costs (`Slack`: its rate with and without).
 - A policy with several limits (`[[limits]]`) is held by each: a limit's ceiling is what one of
   its keys allows (its rate, headroom applied; a cap of N calls in flight allows N / mean
-  service time; with both, the smaller) times the keys it spans at once. The first limit spans
-  `scopes` keys; a key the same for every call of the policy (a constant such as `app`, or only
-  `{policy}` and `{host}`) spans one; any other spans `scopes` unless `keys` says how many. The
+  service time; with both, the smaller) times the keys it spans at once. A key the same for every
+  call of the policy (a constant such as `app`, or only `{policy}` and `{host}`) spans one; the
+  first limit's other keys span `scopes`, any other's `scopes` unless `keys` says how many
+  (`sweeper.plan_limits`). The
   rate planned is the smallest ceiling, and what binds is that limit, or the consumers when
   they complete less (`LimitCeiling`, `limit_warnings` for the limits no load can reach).
+- What the plan finds is an error only when the policy cannot do what it claims; anything
+  else is an advisory (`sweeper.plan_findings` says which is which).
 - One batch in one environment takes at most its calls (`batch_size / parallel_calls` rounds,
   each the p95 service time), plus its slots (the environment's share of the planned rate hands
   it one slot every `environments / rate` seconds), plus the batch's one ledger read: summed, an
