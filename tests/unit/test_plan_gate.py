@@ -115,8 +115,10 @@ def test_scopes_multiply_only_a_key_that_varies_with_the_tenant(
     body = "[[policies]]" + body.replace('kind = "global"', scope, 1)
     # When 20 tenants are busy
     result = _plan("--config", _write(tmp_path, body), "--scopes", "20", "--cpu-ms", "0")
-    # Then only a key that names the tenant counts 20 keys
+    # Then only a key that names the tenant counts 20 keys; one that does not says so
     assert f"  rate             {rate} " in result.output, result.output
+    said = [line for line in _lines(result, "advisory") if "20 busy scopes count one key" in line]
+    assert len(said) == (rate == "94.3/s")
 
 
 def test_a_first_limit_keyed_by_host_counts_one_key_whatever_the_scopes(tmp_path: Path) -> None:

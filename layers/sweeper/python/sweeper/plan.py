@@ -17,8 +17,9 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
 - The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
   scopes add up when the scope's key names a field that differs by call (`{tenant_id}`), and
-  count one when it does not (`global`, `{host}`). What drains is the smaller of the two. A rate with a slack (`slack_seconds`)
-  has the smaller headroom the slack costs (`Slack`: its rate with and without).
+  count one when it does not (`global`, `{host}`). What drains is the smaller of the two. A
+  rate with a slack (`slack_seconds`) has the smaller headroom the slack costs (`Slack`: its
+  rate with and without).
 - A policy with several limits (`[[limits]]`) is held by each: a limit's ceiling is what one of
   its keys allows (its rate, headroom applied; a cap of N calls in flight allows N / mean
   service time; with both, the smaller) times the keys it spans at once. A key the same for every
