@@ -7,9 +7,10 @@ import json
 import click
 
 from sweeper.config import load_config
-from sweeper.plan import (
+from sweeper.limits import LAMBDA_MAX_MEMORY_MB, LAMBDA_MIN_MEMORY_MB
+from sweeper.plan import DEFAULT_CPU_SECONDS_PER_JOB
+from sweeper.plan_batch import (
     BATCH_LEDGER_READ_SECONDS,
-    DEFAULT_CPU_SECONDS_PER_JOB,
     TURNOVER_SHARE,
     UNUSED_LAMBDA_SECONDS,
 )
@@ -52,6 +53,11 @@ from sweeper_cli.base import config_option, friendly_errors, json_option, main, 
     help="Calls per environment at once [default: the policy's].",
 )
 @click.option(
+    "--memory-mb",
+    type=click.IntRange(LAMBDA_MIN_MEMORY_MB, LAMBDA_MAX_MEMORY_MB),
+    help="The consumer's memory, and with it its CPU [default: the policy's].",
+)
+@click.option(
     "--overhead",
     default=0.03,
     type=click.FloatRange(0, 10),
@@ -77,6 +83,7 @@ def plan(
     scopes: int,
     keys: tuple[str, ...],
     parallel_calls: int | None,
+    memory_mb: int | None,
     overhead: float,
     cpu_ms: float,
     config_path: str,
@@ -91,9 +98,11 @@ def plan(
     the mean service time, times the keys it spans) and which binds: the smallest, or the
     consumers when they complete less.
 
-    Exits 1 with its warnings when the policy cannot reach its quota or drain its backlog, its
-    consumer timeout is below a batch's need or far above it, or one of its limits is never
-    reached.
+    Exits 1 only when the policy cannot do what it claims ("error:" lines): its consumers
+    cannot carry the rate it states, its backlog never drains or not before its
+    oldest-eligible-age alarm would fire, or its consumer timeout is below a batch's need.
+    Anything else it notices is an "advisory:" line, with exit 0: a limit no load reaches, a
+    timeout far above a batch's need, consumers below a rate the policy never stated.
     """
     from sweeper.plan import PlanInput, make_plan
 
@@ -121,6 +130,7 @@ def plan(
             keys=_limit_keys(keys),
             overhead_seconds=overhead,
             parallel_calls=parallel_calls,
+            memory_mb=memory_mb,
             cpu_seconds_per_job=cpu_ms / 1000,
         ),
         sharing=[other for other in config.policies if other.name != policy.name],
@@ -130,7 +140,7 @@ def plan(
     else:
         for line in render(result.as_dict()):
             click.echo(line)
-    if result.warnings:
+    if result.errors:
         raise SystemExit(1)
 
 
@@ -148,7 +158,7 @@ def _limit_keys(given: tuple[str, ...]) -> dict[str, int]:
 
 
 def render(plan: dict[str, object]) -> list[str]:
-    """The plan for a person: one figure a line, warnings last."""
+    """The plan for a person: one figure a line, then its errors and its advisories."""
     drain = plan["drain_seconds"]
     oldest = plan["oldest_age_seconds"]
     cost = plan["cost_per_million_jobs"]
@@ -194,9 +204,10 @@ def render(plan: dict[str, object]) -> list[str]:
         "  per job          " + ", ".join(f"{k} {v}" for k, v in requests.items()),
         "  $ per 1M jobs    " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()),
     ]
-    warnings = plan["warnings"]
-    assert isinstance(warnings, list)
-    lines += [f"warning: {w}" for w in warnings]
+    for key, label in (("errors", "error"), ("advisories", "advisory")):
+        found = plan[key]
+        assert isinstance(found, list)
+        lines += [f"{label}: {text}" for text in found]
     return lines
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
+from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, ScopeConfig
 from sweeper.errors import ConfigError
 from sweeper.plan import (
     PlanInput,
@@ -145,10 +145,12 @@ def test_a_batchs_need_is_its_calls_plus_its_slots_plus_its_ledger_read() -> Non
 
 
 def test_the_slots_follow_the_environments_share_of_every_scopes_rate() -> None:
-    # Given 8 environments: each takes one slot in 8 of the 80/s; with 4 scopes busy, of 320/s
-    one = make_plan(_policy(reserved_concurrency=8, max_concurrency=8), _fast_vendor(0.1))
+    # Given 8 environments: each takes one slot in 8 of the 80/s; with 4 tenants busy, of 320/s
+    policy = _policy(reserved_concurrency=8, max_concurrency=8)
+    policy = policy.model_copy(update={"scope": ScopeConfig(kind="tenant")})
+    one = make_plan(policy, _fast_vendor(0.1))
     four = make_plan(
-        _policy(reserved_concurrency=8, max_concurrency=8),
+        policy,
         PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=0.1, overhead_seconds=0.0, scopes=4),
     )
     assert one.batch_slots_seconds == pytest.approx(10 * 8 / 80)
@@ -191,7 +193,7 @@ def test_a_timeout_far_above_the_batchs_need_warns_with_the_delay_a_killed_envir
 
 
 def test_the_unused_seconds_are_the_ones_the_consumer_leaves_lambda() -> None:
-    from sweeper.plan import UNUSED_LAMBDA_SECONDS
+    from sweeper.plan_batch import UNUSED_LAMBDA_SECONDS
     from sweeper.runtime import LAMBDA_SAFETY_MARGIN_SECONDS
 
     assert UNUSED_LAMBDA_SECONDS == LAMBDA_SAFETY_MARGIN_SECONDS
@@ -216,7 +218,7 @@ def test_the_shipped_policy_reaches_its_quota_with_the_timeout_its_batch_needs(
     )
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
-    assert plan["warnings"] == []
+    assert plan["errors"] == plan["advisories"] == []
     assert plan["throughput_per_second"] >= plan["target_rate_per_second"]
     consumer = load_config("sweeper.toml").policies[0].consumer
     assert consumer.timeout_seconds == plan["recommended_timeout_seconds"]
@@ -471,7 +473,7 @@ def test_the_command_takes_the_cpu_per_job() -> None:
     ("args", "shown"),
     [
         (
-            ["--policy", "one-scope"],
+            ["--policy", "one-scope", "--memory-mb", "512"],
             [
                 "512 MB = 0.289 vCPU an environment: 81.04 jobs/s at most",
                 "memory 596 MB",
@@ -479,7 +481,7 @@ def test_the_command_takes_the_cpu_per_job() -> None:
             ],
         ),
         (
-            ["--policy", "ten-scopes", "--scopes", "10"],
+            ["--policy", "ten-scopes", "--scopes", "10", "--memory-mb", "512"],
             ["202.6 jobs/s at most", "raise consumer.memory_mb to 1192 or environments to 24"],
         ),
     ],
@@ -812,7 +814,7 @@ def test_a_limit_whose_key_another_policy_holds_too_is_not_judged_by_one_policys
 
 
 def test_the_fields_one_policy_fills_alike_are_the_schedulers_policy_wide_ones() -> None:
-    from sweeper.plan import POLICY_CONSTANT_FIELDS
+    from sweeper.plan_limits import POLICY_CONSTANT_FIELDS
     from sweeper.scheduling import POLICY_WIDE_SCOPE_FIELDS
 
     assert POLICY_CONSTANT_FIELDS == POLICY_WIDE_SCOPE_FIELDS

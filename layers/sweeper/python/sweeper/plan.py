@@ -16,15 +16,20 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   `CPU_BUSY_SHARE` of it, threads wake late for their slots and let them go unused, so an
   environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
 - The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
-  scopes add up. What drains is the smaller of the two. A rate with a slack (`slack_seconds`)
-  has the smaller headroom the slack costs (`Slack`: its rate with and without).
+  scopes add up when the scope's key names a field that differs by call (`{tenant_id}`), and
+  count one when it does not (`global`, `{host}`). What drains is the smaller of the two. A
+  rate with a slack (`slack_seconds`) has the smaller headroom the slack costs (`Slack`: its
+  rate with and without).
 - A policy with several limits (`[[limits]]`) is held by each: a limit's ceiling is what one of
   its keys allows (its rate, headroom applied; a cap of N calls in flight allows N / mean
-  service time; with both, the smaller) times the keys it spans at once. The first limit spans
-  `scopes` keys; a key the same for every call of the policy (a constant such as `app`, or only
-  `{policy}` and `{host}`) spans one; any other spans `scopes` unless `keys` says how many. The
+  service time; with both, the smaller) times the keys it spans at once. A key the same for every
+  call of the policy (a constant such as `app`, or only `{policy}` and `{host}`) spans one; the
+  first limit's other keys span `scopes`, any other's `scopes` unless `keys` says how many
+  (`sweeper.plan_limits`). The
   rate planned is the smallest ceiling, and what binds is that limit, or the consumers when
   they complete less (`LimitCeiling`, `limit_warnings` for the limits no load can reach).
+- What the plan finds is an error only when the policy cannot do what it claims; anything
+  else is an advisory (`sweeper.plan_findings` says which is which).
 - One batch in one environment takes at most its calls (`batch_size / parallel_calls` rounds,
   each the p95 service time), plus its slots (the environment's share of the planned rate hands
   it one slot every `environments / rate` seconds), plus the batch's one ledger read: summed, an
@@ -47,7 +52,6 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -55,18 +59,23 @@ from typing import Any
 from sweeper.config import (
     DEFAULT_CONSUMER_MEMORY_MB,
     MAX_PARALLEL_CALLS,
-    LimitConfig,
     Policy,
     Quota,
 )
 from sweeper.errors import ConfigError
-from sweeper.limits import (
-    MAX_BATCH_SIZE,
-    MAX_BATCH_SIZE_WITHOUT_WINDOW,
-    MB_PER_VCPU,
-    recommended_visibility_timeout_seconds,
-    vcpu_for,
+from sweeper.plan_batch import Turnover, batch_need
+from sweeper.plan_cpu import cpu_bound
+from sweeper.plan_findings import (
+    Finding,
+    Severity,
+    advisory,
+    drain_findings,
+    scopes_finding,
+    shortfall,
+    texts,
+    timeout_findings,
 )
+from sweeper.plan_limits import limit_ceiling, planned_keys, scope_keys, unreachable
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).
@@ -87,41 +96,8 @@ CONSUMER_MEMORY_MB = DEFAULT_CONSUMER_MEMORY_MB
 #: scopes at 10/s), over plain HTTP to the local emulators (TLS adds to it). Measure yours
 #: (Lambda Insights' `cpu_total_time` per job) and pass it as `--cpu-ms`.
 DEFAULT_CPU_SECONDS_PER_JOB = 0.010
-#: The share of an environment's CPU the plan fills. Busier, its threads are woken late for
-#: their slots (measured here: with the machine 0.57-0.67 busy, under 0.3 % of slots were let go
-#: late; at 0.99 busy, 1.6 slots per call).
-CPU_BUSY_SHARE = 0.7
-#: A batch's p95 duration fills at most this share of the time the consumer may use.
-TIMEOUT_SHARE = 0.5
-#: The last seconds of an invocation the consumer never uses (runtime.LAMBDA_SAFETY_MARGIN_SECONDS;
-#: a unit test checks the two agree).
-UNUSED_LAMBDA_SECONDS = 5.0
-#: The batch's one ledger read (every row of the batch in one query), with room for a cold
-#: start's connection: the second MIN_CONSUMER_TIMEOUT_SECONDS allots it.
-BATCH_LEDGER_READ_SECONDS = 1.0
 #: A policy timeout past this many times the recommended one is far above the batch's need.
 TIMEOUT_SLACK_FACTOR = 2.0
-#: A batch's turnover: how long an environment asks for no slot between two batches. Its
-#: batch's last calls (about a mean service time), then this: the event source's delete and
-#: receive, the new invocation's ledger read, its first idempotency record and reservation
-#: (measured on the local stack at 0.1-0.4 s: docs/decisions.md, 2026-12-02, "every
-#: environment turns over at once").
-TURNOVER_FIXED_SECONDS = 0.25
-#: Environments that share a rate turn over together: while one turns over, the others take
-#: its share of the slots and catch up with it, so they fall in step, and the slots of every
-#: turnover go unused by all of them (docs/decisions.md, 2026-12-03, "Batches long enough that
-#: their turnovers cost little"). The batch size recommended keeps a turnover at most this
-#: share of a batch's time.
-TURNOVER_SHARE = 0.03
-#: The longest batch recommended for that, in seconds of an environment's share of the rate:
-#: a longer one lengthens the timeout and a killed environment's delay for little more.
-MAX_TURNOVER_BATCH_SECONDS = 60.0
-#: Key fields that render alike for every call of one policy: a limit keyed by these alone has
-#: one key per policy (an app-wide limit when its key is a constant). The same as
-#: sweeper.scheduling.POLICY_WIDE_SCOPE_FIELDS (a unit test checks), not imported from there:
-#: scheduling brings the ledger with it, and synth reads this module.
-POLICY_CONSTANT_FIELDS = frozenset({"policy", "host"})
-_KEY_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +122,7 @@ class PlanInput:
     scopes: int = 1
     overhead_seconds: float = DEFAULT_OVERHEAD_SECONDS
     parallel_calls: int | None = None  # default: the policy's
+    memory_mb: int | None = None  # the consumer's; default: the policy's
     limiter_writes_per_job: float = LIMITER_WRITES_PER_JOB
     cpu_seconds_per_job: float = DEFAULT_CPU_SECONDS_PER_JOB  # 0: CPU is never the bound
     #: Keys busy at once of a limit after the first, by limit name (default: see `planned_keys`).
@@ -201,7 +178,9 @@ class Plan:
     oldest_age_seconds: float | None
     requests_per_job: dict[str, float]
     cost_per_million_jobs: dict[str, float]
-    warnings: list[str] = field(default_factory=list)
+    #: What the plan finds: errors (a claim the policy cannot keep) and advisories
+    #: (sweeper.plan_findings says which is which).
+    findings: list[Finding] = field(default_factory=list)
     #: What each job does (the kind's one-line description, never a secret) and the longest
     #: one call may take (its timeouts).
     action: str = ""
@@ -212,10 +191,27 @@ class Plan:
     #: Each rate with a slack (`Slack.as_dict`): what its slack costs in rate.
     slack: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def errors(self) -> list[str]:
+        """What fails the plan: the policy cannot do what it claims."""
+        return texts(self.findings, Severity.ERROR)
+
+    @property
+    def advisories(self) -> list[str]:
+        """What the plan notices that the policy works with."""
+        return texts(self.findings, Severity.ADVISORY)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every finding, errors and advisories, in the order found."""
+        return [finding.text for finding in self.findings]
+
     def as_dict(self) -> dict[str, Any]:
-        """The plan's figures; `limits` and `binding` only for a policy with [[limits]],
-        `slack` only when one of its rates has a slack."""
+        """The plan's figures, with `errors` and `advisories`; `limits` and `binding` only for
+        a policy with [[limits]], `slack` only when one of its rates has a slack."""
         figures = asdict(self)
+        del figures["findings"]
+        figures["errors"], figures["advisories"] = self.errors, self.advisories
         if not self.limits:
             del figures["limits"], figures["binding"]
         if not self.slack:
@@ -250,98 +246,6 @@ class Slack:
             "rate_per_second": round(self.rate_per_second, 3),
             "without_slack_per_second": round(self.without_slack_per_second, 3),
         }
-
-
-@dataclass(frozen=True, slots=True)
-class LimitCeiling:
-    """The most calls per second one limit of a policy lets through at the planned keys."""
-
-    name: str
-    key: str  # the key template
-    keys: int  # distinct keys busy at once
-    rate_per_second: float | None  # one key's rate, headroom applied
-    max_in_flight: int | None  # one key's cap on calls at the vendor at once
-    in_flight_per_second: float | None  # what the cap allows: max_in_flight / mean service
-    per_key_per_second: float  # the smaller of the two
-    ceiling_per_second: float  # per key x keys
-    bound: str  # "rate" or "in flight": which of the key's two gives its figure
-
-    def as_dict(self, throughput: float) -> dict[str, Any]:
-        """Its figures, rounded, with the share of the ceiling the plan's throughput uses."""
-        return {
-            "name": self.name,
-            "key": self.key,
-            "keys": self.keys,
-            "rate_per_second": _round(self.rate_per_second, 3),
-            "max_in_flight": self.max_in_flight,
-            "in_flight_per_second": _round(self.in_flight_per_second, 2),
-            "per_key_per_second": round(self.per_key_per_second, 3),
-            "ceiling_per_second": round(self.ceiling_per_second, 2),
-            "bound": self.bound,
-            "used": round(throughput / self.ceiling_per_second, 3),
-        }
-
-
-def _round(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def key_span(limit: LimitConfig) -> frozenset[str]:
-    """The fields of a limit's key that may differ between two calls of one policy: none for
-    an app-wide limit (`app`, `{policy}`, `{host}`)."""
-    return frozenset(_KEY_FIELD_RE.findall(limit.key)) - POLICY_CONSTANT_FIELDS
-
-
-def planned_keys(policy: Policy, given: PlanInput) -> dict[str, int]:
-    """Keys busy at once of each limit: `scopes` for the first; one for a key the same for
-    every call of the policy; else `given.keys[name]`, by default `scopes`."""
-    names = [limit.name for limit in policy.limits]
-    unknown = sorted(set(given.keys) - set(names))
-    if unknown:
-        listed = f"its limits are {', '.join(names)}" if names else "it has no [[limits]]"
-        raise ConfigError(
-            f"keys are given for limits policy {policy.name} does not list: {unknown} ({listed})"
-        )
-    counts: dict[str, int] = {}
-    for index, limit in enumerate(policy.limits):
-        if limit.name in given.keys:
-            if index == 0:
-                raise ConfigError(
-                    f"limit {limit.name} is the job's scope: its keys are the scopes, "
-                    "give those instead"
-                )
-            if not key_span(limit):
-                raise ConfigError(
-                    f"limit {limit.name} has one key (the same for every call of the policy): "
-                    "leave it out"
-                )
-            counts[limit.name] = given.keys[limit.name]
-        elif index > 0 and not key_span(limit):
-            counts[limit.name] = 1
-        else:
-            counts[limit.name] = given.scopes
-    return counts
-
-
-def limit_ceiling(limit: LimitConfig, keys: int, mean_service: float | None) -> LimitCeiling:
-    """One limit's ceiling at `keys` keys; a cap counts only when `mean_service` is known."""
-    rate = None if limit.rate is None else limit.rate.rate_per_second
-    in_flight = None
-    if limit.max_in_flight is not None and mean_service is not None:
-        in_flight = limit.max_in_flight / mean_service
-    known = [figure for figure in (rate, in_flight) if figure is not None]
-    per_key = min(known) if known else math.inf
-    return LimitCeiling(
-        name=limit.name,
-        key=limit.key,
-        keys=keys,
-        rate_per_second=rate,
-        max_in_flight=limit.max_in_flight,
-        in_flight_per_second=in_flight,
-        per_key_per_second=per_key,
-        ceiling_per_second=per_key * keys,
-        bound="rate" if rate is not None and per_key == rate else "in flight",
-    )
 
 
 def _slacks(policy: Policy) -> list[Slack]:
@@ -379,19 +283,21 @@ def make_plan(
     p95_service = given.latency_p95_seconds + given.overhead_seconds
     in_flight = environments * parallel
     calls_capacity = in_flight / mean_service
-    keys = planned_keys(policy, given)
+    scopes = scope_keys(policy, given.scopes)
+    keys = planned_keys(policy, scopes, given.keys)
     ceilings = [limit_ceiling(limit, keys[limit.name], mean_service) for limit in policy.limits]
     tightest = min(ceilings, key=lambda ceiling: ceiling.ceiling_per_second, default=None)
     if tightest is None:
-        target = policy.quota.rate_per_second * given.scopes
+        target = policy.quota.rate_per_second * scopes
     else:
         target = tightest.ceiling_per_second
-    cpu = _cpu_bound(consumer.memory_mb, environments, target, given.cpu_seconds_per_job)
+    memory_mb = given.memory_mb or consumer.memory_mb
+    cpu = cpu_bound(memory_mb, environments, target, given.cpu_seconds_per_job)
     capacity = min(calls_capacity, cpu.capacity)
     throughput = min(target, capacity)
     needed = math.ceil(target * mean_service)
     needed_p95 = math.ceil(target * p95_service)
-    warnings: list[str] = []
+    findings = scopes_finding(policy, given.scopes, scopes)
     binding = None
     if tightest is not None:
         binding = tightest.name if capacity >= target else "consumers"
@@ -408,52 +314,43 @@ def make_plan(
             else f"(p95: {recommended_envs}; parallel calls stop at {MAX_PARALLEL_CALLS})"
         )
         of_limit = "" if tightest is None else f" (limit {tightest.name})"
-        warnings.append(
+        text = (
             f"policy {policy.name} cannot reach its quota: its consumers complete at most "
             f"{calls_capacity:.1f} jobs/s against a rate of {target:.1f}/s{of_limit}; raise max "
             f"and reserved concurrency to {math.ceil(needed / parallel)} {parallel_fix}"
         )
+        findings.append(shortfall(policy, text))
     if cpu.capacity < target:
-        warnings.append(cpu.warning(policy.name, target))
+        findings.append(shortfall(policy, cpu.warning(policy.name, target)))
     said = None if tightest is None or capacity >= target else tightest.name
-    warnings += _unreachable(policy, mean_service, capacity, sharing, said)
+    findings += [
+        advisory(text)
+        for text in unreachable(policy, mean_service, capacity, sharing, _capacity_of, said)
+    ]
 
     batch = consumer.batch_size
     need = batch_need(policy, parallel, p95_service, target)
-    if consumer.timeout_seconds < need.timeout_seconds:
-        warnings.append(
-            f"a batch of {need.batch_size} may take {need.seconds:.1f} s and a call up to "
-            f"{need.call_seconds:g} s: the consumer timeout ({consumer.timeout_seconds} s) is "
-            f"below the {need.timeout_seconds} s that covers them; raise timeout_seconds to "
-            f"{need.timeout_seconds} or lower batch_size"
-        )
-    elif consumer.timeout_seconds > TIMEOUT_SLACK_FACTOR * need.timeout_seconds:
-        warnings.append(
-            f"the consumer timeout ({consumer.timeout_seconds} s) is over "
-            f"{TIMEOUT_SLACK_FACTOR:g}x the {need.timeout_seconds} s a batch needs: an environment "
-            f"killed mid-batch delays its records up to "
-            f"{consumer.visibility_timeout_seconds} s (the visibility timeout), "
-            f"{need.visibility_timeout_seconds} s at timeout_seconds = {need.timeout_seconds}"
-        )
+    findings += timeout_findings(
+        consumer,
+        batch_seconds=need.seconds,
+        call_seconds=need.call_seconds,
+        needed_seconds=need.timeout_seconds,
+        needed_visibility_seconds=need.visibility_timeout_seconds,
+        slack_factor=TIMEOUT_SLACK_FACTOR,
+    )
 
     turnover = Turnover.of(batch, parallel, environments, throughput, mean_service)
 
     net = throughput - given.arrival_per_second
-    drain: float | None = None
-    if net <= 0:
-        warnings.append(
-            f"arrivals ({given.arrival_per_second:.1f}/s) reach what the policy completes "
-            f"({throughput:.1f}/s): the backlog never drains"
-        )
-    else:
-        drain = given.backlog / net
+    drain = given.backlog / net if net > 0 else None
     interval = _schedule_interval(policy)
+    findings += drain_findings(policy, given.arrival_per_second, throughput, drain, interval)
     oldest = None if drain is None or interval is None else drain + interval
 
     requests = {
         "sqs": 1 / SEND_BATCH + 2 / batch,  # send; receive and delete, one each per batch
         "lambda_invocations": 1 / batch,
-        "lambda_gb_seconds": consumer.memory_mb / 1024 * environments / max(throughput, 1e-9),
+        "lambda_gb_seconds": memory_mb / 1024 * environments / max(throughput, 1e-9),
         "dynamodb_writes": given.limiter_writes_per_job + IDEMPOTENCY_WRITES_PER_JOB,
         "dynamodb_reads": 0.0,
     }
@@ -474,7 +371,7 @@ def make_plan(
         p95_service_seconds=round(p95_service, 4),
         environments=environments,
         parallel_calls=parallel,
-        memory_mb=consumer.memory_mb,
+        memory_mb=memory_mb,
         vcpu_per_environment=round(cpu.vcpu, 3),
         calls_capacity_per_second=round(calls_capacity, 2),
         cpu_capacity_per_second=None if math.isinf(cpu.capacity) else round(cpu.capacity, 2),
@@ -501,143 +398,10 @@ def make_plan(
         oldest_age_seconds=None if oldest is None else round(oldest, 1),
         requests_per_job={k: round(v, 4) for k, v in requests.items()},
         cost_per_million_jobs={k: round(v, 2) for k, v in per_million.items()},
-        warnings=warnings,
+        findings=findings,
         slack=[slack.as_dict() for slack in _slacks(policy)],
         limits=[ceiling.as_dict(throughput) for ceiling in ceilings],
         binding=binding,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class BatchNeed:
-    """What one batch needs of the consumer timeout (see the module docstring)."""
-
-    batch_size: int
-    calls_seconds: float  # ceil(batch_size / parallel) rounds of the p95 service time
-    slots_seconds: float  # batch_size slots at the environment's share of the rate
-    call_seconds: float  # one call at its whole connect and read timeout
-    batch_window_seconds: int
-
-    @property
-    def seconds(self) -> float:
-        """The batch's p95 duration: its calls, its slots and its ledger read, summed."""
-        return self.calls_seconds + self.slots_seconds + BATCH_LEDGER_READ_SECONDS
-
-    @property
-    def timeout_seconds(self) -> int:
-        """The shortest consumer timeout that covers the batch with its margin."""
-        used = max(self.seconds / TIMEOUT_SHARE, BATCH_LEDGER_READ_SECONDS + self.call_seconds)
-        # Rounded first, so that float noise (13.000000000000002) never costs a whole second.
-        # Never below MIN_CONSUMER_TIMEOUT_SECONDS: the ledger read alone, doubled, and the
-        # unused seconds come to 7.
-        return math.ceil(round(used + UNUSED_LAMBDA_SECONDS, 6))
-
-    @property
-    def visibility_timeout_seconds(self) -> int:
-        """The queue's visibility timeout at that consumer timeout."""
-        return recommended_visibility_timeout_seconds(
-            self.timeout_seconds, self.batch_window_seconds
-        )
-
-
-def batch_need(policy: Policy, parallel: int, p95_service: float, rate: float) -> BatchNeed:
-    """One batch of this policy at `parallel` calls at once, p95 service time and total rate."""
-    consumer = policy.consumer
-    action = policy.action
-    return BatchNeed(
-        batch_size=consumer.batch_size,
-        calls_seconds=math.ceil(consumer.batch_size / parallel) * p95_service,
-        slots_seconds=consumer.batch_size * consumer.environments / rate,
-        call_seconds=action.call_seconds,
-        batch_window_seconds=consumer.batch_window_seconds,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Turnover:
-    """What the turnovers between an environment's batches cost (see TURNOVER_SHARE)."""
-
-    seconds: float  # one turnover: the batch's last calls and TURNOVER_FIXED_SECONDS
-    batch_seconds: float  # one batch at an environment's share of the throughput
-    recommended_batch_size: int  # the smallest keeping the share within TURNOVER_SHARE
-
-    @property
-    def share(self) -> float:
-        """Of the rate: a turnover's part of a batch's time and its own (0 with no rate)."""
-        return self.seconds / (self.batch_seconds + self.seconds)
-
-    @classmethod
-    def of(
-        cls, batch_size: int, parallel: int, environments: int, throughput: float, mean: float
-    ) -> Turnover:
-        """At `throughput` jobs/s over `environments`, a mean service time of `mean` seconds,
-        and at least `parallel` records a batch."""
-        seconds = mean + TURNOVER_FIXED_SECONDS
-        per_environment = throughput / environments
-        if per_environment <= 0:
-            return cls(seconds, math.inf, batch_size)
-        batch_seconds = batch_size / per_environment
-        need = per_environment * seconds * (1 - TURNOVER_SHARE) / TURNOVER_SHARE
-        longest = per_environment * MAX_TURNOVER_BATCH_SECONDS
-        size = math.ceil(round(min(need, longest), 6))
-        if size > MAX_BATCH_SIZE_WITHOUT_WINDOW:
-            size = math.ceil(size / 10) * 10  # a round figure for a file a person edits
-        size = max(parallel, min(MAX_BATCH_SIZE, size))
-        return cls(seconds, batch_seconds, size)
-
-
-@dataclass(frozen=True, slots=True)
-class _CpuBound:
-    """What the consumers' CPU allows (see the module docstring), and what would carry the rate."""
-
-    configured_mb: int
-    per_job: float  # CPU seconds per job (0: not given, no bound)
-    vcpu: float  # one environment's CPU at the configured memory, at most one vCPU
-    per_environment: float  # jobs/s one environment completes with its CPU CPU_BUSY_SHARE full
-    capacity: float  # jobs/s all environments complete with their CPU CPU_BUSY_SHARE full
-    needed_vcpu: float  # per configured environment, to carry the rate
-    environments: int  # environments that carry the rate at the configured memory
-
-    @property
-    def memory_mb(self) -> int:
-        """The memory at which the configured environments carry the rate; at most one vCPU's."""
-        if self.needed_vcpu <= self.vcpu:
-            return self.configured_mb
-        return min(MB_PER_VCPU, math.ceil(self.needed_vcpu * MB_PER_VCPU))
-
-    def warning(self, policy: str, target: float) -> str:
-        if self.vcpu >= 1:
-            fix = f"raise environments to {self.environments} (one uses at most one vCPU)"
-        elif self.needed_vcpu > 1:
-            at_one_vcpu = math.ceil(target * self.per_job / CPU_BUSY_SHARE)
-            fix = (
-                f"raise environments to {self.environments}, or to {at_one_vcpu} with "
-                f"consumer.memory_mb = {MB_PER_VCPU} (an environment uses at most one vCPU)"
-            )
-        else:
-            fix = f"raise consumer.memory_mb to {self.memory_mb} or environments to "
-            fix += str(self.environments)
-        return (
-            f"policy {policy} runs short of CPU: at {self.configured_mb} MB a consumer "
-            f"environment has {self.vcpu:.2f} vCPU, about {self.per_environment:.1f} jobs/s at "
-            f"{self.per_job * 1000:g} ms of CPU per job, {self.capacity:.1f} jobs/s in all "
-            f"against a rate of {target:.1f}/s; {fix}"
-        )
-
-
-def _cpu_bound(memory_mb: int, environments: int, target: float, per_job: float) -> _CpuBound:
-    vcpu = min(1.0, vcpu_for(memory_mb))
-    if per_job <= 0:
-        return _CpuBound(memory_mb, per_job, vcpu, math.inf, math.inf, 0.0, environments)
-    per_environment = vcpu * CPU_BUSY_SHARE / per_job
-    return _CpuBound(
-        configured_mb=memory_mb,
-        per_job=per_job,
-        vcpu=vcpu,
-        per_environment=per_environment,
-        capacity=environments * per_environment,
-        needed_vcpu=target * per_job / (environments * CPU_BUSY_SHARE),
-        environments=max(environments, math.ceil(target / per_environment)),
     )
 
 
@@ -681,92 +445,18 @@ def limit_warnings(policy: Policy, sharing: Sequence[Policy] = ()) -> list[str]:
     """
     latency = policy.action.latency
     if latency is None:
-        return _unreachable(policy, None, None, sharing)
+        return unreachable(policy, None, None, sharing, _capacity_of)
     p50, p95 = latency
     plan = make_plan(policy, PlanInput(latency_p50_seconds=p50, latency_p95_seconds=p95))
-    return _unreachable(
-        policy, plan.mean_service_seconds, plan.consumer_capacity_per_second, sharing
+    return unreachable(
+        policy, plan.mean_service_seconds, plan.consumer_capacity_per_second, sharing, _capacity_of
     )
 
 
-def _unreachable(
-    policy: Policy,
-    mean_service: float | None,
-    capacity: float | None,
-    sharing: Sequence[Policy],
-    said: str | None = None,
-) -> list[str]:
-    """The warnings of `limit_warnings`; a concurrency cap and the consumers are judged only
-    when the service time and capacity are known. `said`: a limit whose consumers' shortfall
-    the plan has said already (it binds and they cannot reach it)."""
-    ones = [limit_ceiling(limit, 1, mean_service) for limit in policy.limits]
-    own_keys = _limiter_keys(policy)
-    others_keys = {
-        key for other in sharing if other.name != policy.name for key in _limiter_keys(other)
-    }
-    warnings: list[str] = []
-    for index, (limit, one) in enumerate(zip(policy.limits, ones, strict=True)):
-        if math.isinf(one.per_key_per_second):
-            continue  # a cap alone, without a service time: not judged
-        holders = [
-            (other, other_one)
-            for other, other_one in zip(policy.limits, ones, strict=True)
-            if other is not limit
-            and key_span(other) <= key_span(limit)
-            and other_one.per_key_per_second < one.per_key_per_second
-        ]
-        # A key other policies hold too takes their calls besides this policy's: not judged.
-        if holders and own_keys[index] not in others_keys:
-            other, other_one = min(holders, key=lambda held: held[1].per_key_per_second)
-            warnings.append(
-                f"limit {limit.name} of policy {policy.name} is never reached: it allows "
-                f"{_allows(one)} a key, but every call under one of its keys is under one key of "
-                f"limit {other.name}, which allows {_allows(other_one)}"
-            )
-            continue
-        if index == 0 or capacity is None or limit.name == said:
-            continue
-        shared = _shared_capacity(policy, own_keys[index], sharing)
-        if shared is not None and capacity + shared < one.per_key_per_second:
-            sharers = "" if not shared else " with the policies that share its key"
-            warnings.append(
-                f"limit {limit.name} of policy {policy.name} is never reached: it allows "
-                f"{_allows(one)} a key, but the consumers{sharers} complete at most "
-                f"{capacity + shared:.1f} jobs/s; raise their concurrency or parallel calls "
-                "(sweeper plan says how far)"
-            )
-    return warnings
-
-
-def _allows(ceiling: LimitCeiling) -> str:
-    """One key's figure: "40.0/s", or "33.3/s (10 in flight)" when its cap gives it."""
-    figure = f"{ceiling.per_key_per_second:.1f}/s"
-    return figure if ceiling.bound == "rate" else f"{figure} ({ceiling.max_in_flight} in flight)"
-
-
-def _limiter_keys(policy: Policy) -> list[str]:
-    """The limiter key template of each of the policy's limits, its own fields filled in: the
-    scope's as the ledger keeps it, then NAME:KEY for each further limit (as the consumer's
-    delivery renders them), so that two policies' alike keys are one limiter item."""
-    fixed = {"policy": policy.name, "host": policy.action.scope_host}
-
-    def fill(template: str) -> str:
-        return _KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), template)
-
-    further = [f"{limit.name}:{fill(limit.key)}" for limit in policy.further_limits]
-    return [fill(policy.scope.key_template), *further]
-
-
-def _shared_capacity(policy: Policy, key: str, sharing: Sequence[Policy]) -> float | None:
-    """What the other policies holding the limiter key `key` complete, at their own latency;
-    None when one of them has no latency (not judged)."""
-    total = 0.0
-    for other in sharing:
-        if other.name == policy.name or key not in _limiter_keys(other):
-            continue
-        latency = other.action.latency
-        if latency is None:
-            return None
-        given = PlanInput(latency_p50_seconds=latency[0], latency_p95_seconds=latency[1])
-        total += make_plan(other, given).consumer_capacity_per_second
-    return total
+def _capacity_of(policy: Policy) -> float | None:
+    """What the policy's consumers complete at its own measured latency; None without one."""
+    latency = policy.action.latency
+    if latency is None:
+        return None
+    given = PlanInput(latency_p50_seconds=latency[0], latency_p95_seconds=latency[1])
+    return make_plan(policy, given).consumer_capacity_per_second

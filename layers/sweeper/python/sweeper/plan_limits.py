@@ -1,0 +1,218 @@
+"""The limits of a plan: what each allows at the keys busy at once, and which no load reaches.
+
+A limit's ceiling is what one of its keys allows (its rate, headroom applied; a cap of N calls
+in flight allows N / mean service time; with both, the smaller) times the keys it spans at once.
+A key spans the busy scopes only when it names a field that differs between two calls of one
+policy (`{tenant_id}`, `{params.account}`); a key the same for every call (a constant such as
+`app`, or only `{policy}` and `{host}`) is one key however many tenants are busy. The rules of
+a limit never reached are `unreachable`'s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.config import LimitConfig, Policy
+from sweeper.errors import ConfigError
+
+#: Key fields that render alike for every call of one policy: a limit keyed by these alone has
+#: one key per policy (an app-wide limit when its key is a constant). The same as
+#: sweeper.scheduling.POLICY_WIDE_SCOPE_FIELDS (a unit test checks), not imported from there:
+#: scheduling brings the ledger with it, and synth reads this module.
+POLICY_CONSTANT_FIELDS = frozenset({"policy", "host"})
+_KEY_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
+
+
+@dataclass(frozen=True, slots=True)
+class LimitCeiling:
+    """The most calls per second one limit of a policy lets through at the planned keys."""
+
+    name: str
+    key: str  # the key template
+    keys: int  # distinct keys busy at once
+    rate_per_second: float | None  # one key's rate, headroom applied
+    max_in_flight: int | None  # one key's cap on calls at the vendor at once
+    in_flight_per_second: float | None  # what the cap allows: max_in_flight / mean service
+    per_key_per_second: float  # the smaller of the two
+    ceiling_per_second: float  # per key x keys
+    bound: str  # "rate" or "in flight": which of the key's two gives its figure
+
+    def as_dict(self, throughput: float) -> dict[str, Any]:
+        """Its figures, rounded, with the share of the ceiling the plan's throughput uses."""
+        return {
+            "name": self.name,
+            "key": self.key,
+            "keys": self.keys,
+            "rate_per_second": _round(self.rate_per_second, 3),
+            "max_in_flight": self.max_in_flight,
+            "in_flight_per_second": _round(self.in_flight_per_second, 2),
+            "per_key_per_second": round(self.per_key_per_second, 3),
+            "ceiling_per_second": round(self.ceiling_per_second, 2),
+            "bound": self.bound,
+            "used": round(throughput / self.ceiling_per_second, 3),
+        }
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def template_span(template: str) -> frozenset[str]:
+    """The fields of a key template that may differ between two calls of one policy: none for
+    an app-wide key (`app`, `{policy}`, `{host}`)."""
+    return frozenset(_KEY_FIELD_RE.findall(template)) - POLICY_CONSTANT_FIELDS
+
+
+def key_span(limit: LimitConfig) -> frozenset[str]:
+    """The fields of a limit's key that may differ between two calls of one policy."""
+    return template_span(limit.key)
+
+
+def scope_keys(policy: Policy, scopes: int) -> int:
+    """Keys of the job's scope (the first limit, or `scope`) busy at once when `scopes` are:
+    one when its key is the same for every call of the policy (`{host}`, `global`)."""
+    return scopes if template_span(policy.scope.key_template) else 1
+
+
+def planned_keys(policy: Policy, scopes: int, keys: Mapping[str, int]) -> dict[str, int]:
+    """Keys busy at once of each limit: one for a key the same for every call of the policy;
+    else `scopes` for the first, and `keys[name]`, by default `scopes`, for the others."""
+    names = [limit.name for limit in policy.limits]
+    unknown = sorted(set(keys) - set(names))
+    if unknown:
+        listed = f"its limits are {', '.join(names)}" if names else "it has no [[limits]]"
+        raise ConfigError(
+            f"keys are given for limits policy {policy.name} does not list: {unknown} ({listed})"
+        )
+    counts: dict[str, int] = {}
+    for index, limit in enumerate(policy.limits):
+        if limit.name in keys:
+            if index == 0:
+                raise ConfigError(
+                    f"limit {limit.name} is the job's scope: its keys are the scopes, "
+                    "give those instead"
+                )
+            if not key_span(limit):
+                raise ConfigError(
+                    f"limit {limit.name} has one key (the same for every call of the policy): "
+                    "leave it out"
+                )
+            counts[limit.name] = keys[limit.name]
+        else:
+            counts[limit.name] = scopes if key_span(limit) else 1
+    return counts
+
+
+def limit_ceiling(limit: LimitConfig, keys: int, mean_service: float | None) -> LimitCeiling:
+    """One limit's ceiling at `keys` keys; a cap counts only when `mean_service` is known."""
+    rate = None if limit.rate is None else limit.rate.rate_per_second
+    in_flight = None
+    if limit.max_in_flight is not None and mean_service is not None:
+        in_flight = limit.max_in_flight / mean_service
+    known = [figure for figure in (rate, in_flight) if figure is not None]
+    per_key = min(known) if known else math.inf
+    return LimitCeiling(
+        name=limit.name,
+        key=limit.key,
+        keys=keys,
+        rate_per_second=rate,
+        max_in_flight=limit.max_in_flight,
+        in_flight_per_second=in_flight,
+        per_key_per_second=per_key,
+        ceiling_per_second=per_key * keys,
+        bound="rate" if rate is not None and per_key == rate else "in flight",
+    )
+
+
+#: What a policy's consumers complete at its own measured latency; None when it has none.
+CapacityOf = Callable[[Policy], float | None]
+
+
+def unreachable(
+    policy: Policy,
+    mean_service: float | None,
+    capacity: float | None,
+    sharing: Sequence[Policy],
+    capacity_of: CapacityOf,
+    said: str | None = None,
+) -> list[str]:
+    """The limits of `policy` no load reaches (the rules: `sweeper.plan.limit_warnings`); a
+    concurrency cap and the consumers are judged only when the service time and capacity are
+    known. `capacity_of` gives what another policy sharing a key completes. `said`: a limit
+    whose consumers' shortfall the plan has said already (it binds and they cannot reach it)."""
+    ones = [limit_ceiling(limit, 1, mean_service) for limit in policy.limits]
+    own_keys = _limiter_keys(policy)
+    others_keys = {
+        key for other in sharing if other.name != policy.name for key in _limiter_keys(other)
+    }
+    warnings: list[str] = []
+    for index, (limit, one) in enumerate(zip(policy.limits, ones, strict=True)):
+        if math.isinf(one.per_key_per_second):
+            continue  # a cap alone, without a service time: not judged
+        holders = [
+            (other, other_one)
+            for other, other_one in zip(policy.limits, ones, strict=True)
+            if other is not limit
+            and key_span(other) <= key_span(limit)
+            and other_one.per_key_per_second < one.per_key_per_second
+        ]
+        # A key other policies hold too takes their calls besides this policy's: not judged.
+        if holders and own_keys[index] not in others_keys:
+            other, other_one = min(holders, key=lambda held: held[1].per_key_per_second)
+            warnings.append(
+                f"limit {limit.name} of policy {policy.name} is never reached: it allows "
+                f"{_allows(one)} a key, but every call under one of its keys is under one key of "
+                f"limit {other.name}, which allows {_allows(other_one)}"
+            )
+            continue
+        if index == 0 or capacity is None or limit.name == said:
+            continue
+        shared = _shared_capacity(policy, own_keys[index], sharing, capacity_of)
+        if shared is not None and capacity + shared < one.per_key_per_second:
+            sharers = "" if not shared else " with the policies that share its key"
+            warnings.append(
+                f"limit {limit.name} of policy {policy.name} is never reached: it allows "
+                f"{_allows(one)} a key, but the consumers{sharers} complete at most "
+                f"{capacity + shared:.1f} jobs/s; raise their concurrency or parallel calls "
+                "(sweeper plan says how far)"
+            )
+    return warnings
+
+
+def _allows(ceiling: LimitCeiling) -> str:
+    """One key's figure: "40.0/s", or "33.3/s (10 in flight)" when its cap gives it."""
+    figure = f"{ceiling.per_key_per_second:.1f}/s"
+    return figure if ceiling.bound == "rate" else f"{figure} ({ceiling.max_in_flight} in flight)"
+
+
+def _limiter_keys(policy: Policy) -> list[str]:
+    """The limiter key template of each of the policy's limits, its own fields filled in: the
+    scope's as the ledger keeps it, then NAME:KEY for each further limit (as the consumer's
+    delivery renders them), so that two policies' alike keys are one limiter item."""
+    fixed = {"policy": policy.name, "host": policy.action.scope_host}
+
+    def fill(template: str) -> str:
+        return _KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), template)
+
+    further = [f"{limit.name}:{fill(limit.key)}" for limit in policy.further_limits]
+    return [fill(policy.scope.key_template), *further]
+
+
+def _shared_capacity(
+    policy: Policy, key: str, sharing: Sequence[Policy], capacity_of: CapacityOf
+) -> float | None:
+    """What the other policies holding the limiter key `key` complete, at their own latency;
+    None when one of them has no latency (not judged)."""
+    total = 0.0
+    for other in sharing:
+        if other.name == policy.name or key not in _limiter_keys(other):
+            continue
+        capacity = capacity_of(other)
+        if capacity is None:
+            return None
+        total += capacity
+    return total
