@@ -887,7 +887,13 @@ class _Delivery:
         raise Deferred(f"job {self.job.key} snoozed for {delay:g}s") from exc
 
     def _return_in(self, seconds: float, *, outcome: OutcomeClass | None, code: str | None) -> None:
-        """Record when the job may run again, and hide the message until then."""
+        """Record when the job may run again, and hide the message until then.
+
+        Both in whole seconds, rounded up: SQS hides a message for whole seconds, and a
+        message shown before its ledger time would be acknowledged uncalled as not yet due
+        (batch.py), leaving the job to wait for its lease to expire.
+        """
+        seconds = math.ceil(max(0.0, seconds))
         now = self.deps.clock()
         at = now + timedelta(seconds=seconds)
         self.deps.ledger.record_unsettled(
