@@ -289,7 +289,7 @@ def process_batch(
                 delivery = _Delivery(
                     call, record.receipt_handle, deps, call_timeout, slots, trace_id=trace
                 )
-                delivery.handle(target.status)
+                delivery.handle(target, now)
             finally:
                 deps.metrics.add_metric(
                     Metric.PROCESSING_SECONDS, "Seconds", max(0.0, deps.now() - started)
