@@ -285,12 +285,12 @@ def _decide(
     if terminal and not request.include_terminal:
         report.kept_terminal += 1
         return None
+    if _closed(run, view.scope):
+        report.kept_closed += 1
+        return None
     if view.early_at(run.clock()):
         # Moved now, it would only be acknowledged uncalled: it waits here for its time.
         report.kept_not_due += 1
-        return None
-    if _closed(run, view.scope):
-        report.kept_closed += 1
         return None
     if request.dry_run:
         report.moved += 1
