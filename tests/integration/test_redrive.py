@@ -119,6 +119,7 @@ class Recording(SqsDeadLetterQueue):
 
 def redrive(pipeline: Pipeline, request: RedriveRequest | None = None, **kw: Any) -> RedriveReport:
     kw.setdefault("remaining_seconds", lambda: 100.0)
+    kw.setdefault("clock", lambda: datetime.now(UTC))
     dlq = kw.pop(
         "dlq",
         SqsDeadLetterQueue(
@@ -132,7 +133,6 @@ def redrive(pipeline: Pipeline, request: RedriveRequest | None = None, **kw: Any
         dlq,
         limiter.state,
         policy="exports",
-        clock=lambda: datetime.now(UTC),
         default_rate_per_second=1000.0,
         **kw,
     )

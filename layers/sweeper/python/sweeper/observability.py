@@ -84,6 +84,9 @@ class Metric:
     ORPHANS = "OrphanMessages"
     #: a body whose target (policy, version, tenant, object, scope) is not its key's ledger row
     MISMATCHED = "MismatchedMessages"
+    #: a delivery of a pending or leased job whose time (due, next attempt, postponement) has
+    #: not come: acknowledged uncalled, the ledger row left as it was
+    NOT_YET_DUE = "NotYetDue"
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed

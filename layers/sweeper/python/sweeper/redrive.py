@@ -9,6 +9,8 @@ Each dead letter is decided by its job's row in the ledger (one query per receiv
 | failed (terminal)                               | stays, unless terminal jobs are included:    |
 |                                                 | then retried in the ledger and moved         |
 | scope's gate closed                             | stays until it reopens                       |
+| pending or leased, its time not come (due,      | stays (`kept_not_due`) until the ledger      |
+| next attempt or postponement ahead)             | allows a call (LedgerTarget.callable_at)     |
 | pending or leased, gate open                    | moved: SendMessage (same body), then delete  |
 | body unreadable, or names no job                | stays, counted as an error (the run fails)   |
 | body disagrees with its key's ledger row        | stays, counted as an error (the run fails)   |
@@ -97,6 +99,8 @@ class RedriveReport:
     kept_terminal: int = 0
     #: Held jobs' letters: left in the DLQ (after an unhold the producer publishes the job anew).
     kept_held: int = 0
+    #: Letters of pending or leased jobs whose time has not come: left in the DLQ.
+    kept_not_due: int = 0
     kept_closed: int = 0
     not_matching: int = 0
     errors: int = 0
@@ -283,6 +287,10 @@ def _decide(
         return None
     if _closed(run, view.scope):
         report.kept_closed += 1
+        return None
+    if view.early_at(run.clock()):
+        # Moved now, it would only be acknowledged uncalled: it waits here for its time.
+        report.kept_not_due += 1
         return None
     if request.dry_run:
         report.moved += 1

@@ -284,10 +284,13 @@ WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
 """
 
 # The ledger's side of a job named by key, in the order `outcomes.ConsumerLedger` reads it into a
-# models.LedgerTarget: the one column list of the consumer's and redrive's reads.
+# models.LedgerTarget: the one column list of the consumer's and redrive's reads. `not_before` is
+# the job's time as one value: the latest of its due time, next attempt and postponement
+# (GREATEST skips a NULL postponed_until); LedgerTarget.callable_at judges it.
 TARGET_COLUMNS: Final = """
     operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round,
-    last_outcome, params, snoozed_seconds"""
+    last_outcome, GREATEST(due_at, next_attempt_at, postponed_until) AS not_before, params,
+    snoozed_seconds"""
 
 # One query per consumer batch: the ledger's side of every job the batch names. What the consumer
 # calls, under which scope and idempotency round, comes from here, never from the message body.
@@ -298,10 +301,7 @@ TARGET_COLUMNS: Final = """
 TARGETS_BY_KEYS: Final = (
     """
 WITH found AS (
-    SELECT"""  # noqa: S608
-    + TARGET_COLUMNS
-    + """, batch_id
-    FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
+    SELECT * FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 ), deliveries AS (
     SELECT f.batch_id, count(*) AS consumed,
            count(*) FILTER (WHERE f.status IN ('succeeded', 'failed')) AS duplicates
@@ -319,12 +319,34 @@ WITH found AS (
     FROM deliveries d JOIN locked l ON l.batch_id = d.batch_id
     WHERE r.batch_id = d.batch_id
 )
-SELECT"""
+SELECT"""  # noqa: S608
     + TARGET_COLUMNS
     + """
 FROM found
 """
 )
+
+# Deliveries the consumer acknowledged uncalled because their job's time had not come
+# (models.LedgerTarget.early_at, judged on the batch's read): counted per carrying batch,
+# attributed by the ledger's batch id as TARGETS_BY_KEYS counts consumed; a key named twice
+# counts twice. Only the run rows change: the job rows are read, never written. Run rows are
+# locked in batch-id order, as in TARGETS_BY_KEYS.
+COUNT_NOT_YET_DUE: Final = """
+WITH early AS (
+    SELECT j.batch_id, count(*) AS n
+    FROM unnest(%(keys)s::text[]) AS k(key) JOIN sweeper_jobs j ON j.operation_key = k.key
+    WHERE j.batch_id IS NOT NULL
+    GROUP BY j.batch_id
+), locked AS (
+    SELECT r.batch_id FROM sweeper_runs r
+    WHERE r.batch_id IN (SELECT batch_id FROM early)
+    ORDER BY r.batch_id
+    FOR UPDATE
+)
+UPDATE sweeper_runs r SET not_yet_due = r.not_yet_due + e.n
+FROM early e JOIN locked l ON l.batch_id = e.batch_id
+WHERE r.batch_id = e.batch_id
+"""
 
 # The action settled the job (accepted or already absent). Counts the attempt, and in the same
 # statement its carrying batch's succeeded (or, when another delivery settled it first, its
@@ -682,7 +704,8 @@ SELECT r.batch_id, r.scheduled_at, r.started_at, r.finished_at, r.stop_reason, r
         WHERE e.batch_id = r.batch_id AND e.event = 'cancelled'
           AND e.from_status IN ('pending', 'leased', 'held')) AS cancelled,
        (SELECT count(*) FROM sweeper_jobs h
-        WHERE h.policy = r.policy AND h.status = 'held' AND h.batch_id = r.batch_id) AS held
+        WHERE h.policy = r.policy AND h.status = 'held' AND h.batch_id = r.batch_id) AS held,
+       r.not_yet_due
 FROM sweeper_runs r
 WHERE r.policy = %(policy)s AND r.scheduled_at >= %(since)s
 ORDER BY r.scheduled_at DESC

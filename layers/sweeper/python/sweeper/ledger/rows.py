@@ -70,6 +70,8 @@ class BatchAudit:
     #: Jobs of the batch an operator cancelled before they settled, and jobs held now.
     cancelled: int = 0
     held: int = 0
+    #: Deliveries of its jobs acknowledged uncalled: their time had not come (migration 0013).
+    not_yet_due: int = 0
 
 
 @dataclass(frozen=True, slots=True)
