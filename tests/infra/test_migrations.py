@@ -23,6 +23,8 @@ def test_custom_resource_carries_the_digest_of_the_migration_files(default: Synt
     # A replaced application secret runs the function again, to give its user the new password.
     app_attachment = default.logical_id("Database/AppSecret/Attachment/Resource")
     assert resource["Properties"]["AppSecretArn"] == {"Ref": app_attachment}
+    reader_attachment = default.logical_id("Database/ReaderSecret/Attachment/Resource")
+    assert resource["Properties"]["ReaderSecretArn"] == {"Ref": reader_attachment}
     assert "ServiceToken" in resource["Properties"]
 
 
