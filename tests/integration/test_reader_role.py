@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg import errors, sql
+from psycopg import sql
 
 from sweeper.errors import LedgerError
 from sweeper.ledger.roles import APP_ROLE, READER_ROLE, ensure_app_login, ensure_reader_login
@@ -20,6 +20,7 @@ from sweeper.operator_api.requests import READ_COMMANDS
 from sweeper.operator_api.service import serve
 from sweeper_local.operator_api import OperatorApiStandIn
 from tests.integration.conftest import StartConsole
+from tests.integration.test_app_role import as_user, assert_refused, grants_of
 from tests.integration.test_operator_api import CALLER, seed
 
 pytestmark = pytest.mark.integration
@@ -35,12 +36,6 @@ READ_TABLES = {
 }
 
 
-def _as_user(db_url: str, user: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(db_url)
-    info["user"] = user
-    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
-
-
 def _drop(db_url: str, name: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
@@ -51,7 +46,7 @@ def reader_url(db_url: str) -> Iterator[str]:
     """A reader login made as on AWS (roles are per server: a name of its own, dropped after)."""
     name = f"sweeper_reader_t{uuid.uuid4().hex[:8]}"
     assert ensure_reader_login(db_url, name, "generated-password") is True
-    yield _as_user(db_url, name)
+    yield as_user(db_url, name)
     _drop(db_url, name)
 
 
@@ -78,27 +73,13 @@ def test_the_reader_can_select_every_table_the_read_commands_read(reader_url: st
     ],
 )
 def test_the_reader_is_refused_every_change(reader_url: str, statement: str) -> None:
-    with (
-        psycopg.connect(reader_url, autocommit=True) as conn,
-        pytest.raises(errors.InsufficientPrivilege),
-    ):
-        conn.execute(statement.encode())
+    assert_refused(reader_url, statement)
 
 
 def test_the_reader_role_holds_select_on_the_read_tables_only(db_url: str) -> None:
-    with psycopg.connect(db_url) as conn:
-        rows = conn.execute(
-            "SELECT table_name, privilege_type FROM information_schema.role_table_grants "
-            "WHERE grantee = %s",
-            (READER_ROLE,),
-        ).fetchall()
-        role = conn.execute(
-            "SELECT rolcanlogin, rolcreaterole, rolcreatedb, rolsuper FROM pg_roles "
-            "WHERE rolname = %s",
-            (READER_ROLE,),
-        ).fetchone()
-    assert {table for table, _ in rows} == READ_TABLES
-    assert {privilege for _, privilege in rows} == {"SELECT"}
+    tables, privileges, role = grants_of(db_url, READER_ROLE)
+    assert tables == READ_TABLES
+    assert privileges == {"SELECT"}
     assert role == (False, False, False, False)
 
 

@@ -5,52 +5,48 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy, SweeperConfig
 from sweeper.limiter.dynamodb import DynamoLimiter
 from sweeper.limiter.keys import key_pattern, limiter_key_patterns, unconfined_limits
 from sweeper.limiter.leases import LeaseCap
 from sweeper.models import NewJob
 from sweeper.scheduling import scope_for
 
-POLICIES = """
-[[policies]]
-name = "listings"
-[[policies.limits]]
-name = "store"
-key = "{policy}:{tenant_id}"
-rate = { limit = 2, period_seconds = 1 }
-[[policies.limits]]
-name = "seller"
-key = "{host}/{params.seller}"
-rate = { limit = 5, period_seconds = 1 }
-[[policies.limits]]
-name = "app"
-key = "app*?$"
-max_in_flight = 4
-[policies.action]
-api_url = "https://api.example.com"
 
-[[policies]]
-name = "listings-eu"
-[policies.scope]
-kind = "endpoint"
-[policies.action]
-api_url = "https://eu.example.com"
-"""
+def _limit(name: str, key: str, **kind: object) -> dict[str, object]:
+    return {"name": name, "key": key, **kind}
+
+
+RATE = {"rate": {"limit": 2, "period_seconds": 1}}
+#: listings: a scope per store under its name, a call's seller under the API's host, a constant
+#: (IAM's wildcards in it) capped; listings-eu: the endpoint's one scope; listings-us: the policy's
+#: one scope (`{policy}`), a name that begins with another policy's.
+POLICIES = {
+    "policies": [
+        {
+            "name": "listings",
+            "limits": [
+                _limit("store", "{policy}:{tenant_id}", **RATE),
+                _limit("seller", "{host}/{params.seller}", **RATE),
+                _limit("app", "app*?$", max_in_flight=4),
+            ],
+            "action": {"api_url": "https://api.example.com"},
+        },
+        {
+            "name": "listings-eu",
+            "scope": {"kind": "endpoint"},
+            "action": {"api_url": "https://eu.example.com"},
+        },
+        {"name": "listings-us", "action": {"api_url": "https://api.example.com"}},
+    ]
+}
 
 ids = st.text(min_size=1, max_size=40)
-
-
-def _policies(tmp_path: Path) -> list[Policy]:
-    path = tmp_path / "sweeper.toml"
-    path.write_text(POLICIES, encoding="utf-8")
-    return list(load_config(path).policies)
 
 
 def string_like(pattern: str) -> re.Pattern[str]:
@@ -83,34 +79,33 @@ def written_keys(policy: Policy, tenant_id: str, object_id: str, seller: str) ->
 
 
 @pytest.fixture(scope="module")
-def policies(tmp_path_factory: pytest.TempPathFactory) -> list[Policy]:
-    return _policies(tmp_path_factory.mktemp("keys"))
+def policies() -> list[Policy]:
+    return list(SweeperConfig.model_validate(POLICIES).policies)
 
 
 @given(tenant_id=ids, object_id=ids, seller=ids)
 def test_every_key_a_consumer_writes_matches_its_own_patterns_only(
     policies: list[Policy], tenant_id: str, object_id: str, seller: str
 ) -> None:
-    listings, eu = policies
-    mine = [string_like(p) for p in limiter_key_patterns(listings)]
-    theirs = [string_like(p) for p in limiter_key_patterns(eu)]
-    for key in written_keys(listings, tenant_id, object_id, seller):
-        assert any(p.fullmatch(key) for p in mine), key
-        assert not any(p.fullmatch(key) for p in theirs), key
-    for key in written_keys(eu, tenant_id, object_id, seller):
-        assert any(p.fullmatch(key) for p in theirs), key
-        assert not any(p.fullmatch(key) for p in mine), key
+    patterns = {p.name: [string_like(x) for x in limiter_key_patterns(p)] for p in policies}
+    for policy in policies:
+        for key in written_keys(policy, tenant_id, object_id, seller):
+            assert any(p.fullmatch(key) for p in patterns[policy.name]), key
+            for other in policies:
+                if other is not policy:
+                    assert not any(p.fullmatch(key) for p in patterns[other.name]), key
 
 
 def test_the_patterns_name_each_limit_by_its_policy_wide_prefix(policies: list[Policy]) -> None:
-    listings, eu = policies
+    listings, eu, us = policies
     assert limiter_key_patterns(listings) == [
         "scope#listings:*",  # a bucket per store, under the policy's name
         "scope#seller:api.example.com/*",  # the host filled in, the seller a call's
         "lease#app:app${*}${?}${$}",  # a constant key, shared by design: as it is, escaped
     ]
     assert limiter_key_patterns(eu) == ["scope#eu.example.com"]  # the endpoint's own
-    assert unconfined_limits(listings) == unconfined_limits(eu) == []
+    assert limiter_key_patterns(us) == ["scope#listings-us"]  # the policy's one, exactly
+    assert unconfined_limits(listings) == unconfined_limits(eu) == unconfined_limits(us) == []
 
 
 def test_a_scope_beginning_with_a_per_call_field_is_named_unconfined(
