@@ -201,14 +201,19 @@ def test_the_read_only_function_refuses_every_change_and_changes_nothing(
     before = (actions(db_url), ledger.counts("exports"))
     for body in changes:
         # When a read-only principal asks for it
-        reply = serve(json.dumps(body), caller=CALLER, access="read", backend=stand_in.backend)
+        reply = serve(
+            json.dumps(body), caller=CALLER, access="read", backend=stand_in.backends["read"]
+        )
         # Then it is forbidden, and nothing ran
         assert (reply.outcome, reply.status_code) == ("forbidden", 403), body
     assert (actions(db_url), ledger.counts("exports")) == before
     # And the reads it may make are served
     for command in ("status", "inspect"):
         reply = serve(
-            json.dumps({"command": command}), caller=CALLER, access="read", backend=stand_in.backend
+            json.dumps({"command": command}),
+            caller=CALLER,
+            access="read",
+            backend=stand_in.backends["read"],
         )
         assert reply.outcome == "ok", reply.body
     ledger.close()
