@@ -22,6 +22,10 @@ MAX_REASON_CHARS = 500
 MAX_NAME_CHARS = 256
 #: A console search is an operation key or a tenant id, so no longer than a key.
 MAX_QUERY_CHARS = 1024
+#: A hundred years: the longest age a request may name (days or seconds); a larger one would
+#: overflow the time arithmetic (issue 40: `1e300` was an unhandled error, now a 400).
+MAX_AGE_DAYS = 36_500
+MAX_AGE_SECONDS = MAX_AGE_DAYS * 86_400
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON_CHARS)]
@@ -46,7 +50,7 @@ class RunsRequest(_Request):
 class InspectRequest(_Request):
     command: Literal["inspect"] = "inspect"
     policy: Name | None = None
-    stuck_after_seconds: float = Field(default=3600.0, ge=0)
+    stuck_after_seconds: float = Field(default=3600.0, ge=0, le=MAX_AGE_SECONDS)
     limit: int = Field(default=100, ge=1, le=MAX_ROWS)
 
 
@@ -131,9 +135,11 @@ class CatchUpRequest(_Request):
 
 class PruneRequest(_Request):
     command: Literal["prune"] = "prune"
-    older_than_days: float = Field(ge=1)
+    older_than_days: float = Field(ge=1, le=MAX_AGE_DAYS)
     policy: Name | None = None
     batch_rows: int = Field(default=1000, ge=1, le=50_000)
+    #: Recorded with the prune's action before anything is deleted; required.
+    reason: Reason
 
 
 class ControlRequest(_Request):
