@@ -511,6 +511,41 @@ def test_cli_postpone_without_a_reason_or_past_the_bound_is_refused_in_one_line(
     assert (job.due_at, job.postponed_until) == (T0, None)
 
 
+def test_cli_postpone_keeps_to_the_policys_own_bound(
+    ledger: Ledger, db_url: str, tmp_path: Path
+) -> None:
+    # Given a policy that allows postponing 30 days at most
+    (k,) = seed(ledger, 1)
+    config = tmp_path / "bounded.toml"
+    config.write_text(POLICY_FILE + "max_postpone_days = 30\n")
+    later = (datetime.now(UTC) + timedelta(days=60)).isoformat()
+    # When an operator postpones a job 60 days
+    result = CliRunner().invoke(
+        main,
+        [
+            "postpone",
+            "--key",
+            k,
+            "--until",
+            later,
+            "--reason",
+            "r",
+            "--config",
+            str(config),
+            "--database-url",
+            db_url,
+            "--local-file",
+            str(tmp_path / "none.json"),
+        ],
+    )
+    # Then it is refused, naming the policy's bound, and the job is where it was
+    assert result.exit_code != 0
+    assert "at most 30 days ahead" in result.output
+    job = ledger.get(k)
+    assert job is not None
+    assert job.postponed_until is None
+
+
 def test_inspect_lists_held_jobs_from_when_their_hold_began(ledger: Ledger) -> None:
     from sweeper.operator import inspect_jobs
 
