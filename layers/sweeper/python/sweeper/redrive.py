@@ -180,7 +180,13 @@ def run_redrive(
         next_move_at=started,
         actor=actor,
     )
-    log = RedriveLog(ledger, policy=name, actor=actor, request=request, clock=clock)
+    log = RedriveLog(
+        ledger,
+        policy=name,
+        actor=actor,
+        request=request.model_dump(mode="json", exclude_none=True),
+        clock=clock,
+    )
 
     def page_done(report: RedriveReport) -> None:
         log.page(report)

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sweeper.action_log import ActionLog
 from sweeper.ledger.store import Ledger
 
-if TYPE_CHECKING:
-    from sweeper.redrive import RedriveReport, RedriveRequest
+
+class RedriveReport(Protocol):
+    """What a step reads of `sweeper.redrive.RedriveReport` (that module imports this one)."""
+
+    dry_run: bool
+    moved: int
+    retried_terminal: int
+    dropped_settled: int
+    dropped_cancelled: int
+    stop_reason: str
+
 
 #: Who the scheduled redrive function is in the ledger ...
 SCHEDULE_ACTOR = "redrive-schedule"
@@ -44,7 +53,7 @@ class RedriveLog:
         *,
         policy: str,
         actor: str,
-        request: RedriveRequest,
+        request: dict[str, Any],
         clock: Callable[[], datetime],
     ) -> None:
         self._ledger = ledger
@@ -70,7 +79,7 @@ class RedriveLog:
                 action="redrive",
                 actor=self._actor,
                 reason=None,
-                detail={"request": self._request.model_dump(mode="json", exclude_none=True)},
+                detail={"request": self._request},
                 clock=self._clock,
             )
         self._log.step(delta)
