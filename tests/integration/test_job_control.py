@@ -406,9 +406,11 @@ name = "exports"
 """
 
 
-def cli(db_url: str, tmp_path: Path, *args: str, stdin: str | None = None) -> Any:
+def cli(
+    db_url: str, tmp_path: Path, *args: str, stdin: str | None = None, policy: str = POLICY_FILE
+) -> Any:
     config = tmp_path / "sweeper.toml"
-    config.write_text(POLICY_FILE)
+    config.write_text(policy)
     return CliRunner().invoke(
         main,
         [
@@ -516,27 +518,13 @@ def test_cli_postpone_keeps_to_the_policys_own_bound(
 ) -> None:
     # Given a policy that allows postponing 30 days at most
     (k,) = seed(ledger, 1)
-    config = tmp_path / "bounded.toml"
-    config.write_text(POLICY_FILE + "max_postpone_days = 30\n")
     later = (datetime.now(UTC) + timedelta(days=60)).isoformat()
     # When an operator postpones a job 60 days
-    result = CliRunner().invoke(
-        main,
-        [
-            "postpone",
-            "--key",
-            k,
-            "--until",
-            later,
-            "--reason",
-            "r",
-            "--config",
-            str(config),
-            "--database-url",
-            db_url,
-            "--local-file",
-            str(tmp_path / "none.json"),
-        ],
+    result = cli(
+        db_url,
+        tmp_path,
+        *("postpone", "--key", k, "--until", later, "--reason", "r"),
+        policy=POLICY_FILE + "max_postpone_days = 30\n",
     )
     # Then it is refused, naming the policy's bound, and the job is where it was
     assert result.exit_code != 0

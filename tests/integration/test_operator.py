@@ -78,17 +78,23 @@ def test_pause_and_resume_are_idempotent_and_recorded(ledger: Ledger, db_url: st
     assert actions == [("pause", "ops"), ("pause", "bob"), ("resume", "ops"), ("resume", "ops")]
 
 
-def test_catch_up_releases_runs_skipped_while_paused_and_never_run_in_order(
-    ledger: Ledger,
-) -> None:
-    # Given a run at 02:00, a pause over 02:05 and 02:10, and 02:15 never delivered at all
-    seed(ledger, 4, due=T0 - timedelta(minutes=1))
+def skip_two_runs_while_paused(ledger: Ledger) -> FakePublisher:
+    """A run at 02:00, then a pause over the runs of 02:05 and 02:10, resumed."""
     publisher = FakePublisher()
     produce(ledger, T0, publisher)
     pause_policy("exports", ledger, None, actor="ops", reason=None, now=T0)
     for minutes in (5, 10):
         produce(ledger, T0 + timedelta(minutes=minutes), publisher)
     resume_policy("exports", ledger, None, actor="ops", reason=None, now=T0)
+    return publisher
+
+
+def test_catch_up_releases_runs_skipped_while_paused_and_never_run_in_order(
+    ledger: Ledger,
+) -> None:
+    # Given a run at 02:00, a pause over 02:05 and 02:10, and 02:15 never delivered at all
+    seed(ledger, 4, due=T0 - timedelta(minutes=1))
+    publisher = skip_two_runs_while_paused(ledger)
     seed(ledger, 6, due=T0 + timedelta(minutes=6))  # two more became due meanwhile
     # When catching up 02:00-02:16
     since, until = T0, T0 + timedelta(minutes=16)
@@ -123,12 +129,7 @@ def test_catch_up_records_its_caller_before_the_first_release_and_each_run_as_it
     ledger: Ledger, db_url: str
 ) -> None:
     # Given two runs missed while paused
-    publisher = FakePublisher()
-    produce(ledger, T0, publisher)
-    pause_policy("exports", ledger, None, actor="ops", reason=None, now=T0)
-    for minutes in (5, 10):
-        produce(ledger, T0 + timedelta(minutes=minutes), publisher)
-    resume_policy("exports", ledger, None, actor="ops", reason=None, now=T0)
+    publisher = skip_two_runs_while_paused(ledger)
     seen: list[list[tuple[str, str, int]]] = []
 
     def recorded() -> list[tuple[str, str, int]]:

@@ -128,14 +128,14 @@ def test_an_interrupted_prune_leaves_its_intent_and_every_batch_it_deleted_recor
         if report.batches == 2:
             raise KeyboardInterrupt
 
-    original = ledger.prune_batch
+    original = ledger.prune_settled_batch
 
-    def watched(*args: Any, **kw: Any) -> int:
+    def watched(*args: Any, **kw: Any) -> tuple[int, int]:
         if not seen_before_first:
             seen_before_first.append(recorded(db_url))
         return original(*args, **kw)
 
-    ledger.prune_batch = watched  # type: ignore[method-assign]
+    ledger.prune_settled_batch = watched  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         run(ledger, actor="alice", batch_rows=10, progress=stop_after_two)
     # Then before the first deletion the action was recorded: who, why, the cutoffs

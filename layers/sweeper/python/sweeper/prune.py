@@ -18,6 +18,7 @@ from sweeper.action_log import ActionLog, require_reason
 from sweeper.config import Policy
 from sweeper.config.policy import DEFAULT_FAILED_JOB_RETENTION_DAYS
 from sweeper.errors import OperatorError
+from sweeper.ledger.retention import PruneStep
 from sweeper.ledger.store import Ledger
 
 #: Rows per prune transaction: small enough that no lock is held for long.
@@ -86,22 +87,21 @@ def prune(
         clock=lambda: now,
     )
     report.action_id = log.action_id
-    action_id = log.action_id
+    step = PruneStep(log.action_id, now)
 
     def jobs() -> int:
-        deleted = ledger.prune_batch(
+        deleted, _events = ledger.prune_settled_batch(
             cutoff,
             batch_rows,
             policy,
             failed_before=failed_cutoff,
-            action_id=action_id,
-            now=now,
+            step=step,
         )
         report.jobs_deleted += deleted
         return deleted
 
     def runs() -> int:
-        deleted = ledger.prune_runs_batch(cutoff, batch_rows, policy, action_id=action_id, now=now)
+        deleted = ledger.prune_runs_batch(cutoff, batch_rows, policy, step)
         report.runs_deleted += deleted
         return deleted
 

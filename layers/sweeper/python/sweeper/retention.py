@@ -22,6 +22,7 @@ from typing import Any
 
 from sweeper.action_log import ActionLog
 from sweeper.config import RetentionConfig
+from sweeper.ledger.retention import PruneStep
 from sweeper.ledger.store import Ledger
 from sweeper.observability import Metric
 
@@ -109,23 +110,23 @@ def run_retention(
         },
         clock=lambda: now,
     )
-    step = log.action_id
+    step = PruneStep(log.action_id, now)
 
     def jobs() -> int:
         deleted, events = ledger.prune_settled_batch(
-            jobs_cutoff, rows, policy, failed_before=failed_cutoff, action_id=step, now=now
+            jobs_cutoff, rows, policy, failed_before=failed_cutoff, step=step
         )
         report.jobs_deleted += deleted
         report.job_events_deleted += events
         return deleted
 
     def runs() -> int:
-        deleted = ledger.prune_runs_batch(runs_cutoff, rows, policy, action_id=step, now=now)
+        deleted = ledger.prune_runs_batch(runs_cutoff, rows, policy, step)
         report.runs_deleted += deleted
         return deleted
 
     def actions() -> int:
-        deleted = ledger.prune_actions_batch(actions_cutoff, rows, policy, action_id=step, now=now)
+        deleted = ledger.prune_actions_batch(actions_cutoff, rows, policy, step)
         report.operator_actions_deleted += deleted
         return deleted
 
