@@ -5,6 +5,7 @@ goes, so an interrupted prune leaves the record of what it deleted)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -164,3 +165,27 @@ def test_a_finished_prune_says_so_with_its_totals(ledger: Ledger, db_url: str) -
         {"runs": 1},
         {"jobs": 12, "runs": 1, "done": True},
     ]
+
+
+def test_the_cli_refuses_a_prune_without_a_reason_and_records_one_with_it(
+    ledger: Ledger, db_url: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from sweeper_cli import main
+
+    (key,) = seed(ledger, 1)
+    ledger.mark_succeeded(key, OutcomeClass.ACCEPTED, datetime.now(UTC) - timedelta(days=40))
+    config = tmp_path / "sweeper.toml"
+    config.write_text('[[policies]]\nname = "exports"\n')
+    where = ["--config", str(config), "--database-url", db_url, "--local-file", str(tmp_path / "x")]
+    args = ["prune", "--older-than-days", "30", "--actor", "alice", *where]
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code != 0
+    assert "--reason" in refused.output
+    assert "Traceback" not in refused.output
+    assert (ledger.get(key) is not None, recorded(db_url)) == (True, [])
+    done = CliRunner().invoke(main, [*args, "--reason", "ticket 7"])
+    assert done.exit_code == 0, done.output
+    assert ledger.get(key) is None
+    assert [r[:3] for r in recorded(db_url)] == [("alice", "prune", "ticket 7")]
