@@ -1,7 +1,7 @@
 """One policy's intake: hints in through a signed webhook and EventBridge rules, into the ledger.
 
 webhook (function URL) ─┐
-EventBridge rules ──────┼─> intake queue (+ DLQ) ─> intake function ─> ledger (upsert)
+intake bus rules ───────┼─> intake queue (+ DLQ) ─> intake function ─> ledger (upsert)
 `sweeper schedule --stack`┘
 
 The webhook function never reaches the database: it verifies, records the signature in its
@@ -10,18 +10,17 @@ function is the only writer, with a partial batch response (docs/decisions.md, "
 
 The queue admits `sqs:SendMessage` from these three only: the webhook's role, the intake sender
 role (infra/intake_sender.py, for `schedule --stack`) and EventBridge delivering for this
-policy's own rules. Everything else, in this account too, meets an explicit Deny.
+policy's own rules. Everything else, in this account too, meets an explicit Deny. The rules
+listen on the stack's intake bus (infra/intake_bus.py), not the default bus: only the
+principals its policy lists may put events there.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -33,7 +32,7 @@ from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.nag import acknowledge
 from infra.network import Network
 from infra.packaging import Packaging
-from infra.queues import queue_with_dead_letters
+from infra.queues import admit_only, queue_with_dead_letters
 from sweeper.config import Policy
 from sweeper.intake.replay import REPLAY_PARTITION_KEY, REPLAY_TTL_ATTRIBUTE
 
@@ -72,7 +71,10 @@ class Intake(Construct):
         policy: Policy,
         ledger: LedgerAccess,
         sender: IntakeSender,
+        bus: events.IEventBus | None = None,
     ) -> None:
+        """`bus`: the stack's intake bus (infra/intake_bus.py), where the policy's rules
+        listen; needed when the policy has `event_patterns`."""
         super().__init__(scope, construct_id)
         self.policy = policy
         config = policy.intake
@@ -112,11 +114,14 @@ class Intake(Construct):
         )
 
         self.rules: list[events.Rule] = []
+        if config.event_patterns and bus is None:
+            raise ValueError(f"policy {policy.name} has event patterns but no intake bus")
         for index, pattern in enumerate(config.event_patterns):
             rule = events.Rule(
                 self,
                 f"Rule{index}",
                 description=f"sweeper {policy.name}: events that are hints",
+                event_bus=bus,
                 event_pattern=_event_pattern(pattern),
             )
             rule.add_target(targets.SqsQueue(self.queue))
@@ -131,52 +136,9 @@ class Intake(Construct):
 
         sender.grant_intake(self.queue, self.dead_letter_queue)
         senders = [sender.role] + ([self.webhook.role] if self.webhook is not None else [])
-        self._admit_only(senders)
-
-    def _admit_only(self, senders: Sequence[iam.IRole]) -> None:
-        """Deny SendMessage to every principal but `senders`, and to every AWS service but
-        EventBridge delivering for this policy's rules.
-
-        Two statements, because a service principal has no role ARN to list: the first refuses
-        any non-service principal whose ARN (a role's, also for its sessions) is not a sender;
-        the second refuses any service request whose source is not one of the rules (no rules:
-        every service request). A rule in another account or of another policy has another ARN.
-        """
-        queue_arn = self.queue.queue_arn
-        self.queue.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="SendersAllowed",
-                principals=[iam.ArnPrincipal(role.role_arn) for role in senders],
-                actions=["sqs:SendMessage"],
-                resources=[queue_arn],
-            )
-        )
-        self.queue.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="OnlyTheSendersMaySend",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["sqs:SendMessage"],
-                resources=[queue_arn],
-                conditions={
-                    "ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in senders]},
-                    "Bool": {"aws:PrincipalIsAWSService": "false"},
-                },
-            )
-        )
-        services: dict[str, dict[str, object]] = {"Bool": {"aws:PrincipalIsAWSService": "true"}}
-        if self.rules:
-            services["ArnNotEquals"] = {"aws:SourceArn": [rule.rule_arn for rule in self.rules]}
-        self.queue.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="OnlyThePolicysRulesMayDeliver",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["sqs:SendMessage"],
-                resources=[queue_arn],
-                conditions=services,
-            )
-        )
+        # EventBridge may deliver for this policy's own rules only (a rule of another policy or
+        # account has another ARN); no rules: no service at all.
+        admit_only(self.queue, senders, service_sources=[rule.rule_arn for rule in self.rules])
 
     def _webhook(
         self, policy: Policy, network: Network, packaging: Packaging, policy_json: str

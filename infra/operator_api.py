@@ -5,7 +5,9 @@ with `AWS_IAM` auth: the read-only one serves status, runs and inspect and is gr
 they read; the operator one serves every command. Two managed policies say who may call which:
 read-only may invoke the read-only URL alone, operator both. So a principal with the read-only
 policy cannot reach the function that changes anything, and that function's handler refuses a
-change whoever asks (docs/decisions.md: why function URLs, what they cost).
+change whoever asks (docs/decisions.md: why function URLs, what they cost). A direct Invoke
+passes no URL authorizer and may write any caller into the event: infra/operator_audit.py holds
+the guard against it and the trail that records every invoker.
 """
 
 from __future__ import annotations

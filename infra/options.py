@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Annotated, Any, Self
 
 from constructs import Node
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from sweeper.config import describe_validation_error
 from sweeper.errors import ConfigError
@@ -35,6 +43,11 @@ def _split_list(value: Any) -> Any:
 
 
 CommaList = Annotated[list[str], BeforeValidator(_split_list)]
+#: An IAM role's or user's ARN, as `aws:PrincipalArn` names it (a role's sessions included). Not
+#: an account (`:root` would admit the root user only), not a session, not a wildcard.
+PrincipalArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[\w-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
+]
 
 
 class DeploymentOptions(BaseModel):
@@ -66,6 +79,13 @@ class DeploymentOptions(BaseModel):
     database_max_capacity_acu: float = Field(default=DATABASE_MAX_CAPACITY_ACU, ge=1, le=256)
     deletion_protection: bool = True
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    # Who may put events on the intake bus (infra/intake_bus.py), besides the stack's intake
+    # sender role: IAM role or user ARNs, of this account or another. Nobody else, by default.
+    intake_event_senders: Annotated[list[PrincipalArn], BeforeValidator(_split_list)] = Field(
+        default_factory=list
+    )
+    # CloudTrail data events for the operator functions (infra/operator_trail.py).
+    operator_trail: bool = True
 
     @property
     def policy_dir(self) -> Path:

@@ -1,10 +1,13 @@
-"""Queue defaults shared by every queue sweeper creates: encrypted, TLS only, bounded retention."""
+"""Queue defaults shared by every queue sweeper creates: encrypted, TLS only, bounded retention,
+and who may send to it (`admit_only`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -40,7 +43,8 @@ def queue_with_dead_letters(
 ) -> tuple[sqs.Queue, sqs.Queue]:
     """A queue and its DLQ (`DeadLetterQueue`): the DLQ admits this queue only, and no other
     queue may use this one as its DLQ. Naming the queue lets the DLQ's redrive allow policy
-    name its ARN without a reference cycle between the two."""
+    name its ARN without a reference cycle between the two. No principal may send to the DLQ:
+    letters reach it by SQS's own redrive, which is no SendMessage request."""
     stack = Stack.of(scope)
     queue_arn = stack.format_arn(service="sqs", resource=queue_name)
     dead_letters = dead_letter_queue(
@@ -64,6 +68,7 @@ def queue_with_dead_letters(
             redrive_permission=sqs.RedrivePermission.DENY_ALL
         ),
     )
+    admit_only(dead_letters, [], deny_services=False)
     return queue, dead_letters
 
 
@@ -73,4 +78,56 @@ def dead_letter_queue(scope: Construct, construct_id: str, **props: Any) -> sqs.
         construct_id,
         retention_period=Duration.days(DEAD_LETTER_RETENTION_DAYS),
         **props,
+    )
+
+
+def admit_only(
+    queue: sqs.IQueue,
+    senders: Sequence[iam.IRole],
+    *,
+    deny_services: bool = True,
+    service_sources: Sequence[str] = (),
+) -> None:
+    """Allow `sqs:SendMessage` to `senders` and deny it to every other principal of any account,
+    however broad its identity policy; and deny every AWS service but one delivering for
+    `service_sources` (their ARNs as `aws:SourceArn`; none: every service is denied).
+
+    Two Deny statements, because a service principal has no role ARN to list: the first refuses
+    any non-service principal whose ARN (a role's, also for its sessions) is not a sender; the
+    second any service request whose source is not listed. `deny_services=False` leaves
+    services to the implicit deny (no statement allows one) and so never stands between SQS
+    and its own dead-lettering into a DLQ.
+    """
+    arns = [role.role_arn for role in senders]
+    if senders:
+        queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="SendersAllowed",
+                principals=[iam.ArnPrincipal(arn) for arn in arns],
+                actions=["sqs:SendMessage"],
+                resources=[queue.queue_arn],
+            )
+        )
+    others: dict[str, dict[str, object]] = {"Bool": {"aws:PrincipalIsAWSService": "false"}}
+    if arns:
+        others["ArnNotEquals"] = {"aws:PrincipalArn": arns}
+    _deny_send(queue, "OnlyTheSendersMaySend", others)
+    if not deny_services:
+        return
+    services: dict[str, dict[str, object]] = {"Bool": {"aws:PrincipalIsAWSService": "true"}}
+    if service_sources:
+        services["ArnNotEquals"] = {"aws:SourceArn": list(service_sources)}
+    _deny_send(queue, "OnlyTheListedSourcesMayDeliver", services)
+
+
+def _deny_send(queue: sqs.IQueue, sid: str, conditions: dict[str, dict[str, object]]) -> None:
+    queue.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid=sid,
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["sqs:SendMessage"],
+            resources=[queue.queue_arn],
+            conditions=conditions,
+        )
     )

@@ -14,16 +14,19 @@ from infra.database import Database
 from infra.discovery import Discovery
 from infra.function import SweeperFunction
 from infra.intake import Intake
+from infra.intake_bus import IntakeBus
 from infra.intake_sender import IntakeSender
 from infra.ledger_function import LedgerAccess
 from infra.migrations import Migrations
 from infra.network import Network
 from infra.observability import Observability
 from infra.operator_api import OperatorApi
+from infra.operator_audit import OperatorTrail, direct_invoke_guard
 from infra.options import DeploymentOptions
 from infra.packaging import Packaging
 from infra.pipeline import Pipeline
 from infra.protection import DeletionProtection
+from infra.queues import admit_only
 from infra.redrive import Redrive
 from infra.retention import Retention
 from infra.scheduling import ScheduledInvocation
@@ -66,7 +69,16 @@ class SweeperStack(Stack):
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
         intake_sender = IntakeSender(self, "IntakeSender")
+        intake_bus: IntakeBus | None = None
+        if any(policy.intake.event_patterns for policy in config.policies):
+            intake_bus = IntakeBus(
+                self,
+                "IntakeBus",
+                sender_role=intake_sender.role,
+                senders=options.intake_event_senders,
+            )
         pipelines: list[Pipeline] = []
+        redrives: list[Redrive] = []
         intakes: list[Intake] = []
 
         for policy in config.policies:
@@ -92,8 +104,10 @@ class SweeperStack(Stack):
                 policy=policy,
                 ledger=ledger,
                 sender=intake_sender,
+                bus=intake_bus.bus if intake_bus is not None else None,
             )
             pipelines.append(pipeline)
+            redrives.append(redrive)
             intakes.append(intake)
             observability.watch(pipeline, redrive)
             observability.watch_intake(intake)
@@ -160,6 +174,12 @@ class SweeperStack(Stack):
             pipelines=pipelines,
             intakes=intakes,
         )
+        # A message on a work queue starts a call: only what puts jobs there may send.
+        for pipeline, redrive in zip(pipelines, redrives, strict=True):
+            admit_only(
+                pipeline.queue,
+                [pipeline.producer.role, redrive.function.role, operator_api.operator.role],
+            )
         self._output(
             "OperatorApiUrl",
             operator_api.operator_url.url,
@@ -180,11 +200,32 @@ class SweeperStack(Stack):
             operator_api.read_only_policy.managed_policy_arn,
             "managed policy to attach to read-only operators: status, runs, inspect",
         )
+        operator_functions = [operator_api.read_only.function, operator_api.operator.function]
+        self._output(
+            "OperatorDirectInvokeGuard",
+            self.to_json_string(direct_invoke_guard(operator_functions)),
+            "policy to apply as an SCP or permissions boundary: the operator functions only "
+            "through their URLs (docs/runbook.md, 'Who acted')",
+        )
+        if options.operator_trail:
+            trail = OperatorTrail(self, "OperatorTrail", functions=operator_functions)
+            self._output(
+                "OperatorTrailBucketName",
+                trail.bucket.bucket_name,
+                "CloudTrail data events of the operator functions: who invoked them",
+            )
         self._output(
             "IntakeSenderRoleArn",
             intake_sender.role.role_arn,
             "role that may send to the intake queues (`sweeper schedule --stack`)",
         )
+        if intake_bus is not None:
+            self._output(
+                "IntakeEventBusName",
+                intake_bus.bus.event_bus_name,
+                "intake event bus: the policies' event_patterns rules listen here",
+            )
+            self._output("IntakeEventBusArn", intake_bus.bus.event_bus_arn, "intake event bus")
         self._output("IdempotencyTableName", tables.idempotency.table_name, "idempotency table")
         self._output("LimiterTableName", tables.limiter.table_name, "limiter table")
         self._output("DatabaseSecretArn", database.secret.secret_arn, "ledger admin credential")

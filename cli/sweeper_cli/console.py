@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from sweeper.operator_api.requests import MAX_ROWS, MAX_STUCK_AFTER_SECONDS
 from sweeper_cli.base import (
     actor_option,
     consumer_function_option,
@@ -132,10 +133,10 @@ def resume(
     "--stuck-after",
     "stuck_after_seconds",
     default=3600.0,
-    type=click.FloatRange(0),
-    help="A pending job overdue by this many seconds counts as stuck.",
+    type=click.FloatRange(0, MAX_STUCK_AFTER_SECONDS),
+    help="A pending job overdue by this many seconds counts as stuck (at most a year).",
 )
-@click.option("--limit", default=100, type=click.IntRange(1, 10_000), help="Rows per kind.")
+@click.option("--limit", default=100, type=click.IntRange(1, MAX_ROWS), help="Rows per kind.")
 @target_options
 @json_option
 @friendly_errors

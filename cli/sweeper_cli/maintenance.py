@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from sweeper.operator_api.requests import MAX_PRUNE_AGE_DAYS
 from sweeper_cli.base import (
     actor_option,
     config_option,
@@ -45,7 +46,7 @@ def migrate(database_url: str | None) -> None:
 @click.option(
     "--older-than-days",
     required=True,
-    type=click.FloatRange(1, 36_500),
+    type=click.FloatRange(1, MAX_PRUNE_AGE_DAYS),
     help="Delete settled jobs completed (and runs scheduled) more than this many days ago.",
 )
 @policy_option

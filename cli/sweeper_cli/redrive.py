@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from sweeper.operator_api.requests import MAX_REDRIVE_MESSAGES
 from sweeper_cli.base import (
     OUTCOMES,
     actor_option,
@@ -34,7 +35,12 @@ from sweeper_cli.base import (
     type=click.Choice(OUTCOMES),
     help="Only jobs whose last outcome is this class (repeatable).",
 )
-@click.option("--max", "max_messages", type=click.IntRange(1), help="Move at most this many.")
+@click.option(
+    "--max",
+    "max_messages",
+    type=click.IntRange(1, MAX_REDRIVE_MESSAGES),
+    help="Move at most this many.",
+)
 @click.option(
     "--rate",
     "rate_per_second",

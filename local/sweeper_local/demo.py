@@ -49,7 +49,8 @@ from sweeper_local.webhook import LocalWebhook
 CONSUMER_TIMEOUT_SECONDS = 30
 #: The demo's quota when neither --rate nor a policy file gives one.
 DEFAULT_DEMO_QUOTA = Quota(limit=1000, period_seconds=1)
-#: Calls made one after another to measure the vendor's latency before the demo plans.
+#: Calls made one after another, at the rate the demo will keep, to measure the vendor's
+#: latency before the demo plans.
 PROBE_CALLS = 8
 #: The longest the demo waits, after its probes, for them to leave the vendor's quota window
 #: (so that the limiter, which never saw them, cannot be refused for them).
@@ -198,16 +199,22 @@ class MeasuredLatency:
     calls: int
 
 
-def measure_latency(action: HttpActionConfig, calls: int = PROBE_CALLS) -> MeasuredLatency:
+def measure_latency(
+    action: HttpActionConfig, rate: Quota, calls: int = PROBE_CALLS
+) -> MeasuredLatency:
     """Time `calls` calls to the vendor, one after another, through the product's own HTTP
     action, on probe objects of a tenant of their own (never a policy's objects or keys).
 
-    Only answers that went through the vendor's work count (accepted, absent, permanent): a
-    429 or an error comes back without it and would understate the latency.
+    The calls keep `rate` as the limiter will: each sent at least the quota's interval (its
+    headroom applied) after the one before, so a vendor that refuses calls faster than its
+    quota (nginx's limit_req) answers the probes too. Only answers that went through the
+    vendor's work count (accepted, absent, permanent): a 429 or an error comes back without it
+    and would understate the latency.
     """
     http = HttpAction(action)
     run = secrets.token_hex(4)
     took: list[float] = []
+    next_send = time.monotonic()
     for i in range(calls):
         key = f"{PROBE_TENANT}:{run}:{i}"
         call = ActionCall(
@@ -221,7 +228,9 @@ def measure_latency(action: HttpActionConfig, calls: int = PROBE_CALLS) -> Measu
             attempt=1,
             batch_id=run,
         )
+        time.sleep(max(0.0, next_send - time.monotonic()))  # pacing, as the limiter's slots
         sent = time.monotonic()
+        next_send = sent + rate.interval_seconds
         result = http.perform(call)
         if result.outcome.settled:
             took.append(time.monotonic() - sent)
@@ -304,7 +313,7 @@ def demo_policy(options: DemoOptions, api_url: str) -> tuple[Policy, MeasuredLat
     action = HttpActionConfig(api_url=api_url, allow_plain_http=True, read_timeout_seconds=5)
     latency: MeasuredLatency | None = None
     if options.parallel_calls is None or options.batch_size is None:
-        latency = measure_latency(action)
+        latency = measure_latency(action, rate)
         _settle_probes(rate)
     consumer = plan_consumer(
         rate,

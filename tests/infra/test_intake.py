@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.infra.conftest import Synth
+from tests.infra.policy_eval import as_list, decision, iam_request, service_request
 from tests.infra.test_security import _function_statements
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -57,7 +58,7 @@ def test_the_intake_function_may_shorten_the_visibility_of_its_own_queue_message
     granting = [
         s
         for s in _function_statements(default, function)
-        if "sqs:ChangeMessageVisibility" in _as_list(s["Action"])
+        if "sqs:ChangeMessageVisibility" in as_list(s["Action"])
     ]
     assert granting
     assert all(queue_id in json.dumps(s["Resource"]) for s in granting)
@@ -143,50 +144,12 @@ def test_cdk_nag_is_clean_with_event_rules(events: Synth) -> None:
 SEND = "sqs:SendMessage"
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
+def _iam_request(principal_arn: Any) -> dict[str, Any]:
+    return iam_request(SEND, principal_arn)
 
 
-def _condition_holds(operator: str, actual: Any, expected: Any) -> bool:
-    """One condition operator on one key, as IAM evaluates it; a missing key makes a negated
-    operator (`...NotEquals`) true and any other false."""
-    negated = "Not" in operator
-    if actual is None:
-        return negated
-    values = expected if isinstance(expected, list) else [expected]
-    if operator == "Bool":
-        return str(actual).lower() in [str(v).lower() for v in values]
-    found = actual in values
-    return not found if negated else found
-
-
-def _statement_applies(statement: dict[str, Any], request: dict[str, Any]) -> bool:
-    actions = _as_list(statement["Action"])
-    if SEND not in actions and "sqs:*" not in actions:
-        return False
-    principal = statement["Principal"]
-    if principal not in ("*", {"AWS": "*"}):
-        listed = principal.get("AWS", [])
-        services = principal.get("Service", [])
-        listed = listed if isinstance(listed, list) else [listed]
-        services = services if isinstance(services, list) else [services]
-        if request.get("principal_arn") not in listed and request.get("service") not in services:
-            return False
-    context = request["context"]
-    return all(
-        _condition_holds(operator, context.get(key), expected)
-        for operator, keys in statement.get("Condition", {}).items()
-        for key, expected in keys.items()
-    )
-
-
-def _decision(statements: list[dict[str, Any]], request: dict[str, Any]) -> str:
-    """`deny` (an explicit Deny applies), `allow` (the queue policy allows), or `identity`
-    (left to the caller's identity policy)."""
-    applying = [s for s in statements if _statement_applies(s, request)]
-    if any(s["Effect"] == "Deny" for s in applying):
-        return "deny"
-    return "allow" if applying else "identity"
+def _service_request(service: str, source_arn: Any) -> dict[str, Any]:
+    return service_request(SEND, service, source_arn)
 
 
 def _intake_queue_statements(synth: Synth) -> tuple[list[dict[str, Any]], str]:
@@ -203,28 +166,6 @@ def _role_arn(synth: Synth, path_suffix: str) -> dict[str, Any]:
     return {"Fn::GetAtt": [synth.logical_id(path_suffix), "Arn"]}
 
 
-def _iam_request(principal_arn: Any) -> dict[str, Any]:
-    return {
-        "principal_arn": principal_arn,
-        "context": {
-            "aws:PrincipalArn": principal_arn,
-            "aws:PrincipalIsAWSService": "false",
-            "aws:SecureTransport": "true",
-        },
-    }
-
-
-def _service_request(service: str, source_arn: Any) -> dict[str, Any]:
-    return {
-        "service": service,
-        "context": {
-            "aws:PrincipalIsAWSService": "true",
-            "aws:SourceArn": source_arn,
-            "aws:SecureTransport": "true",
-        },
-    }
-
-
 def test_only_the_webhook_the_sender_role_and_the_policys_rules_may_send_to_the_intake_queue(
     events: Synth,
 ) -> None:
@@ -238,19 +179,19 @@ def test_only_the_webhook_the_sender_role_and_the_policys_rules_may_send_to_the_
     other_rule = "arn:aws:events:eu-west-1:111122223333:rule/someone-elses-rule"
 
     # The senders pass, and EventBridge delivering for either of the policy's rules is allowed.
-    assert _decision(statements, _iam_request(webhook)) == "allow"
-    assert _decision(statements, _iam_request(sender)) == "allow"
+    assert decision(statements, _iam_request(webhook)) == "allow"
+    assert decision(statements, _iam_request(sender)) == "allow"
     for rule in rules:
-        assert _decision(statements, _service_request("events.amazonaws.com", rule)) == "allow"
+        assert decision(statements, _service_request("events.amazonaws.com", rule)) == "allow"
     # Anyone else of the account, however broad their identity policy, is denied ...
     intake_function = _role_arn(events, "Intake-exports/Function/Role/Resource")
-    assert _decision(statements, _iam_request(intake_function)) == "deny"
-    assert _decision(statements, _iam_request("arn:aws:iam::111122223333:role/Admin")) == "deny"
+    assert decision(statements, _iam_request(intake_function)) == "deny"
+    assert decision(statements, _iam_request("arn:aws:iam::111122223333:role/Admin")) == "deny"
     # ... and so is EventBridge for any other rule, or another service, or no source at all.
-    assert _decision(statements, _service_request("events.amazonaws.com", other_rule)) == "deny"
+    assert decision(statements, _service_request("events.amazonaws.com", other_rule)) == "deny"
     topic = "arn:aws:sns:eu-west-1:111122223333:some-topic"
-    assert _decision(statements, _service_request("sns.amazonaws.com", topic)) == "deny"
-    assert _decision(statements, _service_request("events.amazonaws.com", None)) == "deny"
+    assert decision(statements, _service_request("sns.amazonaws.com", topic)) == "deny"
+    assert decision(statements, _service_request("events.amazonaws.com", None)) == "deny"
 
 
 def test_without_rules_or_webhook_no_service_and_only_the_sender_role_may_send(
@@ -267,9 +208,9 @@ def test_without_rules_or_webhook_no_service_and_only_the_sender_role_may_send(
     sender = _role_arn(events, "IntakeSender/Role/Resource")
     webhook = _role_arn(events, "Intake-exports/Webhook/Role/Resource")
     rule = {"Fn::GetAtt": [events.logical_id("Intake-exports/Rule0/Resource"), "Arn"]}
-    assert _decision(statements, _iam_request(sender)) == "allow"
-    assert _decision(statements, _iam_request(webhook)) == "deny"
-    assert _decision(statements, _service_request("events.amazonaws.com", rule)) == "deny"
+    assert decision(statements, _iam_request(sender)) == "allow"
+    assert decision(statements, _iam_request(webhook)) == "deny"
+    assert decision(statements, _service_request("events.amazonaws.com", rule)) == "deny"
 
 
 def test_the_sender_role_may_send_to_the_intake_queues_and_read_the_stack_only(
@@ -284,7 +225,7 @@ def test_the_sender_role_may_send_to_the_intake_queues_and_read_the_stack_only(
         if {"Ref": role} in p["Properties"]["Roles"]
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
-    actions = {a for s in granted for a in _as_list(s["Action"])}
+    actions = {a for s in granted for a in as_list(s["Action"])}
     assert SEND in actions
     assert "cloudformation:DescribeStacks" in actions
     assert not [a for a in actions if a.endswith("*")]

@@ -38,6 +38,7 @@ from sweeper.operator_api.client import OperatorApiClient
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli.webconsole.backend import ApiBackend, ledger_backend
 from sweeper_cli.webconsole.guard import TOKEN_HEADER
+from sweeper_cli.webconsole.launch import launch_file
 from sweeper_cli.webconsole.server import ConsoleServer
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.operator_api import OperatorApiStandIn
@@ -174,6 +175,14 @@ def _wait(driver: webdriver.Chrome) -> WebDriverWait[webdriver.Chrome]:
     return WebDriverWait(driver, 30, poll_frequency=0.05)
 
 
+def _sign_in(driver: webdriver.Chrome, server: ConsoleServer) -> None:
+    """Open the URL the console prints; its one-time code (once traded, the cookie) leads on
+    to the console's page."""
+    driver.get(server.url)
+    _wait(driver).until(expected_conditions.url_to_be(server.home))
+    _wait(driver).until(expected_conditions.presence_of_element_located((By.TAG_NAME, "main")))
+
+
 #: The principal the operator API stand-in names for the local emulator's signing key.
 API_CALLER = "arn:aws:iam::000000000000:user/testing"
 
@@ -200,11 +209,11 @@ def _ledger_activity(db_url: str) -> tuple[int, int]:
 def test_the_page_loads_and_its_numbers_match_the_ledger(
     browser: webdriver.Chrome, console: Console
 ) -> None:
-    # Given the local stack after a run, and the console's URL with its token
+    # Given the local stack after a run, and the console's URL with its login code
     # When the browser opens it
-    browser.get(console.server.url)
-    # Then the token is traded for a cookie and dropped from the address bar
-    assert "token=" not in browser.current_url
+    _sign_in(browser, console.server)
+    # Then the code is traded for the session cookie and dropped from the address bar
+    assert "code=" not in browser.current_url
     section = f"#policy-{POLICY}"
     _wait(browser).until(
         expected_conditions.presence_of_element_located((By.CSS_SELECTOR, section))
@@ -232,7 +241,7 @@ def test_an_action_from_the_page_changes_the_ledger_and_records_the_operator(
     browser: webdriver.Chrome, console: Console, tmp_path: Path
 ) -> None:
     # Given the console open in the browser, and a pending job due tomorrow
-    browser.get(console.server.url)
+    _sign_in(browser, console.server)
     # When the operator searches its tenant, opens the job, and holds it with a reason
     browser.find_element(By.ID, "search-q").send_keys("t2")
     browser.find_element(By.ID, "search-go").click()
@@ -299,7 +308,7 @@ def test_a_closed_gate_shows_until_when_and_why(
     limiter.close(POLICY, until.timestamp(), "throttled")
     reopens = datetime.fromtimestamp(limiter.state(POLICY).closed_until or 0, UTC)
     # When the page is opened
-    browser.get(console.server.url)
+    _sign_in(browser, console.server)
     # Then the gate reads closed, until the limiter's reopening time, and why
     gate = _text(browser, f'#policy-{POLICY} tr.gate[data-scope="{POLICY}"] td.closed')
     assert gate == f"closed until {reopens.isoformat()} (throttled)"
@@ -312,7 +321,18 @@ def _request(
     headers: dict[str, str],
     body: dict[str, Any] | None = None,
 ) -> tuple[int, str, dict[str, str]]:
-    conn = http.client.HTTPConnection("127.0.0.1", console.server.port, timeout=5)
+    return _request_to(console.server, path, method, headers, body)
+
+
+def _request_to(
+    server: ConsoleServer,
+    path: str,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
+) -> tuple[int, str, dict[str, str]]:
+    headers = headers or {"Host": f"127.0.0.1:{server.port}"}
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     data = None if body is None else json.dumps(body).encode()
     conn.request(method, path, body=data, headers={"Connection": "close", **headers})
     answer = conn.getresponse()
@@ -333,11 +353,14 @@ def _hold_request(console: Console) -> dict[str, Any]:
 
 
 def _own_headers(console: Console) -> dict[str, str]:
+    """What the page's own script sends: the session cookie, the header token, its origin."""
     own = f"127.0.0.1:{console.server.port}"
+    guard = console.server.guard
     return {
         "Host": own,
         "Origin": f"http://{own}",
-        TOKEN_HEADER: console.server.guard.token,
+        "Cookie": guard.set_cookie().split(";")[0],
+        TOKEN_HEADER: guard.csrf,
         "Content-Type": "application/json",
     }
 
@@ -354,26 +377,36 @@ def _untouched(console: Console) -> None:
     assert row == (0,)
 
 
-def test_a_request_without_the_token_is_refused(console: Console) -> None:
+def test_a_request_without_the_session_or_the_header_token_is_refused(console: Console) -> None:
     own = f"127.0.0.1:{console.server.port}"
-    # A page without the token or its cookie
+    guard = console.server.guard
+    # A page without the session cookie, or with the header token in its place
     status, text, _ = _request(console, "GET", "/", {"Host": own})
     assert status == 403
-    assert "token" in text
-    status, _, _ = _request(console, "GET", "/?token=wrong", {"Host": own})
+    assert "session" in text
+    wrong_cookie = f"{guard.cookie_name}={guard.csrf}"
+    status, _, _ = _request(console, "GET", "/", {"Host": own, "Cookie": wrong_cookie})
     assert status == 403
-    # An action without the token header (with the page's cookie, as a forged form would send)
-    headers = {**_own_headers(console), "Cookie": console.server.guard.set_cookie().split(";")[0]}
-    del headers[TOKEN_HEADER]
-    status, _, _ = _request(console, "POST", "/api/action", headers, _hold_request(console))
-    assert status == 403
+    # A login with a wrong code, or with the cookie's value as the code
+    for code in ("wrong", guard.session, guard.csrf):
+        status, _, _ = _request(console, "GET", f"/login?code={code}", {"Host": own})
+        assert status == 403
+    # An action without the header token (with the page's cookie, as a forged form would send),
+    # with the cookie's value in the header, or with the header and no cookie
+    for change in ({TOKEN_HEADER: ""}, {TOKEN_HEADER: guard.session}, {"Cookie": ""}):
+        headers = {**_own_headers(console), **change}
+        status, _, _ = _request(console, "POST", "/api/action", headers, _hold_request(console))
+        assert status == 403, change
     _untouched(console)
 
 
 def test_a_wrong_host_header_is_refused(console: Console) -> None:
     # A name rebound to 127.0.0.1 (DNS rebinding) carries its own Host header
     status, text, _ = _request(
-        console, "GET", f"/?token={console.server.guard.token}", {"Host": "rebound.example"}
+        console,
+        "GET",
+        f"/login?code={console.server.guard.login.code}",
+        {"Host": "rebound.example"},
     )
     assert status == 403
     assert "Host" in text
@@ -384,7 +417,7 @@ def test_a_wrong_host_header_is_refused(console: Console) -> None:
 
 
 def test_a_cross_origin_post_is_refused(console: Console) -> None:
-    # Even with the token, a POST from another origin moves nothing
+    # Even with the cookie and the header token, a POST from another origin moves nothing
     headers = {**_own_headers(console), "Origin": "http://evil.example"}
     status, text, answer = _request(console, "POST", "/api/action", headers, _hold_request(console))
     assert status == 403
@@ -424,7 +457,7 @@ def test_the_page_over_the_operator_api_shows_the_ledgers_numbers(
     thread.start()
     try:
         # When the browser opens it
-        browser.get(server.url)
+        _sign_in(browser, server)
         section = f"#policy-{POLICY}"
         _wait(browser).until(
             expected_conditions.presence_of_element_located((By.CSS_SELECTOR, section))
@@ -447,3 +480,38 @@ def test_the_page_over_the_operator_api_shows_the_ledgers_numbers(
         server.shutdown()
         server.server_close()
         stand_in.stop()
+
+
+def test_the_file_open_hands_the_browser_signs_it_in_with_three_secrets_apart(
+    browser: webdriver.Chrome, console: Console
+) -> None:
+    # Given a console just started (its code unused), and the file `--open` hands the browser
+    server = ConsoleServer(console.server.backend)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with launch_file(server.url) as page:
+            # When the browser opens that file (its command line would name the file only)
+            browser.get(page.as_uri())
+            # Then it is led on to the console's page, signed in
+            _wait(browser).until(expected_conditions.url_to_be(server.home))
+            _wait(browser).until(
+                expected_conditions.presence_of_element_located((By.ID, f"policy-{POLICY}"))
+            )
+        # And its cookie, the page's header token and the login code are three values
+        cookie = browser.get_cookie(server.guard.cookie_name)
+        assert cookie is not None
+        assert cookie["httpOnly"]
+        assert cookie["sameSite"] == "Strict"
+        meta = browser.find_element(By.CSS_SELECTOR, 'meta[name="sweeper-token"]')
+        header_token = meta.get_attribute("content")
+        values = {cookie["value"], header_token, server.guard.login.code}
+        assert len(values) == 3
+        assert (cookie["value"], header_token) == (server.guard.session, server.guard.csrf)
+        # And the code has served: opened again without the cookie, it is refused
+        status, text, _ = _request_to(server, f"/login?code={server.guard.login.code}")
+        assert status == 403
+        assert "used or has expired" in text
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -9,9 +9,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import HttpActionConfig
+from sweeper.config import HttpActionConfig, Quota
 from sweeper_cli import main
-from sweeper_local.demo import PROBE_CALLS, PROBE_TENANT, DemoOptions, measure_latency, run_demo
+from sweeper_local.demo import (
+    PROBE_CALLS,
+    PROBE_TENANT,
+    DemoOptions,
+    demo_policy,
+    measure_latency,
+    run_demo,
+)
 from sweeper_local.doors import DEMO_STRAY_KEYS
 from sweeper_local.vendor import VendorProcess, VendorSimulator
 from tests.conftest import PgServer
@@ -128,7 +135,7 @@ def test_the_demo_measures_the_vendor_s_latency_on_probe_objects_of_its_own() ->
     with VendorSimulator(latency_seconds=0.06, latency_jitter_seconds=0.02) as vendor:
         # When the demo measures it through the product's HTTP action
         action = HttpActionConfig(api_url=vendor.url, allow_plain_http=True)
-        latency = measure_latency(action)
+        latency = measure_latency(action, Quota.parse("1000/1s"))
         audit = vendor.audit()
     # Then it saw that latency, from PROBE_CALLS calls one after another
     assert latency.calls == PROBE_CALLS
@@ -136,6 +143,24 @@ def test_the_demo_measures_the_vendor_s_latency_on_probe_objects_of_its_own() ->
     assert (audit.calls_total, audit.max_in_flight) == (PROBE_CALLS, 1)
     # and called only objects of its probe tenant, never a policy's
     assert all(target.startswith(f"{PROBE_TENANT}/") for target in audit.keys_by_target)
+
+
+def test_the_latency_probes_keep_the_rate_the_demo_is_about_to_keep() -> None:
+    # Given a vendor that spaces calls strictly, as nginx's limit_req at 15 r/s without a burst
+    # does (one call in any 1/15 s), and the demo asked to keep that rate
+    rate = Quota.parse("15/1s bucket")
+    with VendorSimulator(quota=(1, 1 / 15), quota_scope="global") as vendor:
+        # When the demo plans its policy, measuring the vendor's latency first
+        policy, latency = demo_policy(DemoOptions(rate=rate), vendor.url)
+        audit = vendor.audit()
+    # Then every probe went through: none was refused, each arrived at least 1/15 s after
+    # the one before
+    assert latency is not None
+    assert latency.calls == PROBE_CALLS
+    assert (audit.calls_total, audit.quota_rejections, audit.throttled_total) == (PROBE_CALLS, 0, 0)
+    gaps = [b - a for a, b in zip(audit.arrivals, audit.arrivals[1:], strict=False)]
+    assert min(gaps) >= 1 / 15
+    assert policy.quota == rate
 
 
 def test_a_team_s_own_policy_file_runs_as_it_is_against_the_simulator(

@@ -6,7 +6,7 @@ The page (`page`), its guard (`guard`), its server (`server`) and what it reads 
 
 from __future__ import annotations
 
-import webbrowser
+from contextlib import ExitStack
 from typing import Any
 
 import click
@@ -28,7 +28,12 @@ from sweeper_cli.base import (
     type=click.IntRange(0, 65535),
     help="The loopback port to listen on (0: a free one).",
 )
-@click.option("--open", "open_browser", is_flag=True, help="Open the page in the browser.")
+@click.option(
+    "--open",
+    "open_browser",
+    is_flag=True,
+    help="Open the page in the browser (through a private file: no secret on its command line).",
+)
 @actor_option
 @target_options
 @friendly_errors
@@ -41,6 +46,8 @@ def console_page(port: int, open_browser: bool, actor: str, **target: Any) -> No
     operator API with your own AWS credentials (the read-only policy shows it; the operator
     policy also acts), and the operator recorded is your IAM principal, not --actor."""
     from sweeper_cli.webconsole.backend import ConsoleBackend, api_backend, ledger_backend
+    from sweeper_cli.webconsole.guard import LOGIN_CODE_SECONDS
+    from sweeper_cli.webconsole.launch import launch_file, open_in_browser
     from sweeper_cli.webconsole.server import ConsoleServer
 
     with open_console(**target) as console:
@@ -59,12 +66,16 @@ def console_page(port: int, open_browser: bool, actor: str, **target: Any) -> No
                 f"cannot listen on 127.0.0.1:{port} ({exc.strerror}): choose another --port"
             ) from exc
         click.echo(f"sweeper console at {server.url}")
-        click.echo("(the token in that URL is the key to the page; Ctrl-C stops it)")
-        if open_browser:
-            webbrowser.open(server.url)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            click.echo("stopped")
-        finally:
-            server.server_close()
+        click.echo(
+            f"(that URL's code signs one browser in, once, within {LOGIN_CODE_SECONDS / 60:.0f} "
+            f"minutes; that browser then finds the page at {server.home}; Ctrl-C stops it)"
+        )
+        with ExitStack() as opened:
+            if open_browser:
+                open_in_browser(opened.enter_context(launch_file(server.url)))
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                click.echo("stopped")
+            finally:
+                server.server_close()

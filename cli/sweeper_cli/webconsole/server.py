@@ -16,12 +16,21 @@ from urllib.parse import parse_qs, urlsplit
 from sweeper.errors import SweeperError
 from sweeper_cli.webconsole import page
 from sweeper_cli.webconsole.backend import ConsoleBackend
-from sweeper_cli.webconsole.guard import Guard, Refusal, new_token
+from sweeper_cli.webconsole.guard import Guard, Refusal
 
 LOOPBACK = "127.0.0.1"
 #: A request body larger than this is refused (an action is a few hundred bytes).
 MAX_BODY_BYTES = 16_384
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
+#: Where the printed URL's one-time code is traded for the session cookie.
+LOGIN_PATH = "/login"
+#: The answer to a login: a page that moves on to the console from this origin, so that the
+#: SameSite=Strict cookie goes with it even when the login came from another (the --open file).
+SIGNED_IN_PAGE = (
+    b'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+    b'<meta http-equiv="refresh" content="0;url=/"><title>sweeper console</title></head>'
+    b'<body><p>Signed in: <a href="/">open the console</a>.</p></body></html>\n'
+)
 #: Sent with every answer: nothing framed, nothing inlined, nothing fetched from elsewhere.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -41,7 +50,7 @@ class ConsoleServer(ThreadingHTTPServer):
     def __init__(self, backend: ConsoleBackend, port: int = 0) -> None:
         super().__init__((LOOPBACK, port), ConsoleHandler)
         self.backend = backend
-        self.guard = Guard(new_token(), self.server_address[1])
+        self.guard = Guard.fresh(self.server_address[1])
         # One request at a time reaches the backend (the ledger has one connection).
         self.backend_lock = threading.Lock()
 
@@ -51,8 +60,13 @@ class ConsoleServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        """The URL to open: with the token, which the first visit trades for a cookie."""
-        return f"http://{LOOPBACK}:{self.port}/?token={self.guard.token}"
+        """The URL to open: with the one-time login code, traded once for the session cookie."""
+        return f"{self.home}{LOGIN_PATH.lstrip('/')}?code={self.guard.login.code}"
+
+    @property
+    def home(self) -> str:
+        """The console's address, for a browser that holds the session cookie."""
+        return f"http://{LOOPBACK}:{self.port}/"
 
 
 class ConsoleHandler(BaseHTTPRequestHandler):
@@ -61,7 +75,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
     sys_version = ""
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: a request line holds the token and keys; nothing is logged."""
+        """Quiet: a request line holds the login code and keys; nothing is logged."""
 
     # -- answers ------------------------------------------------------------------------------
 
@@ -86,7 +100,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         text = page.layout(
             title,
             body,
-            token=self.server.guard.token,
+            token=self.server.guard.csrf,
             operator=backend.operator,
             target=backend.target,
         )
@@ -107,19 +121,13 @@ class ConsoleHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-        guard = self.server.guard
-        refused = guard.read_refusal(dict(self.headers.items()), query.get("token"))
+        headers = dict(self.headers.items())
+        if parts.path == LOGIN_PATH:
+            self._login(headers, query.get("code"))
+            return
+        refused = self.server.guard.read_refusal(headers)
         if refused is not None:
             self._refuse(refused, as_json=False)
-            return
-        if "token" in query:
-            # Trade the URL's token for a cookie, and drop it from the address bar.
-            self._send(
-                HTTPStatus.SEE_OTHER,
-                b"",
-                "text/plain",
-                {"Location": parts.path or "/", "Set-Cookie": guard.set_cookie()},
-            )
             return
         name = parts.path.removeprefix("/static/")
         if parts.path.startswith("/static/") and name in STATIC:
@@ -138,6 +146,22 @@ class ConsoleHandler(BaseHTTPRequestHandler):
             )
         except Exception as exc:  # one line, never a traceback: it may hold a key or a tenant
             self._unexpected(exc, as_json=False)
+
+    def _login(self, headers: dict[str, str], code: str | None) -> None:
+        """Trade the one-time code for the session cookie; a browser already signed in moves
+        on to the console; anything else is refused."""
+        guard = self.server.guard
+        refused = guard.host_refusal(headers)
+        if refused is not None:
+            self._refuse(refused, as_json=False)
+        elif guard.login.redeem(code):
+            extra = {"Set-Cookie": guard.set_cookie()}
+            self._send(HTTPStatus.OK, SIGNED_IN_PAGE, "text/html; charset=utf-8", extra)
+        elif guard.signed_in(headers):
+            self._send(HTTPStatus.SEE_OTHER, b"", "text/plain", {"Location": "/"})
+        else:
+            reason = "this login code was used or has expired: restart `sweeper console`"
+            self._refuse(Refusal(HTTPStatus.FORBIDDEN, reason), as_json=False)
 
     def _unexpected(self, exc: Exception, *, as_json: bool) -> None:
         line = f"unexpected {type(exc).__name__}; see the terminal running `sweeper console`"

@@ -1,5 +1,6 @@
 // The console's only script: the action form's preview, confirmation and submission.
-// A change is a same-origin POST with the token in a header (the server refuses anything else).
+// A change is a same-origin POST with the page's header token (not the cookie's value; the
+// server refuses anything else).
 "use strict";
 (function () {
   const form = document.getElementById("act");

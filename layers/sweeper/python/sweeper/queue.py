@@ -98,7 +98,7 @@ class SqsPublisher:
         try:
             response = self._client.send_message_batch(QueueUrl=self._queue_url, Entries=entries)
         except (ClientError, BotoCoreError) as exc:
-            raise PublishError(f"SendMessageBatch failed: {type(exc).__name__}") from exc
+            raise PublishError(f"SendMessageBatch failed: {_why(exc)}") from exc
         return [failed["Id"] for failed in response.get("Failed", [])]
 
 
@@ -123,6 +123,19 @@ class Visibility(Protocol):
         back after the queue's own timeout, as before).
         """
         ...
+
+
+#: AWS's error codes for a principal the queue's policy (or its own) does not allow.
+_REFUSED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
+
+
+def _why(exc: ClientError | BotoCoreError) -> str:
+    """The failure's class and AWS error code, never its message (which may echo the request)."""
+    code = exc.response.get("Error", {}).get("Code") if isinstance(exc, ClientError) else None
+    if code in _REFUSED_CODES:
+        # The work queue admits only the stack's producer, redrive and operator function roles.
+        return f"{code}: this principal may not send to the queue (operators: use --stack)"
+    return type(exc).__name__ if code is None else f"{type(exc).__name__} {code}"
 
 
 def _seconds(seconds: float) -> int:

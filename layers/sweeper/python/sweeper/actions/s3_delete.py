@@ -50,6 +50,7 @@ from sweeper.actions.base import (
     Preflight,
 )
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
+from sweeper.s3_key_templates import check_fields_apart
 
 #: S3's published rate: at least 3,500 PUT/COPY/POST/DELETE requests per second per partitioned
 #: prefix (Amazon S3 User Guide, "Optimizing Amazon S3 performance").
@@ -109,7 +110,7 @@ class S3DeleteActionConfig(ActionKind):
                 "key_template must start with a fixed prefix (e.g. exports/) that the grant "
                 "can be limited to"
             )
-        return value
+        return check_fields_apart(value)
 
     @property
     def prefix(self) -> str:

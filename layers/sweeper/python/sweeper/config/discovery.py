@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sweeper.config.base import _Strict
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
+from sweeper.s3_key_templates import check_fields_apart
 
 #: A column of the discovery query that becomes a param (a plain SQL identifier).
 ParamColumn = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
@@ -118,7 +119,7 @@ class S3Discovery(_DiscoveryBase):
             raise ValueError("key_template must name {tenant_id} and {object_id} once each")
         if any(plus for _, plus in found[:-1]):
             raise ValueError("only the key_template's last field may span segments ({name+})")
-        return value
+        return check_fields_apart(value)
 
     @model_validator(mode="after")
     def _template_under_prefix(self) -> Self:

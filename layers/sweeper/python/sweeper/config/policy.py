@@ -205,8 +205,8 @@ class IntakeConfig(_Strict):
     max_receive_count: int = Field(default=5, ge=1, le=1000)
     #: The intake age alarm: the oldest hint on the intake queue is older than this.
     age_alarm_seconds: int = Field(default=300, gt=0)
-    #: EventBridge event patterns (default bus) whose events become this policy's hints; each
-    #: event's `detail` is one hint, or `{"hints": [...]}`.
+    #: EventBridge event patterns (on the stack's intake bus) whose events become this policy's
+    #: hints; each event's `detail` is one hint, or `{"hints": [...]}`.
     event_patterns: list[dict[str, Any]] = Field(default_factory=list)
 
     @field_validator("event_patterns")

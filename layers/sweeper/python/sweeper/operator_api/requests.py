@@ -22,10 +22,11 @@ MAX_REASON_CHARS = 500
 MAX_NAME_CHARS = 256
 #: A console search is an operation key or a tenant id, so no longer than a key.
 MAX_QUERY_CHARS = 1024
-#: A hundred years: the longest age a request may name (days or seconds); a larger one would
-#: overflow the time arithmetic (issue 40: `1e300` was an unhandled error, now a 400).
-MAX_AGE_DAYS = 36_500
-MAX_AGE_SECONDS = MAX_AGE_DAYS * 86_400
+#: Upper bounds of the numbers without a natural one: past them a value is a mistake (or an
+#: attack on the date arithmetic), refused as invalid rather than overflowing later.
+MAX_STUCK_AFTER_SECONDS = 366 * 86_400
+MAX_PRUNE_AGE_DAYS = 3660
+MAX_REDRIVE_MESSAGES = 1_000_000
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON_CHARS)]
@@ -50,7 +51,12 @@ class RunsRequest(_Request):
 class InspectRequest(_Request):
     command: Literal["inspect"] = "inspect"
     policy: Name | None = None
-    stuck_after_seconds: float = Field(default=3600.0, ge=0, le=MAX_AGE_SECONDS)
+    stuck_after_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        le=MAX_STUCK_AFTER_SECONDS,
+        description="a pending job overdue this long counts as stuck; at most a year (366 days)",
+    )
     limit: int = Field(default=100, ge=1, le=MAX_ROWS)
 
 
@@ -101,7 +107,12 @@ class RedriveCommand(_Request):
     tenant_id: Name | None = None
     scope: Name | None = None
     outcomes: tuple[OutcomeClass, ...] | None = Field(default=None, min_length=1)
-    max_messages: int | None = Field(default=None, ge=1)
+    max_messages: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_REDRIVE_MESSAGES,
+        description="move at most this many dead letters (at most a million); None: all",
+    )
     rate_per_second: float | None = Field(default=None, gt=0, le=1000)
     dry_run: bool = False
     include_terminal: bool = False
@@ -135,7 +146,9 @@ class CatchUpRequest(_Request):
 
 class PruneRequest(_Request):
     command: Literal["prune"] = "prune"
-    older_than_days: float = Field(ge=1, le=MAX_AGE_DAYS)
+    older_than_days: float = Field(
+        ge=1, le=MAX_PRUNE_AGE_DAYS, description="age in days, from 1 to 3660 (ten years)"
+    )
     policy: Name | None = None
     batch_rows: int = Field(default=1000, ge=1, le=50_000)
     #: Recorded with the prune's action before anything is deleted; required.
