@@ -144,6 +144,7 @@ def test_the_role_holds_data_rights_on_sweeper_tables_only(db_url: str) -> None:
         "sweeper_job_events",
         "sweeper_discovery_cursors",  # migration 0006: discovery
         "sweeper_discovery_runs",
+        "sweeper_operator_action_steps",  # migration 0015: a long action's steps
     }
     assert privileges == {"SELECT", "INSERT", "UPDATE", "DELETE"}
     assert role == (False, False, False, False)

@@ -25,12 +25,14 @@ from tests.integration.test_operator_api import CALLER, seed
 
 pytestmark = pytest.mark.integration
 
-#: What the read commands read (migration 0014 grants SELECT on these, and nothing else).
+#: What the read commands read (migration 0014 grants SELECT on these, 0015 on the actions'
+#: steps, and nothing else).
 READ_TABLES = {
     "sweeper_jobs",
     "sweeper_runs",
     "sweeper_policy_state",
     "sweeper_operator_actions",
+    "sweeper_operator_action_steps",
     "sweeper_job_events",
     "sweeper_discovery_runs",
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sweeper.models import JobStatus, OutcomeClass
 
@@ -150,6 +151,10 @@ class ActionRecord:
     action: str
     actor: str
     reason: str | None
+    #: Its progress (migration 0015): steps recorded, the sums of their counts, finished.
+    steps: int = 0
+    totals: dict[str, Any] | None = None
+    done: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
