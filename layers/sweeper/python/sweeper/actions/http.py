@@ -25,7 +25,7 @@ from functools import lru_cache
 from http.client import HTTPException
 from types import MappingProxyType
 from typing import Any, Final, Literal, Self
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import urllib3
 from pydantic import Field, field_validator, model_validator
@@ -41,7 +41,6 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
-from urllib3.util import parse_url
 
 from sweeper import __version__
 from sweeper.actions.base import (
@@ -75,10 +74,14 @@ from sweeper.actions.templates import (
     check_body_template,
     field_value,
     fill_body,
-    segment_text,
-    unknown_fields,
 )
 from sweeper.actions.token import FixedToken, SecretToken, TokenSource, checked
+from sweeper.actions.url_template import (
+    TENANT_HOST_FIELD,
+    VendorUrl,
+    parse_api_url,
+    parse_url_template,
+)
 from sweeper.errors import TokenError
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 
@@ -87,8 +90,6 @@ USER_AGENT: Final = f"sweeper/{__version__}"
 POOL_MAX_CONNECTIONS: Final = 10
 #: At most this much of a response body is read (and dropped) at a time.
 BODY_CHUNK_BYTES: Final = 16 * 1024
-
-_TEMPLATE_FIELD_RE: Final = re.compile(r"{([^{}]*)}")
 
 DEFAULT_URL_TEMPLATE: Final = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
 HTTPS_PORT: Final = 443
@@ -113,7 +114,12 @@ class HttpActionConfig(ActionKind):
     #: An `http://` api_url sends the bearer token in clear: refused unless this says so (the
     #: local stack and the tests' loopback vendors set it).
     allow_plain_http: bool = False
+    #: Begins with `{api_url}`, then `/`, `?` or its end; fields fill path segments and query
+    #: values only (`sweeper.actions.url_template`).
     url_template: str = DEFAULT_URL_TEMPLATE
+    #: Refuse (`permanent`, `dot_segment`) a job whose id or param would put a `.` or `..`
+    #: segment in the path, even percent-encoded: a proxy that decodes before routing climbs.
+    refuse_dot_segments: bool = True
     connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     #: How the call authenticates (`sweeper.actions.http_auth`): none, bearer, header, basic or
@@ -147,6 +153,16 @@ class HttpActionConfig(ActionKind):
             raise ValueError(
                 "api_url uses http://, which would send the API token in clear: use https://, "
                 "or set allow_plain_http = true in [action] (a local vendor only)"
+            )
+        auth = self.effective_auth
+        if (
+            TENANT_HOST_FIELD in self.api_url
+            and isinstance(auth, OAuth2Auth)
+            and auth.token_url.startswith("{api_url}")
+        ):
+            raise ValueError(
+                "auth.token_url cannot start with {api_url} when api_url names {tenant_id}: "
+                "write the token endpoint's own https:// URL"
             )
         token_url = self.token_url or ""
         if token_url.startswith("http://") and not self.allow_plain_http:
@@ -212,12 +228,16 @@ class HttpActionConfig(ActionKind):
             raise ValueError(f"not HTTP statuses: {bad}")
         return value
 
+    @field_validator("api_url")
+    @classmethod
+    def _check_api_url(cls, value: str) -> str:
+        parse_api_url(value)
+        return value
+
     @field_validator("url_template")
     @classmethod
     def _check_url_template(cls, value: str) -> str:
-        unknown = unknown_fields(value)
-        if unknown:
-            raise ValueError(f"url template uses unknown fields {unknown}")
+        parse_url_template(value)
         return value
 
     def build(self, context: ActionContext) -> Action:
@@ -539,17 +559,6 @@ def _refused(exc: CredentialError) -> ActionResult:
     )
 
 
-def path_segment(value: str) -> str:
-    """`value` percent-encoded as one path segment that cannot be read as another path.
-
-    `quote` leaves `.` as it is, and a segment of only dots is a dot segment that urllib3 (and
-    many servers) resolve away: `..` would climb to the parent. Such a segment has its dots
-    encoded too (`%2E%2E`), which every layer keeps as one literal segment.
-    """
-    encoded = quote(value, safe="")
-    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
-
-
 class HttpAction:
     """Carry out a job with one HTTP call; see `sweeper.actions.Action`."""
 
@@ -581,19 +590,8 @@ class HttpAction:
             self._credentials = SecretCredentials(token, bearer_header)
         self._lock = threading.Lock()
         self._pool: urllib3.PoolManager | None = None
-        probe = ActionCall(
-            key="k",
-            idempotency_key="k",
-            policy="p",
-            policy_version=1,
-            tenant_id="t",
-            object_id="o",
-            scope="s",
-            attempt=0,
-            batch_id="b",
-        )
-        self._template_slashes = (parse_url(self._fill(probe, probe_params=True)).path or "").count(
-            "/"
+        self._url = VendorUrl(
+            config.api_url, config.url_template, refuse_dot_segments=config.refuse_dot_segments
         )
 
     def use(self, credentials: Credentials) -> None:
@@ -603,23 +601,6 @@ class HttpAction:
     def __repr__(self) -> str:
         auth = "none" if isinstance(self._credentials, NoCredentials) else "set"
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
-
-    def url_for(self, job: ActionCall) -> str:
-        """The job's URL: the template with each field percent-encoded as one path segment."""
-        return self._fill(job)
-
-    def _fill(self, job: ActionCall, *, probe_params: bool = False) -> str:
-        api_url = self._config.api_url.rstrip("/")
-
-        def value(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name == "api_url":
-                return api_url
-            if probe_params and name.startswith("params."):
-                return "p"
-            return path_segment(segment_text(field_value(name, job)))
-
-        return _TEMPLATE_FIELD_RE.sub(value, self._config.url_template)
 
     def body_for(self, job: ActionCall) -> bytes | None:
         """The job's JSON body: the template with each `{field}` string replaced by its value."""
@@ -634,17 +615,11 @@ class HttpAction:
         return self._credentials
 
     def checked_url(self, job: ActionCall) -> str | None:
-        """The URL to send, or None when its path, as urllib3 will send it, has not the
-        template's segment count (an id that would climb or split a path is never sent).
-        TemplateError when a param it names is missing or not a segment's value."""
-        try:
-            url = self.url_for(job)
-            sent = parse_url(url).path or ""
-        except (UnicodeEncodeError, LocationValueError):  # a lone surrogate; an unparsable URL
-            return None
-        if sent.count("/") != self._template_slashes:
-            return None
-        return url
+        """The URL to send (`sweeper.actions.url_template.VendorUrl.url_for`), or None when
+        urllib3 could not send it as filled (an id that would climb or split a path).
+        TemplateError when the job cannot fill it: a param missing or not a segment's value,
+        a dot segment, a tenant id that is not a host label, an authority not api_url's."""
+        return self._url.url_for(job.tenant_id, lambda name: field_value(name, job))
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Send the call once and classify what came back; never raises for a status.
