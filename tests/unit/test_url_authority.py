@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from sweeper.actions import url_template
 from sweeper.actions.http import HttpAction
 from sweeper.config import HttpActionConfig, Policy
 from sweeper.models import ActionCall, OutcomeClass
@@ -253,3 +254,17 @@ def test_a_dot_segment_in_a_query_value_is_no_path_and_is_sent() -> None:
     )
     url = HttpAction(config).checked_url(job_for("t1", "../.."))
     assert url == "https://api.vendor.example/objects?id=..%2F.."
+
+
+def test_an_authority_not_api_urls_is_refused_at_the_call_even_if_the_load_check_regressed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the load-time rule gone (a regression), so a template's field touches the host
+    monkeypatch.setattr(url_template, "_check_prefix", lambda template: None)
+    config = HttpActionConfig(
+        api_url="https://api.vendor.example", url_template="{api_url}{object_id}/x"
+    )
+    # When an id that extends the host is performed (sockets are blocked: a call would raise)
+    result = HttpAction(config).perform(job_for("t1", ".evil.example"))
+    # Then the request-time check refuses it
+    assert (result.outcome, result.code) == (OutcomeClass.PERMANENT, "url_authority")
