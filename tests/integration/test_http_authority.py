@@ -39,7 +39,10 @@ class _Seen(BaseHTTPRequestHandler):
         pass
 
 
-class _Server:
+class AnswerServer:
+    """A loopback HTTP server answering every request `status` (and `headers`); `seen` holds
+    each request's target and Authorization header."""
+
     def __init__(self, status: int, headers: dict[str, str] | None = None) -> None:
         self.seen: list[tuple[str, str | None]] = []
         handler = type("Handler", (_Seen,), {"seen": self.seen, "answer": (status, headers or {})})
@@ -58,9 +61,9 @@ class _Server:
 
 
 @pytest.fixture
-def elsewhere() -> Iterator[_Server]:
+def elsewhere() -> Iterator[AnswerServer]:
     """Another host's server: nothing may ever reach it."""
-    server = _Server(204)
+    server = AnswerServer(204)
     yield server
     server.close()
 
@@ -81,10 +84,10 @@ def job_for(object_id: str) -> ActionCall:
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_is_not_followed_and_the_token_never_reaches_its_target(
-    elsewhere: _Server, status: int
+    elsewhere: AnswerServer, status: int
 ) -> None:
     # Given a vendor that redirects every call to another host
-    vendor = _Server(status, {"Location": f"{elsewhere.url}/stolen"})
+    vendor = AnswerServer(status, {"Location": f"{elsewhere.url}/stolen"})
     action = HttpAction(HttpActionConfig(api_url=vendor.url, allow_plain_http=True), TOKEN)
     try:
         # When a call is made with a bearer token
@@ -100,7 +103,7 @@ def test_a_redirect_is_not_followed_and_the_token_never_reaches_its_target(
 
 @pytest.mark.parametrize("object_id", ["../../admin/users", "..%2F..%2Fadmin", "%2e%2e"])
 def test_an_id_that_climbs_once_decoded_never_reaches_the_vendor(
-    elsewhere: _Server, object_id: str
+    elsewhere: AnswerServer, object_id: str
 ) -> None:
     # Given a policy on the default refuse_dot_segments
     action = HttpAction(HttpActionConfig(api_url=elsewhere.url, allow_plain_http=True), TOKEN)

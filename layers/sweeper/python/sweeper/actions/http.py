@@ -8,9 +8,11 @@ the vendor's port through NAT), and its plan defaults (none: a vendor's latency 
 The operation key travels in the idempotency header (`Idempotency-Key` unless the policy names
 the vendor's own), so a retry of an attempt that may have landed (UNKNOWN) cannot act twice.
 urllib3's own retries and redirects are off: retrying is sweeper's job (the ledger's attempt
-budget, the shared rate limiter), not the client's. The URL and the optional JSON body are
-templates over the job (`sweeper.actions.templates`): an id or a param fills one path segment or
-one JSON value, never more. Authentication is `auth` (`sweeper.actions.http_auth`).
+budget, the shared rate limiter), not the client's, and no credential follows a redirect. The
+URL (`sweeper.actions.url_template`: its scheme, host and port always api_url's) and the
+optional JSON body (`sweeper.actions.templates`) are templates over the job: an id or a param
+fills one path segment, query value or JSON value, never more. Authentication is `auth`
+(`sweeper.actions.http_auth`); each call is traced by its template (`sweeper.actions.spans`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from http.client import HTTPException
 from types import MappingProxyType
 from typing import Any, Final, Literal, Self
 from urllib.parse import urlsplit
 
 import urllib3
 from pydantic import Field, field_validator, model_validator
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -68,7 +67,14 @@ from sweeper.actions.http_auth import (
     bearer_header,
     credentials_for,
 )
+from sweeper.actions.http_transport import (
+    NOTES_SEND_POOLS,
+    drop_body,
+    preconnect,
+    request_sent_at,
+)
 from sweeper.actions.retry_after import parse_retry_after as parse_retry_after  # re-exported
+from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.actions.templates import (
     TemplateError,
     check_body_template,
@@ -77,6 +83,7 @@ from sweeper.actions.templates import (
 )
 from sweeper.actions.token import FixedToken, SecretToken, TokenSource, checked
 from sweeper.actions.url_template import (
+    API_URL_FIELD,
     TENANT_HOST_FIELD,
     VendorUrl,
     parse_api_url,
@@ -88,8 +95,6 @@ from sweeper.models import ActionCall, ActionResult, OutcomeClass
 USER_AGENT: Final = f"sweeper/{__version__}"
 #: Connections kept per host: a consumer may run a batch's calls on a few threads.
 POOL_MAX_CONNECTIONS: Final = 10
-#: At most this much of a response body is read (and dropped) at a time.
-BODY_CHUNK_BYTES: Final = 16 * 1024
 
 DEFAULT_URL_TEMPLATE: Final = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
 HTTPS_PORT: Final = 443
@@ -246,7 +251,7 @@ class HttpActionConfig(ActionKind):
         return self._built(context)
 
     def _built(self, context: ActionContext) -> HttpAction:
-        action = HttpAction(self)
+        action = HttpAction(self, spans=context.spans)
 
         def secret(arn: str, parse: Any = checked) -> SecretToken:
             return SecretToken(arn, context.secret_max_age_seconds, context.secrets, parse=parse)
@@ -456,102 +461,6 @@ def outcomes_for(config: HttpActionConfig, base: OutcomeTable = DEFAULT_OUTCOMES
     )
 
 
-def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout: float) -> bool:
-    """Read and drop `response`'s body until `deadline` (monotonic); True if read to its end.
-
-    One socket read at a time, each given at most the time left: a vendor trickling its body
-    cannot keep the call past the deadline.
-    """
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            sock = getattr(response.connection, "sock", None)
-            if sock is not None:
-                sock.settimeout(min(left, read_timeout))
-            if not response.read1(BODY_CHUNK_BYTES, decode_content=False):
-                return True
-    except (HTTPError, HTTPException, OSError):
-        return False
-
-
-class _NotesSend(HTTPConnection):
-    """urllib3's connection, noting when each request had left: after its last byte went to
-    the socket (`request_sent_at`, on `time.monotonic()`). The consumer compares that with the
-    call's rate slot (consumer/delivery.py: a request that left later than the slot allows has
-    the next slot of its scope spent without a call). Hand-written because urllib3 has no hook
-    for that moment: `urlopen` returns once the answer's headers are in, a latency later."""
-
-    request_sent_at: float | None = None
-
-    def request(  # type: ignore[override]  # as urllib3's own: not http.client's signature
-        self,
-        method: str,
-        url: str,
-        body: Any = None,
-        headers: Mapping[str, str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.request_sent_at = None
-        super().request(method, url, body=body, headers=headers, **kwargs)
-        self.request_sent_at = time.monotonic()
-
-
-class _NotesSendHTTPS(_NotesSend, HTTPSConnection):
-    """`_NotesSend` over TLS."""
-
-
-class _NotesSendPool(HTTPConnectionPool):
-    ConnectionCls = _NotesSend
-
-
-class _NotesSendHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _NotesSendHTTPS
-
-
-def request_sent_at(response: urllib3.BaseHTTPResponse) -> float | None:
-    """When the request of `response` had left (`_NotesSend`), or None when its connection
-    does not note it (a pool not made by `HttpAction.pool_manager`)."""
-    conn = response.connection
-    return conn.request_sent_at if isinstance(conn, _NotesSend) else None
-
-
-def preconnect(pool: HTTPConnectionPool, connect_timeout_seconds: float) -> bool:
-    """Leave an idle, connected connection on top of `pool`; True when one had to be opened.
-
-    urllib3 has no public way to open a connection ahead of a request, so this uses the pool's
-    own two steps that `urlopen` takes (tests/integration/test_http_warm.py fails if urllib3
-    changes them): `pool.pool` is a LIFO queue of idle connections, topped up to the pool's
-    maxsize with None placeholders; `_get_conn` pops the top one, closing it if the peer dropped
-    it (`is_connection_dropped`) and making a new, unconnected one for a placeholder;
-    `_put_conn` pushes it back, where the next `urlopen` takes it first. A connection so opened
-    is the one urllib3 itself would have opened (`connect()`, as the HTTPS pool's
-    `_validate_conn` does it), only earlier; `urlopen` reuses it because its socket is open and
-    unread. Nothing is written to it.
-    """
-    idle = pool.pool
-    if idle is None or idle.empty():
-        # Closed, or every connection is out on a call: one more could not be kept (maxsize).
-        return False
-    try:
-        conn = pool._get_conn()  # see above: no public pre-connect
-    except HTTPError:  # the pool was closed meanwhile
-        return False
-    opened = False
-    try:
-        if conn.is_closed:  # a placeholder's new connection, or an idle one the peer dropped
-            conn.timeout = connect_timeout_seconds
-            conn.connect()
-            opened = True
-    except (HTTPError, HTTPException, OSError, ValueError):
-        # Refused, timed out, no such name, a bad certificate: the call will meet it itself.
-        conn.close()
-    finally:
-        pool._put_conn(conn)  # back on top, connected or closed as it came
-    return opened
-
-
 def _refused(exc: CredentialError) -> ActionResult:
     """The outcome of a call whose credentials could not be had: nothing reached the API."""
     return ActionResult(
@@ -569,10 +478,12 @@ class HttpAction:
         *,
         outcomes: OutcomeTable | None = None,
         credentials: Credentials | None = None,
+        spans: CallSpans = no_spans,
     ) -> None:
         """`token` is sent as a Bearer token, asked of its source on every call (a string: a
         fixed one); `credentials` any auth mode's (`HttpActionConfig.build` makes them from
-        the policy). The caller says where they come from (never the environment)."""
+        the policy). The caller says where they come from (never the environment). Each call
+        is traced in a span of `spans`, by the URL's template (never its values)."""
         if isinstance(token, str):
             try:
                 token = FixedToken(token) if token else None
@@ -593,6 +504,8 @@ class HttpAction:
         self._url = VendorUrl(
             config.api_url, config.url_template, refuse_dot_segments=config.refuse_dot_segments
         )
+        self._spans = spans
+        self._traced_url = config.url_template.replace(API_URL_FIELD, config.api_url.rstrip("/"))
 
     def use(self, credentials: Credentials) -> None:
         """Authenticate with `credentials` from now on (set once, when the action is built)."""
@@ -675,6 +588,24 @@ class HttpAction:
         auth_headers: Mapping[str, str],
         timeout_seconds: float | None,
     ) -> ActionResult:
+        """The exchange, in a span named by the policy's action that knows the URL only by its
+        template."""
+        method = self._config.method
+        with self._spans(
+            f"{job.policy} http {method}", method=method, url_template=self._traced_url
+        ) as span:
+            result = self._exchange(job, url, body, auth_headers, timeout_seconds)
+            span.ended(result.code or "", result.status_code)
+        return result
+
+    def _exchange(
+        self,
+        job: ActionCall,
+        url: str,
+        body: bytes | None,
+        auth_headers: Mapping[str, str],
+        timeout_seconds: float | None,
+    ) -> ActionResult:
         headers = {**self._headers, **auth_headers, self._config.idempotency_header: job.key}
         # urllib3's `total` bounds each socket read, not their sum: a body trickled a byte at a
         # time would hold the thread until Lambda stops it. The body is read against this.
@@ -719,7 +650,7 @@ class HttpAction:
         finally:
             # Read and drop the body so the connection can be reused; one not read whole by the
             # deadline is closed instead. The status and headers already decide the outcome.
-            if not _drop_body(response, deadline, self._config.read_timeout_seconds):
+            if not drop_body(response, deadline, self._config.read_timeout_seconds):
                 response.close()
             response.release_conn()
         outcome = self._outcomes.classify_status(status, has_retry_after=retry_after is not None)
@@ -766,6 +697,6 @@ class HttpAction:
             if self._pool is None:
                 pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)
                 # its connections note when each request left (`_NotesSend`)
-                pool.pool_classes_by_scheme = {"http": _NotesSendPool, "https": _NotesSendHTTPSPool}
+                pool.pool_classes_by_scheme = dict(NOTES_SEND_POOLS)
                 self._pool = pool
             return self._pool
