@@ -11,7 +11,8 @@ import pytest
 
 from sweeper.actions.http import HttpAction
 from sweeper.config import HttpActionConfig
-from sweeper.models import ActionCall, OutcomeClass
+from sweeper.models import OutcomeClass
+from tests.integration.test_http_action import job_for
 
 pytestmark = pytest.mark.integration
 
@@ -68,20 +69,6 @@ def elsewhere() -> Iterator[AnswerServer]:
     server.close()
 
 
-def job_for(object_id: str) -> ActionCall:
-    return ActionCall(
-        key="k1",
-        idempotency_key="k1",
-        policy="exports",
-        policy_version=1,
-        tenant_id="t1",
-        object_id=object_id,
-        scope="exports",
-        attempt=0,
-        batch_id="b1",
-    )
-
-
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_is_not_followed_and_the_token_never_reaches_its_target(
     elsewhere: AnswerServer, status: int
@@ -91,7 +78,7 @@ def test_a_redirect_is_not_followed_and_the_token_never_reaches_its_target(
     action = HttpAction(HttpActionConfig(api_url=vendor.url, allow_plain_http=True), TOKEN)
     try:
         # When a call is made with a bearer token
-        result = action.perform(job_for("o1"))
+        result = action.perform(job_for("t1", "o1"))
     finally:
         action.close()
         vendor.close()
@@ -108,7 +95,7 @@ def test_an_id_that_climbs_once_decoded_never_reaches_the_vendor(
     # Given a policy on the default refuse_dot_segments
     action = HttpAction(HttpActionConfig(api_url=elsewhere.url, allow_plain_http=True), TOKEN)
     # When an id that a decoding proxy would route up the tree is called
-    result = action.perform(job_for(object_id))
+    result = action.perform(job_for("t1", object_id))
     action.close()
     # Then it fails permanently, and no request was made
     assert (result.outcome, result.code) == (OutcomeClass.PERMANENT, "dot_segment")

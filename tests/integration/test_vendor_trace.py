@@ -81,6 +81,21 @@ def vendor() -> Iterator[AnswerServer]:
     server.close()
 
 
+def traced_job(**params: Any) -> ActionCall:
+    return ActionCall(
+        key=f"exports:{TENANT}:{OBJECT}:v1",
+        idempotency_key="i1",
+        policy="exports",
+        policy_version=1,
+        tenant_id=TENANT,
+        object_id=OBJECT,
+        scope="exports",
+        attempt=0,
+        batch_id="b1",
+        params=params,
+    )
+
+
 def test_no_http_client_is_patched_for_traces() -> None:
     assert not HTTP_CLIENT_PATCHES & set(observability.TRACED_MODULES)
 
@@ -91,18 +106,7 @@ def test_a_vendor_call_is_traced_by_its_template_never_its_values(
     # Given an action whose calls are traced as the consumer traces them
     config = HttpActionConfig(api_url=vendor.url, allow_plain_http=True, url_template=TEMPLATE)
     action = HttpAction(config, spans=observability.XRaySpans(xray_recorder))
-    call = ActionCall(
-        key=f"exports:{TENANT}:{OBJECT}:v1",
-        idempotency_key="i1",
-        policy="exports",
-        policy_version=1,
-        tenant_id=TENANT,
-        object_id=OBJECT,
-        scope="exports",
-        attempt=0,
-        batch_id="b1",
-        params={"day": PARAM},
-    )
+    call = traced_job(day=PARAM)
     # When the call is made inside a traced invocation
     xray_recorder.begin_segment("consumer")
     result = action.perform(call)
@@ -130,17 +134,7 @@ def test_a_call_without_an_answer_is_traced_by_its_code_not_its_exception(
     # Given a vendor that is not there (its exception would name the host and port)
     config = HttpActionConfig(api_url="http://127.0.0.1:9", allow_plain_http=True)
     action = HttpAction(config, spans=observability.XRaySpans(xray_recorder))
-    call = ActionCall(
-        key="k",
-        idempotency_key="i",
-        policy="exports",
-        policy_version=1,
-        tenant_id=TENANT,
-        object_id=OBJECT,
-        scope="exports",
-        attempt=0,
-        batch_id="b1",
-    )
+    call = traced_job()
     xray_recorder.begin_segment("consumer")
     result = action.perform(call)
     xray_recorder.end_segment()

@@ -18,7 +18,7 @@ from sweeper.actions.http import HttpAction
 from sweeper.actions.templates import TemplateError, field_value
 from sweeper.actions.url_template import DNS_LABEL_RE, VendorUrl
 from sweeper.config import HttpActionConfig
-from sweeper.models import ActionCall
+from tests.unit.test_url_authority import job_for
 
 #: What an attacker would put in an id or a param: authority and path delimiters, escapes,
 #: dots, non-ASCII (no lone surrogate: `test_http_action` covers those).
@@ -117,21 +117,6 @@ ORIGINS = st.one_of(
 )
 
 
-def _job(tenant_id: str, object_id: str, a: Any, b: Any) -> ActionCall:
-    return ActionCall(
-        key="k",
-        idempotency_key="k",
-        policy="p",
-        policy_version=1,
-        tenant_id=tenant_id,
-        object_id=object_id,
-        scope="s",
-        attempt=0,
-        batch_id="b",
-        params={"a": a, "b": b},
-    )
-
-
 def _assert_authority(url: str, origin: Origin, tenant_id: str) -> None:
     expected = origin.expected(tenant_id)
     routed = parse_url(url)
@@ -184,7 +169,7 @@ def test_every_url_a_policy_sends_has_api_urls_scheme_host_and_port(
         return
     # When any job's URL is made as the action sends it
     try:
-        url = HttpAction(config).checked_url(_job(tenant_id, object_id, a, b))
+        url = HttpAction(config).checked_url(job_for(tenant_id, object_id, a=a, b=b))
     except TemplateError as exc:
         event(f"refused: {exc.code}")
         return
@@ -212,7 +197,7 @@ def test_the_filled_url_keeps_the_authority_without_the_request_time_check(
     if config is None:
         return
     vendor_url = VendorUrl(config.api_url, config.url_template, refuse_dot_segments=False)
-    job = _job(tenant_id, object_id, a, b)
+    job = job_for(tenant_id, object_id, a=a, b=b)
     try:
         url = vendor_url.filled(tenant_id, lambda name: field_value(name, job))
     except TemplateError as exc:

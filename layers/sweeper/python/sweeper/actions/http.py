@@ -566,7 +566,13 @@ class HttpAction:
             timeout_seconds -= time.monotonic() - started
             if timeout_seconds <= 0:
                 return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
-        result = self._send(job, url, body, presented.headers, timeout_seconds)
+        method = self._config.method
+        # the span knows the URL by its template only: ids and params never reach a trace
+        with self._spans(
+            f"{job.policy} http {method}", method=method, url_template=self._traced_url
+        ) as span:
+            result = self._send(job, url, body, presented.headers, timeout_seconds)
+            span.ended(result.code or "", result.status_code)
         if result.outcome is OutcomeClass.AUTH and presented.credential is not None:
             try:
                 renewed = self._credentials.refresh(presented, timeout_seconds)
@@ -581,24 +587,6 @@ class HttpAction:
         return result
 
     def _send(
-        self,
-        job: ActionCall,
-        url: str,
-        body: bytes | None,
-        auth_headers: Mapping[str, str],
-        timeout_seconds: float | None,
-    ) -> ActionResult:
-        """The exchange, in a span named by the policy's action that knows the URL only by its
-        template."""
-        method = self._config.method
-        with self._spans(
-            f"{job.policy} http {method}", method=method, url_template=self._traced_url
-        ) as span:
-            result = self._exchange(job, url, body, auth_headers, timeout_seconds)
-            span.ended(result.code or "", result.status_code)
-        return result
-
-    def _exchange(
         self,
         job: ActionCall,
         url: str,
