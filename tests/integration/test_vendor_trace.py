@@ -17,10 +17,11 @@ from aws_xray_sdk.core import patch, xray_recorder  # type: ignore[import-untype
 from aws_xray_sdk.core.context import Context  # type: ignore[import-untyped]
 from aws_xray_sdk.ext.httplib import unpatch as unpatch_httplib  # type: ignore[import-untyped]
 
-from sweeper import observability
+from sweeper import observability, runtime
 from sweeper.actions.http import HttpAction
-from sweeper.config import HttpActionConfig
+from sweeper.config import HttpActionConfig, Policy
 from sweeper.models import ActionCall, OutcomeClass
+from sweeper.observability import XRaySpans
 from tests.integration.test_http_authority import AnswerServer
 
 pytestmark = pytest.mark.integration
@@ -105,7 +106,7 @@ def test_a_vendor_call_is_traced_by_its_template_never_its_values(
 ) -> None:
     # Given an action whose calls are traced as the consumer traces them
     config = HttpActionConfig(api_url=vendor.url, allow_plain_http=True, url_template=TEMPLATE)
-    action = HttpAction(config, spans=observability.XRaySpans(xray_recorder))
+    action = HttpAction(config, spans=XRaySpans(xray_recorder))
     call = traced_job(day=PARAM)
     # When the call is made inside a traced invocation
     xray_recorder.begin_segment("consumer")
@@ -133,7 +134,7 @@ def test_a_call_without_an_answer_is_traced_by_its_code_not_its_exception(
 ) -> None:
     # Given a vendor that is not there (its exception would name the host and port)
     config = HttpActionConfig(api_url="http://127.0.0.1:9", allow_plain_http=True)
-    action = HttpAction(config, spans=observability.XRaySpans(xray_recorder))
+    action = HttpAction(config, spans=XRaySpans(xray_recorder))
     call = traced_job()
     xray_recorder.begin_segment("consumer")
     result = action.perform(call)
@@ -158,3 +159,27 @@ def test_an_http_client_call_in_a_traced_function_leaves_no_url_in_the_trace(
     xray_recorder.end_segment()
     # Then the trace holds no URL of it
     assert OBJECT not in "\n".join(emitter.sent)
+
+
+def test_the_consumers_action_traces_its_calls_on_the_functions_tracer(
+    emitter: MemoryEmitter, vendor: AnswerServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the runtime's action, built while the functions' tracer is on
+    monkeypatch.setattr(observability, "vendor_spans", lambda: XRaySpans(xray_recorder))
+    policy = Policy(
+        name="exports",
+        action=HttpActionConfig(api_url=vendor.url, allow_plain_http=True, url_template=TEMPLATE),
+    )
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    monkeypatch.setenv("SWEEPER_DATABASE_URL", "postgresql://unused@127.0.0.1/unused")
+    runtime.reset()
+    try:
+        # When it calls the vendor in a traced invocation
+        xray_recorder.begin_segment("consumer")
+        assert runtime.action().perform(traced_job(day=PARAM)).outcome is OutcomeClass.ACCEPTED
+        xray_recorder.end_segment()
+    finally:
+        runtime.reset()
+    # Then the call is in the trace, by its template
+    (traced,) = [s for s in emitter.subsegments() if s["name"] == "exports http DELETE"]
+    assert traced["http"]["request"]["url"] == TEMPLATE.replace("{api_url}", vendor.url)
