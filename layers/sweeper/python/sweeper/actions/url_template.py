@@ -221,9 +221,8 @@ def parse_url_template(template: str) -> tuple[Piece, ...]:
 
 
 def _check_prefix(template: str) -> None:
-    if not template.startswith(API_URL_FIELD) or template[
-        len(API_URL_FIELD) : len(API_URL_FIELD) + 1
-    ] not in ("", "/", "?"):
+    after = template.removeprefix(API_URL_FIELD)
+    if after == template or after[:1] not in ("", "/", "?"):
         raise ValueError(
             "url_template must begin with {api_url} followed by /, ? or its end: the URL's "
             "scheme, host and port are api_url's, and a field fills only a path segment or a "
