@@ -23,6 +23,7 @@ from sweeper.config import HttpActionConfig, Policy
 from sweeper.models import ActionCall, OutcomeClass
 from sweeper.observability import XRaySpans
 from tests.integration.test_http_authority import AnswerServer
+from tests.unit.test_url_authority import job_for
 
 pytestmark = pytest.mark.integration
 
@@ -83,18 +84,7 @@ def vendor() -> Iterator[AnswerServer]:
 
 
 def traced_job(**params: Any) -> ActionCall:
-    return ActionCall(
-        key=f"exports:{TENANT}:{OBJECT}:v1",
-        idempotency_key="i1",
-        policy="exports",
-        policy_version=1,
-        tenant_id=TENANT,
-        object_id=OBJECT,
-        scope="exports",
-        attempt=0,
-        batch_id="b1",
-        params=params,
-    )
+    return job_for(TENANT, OBJECT, **params)
 
 
 def test_no_http_client_is_patched_for_traces() -> None:
