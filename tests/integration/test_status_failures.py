@@ -11,11 +11,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
 from sweeper.config import Policy, load_config
 from sweeper.ledger.store import Ledger
+from sweeper.ledger.view_sql import RETRYING_BY_CODE
 from sweeper.limiter import DynamoLimiter, closed_gates
 from sweeper.models import NewJob, OutcomeClass
 from sweeper.scheduling import scope_for
@@ -213,3 +215,15 @@ def test_the_console_page_shows_jobs_retrying_and_the_scope_closed(
         "<td>auth failure</td></tr>"
     ) in drawn
     assert group["oldest_seconds"] >= 0
+
+
+def test_the_retrying_read_is_served_by_its_partial_index(db_url: str) -> None:
+    # Given the ledger's schema (a table scan made as costly as the planner allows)
+    with psycopg.connect(db_url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        # When the retrying read is planned
+        plan = conn.execute(
+            ("EXPLAIN " + RETRYING_BY_CODE).encode(), {"policy": "exports", "limit": 20}
+        ).fetchall()
+    # Then it reads sweeper_jobs_retrying: its predicate implies the index's
+    assert "sweeper_jobs_retrying" in "\n".join(line for (line,) in plan)
