@@ -2,8 +2,8 @@
 closed now, with why and until when. `status`, `inspect` and the console page show both, on
 every path (the ledger directly, the local stack, the operator API).
 
-Codes and counts only, never customer data: an operation key or tenant id appears nowhere here,
-a scope only as the limiter names it.
+Codes and counts only, never customer data: no operation key or object id; a scope by the name
+the limiter gives it (a tenant's holds its id, as `status`'s gates always showed).
 """
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sweeper.config import Policy
-from sweeper.ledger.rows import RetryingGroup
 from sweeper.limiter import ScopeState
 from sweeper.models import OutcomeClass
 
+if TYPE_CHECKING:
+    from sweeper.ledger.store import Ledger
+
 #: Groups (class, code) listed per policy, the largest first.
 RETRYING_GROUPS = 20
-#: Closed scopes listed per policy, the longest closed first.
+#: Closed scopes listed per policy, the last to reopen first.
 CLOSED_SCOPES = 20
 #: What a closure's reason means, as `status` says it (codes only).
 CLOSURE_WHY = {
@@ -32,10 +34,6 @@ CLOSURE_WHY = {
 #: The classes whose job is tried again: every class that does not settle it. The ledger's
 #: RETRYING_BY_CODE names the same list (a test keeps the two alike).
 RETRYING_CLASSES = tuple(outcome for outcome in OutcomeClass if not outcome.settled)
-
-
-class RetryingReader(Protocol):
-    def retrying(self, policy: str, limit: int) -> list[RetryingGroup]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +92,7 @@ def template_pattern(template: str, constant: Mapping[str, str]) -> re.Pattern[s
     return re.compile(body + re.escape(template[at:]))
 
 
-def retrying(ledger: RetryingReader, policy: str, now: datetime) -> list[RetryingView]:
+def retrying(ledger: Ledger, policy: str, now: datetime) -> list[RetryingView]:
     """The policy's retrying jobs by class and code, the largest group first."""
     return [
         RetryingView(
@@ -114,7 +112,7 @@ def closed_scopes(
     policy: Policy, seen: Iterable[ScopeState], now: datetime
 ) -> list[ClosedScopeView]:
     """The policy's scopes among `seen` (gates read and the limiter's closed keys) closed at
-    `now`, each once, the longest closed first. A further limit's key is not a scope (`status`
+    `now`, each once, the last to reopen first. A further limit's key is not a scope (`status`
     lists those as `closed_limits`)."""
     constant = {"policy": policy.name, "host": policy.action.scope_host}
     scope = template_pattern(policy.scope.key_template, constant)
@@ -136,7 +134,7 @@ def closed_scopes(
 
 def failures(
     policy: Policy,
-    ledger: RetryingReader,
+    ledger: Ledger,
     *,
     now: datetime,
     gates: Sequence[ScopeState] | None = None,
