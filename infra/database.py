@@ -5,12 +5,14 @@ admin credential in a generated Secrets Manager secret (host, port, dbname, user
 rotated every 30 days, a snapshot when the stack is deleted. Deletion protection is switched on
 by infra/protection.py as the deploy's last step, not on the cluster resource itself.
 
-Two credentials, least privilege: the admin (master) secret is read by the migrations function
-only. The producer, consumer and redrive connect as the application user, a member of the
-`sweeper_app` role (DML on sweeper's tables, no DDL; migration 0004), whose password lives in its
-own generated secret. The migrations function creates that user from the secret; a multi-user
-rotation (with the master secret) then alternates it with a clone every 30 days, so the
-password a function holds stays valid while the other one changes.
+Three credentials, least privilege: the admin (master) secret is read by the migrations function
+only. The producer, consumer, redrive and operator function connect as the application user, a
+member of the `sweeper_app` role (DML on sweeper's tables, no DDL; migration 0004); the read-only
+operator function as the reader user, a member of `sweeper_reader` (SELECT on what its reads
+read; migration 0014). Each user's password lives in its own generated secret. The migrations
+function creates both users from their secrets; a multi-user rotation (with the master secret)
+then alternates each with a clone every 30 days, so the password a function holds stays valid
+while the other one changes.
 
 Optional RDS Proxy in front of it, which pools connections from many concurrent consumers. Two
 consequences: the functions must not use server-side prepared statements (they get
@@ -20,7 +22,8 @@ Migrations always connect to the cluster directly: DDL under an advisory lock pi
 
 Imported cluster: endpoint, port, secret ARN and security group; the secret must hold at least
 username and password (host and port may be absent, the endpoint given here wins). Every function
-uses that one secret (sweeper cannot create a user on a cluster whose admin it does not hold).
+uses that one secret (sweeper cannot create a user on a cluster whose admin it does not hold),
+the read-only operator function included: its reads stay read-only by its code alone there.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ ADMIN_USERNAME = "sweeper_admin"
 #: The login user of the application secret (member of `sweeper.ledger.roles.APP_ROLE`); the
 #: multi-user rotation adds `<name>_clone` and alternates between the two.
 APP_USERNAME = "sweeper_app_user"
+#: The login user of the reader secret (member of `sweeper.ledger.roles.READER_ROLE`: SELECT
+#: only), the read-only operator function's; rotated the same way.
+READER_USERNAME = "sweeper_reader_user"
 BACKUP_RETENTION_DAYS = 14
 SECRET_ROTATION_DAYS = 30
 #: Only used when the minimum capacity is 0; Aurora's own floor is 5 minutes.
@@ -86,6 +92,8 @@ class Database(Construct):
         self.proxy: rds.DatabaseProxy | None = None
         #: The application user's secret (new cluster only); None: every function uses `secret`.
         self.app_secret: secretsmanager.ISecret | None = None
+        #: The reader user's secret (new cluster only), the read-only operator function's.
+        self.reader_secret: secretsmanager.ISecret | None = None
         #: The hosted rotations of the secrets this stack owns (none for an imported cluster).
         self.rotations: list[secretsmanager.SecretRotation] = []
         #: The most ACUs the new cluster may scale to (None for an imported cluster).
@@ -117,7 +125,8 @@ class Database(Construct):
         self.max_capacity_acu = options.database_max_capacity_acu
         assert cluster.secret is not None  # generated credentials always come with a secret
         self.secret = cluster.secret
-        self.app_secret = self._app_secret(network, cluster)
+        self.app_secret = self._login_secret(network, cluster, "AppSecret", APP_USERNAME)
+        self.reader_secret = self._login_secret(network, cluster, "ReaderSecret", READER_USERNAME)
         self._direct = cluster.connections
         self._runtime = cluster.connections
         self.ready.add(cluster)
@@ -128,7 +137,7 @@ class Database(Construct):
                     "RDS Proxy holds connections to the cluster, so a minimum capacity of 0 ACU "
                     "will not auto-pause it: expect at least 0.5 ACU billed around the clock",
                 )
-            self.proxy = self._new_proxy(network, cluster, self.app_secret)
+            self.proxy = self._new_proxy(network, cluster, [self.app_secret, self.reader_secret])
             self._runtime = self.proxy.connections
             self._runtime_endpoint = (self.proxy.endpoint, str(DATABASE_PORT))
 
@@ -209,13 +218,15 @@ class Database(Construct):
         acknowledge(cluster, "AwsSolutions-RDS10", DELETION_PROTECTION_REASON)
         return cluster
 
-    def _app_secret(self, network: Network, cluster: rds.DatabaseCluster) -> secretsmanager.ISecret:
-        """The application user's generated secret, attached to the cluster and rotated."""
+    def _login_secret(
+        self, network: Network, cluster: rds.DatabaseCluster, construct_id: str, username: str
+    ) -> secretsmanager.ISecret:
+        """A login user's generated secret, attached to the cluster and rotated."""
         assert cluster.secret is not None
         secret = rds.DatabaseSecret(
             self,
-            "AppSecret",
-            username=APP_USERNAME,
+            construct_id,
+            username=username,
             dbname=DATABASE_NAME,
             # Recorded as `masterarn`: what the multi-user rotation logs in with.
             master_secret=cluster.secret,
@@ -224,7 +235,7 @@ class Database(Construct):
         # Same placement as the admin's rotation. No rotation at creation: the user is made by
         # the migrations during the same deploy.
         rotation = cluster.add_rotation_multi_user(
-            "AppSecretRotation",
+            f"{construct_id}Rotation",
             secret=attached,
             automatically_after=Duration.days(SECRET_ROTATION_DAYS),
             vpc_subnets=network.function_subnets,
@@ -235,7 +246,10 @@ class Database(Construct):
         return attached
 
     def _new_proxy(
-        self, network: Network, cluster: rds.DatabaseCluster, app_secret: secretsmanager.ISecret
+        self,
+        network: Network,
+        cluster: rds.DatabaseCluster,
+        secrets: list[secretsmanager.ISecret],
     ) -> rds.DatabaseProxy:
         group = ec2.SecurityGroup(
             self,
@@ -248,8 +262,8 @@ class Database(Construct):
             self,
             "Proxy",
             proxy_target=rds.ProxyTarget.from_cluster(cluster),
-            # Only the functions go through the proxy, as the application user.
-            secrets=[app_secret],
+            # Only the functions go through the proxy, as the application or reader user.
+            secrets=secrets,
             vpc=network.vpc,
             vpc_subnets=network.database_subnets,
             security_groups=[group],
@@ -267,9 +281,16 @@ class Database(Construct):
         """The credential the producer, consumer and redrive connect with."""
         return self.app_secret or self.secret
 
-    def runtime_environment(self) -> dict[str, str]:
-        """What the producer, consumer and redrive need to connect (via the proxy if any)."""
-        environment = {"SWEEPER_DATABASE_SECRET_ARN": self.runtime_secret.secret_arn}
+    @property
+    def read_only_secret(self) -> secretsmanager.ISecret:
+        """The credential the read-only operator function connects with."""
+        return self.reader_secret or self.secret
+
+    def runtime_environment(self, *, read_only: bool = False) -> dict[str, str]:
+        """What a function needs to connect (via the proxy if any): as the application user, or
+        as the reader with `read_only`."""
+        secret = self.read_only_secret if read_only else self.runtime_secret
+        environment = {"SWEEPER_DATABASE_SECRET_ARN": secret.secret_arn}
         if self._runtime_endpoint is not None:
             host, port = self._runtime_endpoint
             environment |= {"SWEEPER_DATABASE_HOST": host, "SWEEPER_DATABASE_PORT": port}
@@ -278,23 +299,27 @@ class Database(Construct):
         return environment
 
     def direct_environment(self) -> dict[str, str]:
-        """What the migrations need: the master secret, and the application user's to create."""
+        """What the migrations need: the master secret, and the login users' to create."""
         environment = {"SWEEPER_DATABASE_SECRET_ARN": self.secret.secret_arn}
         if self.app_secret is not None:
             environment["SWEEPER_APP_SECRET_ARN"] = self.app_secret.secret_arn
+        if self.reader_secret is not None:
+            environment["SWEEPER_READER_SECRET_ARN"] = self.reader_secret.secret_arn
         if self._direct_endpoint is not None:
             host, port = self._direct_endpoint
             environment |= {"SWEEPER_DATABASE_HOST": host, "SWEEPER_DATABASE_PORT": port}
         return environment
 
-    def grant_runtime_access(self, function: SweeperFunction) -> None:
-        """Read the application secret, and reach the database (or its proxy) on its port only."""
-        self.runtime_secret.grant_read(function.role)
+    def grant_runtime_access(self, function: SweeperFunction, *, read_only: bool = False) -> None:
+        """Read the application secret (the reader's with `read_only`, and only it), and reach
+        the database (or its proxy) on its port only."""
+        (self.read_only_secret if read_only else self.runtime_secret).grant_read(function.role)
         self._runtime.allow_from(function.security_group, self.port, "sweeper function")
 
     def grant_direct_access(self, function: SweeperFunction) -> None:
-        """Read the master secret (and the application user's, to create it); reach the cluster."""
+        """Read the master secret (and the login users', to create them); reach the cluster."""
         self.secret.grant_read(function.role)
-        if self.app_secret is not None:
-            self.app_secret.grant_read(function.role)
+        for login in (self.app_secret, self.reader_secret):
+            if login is not None:
+                login.grant_read(function.role)
         self._direct.allow_from(function.security_group, self.port, "sweeper migrations")

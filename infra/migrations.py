@@ -2,8 +2,8 @@
 
 The same `sweeper.ledger.migrate.migrate` that `sweeper migrate` runs, from a function in the
 VPC that connects to the cluster directly (never through RDS Proxy). The resource's properties
-carry a digest of the migration files and the application secret's ARN, so CloudFormation calls
-it again exactly when either changes; a failing migration fails the deploy, which rolls back.
+carry a digest of the migration files and the login secrets' ARNs, so CloudFormation calls it
+again exactly when one changes; a failing migration fails the deploy, which rolls back.
 """
 
 from __future__ import annotations
@@ -48,10 +48,12 @@ def migrations_digest() -> str:
 
 def migration_properties(database: Database) -> dict[str, str]:
     """What makes CloudFormation call the migrations again when it changes: the migration files,
-    and the application secret (a new one needs its user made with its password)."""
+    and the login secrets (a new one needs its user made with its password)."""
     properties = {"MigrationsDigest": migrations_digest()}
     if database.app_secret is not None:
         properties["AppSecretArn"] = database.app_secret.secret_arn
+    if database.reader_secret is not None:
+        properties["ReaderSecretArn"] = database.reader_secret.secret_arn
     return properties
 
 

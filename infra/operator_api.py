@@ -167,13 +167,14 @@ class OperatorApi(Construct):
                 "SWEEPER_CONFIG": config.model_dump_json(exclude_defaults=True),
                 "SWEEPER_STACK_NAME": Stack.of(self).stack_name,
                 "SWEEPER_OPERATOR_ACCESS": access,
-                **ledger.database.runtime_environment(),
+                # read-only: as the reader (migration 0014, SELECT only), with its own secret
+                **ledger.database.runtime_environment(read_only=access == "read"),
             },
             timeout_seconds=timeout_seconds,
             memory_mb=OPERATOR_MEMORY_MB,
             reserved_concurrency=OPERATOR_RESERVED_CONCURRENCY,
         )
-        ledger.database.grant_runtime_access(function)
+        ledger.database.grant_runtime_access(function, read_only=access == "read")
         function.allow_https_to(ledger.network.aws_api_peer, "SQS and Secrets Manager")
         return function
 

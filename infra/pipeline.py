@@ -27,6 +27,7 @@ from infra.tables import Tables
 from sweeper.config import Policy
 from sweeper.errors import ConfigError
 from sweeper.event_source import check_policy_event_source
+from sweeper.limiter.keys import unconfined_limits
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
 from sweeper.plan import limit_warnings, quota_warning
 
@@ -126,7 +127,14 @@ class Pipeline(Construct):
                 max_concurrency=consumer_config.max_concurrency,
             )
         )
-        tables.grant_consumer(self.consumer.role)
+        tables.grant_consumer(self.consumer.role, policy)
+        for template in unconfined_limits(policy):
+            Annotations.of(self).add_warning_v2(
+                "sweeper:LimiterKeysUnconfined",
+                f"policy {policy.name}: its scope key {template!r} begins with a per-call field, "
+                "so its consumer may touch every limiter scope (start the key with {policy}, "
+                "{host} or a constant to confine it to its own keys)",
+            )
         self._grant_action_access(ledger)
         self._warn_when_quota_unreachable()
         self._warn_when_a_limit_is_unreachable()

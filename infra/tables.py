@@ -1,7 +1,9 @@
 """Tables: the idempotency records and the rate limiter's buckets, both on DynamoDB.
 
 Both hold short-lived state (the ledger in PostgreSQL holds the truth), expire items by TTL,
-and are billed on demand: a sweeper at rest costs nothing here.
+and are billed on demand: a sweeper at rest costs nothing here. Each policy's consumer may touch
+only its own policy's items in either (`dynamodb:LeadingKeys` on their keys' prefixes), so a
+`python` callable running with its role can disturb no other policy's idempotency or limits.
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+
+from sweeper.config import Policy
+from sweeper.consumer.idempotency import idempotency_key_prefix
+from sweeper.limiter.keys import limiter_key_patterns
 
 #: Powertools' DynamoDBPersistenceLayer defaults: key attribute and expiry attribute.
 IDEMPOTENCY_PARTITION_KEY = "id"
@@ -83,7 +89,23 @@ class Tables(Construct):
         """List the closed gates (the producer passes over their scopes' rows)."""
         self.limiter.grant(grantee, "dynamodb:Scan")
 
-    def grant_consumer(self, grantee: iam.IGrantable) -> None:
-        """What a consumer does: idempotency records and limiter buckets, item by item."""
-        self.idempotency.grant(grantee, *IDEMPOTENCY_ACTIONS)
-        self.limiter.grant(grantee, *LIMITER_ACTIONS)
+    def grant_consumer(self, grantee: iam.IGrantable, policy: Policy) -> None:
+        """What a policy's consumer does: its own idempotency records (Powertools writes
+        `PREFIX#HASH`) and limiter items (sweeper.limiter.keys), item by item."""
+        prefix = idempotency_key_prefix(policy.name)  # a policy name holds no `#`, `*` or `?`
+        _grant_items(grantee, self.idempotency, IDEMPOTENCY_ACTIONS, [f"{prefix}#*"])
+        _grant_items(grantee, self.limiter, LIMITER_ACTIONS, limiter_key_patterns(policy))
+
+
+def _grant_items(
+    grantee: iam.IGrantable, table: dynamodb.Table, actions: tuple[str, ...], keys: list[str]
+) -> None:
+    """`actions` on the table's items whose partition keys match `keys` (StringLike). Every
+    action granted names its item's key (no Scan, no Query), so the condition always applies:
+    ForAllValues would let a request without the key through."""
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=list(actions),
+        resource_arns=[table.table_arn],
+        conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": keys}},
+    )

@@ -57,9 +57,9 @@ def since_time(value: str, now: datetime) -> datetime:
 @friendly_errors
 def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **target: Any) -> None:
     """Per batch, newest first: discovered, published, consumed, succeeded, retried, snoozed,
-    terminal, cancelled, held, duplicates, still in flight, oldest age at release and time to
-    drain. Each batch's jobs reconcile: published - resent = succeeded + terminal + cancelled +
-    held + in flight."""
+    terminal, cancelled, held, duplicates, not yet due, still in flight, oldest age at release
+    and time to drain. Each batch's jobs reconcile: published - resent = succeeded + terminal +
+    cancelled + held + in flight."""
     from types import SimpleNamespace
 
     from sweeper.operator_api.requests import RunsRequest
@@ -84,7 +84,7 @@ def runs(policy_name: str | None, since: str, limit: int, as_json: bool, **targe
             f"consumed {b.consumed}  succeeded {b.succeeded}  retried {b.retried}  "
             f"snoozed {b.snoozed}  "
             f"terminal {b.terminal}  cancelled {b.cancelled}  held {b.held}  "
-            f"duplicates {b.duplicates}  "
+            f"duplicates {b.duplicates}  not yet due {b.not_yet_due}  "
             f"oldest at release {'-' if age is None else f'{age:g}s'}  {drain}"
             + ("" if b.reconciles else "  DOES NOT RECONCILE")
         )

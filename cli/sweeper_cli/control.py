@@ -163,7 +163,8 @@ _command(
 )
 _command(
     "postpone",
-    "Move the chosen pending or held jobs' due time later, to --until; no door moves it back.",
-    needs_reason=False,
+    "Move the chosen pending or held jobs' due time later, to --until (at most the policy's "
+    "max_postpone_days ahead); no door moves it back. Recorded with who and why.",
+    needs_reason=True,
     needs_until=True,
 )

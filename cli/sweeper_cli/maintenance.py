@@ -53,6 +53,11 @@ def migrate(database_url: str | None) -> None:
 @click.option(
     "--batch-rows", default=1000, type=click.IntRange(1, 50_000), help="Rows per transaction."
 )
+@click.option(
+    "--reason",
+    required=True,
+    help="Why, as recorded in the ledger before anything is deleted (no customer data).",
+)
 @actor_option
 @target_options
 @json_option
@@ -61,16 +66,24 @@ def prune(
     older_than_days: float,
     policy_name: str | None,
     batch_rows: int,
+    reason: str,
     actor: str,
     as_json: bool,
     **target: Any,
 ) -> None:
     """Metadata retention: delete old settled rows in small batches, each its own short
-    transaction (SKIP LOCKED, so it never waits on live work). All policies unless --policy."""
+    transaction (SKIP LOCKED, so it never waits on live work). All policies unless --policy.
+
+    Failed jobs (obligations not fulfilled) are kept for their policy's
+    retention.failed_job_days whatever --older-than-days says. Recorded before the first
+    batch, then batch by batch."""
     from sweeper.operator_api.requests import PruneRequest
 
     request = PruneRequest(
-        older_than_days=older_than_days, policy=policy_name, batch_rows=batch_rows
+        older_than_days=older_than_days,
+        policy=policy_name,
+        batch_rows=batch_rows,
+        reason=reason,
     )
     if interactive(as_json) and not through_api():
         click.echo(f"pruning (batches of {batch_rows})", err=True)

@@ -81,7 +81,8 @@ def redrive(
     """Move dead letters back to the work queue, as the redrive function does on demand.
 
     Settled jobs' letters are dropped; terminal jobs' stay (unless --include-terminal); letters
-    of scopes whose gate is closed stay. Exits 1 when some letter could not be handled.
+    of scopes whose gate is closed, and of jobs whose time has not come, stay. Exits 1 when
+    some letter could not be handled.
     """
     from sweeper.models import OutcomeClass
     from sweeper.operator_api.commands import dlq_depth

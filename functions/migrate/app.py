@@ -3,8 +3,10 @@ ledger migrations on every deploy that changes them, exactly as `sweeper migrate
 
 Create and Update run `sweeper.ledger.migrate.migrate` as the master user, then make sure the
 login user of the application secret (`SWEEPER_APP_SECRET_ARN`) exists in the `sweeper_app` role
-with that secret's password. Delete does nothing (the ledger outlives the stack's custom
-resource). A failure raises, so the deploy fails and rolls back.
+and the reader secret's (`SWEEPER_READER_SECRET_ARN`) in `sweeper_reader`, each with its
+secret's password (sent as a SCRAM verifier, never as the password). Delete does nothing (the
+ledger outlives the stack's custom resource). A failure raises, so the deploy fails and rolls
+back.
 """
 
 from __future__ import annotations
@@ -38,18 +40,23 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     # Imported here, not at module level: psycopg is only needed when there is work to do.
     from sweeper.ledger.migrate import migrate
-    from sweeper.ledger.roles import ensure_app_login
+    from sweeper.ledger.roles import APP_ROLE, READER_ROLE, ensure_login
 
     conninfo = database_conninfo()
     applied = migrate(conninfo)
     logger.info("migrations applied", extra={"request": request, "applied": applied})
-    app_secret_arn = os.environ.get("SWEEPER_APP_SECRET_ARN")
-    if app_secret_arn:
-        app: Any = parameters.get_secret(
-            app_secret_arn, transform="json", max_age=SECRET_MAX_AGE_SECONDS
+    for variable, role in (
+        ("SWEEPER_APP_SECRET_ARN", APP_ROLE),
+        ("SWEEPER_READER_SECRET_ARN", READER_ROLE),
+    ):
+        secret_arn = os.environ.get(variable)
+        if not secret_arn:
+            continue
+        login: Any = parameters.get_secret(
+            secret_arn, transform="json", max_age=SECRET_MAX_AGE_SECONDS
         )
-        created = ensure_app_login(conninfo, app.get("username", ""), app.get("password", ""))
-        logger.info("application user ready", extra={"user_created": created})
+        created = ensure_login(conninfo, login.get("username", ""), login.get("password", ""), role)
+        logger.info("login user ready", extra={"role": role, "user_created": created})
     return {
         "PhysicalResourceId": PHYSICAL_RESOURCE_ID,
         "Data": {"Applied": ",".join(str(version) for version in applied)},

@@ -16,6 +16,7 @@ from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
 from sweeper.observability import METRICS_NAMESPACE
 from sweeper.redrive import request_from_event, run_redrive
+from sweeper.redrive_log import function_actor
 
 #: The run stops well before this (and before Lambda's own timeout, whichever is first).
 REDRIVE_BUDGET_SECONDS = 240.0
@@ -50,6 +51,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         clock=runtime.utcnow,
         remaining_seconds=runtime.remaining_budget(context, REDRIVE_BUDGET_SECONDS),
         default_rate_per_second=policy.quota.rate_per_second,
+        actor=function_actor(event),
     )
     for name, value in report.metrics():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)

@@ -45,6 +45,7 @@ from sweeper.operator import pause_policy, resume_policy
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import LocalConsoleStack
+from sweeper_local.drill_early import not_yet_due
 from sweeper_local.lambda_runtime import (
     ExecutionEnvironment,
     Invocation,
@@ -58,6 +59,8 @@ from sweeper_local.vendor import VendorAudit, VendorSimulator
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
+
+    from sweeper.operator_api.commands import Backend
 
 Echo = Callable[[str], None]
 Verdict = Literal["pass", "fail"]
@@ -714,21 +717,28 @@ def calls_to(run: DrillRun, targets: Sequence[str]) -> int:
     )
 
 
-def job_control(run: DrillRun, jobs: int = 12, copies: int = 3) -> None:
-    """The operator cancels a third of a published batch and holds a third; every message is
-    then delivered three times and their letters redriven: a cancelled or held job is never
-    called, the rest once each; after the unhold and a second redrive the held ones are too."""
+def operator_backend(run: DrillRun) -> Backend:
+    """The operator's commands (`sweeper cancel`, `redrive`, ...) against the drill's stack."""
     from sweeper.endpoints import resolve
-    from sweeper.operator_api.commands import Backend, control, redrive
-    from sweeper.operator_api.requests import ControlRequest, RedriveCommand
+    from sweeper.operator_api.commands import Backend
 
-    backend = Backend(
+    return Backend(
         config=run.console.config,
         endpoints=resolve(
             local_file=str(run.local_file), database_url=None, region=None, profile=None, stack=None
         ),
         open_ledger=lambda: run.ledger,
     )
+
+
+def job_control(run: DrillRun, jobs: int = 12, copies: int = 3) -> None:
+    """The operator cancels a third of a published batch and holds a third; every message is
+    then delivered three times and their letters redriven: a cancelled or held job is never
+    called, the rest once each; after the unhold and a second redrive the held ones are too."""
+    from sweeper.operator_api.commands import control, redrive
+    from sweeper.operator_api.requests import ControlRequest, RedriveCommand
+
+    backend = operator_backend(run)
     run.hold_consumers()
     run.seed(jobs)
     published = run.receive_published(jobs)
@@ -980,6 +990,13 @@ DRILLS: dict[str, Drill] = {
             "cancel and hold under redeliveries and redrives: never called; unhold, then once",
             "none (Duplicates metric; the operator's actions are recorded)",
             job_control,
+        ),
+        Drill(
+            "not-yet-due",
+            "exact bodies of jobs due next year, and a postponed job's letter redriven: "
+            "no call until their time, then one each",
+            "none (NotYetDue metric; the batch audit's not yet due)",
+            not_yet_due,
         ),
         Drill(
             "dlq-redrive",

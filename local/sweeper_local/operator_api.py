@@ -6,6 +6,10 @@ reaches the function; a signed one becomes a function URL event whose authorizer
 caller (`arn:aws:iam::000000000000:user/<access key id>`, the local emulator's account), and
 the function's own logic (`serve_function_url`) answers it with the local stack's backend.
 `/read/` is the read-only function, `/operate/` the operator one.
+
+The read-only function's ledger is reached as the reader role (migration 0014: SELECT on what
+the reads read), as on AWS; locally it is assumed by the database URL's user at login
+(`options=-c role=sweeper_reader`) rather than logged in as with a secret of its own.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 from sweeper.config import load_config
 from sweeper.endpoints import LocalFile, resolve
+from sweeper.ledger.roles import READER_ROLE
 from sweeper.ledger.store import Ledger
 from sweeper.operator_api.client import OPERATOR_URL_OUTPUT, READ_ONLY_URL_OUTPUT
 from sweeper.operator_api.commands import Backend
@@ -33,6 +40,13 @@ def caller_for(authorization: str | None) -> str | None:
     """The principal a SigV4 Authorization header names (by its access key id), or None."""
     match = _CREDENTIAL_RE.match(authorization or "")
     return None if match is None else f"arn:aws:iam::{LOCAL_ACCOUNT}:user/{match[1]}"
+
+
+def as_role(conninfo: str, role: str) -> str:
+    """The connection string whose session takes `role`'s rights (and only those) at login."""
+    info = conninfo_to_dict(conninfo)
+    info["options"] = f"{info.get('options') or ''} -c role={role}".strip()
+    return make_conninfo(**info)  # type: ignore[arg-type]
 
 
 def function_url_event(body: str, caller: str, method: str = "POST") -> dict[str, Any]:
@@ -76,11 +90,14 @@ class OperatorApiStandIn:
         assert endpoints.local is not None
         self.local: LocalFile = endpoints.local
         database_url = self.local.database_url
-        self.backend = Backend(
-            config=load_config(self.local.config),
-            endpoints=endpoints,
-            open_ledger=lambda: Ledger(database_url),
-        )
+        config = load_config(self.local.config)
+        reader_url = as_role(database_url, READER_ROLE)
+        #: One backend per function: the read-only one reads as the reader role.
+        self.backends: dict[Access, Backend] = {
+            "read": Backend(config, endpoints, lambda: Ledger(reader_url)),
+            "operate": Backend(config, endpoints, lambda: Ledger(database_url)),
+        }
+        self.backend = self.backends["operate"]
         self._lock = threading.Lock()
         stand_in = self
 
@@ -125,7 +142,7 @@ class OperatorApiStandIn:
             return
         with self._lock:  # one ledger connection, as one warm function has
             reply = serve_function_url(
-                function_url_event(body, caller), access=access, backend=self.backend
+                function_url_event(body, caller), access=access, backend=self.backends[access]
             )
         response = function_url_response(reply)
         self._send(request, response["statusCode"], response["body"])

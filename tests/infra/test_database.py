@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from infra.database import ADMIN_USERNAME, APP_USERNAME, DATABASE_NAME
+from infra.database import ADMIN_USERNAME, APP_USERNAME, DATABASE_NAME, READER_USERNAME
 from tests.infra.conftest import IMPORTED_CONTEXT, Synth
 
 RUNTIME_FUNCTIONS = ("Producer", "Consumer", "Redrive")
@@ -91,6 +91,7 @@ def test_database_admits_postgres_from_function_security_groups_only(default: Sy
     rotation_groups = {
         default.logical_id("Cluster/RotationSingleUser/SecurityGroup/Resource"),
         default.logical_id("Cluster/AppSecretRotation/SecurityGroup/Resource"),
+        default.logical_id("Cluster/ReaderSecretRotation/SecurityGroup/Resource"),
     }
     assert sources == function_groups | rotation_groups
     cluster_id = default.logical_id("Database/Cluster/Resource")
@@ -201,43 +202,54 @@ def test_only_the_migrations_read_the_master_secret(every_new_cluster: Synth) ->
     master = synth.logical_id("Database/Secret/Resource")
     master_attachment = synth.logical_id("Database/Secret/Attachment/Resource")
     app_attachment = synth.logical_id("Database/AppSecret/Attachment/Resource")
+    reader_attachment = synth.logical_id("Database/ReaderSecret/Attachment/Resource")
+    credentials = {master, master_attachment, app_attachment, reader_attachment}
     for logical_id, function in synth.python_functions().items():
         variables = function["Properties"]["Environment"]["Variables"]
         reads = _secret_reads(synth, function)
         if logical_id not in _ledger_functions(synth):
             # The webhook: no database credential of any kind, only its own signing secret.
             assert "SWEEPER_DATABASE_SECRET_ARN" not in variables, logical_id
-            assert not reads & {master, master_attachment, app_attachment}, logical_id
+            assert not reads & credentials, logical_id
             continue
         if logical_id.startswith("Migrations"):
-            # The migrations connect as the master user and create the application user.
+            # The migrations connect as the master user and create both login users.
             assert variables["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": master_attachment}
             assert variables["SWEEPER_APP_SECRET_ARN"] == {"Ref": app_attachment}
-            assert reads == {master_attachment, app_attachment}
+            assert variables["SWEEPER_READER_SECRET_ARN"] == {"Ref": reader_attachment}
+            assert reads == {master_attachment, app_attachment, reader_attachment}
             continue
         assert logical_id.startswith(
             ("Pipeline", "Redrive", "Retention", "Discovery", "Intake", "OperatorApi")
         ), logical_id
-        assert variables["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": app_attachment}, logical_id
         assert "SWEEPER_APP_SECRET_ARN" not in variables
-        assert reads == {app_attachment}, logical_id
+        assert "SWEEPER_READER_SECRET_ARN" not in variables
         assert master not in json.dumps(variables)
+        # The read-only operator function reads as the reader; every other as the application.
+        mine = reader_attachment if logical_id.startswith("OperatorApiReadOnly") else app_attachment
+        assert variables["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": mine}, logical_id
+        assert reads == {mine}, logical_id
 
 
-def test_the_application_secret_is_its_own_user_rotated_with_the_master(default: Synth) -> None:
-    secret = default.resource("DatabaseAppSecret", "AWS::SecretsManager::Secret")
+@pytest.mark.parametrize(
+    ("construct", "username"), [("AppSecret", APP_USERNAME), ("ReaderSecret", READER_USERNAME)]
+)
+def test_each_login_secret_is_its_own_user_rotated_with_the_master(
+    default: Synth, construct: str, username: str
+) -> None:
+    secret = default.resource(f"Database{construct}", "AWS::SecretsManager::Secret")
     # A join: the master secret's ARN is only known at deploy time.
     parts = secret["Properties"]["GenerateSecretString"]["SecretStringTemplate"]["Fn::Join"][1]
     master_attachment = default.logical_id("Database/Secret/Attachment/Resource")
     assert parts[1] == {"Ref": master_attachment}
     template = json.loads(f"{parts[0]}MASTER{parts[2]}")
-    assert template == {"username": APP_USERNAME, "dbname": DATABASE_NAME, "masterarn": "MASTER"}
-    assert APP_USERNAME != ADMIN_USERNAME
-    app_attachment = default.logical_id("Database/AppSecret/Attachment/Resource")
+    assert template == {"username": username, "dbname": DATABASE_NAME, "masterarn": "MASTER"}
+    assert len({ADMIN_USERNAME, APP_USERNAME, READER_USERNAME}) == 3
+    attachment = default.logical_id(f"Database/{construct}/Attachment/Resource")
     schedules = [
         props["Properties"]
         for props in default.resources("AWS::SecretsManager::RotationSchedule").values()
-        if props["Properties"]["SecretId"] == {"Ref": app_attachment}
+        if props["Properties"]["SecretId"] == {"Ref": attachment}
     ]
     assert len(schedules) == 1
     assert schedules[0]["RotationRules"] == {"ScheduleExpression": "rate(30 days)"}
@@ -249,10 +261,14 @@ def test_the_application_secret_is_its_own_user_rotated_with_the_master(default:
     assert "PostgreSQLRotationMultiUser" in json.dumps(default.template_json["Mappings"][mapping])
 
 
-def test_the_proxy_admits_the_application_user_only(proxied: Synth) -> None:
+def test_the_proxy_admits_the_application_and_reader_users_only(proxied: Synth) -> None:
     (proxy,) = proxied.resources("AWS::RDS::DBProxy").values()
     app_attachment = proxied.logical_id("Database/AppSecret/Attachment/Resource")
-    assert [auth["SecretArn"] for auth in proxy["Properties"]["Auth"]] == [{"Ref": app_attachment}]
+    reader_attachment = proxied.logical_id("Database/ReaderSecret/Attachment/Resource")
+    assert [auth["SecretArn"] for auth in proxy["Properties"]["Auth"]] == [
+        {"Ref": app_attachment},
+        {"Ref": reader_attachment},
+    ]
 
 
 def test_the_shared_layer_ships_the_rds_ca_bundle(default: Synth) -> None:

@@ -23,6 +23,8 @@ def test_custom_resource_carries_the_digest_of_the_migration_files(default: Synt
     # A replaced application secret runs the function again, to give its user the new password.
     app_attachment = default.logical_id("Database/AppSecret/Attachment/Resource")
     assert resource["Properties"]["AppSecretArn"] == {"Ref": app_attachment}
+    reader_attachment = default.logical_id("Database/ReaderSecret/Attachment/Resource")
+    assert resource["Properties"]["ReaderSecretArn"] == {"Ref": reader_attachment}
     assert "ServiceToken" in resource["Properties"]
 
 
@@ -129,30 +131,35 @@ def test_delete_leaves_the_ledger_alone(monkeypatch: pytest.MonkeyPatch) -> None
     assert result == {"PhysicalResourceId": handler.PHYSICAL_RESOURCE_ID}
 
 
-def test_create_makes_the_application_user_from_its_own_secret(
+def test_create_makes_the_application_and_reader_users_from_their_own_secrets(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     handler = _load_handler()
     secrets = {
         "arn:master": SECRET,
         "arn:app": {**SECRET, "username": "sweeper_app_user", "password": "app-pass"},
+        "arn:reader": {**SECRET, "username": "sweeper_reader_user", "password": "reader-pass"},
     }
     monkeypatch.setenv("SWEEPER_DATABASE_SECRET_ARN", "arn:master")
     monkeypatch.setenv("SWEEPER_APP_SECRET_ARN", "arn:app")
+    monkeypatch.setenv("SWEEPER_READER_SECRET_ARN", "arn:reader")
     monkeypatch.delenv("SWEEPER_DATABASE_HOST", raising=False)
     monkeypatch.setattr(handler.parameters, "get_secret", lambda arn, **_: secrets[arn])
     monkeypatch.setattr("sweeper.ledger.migrate.migrate", lambda conninfo: [3])
-    made: list[tuple[str, str, str]] = []
+    made: list[tuple[str, str, str, str]] = []
 
-    def fake_login(conninfo: str, username: str, password: str) -> bool:
-        made.append((conninfo, username, password))
+    def fake_login(conninfo: str, username: str, password: str, role: str) -> bool:
+        made.append((conninfo, username, password, role))
         return True
 
-    monkeypatch.setattr("sweeper.ledger.roles.ensure_app_login", fake_login)
+    monkeypatch.setattr("sweeper.ledger.roles.ensure_login", fake_login)
 
     handler.handler({"RequestType": "Update"}, _Context())
 
-    ((conninfo, username, password),) = made
-    assert "user=sweeper_admin" in conninfo  # made by the master user
-    assert "sslmode=verify-full" in conninfo
-    assert (username, password) == ("sweeper_app_user", "app-pass")
+    for conninfo, *_ in made:
+        assert "user=sweeper_admin" in conninfo  # made by the master user
+        assert "sslmode=verify-full" in conninfo
+    assert [login[1:] for login in made] == [
+        ("sweeper_app_user", "app-pass", "sweeper_app"),
+        ("sweeper_reader_user", "reader-pass", "sweeper_reader"),
+    ]

@@ -326,12 +326,12 @@ def test_ledger_capacity_alarms_at_the_configured_maximum(default: Synth) -> Non
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
 
 
-def test_rotation_alarm_reads_the_errors_of_both_rotation_functions(proxied: Synth) -> None:
+def test_rotation_alarm_reads_the_errors_of_every_rotation_function(proxied: Synth) -> None:
     alarm = _ledger_alarm(proxied, "SecretRotationErrors")
     # the hosted rotations are serverless applications named by a parameter: the same names
     applications = proxied.resources("AWS::Serverless::Application").values()
     rotation_functions = {app["Properties"]["Parameters"]["functionName"] for app in applications}
-    assert len(rotation_functions) == 2  # the admin's and the application user's
+    assert len(rotation_functions) == 3  # the admin's, the application user's, the reader's
     read = {
         query["MetricStat"]["Metric"]["Dimensions"][0]["Value"]
         for query in alarm["Metrics"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.infra.conftest import Synth
+from tests.infra.test_database import _secret_reads
 from tests.infra.test_security import _actions, _as_list, _role_of, _statements_of_role
 
 READ_ONLY = "OperatorApiReadOnlyFunction"
@@ -95,6 +96,20 @@ def test_both_operator_functions_run_in_the_vpc_with_their_access(default: Synth
         assert props["VpcConfig"]["SecurityGroupIds"]
         assert default.environment(pattern)["SWEEPER_OPERATOR_ACCESS"] == access
         assert "SWEEPER_CONFIG" in default.environment(pattern)
+
+
+def test_the_read_only_function_connects_as_the_reader_and_reads_its_secret_only(
+    default: Synth,
+) -> None:
+    # The reader (migration 0014: SELECT only), not the pipeline's DML credential
+    reader = default.logical_id("Database/ReaderSecret/Attachment/Resource")
+    app = default.logical_id("Database/AppSecret/Attachment/Resource")
+    read_only, operator = (default.function(p) for p in (READ_ONLY, OPERATOR))
+    assert default.environment(READ_ONLY)["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": reader}
+    assert _secret_reads(default, read_only) == {reader}
+    # while the operator function keeps the application user's
+    assert default.environment(OPERATOR)["SWEEPER_DATABASE_SECRET_ARN"] == {"Ref": app}
+    assert _secret_reads(default, operator) == {app}
 
 
 def test_the_read_only_policy_reaches_the_read_only_function_and_nothing_else(

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import ast
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aws_cdk.assertions import Annotations, Match
 
-from infra.tables import LIMITER_ACTIONS
+from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS
 from sweeper import limiter
-from tests.infra.conftest import Synth
+from tests.infra.conftest import FIXTURES, Synth
+from tests.infra.test_security import _as_list, _function_statements
 
 
 @pytest.mark.parametrize(
@@ -86,3 +91,72 @@ def test_the_limiter_code_calls_only_what_its_grant_allows() -> None:
     as_actions = {"dynamodb:" + "".join(p.capitalize() for p in op.split("_")) for op in called}
     assert as_actions, "the limiter makes no DynamoDB call?"
     assert as_actions <= set(LIMITER_ACTIONS)
+
+
+def _consumer_table_grants(synth: Synth, policy_name: str) -> dict[str, list[dict[str, Any]]]:
+    """The consumer's DynamoDB statements, by the table they name (Idempotency, Limiter)."""
+    prefix = f"Pipeline{policy_name.replace('-', '')}"
+    statements = _function_statements(synth, f"^{prefix}ConsumerFunction[0-9A-F]{{8}}$")
+    tables = {
+        name: synth.logical_id(f"Tables/{name}/Resource") for name in ("Idempotency", "Limiter")
+    }
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    for statement in statements:
+        if not any(a.startswith("dynamodb:") for a in _as_list(statement["Action"])):
+            continue
+        rendered = json.dumps(statement["Resource"])
+        (table,) = [name for name, logical_id in tables.items() if logical_id in rendered]
+        by_table.setdefault(table, []).append(statement)
+    return by_table
+
+
+def _leading_keys(statement: dict[str, Any]) -> list[str]:
+    condition = statement.get("Condition")
+    assert condition is not None, f"an unconditioned grant: {statement}"
+    assert list(condition) == ["ForAllValues:StringLike"], condition
+    keys: list[str] = _as_list(condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+    return keys
+
+
+@pytest.mark.parametrize(
+    ("variant", "policy", "limiter_keys"),
+    [
+        ("default", "exports", ["scope#exports:*"]),  # a bucket per tenant, `{policy}:{tenant_id}`
+        ("proxied", "exports", ["scope#exports"]),  # one bucket for the policy, `{policy}`
+        ("proxied", "stale-sessions", ["scope#stale-sessions"]),
+    ],
+)
+def test_each_consumer_may_touch_only_its_own_policys_items(
+    request: pytest.FixtureRequest, variant: str, policy: str, limiter_keys: list[str]
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    grants = _consumer_table_grants(synth, policy)
+    assert sorted(grants) == ["Idempotency", "Limiter"]
+    # Powertools' records are `sweeper:<policy>#<hash>`: its own prefix, on every statement
+    for statement in grants["Idempotency"]:
+        assert _leading_keys(statement) == [f"sweeper:{policy}#*"]
+        assert set(_as_list(statement["Action"])) <= set(IDEMPOTENCY_ACTIONS)
+    for statement in grants["Limiter"]:
+        assert _leading_keys(statement) == limiter_keys
+        assert set(_as_list(statement["Action"])) <= set(LIMITER_ACTIONS)
+
+
+def test_a_limit_shared_by_design_is_granted_by_its_own_key(
+    synth_variant: Callable[[dict[str, Any]], Synth],
+) -> None:
+    # Given shared-a and shared-b, which share the app limit `shared-app`; shared-a's scope is
+    # `{tenant_id}` alone (a store's calls shared by every policy), shared-b's `{policy}:...`
+    synth = synth_variant({"config": str(FIXTURES / "limits_reach.toml")})
+    shared_a = _consumer_table_grants(synth, "shared-a")["Limiter"]
+    shared_b = _consumer_table_grants(synth, "shared-b")["Limiter"]
+    # Then each holds the shared key by its name, and shared-b nothing else of shared-a's
+    assert [_leading_keys(s) for s in shared_b] == [["scope#shared-b:*", "scope#app:shared-app"]]
+    # And shared-a's scope has no prefix to confine it to: every scope key, and synth says so
+    assert [_leading_keys(s) for s in shared_a] == [["scope#*", "scope#app:shared-app"]]
+    found = Annotations.from_stack(synth.stack).find_warning(
+        "*", Match.string_like_regexp("may touch every limiter scope")
+    )
+    assert sorted(re.findall(r"/Pipeline-([^/]+)/", "".join(f"{e.id}/" for e in found))) == [
+        "listings-slow",
+        "shared-a",
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -26,10 +27,36 @@ T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
 
 
-def _as_user(db_url: str, user: str) -> str:
+def as_user(db_url: str, user: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(db_url)
     info["user"] = user
     return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+
+def assert_refused(url: str, statement: str) -> None:
+    """The statement, run as the URL's user, is refused for want of a privilege."""
+    with (
+        psycopg.connect(url, autocommit=True) as conn,
+        pytest.raises(errors.InsufficientPrivilege),
+    ):
+        conn.execute(statement.encode())
+
+
+def grants_of(db_url: str, role: str) -> tuple[set[str], set[str], Any]:
+    """The tables a role holds privileges on, which privileges, and its role attributes
+    (login, create role, create database, superuser)."""
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT table_name, privilege_type FROM information_schema.role_table_grants "
+            "WHERE grantee = %s",
+            (role,),
+        ).fetchall()
+        attributes = conn.execute(
+            "SELECT rolcanlogin, rolcreaterole, rolcreatedb, rolsuper FROM pg_roles "
+            "WHERE rolname = %s",
+            (role,),
+        ).fetchone()
+    return {table for table, _ in rows}, {privilege for _, privilege in rows}, attributes
 
 
 @pytest.fixture
@@ -44,7 +71,7 @@ def app_user(db_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def app_url(db_url: str, app_user: str) -> str:
-    return _as_user(db_url, app_user)
+    return as_user(db_url, app_user)
 
 
 @pytest.fixture
@@ -104,26 +131,11 @@ def test_the_app_user_does_what_the_functions_and_operators_do(app_ledger: Ledge
     ],
 )
 def test_the_app_user_cannot_change_the_schema(app_url: str, statement: str) -> None:
-    with (
-        psycopg.connect(app_url, autocommit=True) as conn,
-        pytest.raises(errors.InsufficientPrivilege),
-    ):
-        conn.execute(statement.encode())
+    assert_refused(app_url, statement)
 
 
 def test_the_role_holds_data_rights_on_sweeper_tables_only(db_url: str) -> None:
-    with psycopg.connect(db_url) as conn:
-        rows = conn.execute(
-            "SELECT table_name, privilege_type FROM information_schema.role_table_grants "
-            "WHERE grantee = %s ORDER BY 1, 2",
-            (APP_ROLE,),
-        ).fetchall()
-        role = conn.execute(
-            "SELECT rolcanlogin, rolcreaterole, rolcreatedb, rolsuper FROM pg_roles "
-            "WHERE rolname = %s",
-            (APP_ROLE,),
-        ).fetchone()
-    tables = {table for table, _ in rows}
+    tables, privileges, role = grants_of(db_url, APP_ROLE)
     assert tables == {
         "sweeper_jobs",
         "sweeper_runs",
@@ -132,8 +144,9 @@ def test_the_role_holds_data_rights_on_sweeper_tables_only(db_url: str) -> None:
         "sweeper_job_events",
         "sweeper_discovery_cursors",  # migration 0006: discovery
         "sweeper_discovery_runs",
+        "sweeper_operator_action_steps",  # migration 0015: a long action's steps
     }
-    assert {privilege for _, privilege in rows} == {"SELECT", "INSERT", "UPDATE", "DELETE"}
+    assert privileges == {"SELECT", "INSERT", "UPDATE", "DELETE"}
     assert role == (False, False, False, False)
 
 

@@ -184,6 +184,24 @@ def test_settlements_retries_and_duplicates_are_counted_per_batch(ledger: Ledger
     assert (b2.in_flight, b2.reconciles) == (1, True)
 
 
+def test_deliveries_before_their_time_are_counted_for_the_batch_the_ledger_names(
+    ledger: Ledger,
+) -> None:
+    # Given two jobs carried by b1, one by b2 and one carried by no batch
+    keys = add(ledger, 4)
+    start(ledger, "b1", T0)
+    a, b = (c.operation_key for c in ledger.claim(POLICY, "b1", T0, LEASE, 2))
+    start(ledger, "b2", T0 + timedelta(minutes=5))
+    (c,) = (j.operation_key for j in ledger.claim(POLICY, "b2", T0, LEASE, 1))
+    (unclaimed,) = set(keys) - {a, b, c}
+    # When deliveries early for their time are counted (a twice), whatever their bodies said
+    ledger.count_not_yet_due([a, a, b, c, unclaimed])
+    # Then each batch counts its own, and the job carried by none counts for no batch
+    got = report(ledger)
+    assert (got["b1"].not_yet_due, got["b2"].not_yet_due) == (3, 1)
+    assert (got["b1"].consumed, got["b1"].duplicates) == (0, 0)
+
+
 def test_a_drained_batch_reports_the_time_from_its_start_to_its_last_settlement(
     ledger: Ledger,
 ) -> None:

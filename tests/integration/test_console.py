@@ -100,7 +100,7 @@ def test_inspect_retry_and_prune_against_the_local_stack(
     # When inspecting, retrying the terminal one and pruning
     inspected = sweeper(local_file, "inspect")
     retried = sweeper(local_file, "retry", "--outcome", "permanent", "--reason", "fixed")
-    pruned = sweeper(local_file, "prune", "--older-than-days", "30")
+    pruned = sweeper(local_file, "prune", "--older-than-days", "30", "--reason", "cleanup")
     # Then each reports what it did, and the ledger agrees
     assert [(j["kind"], j["outcome"]) for j in inspected["jobs"]] == [
         ("terminal", "permanent"),

@@ -221,7 +221,7 @@ def test_the_read_only_function_serves_the_page_reads_and_refuses_its_actions(
         {"command": "job", "key": "exports:t1:o0:v1"},
     ):
         reply = serve(
-            json.dumps(body), caller=CALLER, access="read", backend=reads.stand_in.backend
+            json.dumps(body), caller=CALLER, access="read", backend=reads.stand_in.backends["read"]
         )
         assert reply.outcome == "ok", reply.body
     # And every action is forbidden, and nothing moves
@@ -245,7 +245,9 @@ def test_the_read_only_function_serves_the_page_reads_and_refuses_its_actions(
     ],
 )
 def test_a_page_read_outside_its_model_is_refused(reads: Both, body: dict[str, Any]) -> None:
-    reply = serve(json.dumps(body), caller=CALLER, access="read", backend=reads.stand_in.backend)
+    reply = serve(
+        json.dumps(body), caller=CALLER, access="read", backend=reads.stand_in.backends["read"]
+    )
     assert reply.outcome == "invalid"
 
 

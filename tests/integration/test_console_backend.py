@@ -147,3 +147,62 @@ def test_the_overview_shows_a_closed_app_limit_beside_the_gates(
         "<td>limit app: 429 with Retry-After</td></tr>"
     )
     assert row in drawn
+
+
+def test_the_overview_lists_each_action_with_its_actor_reason_and_progress(
+    backend: LedgerBackend, ledger: Ledger
+) -> None:
+    from datetime import timedelta
+
+    from sweeper.prune import prune
+
+    # Given a hold by ana, and a prune by bo that deleted two old settled jobs in two batches
+    backend.act(
+        POLICY.name,
+        "hold",
+        key="exports:t1:c:v1",
+        tenant_id=None,
+        reason="legal",
+        until=None,
+        dry_run=False,
+    )
+    old = [NewJob("t3", f"old{i}", T0) for i in range(2)]
+    ledger.schedule(POLICY.name, 1, lambda j: POLICY.name, old, T0)
+    for job in old:
+        key = f"exports:t3:{job.object_id}:v1"
+        ledger.mark_succeeded(key, OutcomeClass.ACCEPTED, T0 - timedelta(days=40))
+    prune(
+        ledger,
+        older_than=timedelta(days=30),
+        failed_older_than=timedelta(days=90),
+        now=T0,
+        actor="bo",
+        reason="quarterly cleanup",
+        policy=POLICY.name,
+        batch_rows=1,
+    )
+    # When the page's overview is read and drawn
+    item = backend.overview(POLICY.name)
+    drawn = page.overview(POLICY.name, item, [], [POLICY.name])
+    # Then each action shows who, why and how far it got (a prune: its batches and totals)
+    pruned, held = item["actions"][:2]
+    assert (pruned["action"], pruned["actor"], pruned["reason"]) == (
+        "prune",
+        "bo",
+        "quarterly cleanup",
+    )
+    assert pruned["progress"] == {
+        "steps": 3,
+        "totals": {"jobs": 2, "failed_jobs": 0, "job_events": 0},
+        "done": True,
+    }
+    assert (held["action"], held["actor"], held["reason"], held["progress"]) == (
+        "hold",
+        "ana",
+        "legal",
+        None,
+    )
+    assert (
+        '<td class="actor">bo</td><td class="reason">quarterly cleanup</td>'
+        '<td class="progress">3 steps: failed_jobs 0 · job_events 0 · jobs 2, done</td>'
+    ) in drawn

@@ -91,6 +91,7 @@ def test_a_jobs_history_shows_its_row_and_each_operator_event_with_who_and_why(
         actor="bo",
         now=T0 + timedelta(minutes=1),
         until=T0 + timedelta(days=2),
+        reason="vendor freeze",
     )
     # When the page reads its history
     history = job_history(key, ledger)
@@ -100,7 +101,7 @@ def test_a_jobs_history_shows_its_row_and_each_operator_event_with_who_and_why(
     assert history["postponed_until"] == (T0 + timedelta(days=2)).isoformat()
     assert [(e["event"], e["actor"], e["reason"]) for e in history["events"]] == [
         ("held", "ana", "legal"),
-        ("postponed", "bo", None),
+        ("postponed", "bo", "vendor freeze"),
     ]
     assert history["events"][1]["previous_due_at"] == T0.isoformat()
     assert job_history("exports:t1:nope:v1", ledger) is None

@@ -228,7 +228,10 @@ class Rig:
         )
 
     def redeliver(self, **kw: Any) -> bool:
-        """The same message delivered again (a later batch)."""
+        """The same message delivered again (a later batch), when the queue shows it again:
+        the fake clock moves on by what the consumer hid it for, in the whole seconds SQS
+        takes (sweeper.queue truncates)."""
+        self.time.now += int(self.hidden.seconds.pop("r-1", 0.0))
         return self.deliver(**kw)
 
     def job(self) -> Job:
@@ -891,6 +894,27 @@ def test_a_transient_answer_counts_an_attempt_and_backs_off(rig: Rig) -> None:
     )
     assert job.next_attempt_at == datetime.fromtimestamp(START + 4, UTC)
     assert job.lease_expires_at == job.next_attempt_at + timedelta(seconds=900)
+
+
+def test_a_retry_after_a_fractional_backoff_is_called_again_on_its_redelivery(
+    rig: Rig,
+) -> None:
+    # Given a transient answer whose backoff is not whole seconds (2.5 s, the top of the range)
+    rig.policy = rig.policy.model_copy(
+        update={"retry": RetryConfig(base_seconds=2.5, cap_seconds=60), "max_attempts": 3}
+    )
+    transient, accepted = result(OutcomeClass.TRANSIENT, 503), result(OutcomeClass.ACCEPTED, 200)
+    answers = answered(rig, transient, accepted)
+    assert rig.deliver() is True
+    retry_at = rig.job().next_attempt_at
+    # When the queue shows the message again
+    assert rig.redeliver() is False
+    # Then the job is called again and settles: not acknowledged uncalled as not yet due
+    assert answers.sent_at == [START, START + 3]
+    assert rig.count(Metric.NOT_YET_DUE) == 0
+    assert rig.job().status is JobStatus.SUCCEEDED
+    # for the ledger's next attempt and the message's return agree, whole seconds rounded up
+    assert retry_at == datetime.fromtimestamp(START + 3, UTC)
 
 
 def test_the_last_allowed_attempt_makes_the_job_terminal(rig: Rig) -> None:

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sweeper.actions import Action
-from sweeper.actions import http as http_module
+from sweeper.actions import Action, url_template
 from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
+from sweeper.actions.url_template import climbs
 from sweeper.config import DEFAULT_URL_TEMPLATE, HttpActionConfig
 from sweeper.models import ActionCall, ActionResult, OutcomeClass, operation_key
 from sweeper_local.vendor import VendorSimulator
@@ -439,18 +439,26 @@ ANY_ID = st.one_of(
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(tenant_id=ANY_ID, object_id=ANY_ID)
+@given(tenant_id=ANY_ID, object_id=ANY_ID, refuse_dot_segments=st.booleans())
 def test_any_id_reaches_the_vendor_as_exactly_its_own_path_segment(
-    paths: tuple[str, list[str]], tenant_id: str, object_id: str
+    paths: tuple[str, list[str]], tenant_id: str, object_id: str, refuse_dot_segments: bool
 ) -> None:
     # Given an action on the shipped template, and ids no door checked
     url, seen = paths
-    http_action = HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True))
+    config = HttpActionConfig(
+        api_url=url, allow_plain_http=True, refuse_dot_segments=refuse_dot_segments
+    )
+    http_action = HttpAction(config)
     seen.clear()
     # When the call is made
     result = http_action.perform(job_for(tenant_id, object_id))
     http_action.close()
-    # Then the vendor's request line has the template's segments, each decoding to its id
+    # Then an id that climbs once decoded is refused when the policy says so, and sends nothing
+    if refuse_dot_segments and (climbs(tenant_id) or climbs(object_id)):
+        assert (result.outcome, result.code) == (OutcomeClass.PERMANENT, "dot_segment")
+        assert seen == []
+        return
+    # Else the vendor's request line has the template's segments, each decoding to its id
     assert result.outcome is OutcomeClass.ACCEPTED
     (target,) = seen
     segments = target.split("/")
@@ -482,8 +490,9 @@ def test_a_path_whose_shape_an_id_changed_is_never_sent(
     # Given the dot-segment encoding gone (an encoder regression), so ".." reaches urllib3
     url, seen = paths
     seen.clear()
-    monkeypatch.setattr(http_module, "path_segment", lambda value: quote(value, safe=""))
-    http_action = HttpAction(HttpActionConfig(api_url=url, allow_plain_http=True))
+    monkeypatch.setattr(url_template, "path_segment", lambda value: quote(value, safe=""))
+    config = HttpActionConfig(api_url=url, allow_plain_http=True, refuse_dot_segments=False)
+    http_action = HttpAction(config)
     # When an object id of ".." is called
     result = http_action.perform(job_for("t1", ".."))
     # Then the segment-count check refuses it: nothing reaches the vendor

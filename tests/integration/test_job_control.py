@@ -60,7 +60,7 @@ def control(ledger: Ledger, action: ControlAction, **kw: Any) -> list[str]:
     selection = kw.pop("selection", None) or JobSelection(keys=tuple(kw.pop("keys")))
     kw.setdefault("actor", "ops")
     kw.setdefault("now", T0)
-    if action in (CANCEL, HOLD):
+    if action in (CANCEL, HOLD, POSTPONE):
         kw.setdefault("reason", "legal hold LH-7")
     return control_jobs(action, POLICY.name, ledger, selection, **kw).keys
 
@@ -290,8 +290,59 @@ def test_refusals_name_the_fix(ledger: Ledger) -> None:
         )
     with pytest.raises(OperatorError, match="in the future"):
         control_jobs(
-            POSTPONE, POLICY.name, ledger, JobSelection(tenant_id="t0"), actor="o", now=T0, until=T0
+            POSTPONE,
+            POLICY.name,
+            ledger,
+            JobSelection(tenant_id="t0"),
+            actor="o",
+            now=T0,
+            until=T0,
+            reason="r",
         )
+
+
+def test_postpone_needs_a_reason_and_records_it(ledger: Ledger, db_url: str) -> None:
+    (k,) = seed(ledger, 1)
+    later = T0 + timedelta(days=7)
+    for reason in (None, " "):
+        with pytest.raises(OperatorError, match=r"give a reason to postpone \(--reason\)"):
+            control_jobs(
+                POSTPONE,
+                POLICY.name,
+                ledger,
+                JobSelection(keys=(k,)),
+                actor="o",
+                now=T0,
+                until=later,
+                reason=reason,
+            )
+    assert actions(db_url) == []
+    control(ledger, POSTPONE, keys=[k], until=later, reason="vendor freeze CR-9")
+    assert actions(db_url) == [("postpone", "ops", "vendor freeze CR-9")]
+
+
+def test_postpone_refuses_a_time_past_the_bound_and_moves_nothing(ledger: Ledger) -> None:
+    # Given a due job, and a bound of 365 days (the default) or 30 (a policy's own)
+    (k,) = seed(ledger, 1)
+    # When postponing it to the end of time, then just past a 30-day bound
+    with pytest.raises(OperatorError, match=r"at most 365 days ahead.*max_postpone_days"):
+        control(ledger, POSTPONE, keys=[k], until=datetime(9999, 12, 31, tzinfo=UTC))
+    with pytest.raises(OperatorError, match="at most 30 days ahead"):
+        control(
+            ledger,
+            POSTPONE,
+            keys=[k],
+            until=T0 + timedelta(days=30, seconds=1),
+            max_postpone=timedelta(days=30),
+        )
+    # Then it is still due when it was; at the bound itself the postponement goes through
+    job = ledger.get(k)
+    assert job is not None
+    assert (job.due_at, job.postponed_until) == (T0, None)
+    moved = control(
+        ledger, POSTPONE, keys=[k], until=T0 + timedelta(days=30), max_postpone=timedelta(days=30)
+    )
+    assert moved == [k]
 
 
 # -- the consumer and redrive ----------------------------------------------------------------------
@@ -355,9 +406,11 @@ name = "exports"
 """
 
 
-def cli(db_url: str, tmp_path: Path, *args: str, stdin: str | None = None) -> Any:
+def cli(
+    db_url: str, tmp_path: Path, *args: str, stdin: str | None = None, policy: str = POLICY_FILE
+) -> Any:
     config = tmp_path / "sweeper.toml"
-    config.write_text(POLICY_FILE)
+    config.write_text(policy)
     return CliRunner().invoke(
         main,
         [
@@ -426,17 +479,59 @@ def test_cli_asks_for_confirmation_above_the_threshold(
 
 def test_cli_postpone_and_unhold(ledger: Ledger, db_url: str, tmp_path: Path) -> None:
     (k,) = seed(ledger, 1)
-    later = "2030-01-01T00:00:00Z"
-    postponed = cli(db_url, tmp_path, "postpone", "--key", k, "--until", later)
+    later = (datetime.now(UTC) + timedelta(days=60)).replace(microsecond=0)
+    postponed = cli(
+        db_url, tmp_path, "postpone", "--key", k, "--until", later.isoformat(), "--reason", "CR-9"
+    )
     held = cli(db_url, tmp_path, "hold", "--key", k, "--reason", "r")
     unheld = cli(db_url, tmp_path, "unhold", "--key", k)
-    bad = cli(db_url, tmp_path, "postpone", "--key", k, "--until", "next tuesday")
+    bad = cli(db_url, tmp_path, "postpone", "--key", k, "--until", "next tuesday", "--reason", "r")
     assert (postponed.exit_code, held.exit_code, unheld.exit_code) == (0, 0, 0)
     job = ledger.get(k)
     assert job is not None
-    assert (job.status, job.due_at) == (JobStatus.PENDING, datetime(2030, 1, 1, tzinfo=UTC))
+    assert (job.status, job.due_at) == (JobStatus.PENDING, later)
     assert bad.exit_code != 0
     assert "--until" in bad.output
+
+
+def test_cli_postpone_without_a_reason_or_past_the_bound_is_refused_in_one_line(
+    ledger: Ledger, db_url: str, tmp_path: Path
+) -> None:
+    (k,) = seed(ledger, 1)
+    soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    no_reason = cli(db_url, tmp_path, "postpone", "--key", k, "--until", soon)
+    forever = cli(
+        db_url, tmp_path, "postpone", "--key", k, "--until", "9999-12-31T00:00:00Z", "--reason", "r"
+    )
+    for refused, names in ((no_reason, "--reason"), (forever, "max_postpone_days")):
+        assert refused.exit_code != 0
+        assert names in refused.output
+        assert "Traceback" not in refused.output
+    assert len(forever.output.strip().splitlines()) == 1
+    job = ledger.get(k)
+    assert job is not None
+    assert (job.due_at, job.postponed_until) == (T0, None)
+
+
+def test_cli_postpone_keeps_to_the_policys_own_bound(
+    ledger: Ledger, db_url: str, tmp_path: Path
+) -> None:
+    # Given a policy that allows postponing 30 days at most
+    (k,) = seed(ledger, 1)
+    later = (datetime.now(UTC) + timedelta(days=60)).isoformat()
+    # When an operator postpones a job 60 days
+    result = cli(
+        db_url,
+        tmp_path,
+        *("postpone", "--key", k, "--until", later, "--reason", "r"),
+        policy=POLICY_FILE + "max_postpone_days = 30\n",
+    )
+    # Then it is refused, naming the policy's bound, and the job is where it was
+    assert result.exit_code != 0
+    assert "at most 30 days ahead" in result.output
+    job = ledger.get(k)
+    assert job is not None
+    assert job.postponed_until is None
 
 
 def test_inspect_lists_held_jobs_from_when_their_hold_began(ledger: Ledger) -> None:

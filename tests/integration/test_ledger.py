@@ -550,10 +550,67 @@ def test_the_consumer_and_redrive_read_one_row_and_only_the_consumer_counts_it(
             scope="exports",
             retry_round=0,
             last_outcome=OutcomeClass.THROTTLED,
+            not_before=T0,
         )
     )
     # ... and only the consumer's read counts a delivery of its batch
     assert (audit_after_redrive.consumed, audit_after_consumer.consumed) == (0, 1)
+
+
+OFFSET = st.integers(min_value=-2, max_value=2)  # seconds from now: before, on, after
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    status=st.sampled_from(JobStatus),
+    due=OFFSET,
+    attempt=OFFSET,
+    postponed=st.none() | OFFSET,
+)
+def test_a_job_is_callable_only_in_a_callable_state_once_each_of_its_times_has_come(
+    db_url: str, status: JobStatus, due: int, attempt: int, postponed: int | None
+) -> None:
+    # Given one row whose due time, next attempt and postponement (if any) sit around now
+    now = T0
+    at = [now + timedelta(seconds=s) for s in (due, attempt)]
+    until = None if postponed is None else now + timedelta(seconds=postponed)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE sweeper_jobs")
+        # each state with the times its constraints require (a lease, a completion, ...)
+        leased = status is JobStatus.LEASED
+        conn.execute(
+            "INSERT INTO sweeper_jobs (policy, policy_version, tenant_id, object_id, scope,"
+            " operation_key, status, due_at, next_attempt_at, postponed_until, lease_owner,"
+            " lease_expires_at, completed_at, held_at, cancelled_at)"
+            " VALUES ('p', 1, 't', 'o', 's', 'p:t:o:v1', %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                status.value,
+                *at,
+                until,
+                "b" if leased else None,
+                now + LEASE if leased else None,
+                now if status in (JobStatus.SUCCEEDED, JobStatus.FAILED) else None,
+                now if status is JobStatus.HELD else None,
+                now if status is JobStatus.CANCELLED else None,
+            ),
+        )
+    # When the consumer and redrive read it
+    store = Ledger(db_url)
+    try:
+        target = store.targets(["p:t:o:v1"])["p:t:o:v1"]
+        view = store.jobs_for_redrive(["p:t:o:v1"])["p:t:o:v1"]
+    finally:
+        store.close()
+    # Then a call is allowed exactly when it is pending or leased and every time is at or
+    # before now; a pending or leased job short of its time is early, and nothing else is
+    times_come = due <= 0 and attempt <= 0 and (postponed is None or postponed <= 0)
+    callable_state = status in (JobStatus.PENDING, JobStatus.LEASED)
+    for read in (target, view):
+        assert read.callable_at(now) is (callable_state and times_come)
+        assert read.early_at(now) is (callable_state and not times_come)
+        assert read.not_before == max(t for t in (*at, until) if t is not None)
 
 
 def test_inspect_lists_an_expired_lease_deferred_without_an_outcome(ledger: Ledger) -> None:

@@ -1,4 +1,5 @@
-"""The operator's console logic against the real ledger: pause, catch-up, retry, prune, inspect."""
+"""The operator's console logic against the real ledger: pause, catch-up, retry, inspect
+(prune: test_prune)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from sweeper.operator import (
     inspect_jobs,
     missed_runs,
     pause_policy,
-    prune,
     resume_policy,
     retry_jobs,
 )
@@ -78,17 +78,23 @@ def test_pause_and_resume_are_idempotent_and_recorded(ledger: Ledger, db_url: st
     assert actions == [("pause", "ops"), ("pause", "bob"), ("resume", "ops"), ("resume", "ops")]
 
 
-def test_catch_up_releases_runs_skipped_while_paused_and_never_run_in_order(
-    ledger: Ledger,
-) -> None:
-    # Given a run at 02:00, a pause over 02:05 and 02:10, and 02:15 never delivered at all
-    seed(ledger, 4, due=T0 - timedelta(minutes=1))
+def skip_two_runs_while_paused(ledger: Ledger) -> FakePublisher:
+    """A run at 02:00, then a pause over the runs of 02:05 and 02:10, resumed."""
     publisher = FakePublisher()
     produce(ledger, T0, publisher)
     pause_policy("exports", ledger, None, actor="ops", reason=None, now=T0)
     for minutes in (5, 10):
         produce(ledger, T0 + timedelta(minutes=minutes), publisher)
     resume_policy("exports", ledger, None, actor="ops", reason=None, now=T0)
+    return publisher
+
+
+def test_catch_up_releases_runs_skipped_while_paused_and_never_run_in_order(
+    ledger: Ledger,
+) -> None:
+    # Given a run at 02:00, a pause over 02:05 and 02:10, and 02:15 never delivered at all
+    seed(ledger, 4, due=T0 - timedelta(minutes=1))
+    publisher = skip_two_runs_while_paused(ledger)
     seed(ledger, 6, due=T0 + timedelta(minutes=6))  # two more became due meanwhile
     # When catching up 02:00-02:16
     since, until = T0, T0 + timedelta(minutes=16)
@@ -117,6 +123,39 @@ def test_catch_up_releases_runs_skipped_while_paused_and_never_run_in_order(
     assert missed_runs(POLICY, ledger, since, until) == []
     recorded = {r.scheduled_at: r for r in ledger.runs("exports")}
     assert recorded[T0 + timedelta(minutes=5)].batch_id == report.runs[0].batch_id
+
+
+def test_catch_up_records_its_caller_before_the_first_release_and_each_run_as_it_goes(
+    ledger: Ledger, db_url: str
+) -> None:
+    # Given two runs missed while paused
+    publisher = skip_two_runs_while_paused(ledger)
+    seen: list[list[tuple[str, str, int]]] = []
+
+    def recorded() -> list[tuple[str, str, int]]:
+        with psycopg.connect(db_url) as conn:
+            rows = conn.execute(
+                "SELECT a.action, a.actor, count(s.id) FROM sweeper_operator_actions a "
+                "LEFT JOIN sweeper_operator_action_steps s ON s.action_id = a.id "
+                "WHERE a.action = 'catch_up' GROUP BY a.id ORDER BY a.id"
+            ).fetchall()
+        return [(str(a), str(b), int(c)) for a, b, c in rows]
+
+    # When alice catches up, the record read as each run is released
+    catch_up(
+        POLICY,
+        ledger,
+        publisher,
+        T0,
+        T0 + timedelta(minutes=11),
+        actor="alice",
+        clock=lambda: T0 + timedelta(minutes=12),
+        progress=lambda run: seen.append(recorded()),
+    )
+    # Then her action was there from the first release, one step per run released so far,
+    # and a last step says it finished
+    assert seen == [[("catch_up", "alice", 1)], [("catch_up", "alice", 2)]]
+    assert recorded() == [("catch_up", "alice", 3)]
 
 
 def test_catch_up_refuses_while_paused(ledger: Ledger) -> None:
@@ -160,36 +199,6 @@ def test_retry_needs_a_choice_and_never_touches_unsettled_jobs(ledger: Ledger) -
     with pytest.raises(OperatorError, match="choose"):
         retry_jobs("exports", ledger, actor="ops", now=T0)
     assert retry_jobs("exports", ledger, actor="ops", now=T0, keys=keys) == []
-
-
-def test_prune_deletes_old_settled_rows_in_batches_and_keeps_the_rest(ledger: Ledger) -> None:
-    # Given 25 jobs settled 40 days ago, 5 settled yesterday and 3 still pending
-    keys = seed(ledger, 33, due=T0 - timedelta(days=41))
-    old = T0 - timedelta(days=40)
-    for key in keys[:25]:
-        ledger.mark_succeeded(key, OutcomeClass.ACCEPTED, old)
-    for key in keys[25:30]:
-        ledger.mark_succeeded(key, OutcomeClass.ACCEPTED, T0 - timedelta(days=1))
-    batches: list[int] = []
-    # When pruning what is older than 30 days, ten rows per transaction
-    report = prune(
-        ledger,
-        older_than=timedelta(days=30),
-        now=T0,
-        actor="ops",
-        batch_rows=10,
-        progress=lambda r: batches.append(r.jobs_deleted),
-    )
-    # Then the old settled rows are gone, in three job batches, and nothing else is
-    assert report.jobs_deleted == 25
-    assert batches[:3] == [10, 20, 25]
-    counts = ledger.counts("exports")
-    assert (counts[JobStatus.SUCCEEDED], counts[JobStatus.PENDING]) == (5, 3)
-
-
-def test_prune_keeps_at_least_a_day(ledger: Ledger) -> None:
-    with pytest.raises(OperatorError):
-        prune(ledger, older_than=timedelta(hours=1), now=T0, actor="ops")
 
 
 def test_inspect_lists_terminal_and_stuck_jobs_without_customer_fields(ledger: Ledger) -> None:

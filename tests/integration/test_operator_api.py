@@ -117,6 +117,7 @@ def test_every_change_command_works_through_the_api_and_records_the_iam_caller(
     direct, through = api
     ledger = seed(db_url, direct)
     k = [f"exports:t1:o{i}:v1" for i in range(6)]
+    soon = (datetime.now(UTC) + timedelta(days=30)).isoformat()
     before = len(actions(db_url))
     # When every change command goes through the API (and, where it can be, directly too)
     pairs = [
@@ -126,8 +127,8 @@ def test_every_change_command_works_through_the_api_and_records_the_iam_caller(
         ),
         (("unhold", "--key", k[0]), ("unhold", "--key", k[1])),
         (
-            ("postpone", "--key", k[2], "--until", "2099-01-01T00:00:00Z"),
-            ("postpone", "--key", k[3], "--until", "2099-01-01T00:00:00Z"),
+            ("postpone", "--key", k[2], "--until", soon, "--reason", "freeze"),
+            ("postpone", "--key", k[3], "--until", soon, "--reason", "freeze"),
         ),
         (
             ("cancel", "--key", k[4], "--reason", "gone"),
@@ -151,7 +152,7 @@ def test_every_change_command_works_through_the_api_and_records_the_iam_caller(
     drove = sweeper(through, "redrive", "--dry-run", api=True)
     assert drove["dry_run"] is True
     assert drove["errors"] == 0
-    pruned = sweeper(through, "prune", "--older-than-days", "30", api=True)
+    pruned = sweeper(through, "prune", "--older-than-days", "30", "--reason", "quarterly", api=True)
     assert pruned["jobs_deleted"] == 1
     released = sweeper(through, "release", api=True)
     assert released["batch_id"].startswith("release-")
@@ -165,11 +166,11 @@ def test_every_change_command_works_through_the_api_and_records_the_iam_caller(
     assert through_api == [
         ("hold", "legal"),
         ("unhold", None),
-        ("postpone", None),
+        ("postpone", "freeze"),
         ("cancel", "gone"),
         ("retry", "fixed"),
         ("resume", "done"),
-        ("prune", None),
+        ("prune", "quarterly"),
         ("release", None),
         ("pause", "again"),
     ]
@@ -189,26 +190,31 @@ def test_the_read_only_function_refuses_every_change_and_changes_nothing(
         {"command": "cancel", "keys": [key], "reason": "x"},
         {"command": "hold", "keys": [key], "reason": "x"},
         {"command": "unhold", "keys": [key]},
-        {"command": "postpone", "keys": [key], "until": "2099-01-01T00:00:00Z"},
+        {"command": "postpone", "keys": [key], "until": "2099-01-01T00:00:00Z", "reason": "x"},
         {"command": "retry", "outcomes": ["permanent"]},
         {"command": "redrive"},
         {"command": "pause"},
         {"command": "resume"},
         {"command": "release"},
         {"command": "catch-up", "since": "2026-01-01T00:00:00Z"},
-        {"command": "prune", "older_than_days": 30},
+        {"command": "prune", "older_than_days": 30, "reason": "x"},
     ]
     before = (actions(db_url), ledger.counts("exports"))
     for body in changes:
         # When a read-only principal asks for it
-        reply = serve(json.dumps(body), caller=CALLER, access="read", backend=stand_in.backend)
+        reply = serve(
+            json.dumps(body), caller=CALLER, access="read", backend=stand_in.backends["read"]
+        )
         # Then it is forbidden, and nothing ran
         assert (reply.outcome, reply.status_code) == ("forbidden", 403), body
     assert (actions(db_url), ledger.counts("exports")) == before
     # And the reads it may make are served
     for command in ("status", "inspect"):
         reply = serve(
-            json.dumps({"command": command}), caller=CALLER, access="read", backend=stand_in.backend
+            json.dumps({"command": command}),
+            caller=CALLER,
+            access="read",
+            backend=stand_in.backends["read"],
         )
         assert reply.outcome == "ok", reply.body
     ledger.close()

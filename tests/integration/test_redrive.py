@@ -18,7 +18,8 @@ from functions.redrive import app as redrive_app
 from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue, queue_depth
 from sweeper.errors import QueueError, RedriveIncompleteError
 from sweeper.limiter import DynamoLimiter
-from sweeper.models import JobMessage, JobStatus, OutcomeClass
+from sweeper.models import ControlAction, JobMessage, JobSelection, JobStatus, OutcomeClass
+from sweeper.operator import control_jobs
 from sweeper.redrive import (
     MIN_REMAINING_SECONDS,
     VISIBILITY_MARGIN_SECONDS,
@@ -119,6 +120,8 @@ class Recording(SqsDeadLetterQueue):
 
 def redrive(pipeline: Pipeline, request: RedriveRequest | None = None, **kw: Any) -> RedriveReport:
     kw.setdefault("remaining_seconds", lambda: 100.0)
+    kw.setdefault("clock", lambda: datetime.now(UTC))
+    kw.setdefault("actor", "ops")
     dlq = kw.pop(
         "dlq",
         SqsDeadLetterQueue(
@@ -132,7 +135,6 @@ def redrive(pipeline: Pipeline, request: RedriveRequest | None = None, **kw: Any
         dlq,
         limiter.state,
         policy="exports",
-        clock=lambda: datetime.now(UTC),
         default_rate_per_second=1000.0,
         **kw,
     )
@@ -360,6 +362,19 @@ def test_a_dead_letter_that_disagrees_with_its_ledger_row_stays_and_fails_the_ru
     assert "victim-object" not in caplog.text
 
 
+def recorded(pipeline: Pipeline) -> list[tuple[str, str, dict[str, Any], list[dict[str, Any]]]]:
+    """Each redrive action: (policy, actor, detail, its steps' details in order)."""
+    with psycopg.connect(pipeline.env["SWEEPER_DATABASE_URL"]) as conn:
+        rows = conn.execute(
+            "SELECT a.policy, a.actor, a.detail, "
+            "coalesce(array_agg(s.detail ORDER BY s.id) FILTER (WHERE s.id IS NOT NULL), '{}') "
+            "FROM sweeper_operator_actions a "
+            "LEFT JOIN sweeper_operator_action_steps s ON s.action_id = a.id "
+            "WHERE a.action = 'redrive' GROUP BY a.id ORDER BY a.id"
+        ).fetchall()
+    return [(str(p), str(a), dict(d), list(s)) for p, a, d, s in rows]
+
+
 def test_a_redrive_reports_its_policy_and_time_and_is_recorded_only_when_it_changed_things(
     pipeline: Pipeline,
 ) -> None:
@@ -369,17 +384,10 @@ def test_a_redrive_reports_its_policy_and_time_and_is_recorded_only_when_it_chan
     clock = Clock()
     seen: list[RedriveReport] = []
 
-    def actions() -> list[tuple[str, str, dict[str, Any]]]:
-        with psycopg.connect(pipeline.env["SWEEPER_DATABASE_URL"]) as conn:
-            rows = conn.execute(
-                "SELECT policy, action, detail FROM sweeper_operator_actions ORDER BY id"
-            ).fetchall()
-        return [(str(p), str(a), dict(d)) for p, a, d in rows]
-
     # When a dry run looks at them, nothing is recorded
     dry = redrive(pipeline, RedriveRequest(dry_run=True))
     assert (dry.dry_run, dry.moved) == (True, 2)
-    assert actions() == []
+    assert recorded(pipeline) == []
     # When they are redriven at 3/s on a clock that moves only while the redrive waits
     report = redrive(
         pipeline,
@@ -393,21 +401,82 @@ def test_a_redrive_reports_its_policy_and_time_and_is_recorded_only_when_it_chan
     assert clock.now > 1000.0
     assert report.elapsed_seconds == round(clock.now - 1000.0, 3)
     assert seen[-1:] == [report]
-    # and the redrive is recorded once, with its figures
-    ((policy, action, detail),) = actions()
-    assert (policy, action) == ("exports", "redrive")
+    # and the redrive is recorded once, with its request, its page and its end
+    ((policy, actor, detail, steps),) = recorded(pipeline)
+    assert (policy, actor) == ("exports", "ops")
     assert detail == {
-        "moved": 2,
-        "retried_terminal": 0,
-        "dropped_settled": 1,
-        "request": RedriveRequest(rate_per_second=3).model_dump(mode="json", exclude_none=True),
+        "request": RedriveRequest(rate_per_second=3).model_dump(mode="json", exclude_none=True)
     }
+    figures = {"moved": 2, "retried_terminal": 0, "dropped_settled": 1, "dropped_cancelled": 0}
+    assert steps == [figures, {**figures, "stop_reason": "drained", "done": True}]
     # When a later redrive only drops a letter whose job has succeeded, that is recorded too
     sqs = pipeline.aws.sqs()
     sqs.send_message(QueueUrl=pipeline.resources.dlq_url, MessageBody=body(0))
     dropped = redrive(pipeline)
     assert (dropped.moved, dropped.dropped_settled) == (0, 1)
-    assert [d["dropped_settled"] for _, _, d in actions()] == [1, 1]
+    assert [s[0]["dropped_settled"] for _, _, _, s in recorded(pipeline)] == [1, 1]
+    # and a run that changes nothing records nothing
+    redrive(pipeline)
+    assert len(recorded(pipeline)) == 2
+
+
+def test_a_redrive_records_its_caller_page_by_page_with_the_cancelled_letters_it_drops(
+    pipeline: Pipeline,
+) -> None:
+    # Given 15 dead letters (two pages of ten), three of whose jobs were cancelled
+    dead_letters(pipeline, 15)
+    control_jobs(
+        ControlAction.CANCEL,
+        "exports",
+        pipeline.ledger,
+        JobSelection(keys=tuple(key(i) for i in (1, 11, 12))),
+        actor="o",
+        now=datetime.now(UTC),
+        reason="customer withdrew",
+    )
+    progress_seen: list[int] = []
+
+    def look(report: RedriveReport) -> None:
+        # what the ledger holds as each page ends: the steps recorded so far
+        progress_seen.append(len(recorded(pipeline)[0][3]) if recorded(pipeline) else 0)
+
+    # When alice redrives them
+    report = redrive(pipeline, actor="alice", progress=look)
+    # Then each page was recorded as it ended, under her name, and the run's end after it
+    assert (report.moved, report.dropped_cancelled) == (12, 3)
+    ((_, actor, _, steps),) = recorded(pipeline)
+    assert actor == "alice"
+    pages = [s for s in steps if not s.get("done")]
+    assert len(pages) == 2
+    assert progress_seen[:2] == [1, 2]
+    assert sum(s["moved"] for s in pages) == 12
+    assert sum(s["dropped_cancelled"] for s in pages) == 3
+    assert steps[-1]["done"] is True
+    assert (steps[-1]["moved"], steps[-1]["dropped_cancelled"]) == (12, 3)
+
+
+def test_a_terminal_job_redriven_is_retried_under_the_callers_name(pipeline: Pipeline) -> None:
+    # Given a dead letter whose job is terminal
+    dead_letters(pipeline, 1)
+    pipeline.ledger.mark_failed(
+        key(0), OutcomeClass.PERMANENT, "http_500", datetime.now(UTC), count_attempt=True
+    )
+    # When alice redrives it with terminal jobs included
+    report = redrive(pipeline, RedriveRequest(include_terminal=True), actor="alice")
+    # Then its retry and the redrive are both recorded as hers
+    assert report.retried_terminal == 1
+    with psycopg.connect(pipeline.env["SWEEPER_DATABASE_URL"]) as conn:
+        rows = conn.execute("SELECT action, actor FROM sweeper_operator_actions ORDER BY id")
+        assert [(str(a), str(b)) for a, b in rows] == [("retry", "alice"), ("redrive", "alice")]
+
+
+def test_the_scheduled_function_records_itself_and_an_invoke_says_so() -> None:
+    from sweeper.redrive_log import INVOKE_ACTOR, SCHEDULE_ACTOR, function_actor
+
+    assert (
+        function_actor(load_event("scheduler_event.json")) == SCHEDULE_ACTOR == "redrive-schedule"
+    )
+    assert function_actor(load_event("redrive_request.json")) == INVOKE_ACTOR
 
 
 def test_letters_that_cannot_be_handled_stay_counted_one_by_one_and_the_rest_move(
@@ -465,7 +534,7 @@ def test_only_the_terminal_jobs_whose_letters_move_are_retried(pipeline: Pipelin
         )
     # When redriving terminal jobs too
     report = redrive(pipeline, RedriveRequest(include_terminal=True))
-    # Then only that job is back to pending, and the retry is recorded as redrive's
+    # Then only that job is back to pending, and the retry is recorded as the caller's
     assert (report.moved, report.retried_terminal) == (1, 1)
     statuses = [job.status for job in map(pipeline.ledger.get, (key(0), key(1))) if job]
     assert statuses == [JobStatus.PENDING, JobStatus.FAILED]
@@ -473,7 +542,7 @@ def test_only_the_terminal_jobs_whose_letters_move_are_retried(pipeline: Pipelin
         retries = conn.execute(
             "SELECT actor, reason FROM sweeper_operator_actions WHERE action = 'retry'"
         ).fetchall()
-    assert retries == [("redrive", "redrive")]
+    assert retries == [("ops", "redrive")]
 
 
 def test_a_scope_filter_moves_the_letters_of_that_scope_only(pipeline: Pipeline) -> None:

@@ -15,7 +15,7 @@ from sweeper.config import RetentionConfig
 from sweeper.errors import ConfigError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
-from sweeper.retention import BUDGET, DONE, run_retention
+from sweeper.retention import BUDGET, DONE, RETENTION_ACTOR, RETENTION_REASON, run_retention
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration
@@ -127,10 +127,46 @@ def test_the_budget_stops_a_prune_between_batches_and_the_next_run_goes_on(
     assert (second.stop_reason, second.jobs_deleted) == (DONE, 8)
     assert dict(second.metrics())["PruneIncomplete"] == 0
     assert ledger.counts(POLICY)[JobStatus.SUCCEEDED] == 0
-    details = table(
-        db_url, "SELECT detail FROM sweeper_operator_actions WHERE action = 'prune' ORDER BY id"
+    ends = table(
+        db_url,
+        "SELECT s.detail FROM sweeper_operator_action_steps s "
+        "WHERE s.detail ->> 'done' = 'true' ORDER BY s.id",
     )
-    assert [(d["jobs"], d["complete"]) for d in details] == [(15, False), (8, True)]
+    assert [(d["jobs"], d["complete"]) for d in ends] == [(15, False), (8, True)]
+
+
+def test_a_retention_run_is_recorded_as_the_function_before_its_first_batch_and_keeps_failed_jobs(
+    ledger: Ledger, db_url: str
+) -> None:
+    # Given jobs failed 60 and 100 days ago and one succeeded 60 days ago; failed jobs are kept 90
+    now = datetime(2026, 11, 29, 4, 0, tzinfo=UTC)
+    recent, ancient, done = add(ledger, "o", 3, now - timedelta(days=200))
+    for key, days in ((recent, 60), (ancient, 100)):
+        at = now - timedelta(days=days)
+        ledger.mark_failed(key, OutcomeClass.PERMANENT, "http_400", at, count_attempt=True)
+    ledger.mark_succeeded(done, OutcomeClass.ACCEPTED, now - timedelta(days=60))
+    first_batch: list[Any] = []
+    original = ledger.prune_settled_batch
+
+    def watched(*args: Any, **kw: Any) -> tuple[int, int]:
+        first_batch.append(
+            table(db_url, "SELECT actor || ' / ' || reason FROM sweeper_operator_actions")
+        )
+        return original(*args, **kw)
+
+    ledger.prune_settled_batch = watched  # type: ignore[method-assign]
+    # When the scheduled retention runs
+    report = run_retention(
+        POLICY, RetentionConfig(failed_job_days=90), ledger, now=now, remaining_seconds=lambda: 60.0
+    )
+    # Then its action, the function's with its fixed reason, was there before the first batch
+    assert first_batch[0] == [f"{RETENTION_ACTOR} / {RETENTION_REASON}"]
+    # and the unfulfilled obligation younger than its retention stayed
+    assert report.jobs_deleted == 2
+    assert ledger.get(recent) is not None
+    assert (ledger.get(ancient), ledger.get(done)) == (None, None)
+    steps = table(db_url, "SELECT detail FROM sweeper_operator_action_steps ORDER BY id")
+    assert steps[0] == {"jobs": 2, "failed_jobs": 1, "job_events": 0}
 
 
 def test_a_batch_is_not_started_without_twice_the_longest_batch_left(ledger: Ledger) -> None:

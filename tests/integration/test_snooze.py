@@ -21,6 +21,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.models import (
     ActionCall,
     ActionResult,
+    Job,
     JobMessage,
     JobStatus,
     NewJob,
@@ -49,8 +50,11 @@ def snoozing(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pi
 
 
 def _consume(p: Pipeline, records: list[dict[str, Any]], perform: Any = None) -> Any:
+    """One batch, when the queue shows its messages: the consumer's clock at the latest of
+    their jobs' next attempts (a snoozed message is hidden until then), or now if later."""
     deps, sink = deps_with(p, p.ledger, perform)
-    deps = replace(deps, policy=p.policy)
+    due = max(_job(p, r).next_attempt_at for r in records)
+    deps = replace(deps, policy=p.policy, clock=lambda: max(datetime.now(UTC), due))
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     response = process_batch({"Records": records}, p.lambda_context(), deps, processor)
     return response, sink, deps
@@ -58,6 +62,12 @@ def _consume(p: Pipeline, records: list[dict[str, Any]], perform: Any = None) ->
 
 def _key(record: dict[str, Any]) -> str:
     return JobMessage.model_validate_json(record["body"]).key
+
+
+def _job(p: Pipeline, record: dict[str, Any]) -> Job:
+    job = p.ledger.get(_key(record))
+    assert job is not None
+    return job
 
 
 def test_a_409_mapped_to_snooze_defers_the_job_by_retry_after_without_an_attempt(

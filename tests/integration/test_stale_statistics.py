@@ -118,7 +118,14 @@ CASES = {
     ),
     "prune": Case(
         queries.PRUNE_SETTLED,
-        {"before": T0, "limit": 1000, "policy": "exports"},
+        {
+            "before": T0,
+            "failed_before": T0,
+            "limit": 1000,
+            "policy": "exports",
+            "action_id": None,
+            "now": T0,
+        },
         "UPDATE sweeper_jobs SET status = 'succeeded', completed_at = %(ago)s "
         "WHERE object_id LIKE 'new%%'",
         analysed_as="pending",

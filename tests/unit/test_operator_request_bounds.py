@@ -24,7 +24,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "search": {"policy": "exports", "query": "t1"},
     "job": {"key": "exports:t1:o1:v1"},
     "catch-up": {"since": "2026-01-01T00:00:00Z"},
-    "prune": {"older_than_days": 30},
+    "prune": {"older_than_days": 30, "reason": "r"},
 }
 HUGE = (1e300, 10**30, math.inf, math.nan)
 

@@ -44,3 +44,20 @@ def test_retention_refuses_what_would_lose_records_or_never_run(
 ) -> None:
     with pytest.raises(ValidationError, match=names):
         RetentionConfig.model_validate(fields)
+
+
+def test_a_failed_job_is_kept_ninety_days_and_never_less_than_a_succeeded_one() -> None:
+    assert Policy(name="exports").retention.failed_retention_days == 90.0
+    longer = RetentionConfig(settled_job_days=120, run_days=120, operator_action_days=365)
+    assert longer.failed_retention_days == 120.0
+    for days in (MIN_SETTLED_JOB_RETENTION_DAYS - 1, 3651):
+        with pytest.raises(ValidationError, match="failed_job_days"):
+            RetentionConfig(failed_job_days=days)
+
+
+def test_a_postponement_is_bounded_at_a_year_unless_the_policy_says_otherwise() -> None:
+    assert Policy(name="exports").max_postpone_days == 365.0
+    assert Policy(name="exports", max_postpone_days=30).max_postpone_days == 30.0
+    for days in (0, 3651):
+        with pytest.raises(ValidationError, match="max_postpone_days"):
+            Policy(name="exports", max_postpone_days=days)

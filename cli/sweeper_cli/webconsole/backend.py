@@ -9,7 +9,7 @@ same product reads. The page knows only this interface.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sweeper.config import Policy, SweeperConfig
@@ -139,7 +139,8 @@ class LedgerBackend:
         from sweeper.models import ControlAction, JobSelection, JobStatus
         from sweeper.operator import control_jobs, retry_jobs
 
-        name = self._policy(policy).name
+        chosen = self._policy(policy)
+        name = chosen.name
         if action not in ACTIONS:
             raise OperatorError(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
         if (key is None) == (tenant_id is None):
@@ -182,6 +183,7 @@ class LedgerBackend:
             until=until,
             limit=PAGE_ACTION_MAX,
             dry_run=dry_run,
+            max_postpone=timedelta(days=chosen.max_postpone_days),
         )
         return _report(name, action, dry_run, report.moved, report.from_states)
 

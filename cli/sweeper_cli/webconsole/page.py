@@ -173,10 +173,11 @@ def overview(
     actions = (
         "".join(
             f'<tr class="action"><td>{e(a["at"])}</td><td>{e(a["action"])}</td>'
-            f'<td class="actor">{e(a["actor"])}</td><td class="reason">{e(a["reason"])}</td></tr>'
+            f'<td class="actor">{e(a["actor"])}</td><td class="reason">{e(a["reason"])}</td>'
+            f'<td class="progress">{e(_progress(a.get("progress")))}</td></tr>'
             for a in item["actions"]
         )
-        or '<tr><td colspan="4">none</td></tr>'
+        or '<tr><td colspan="5">none</td></tr>'
     )
     return f"""<section class="policy" id="policy-{e(policy)}" data-policy="{e(policy)}">
 <h2>policy {e(policy)}</h2>{paused}
@@ -199,6 +200,16 @@ def overview(
 <th>in flight</th><th>stop</th><th>carried = settled + in flight</th></tr>{runs}</table></div>
 <div class="card wide"><h3>last operator actions</h3><table>{actions}</table></div>
 </section>"""
+
+
+def _progress(progress: dict[str, Any] | None) -> str:
+    """An action's recorded steps (migration 0015), as one cell: `3 steps: jobs 2500 · runs 10,
+    done` (an action cut short says `not finished`)."""
+    if not progress:
+        return ""
+    totals = " · ".join(f"{k} {v:g}" for k, v in sorted(progress["totals"].items()))
+    state = "done" if progress["done"] else "not finished"
+    return f"{progress['steps']} steps: {totals or 'nothing counted'}, {state}"
 
 
 def action_form(policy: str, *, key: str | None = None, tenant: str | None = None) -> str:

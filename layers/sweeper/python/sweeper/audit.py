@@ -47,6 +47,9 @@ class BatchReport:
     snoozed: int
     terminal: int
     duplicates: int
+    #: Deliveries acknowledged uncalled because their job's time had not come (due, next
+    #: attempt or postponement ahead): the job stays in the ledger as it was.
+    not_yet_due: int
     settled: int
     in_flight: int
     #: Taken out of the batch by an operator: cancelled before settling, and held now.
@@ -92,6 +95,7 @@ def batch_report(row: BatchAudit) -> BatchReport:
         snoozed=row.snoozed,
         terminal=row.terminal,
         duplicates=row.duplicates,
+        not_yet_due=row.not_yet_due,
         settled=settled,
         in_flight=row.in_flight,
         cancelled=row.cancelled,

@@ -114,6 +114,7 @@ SETTLED_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.SUCCEEDED, JobStat
 
 #: The only states in which a delivered message may lead to a call: a delivery for a job in any
 #: other state (settled, held, cancelled) is acknowledged without one.
+#: A job in one of them is called only once its time has come as well (LedgerTarget.callable_at).
 CALLABLE_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.LEASED})
 
 #: The states `postpone` moves the due time of, staying in them (a leased job's message is
@@ -386,10 +387,22 @@ class LedgerTarget:
     scope: str
     retry_round: int
     last_outcome: OutcomeClass | None
+    #: The latest of the row's due_at, next_attempt_at and postponed_until (queries.TARGET_COLUMNS):
+    #: no call before it, whatever a message says.
+    not_before: datetime
     #: The job's params as the ledger holds them: the only params an action ever sees.
     params: Mapping[str, Any] = field(default_factory=dict)
     #: Seconds the job has been snoozed in all (migration 0011).
     snoozed_seconds: float = 0.0
+
+    def callable_at(self, now: datetime) -> bool:
+        """The one rule for a call: pending or leased, and its due time, next attempt and
+        postponement (each when set) all at or before `now`. Held, cancelled, settled: never."""
+        return self.status in CALLABLE_STATUSES and self.not_before <= now
+
+    def early_at(self, now: datetime) -> bool:
+        """Pending or leased, but not callable at `now`: its time has not come."""
+        return self.status in CALLABLE_STATUSES and not self.callable_at(now)
 
     @property
     def idempotency_key(self) -> str:

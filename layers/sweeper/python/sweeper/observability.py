@@ -4,10 +4,11 @@ and the functions' X-Ray tracer."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -20,9 +21,10 @@ CLOUDWATCH_UNITS = frozenset(MetricUnit.__members__) | frozenset(u.value for u i
 
 
 #: What the X-Ray SDK instruments: every AWS call (botocore: SQS, DynamoDB, Secrets Manager,
-#: Lambda) and the vendor call (urllib3 sends through http.client). The ledger's SQL is timed
-#: by the function's own segment, not per statement.
-TRACED_MODULES = ("botocore", "httplib")
+#: Lambda), and nothing else. No HTTP client is patched: X-Ray's patches record each request's
+#: URL, and a vendor URL holds ids and params. The vendor call is traced by `XRaySpans`
+#: instead, by its template. The ledger's SQL is timed by the function's own segment.
+TRACED_MODULES = ("botocore",)
 
 
 @lru_cache(maxsize=1)
@@ -36,6 +38,46 @@ def tracer() -> Tracer:
     from aws_lambda_powertools import Tracer
 
     return Tracer(patch_modules=TRACED_MODULES)
+
+
+class _XRaySpan:
+    """A vendor call's subsegment: its outcome's code and status, never an exception (whose
+    text may name the host, a tenant's in the per-tenant form)."""
+
+    def __init__(self, subsegment: Any) -> None:
+        self._subsegment = subsegment
+
+    def ended(self, code: str, status_code: int | None) -> None:
+        if self._subsegment is None:  # no segment to hang it on (the recorder said so)
+            return
+        if status_code is not None:
+            self._subsegment.put_http_meta("status", status_code)  # sets error/fault/throttle
+        else:
+            self._subsegment.put_annotation("failure", code)
+            self._subsegment.add_fault_flag()
+
+
+class XRaySpans:
+    """Each vendor call as an X-Ray subsegment of the invocation (namespace `remote`, so the
+    service map shows the vendor), named by the policy's action, its `http.request.url` the
+    URL's template with only `{api_url}` filled (`sweeper.actions.spans.CallSpans`)."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._recorder = recorder
+
+    @contextmanager
+    def __call__(self, name: str, *, method: str, url_template: str) -> Iterator[_XRaySpan]:
+        with self._recorder.in_subsegment(name=name, namespace="remote") as subsegment:
+            if subsegment is not None:
+                subsegment.put_http_meta("method", method)
+                subsegment.put_http_meta("url", url_template)
+            yield _XRaySpan(subsegment)
+
+
+def vendor_spans() -> XRaySpans | None:
+    """The vendor call's spans on the functions' tracer; None when tracing is off."""
+    current = tracer()
+    return None if current.disabled else XRaySpans(current.provider)
 
 
 class MetricSink(Protocol):
@@ -84,6 +126,9 @@ class Metric:
     ORPHANS = "OrphanMessages"
     #: a body whose target (policy, version, tenant, object, scope) is not its key's ledger row
     MISMATCHED = "MismatchedMessages"
+    #: a delivery of a pending or leased job whose time (due, next attempt, postponement) has
+    #: not come: acknowledged uncalled, the ledger row left as it was
+    NOT_YET_DUE = "NotYetDue"
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed

@@ -1,4 +1,4 @@
-"""The operator's console: status, pause and resume, catch-up, inspect, retry and prune.
+"""The operator's console: status, pause and resume, catch-up, inspect, retry, job control.
 
 Plain logic over the ledger and small adapters, shared by `sweeper` (the CLI) and the local
 stack. Every action that changes something is recorded in the ledger with who did it.
@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sweeper.action_log import ActionLog, require_reason
 from sweeper.config import LimitConfig, Policy
+from sweeper.config.policy import DEFAULT_MAX_POSTPONE_DAYS
 from sweeper.errors import OperatorError
 from sweeper.failing import CLOSURE_WHY, ClosedScopeView, RetryingView, failures, template_pattern
 from sweeper.ledger.console import control_sources
@@ -20,6 +22,7 @@ from sweeper.ledger.store import InspectRow, Ledger
 from sweeper.limiter import ScopeState
 from sweeper.models import ControlAction, JobSelection, JobStatus, NewJob, OutcomeClass
 from sweeper.pause_switch import EventSourceSwitch
+from sweeper.postpone import check_postpone
 from sweeper.producer import PAUSED, new_batch_id, on_consumers, run_producer
 from sweeper.queue import Publisher
 from sweeper.schedule_expression import occurrences
@@ -35,8 +38,6 @@ STATUS_SCOPES = 20
 #: Closed keys of further limits `status` lists per policy (the soonest to reopen last).
 STATUS_LIMIT_KEYS = 20
 STATUS_RUNS = 5
-#: Rows per prune transaction: small enough that no lock is held for long.
-PRUNE_BATCH_ROWS = 1000
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -308,12 +309,24 @@ def catch_up(
     """Release the missed scheduled runs in order, each with its own batch id.
 
     Each is the producer's own run (`run_producer`) at its scheduled time, so the run table's
-    uniqueness still stops a time from being released twice.
+    uniqueness still stops a time from being released twice. Recorded before the first
+    release (who, the range, how many missed), then one step per run released.
     """
     if ledger.is_paused(policy.name):
         raise OperatorError(f"policy {policy.name} is paused: resume it before catching up")
     missed = missed_runs(policy, ledger, since, until)
     report = CatchUpReport(policy.name, since.isoformat(), until.isoformat(), dry_run, len(missed))
+    log = None
+    if not dry_run and missed:
+        log = ActionLog.begin(
+            ledger,
+            policy=policy.name,
+            action="catch_up",
+            actor=actor,
+            reason=None,
+            detail={"since": report.since, "until": report.until, "missed": len(missed)},
+            clock=clock,
+        )
     for at, was in missed:
         batch_id = new_batch_id()
         if dry_run:
@@ -340,23 +353,20 @@ def catch_up(
                 produced.stop_reason,
             )
         report.runs.append(run)
+        if log is not None:
+            log.step(
+                {
+                    "scheduled_at": run.scheduled_at,
+                    "batch_id": run.batch_id,
+                    "was": run.was,
+                    "released": run.released,
+                    "published": run.published,
+                }
+            )
         if progress is not None:
             progress(run)
-    if not dry_run and report.runs:
-        ledger.record_action(
-            policy.name,
-            "catch_up",
-            actor,
-            clock(),
-            detail={
-                "since": report.since,
-                "until": report.until,
-                "runs": [
-                    {"scheduled_at": r.scheduled_at, "batch_id": r.batch_id, "was": r.was}
-                    for r in report.runs
-                ],
-            },
-        )
+    if log is not None:
+        log.done({"runs": len(report.runs)})
     return report
 
 
@@ -365,7 +375,7 @@ def _budget(clock: Clock, seconds: float) -> Callable[[], float]:
     return lambda: (end - clock()).total_seconds()
 
 
-# -- inspect, retry, prune ----------------------------------------------------------------------
+# -- inspect, retry (prune: sweeper.prune) --------------------------------------------------------
 
 
 def inspect_jobs(
@@ -422,56 +432,6 @@ def retry_jobs(
     )
 
 
-@dataclass
-class PruneReport:
-    older_than_days: float
-    cutoff: str
-    jobs_deleted: int = 0
-    runs_deleted: int = 0
-    batches: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def prune(
-    ledger: Ledger,
-    *,
-    older_than: timedelta,
-    now: datetime,
-    actor: str,
-    policy: str | None = None,
-    batch_rows: int = PRUNE_BATCH_ROWS,
-    progress: Callable[[PruneReport], None] | None = None,
-) -> PruneReport:
-    """Delete settled jobs completed, and runs scheduled, before now - older_than; in batches,
-    each its own short transaction."""
-    if older_than < timedelta(days=1):
-        raise OperatorError("keep at least one day of settled rows")
-    cutoff = now - older_than
-    report = PruneReport(older_than.total_seconds() / 86_400, cutoff.isoformat())
-    for delete, attr in (
-        (ledger.prune_batch, "jobs_deleted"),
-        (ledger.prune_runs_batch, "runs_deleted"),
-    ):
-        while True:
-            deleted = delete(cutoff, batch_rows, policy)
-            setattr(report, attr, getattr(report, attr) + deleted)
-            report.batches += 1
-            if progress is not None:
-                progress(report)
-            if deleted < batch_rows:
-                break
-    ledger.record_action(
-        policy,
-        "prune",
-        actor,
-        now,
-        detail={"cutoff": report.cutoff, "jobs": report.jobs_deleted, "runs": report.runs_deleted},
-    )
-    return report
-
-
 # -- job control: cancel, hold, unhold, postpone --------------------------------------------------
 
 #: Above this many jobs a job control asks for a confirmation (`--yes` on the CLI).
@@ -507,20 +467,22 @@ def control_jobs(
     until: datetime | None = None,
     limit: int = CONTROL_DEFAULT_MAX,
     dry_run: bool = False,
+    max_postpone: timedelta = timedelta(days=DEFAULT_MAX_POSTPONE_DAYS),
 ) -> ControlReport:
     """Cancel, hold, unhold or postpone the selected jobs (at most `limit`), recorded in the
-    ledger with who did it and why; a dry run only says which jobs it would move."""
+    ledger with who did it and why; a dry run only says which jobs it would move. A
+    postponement goes at most `max_postpone` ahead (the policy's `max_postpone_days`)."""
     if selection.empty:
         raise OperatorError(
             f"choose the jobs to {action.value}: operation keys, a tenant, a status, an outcome "
             "or a due range"
         )
-    if action in (ControlAction.CANCEL, ControlAction.HOLD) and not (reason or "").strip():
-        raise OperatorError(f"give a reason to {action.value} (--reason), as the ledger records it")
+    if action in (ControlAction.CANCEL, ControlAction.HOLD, ControlAction.POSTPONE):
+        reason = require_reason(action.value, reason)
     if (action is ControlAction.POSTPONE) != (until is not None):
         raise OperatorError("postpone needs a time to postpone to (--until), and only postpone")
-    if until is not None and until <= now:
-        raise OperatorError("postpone to a time in the future (--until)")
+    if until is not None:
+        check_postpone(until, now=now, bound=max_postpone)
     sources = control_sources(action)
     if selection.statuses is not None and not set(selection.statuses) <= set(sources):
         allowed = ", ".join(s.value for s in sources)

@@ -9,6 +9,8 @@ Each dead letter is decided by its job's row in the ledger (one query per receiv
 | failed (terminal)                               | stays, unless terminal jobs are included:    |
 |                                                 | then retried in the ledger and moved         |
 | scope's gate closed                             | stays until it reopens                       |
+| pending or leased, its time not come (due,      | stays (`kept_not_due`) until the ledger      |
+| next attempt or postponement ahead)             | allows a call (LedgerTarget.callable_at)     |
 | pending or leased, gate open                    | moved: SendMessage (same body), then delete  |
 | body unreadable, or names no job                | stays, counted as an error (the run fails)   |
 | body disagrees with its key's ledger row        | stays, counted as an error (the run fails)   |
@@ -37,6 +39,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.limiter import ScopeState
 from sweeper.models import JobMessage, JobStatus, LedgerTarget, OutcomeClass
 from sweeper.observability import Metric
+from sweeper.redrive_log import RedriveLog
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +50,6 @@ MIN_REMAINING_SECONDS = 5.0
 VISIBILITY_MARGIN_SECONDS = 30
 #: The pace when neither the request nor the policy gives one.
 DEFAULT_RATE_PER_SECOND = 10.0
-#: Who redrive is in the ledger's operator actions.
-REDRIVE_ACTOR = "redrive"
-
 Clock = Callable[[], datetime]
 GateState = Callable[[str], ScopeState]
 
@@ -97,6 +97,8 @@ class RedriveReport:
     kept_terminal: int = 0
     #: Held jobs' letters: left in the DLQ (after an unhold the producer publishes the job anew).
     kept_held: int = 0
+    #: Letters of pending or leased jobs whose time has not come: left in the DLQ.
+    kept_not_due: int = 0
     kept_closed: int = 0
     not_matching: int = 0
     errors: int = 0
@@ -136,6 +138,8 @@ class _Run:
     monotonic: Callable[[], float]
     interval: float
     report: RedriveReport
+    #: Who the ledger records for this run (`run_redrive`'s `actor`).
+    actor: str
     #: Received and neither moved nor deleted: released (visible again) when the run ends.
     held: dict[str, DeadLetter] = field(default_factory=dict)
     gates: dict[str, bool] = field(default_factory=dict)
@@ -155,12 +159,13 @@ def run_redrive(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
     progress: Callable[[RedriveReport], None] | None = None,
-    actor: str = REDRIVE_ACTOR,
+    actor: str,
 ) -> RedriveReport:
     """Work off the DLQ once; see the module docstring. Queue or ledger failures raise.
 
-    `actor` is who the ledger records for a run that moved something: the function itself, or
-    the operator who asked (`sweeper redrive`).
+    `actor` is who the ledger records, per page that changed something (`sweeper.redrive_log`),
+    and for each terminal job retried: the operator who asked (`sweeper redrive`, the operator
+    API's caller) or the function itself (`redrive_log.function_actor`).
     """
     started = monotonic()
     name = request.policy or policy
@@ -177,28 +182,31 @@ def run_redrive(
         interval=1.0 / (request.rate_per_second or default_rate_per_second),
         report=RedriveReport(policy=name, dry_run=request.dry_run),
         next_move_at=started,
+        actor=actor,
     )
+    log = RedriveLog(
+        ledger,
+        policy=name,
+        actor=actor,
+        request=request.model_dump(mode="json", exclude_none=True),
+        clock=clock,
+    )
+
+    def page_done(report: RedriveReport) -> None:
+        log.page(report)
+        if progress is not None:
+            progress(report)
+
     try:
-        run.report.stop_reason = _work(run, progress)
+        run.report.stop_reason = _work(run, page_done)
     finally:
         if run.held:
             dlq.release(list(run.held.values()))
+        log.page(run.report)  # what a page cut short by an error did
     run.report.left = dlq.depth()
     run.report.closed_scopes = sorted(scope for scope, closed in run.gates.items() if closed)
     run.report.elapsed_seconds = round(monotonic() - started, 3)
-    if not request.dry_run and (run.report.moved or run.report.dropped_settled):
-        ledger.record_action(
-            name,
-            "redrive",
-            actor,
-            clock(),
-            detail={
-                "moved": run.report.moved,
-                "retried_terminal": run.report.retried_terminal,
-                "dropped_settled": run.report.dropped_settled,
-                "request": request.model_dump(mode="json", exclude_none=True),
-            },
-        )
+    log.finish(run.report)
     return run.report
 
 
@@ -284,6 +292,10 @@ def _decide(
     if _closed(run, view.scope):
         report.kept_closed += 1
         return None
+    if view.early_at(run.clock()):
+        # Moved now, it would only be acknowledged uncalled: it waits here for its time.
+        report.kept_not_due += 1
+        return None
     if request.dry_run:
         report.moved += 1
         report.retried_terminal += int(terminal)
@@ -296,7 +308,7 @@ def _decide(
     run.next_move_at = max(run.monotonic(), run.next_move_at) + run.interval
     if terminal:
         run.ledger.retry_failed(
-            run.policy, REDRIVE_ACTOR, run.clock(), keys=[message.key], reason="redrive"
+            run.policy, run.actor, run.clock(), keys=[message.key], reason="redrive"
         )
         report.retried_terminal += 1
     run.dlq.move(letter, view.tenant_id)

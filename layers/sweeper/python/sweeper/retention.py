@@ -1,11 +1,15 @@
 """Scheduled retention: delete one policy's old ledger metadata in small batches, in a budget.
 
-What goes, oldest first: settled jobs (with their job events) completed before the policy's
-`settled_job_days`, run records scheduled before its `run_days`, and operator actions taken before
-its `operator_action_days` that no remaining job event names. Each batch is its own short
-transaction (SKIP LOCKED, so live work is never waited on); a batch is started only while the
-budget leaves room for it, so a run stops on time and the next scheduled run goes on. Unsettled
-jobs are never deleted.
+What goes, oldest first: succeeded jobs (with their job events) completed before the policy's
+`settled_job_days`, failed ones (obligations not fulfilled) only before its
+`failed_retention_days`, run records scheduled before its `run_days`, and operator actions
+taken before its `operator_action_days` that no remaining job event names. Each batch is its
+own short transaction (SKIP LOCKED, so live work is never waited on); a batch is started only
+while the budget leaves room for it, so a run stops on time and the next scheduled run goes
+on. Unsettled jobs are never deleted. The run is recorded before its first batch, as an
+operator action of the function (`retention`) with a fixed reason, and each batch records its
+step in the statement that deletes it (migration 0015), so a run cut short still says what it
+deleted.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from sweeper.action_log import ActionLog
 from sweeper.config import RetentionConfig
+from sweeper.ledger.retention import PruneStep
 from sweeper.ledger.store import Ledger
 from sweeper.observability import Metric
 
@@ -24,8 +30,10 @@ from sweeper.observability import Metric
 MIN_REMAINING_SECONDS = 1.0
 #: ... and at least this many times the longest batch so far.
 BATCH_TIME_MARGIN = 2.0
-#: Who the operator action names as having pruned.
-SCHEDULE_ACTOR = "schedule"
+#: Who the operator action names as having pruned: this function, on its schedule ...
+RETENTION_ACTOR = "retention"
+#: ... and why, always the same.
+RETENTION_REASON = "scheduled retention (the policy's retention settings)"
 DONE = "done"
 BUDGET = "budget"
 
@@ -78,26 +86,47 @@ def run_retention(
     operator action by the schedule."""
     started = monotonic()
     jobs_cutoff = now - timedelta(days=retention.settled_job_days)
+    failed_cutoff = now - timedelta(days=retention.failed_retention_days)
     runs_cutoff = now - timedelta(days=retention.run_days)
     actions_cutoff = now - timedelta(days=retention.operator_action_days)
     report = RetentionReport(
         policy, jobs_cutoff.isoformat(), runs_cutoff.isoformat(), actions_cutoff.isoformat()
     )
     rows = retention.batch_rows
+    log = ActionLog.begin(
+        ledger,
+        policy=policy,
+        action="prune",
+        actor=RETENTION_ACTOR,
+        reason=RETENTION_REASON,
+        detail={
+            "cutoffs": {
+                "jobs": report.jobs_cutoff,
+                "failed_jobs": failed_cutoff.isoformat(),
+                "runs": report.runs_cutoff,
+                "operator_actions": report.operator_actions_cutoff,
+            },
+            "batch_rows": rows,
+        },
+        clock=lambda: now,
+    )
+    step = PruneStep(log.action_id, now)
 
     def jobs() -> int:
-        deleted, events = ledger.prune_settled_batch(jobs_cutoff, rows, policy)
+        deleted, events = ledger.prune_settled_batch(
+            jobs_cutoff, rows, policy, failed_before=failed_cutoff, step=step
+        )
         report.jobs_deleted += deleted
         report.job_events_deleted += events
         return deleted
 
     def runs() -> int:
-        deleted = ledger.prune_runs_batch(runs_cutoff, rows, policy)
+        deleted = ledger.prune_runs_batch(runs_cutoff, rows, policy, step)
         report.runs_deleted += deleted
         return deleted
 
     def actions() -> int:
-        deleted = ledger.prune_actions_batch(actions_cutoff, rows, policy)
+        deleted = ledger.prune_actions_batch(actions_cutoff, rows, policy, step)
         report.operator_actions_deleted += deleted
         return deleted
 
@@ -117,22 +146,13 @@ def run_retention(
         if not report.complete:
             break
     report.seconds = round(monotonic() - started, 3)
-    ledger.record_action(
-        policy,
-        "prune",
-        SCHEDULE_ACTOR,
-        now,
-        detail={
-            "cutoffs": {
-                "jobs": report.jobs_cutoff,
-                "runs": report.runs_cutoff,
-                "operator_actions": report.operator_actions_cutoff,
-            },
+    log.done(
+        {
             "jobs": report.jobs_deleted,
             "job_events": report.job_events_deleted,
             "runs": report.runs_deleted,
             "operator_actions": report.operator_actions_deleted,
             "complete": report.complete,
-        },
+        }
     )
     return report

@@ -17,8 +17,10 @@ from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 
+from sweeper import observability
 from sweeper.actions import Action
 from sweeper.actions.base import ActionContext
+from sweeper.actions.spans import no_spans
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import (
     GuardedCall,
@@ -163,6 +165,7 @@ def action() -> Action:
         ActionContext(
             secrets=SecretsOnFirstRead(),
             secret_max_age_seconds=current.vendor_token_max_age_seconds,
+            spans=observability.vendor_spans() or no_spans,
         )
     )
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.models import ActionCall, ActionResult
 
 if TYPE_CHECKING:
@@ -154,6 +155,9 @@ class ActionContext:
 
     secrets: SecretsProvider
     secret_max_age_seconds: int
+    #: How a kind's calls show in a trace (`sweeper.actions.spans`): none unless the functions'
+    #: tracer is on.
+    spans: CallSpans = no_spans
 
 
 class ActionKind(BaseModel, ABC):

@@ -8,9 +8,11 @@ the vendor's port through NAT), and its plan defaults (none: a vendor's latency 
 The operation key travels in the idempotency header (`Idempotency-Key` unless the policy names
 the vendor's own), so a retry of an attempt that may have landed (UNKNOWN) cannot act twice.
 urllib3's own retries and redirects are off: retrying is sweeper's job (the ledger's attempt
-budget, the shared rate limiter), not the client's. The URL and the optional JSON body are
-templates over the job (`sweeper.actions.templates`): an id or a param fills one path segment or
-one JSON value, never more. Authentication is `auth` (`sweeper.actions.http_auth`).
+budget, the shared rate limiter), not the client's, and no credential follows a redirect. The
+URL (`sweeper.actions.url_template`: its scheme, host and port always api_url's) and the
+optional JSON body (`sweeper.actions.templates`) are templates over the job: an id or a param
+fills one path segment, query value or JSON value, never more. Authentication is `auth`
+(`sweeper.actions.http_auth`); each call is traced by its template (`sweeper.actions.spans`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from http.client import HTTPException
 from types import MappingProxyType
 from typing import Any, Final, Literal, Self
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import urllib3
 from pydantic import Field, field_validator, model_validator
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -41,7 +40,6 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
-from urllib3.util import parse_url
 
 from sweeper import __version__
 from sweeper.actions.base import (
@@ -69,26 +67,34 @@ from sweeper.actions.http_auth import (
     bearer_header,
     credentials_for,
 )
+from sweeper.actions.http_transport import (
+    NOTES_SEND_POOLS,
+    drop_body,
+    preconnect,
+    request_sent_at,
+)
 from sweeper.actions.retry_after import parse_retry_after as parse_retry_after  # re-exported
+from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.actions.templates import (
     TemplateError,
     check_body_template,
     field_value,
     fill_body,
-    segment_text,
-    unknown_fields,
 )
 from sweeper.actions.token import FixedToken, SecretToken, TokenSource, checked
+from sweeper.actions.url_template import (
+    API_URL_FIELD,
+    TENANT_HOST_FIELD,
+    VendorUrl,
+    parse_api_url,
+    parse_url_template,
+)
 from sweeper.errors import TokenError
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 
 USER_AGENT: Final = f"sweeper/{__version__}"
 #: Connections kept per host: a consumer may run a batch's calls on a few threads.
 POOL_MAX_CONNECTIONS: Final = 10
-#: At most this much of a response body is read (and dropped) at a time.
-BODY_CHUNK_BYTES: Final = 16 * 1024
-
-_TEMPLATE_FIELD_RE: Final = re.compile(r"{([^{}]*)}")
 
 DEFAULT_URL_TEMPLATE: Final = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
 HTTPS_PORT: Final = 443
@@ -113,7 +119,12 @@ class HttpActionConfig(ActionKind):
     #: An `http://` api_url sends the bearer token in clear: refused unless this says so (the
     #: local stack and the tests' loopback vendors set it).
     allow_plain_http: bool = False
+    #: Begins with `{api_url}`, then `/`, `?` or its end; fields fill path segments and query
+    #: values only (`sweeper.actions.url_template`).
     url_template: str = DEFAULT_URL_TEMPLATE
+    #: Refuse (`permanent`, `dot_segment`) a job whose id or param would put a `.` or `..`
+    #: segment in the path, even percent-encoded: a proxy that decodes before routing climbs.
+    refuse_dot_segments: bool = True
     connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     #: How the call authenticates (`sweeper.actions.http_auth`): none, bearer, header, basic or
@@ -147,6 +158,16 @@ class HttpActionConfig(ActionKind):
             raise ValueError(
                 "api_url uses http://, which would send the API token in clear: use https://, "
                 "or set allow_plain_http = true in [action] (a local vendor only)"
+            )
+        auth = self.effective_auth
+        if (
+            TENANT_HOST_FIELD in self.api_url
+            and isinstance(auth, OAuth2Auth)
+            and auth.token_url.startswith("{api_url}")
+        ):
+            raise ValueError(
+                "auth.token_url cannot start with {api_url} when api_url names {tenant_id}: "
+                "write the token endpoint's own https:// URL"
             )
         token_url = self.token_url or ""
         if token_url.startswith("http://") and not self.allow_plain_http:
@@ -212,12 +233,16 @@ class HttpActionConfig(ActionKind):
             raise ValueError(f"not HTTP statuses: {bad}")
         return value
 
+    @field_validator("api_url")
+    @classmethod
+    def _check_api_url(cls, value: str) -> str:
+        parse_api_url(value)
+        return value
+
     @field_validator("url_template")
     @classmethod
     def _check_url_template(cls, value: str) -> str:
-        unknown = unknown_fields(value)
-        if unknown:
-            raise ValueError(f"url template uses unknown fields {unknown}")
+        parse_url_template(value)
         return value
 
     def build(self, context: ActionContext) -> Action:
@@ -226,7 +251,7 @@ class HttpActionConfig(ActionKind):
         return self._built(context)
 
     def _built(self, context: ActionContext) -> HttpAction:
-        action = HttpAction(self)
+        action = HttpAction(self, spans=context.spans)
 
         def secret(arn: str, parse: Any = checked) -> SecretToken:
             return SecretToken(arn, context.secret_max_age_seconds, context.secrets, parse=parse)
@@ -436,118 +461,11 @@ def outcomes_for(config: HttpActionConfig, base: OutcomeTable = DEFAULT_OUTCOMES
     )
 
 
-def _drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout: float) -> bool:
-    """Read and drop `response`'s body until `deadline` (monotonic); True if read to its end.
-
-    One socket read at a time, each given at most the time left: a vendor trickling its body
-    cannot keep the call past the deadline.
-    """
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            sock = getattr(response.connection, "sock", None)
-            if sock is not None:
-                sock.settimeout(min(left, read_timeout))
-            if not response.read1(BODY_CHUNK_BYTES, decode_content=False):
-                return True
-    except (HTTPError, HTTPException, OSError):
-        return False
-
-
-class _NotesSend(HTTPConnection):
-    """urllib3's connection, noting when each request had left: after its last byte went to
-    the socket (`request_sent_at`, on `time.monotonic()`). The consumer compares that with the
-    call's rate slot (consumer/delivery.py: a request that left later than the slot allows has
-    the next slot of its scope spent without a call). Hand-written because urllib3 has no hook
-    for that moment: `urlopen` returns once the answer's headers are in, a latency later."""
-
-    request_sent_at: float | None = None
-
-    def request(  # type: ignore[override]  # as urllib3's own: not http.client's signature
-        self,
-        method: str,
-        url: str,
-        body: Any = None,
-        headers: Mapping[str, str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.request_sent_at = None
-        super().request(method, url, body=body, headers=headers, **kwargs)
-        self.request_sent_at = time.monotonic()
-
-
-class _NotesSendHTTPS(_NotesSend, HTTPSConnection):
-    """`_NotesSend` over TLS."""
-
-
-class _NotesSendPool(HTTPConnectionPool):
-    ConnectionCls = _NotesSend
-
-
-class _NotesSendHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _NotesSendHTTPS
-
-
-def request_sent_at(response: urllib3.BaseHTTPResponse) -> float | None:
-    """When the request of `response` had left (`_NotesSend`), or None when its connection
-    does not note it (a pool not made by `HttpAction.pool_manager`)."""
-    conn = response.connection
-    return conn.request_sent_at if isinstance(conn, _NotesSend) else None
-
-
-def preconnect(pool: HTTPConnectionPool, connect_timeout_seconds: float) -> bool:
-    """Leave an idle, connected connection on top of `pool`; True when one had to be opened.
-
-    urllib3 has no public way to open a connection ahead of a request, so this uses the pool's
-    own two steps that `urlopen` takes (tests/integration/test_http_warm.py fails if urllib3
-    changes them): `pool.pool` is a LIFO queue of idle connections, topped up to the pool's
-    maxsize with None placeholders; `_get_conn` pops the top one, closing it if the peer dropped
-    it (`is_connection_dropped`) and making a new, unconnected one for a placeholder;
-    `_put_conn` pushes it back, where the next `urlopen` takes it first. A connection so opened
-    is the one urllib3 itself would have opened (`connect()`, as the HTTPS pool's
-    `_validate_conn` does it), only earlier; `urlopen` reuses it because its socket is open and
-    unread. Nothing is written to it.
-    """
-    idle = pool.pool
-    if idle is None or idle.empty():
-        # Closed, or every connection is out on a call: one more could not be kept (maxsize).
-        return False
-    try:
-        conn = pool._get_conn()  # see above: no public pre-connect
-    except HTTPError:  # the pool was closed meanwhile
-        return False
-    opened = False
-    try:
-        if conn.is_closed:  # a placeholder's new connection, or an idle one the peer dropped
-            conn.timeout = connect_timeout_seconds
-            conn.connect()
-            opened = True
-    except (HTTPError, HTTPException, OSError, ValueError):
-        # Refused, timed out, no such name, a bad certificate: the call will meet it itself.
-        conn.close()
-    finally:
-        pool._put_conn(conn)  # back on top, connected or closed as it came
-    return opened
-
-
 def _refused(exc: CredentialError) -> ActionResult:
     """The outcome of a call whose credentials could not be had: nothing reached the API."""
     return ActionResult(
         outcome=exc.outcome, code=exc.code, retry_after_seconds=exc.retry_after_seconds
     )
-
-
-def path_segment(value: str) -> str:
-    """`value` percent-encoded as one path segment that cannot be read as another path.
-
-    `quote` leaves `.` as it is, and a segment of only dots is a dot segment that urllib3 (and
-    many servers) resolve away: `..` would climb to the parent. Such a segment has its dots
-    encoded too (`%2E%2E`), which every layer keeps as one literal segment.
-    """
-    encoded = quote(value, safe="")
-    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
 
 
 class HttpAction:
@@ -560,10 +478,12 @@ class HttpAction:
         *,
         outcomes: OutcomeTable | None = None,
         credentials: Credentials | None = None,
+        spans: CallSpans = no_spans,
     ) -> None:
         """`token` is sent as a Bearer token, asked of its source on every call (a string: a
         fixed one); `credentials` any auth mode's (`HttpActionConfig.build` makes them from
-        the policy). The caller says where they come from (never the environment)."""
+        the policy). The caller says where they come from (never the environment). Each call
+        is traced in a span of `spans`, by the URL's template (never its values)."""
         if isinstance(token, str):
             try:
                 token = FixedToken(token) if token else None
@@ -581,20 +501,11 @@ class HttpAction:
             self._credentials = SecretCredentials(token, bearer_header)
         self._lock = threading.Lock()
         self._pool: urllib3.PoolManager | None = None
-        probe = ActionCall(
-            key="k",
-            idempotency_key="k",
-            policy="p",
-            policy_version=1,
-            tenant_id="t",
-            object_id="o",
-            scope="s",
-            attempt=0,
-            batch_id="b",
+        self._url = VendorUrl(
+            config.api_url, config.url_template, refuse_dot_segments=config.refuse_dot_segments
         )
-        self._template_slashes = (parse_url(self._fill(probe, probe_params=True)).path or "").count(
-            "/"
-        )
+        self._spans = spans
+        self._traced_url = config.url_template.replace(API_URL_FIELD, config.api_url.rstrip("/"))
 
     def use(self, credentials: Credentials) -> None:
         """Authenticate with `credentials` from now on (set once, when the action is built)."""
@@ -603,23 +514,6 @@ class HttpAction:
     def __repr__(self) -> str:
         auth = "none" if isinstance(self._credentials, NoCredentials) else "set"
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
-
-    def url_for(self, job: ActionCall) -> str:
-        """The job's URL: the template with each field percent-encoded as one path segment."""
-        return self._fill(job)
-
-    def _fill(self, job: ActionCall, *, probe_params: bool = False) -> str:
-        api_url = self._config.api_url.rstrip("/")
-
-        def value(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name == "api_url":
-                return api_url
-            if probe_params and name.startswith("params."):
-                return "p"
-            return path_segment(segment_text(field_value(name, job)))
-
-        return _TEMPLATE_FIELD_RE.sub(value, self._config.url_template)
 
     def body_for(self, job: ActionCall) -> bytes | None:
         """The job's JSON body: the template with each `{field}` string replaced by its value."""
@@ -634,17 +528,11 @@ class HttpAction:
         return self._credentials
 
     def checked_url(self, job: ActionCall) -> str | None:
-        """The URL to send, or None when its path, as urllib3 will send it, has not the
-        template's segment count (an id that would climb or split a path is never sent).
-        TemplateError when a param it names is missing or not a segment's value."""
-        try:
-            url = self.url_for(job)
-            sent = parse_url(url).path or ""
-        except (UnicodeEncodeError, LocationValueError):  # a lone surrogate; an unparsable URL
-            return None
-        if sent.count("/") != self._template_slashes:
-            return None
-        return url
+        """The URL to send (`sweeper.actions.url_template.VendorUrl.url_for`), or None when
+        urllib3 could not send it as filled (an id that would climb or split a path).
+        TemplateError when the job cannot fill it: a param missing or not a segment's value,
+        a dot segment, a tenant id that is not a host label, an authority not api_url's."""
+        return self._url.url_for(job.tenant_id, lambda name: field_value(name, job))
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Send the call once and classify what came back; never raises for a status.
@@ -678,7 +566,13 @@ class HttpAction:
             timeout_seconds -= time.monotonic() - started
             if timeout_seconds <= 0:
                 return ActionResult(outcome=OutcomeClass.TRANSIENT, code="no_time_left")
-        result = self._send(job, url, body, presented.headers, timeout_seconds)
+        method = self._config.method
+        # the span knows the URL by its template only: ids and params never reach a trace
+        with self._spans(
+            f"{job.policy} http {method}", method=method, url_template=self._traced_url
+        ) as span:
+            result = self._send(job, url, body, presented.headers, timeout_seconds)
+            span.ended(result.code or "", result.status_code)
         if result.outcome is OutcomeClass.AUTH and presented.credential is not None:
             try:
                 renewed = self._credentials.refresh(presented, timeout_seconds)
@@ -744,7 +638,7 @@ class HttpAction:
         finally:
             # Read and drop the body so the connection can be reused; one not read whole by the
             # deadline is closed instead. The status and headers already decide the outcome.
-            if not _drop_body(response, deadline, self._config.read_timeout_seconds):
+            if not drop_body(response, deadline, self._config.read_timeout_seconds):
                 response.close()
             response.release_conn()
         outcome = self._outcomes.classify_status(status, has_retry_after=retry_after is not None)
@@ -791,6 +685,6 @@ class HttpAction:
             if self._pool is None:
                 pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)
                 # its connections note when each request left (`_NotesSend`)
-                pool.pool_classes_by_scheme = {"http": _NotesSendPool, "https": _NotesSendHTTPSPool}
+                pool.pool_classes_by_scheme = dict(NOTES_SEND_POOLS)
                 self._pool = pool
             return self._pool

@@ -3,8 +3,8 @@
 A template names fields in braces: `{api_url}`, `{tenant_id}`, `{object_id}`, `{operation_key}`
 and `{params.NAME}` (one of the job's params). Two shapes use them:
 
-- a URL template, where each field but `{api_url}` becomes exactly one path segment (the URL
-  kind encodes it, `sweeper.actions.http.path_segment`, and checks the sent path's shape);
+- a URL template, where each field but `{api_url}` fills one path segment or one query value
+  (`sweeper.actions.url_template` encodes it, checks the sent path's shape and its authority);
 - a JSON body template, a JSON value whose strings that are exactly one `{field}` are replaced
   by that field's JSON value (a param may be a number, a list, an object). Nothing else is
   filled: keys are never templated and a string naming a field beside other text is refused

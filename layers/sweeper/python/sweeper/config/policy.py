@@ -35,6 +35,11 @@ from sweeper.schedule_expression import parse_schedule
 LEASE_DRAIN_FRACTION = 0.5
 #: Settled jobs are kept at least as long as a dead letter can wait for redrive.
 MIN_SETTLED_JOB_RETENTION_DAYS = 14
+#: A failed job is an obligation not fulfilled: kept this long unless the policy says longer.
+DEFAULT_FAILED_JOB_RETENTION_DAYS = 90.0
+#: How far ahead an operator may postpone a job unless the policy says otherwise: further is a
+#: cancel in disguise (issue 40).
+DEFAULT_MAX_POSTPONE_DAYS = 365.0
 #: The scheduled prune's budget stays well inside Lambda's 15 minutes.
 RETENTION_MAX_BUDGET_SECONDS = 600.0
 #: Fields a scope template may use.
@@ -118,6 +123,11 @@ class RetentionConfig(_Strict):
     settled_job_days: float = Field(default=30.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
     run_days: float = Field(default=90.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
     operator_action_days: float = Field(default=365.0, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650)
+    #: A failed job (an obligation not fulfilled) is kept this long after it failed, and never
+    #: less than a succeeded one (`failed_retention_days`); `sweeper prune` keeps it too.
+    failed_job_days: float = Field(
+        default=DEFAULT_FAILED_JOB_RETENTION_DAYS, ge=MIN_SETTLED_JOB_RETENTION_DAYS, le=3650
+    )
     batch_rows: int = Field(default=500, ge=1, le=10_000)
     budget_seconds: float = Field(default=120.0, ge=5, le=RETENTION_MAX_BUDGET_SECONDS)
 
@@ -145,6 +155,11 @@ class RetentionConfig(_Strict):
                 f"settled_job_days ({self.settled_job_days:g}): an action outlives its jobs"
             )
         return self
+
+    @property
+    def failed_retention_days(self) -> float:
+        """How long a failed job is kept: `failed_job_days`, at least `settled_job_days`."""
+        return max(self.failed_job_days, self.settled_job_days)
 
 
 class SmokeConfig(_Strict):
@@ -246,6 +261,9 @@ class Policy(_Strict):
     snooze_delay_seconds: float = Field(default=60.0, gt=0, le=43_200)
     #: ... and a job snoozed longer than this in all ends failed (`snooze_exhausted`).
     max_snooze_seconds: float = Field(default=3600.0, gt=0, le=30 * 86_400)
+    #: `sweeper postpone` refuses a time further ahead than this (a postponement past it would be
+    #: a silent cancel, out of `inspect`); a longer wait is a hold, with its reason.
+    max_postpone_days: float = Field(default=DEFAULT_MAX_POSTPONE_DAYS, gt=0, le=3650)
 
     @model_validator(mode="before")
     @classmethod

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
 from sweeper.consumer.slots import BatchSlots, PairedLimits
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
-from sweeper.models import CALLABLE_STATUSES, ActionCall, JobMessage
+from sweeper.models import ActionCall, JobMessage, LedgerTarget
 from sweeper.observability import Metric, MetricSink
 from sweeper.queue import trace_id
 from sweeper.returns import Unsettled, return_soon
@@ -190,16 +190,26 @@ def process_batch(
         # The whole batch comes back, soon; the invocation still fails (the Errors alarm).
         _return_soon([Unsettled.of(raw) for raw in event.get("Records", [])], deps)
         raise
+    # Every record of the batch is judged at this one instant, the read's: whether its job's
+    # time has come (LedgerTarget.callable_at) is decided once, here, never from a body.
+    now = deps.clock()
+    early: set[str] = set()  # message ids of deliveries before their job's time
+    early_keys: list[str] = []
     deps = replace(deps, metrics=_LockedSink(deps.metrics))
     scopes: dict[str, str] = {}  # message id -> scope, for the records that will ask for a slot
     calls_by_scope: Counter[str] = Counter()  # per scope, the records that will reach `done`
     for message_id, item in parsed.items():
         target = targets.get(item.key) if isinstance(item, JobMessage) else None
-        if target is None:
+        if target is None or not isinstance(item, JobMessage):
+            continue
+        if target.early_at(now) and not _disagreements(item, target, deps):
+            early.add(message_id)
+            early_keys.append(target.operation_key)
             continue
         calls_by_scope[target.scope] += 1  # a settled job's record is finished through `done` too
-        if target.status in CALLABLE_STATUSES:
+        if target.callable_at(now):
             scopes[message_id] = target.scope
+    _count_not_yet_due(early_keys, event, deps)
     parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
     slots = BatchSlots(
         deps.limiter,
@@ -252,9 +262,7 @@ def process_batch(
             deps.metrics.add_metric(Metric.ORPHANS, "Count", 1)
             logger.warning("message names no ledger job; dropped", extra=ids)
             return
-        fields = item.disagreements(target)
-        if target.policy != deps.policy.name:
-            fields.append("consumer_policy")
+        fields = _disagreements(item, target, deps)
         if fields:
             # A body can only ever cause what the ledger holds for its key. One that names
             # another target, scope or policy is dropped unanswered: the job stays in the
@@ -264,6 +272,16 @@ def process_batch(
                 "message disagrees with its ledger row; dropped", extra={**ids, "fields": fields}
             )
             return
+        if record.message_id in early:
+            # Its job's time has not come (a body sent early, a dead letter moved back before a
+            # postponement ends): acknowledged uncalled. The row keeps its future as it is: the
+            # producer publishes the job when it is due (a leased row once its lease expires).
+            deps.metrics.add_metric(Metric.NOT_YET_DUE, "Count", 1)
+            logger.warning(
+                "job not yet due; acknowledged uncalled",
+                extra={**ids, "status": target.status, "not_before": target.not_before},
+            )
+            return
         call = ActionCall.for_delivery(target, item)
         with alone(item.key):
             started = deps.now()
@@ -271,7 +289,7 @@ def process_batch(
                 delivery = _Delivery(
                     call, record.receipt_handle, deps, call_timeout, slots, trace_id=trace
                 )
-                delivery.handle(target.status)
+                delivery.handle(target, now)
             finally:
                 deps.metrics.add_metric(
                     Metric.PROCESSING_SECONDS, "Seconds", max(0.0, deps.now() - started)
@@ -291,6 +309,27 @@ def process_batch(
     _return_soon(unreached, deps)
     _count_dead_letter_bound(event, response, deps)
     return response
+
+
+def _disagreements(item: JobMessage, target: LedgerTarget, deps: ConsumerDeps) -> list[str]:
+    """The fields in which a body disagrees with its key's ledger row (or this consumer)."""
+    fields = item.disagreements(target)
+    if target.policy != deps.policy.name:
+        fields.append("consumer_policy")
+    return fields
+
+
+def _count_not_yet_due(keys: Sequence[str], event: dict[str, Any], deps: ConsumerDeps) -> None:
+    """Count the batch's early deliveries in the audit of the batches that carry their jobs
+    (a statement only when there are any). An unreachable ledger returns the whole batch soon,
+    as for the batch's read: nothing has been called yet."""
+    if not keys:
+        return
+    try:
+        deps.ledger.count_not_yet_due(keys)
+    except LedgerUnavailableError:
+        _return_soon([Unsettled.of(raw) for raw in event.get("Records", [])], deps)
+        raise
 
 
 def _return_soon(unreached: Sequence[Unsettled], deps: ConsumerDeps) -> None:

@@ -65,11 +65,10 @@ from sweeper.limiter.several import (
     reserve_all,
 )
 from sweeper.models import (
-    CALLABLE_STATUSES,
     SETTLED_STATUSES,
     ActionCall,
     ActionResult,
-    JobStatus,
+    LedgerTarget,
     OutcomeClass,
 )
 from sweeper.observability import Metric, MetricSink
@@ -168,22 +167,25 @@ class _Delivery:
             "trace_id": trace_id,  # the producer's X-Ray trace, from the record's AWSTraceHeader
         }
 
-    def handle(self, status: JobStatus) -> None:
+    def handle(self, target: LedgerTarget, now: datetime) -> None:
+        """Call for `target` (its row as the batch read it at `now`) if the ledger allows."""
         try:
-            self._handle(status)
+            self._handle(target, now)
         finally:
             self.release_leases()
             self.slots.done(self.job.scope, self.called, self)
             self._release(self.slots.leftover_leases())
 
-    def _handle(self, status: JobStatus) -> None:
+    def _handle(self, target: LedgerTarget, now: datetime) -> None:
         deps = self.deps
+        status = target.status
         if status in SETTLED_STATUSES:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
             logger.info("already settled; acknowledged", extra={**self.ids, "status": status})
             return
-        if status not in CALLABLE_STATUSES:
+        if not target.callable_at(now):
             # Held or cancelled by an operator as of the batch's ledger read: never called.
+            # (A job whose time has not come never gets here: batch.py acknowledges it first.)
             logger.info(
                 "held or cancelled; acknowledged uncalled", extra={**self.ids, "status": status}
             )
@@ -887,7 +889,13 @@ class _Delivery:
         raise Deferred(f"job {self.job.key} snoozed for {delay:g}s") from exc
 
     def _return_in(self, seconds: float, *, outcome: OutcomeClass | None, code: str | None) -> None:
-        """Record when the job may run again, and hide the message until then."""
+        """Record when the job may run again, and hide the message until then.
+
+        Both in whole seconds, rounded up: SQS hides a message for whole seconds, and a
+        message shown before its ledger time would be acknowledged uncalled as not yet due
+        (batch.py), leaving the job to wait for its lease to expire.
+        """
+        seconds = math.ceil(max(0.0, seconds))
         now = self.deps.clock()
         at = now + timedelta(seconds=seconds)
         self.deps.ledger.record_unsettled(

@@ -77,6 +77,12 @@ def job_idempotency_config(expires_after_seconds: int) -> IdempotencyConfig:
     )
 
 
+def idempotency_key_prefix(policy_name: str) -> str:
+    """The policy's own start of every idempotency record's key (Powertools writes
+    `PREFIX#HASH`): what the consumer's role is confined to (`dynamodb:LeadingKeys`)."""
+    return f"sweeper:{policy_name}"
+
+
 def dynamodb_idempotent(
     table_name: str,
     policy_name: str,
@@ -100,7 +106,7 @@ def dynamodb_idempotent(
             output_serializer=PydanticSerializer(model=ActionResult),
             # A fixed prefix: the default is the function's import path, which a refactor
             # would change, silently forgetting every stored record.
-            key_prefix=f"sweeper:{policy_name}",
+            key_prefix=idempotency_key_prefix(policy_name),
         )
         return wrapped
 

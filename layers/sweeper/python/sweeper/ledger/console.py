@@ -201,6 +201,13 @@ class OperatorLedger(Executor):
         )
         return int(rows[0][0])
 
+    def record_step(self, action_id: int, at: datetime, detail: dict[str, Any]) -> None:
+        """Record one step of a recorded action (migration 0015): a page moved, a run released."""
+        self._execute(
+            control_sql.INSERT_ACTION_STEP,
+            {"action_id": action_id, "at": at, "detail": Jsonb(detail)},
+        )
+
     def retry_failed(
         self,
         policy: str,

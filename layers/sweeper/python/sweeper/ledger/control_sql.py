@@ -101,3 +101,11 @@ POSTPONE_JOBS: Final = (
         next_attempt_at = greatest(j.next_attempt_at, %(until)s)"""
     + _CONTROL_TAIL
 )
+
+# One step of a long operator action recorded before it began (migration 0015): a page of dead
+# letters moved, a missed run released. Appended, never updated; the action's row says who and
+# why, each step what was done by then.
+INSERT_ACTION_STEP: Final = """
+INSERT INTO sweeper_operator_action_steps (action_id, at, detail)
+VALUES (%(action_id)s, %(at)s, %(detail)s)
+"""

@@ -29,6 +29,12 @@ class ConsumerLedger(Executor):
         rows = self._execute(queries.TARGETS_BY_KEYS, {"keys": list(keys)})
         return {target.operation_key: target for target in map(_target, rows)}
 
+    def count_not_yet_due(self, keys: Sequence[str]) -> None:
+        """Count deliveries acknowledged uncalled because their job's time had not come, each
+        for the batch the ledger says carries its job (queries.COUNT_NOT_YET_DUE)."""
+        if keys:
+            self._execute(queries.COUNT_NOT_YET_DUE, {"keys": list(keys)})
+
     def mark_succeeded(
         self, key: str, outcome: OutcomeClass, now: datetime, *, trace_id: str | None = None
     ) -> bool:
@@ -148,7 +154,20 @@ class ConsumerLedger(Executor):
 
 def _target(row: TupleRow) -> LedgerTarget:
     """One row of queries.TARGET_COLUMNS, as the consumer and redrive read it."""
-    key, status, policy, version, tenant, obj, scope, retry_round, outcome, params, snoozed = row
+    (
+        key,
+        status,
+        policy,
+        version,
+        tenant,
+        obj,
+        scope,
+        retry_round,
+        outcome,
+        not_before,
+        params,
+        snoozed,
+    ) = row
     return LedgerTarget(
         operation_key=str(key),
         status=JobStatus(status),
@@ -159,6 +178,7 @@ def _target(row: TupleRow) -> LedgerTarget:
         scope=str(scope),
         retry_round=int(retry_round),
         last_outcome=None if outcome is None else OutcomeClass(outcome),
+        not_before=not_before,
         params=params,
         snoozed_seconds=float(snoozed),
     )

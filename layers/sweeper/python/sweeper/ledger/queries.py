@@ -284,10 +284,13 @@ WHERE policy = %(policy)s AND status = 'pending' AND next_attempt_at <= %(now)s
 """
 
 # The ledger's side of a job named by key, in the order `outcomes.ConsumerLedger` reads it into a
-# models.LedgerTarget: the one column list of the consumer's and redrive's reads.
+# models.LedgerTarget: the one column list of the consumer's and redrive's reads. `not_before` is
+# the job's time as one value: the latest of its due time, next attempt and postponement
+# (GREATEST skips a NULL postponed_until); LedgerTarget.callable_at judges it.
 TARGET_COLUMNS: Final = """
     operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round,
-    last_outcome, params, snoozed_seconds"""
+    last_outcome, GREATEST(due_at, next_attempt_at, postponed_until) AS not_before, params,
+    snoozed_seconds"""
 
 # One query per consumer batch: the ledger's side of every job the batch names. What the consumer
 # calls, under which scope and idempotency round, comes from here, never from the message body.
@@ -298,10 +301,7 @@ TARGET_COLUMNS: Final = """
 TARGETS_BY_KEYS: Final = (
     """
 WITH found AS (
-    SELECT"""  # noqa: S608
-    + TARGET_COLUMNS
-    + """, batch_id
-    FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
+    SELECT * FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 ), deliveries AS (
     SELECT f.batch_id, count(*) AS consumed,
            count(*) FILTER (WHERE f.status IN ('succeeded', 'failed')) AS duplicates
@@ -319,12 +319,34 @@ WITH found AS (
     FROM deliveries d JOIN locked l ON l.batch_id = d.batch_id
     WHERE r.batch_id = d.batch_id
 )
-SELECT"""
+SELECT"""  # noqa: S608
     + TARGET_COLUMNS
     + """
 FROM found
 """
 )
+
+# Deliveries the consumer acknowledged uncalled because their job's time had not come
+# (models.LedgerTarget.early_at, judged on the batch's read): counted per carrying batch,
+# attributed by the ledger's batch id as TARGETS_BY_KEYS counts consumed; a key named twice
+# counts twice. Only the run rows change: the job rows are read, never written. Run rows are
+# locked in batch-id order, as in TARGETS_BY_KEYS.
+COUNT_NOT_YET_DUE: Final = """
+WITH early AS (
+    SELECT j.batch_id, count(*) AS n
+    FROM unnest(%(keys)s::text[]) AS k(key) JOIN sweeper_jobs j ON j.operation_key = k.key
+    WHERE j.batch_id IS NOT NULL
+    GROUP BY j.batch_id
+), locked AS (
+    SELECT r.batch_id FROM sweeper_runs r
+    WHERE r.batch_id IN (SELECT batch_id FROM early)
+    ORDER BY r.batch_id
+    FOR UPDATE
+)
+UPDATE sweeper_runs r SET not_yet_due = r.not_yet_due + e.n
+FROM early e JOIN locked l ON l.batch_id = e.batch_id
+WHERE r.batch_id = e.batch_id
+"""
 
 # The action settled the job (accepted or already absent). Counts the attempt, and in the same
 # statement its carrying batch's succeeded (or, when another delivery settled it first, its
@@ -542,13 +564,29 @@ WITH action AS (
 SELECT moved.operation_key FROM moved ORDER BY moved.id
 """
 
+# What a prune's batch records, in the statement that deletes it (migration 0015): one step of
+# the prune's operator action (%(action_id)s, recorded before the first batch) with the counts
+# the batch deleted, written only when it deleted something. A deletion is never committed
+# without its record. Joined into the statements below (a constant: every value a parameter).
+_PRUNE_STEP: Final = """
+, step AS (
+    INSERT INTO sweeper_operator_action_steps (action_id, at, detail)
+    SELECT %(action_id)s::bigint, %(now)s::timestamptz, {counts}
+    WHERE %(action_id)s::bigint IS NOT NULL AND EXISTS (SELECT 1 FROM gone)
+)
+"""
+
 # One batch of settled rows completed before the cutoff, oldest first, through
-# sweeper_jobs_settled_completed. SKIP LOCKED and a small LIMIT keep each transaction short; their
-# job events go with them in the same statement (sweeper_job_events_job).
-PRUNE_SETTLED: Final = """
+# sweeper_jobs_settled_completed. A failed job is an obligation not fulfilled: it is kept until
+# its own, longer cutoff (%(failed_before)s; NULL keeps every one). SKIP LOCKED and a small LIMIT
+# keep each transaction short; their job events go with them in the same statement
+# (sweeper_job_events_job), and so does the batch's step (_PRUNE_STEP).
+PRUNE_SETTLED: Final = (
+    """
 WITH old AS (
     SELECT id FROM sweeper_jobs
     WHERE status IN ('succeeded', 'failed') AND completed_at < %(before)s
+      AND (status = 'succeeded' OR completed_at < %(failed_before)s::timestamptz)
       AND (%(policy)s::text IS NULL OR policy = %(policy)s::text)
     ORDER BY completed_at
     LIMIT %(limit)s
@@ -557,42 +595,61 @@ WITH old AS (
     DELETE FROM sweeper_jobs j
     WHERE j.id = ANY(ARRAY(SELECT id FROM old))  -- by primary key: see CLAIM_DUE's lock step
       AND (j.status IN ('succeeded', 'failed')) IS TRUE
-    RETURNING j.id
+    RETURNING j.id, j.status
 ), events AS (
     DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
     RETURNING e.id
-)
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM events)
+)"""  # noqa: S608
+    + _PRUNE_STEP.format(
+        counts="jsonb_build_object('jobs', (SELECT count(*) FROM gone), "
+        "'failed_jobs', (SELECT count(*) FROM gone WHERE status = 'failed'), "
+        "'job_events', (SELECT count(*) FROM events))"
+    )
+    + """SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM events)
 """
+)
 
-# One batch of run records scheduled before the cutoff.
-PRUNE_RUNS: Final = """
+# One batch of run records scheduled before the cutoff, and its step (_PRUNE_STEP).
+PRUNE_RUNS: Final = (
+    """
 WITH old AS (
     SELECT batch_id FROM sweeper_runs
     WHERE scheduled_at < %(before)s AND (%(policy)s::text IS NULL OR policy = %(policy)s::text)
     ORDER BY scheduled_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM sweeper_runs r USING old WHERE r.batch_id = old.batch_id
+    RETURNING r.batch_id
+)"""  # noqa: S608
+    + _PRUNE_STEP.format(counts="jsonb_build_object('runs', (SELECT count(*) FROM gone))")
+    + "SELECT batch_id FROM gone\n"
 )
-DELETE FROM sweeper_runs r USING old WHERE r.batch_id = old.batch_id
-RETURNING r.batch_id
-"""
 
 # One batch of operator actions taken before the cutoff that no job event names (a job event
 # keeps its action until the job itself is pruned). sweeper_operator_actions_recent finds them,
 # sweeper_job_events_action answers the NOT EXISTS (and the foreign key's check on delete).
-PRUNE_ACTIONS: Final = """
+# The prune's own action (%(action_id)s) is never among them, and its step goes in the same
+# statement (_PRUNE_STEP); an action's steps go with it (ON DELETE CASCADE, migration 0015).
+PRUNE_ACTIONS: Final = (
+    """
 WITH old AS (
     SELECT a.id FROM sweeper_operator_actions a
     WHERE a.at < %(before)s AND (%(policy)s::text IS NULL OR a.policy = %(policy)s::text)
       AND NOT EXISTS (SELECT 1 FROM sweeper_job_events e WHERE e.action_id = a.id)
+      AND a.id IS DISTINCT FROM %(action_id)s::bigint
     ORDER BY a.at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM sweeper_operator_actions a USING old WHERE a.id = old.id
+    RETURNING a.id
+)"""  # noqa: S608
+    + _PRUNE_STEP.format(
+        counts="jsonb_build_object('operator_actions', (SELECT count(*) FROM gone))"
+    )
+    + "SELECT id FROM gone\n"
 )
-DELETE FROM sweeper_operator_actions a USING old WHERE a.id = old.id
-RETURNING a.id
-"""
 
 # The runs recorded for a policy in a time range (sweeper_runs_recent), for catch-up.
 RUNS_BETWEEN: Final = """
@@ -682,7 +739,8 @@ SELECT r.batch_id, r.scheduled_at, r.started_at, r.finished_at, r.stop_reason, r
         WHERE e.batch_id = r.batch_id AND e.event = 'cancelled'
           AND e.from_status IN ('pending', 'leased', 'held')) AS cancelled,
        (SELECT count(*) FROM sweeper_jobs h
-        WHERE h.policy = r.policy AND h.status = 'held' AND h.batch_id = r.batch_id) AS held
+        WHERE h.policy = r.policy AND h.status = 'held' AND h.batch_id = r.batch_id) AS held,
+       r.not_yet_due
 FROM sweeper_runs r
 WHERE r.policy = %(policy)s AND r.scheduled_at >= %(since)s
 ORDER BY r.scheduled_at DESC

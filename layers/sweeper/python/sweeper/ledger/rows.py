@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sweeper.models import JobStatus, OutcomeClass
 
@@ -70,6 +71,8 @@ class BatchAudit:
     #: Jobs of the batch an operator cancelled before they settled, and jobs held now.
     cancelled: int = 0
     held: int = 0
+    #: Deliveries of its jobs acknowledged uncalled: their time had not come (migration 0013).
+    not_yet_due: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,10 @@ class ActionRecord:
     action: str
     actor: str
     reason: str | None
+    #: Its progress (migration 0015): steps recorded, the sums of their counts, finished.
+    steps: int = 0
+    totals: dict[str, Any] | None = None
+    done: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

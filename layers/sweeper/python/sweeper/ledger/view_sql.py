@@ -49,10 +49,25 @@ ORDER BY e.id
 LIMIT %(limit)s
 """
 
-# The last operator actions on a policy, newest first (sweeper_operator_actions_recent).
+# The last operator actions on a policy, newest first (sweeper_operator_actions_recent), each
+# with its progress (migration 0015): how many steps it recorded, the sums of their counts, and
+# whether its last step says it finished (sweeper_operator_action_steps_action).
 RECENT_ACTIONS: Final = """
-SELECT at, action, actor, reason FROM sweeper_operator_actions
-WHERE policy = %(policy)s ORDER BY at DESC, id DESC LIMIT %(limit)s
+SELECT a.at, a.action, a.actor, a.reason, p.steps, p.totals, p.done
+FROM (SELECT * FROM sweeper_operator_actions
+      WHERE policy = %(policy)s ORDER BY at DESC, id DESC LIMIT %(limit)s) a
+CROSS JOIN LATERAL (
+    SELECT count(*) AS steps,
+           bool_or(coalesce((s.detail ->> 'done')::boolean, false)) AS done,
+           (SELECT jsonb_object_agg(n.key, n.total) FROM (
+               SELECT c.key, sum(c.value::numeric) AS total
+               FROM sweeper_operator_action_steps t, jsonb_each(t.detail) c
+               WHERE t.action_id = a.id AND jsonb_typeof(c.value) = 'number'
+                 AND NOT coalesce((t.detail ->> 'done')::boolean, false)
+               GROUP BY c.key) n) AS totals
+    FROM sweeper_operator_action_steps s WHERE s.action_id = a.id
+) p
+ORDER BY a.at DESC, a.id DESC
 """
 
 # Jobs retrying, by what their last attempt came to: unsettled (pending or leased) jobs whose

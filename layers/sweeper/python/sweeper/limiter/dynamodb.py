@@ -55,6 +55,7 @@ from botocore.exceptions import ClientError
 from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import MAX_GATES_PER_READ, Denial, Grant, Reason, ScopeState
+from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.paired import (
     CLOSED_PREFIX,
@@ -153,8 +154,9 @@ class DynamoLimiter:
             return FIRST_LEAD_SECONDS
         return min(MAX_LEAD_SECONDS, max(self._round_trips))
 
-    def _key(self, scope: str) -> dict[str, Any]:
-        return {"pk": {"S": f"scope#{scope}"}}
+    @staticmethod
+    def _key(scope: str) -> dict[str, Any]:
+        return {"pk": {"S": SCOPE_KEY_PREFIX + scope}}
 
     def reserve(
         self,
@@ -714,11 +716,11 @@ class DynamoLimiter:
         responses: dict[str, Any] = dict(answer.get("Responses", {}))
         items = {item["pk"]["S"]: item for item in responses.get(self._table, [])}
         for scope in wanted:
-            self._hint(scope, items.get(f"scope#{scope}", {}), asked)
+            self._hint(scope, items.get(SCOPE_KEY_PREFIX + scope, {}), asked)
         return {
-            scope: _scope_state(scope, items.get(f"scope#{scope}", {}))
+            scope: _scope_state(scope, items.get(SCOPE_KEY_PREFIX + scope, {}))
             for scope in wanted
-            if f"scope#{scope}" not in skipped
+            if SCOPE_KEY_PREFIX + scope not in skipped
         }
 
 
@@ -772,7 +774,7 @@ def closed_gates(client: DynamoDBClient, table: str, now: float) -> list[ScopeSt
             def num(name: str, item: dict[str, Any] = item) -> float | None:
                 return int(item[name]["N"]) / US if name in item else None
 
-            scope = item["pk"]["S"].removeprefix("scope#")
+            scope = item["pk"]["S"].removeprefix(SCOPE_KEY_PREFIX)
             reason = item.get("reason", {}).get("S")
             length = num("last_close_us")
             closed.append(ScopeState(scope, None, num("closed_until"), reason, length))

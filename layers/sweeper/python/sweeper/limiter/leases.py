@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from sweeper.errors import LimiterError
+from sweeper.limiter.keys import LEASE_KEY_PREFIX
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -59,7 +60,7 @@ class LeaseCap:
 
     @staticmethod
     def _key(key: str) -> dict[str, Any]:
-        return {"pk": {"S": f"lease#{key}"}}
+        return {"pk": {"S": LEASE_KEY_PREFIX + key}}
 
     def _read(self, key: str, *, consistent: bool = False) -> dict[str, Any]:
         self.reads += 1

@@ -323,7 +323,15 @@ def policy_overview(
     item["queues_read"] = queues is not None
     item["gates_read"] = gate is not None
     item["actions"] = [
-        {"at": a.at.isoformat(), "action": a.action, "actor": a.actor, "reason": a.reason}
+        {
+            "at": a.at.isoformat(),
+            "action": a.action,
+            "actor": a.actor,
+            "reason": a.reason,
+            "progress": None
+            if not a.steps
+            else {"steps": a.steps, "totals": a.totals or {}, "done": bool(a.done)},
+        }
         for a in ledger.recent_actions(policy.name, PAGE_ACTIONS)
     ]
     return item
@@ -589,11 +597,12 @@ def missed_run_count(backend: Backend, request: CatchUpRequest) -> int:
 
 
 def prune(backend: Backend, request: PruneRequest, *, actor: str) -> dict[str, Any]:
-    """Delete old settled rows in small batches, each its own short transaction."""
-    from sweeper.operator import PruneReport
-    from sweeper.operator import prune as run_prune
+    """Delete old settled rows in small batches, each its own short transaction, recorded
+    first; failed jobs only past their policy's retention (all policies: the longest)."""
+    from sweeper.prune import PruneReport, failed_retention
+    from sweeper.prune import prune as run_prune
 
-    name = backend.policy(request.policy).name if request.policy else None
+    chosen = [backend.policy(request.policy)] if request.policy else backend.config.policies
 
     def progress(report: PruneReport) -> None:
         backend.tell(report.batches)
@@ -601,9 +610,11 @@ def prune(backend: Backend, request: PruneRequest, *, actor: str) -> dict[str, A
     report = run_prune(
         backend.ledger,
         older_than=timedelta(days=request.older_than_days),
+        failed_older_than=failed_retention(chosen),
         now=backend.clock(),
         actor=actor,
-        policy=name,
+        reason=request.reason,
+        policy=chosen[0].name if request.policy else None,
         batch_rows=request.batch_rows,
         progress=progress,
     )
@@ -641,6 +652,7 @@ def control(backend: Backend, request: ControlRequest, *, actor: str) -> dict[st
             until=request.until,
             limit=request.limit,
             dry_run=dry,
+            max_postpone=timedelta(days=policy.max_postpone_days),
         )
 
     if not request.dry_run and not request.confirmed:

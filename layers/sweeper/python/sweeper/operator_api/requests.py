@@ -151,6 +151,8 @@ class PruneRequest(_Request):
     )
     policy: Name | None = None
     batch_rows: int = Field(default=1000, ge=1, le=50_000)
+    #: Recorded with the prune's action before anything is deleted; required.
+    reason: Reason
 
 
 class ControlRequest(_Request):

@@ -1,0 +1,70 @@
+"""The limiter table's keys, and the patterns of those one policy's consumer may touch.
+
+A limit's items are `scope#KEY` (its bucket and gate, `sweeper.limiter.dynamodb`) and
+`lease#KEY` (a concurrency cap's leases, `sweeper.limiter.leases`), where KEY is the job's scope
+for the first limit and `NAME:RENDERED` for each further one (`LimitConfig.limiter_key`). The
+CDK app confines each consumer's role to its own policy's keys (`dynamodb:LeadingKeys`), so a
+`python` callable running with that role can disturb no other policy's limits: a template's
+fields that are one per policy (`{policy}`, `{host}`) are filled in, and the literal text up to
+its first per-call field (`{tenant_id}`, `{object_id}`, `{params.*}`) becomes the prefix.
+
+Some keys are shared with other policies by design, and are granted as they are: `{host}` (every
+policy calling one API shares its endpoint limit) and a constant key (`"app"`, a vendor's
+app-wide limit). A scope template that begins with a per-call field (`{tenant_id}` alone) has
+no prefix to confine: its pattern is every scope key, and `unconfined_limits` names it so that
+synth can say so.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sweeper.config import Policy
+
+#: A scope's bucket and gate, one item per limiter key.
+SCOPE_KEY_PREFIX = "scope#"
+#: A concurrency cap's leases, one item per limiter key.
+LEASE_KEY_PREFIX = "lease#"
+
+_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
+#: What IAM's StringLike reads as a wildcard or a variable, and how it writes each literally.
+_IAM_LITERAL = {"$": "${$}", "*": "${*}", "?": "${?}"}
+
+
+def _iam_literal(text: str) -> str:
+    return "".join(_IAM_LITERAL.get(char, char) for char in text)
+
+
+def key_pattern(prefix: str, template: str, policy: Policy) -> str:
+    """The StringLike pattern of every key `prefix + template` renders to for this policy."""
+    wide = {"policy": policy.name, "host": policy.action.scope_host}
+
+    def fill(match: re.Match[str]) -> str:
+        return wide.get(match.group(1), match.group(0))
+
+    filled = _FIELD_RE.sub(fill, template)
+    per_call = _FIELD_RE.search(filled)
+    if per_call is None:
+        return _iam_literal(prefix + filled)
+    return _iam_literal(prefix + filled[: per_call.start()]) + "*"
+
+
+def limiter_key_patterns(policy: Policy) -> list[str]:
+    """The patterns of every limiter item the policy's consumer reads or writes."""
+    patterns = [key_pattern(SCOPE_KEY_PREFIX, policy.scope.key_template, policy)]
+    for limit in policy.further_limits:
+        template = f"{limit.name}:{limit.key}"
+        if limit.rate is not None:
+            patterns.append(key_pattern(SCOPE_KEY_PREFIX, template, policy))
+        if limit.max_in_flight is not None:
+            patterns.append(key_pattern(LEASE_KEY_PREFIX, template, policy))
+    return list(dict.fromkeys(patterns))
+
+
+def unconfined_limits(policy: Policy) -> list[str]:
+    """The policy's scope template when it begins with a per-call field: its keys share no
+    prefix, so its consumer may touch every scope key (empty for every other policy)."""
+    pattern = key_pattern(SCOPE_KEY_PREFIX, policy.scope.key_template, policy)
+    return [policy.scope.key_template] if pattern == SCOPE_KEY_PREFIX + "*" else []

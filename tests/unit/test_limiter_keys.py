@@ -1,0 +1,119 @@
+"""The limiter keys a consumer writes always match the patterns its role is confined to, and a
+policy's confined patterns match no other policy's keys (sweeper.limiter.keys)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sweeper.config import Policy, SweeperConfig
+from sweeper.limiter.dynamodb import DynamoLimiter
+from sweeper.limiter.keys import key_pattern, limiter_key_patterns, unconfined_limits
+from sweeper.limiter.leases import LeaseCap
+from sweeper.models import NewJob
+from sweeper.scheduling import scope_for
+
+
+def _limit(name: str, key: str, **kind: object) -> dict[str, object]:
+    return {"name": name, "key": key, **kind}
+
+
+RATE = {"rate": {"limit": 2, "period_seconds": 1}}
+#: listings: a scope per store under its name, a call's seller under the API's host, a constant
+#: (IAM's wildcards in it) capped; listings-eu: the endpoint's one scope; listings-us: the policy's
+#: one scope (`{policy}`), a name that begins with another policy's.
+POLICIES = {
+    "policies": [
+        {
+            "name": "listings",
+            "limits": [
+                _limit("store", "{policy}:{tenant_id}", **RATE),
+                _limit("seller", "{host}/{params.seller}", **RATE),
+                _limit("app", "app*?$", max_in_flight=4),
+            ],
+            "action": {"api_url": "https://api.example.com"},
+        },
+        {
+            "name": "listings-eu",
+            "scope": {"kind": "endpoint"},
+            "action": {"api_url": "https://eu.example.com"},
+        },
+        {"name": "listings-us", "action": {"api_url": "https://api.example.com"}},
+    ]
+}
+
+ids = st.text(min_size=1, max_size=40)
+
+
+def string_like(pattern: str) -> re.Pattern[str]:
+    """IAM's StringLike: `*` any run, `?` one character, `${*}` `${?}` `${$}` themselves."""
+    parts = re.split(r"(\$\{[*?$]\}|\*|\?)", pattern)
+    wild = {"*": ".*", "?": "."}
+    return re.compile(
+        "".join(wild.get(p) or re.escape(p[2] if p.startswith("${") else p) for p in parts),
+        re.DOTALL,
+    )
+
+
+def written_keys(policy: Policy, tenant_id: str, object_id: str, seller: str) -> list[str]:
+    """Every limiter item key the consumer's call writes, as the limiter builds it."""
+    job = NewJob(tenant_id=tenant_id, object_id=object_id, due_at=datetime.now(UTC))
+    keys = [DynamoLimiter._key(scope_for(policy, job))["pk"]["S"]]
+    for limit in policy.further_limits:
+        key = limit.limiter_key(
+            policy=policy.name,
+            tenant_id=tenant_id,
+            object_id=object_id,
+            host=policy.action.scope_host,
+            params={"seller": seller},
+        )
+        if limit.rate is not None:
+            keys.append(DynamoLimiter._key(key)["pk"]["S"])
+        if limit.max_in_flight is not None:
+            keys.append(LeaseCap._key(key)["pk"]["S"])
+    return keys
+
+
+@pytest.fixture(scope="module")
+def policies() -> list[Policy]:
+    return list(SweeperConfig.model_validate(POLICIES).policies)
+
+
+@given(tenant_id=ids, object_id=ids, seller=ids)
+def test_every_key_a_consumer_writes_matches_its_own_patterns_only(
+    policies: list[Policy], tenant_id: str, object_id: str, seller: str
+) -> None:
+    patterns = {p.name: [string_like(x) for x in limiter_key_patterns(p)] for p in policies}
+    for policy in policies:
+        for key in written_keys(policy, tenant_id, object_id, seller):
+            assert any(p.fullmatch(key) for p in patterns[policy.name]), key
+            for other in policies:
+                if other is not policy:
+                    assert not any(p.fullmatch(key) for p in patterns[other.name]), key
+
+
+def test_the_patterns_name_each_limit_by_its_policy_wide_prefix(policies: list[Policy]) -> None:
+    listings, eu, us = policies
+    assert limiter_key_patterns(listings) == [
+        "scope#listings:*",  # a bucket per store, under the policy's name
+        "scope#seller:api.example.com/*",  # the host filled in, the seller a call's
+        "lease#app:app${*}${?}${$}",  # a constant key, shared by design: as it is, escaped
+    ]
+    assert limiter_key_patterns(eu) == ["scope#eu.example.com"]  # the endpoint's own
+    assert limiter_key_patterns(us) == ["scope#listings-us"]  # the policy's one, exactly
+    assert unconfined_limits(listings) == unconfined_limits(eu) == unconfined_limits(us) == []
+
+
+def test_a_scope_beginning_with_a_per_call_field_is_named_unconfined(
+    policies: list[Policy],
+) -> None:
+    listings = policies[0]
+    tenant_scoped = listings.model_copy(
+        update={"scope": listings.scope.model_copy(update={"template": "{tenant_id}/x"})}
+    )
+    assert key_pattern("scope#", "{tenant_id}/x", tenant_scoped) == "scope#*"
+    assert unconfined_limits(tenant_scoped) == ["{tenant_id}/x"]
