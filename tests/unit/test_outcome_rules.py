@@ -41,7 +41,8 @@ def test_a_reset_header_is_a_bounded_wait(reset_in: float, status: int) -> None:
     # When it is classed
     ruled = OutcomeRules([GITHUB]).classify(answer, NOW)
     # Then it is throttled until then, never for less than nothing nor more than the cap
-    assert ruled is not None and ruled.outcome is OutcomeClass.THROTTLED
+    assert ruled is not None
+    assert ruled.outcome is OutcomeClass.THROTTLED
     assert ruled.retry_after_seconds is not None
     assert 0.0 <= ruled.retry_after_seconds <= MAX_RETRY_AT_SECONDS
     assert ruled.retry_after_seconds == pytest.approx(
@@ -86,10 +87,12 @@ def test_a_json_path_rule_reads_the_body_only_for_its_statuses() -> None:
         }
     )
     rules = OutcomeRules([rule])
-    assert rules.reads_body(200) and not rules.reads_body(404)
+    assert rules.reads_body(200)
+    assert not rules.reads_body(404)
     body = json.dumps({"ok": False, "error": {"code": "rate_limited"}}).encode()
     ruled = rules.classify(Answer.of(200, {}, body), NOW)
-    assert ruled is not None and ruled.outcome is OutcomeClass.THROTTLED
+    assert ruled is not None
+    assert ruled.outcome is OutcomeClass.THROTTLED
     assert rules.classify(Answer.of(200, {}, b'{"ok": true}'), NOW) is None
 
 
@@ -104,7 +107,11 @@ def test_a_json_path_rule_reads_the_body_only_for_its_statuses() -> None:
         ({"header": {"name": "x", "equals": "0"}, "outcome": "fine"}, "outcome"),
         ({"header": {"name": "x", "equals": "0"}, "outcome": "auth", "code": "Bad Code"}, "code"),
         (
-            {"header": {"name": "x", "equals": "0"}, "outcome": "permanent", "retry_at_header": "r"},
+            {
+                "header": {"name": "x", "equals": "0"},
+                "outcome": "permanent",
+                "retry_at_header": "r",
+            },
             "throttled or snooze",
         ),
         ({"header": {"name": "x", "equals": "0", "value": "1"}, "outcome": "auth"}, "extra"),
