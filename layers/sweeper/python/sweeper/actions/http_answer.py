@@ -5,13 +5,11 @@ the outcome rules applied to it."""
 from __future__ import annotations
 
 import time
-from http.client import HTTPException
 
 import urllib3
-from urllib3.exceptions import HTTPError
 
 from sweeper.actions.answer_match import MAX_ANSWER_BODY_BYTES, Answer
-from sweeper.actions.http_transport import BODY_CHUNK_BYTES
+from sweeper.actions.http_transport import read_chunks
 from sweeper.actions.outcome_rules import OutcomeRules, RuledOutcome
 
 
@@ -41,24 +39,14 @@ def answer_of(
 def read_capped(
     response: urllib3.BaseHTTPResponse, deadline: float, read_timeout: float
 ) -> bytes | None:
-    """The whole body if it ends within MAX_ANSWER_BODY_BYTES and before `deadline`, else None."""
+    """The whole body if it ends within MAX_ANSWER_BODY_BYTES and before `deadline`, else None.
+    Read undecoded, as `drop_body` reads the rest (no Accept-Encoding is sent)."""
     chunks: list[bytes] = []
-    size = 0
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            sock = getattr(response.connection, "sock", None)
-            if sock is not None:
-                sock.settimeout(min(left, read_timeout))
-            # undecoded, as `drop_body` reads the rest (no Accept-Encoding is sent)
-            chunk = response.read1(BODY_CHUNK_BYTES, decode_content=False)
-            if not chunk:
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > MAX_ANSWER_BODY_BYTES:
-                return None
-            chunks.append(chunk)
-    except (HTTPError, HTTPException, OSError):
+
+    def keep(chunk: bytes) -> bool:
+        chunks.append(chunk)
+        return sum(map(len, chunks)) <= MAX_ANSWER_BODY_BYTES
+
+    if not read_chunks(response, deadline, read_timeout, keep):
         return None
+    return b"".join(chunks)
