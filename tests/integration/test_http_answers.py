@@ -9,14 +9,16 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
 
 from sweeper.actions.http import HttpAction, HttpActionConfig
-from sweeper.models import ActionCall, OutcomeClass, operation_key
+from sweeper.models import ActionCall, OutcomeClass
+from tests.calls import action_call
+from tests.serving import served
 
 pytestmark = pytest.mark.integration
 
@@ -56,31 +58,13 @@ def vendor() -> Iterator[Vendor]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    host, port = server.socket.getsockname()[:2]
-    state.url = f"http://{host}:{port}"
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with served(Handler) as url:
+        state.url = url
+        yield state
 
 
 def _job(object_id: str = "ch_1", **params: Any) -> ActionCall:
-    key = operation_key("refunds", "acct_1", object_id, 1)
-    return ActionCall(
-        key=key,
-        idempotency_key=key,
-        policy="refunds",
-        policy_version=1,
-        tenant_id="acct_1",
-        object_id=object_id,
-        scope="refunds",
-        attempt=0,
-        batch_id="b1",
-        params=params,
-    )
+    return action_call("refunds", "acct_1", object_id, **params)
 
 
 def _action(vendor: Vendor, **config: Any) -> HttpAction:

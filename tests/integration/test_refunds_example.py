@@ -8,25 +8,30 @@ answers are classed by the file's outcome rules (a JSON error code, `Stripe-Shou
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
-from sweeper.models import Job, JobStatus, NewJob, OutcomeClass, operation_key
+from sweeper.models import JobStatus, NewJob, OutcomeClass, operation_key
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.refunds import RefundsAudit
-from sweeper_local.vendor import VendorSimulator
+from tests.integration.examples import (
+    all_final,
+    example_stack,
+    final_jobs,
+    simulator,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "refunds.toml"
-FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})
 TICK_SECONDS = 0.5
 DEADLINE_SECONDS = 90.0
 #: Long enough that the account's burst would hold more than 20 calls at once, but for the cap.
@@ -46,21 +51,8 @@ SPECIAL = {  # charge: (amount, the job's status, outcome, code)
 
 @pytest.fixture
 def refunds(db_url: str) -> Iterator[LocalConsoleStack]:
-    stack = LocalConsoleStack(
-        load_config(EXAMPLE),
-        config_path=str(EXAMPLE),
-        database_url=db_url,
-        tick_seconds=TICK_SECONDS,
-    ).start()
-    try:
+    with example_stack(EXAMPLE, db_url, TICK_SECONDS) as stack:
         yield stack
-    finally:
-        stack.stop()
-
-
-def _vendor(stack: LocalConsoleStack) -> VendorSimulator:
-    assert stack.stack.vendor is not None
-    return stack.stack.vendor
 
 
 def _schedule(ledger: Ledger, policy: Policy, rows: list[tuple[str, str, int]]) -> list[str]:
@@ -70,22 +62,10 @@ def _schedule(ledger: Ledger, policy: Policy, rows: list[tuple[str, str, int]]) 
     return [operation_key(policy.name, t, c, policy.version) for t, c, _ in rows]
 
 
-def _wait(what: str, done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not done():
-        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS} s: {what}"
-        time.sleep(0.2)
-
-
-def _final(ledger: Ledger, keys: list[str]) -> dict[str, Job]:
-    jobs = {key: ledger.get(key) for key in keys}
-    return {k: j for k, j in jobs.items() if j is not None and j.status in FINAL}
-
-
 def test_the_refunds_example_refunds_each_charge_once_within_its_limits(
     refunds: LocalConsoleStack, db_url: str
 ) -> None:
-    policy, vendor = refunds.policies["refunds"].policy, _vendor(refunds)
+    policy, vendor = refunds.policies["refunds"].policy, simulator(refunds)
     # Given the provider: a charge already refunded, one locked twice (Stripe-Should-Retry:
     # true), one that fails for good (500, Stripe-Should-Retry: false), one smaller than its
     # refund, and calls slow enough that one account's burst would pass 20 at once
@@ -100,8 +80,8 @@ def test_the_refunds_example_refunds_each_charge_once_within_its_limits(
     try:
         # When the example's policy runs their refunds
         keys = _schedule(ledger, policy, burst + special)
-        _wait("every refund final", lambda: len(_final(ledger, keys)) == len(keys))
-        jobs = _final(ledger, keys)
+        wait_for("every refund final", partial(all_final, ledger, keys), DEADLINE_SECONDS)
+        jobs = final_jobs(ledger, keys)
     finally:
         ledger.close()
     audit = vendor.refunds.audit()

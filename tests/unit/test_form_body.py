@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from sweeper.actions.body_encoding import check_form_template, encode_body
 from sweeper.actions.http import HttpAction, HttpActionConfig
 from sweeper.actions.templates import TemplateError
-from sweeper.models import ActionCall, operation_key
+from sweeper.models import ActionCall
+from tests.calls import action_call
 
 REFUND_BODY: dict[str, Any] = {
     "charge": "{object_id}",
@@ -47,19 +48,7 @@ SCALARS = st.one_of(
 
 
 def _job(object_id: str, tenant_id: str = "acct_1", **params: Any) -> ActionCall:
-    key = operation_key("refunds", tenant_id, object_id, 1)
-    return ActionCall(
-        key=key,
-        idempotency_key=key,
-        policy="refunds",
-        policy_version=1,
-        tenant_id=tenant_id,
-        object_id=object_id,
-        scope="refunds",
-        attempt=0,
-        batch_id="b1",
-        params=params,
-    )
+    return action_call("refunds", tenant_id, object_id, **params)
 
 
 def _form_action(body: dict[str, Any]) -> HttpAction:
