@@ -10,9 +10,12 @@ the vendor's own), so a retry of an attempt that may have landed (UNKNOWN) canno
 urllib3's own retries and redirects are off: retrying is sweeper's job (the ledger's attempt
 budget, the shared rate limiter), not the client's, and no credential follows a redirect. The
 URL (`sweeper.actions.url_template`: its scheme, host and port always api_url's) and the
-optional JSON body (`sweeper.actions.templates`) are templates over the job: an id or a param
-fills one path segment, query value or JSON value, never more. Authentication is `auth`
-(`sweeper.actions.http_auth`); each call is traced by its template (`sweeper.actions.spans`).
+optional body (`sweeper.actions.templates`, sent as JSON or a form:
+`sweeper.actions.body_encoding`) are templates over the job: an id or a param fills one path
+segment, query value, JSON value or form value, never more. Outcome rules
+(`sweeper.actions.outcome_rules`) class an answer by a header or a JSON path before its
+status. Authentication is `auth` (`sweeper.actions.http_auth`); each call is traced by its
+template (`sweeper.actions.spans`).
 """
 
 from __future__ import annotations
