@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +125,12 @@ def test_a_rule_that_cannot_work_is_refused_when_the_policy_is_read(
 ) -> None:
     with pytest.raises(ValidationError, match=problem):
         HttpActionConfig(outcome_rules=[rule])
+
+
+@pytest.mark.parametrize("section", ["### Bodies: JSON or form", "### Outcome rules"])
+def test_the_docs_examples_of_form_bodies_and_rules_are_valid(section: str) -> None:
+    text = Path("docs/actions.md").read_text(encoding="utf-8")
+    part = text[text.index(section) :].split("\n### ", 2)[0]
+    (block,) = re.findall(r"```toml\n(.*?)```", part, flags=re.DOTALL)
+    action = HttpActionConfig.model_validate(tomllib.loads(block)["policies"]["action"])
+    assert action.outcome_rules or action.body_encoding == "form"
