@@ -50,13 +50,13 @@ from sweeper.config import (
 from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.observability import Metric
-from sweeper.plan import CONSUMER_MEMORY_MB, Z95, PlanInput, Prices, make_plan
 from sweeper_bench import process_cpu
 from sweeper_local.aws import LocalAws
 from sweeper_local.lite_aws import FAILED_CONDITION, KEYS_READ
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import VendorAudit, VendorProcess
+from sweeper_tools.planning.plan import CONSUMER_MEMORY_MB, Z95, PlanInput, Prices, make_plan
 
 #: 15 calls/s: what the local AWS emulator carries with room to spare on 2 cores. Each job costs
 #: three DynamoDB writes (two idempotency, one limiter) and moto serves about 300 writes/s here,

@@ -39,7 +39,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter, closed_scopes
 from sweeper.observability import MetricSink
 from sweeper.producer import ClosedScopes, no_closed_scopes
-from sweeper.queue import SqsPublisher, SqsVisibility
+from sweeper.sqs_queue import SqsPublisher, SqsVisibility
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
