@@ -81,9 +81,11 @@ class LocalPipeline(Service):
         consumer_function_name: str = "sweeper-consumer",
         producer_function_name: str = "sweeper-producer",
         cap_consumer_cpu: bool = False,
+        consumer_handler: str = "consumer",
     ) -> None:
         """`cap_consumer_cpu`: hold each consumer environment to the CPU share Lambda gives
-        `consumer.memory_mb` (sweeper_local.cpu_cap), as the rate benchmark does."""
+        `consumer.memory_mb` (sweeper_local.cpu_cap), as the rate benchmark does.
+        `consumer_handler`: functions/<name> or `module:attribute` (the benchmark's baselines)."""
         if stack.database_url is None:
             raise LocalStackError("the local stack is not started")
         self.stack = stack
@@ -106,8 +108,6 @@ class LocalPipeline(Service):
             "SWEEPER_LIMITER_TABLE": self.resources.limiter_table,
             "SWEEPER_DLQ_URL": self.resources.dlq_url,
             "POWERTOOLS_SERVICE_NAME": "sweeper",
-            # What lets the benchmark choose a baseline limiter (never set on AWS).
-            "SWEEPER_LOCAL_STACK": "1",
             **(extra_env or {}),
         }
         self.ledger = Ledger(stack.database_url)
@@ -126,6 +126,7 @@ class LocalPipeline(Service):
             EventSourceConfig(
                 queue_url=self.resources.queue_url,
                 queue_arn=self.resources.queue_arn,
+                function=consumer_handler,
                 function_name=consumer_function_name,
                 batch_size=policy.consumer.batch_size,
                 batch_window_seconds=policy.consumer.batch_window_seconds,
