@@ -1,8 +1,8 @@
 """The action's secrets on the local stack, made in the AWS emulator's Secrets Manager.
 
 A deployed policy names secrets that exist in its account; locally none does. For every secret
-a policy's action reads, the local stack creates one in moto and points the policy at it, as it
-points `api_url` at the vendor simulator. Against the simulator the values are made up and the
+a policy's action reads, the local stack creates one in moto and points the policy at it (its
+calls reach the simulator by the rehearsal). Against the simulator the values are made up and the
 simulator is told to accept them (an OAuth2 client is registered with it, a header's API key
 with its marketplace; a bearer or basic secret is random: the delete contract does not check
 it). Against an outside vendor (`--api-url`) the values are the user's: `SWEEPER_LOCAL_SECRETS`

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sweeper.actions.rehearsal import Rehearsal
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.models import ActionCall, ActionResult
 
@@ -158,6 +159,9 @@ class ActionContext:
     #: How a kind's calls show in a trace (`sweeper.actions.spans`): none unless the functions'
     #: tracer is on.
     spans: CallSpans = no_spans
+    #: Where a rehearsal sends every call (`sweeper.actions.rehearsal`): set by the local stack
+    #: only, never from a policy; None in production.
+    rehearsal: Rehearsal | None = None
 
 
 class ActionKind(BaseModel, ABC):
@@ -262,10 +266,12 @@ class ActionKind(BaseModel, ABC):
         client of the target account): read-only."""
         return []
 
-    def pointed_at(self, api_url: str) -> Self:
-        """This config with its vendor at `api_url` (the local stack's simulator); a kind
-        without a vendor URL is returned as it is."""
-        return self
+    def rehearsal_problem(self) -> str | None:
+        """Why a rehearsal against `--api-url` could not send every call of this config there
+        or to the local stack's own stand-ins (the local stack then refuses to start it); None
+        when it can. A kind that does not say is refused: a new kind is not trusted to stay
+        local."""
+        return f"the {self.kind} kind does not say where its calls go in a rehearsal"
 
 
 class LazyClient:

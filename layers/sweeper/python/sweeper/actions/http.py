@@ -83,6 +83,7 @@ from sweeper.actions.http_transport import (
     request_sent_at,
 )
 from sweeper.actions.outcome_rules import MAX_OUTCOME_RULES, OutcomeRule, OutcomeRules
+from sweeper.actions.rehearsal import Rehearsal, pool_manager
 from sweeper.actions.retry_after import parse_retry_after as parse_retry_after  # re-exported
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.actions.templates import (
@@ -274,7 +275,7 @@ class HttpActionConfig(ActionKind):
         return self._built(context)
 
     def _built(self, context: ActionContext) -> HttpAction:
-        action = HttpAction(self, spans=context.spans)
+        action = HttpAction(self, spans=context.spans, rehearsal=context.rehearsal)
 
         def secret(arn: str, parse: Any = checked) -> SecretToken:
             return SecretToken(arn, context.secret_max_age_seconds, context.secrets, parse=parse)
@@ -380,9 +381,9 @@ class HttpActionConfig(ActionKind):
             ]
         return []
 
-    def pointed_at(self, api_url: str) -> Self:
-        # The local vendor listens on loopback, without TLS.
-        return self.model_copy(update={"api_url": api_url, "allow_plain_http": True})
+    def rehearsal_problem(self) -> str | None:
+        """None: its transport sends every request to the rehearsal (its token's included)."""
+        return None
 
 
 #: What to do about credentials `sweeper doctor` found refused or unusable, by auth type.
@@ -503,11 +504,14 @@ class HttpAction:
         outcomes: OutcomeTable | None = None,
         credentials: Credentials | None = None,
         spans: CallSpans = no_spans,
+        rehearsal: Rehearsal | None = None,
     ) -> None:
         """`token` is sent as a Bearer token, asked of its source on every call (a string: a
         fixed one); `credentials` any auth mode's (`HttpActionConfig.build` makes them from
         the policy). The caller says where they come from (never the environment). Each call
-        is traced in a span of `spans`, by the URL's template (never its values)."""
+        is traced in a span of `spans`, by the URL's template (never its values). In a
+        `rehearsal` (the local stack's only) every request goes there instead
+        (`sweeper.actions.rehearsal`)."""
         if isinstance(token, str):
             try:
                 token = FixedToken(token) if token else None
@@ -526,6 +530,7 @@ class HttpAction:
             self._credentials = SecretCredentials(token, bearer_header)
         self._lock = threading.Lock()
         self._pool: urllib3.PoolManager | None = None
+        self._rehearsal = rehearsal
         self._url = VendorUrl(
             config.api_url, config.url_template, refuse_dot_segments=config.refuse_dot_segments
         )
@@ -717,7 +722,7 @@ class HttpAction:
         """The action's connection pool (the OAuth2 token endpoint shares it)."""
         with self._lock:
             if self._pool is None:
-                pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)
+                pool = pool_manager(self._rehearsal, maxsize=POOL_MAX_CONNECTIONS, retries=False)
                 # its connections note when each request left (`_NotesSend`)
                 pool.pool_classes_by_scheme = dict(NOTES_SEND_POOLS)
                 self._pool = pool
