@@ -41,7 +41,9 @@ Beside it, the payments provider of docs/examples/payments.toml (`Payments`, `pa
 And the marketplace of docs/examples/listings.toml (`listings`, `listings_audit()`,
 `GET /_listings_audit`; `sweeper_local.marketplace`): `DELETE /v1/stores/{store}/listings/{id}`
 with an API key in `X-Api-Key`, a sliding window per store and one for the whole app, each 429
-naming its limit in `X-RateLimit-Scope`.
+naming its limit in `X-RateLimit-Scope`. And the help desk of docs/examples/helpdesk.toml
+(`helpdesk`; `sweeper_local.helpdesk`): `DELETE /api/v2/tickets/{id}.json` at a host per
+account, each account's Basic login accepted at its own host only; `tls` serves it all over TLS.
 
 Everything random is drawn from streams seeded by `seed`, one stream per kind, in arrival order:
 the same seed and the same arrival order give the same latencies and the same faults, whatever
@@ -73,6 +75,7 @@ import secrets
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -89,6 +92,7 @@ from urllib.parse import parse_qs, unquote, urlencode
 
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
+from sweeper_local.helpdesk import TICKETS_PREFIX, HelpDesk
 from sweeper_local.http_fields import FieldsHandler
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
@@ -928,10 +932,12 @@ class _Server(ThreadingHTTPServer):
         stopping: threading.Event,
         payments: Payments,
         listings: Marketplace,
+        helpdesk: HelpDesk,
     ) -> None:
         self.state = state
         self.payments = payments
         self.listings = listings
+        self.helpdesk = helpdesk
         self.stopping = stopping
         super().__init__(address, _Handler)
 
@@ -1024,6 +1030,12 @@ class _Handler(FieldsHandler):
             self._payments(server.payments, path)
             return
         self._discard_body()
+        if path.startswith(TICKETS_PREFIX):
+            desk = server.helpdesk.delete(
+                self.command, path, self.fields.get("host"), self.fields.get("authorization")
+            )
+            self._send(_Reply(desk.status, desk.error, desk.headers))
+            return
         if path.startswith(STORES_PREFIX):
             answer = server.listings.delete(
                 self.command, path, self.fields.get(API_KEY_HEADER.lower())
@@ -1038,6 +1050,7 @@ class _Handler(FieldsHandler):
             server.state.reset()
             server.payments.reset()
             server.listings.reset()
+            server.helpdesk.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
@@ -1161,7 +1174,12 @@ class VendorSimulator:
         listings_store_rate: tuple[int, float] = DEFAULT_STORE_RATE,
         listings_app_rate: tuple[int, float] = DEFAULT_APP_RATE,
         further_limits: FurtherLimits | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        #: The help desk's contract on the same port (sweeper_local.helpdesk); `tls` serves
+        #: every contract over TLS (the help desk's hosts per account are https only).
+        self.helpdesk = HelpDesk()
+        self._tls = tls
         #: The payments provider's contract on the same port (see the module docstring).
         self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
         #: The marketplace's contract on the same port (sweeper_local.marketplace).
@@ -1214,7 +1232,11 @@ class VendorSimulator:
         if self._server is not None:
             raise RuntimeError("the vendor simulator is already running")
         self._stopping.clear()
-        server = _Server(self._address, self._state, self._stopping, self.payments, self.listings)
+        server = _Server(
+            self._address, self._state, self._stopping, self.payments, self.listings, self.helpdesk
+        )
+        if self._tls is not None:
+            server.socket = self._tls.wrap_socket(server.socket, server_side=True)
         thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": POLL_INTERVAL_SECONDS},
@@ -1223,7 +1245,8 @@ class VendorSimulator:
         )
         thread.start()
         self._server, self._thread = server, thread
-        self._url = f"http://{server.server_name}:{server.server_port}"
+        scheme = "http" if self._tls is None else "https"
+        self._url = f"{scheme}://{server.server_name}:{server.server_port}"
         logger.info("vendor simulator listening on %s", self._url)
         return self
 
