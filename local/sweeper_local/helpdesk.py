@@ -35,7 +35,14 @@ HELPDESK_SUFFIX: Final = ".helpdesk.example"
 #: The help desk's published limit: 700 requests a minute per account.
 DEFAULT_ACCOUNT_RATE: Final = (700, 60.0)
 
-__all__ = ["HELPDESK_SUFFIX", "TICKETS_PREFIX", "HelpDesk", "HelpDeskAnswer", "HelpDeskAudit"]
+__all__ = [
+    "HELPDESK_SUFFIX",
+    "TICKETS_PREFIX",
+    "HelpDesk",
+    "HelpDeskAnswer",
+    "HelpDeskAudit",
+    "is_account_host",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,12 @@ def _account_of_host(host: str | None) -> str | None:
     name = (host or "").rsplit(":", 1)[0].lower()
     account = name.removesuffix(HELPDESK_SUFFIX)
     return account if account != name and account and "." not in account else None
+
+
+def is_account_host(host: str | None) -> bool:
+    """True when `host` (a Host header) is an account's host under the help desk's suffix: only
+    those calls are the help desk's, the simulator's other contracts answer the rest."""
+    return _account_of_host(host) is not None
 
 
 def _login(authorization: str | None) -> tuple[str, str] | None:

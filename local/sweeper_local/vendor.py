@@ -92,7 +92,7 @@ from urllib.parse import parse_qs, unquote, urlencode
 
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
-from sweeper_local.helpdesk import TICKETS_PREFIX, HelpDesk
+from sweeper_local.helpdesk import TICKETS_PREFIX, HelpDesk, is_account_host
 from sweeper_local.http_fields import FieldsHandler
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
@@ -1030,7 +1030,7 @@ class _Handler(FieldsHandler):
             self._payments(server.payments, path)
             return
         self._discard_body()
-        if path.startswith(TICKETS_PREFIX):
+        if path.startswith(TICKETS_PREFIX) and is_account_host(self.fields.get("host")):
             desk = server.helpdesk.delete(
                 self.command, path, self.fields.get("host"), self.fields.get("authorization")
             )
