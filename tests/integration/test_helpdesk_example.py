@@ -41,7 +41,7 @@ from sweeper_local.helpdesk import HELPDESK_SUFFIX, HelpDesk
 from sweeper_local.lambda_runtime import LocalLambdaContext
 from sweeper_local.pipeline import scheduler_event
 from sweeper_local.vendor import VendorSimulator
-from tests.conftest import load_event
+from tests.conftest import function_env, load_event
 from tests.tls import trusted_server_context
 
 pytestmark = pytest.mark.integration
@@ -116,16 +116,7 @@ def desk(
             local_aws.secretsmanager(), shipped, prefix=unique_name, vendor=None, given=given
         )
         resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
-        env = {
-            "SWEEPER_POLICY": policy.model_dump_json(),
-            "SWEEPER_DATABASE_URL": db_url,
-            "SWEEPER_QUEUE_URL": resources.queue_url,
-            "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
-            "SWEEPER_LIMITER_TABLE": resources.limiter_table,
-            "SWEEPER_DLQ_URL": resources.dlq_url,
-            "POWERTOOLS_SERVICE_NAME": "sweeper",
-        }
-        for name, value in env.items():
+        for name, value in function_env(policy, db_url, resources).items():
             monkeypatch.setenv(name, value)
         looked_up: list[str] = []
         port = urlsplit(sim.url).port
