@@ -45,6 +45,9 @@ naming its limit in `X-RateLimit-Scope`. And the help desk of docs/examples/help
 (`helpdesk`; `sweeper_local.helpdesk`): `DELETE /api/v2/tickets/{id}.json` at a host per
 account, each account's Basic login accepted at its own host only; `tls` serves it all over TLS.
 
+And the refunds provider of docs/examples/refunds.toml (`refunds`, `GET /_refunds_audit`;
+`sweeper_local.refunds`): `POST /v1/refunds` with a form body, Stripe-like.
+
 Everything random is drawn from streams seeded by `seed`, one stream per kind, in arrival order:
 the same seed and the same arrival order give the same latencies and the same faults, whatever
 the threads do afterwards.
@@ -92,7 +95,7 @@ from urllib.parse import parse_qs, unquote, urlencode
 
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
-from sweeper_local.helpdesk import TICKETS_PREFIX, HelpDesk, is_account_host
+from sweeper_local.helpdesk import ORIGINAL_HOST_FIELD, TICKETS_PREFIX, HelpDesk, is_account_host
 from sweeper_local.http_fields import FieldsHandler
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
@@ -103,6 +106,7 @@ from sweeper_local.marketplace import (
     ListingsAudit,
     Marketplace,
 )
+from sweeper_local.refunds import REFUNDS_PATH, Refunds
 
 logger = logging.getLogger(__name__)
 
@@ -932,8 +936,10 @@ class _Server(ThreadingHTTPServer):
         stopping: threading.Event,
         payments: Payments,
         listings: Marketplace,
+        refunds: Refunds,
         helpdesk: HelpDesk,
     ) -> None:
+        self.refunds = refunds
         self.state = state
         self.payments = payments
         self.listings = listings
@@ -1029,10 +1035,14 @@ class _Handler(FieldsHandler):
         if self.command == "POST" and path in (TOKEN_PATH, RECONCILIATIONS_PATH):
             self._payments(server.payments, path)
             return
+        if self.command == "POST" and path == REFUNDS_PATH:
+            self._refunds(server)
+            return
         self._discard_body()
-        if path.startswith(TICKETS_PREFIX) and is_account_host(self.fields.get("host")):
+        desk_host = self.fields.get(ORIGINAL_HOST_FIELD) or self.fields.get("host")
+        if path.startswith(TICKETS_PREFIX) and is_account_host(desk_host):
             desk = server.helpdesk.delete(
-                self.command, path, self.fields.get("host"), self.fields.get("authorization")
+                self.command, path, desk_host, self.fields.get("authorization")
             )
             self._send(_Reply(desk.status, desk.error, desk.headers))
             return
@@ -1050,12 +1060,15 @@ class _Handler(FieldsHandler):
             server.state.reset()
             server.payments.reset()
             server.listings.reset()
+            server.refunds.reset()
             server.helpdesk.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
         elif path == "/_listings_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.listings.audit().to_json()).encode())
+        elif path == "/_refunds_audit" and self.command == "GET":
+            reply = _Reply(200, body=json.dumps(server.refunds.audit().to_json()).encode())
         elif path in _LISTINGS_CONTROLS and self.command == "POST":
             reply = _LISTINGS_CONTROLS[path](server.listings, query)
         elif path == "/_incident" and self.command == "POST":
@@ -1099,6 +1112,15 @@ class _Handler(FieldsHandler):
             self.close_connection = True  # the effect happened; the client sees a reset
             return
         self._send(reply)
+
+    def _refunds(self, server: _Server) -> None:
+        body = self._read_body()
+        if body is None:
+            self._send(_Reply(413, "body_too_large"))
+            return
+        answer = server.refunds.refund(self.fields, body, server.stopping.wait)
+        logger.debug("vendor POST %s -> %d", REFUNDS_PATH, answer.status)
+        self._send(_Reply(answer.status, headers=answer.headers, body=answer.body))
 
     def _read_body(self) -> bytes | None:
         """The request body, or None (the connection then closed) when it cannot be read."""
@@ -1184,6 +1206,8 @@ class VendorSimulator:
         self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
         #: The marketplace's contract on the same port (sweeper_local.marketplace).
         self.listings = Marketplace(store_rate=listings_store_rate, app_rate=listings_app_rate)
+        #: The refunds provider's contract on the same port (sweeper_local.refunds).
+        self.refunds = Refunds()
         if quota is not None and (quota[0] < 1 or quota[1] <= 0):
             raise ValueError("quota must be (limit >= 1, period_seconds > 0)")
         if quota_scope not in get_args(QuotaScope):
@@ -1233,7 +1257,13 @@ class VendorSimulator:
             raise RuntimeError("the vendor simulator is already running")
         self._stopping.clear()
         server = _Server(
-            self._address, self._state, self._stopping, self.payments, self.listings, self.helpdesk
+            self._address,
+            self._state,
+            self._stopping,
+            self.payments,
+            self.listings,
+            self.refunds,
+            self.helpdesk,
         )
         if self._tls is not None:
             server.socket = self._tls.wrap_socket(server.socket, server_side=True)
@@ -1332,6 +1362,7 @@ class VendorSimulator:
         self._state.reset()
         self.payments.reset()
         self.listings.reset()
+        self.refunds.reset()
 
     def __enter__(self) -> Self:
         return self if self._server is not None else self.start()
