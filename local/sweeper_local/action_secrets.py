@@ -109,7 +109,11 @@ def _made_up(policy: Policy, vendor: VendorSimulator) -> str:
         vendor.payments.add_client(client_id, client_secret)
         return json.dumps({"client_id": client_id, "client_secret": client_secret})
     if isinstance(auth, BasicAuth):
-        return json.dumps({"username": f"{policy.name}-local", "password": secrets.token_hex(16)})
+        username, password = f"{policy.name}-local", secrets.token_hex(16)
+        if auth.secret_template() is not None:
+            # every tenant shares this login here: the help desk takes it at every account
+            vendor.helpdesk.add_shared_login(username, password)
+        return json.dumps({"username": username, "password": password})
     value = secrets.token_hex(16)
     if isinstance(auth, HeaderAuth):
         vendor.listings.add_api_key(value)  # the marketplace checks its API key

@@ -2,11 +2,13 @@
 other contracts: an account per customer, each at its own host, each with its own login.
 
 * `DELETE /api/v2/tickets/{ticket}.json` at host `{account}.helpdesk.example` (the Host
-  header names the account, as a real host per tenant does) with HTTP Basic: 204 and one
-  effect the first time, 404 once the ticket is gone; another method 405;
+  header names the account, as a real host per tenant does; a rehearsal that sent the call to
+  loopback names it in `X-Sweeper-Original-Host`) with HTTP Basic: 204 and one effect the first
+  time, 404 once the ticket is gone; another method 405;
 * the login must be the host's account's (`add_account`): a missing or unknown login is 401,
   and a login of another account is 401 too and recorded as `misdirected` (a credential that
-  reached a host not its own: the one thing a secret per tenant must never do);
+  reached a host not its own: the one thing a secret per tenant must never do). A login the
+  local stack made up for every tenant at once (`add_shared_login`) is taken at every host;
 * `rate` per account, a sliding window counting every authenticated call (700 a minute as
   published): a call over it is 429 with `Retry-After` (whole seconds until the window admits
   one); `throttle_next(account, retry_after_seconds=None)` answers that account's next calls
@@ -32,6 +34,10 @@ from sweeper_local.marketplace import MarketplaceAnswer as HelpDeskAnswer
 TICKETS_PREFIX: Final = "/api/v2/tickets/"
 #: The host suffix every account's host has.
 HELPDESK_SUFFIX: Final = ".helpdesk.example"
+#: Where a rehearsal names the host a call was for (lower-cased, as handlers read fields).
+ORIGINAL_HOST_FIELD: Final = "x-sweeper-original-host"
+#: Whose a shared login is (`add_shared_login`).
+SHARED: Final = "*"
 #: The help desk's published limit: 700 requests a minute per account.
 DEFAULT_ACCOUNT_RATE: Final = (700, 60.0)
 
@@ -121,6 +127,11 @@ class HelpDesk:
         with self._lock:
             self._logins[(username, password)] = account
 
+    def add_shared_login(self, username: str, password: str) -> None:
+        """A login taken at every account's host (one made-up secret for every tenant)."""
+        with self._lock:
+            self._logins[(username, password)] = SHARED
+
     def throttle_next(
         self, account: str, *, times: int = 1, retry_after_seconds: int | None = None
     ) -> None:
@@ -150,7 +161,7 @@ class HelpDesk:
             return HelpDeskAnswer(404, "no_such_route")
         owner = self._logins.get(login) if login is not None else None
         self._hosts[account][owner or "?"] += 1
-        if owner != account:
+        if owner not in (account, SHARED):
             self._misdirected += owner is not None
             return HelpDeskAnswer(401, "unauthorized")
         if method != "DELETE":
