@@ -187,3 +187,12 @@ def test_the_per_tenant_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
         action.credentials_for(tenant).present(None)
     # Then the least recently used was dropped (b), and read again when it came back
     assert secrets.reads == [_arn("a"), _arn("b"), _arn("c"), _arn("b")]
+
+
+def test_doctor_reads_no_secret_without_a_tenant_and_says_so() -> None:
+    secrets = Secrets({})
+    config = HttpActionConfig(auth={"type": "basic", "secret_arn": TEMPLATE})
+    context = ActionContext(secrets=secrets, secret_max_age_seconds=300)
+    (check,) = config.doctor_checks(context, 1.0)
+    assert (check.status, secrets.reads) == ("warn", [])
+    assert "per tenant" in check.detail
