@@ -44,7 +44,9 @@ Beside it, the payments provider of docs/examples/payments.toml (`Payments`, `pa
 And the marketplace of docs/examples/listings.toml (`listings`, `listings_audit()`,
 `GET /_listings_audit`; `sweeper_local.marketplace`): `DELETE /v1/stores/{store}/listings/{id}`
 with an API key in `X-Api-Key`, a sliding window per store and one for the whole app, each 429
-naming its limit in `X-RateLimit-Scope`.
+naming its limit in `X-RateLimit-Scope`. And the help desk of docs/examples/helpdesk.toml
+(`helpdesk`; `sweeper_local.helpdesk`): `DELETE /api/v2/tickets/{id}.json` at a host per
+account, each account's Basic login accepted at its own host only; `tls` serves it all over TLS.
 
 And the refunds provider of docs/examples/refunds.toml (`refunds`, `GET /_refunds_audit`;
 `sweeper_local.refunds`): `POST /v1/refunds` with a form body, Stripe-like.
@@ -79,6 +81,7 @@ import secrets
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -96,6 +99,7 @@ from urllib.parse import parse_qs, unquote, urlencode
 from sweeper.actions.rehearsal import ORIGINAL_HOST_HEADER
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
+from sweeper_local.helpdesk import ORIGINAL_HOST_FIELD, TICKETS_PREFIX, HelpDesk, is_account_host
 from sweeper_local.http_fields import FieldsHandler
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
@@ -956,11 +960,13 @@ class _Server(ThreadingHTTPServer):
         payments: Payments,
         listings: Marketplace,
         refunds: Refunds,
+        helpdesk: HelpDesk,
     ) -> None:
         self.refunds = refunds
         self.state = state
         self.payments = payments
         self.listings = listings
+        self.helpdesk = helpdesk
         self.stopping = stopping
         super().__init__(address, _Handler)
 
@@ -1059,6 +1065,13 @@ class _Handler(FieldsHandler):
             self._refunds(server)
             return
         self._discard_body()
+        desk_host = self.fields.get(ORIGINAL_HOST_FIELD) or self.fields.get("host")
+        if path.startswith(TICKETS_PREFIX) and is_account_host(desk_host):
+            desk = server.helpdesk.delete(
+                self.command, path, desk_host, self.fields.get("authorization")
+            )
+            self._send(_Reply(desk.status, desk.error, desk.headers))
+            return
         if path.startswith(STORES_PREFIX):
             answer = server.listings.delete(
                 self.command, path, self.fields.get(API_KEY_HEADER.lower())
@@ -1074,6 +1087,7 @@ class _Handler(FieldsHandler):
             server.payments.reset()
             server.listings.reset()
             server.refunds.reset()
+            server.helpdesk.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
@@ -1210,7 +1224,12 @@ class VendorSimulator:
         listings_store_rate: tuple[int, float] = DEFAULT_STORE_RATE,
         listings_app_rate: tuple[int, float] = DEFAULT_APP_RATE,
         further_limits: FurtherLimits | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        #: The help desk's contract on the same port (sweeper_local.helpdesk); `tls` serves
+        #: every contract over TLS (the help desk's hosts per account are https only).
+        self.helpdesk = HelpDesk()
+        self._tls = tls
         #: The payments provider's contract on the same port (see the module docstring).
         self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
         #: The marketplace's contract on the same port (sweeper_local.marketplace).
@@ -1272,7 +1291,10 @@ class VendorSimulator:
             self.payments,
             self.listings,
             self.refunds,
+            self.helpdesk,
         )
+        if self._tls is not None:
+            server.socket = self._tls.wrap_socket(server.socket, server_side=True)
         thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": POLL_INTERVAL_SECONDS},
@@ -1281,7 +1303,8 @@ class VendorSimulator:
         )
         thread.start()
         self._server, self._thread = server, thread
-        self._url = f"http://{server.server_name}:{server.server_port}"
+        scheme = "http" if self._tls is None else "https"
+        self._url = f"{scheme}://{server.server_name}:{server.server_port}"
         logger.info("vendor simulator listening on %s", self._url)
         return self
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sweeper.actions.rehearsal import Rehearsal
+from sweeper.actions.secret_template import is_secret_template, parse_secret_template
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.models import ActionCall, ActionResult
 
@@ -139,11 +140,21 @@ def secret_read(*arns: str) -> Grant:
     """GetSecretValue on these secrets, named by complete or partial ARN (a partial one, without
     the six random characters, is matched by `-??????`), and nothing else."""
     resources: list[str] = []
+    reason = ""
     for arn in arns:
+        if is_secret_template(arn):
+            # a secret per tenant: every secret under the template's fixed path, no more
+            resources.append(parse_secret_template(arn).grant_resource)
+            reason = "a secret per tenant: the secrets under the template's own fixed path"
+            continue
         suffix = arn.rsplit("-", 1)[-1]
         complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
         resources.append(arn if complete else f"{arn}-??????")
-    return Grant(actions=("secretsmanager:GetSecretValue",), resources=tuple(resources))
+    return Grant(
+        actions=("secretsmanager:GetSecretValue",),
+        resources=tuple(resources),
+        wildcard_reason=reason,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +231,12 @@ class ActionKind(BaseModel, ABC):
             return None
         p95 = self.latency_p95_seconds or self.plan_defaults.latency_p95_seconds or p50
         return p50, max(p50, p95)
+
+    @property
+    def credentials_per_tenant(self) -> bool:
+        """True when each tenant authenticates with its own secret: an auth failure is then
+        that tenant's, and the policy's scope must be keyed by the tenant to close it alone."""
+        return False
 
     @property
     def limit_values(self) -> dict[str, str]:

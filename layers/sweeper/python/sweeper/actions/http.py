@@ -91,6 +91,7 @@ from sweeper.actions.templates import (
     check_body_template,
     field_value,
 )
+from sweeper.actions.tenant_credentials import TenantCredentials, TenantSecretReader
 from sweeper.actions.token import FixedToken, SecretToken, TokenSource, checked
 from sweeper.actions.url_template import (
     API_URL_FIELD,
@@ -276,13 +277,15 @@ class HttpActionConfig(ActionKind):
 
     def _built(self, context: ActionContext) -> HttpAction:
         action = HttpAction(self, spans=context.spans, rehearsal=context.rehearsal)
+        auth = self.effective_auth
+        max_age = context.secret_max_age_seconds
 
-        def secret(arn: str, parse: Any = checked) -> SecretToken:
-            return SecretToken(arn, context.secret_max_age_seconds, context.secrets, parse=parse)
+        def built(auth: HttpAuth, reader: Any) -> Credentials:
+            def secret(arn: str, parse: Any = checked) -> SecretToken:
+                return SecretToken(arn, max_age, reader, parse=parse)
 
-        action.use(
-            credentials_for(
-                self.effective_auth,
+            return credentials_for(
+                auth,
                 api_url=self.api_url,
                 secrets=secret,
                 pool=action.pool_manager,
@@ -290,8 +293,25 @@ class HttpActionConfig(ActionKind):
                 read_timeout_seconds=self.read_timeout_seconds,
                 user_agent=USER_AGENT,
             )
+
+        template = auth.secret_template()
+        if template is None:
+            action.use(built(auth, context.secrets))
+            return action
+        action.use_per_tenant(
+            TenantCredentials(
+                template,
+                lambda arn: built(
+                    auth.model_copy(update={"secret_arn": arn}),
+                    TenantSecretReader(context.secrets),
+                ),
+            )
         )
         return action
+
+    @property
+    def credentials_per_tenant(self) -> bool:
+        return self.effective_auth.secret_template() is not None
 
     @property
     def limit_values(self) -> dict[str, str]:
@@ -311,6 +331,15 @@ class HttpActionConfig(ActionKind):
         if isinstance(auth, NoAuth):
             return []
         name = f"action auth ({auth.type})"
+        if self.credentials_per_tenant:
+            return [
+                KindCheck(
+                    name,
+                    "warn",
+                    "a secret per tenant ({tenant_id}): none is read without a tenant",
+                    "sweeper smoke reads its sandbox tenant's secret and calls with it",
+                )
+            ]
         action = self._built(context)
         try:
             action.credentials.present(timeout_seconds)
@@ -524,6 +553,7 @@ class HttpAction:
             self._headers["Content-Type"] = CONTENT_TYPES[config.body_encoding]
         self._rules = OutcomeRules(config.outcome_rules)
         self._credentials: Credentials = NoCredentials()
+        self._per_tenant: TenantCredentials | None = None
         if credentials is not None:
             self._credentials = credentials
         elif token is not None:
@@ -541,8 +571,19 @@ class HttpAction:
         """Authenticate with `credentials` from now on (set once, when the action is built)."""
         self._credentials = credentials
 
+    def use_per_tenant(self, credentials: TenantCredentials) -> None:
+        """Authenticate each job with its tenant's credentials (a secret per tenant)."""
+        self._per_tenant = credentials
+
+    def credentials_for(self, tenant_id: str) -> Credentials:
+        """The credentials a job of `tenant_id` sends; CredentialError when it has none."""
+        if self._per_tenant is None:
+            return self._credentials
+        return self._per_tenant.for_tenant(tenant_id)
+
     def __repr__(self) -> str:
-        auth = "none" if isinstance(self._credentials, NoCredentials) else "set"
+        unset = isinstance(self._credentials, NoCredentials) and self._per_tenant is None
+        auth = "none" if unset else "set"
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
 
     def body_for(self, job: ActionCall) -> bytes | None:
@@ -586,7 +627,8 @@ class HttpAction:
             return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_url")
         started = time.monotonic()
         try:
-            presented = self._credentials.present(timeout_seconds)
+            credentials = self.credentials_for(job.tenant_id)
+            presented = credentials.present(timeout_seconds)
         except CredentialError as exc:
             return _refused(exc)
         except TokenError as exc:
@@ -605,7 +647,7 @@ class HttpAction:
             span.ended(result.code or "", result.status_code)
         if result.outcome is OutcomeClass.AUTH and presented.credential is not None:
             try:
-                renewed = self._credentials.refresh(presented, timeout_seconds)
+                renewed = credentials.refresh(presented, timeout_seconds)
             except CredentialError as exc:
                 return _refused(exc)
             if renewed:
