@@ -222,8 +222,9 @@ def render(plan: dict[str, object]) -> list[str]:
         "  per job          " + ", ".join(f"{k} {v}" for k, v in requests.items()),
         "  $ per 1M jobs    " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()),
     ]
-    if "stack_cost" in plan:
-        lines += ["", *cost_tables(plan["stack_cost"]), ""]
+    costs = plan.get("stack_cost")
+    if isinstance(costs, dict):
+        lines += ["", *cost_tables(costs), ""]
     for key, label in (("errors", "error"), ("advisories", "advisory")):
         found = plan[key]
         assert isinstance(found, list)
