@@ -163,7 +163,7 @@ def alarm_metrics(policy: Policy) -> int:
     return count
 
 
-def _schedules(policy: Policy) -> list[tuple[str, str, bool]]:
+def scheduled_functions(policy: Policy) -> list[tuple[str, str, bool]]:
     """Each scheduled function of a policy: (expression, timezone, connects when idle)."""
     found = [
         (policy.schedule, policy.timezone, PRODUCER_CONNECTS_WHEN_IDLE),
@@ -181,7 +181,9 @@ def awake_share(policies: Sequence[Policy]) -> float:
     each arrival of work, keeps it up for the pause delay (overlaps counted twice: at most)."""
     wakes = ARRIVALS_PER_DAY * HOURS_PER_MONTH / 24
     for policy in policies:
-        wakes += sum(runs_per_month(e, tz) for e, tz, connects in _schedules(policy) if connects)
+        wakes += sum(
+            runs_per_month(e, tz) for e, tz, connects in scheduled_functions(policy) if connects
+        )
     return min(1.0, wakes * AUTO_PAUSE_AFTER_MINUTES / 60 / HOURS_PER_MONTH)
 
 
@@ -194,7 +196,7 @@ def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
     else:
         acu_hours = MIN_ACTIVE_ACU * hours * awake_share(policies)
     endpoints = 0 if deployment.network is Network.LEAN else INTERFACE_ENDPOINT_SERVICES
-    runs = sum(runs_per_month(e, tz) for p in policies for e, tz, _ in _schedules(p))
+    runs = sum(runs_per_month(e, tz) for p in policies for e, tz, _ in scheduled_functions(p))
     secrets = LEDGER_SECRETS + sum(1 for p in policies if p.intake.webhook)
     alarms = LEDGER_ALARM_METRICS + sum(alarm_metrics(p) for p in policies)
     mappings = 2 * len(policies)  # the consumer's and the intake's queues
