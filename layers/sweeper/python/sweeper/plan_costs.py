@@ -14,7 +14,7 @@ few per cent. Where a figure is an estimate rather than a price, its comment say
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -314,7 +314,7 @@ def per_million_jobs(
     return items
 
 
-def total(items: Sequence[CostItem]) -> float:
+def total(items: Iterable[CostItem]) -> float:
     return math.fsum(item.usd for item in items)
 
 
