@@ -22,7 +22,7 @@ from typing import Any
 
 from sweeper.config import Policy, SweeperConfig
 from sweeper.models import OutcomeClass
-from sweeper.schedule_expression import occurrences
+from sweeper.schedule_expression import RateSchedule, occurrences, parse_schedule
 from sweeper.scheduling import single_scope
 
 HOURS_PER_MONTH = 730.0
@@ -145,12 +145,17 @@ class Deployment:
 
 
 def runs_per_month(expression: str, timezone: str = "UTC") -> float:
-    """How often a schedule fires in an average month (counted over a week)."""
-    since = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday; any week serves
-    week = occurrences(
-        expression, timezone, since, since + timedelta(days=7) - timedelta(seconds=1)
+    """How often a schedule fires in an average month (a cron counted day by day over a week)."""
+    schedule = parse_schedule(expression, timezone)
+    if isinstance(schedule, RateSchedule):
+        return HOURS_PER_MONTH * 3600 / schedule.every.total_seconds()
+    monday = datetime(2026, 1, 5, tzinfo=UTC)  # any week serves
+    days = [monday + timedelta(days=n) for n in range(7)]
+    week = sum(
+        len(occurrences(expression, timezone, day, day + timedelta(days=1, seconds=-1)))
+        for day in days
     )
-    return len(week) / (7 * 24) * HOURS_PER_MONTH
+    return week / (7 * 24) * HOURS_PER_MONTH
 
 
 def alarm_metrics(policy: Policy) -> int:
