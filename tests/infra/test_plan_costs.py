@@ -52,5 +52,5 @@ def test_the_plan_counts_the_stacks_secrets_gateways_endpoints_and_schedules(
     assert len(interface) == INTERFACE_ENDPOINT_SERVICES
     schedules = synth.resources("AWS::Scheduler::Schedule").values()
     synthesized = sum(runs_per_month(s["Properties"]["ScheduleExpression"]) for s in schedules)
-    planned = sum(runs_per_month(e, "UTC") for p in policies for e, _, _ in scheduled_functions(p))
+    planned = sum(runs_per_month(e, "UTC") for p in policies for e, *_ in scheduled_functions(p))
     assert planned == synthesized

@@ -16,9 +16,11 @@ from sweeper.plan_costs import (
     Deployment,
     Network,
     at_rest,
+    idle_metrics,
     per_million_jobs,
     stack_costs,
     total,
+    traces_per_invocation,
 )
 from sweeper_cli import main
 
@@ -131,14 +133,28 @@ def test_per_million_jobs_prices_every_item_of_the_docs_table() -> None:
         assert set(items) >= DOCS_PER_MILLION_ITEMS
         assert all(items[name].usd > 0 for name in DOCS_PER_MILLION_ITEMS)
     items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.DEFAULT))
-    # 3 writes a job x $0.625/M; 100 k invocations, each one trace, x $5/M; 2 KB a job of logs
+    # 3 writes a job x $0.625/M; 2 KB a job of logs x $0.50/GB
     assert items["DynamoDB"].usd == pytest.approx(1.875)
-    assert items["X-Ray"].usd == pytest.approx(0.5)
+    # 100 k invocations at 3.2 a second: X-Ray's default rule records 1 + 5% of 2.2 a second
+    assert items["X-Ray"].quantity == pytest.approx(0.1 * (1 + 0.05 * 2.2) / 3.2)
     assert items["CloudWatch Logs"].usd == pytest.approx(1.0)
     # A million jobs at 32/s: 8.68 h of one more ACU
     assert items["Aurora while draining"].quantity == pytest.approx(1e6 / 32 / 3600)
     rest = _items(at_rest(load_config(SHIPPED), Deployment()))
     assert set(rest) >= DOCS_AT_REST_ITEMS
+
+
+def test_x_ray_records_every_invocation_up_to_one_a_second_then_five_per_cent() -> None:
+    assert traces_per_invocation(0.5) == 1.0
+    assert traces_per_invocation(1.0) == 1.0
+    assert traces_per_invocation(21.0) == pytest.approx((1 + 0.05 * 20) / 21)
+
+
+def test_custom_metrics_are_billed_by_the_hours_their_runs_send_them() -> None:
+    # Given the shipped policy: producer (7) every 5 min, redrive (5) every 15 min, discovery
+    # (6) hourly, all sent every hour; the prune's 5 once a day, a 24th of a month
+    (policy,) = load_config(SHIPPED).policies
+    assert idle_metrics(policy) == pytest.approx(7 + 5 + 6 + 5 / 24)
 
 
 def test_a_month_adds_the_per_million_price_pro_rata() -> None:

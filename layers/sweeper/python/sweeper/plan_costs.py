@@ -75,9 +75,14 @@ INTAKE_ALARM_METRICS = 3  # + 1 with the webhook
 DISCOVERY_ALARM_METRICS = 3
 RETENTION_ALARM_METRICS = 3
 REDRIVE_SCHEDULE = "rate(15 minutes)"  # infra/redrive.py REDRIVE_SCHEDULE_EXPRESSION
-#: Estimate, kept from docs/deploy.md: custom metrics a policy emits while idle (producer,
-#: redrive, discovery, retention runs), each billed as a full month once emitted hourly.
-CUSTOM_METRICS_PER_POLICY = 16
+#: The custom metrics each scheduled run emits, whatever it found (functions/*/app.py, one
+#: `policy` dimension): the producer's six counts and the oldest eligible age, the redrive's
+#: five, discovery's five and its lag, the prune's five. CloudWatch bills a metric by the hours
+#: it is sent in, so a function that runs less than hourly bills that share of a month.
+IDLE_METRICS_PRODUCER = 7
+IDLE_METRICS_REDRIVE = 5
+IDLE_METRICS_DISCOVERY = 6
+IDLE_METRICS_RETENTION = 5
 #: SQS long polls an event source mapping makes on an idle queue: estimate, five pollers each
 #: waiting 20 s.
 IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
@@ -92,8 +97,10 @@ ARRIVALS_PER_DAY = 4
 # -- per job: the code's known work ---------------------------------------------------------------
 #: Estimate, kept from docs/deploy.md: structured log bytes per job, all functions together.
 LOG_BYTES_PER_JOB = 2000
-#: Traces recorded per consumer invocation: every invocation (Active tracing, no rule).
-XRAY_TRACES_PER_INVOCATION = 1.0
+#: X-Ray's default sampling rule, which Lambda's Active tracing applies (infra/ sets no rule of
+#: its own): the first request each second, then 5% of the others.
+XRAY_RESERVOIR_PER_SECOND = 1.0
+XRAY_FIXED_RATE = 0.05
 #: Estimate, kept from docs/deploy.md: ledger I/O requests per job (claim, settle, event row).
 AURORA_IOS_PER_JOB = 2.0
 #: Estimate, kept from docs/deploy.md: capacity a drain adds over the minimum.
@@ -168,17 +175,35 @@ def alarm_metrics(policy: Policy) -> int:
     return count
 
 
-def scheduled_functions(policy: Policy) -> list[tuple[str, str, bool]]:
-    """Each scheduled function of a policy: (expression, timezone, connects when idle)."""
+def scheduled_functions(policy: Policy) -> list[tuple[str, str, bool, int]]:
+    """Each scheduled function of a policy: (expression, timezone, connects to the ledger when
+    there is nothing to do, custom metrics a run emits)."""
     found = [
-        (policy.schedule, policy.timezone, PRODUCER_CONNECTS_WHEN_IDLE),
-        (REDRIVE_SCHEDULE, "UTC", False),  # reads its dead-letter queue first
+        (policy.schedule, policy.timezone, PRODUCER_CONNECTS_WHEN_IDLE, IDLE_METRICS_PRODUCER),
+        # The redrive reads its dead-letter queue first: no dead letter, no connection.
+        (REDRIVE_SCHEDULE, "UTC", False, IDLE_METRICS_REDRIVE),
     ]
     if policy.discovery is not None:
-        found.append((policy.discovery.schedule, policy.timezone, True))
+        found.append((policy.discovery.schedule, policy.timezone, True, IDLE_METRICS_DISCOVERY))
     if policy.retention.enabled:
-        found.append((policy.retention.schedule, policy.timezone, True))
+        found.append((policy.retention.schedule, policy.timezone, True, IDLE_METRICS_RETENTION))
     return found
+
+
+def idle_metrics(policy: Policy) -> float:
+    """Custom metric-months a policy's scheduled runs emit in a month with nothing to do."""
+    return sum(
+        metrics * min(1.0, runs_per_month(e, tz) / HOURS_PER_MONTH)
+        for e, tz, _, metrics in scheduled_functions(policy)
+    )
+
+
+def traces_per_invocation(invocations_per_second: float) -> float:
+    """The share of invocations X-Ray's default rule records at this rate."""
+    if invocations_per_second <= XRAY_RESERVOIR_PER_SECOND:
+        return 1.0
+    beyond = invocations_per_second - XRAY_RESERVOIR_PER_SECOND
+    return (XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * beyond) / invocations_per_second
 
 
 def awake_share(policies: Sequence[Policy]) -> float:
@@ -186,9 +211,8 @@ def awake_share(policies: Sequence[Policy]) -> float:
     each arrival of work, keeps it up for the pause delay (overlaps counted twice: at most)."""
     wakes = ARRIVALS_PER_DAY * HOURS_PER_MONTH / 24
     for policy in policies:
-        wakes += sum(
-            runs_per_month(e, tz) for e, tz, connects in scheduled_functions(policy) if connects
-        )
+        found = scheduled_functions(policy)
+        wakes += sum(runs_per_month(e, tz) for e, tz, connects, _ in found if connects)
     return min(1.0, wakes * AUTO_PAUSE_AFTER_MINUTES / 60 / HOURS_PER_MONTH)
 
 
@@ -201,7 +225,7 @@ def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
     else:
         acu_hours = MIN_ACTIVE_ACU * hours * awake_share(policies)
     endpoints = 0 if deployment.network is Network.LEAN else INTERFACE_ENDPOINT_SERVICES
-    runs = sum(runs_per_month(e, tz) for p in policies for e, tz, _ in scheduled_functions(p))
+    runs = sum(runs_per_month(e, tz) for p in policies for e, tz, *_ in scheduled_functions(p))
     secrets = LEDGER_SECRETS + sum(1 for p in policies if p.intake.webhook)
     alarms = LEDGER_ALARM_METRICS + sum(alarm_metrics(p) for p in policies)
     mappings = 2 * len(policies)  # the consumer's and the intake's queues
@@ -217,7 +241,7 @@ def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
         CostItem("CloudWatch alarms", alarms, "alarm metrics", CLOUDWATCH_ALARM_METRIC_MONTH_USD),
         CostItem(
             "CloudWatch metrics",
-            CUSTOM_METRICS_PER_POLICY * len(policies),
+            sum(idle_metrics(p) for p in policies),
             "custom metrics",
             CLOUDWATCH_CUSTOM_METRIC_MONTH_USD,
         ),
@@ -294,7 +318,7 @@ def per_million_jobs(
         ),
         CostItem(
             "X-Ray",
-            invocations * XRAY_TRACES_PER_INVOCATION / 1e6,
+            invocations * traces_per_invocation(throughput_per_second * invocations / jobs) / 1e6,
             "M traces",
             XRAY_TRACE_PER_MILLION_USD,
         ),
