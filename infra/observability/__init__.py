@@ -16,7 +16,13 @@ watches (pipeline, retention, ledger, discovery, intake), and `construct` (`Obse
 construct the stack composes, with one `watch*` method per part).
 """
 
-from infra.observability.base import ALARM_PERIOD_SECONDS, AlarmBoard, AlarmSpec
+from infra.observability.base import (
+    ALARM_PERIOD_SECONDS,
+    AlarmBoard,
+    AlarmSpec,
+    PolicyHome,
+    policy_dashboard_name,
+)
 from infra.observability.construct import Observability
 from infra.observability.helpers import (
     backlog_threshold,
@@ -36,8 +42,10 @@ __all__ = [
     "AlarmBoard",
     "AlarmSpec",
     "Observability",
+    "PolicyHome",
     "backlog_threshold",
     "lag_alarm_window",
+    "policy_dashboard_name",
     "rotation_function_name",
     "slots_per_period",
 ]
