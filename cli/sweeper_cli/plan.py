@@ -101,10 +101,13 @@ def plan(
     Exits 1 only when the policy cannot do what it claims ("error:" lines): its consumers
     cannot carry the rate it states, its backlog never drains or not before its
     oldest-eligible-age alarm would fire, or its consumer timeout is below a batch's need.
+    Then each stack of the deployment, estimated: the root's resources and outputs and each
+    policy's nested stack's resources, against CloudFormation's limits (one over: exit 1).
     Anything else it notices is an "advisory:" line, with exit 0: a limit no load reaches, a
     timeout far above a batch's need, consumers below a rate the policy never stated.
     """
     from sweeper.plan import PlanInput, make_plan
+    from sweeper.stack_estimate import estimate
 
     config = load_config(config_path)
     if policy_name is None and len(config.policies) != 1:
@@ -135,12 +138,17 @@ def plan(
         ),
         sharing=[other for other in config.policies if other.name != policy.name],
     )
+    # Each policy is a nested stack; the root holds what they share (CloudFormation: 500 each).
+    stacks = estimate(config, root_name="root")
+    data = {**result.as_dict(), "stacks": [stack.as_dict() for stack in stacks]}
     if as_json:
-        click.echo(json.dumps(result.as_dict()))
+        click.echo(json.dumps(data))
     else:
-        for line in render(result.as_dict()):
+        for line in render(data):
             click.echo(line)
-    if result.errors:
+        for stack in stacks:
+            click.echo(f"{'error' if stack.over else 'stacks'}: {stack.line()}")
+    if result.errors or any(stack.over for stack in stacks):
         raise SystemExit(1)
 
 
