@@ -20,6 +20,7 @@ from sweeper_cli.base import (
     reason_option,
     target_options,
 )
+from sweeper_cli.failures import print_failures
 
 
 @main.command()
@@ -28,9 +29,10 @@ from sweeper_cli.base import (
 @json_option
 @friendly_errors
 def status(policy_name: str | None, as_json: bool, **target: Any) -> None:
-    """Per policy: jobs by status (held ones too), oldest eligible age, in flight, queue and DLQ
-    depth, gates (closed ones with their reopening time), the closed keys of further limits
-    (name, key, until, why), and the last runs."""
+    """Per policy: jobs by status (held ones too), the jobs retrying by outcome class and code
+    (how many, the oldest), the scopes closed (until, why), oldest eligible age, in flight,
+    queue and DLQ depth, gates, the closed keys of further limits (name, key, until, why), and
+    the last runs."""
     from sweeper.operator_api.requests import StatusRequest
 
     data = execute(StatusRequest(policy=policy_name), target=target)
@@ -46,6 +48,7 @@ def _print_status(item: dict[str, Any]) -> None:
     click.echo(f"policy {item['policy']}  {paused}".rstrip())
     counts = "  ".join(f"{k} {v}" for k, v in item["counts"].items())
     click.echo(f"  jobs            {counts}")
+    print_failures(item)
     click.echo(f"  oldest eligible {item['oldest_eligible_age_seconds'] or 0:.1f} s")
     on_consumers = item["leased_in_flight"]
     click.echo(f"  leased          {on_consumers} on consumers (what the producer's budget counts)")
@@ -148,7 +151,8 @@ def inspect(
     **target: Any,
 ) -> None:
     """Terminal, stuck and held jobs: outcome class, error code, attempts and times (a held
-    job's hold time and reason); no customer data."""
+    job's hold time and reason); first, the jobs retrying by class and code and the closed
+    scopes. No customer data."""
     from sweeper.operator_api.requests import InspectRequest
 
     request = InspectRequest(
@@ -159,6 +163,7 @@ def inspect(
         click.echo(json.dumps(data, default=str))
         return
     rows = data["jobs"]
+    print_failures(data, indent="")
     if not rows:
         click.echo(f"policy {data['policy']}: no terminal, stuck or held jobs")
     for row in rows:

@@ -36,6 +36,7 @@ from sweeper.observability import CountingSink
 from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
+from sweeper_local.action_targets import make_action_targets
 from sweeper_local.aws import LOCAL_REGION, PipelineResources
 from sweeper_local.intake import LocalIntake
 from sweeper_local.lambda_runtime import LAYER_PATH_VARIABLE, Invocation
@@ -157,6 +158,8 @@ class LocalConsoleStack(Service):
             vendor=self.stack.vendor,
             given=self.secret_values,
         )
+        # What its action calls, where nothing exists locally yet (an s3_delete action's bucket).
+        make_action_targets(self.stack.aws, policy)
         # The team's own action code (a python kind), where its layer would put it on Lambda.
         code = configured.action.layer_dir(Path(self.config_path).resolve().parent)
         pipeline = LocalPipeline(

@@ -17,8 +17,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 from sweeper.actions.http import HttpAction
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
@@ -29,21 +28,21 @@ from sweeper.models import ActionCall, JobStatus
 from sweeper.observability import CountingSink, Metric
 from sweeper.plan import PlanInput, make_plan
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
+from sweeper_local.action_targets import make_action_targets, put_action_objects
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import live_local_file
+from sweeper_local.demo_audit import (
+    contract_figures,
+    key_stats,
+    vendor_audit,
+    vendor_contract,
+    vendor_utilization,
+)
 from sweeper_local.doors import DoorReport, feed_doors
 from sweeper_local.intake import LocalIntake
-from sweeper_local.marketplace import STORES_PREFIX
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
-from sweeper_local.vendor import (
-    RECONCILIATIONS_PATH,
-    QuotaScope,
-    VendorAudit,
-    fetch_audit,
-    fetch_listings_audit,
-    fetch_payments_audit,
-)
+from sweeper_local.vendor import QuotaScope
 from sweeper_local.webhook import LocalWebhook
 
 CONSUMER_TIMEOUT_SECONDS = 30
@@ -55,8 +54,6 @@ PROBE_CALLS = 8
 #: The longest the demo waits, after its probes, for them to leave the vendor's quota window
 #: (so that the limiter, which never saw them, cannot be refused for them).
 MAX_PROBE_WINDOW_WAIT_SECONDS = 10.0
-#: The simulator's contracts a policy's action may call (sweeper_local.vendor).
-Contract = Literal["delete", "listings", "payments"]
 #: Whose the probe calls are: a tenant and key prefix of their own, never a policy's.
 PROBE_TENANT = "sweeper-latency-probe"
 #: Sweeper's own time per call on the local stack, besides the vendor's latency (the plan's
@@ -180,14 +177,6 @@ def demo_problem(
             f"--timeout, or see {log_file}"
         )
     return None
-
-
-def _remote_audit(api_url: str) -> VendorAudit | None:
-    """The audit of an external simulator, when it has one; a real vendor has none."""
-    try:
-        return fetch_audit(api_url, timeout_seconds=5)
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -349,11 +338,13 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
         policy, latency = demo_policy(options, stack.api_url)
         if options.policy is not None:
             policy = team_policy_secrets(stack, policy)
+            # as `local up` makes it; its versions kept for the audit of its deletes
+            make_action_targets(stack.aws, policy, keep_versions=True)
         policy_name = policy.name
         contract = vendor_contract(policy)
-        before = _audit(stack)
+        before = vendor_audit(stack)
         calls_before = 0 if before is None else before.calls_total
-        contract_before = contract_figures(stack, contract, policy_name)
+        contract_before = contract_figures(stack, contract, policy)
         with contextlib.ExitStack() as running:
             run = running.enter_context(
                 LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-")
@@ -371,6 +362,9 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             refused = refused_at_doors(doors)
             # Wait for what reached the ledger only: a refused obligation never settles.
             in_ledger = sum(run.ledger.counts(policy_name).values())
+            # Each obligation's object where its action will look (none published yet).
+            assert stack.database_url is not None
+            put_action_objects(stack.aws, policy, stack.database_url)
 
             def done() -> bool:
                 final: int = run.final()
@@ -381,9 +375,9 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             run.run(done, timeout_seconds=options.timeout_seconds)
         counts = run.ledger_counts
         pending = counts[JobStatus.PENDING] + counts[JobStatus.LEASED]
-        audit = _audit(stack)
-        keys, per_object = _key_stats(audit, policy_name)
-        seen = contract_figures(stack, contract, policy_name)
+        audit = vendor_audit(stack)
+        keys, per_object = key_stats(audit, policy_name)
+        seen = contract_figures(stack, contract, policy)
         metrics = run.metrics()
 
         def metric(name: str) -> int:
@@ -445,93 +439,6 @@ def team_policy_secrets(stack: LocalStack, policy: Policy) -> Policy:
         vendor=stack.vendor,
         given=parse_local_secrets(os.environ.get(LOCAL_SECRETS_ENV)),
     )
-
-
-def vendor_contract(policy: Policy) -> Contract:
-    """Which of the simulator's contracts the policy's action calls, by its URL's path: the
-    listings marketplace, the payments provider, or the default delete contract."""
-    template = getattr(policy.action, "url_template", None)
-    if not isinstance(template, str):
-        return "delete"
-    path = urlsplit(template.replace("{api_url}", "http://vendor")).path
-    if path.startswith(STORES_PREFIX):
-        return "listings"
-    if path == RECONCILIATIONS_PATH:
-        return "payments"
-    return "delete"
-
-
-@dataclass(frozen=True)
-class ContractFigures:
-    """What the vendor's audit of one contract counted of a policy's calls, at one time."""
-
-    calls: int
-    effects: int
-    throttled: int
-    max_effects_per_object: int
-
-    def since(self, before: ContractFigures | None) -> ContractFigures:
-        """The figures of the calls made after `before` was read."""
-        if before is None:
-            return self
-        return ContractFigures(
-            self.calls - before.calls,
-            self.effects - before.effects,
-            self.throttled - before.throttled,
-            self.max_effects_per_object,
-        )
-
-
-def contract_figures(stack: LocalStack, contract: Contract, policy: str) -> ContractFigures | None:
-    """The audit of the contract the policy calls (None: the vendor keeps none)."""
-    assert stack.api_url is not None
-    url = stack.api_url
-    vendor = stack.vendor
-    try:
-        if contract == "listings":
-            listings = vendor.listings_audit() if vendor else fetch_listings_audit(url, 5)
-            return ContractFigures(
-                listings.calls_total,
-                sum(listings.effects_by_listing.values()),
-                listings.responses_by_status.get(429, 0),
-                max(listings.effects_by_listing.values(), default=0),
-            )
-        if contract == "payments":
-            payments = vendor.payments_audit() if vendor else fetch_payments_audit(url, 5)
-            return ContractFigures(
-                payments.calls_total,
-                payments.effects_total,
-                payments.responses_by_status.get(429, 0),
-                max(payments.effects_by_pair.values(), default=0),
-            )
-    except (OSError, ValueError, KeyError):
-        return None  # an outside vendor without the simulator's audit
-    audit = _audit(stack)
-    if audit is None:
-        return None
-    ours = [n for key, n in audit.effects_by_key.items() if key.startswith(f"{policy}:")]
-    return ContractFigures(
-        _ours(audit.calls_by_key, policy),
-        sum(ours),
-        audit.throttled_total,
-        max(ours, default=0),
-    )
-
-
-def _audit(stack: LocalStack) -> VendorAudit | None:
-    assert stack.api_url is not None
-    return stack.vendor.audit() if stack.vendor is not None else _remote_audit(stack.api_url)
-
-
-def vendor_utilization(arrivals: tuple[float, ...], quota: Quota) -> float | None:
-    """Calls after the first over what the quota allows across their span (None: too few).
-
-    n calls at exactly the quota's rate r span (n - 1) / r seconds: that is 1.0.
-    """
-    if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
-        return None
-    rate = quota.limit / quota.period_seconds  # the vendor's, before headroom
-    return round((len(arrivals) - 1) / (rate * (arrivals[-1] - arrivals[0])), 3)
 
 
 def _serve_hints(
@@ -616,18 +523,3 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return json.dumps(value)
-
-
-def _ours(by_key: dict[str, int], policy: str) -> int:
-    return sum(n for key, n in by_key.items() if key.startswith(f"{policy}:"))
-
-
-def _key_stats(audit: VendorAudit | None, policy: str) -> tuple[int | None, int | None]:
-    """Distinct idempotency keys this run sent, and the most keys the vendor saw for one object."""
-    if audit is None:
-        return None, None
-    ours = [
-        [k for k in keys if k.startswith(f"{policy}:")] for keys in audit.keys_by_target.values()
-    ]
-    ours = [keys for keys in ours if keys]
-    return sum(len(k) for k in ours), max((len(k) for k in ours), default=0)

@@ -43,6 +43,9 @@ And the marketplace of docs/examples/listings.toml (`listings`, `listings_audit(
 with an API key in `X-Api-Key`, a sliding window per store and one for the whole app, each 429
 naming its limit in `X-RateLimit-Scope`.
 
+And the refunds provider of docs/examples/refunds.toml (`refunds`, `GET /_refunds_audit`;
+`sweeper_local.refunds`): `POST /v1/refunds` with a form body, Stripe-like.
+
 Everything random is drawn from streams seeded by `seed`, one stream per kind, in arrival order:
 the same seed and the same arrival order give the same latencies and the same faults, whatever
 the threads do afterwards.
@@ -99,6 +102,7 @@ from sweeper_local.marketplace import (
     ListingsAudit,
     Marketplace,
 )
+from sweeper_local.refunds import REFUNDS_PATH, Refunds
 
 logger = logging.getLogger(__name__)
 
@@ -928,7 +932,9 @@ class _Server(ThreadingHTTPServer):
         stopping: threading.Event,
         payments: Payments,
         listings: Marketplace,
+        refunds: Refunds,
     ) -> None:
+        self.refunds = refunds
         self.state = state
         self.payments = payments
         self.listings = listings
@@ -1023,6 +1029,9 @@ class _Handler(FieldsHandler):
         if self.command == "POST" and path in (TOKEN_PATH, RECONCILIATIONS_PATH):
             self._payments(server.payments, path)
             return
+        if self.command == "POST" and path == REFUNDS_PATH:
+            self._refunds(server)
+            return
         self._discard_body()
         if path.startswith(STORES_PREFIX):
             answer = server.listings.delete(
@@ -1038,11 +1047,14 @@ class _Handler(FieldsHandler):
             server.state.reset()
             server.payments.reset()
             server.listings.reset()
+            server.refunds.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
         elif path == "/_listings_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.listings.audit().to_json()).encode())
+        elif path == "/_refunds_audit" and self.command == "GET":
+            reply = _Reply(200, body=json.dumps(server.refunds.audit().to_json()).encode())
         elif path in _LISTINGS_CONTROLS and self.command == "POST":
             reply = _LISTINGS_CONTROLS[path](server.listings, query)
         elif path == "/_incident" and self.command == "POST":
@@ -1086,6 +1098,15 @@ class _Handler(FieldsHandler):
             self.close_connection = True  # the effect happened; the client sees a reset
             return
         self._send(reply)
+
+    def _refunds(self, server: _Server) -> None:
+        body = self._read_body()
+        if body is None:
+            self._send(_Reply(413, "body_too_large"))
+            return
+        answer = server.refunds.refund(self.fields, body, server.stopping.wait)
+        logger.debug("vendor POST %s -> %d", REFUNDS_PATH, answer.status)
+        self._send(_Reply(answer.status, headers=answer.headers, body=answer.body))
 
     def _read_body(self) -> bytes | None:
         """The request body, or None (the connection then closed) when it cannot be read."""
@@ -1166,6 +1187,8 @@ class VendorSimulator:
         self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
         #: The marketplace's contract on the same port (sweeper_local.marketplace).
         self.listings = Marketplace(store_rate=listings_store_rate, app_rate=listings_app_rate)
+        #: The refunds provider's contract on the same port (sweeper_local.refunds).
+        self.refunds = Refunds()
         if quota is not None and (quota[0] < 1 or quota[1] <= 0):
             raise ValueError("quota must be (limit >= 1, period_seconds > 0)")
         if quota_scope not in get_args(QuotaScope):
@@ -1214,7 +1237,14 @@ class VendorSimulator:
         if self._server is not None:
             raise RuntimeError("the vendor simulator is already running")
         self._stopping.clear()
-        server = _Server(self._address, self._state, self._stopping, self.payments, self.listings)
+        server = _Server(
+            self._address,
+            self._state,
+            self._stopping,
+            self.payments,
+            self.listings,
+            self.refunds,
+        )
         thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": POLL_INTERVAL_SECONDS},
@@ -1309,6 +1339,7 @@ class VendorSimulator:
         self._state.reset()
         self.payments.reset()
         self.listings.reset()
+        self.refunds.reset()
 
     def __enter__(self) -> Self:
         return self if self._server is not None else self.start()

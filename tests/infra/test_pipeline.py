@@ -285,12 +285,14 @@ def test_pascal_case_turns_policy_names_into_logical_id_parts() -> None:
 def test_synth_warns_when_a_policys_measured_vendor_is_too_slow_for_its_quota(
     proxied: Synth,
 ) -> None:
-    # exports: 4 environments against a 0.4 s vendor; stale-sessions: 8 against 0.2 s, 10/s
+    # exports: 4 environments against a 0.4 s vendor; stale-sessions: 8 against 0.2 s, 10/s.
+    # exports states no quota, so the default it runs below is an advisory, not a claim missed
+    # (sweeper plan exits 0 for it); synth still says it.
     warnings = [
         str(entry.entry.data)
         for entry in Annotations.from_stack(proxied.stack).find_warning(
-            "*", Match.string_like_regexp("cannot reach its quota")
+            "*", Match.string_like_regexp("cannot reach its quota|runs below the default quota")
         )
     ]
     assert len(warnings) == 1
-    assert "policy exports cannot reach its quota" in warnings[0]
+    assert "policy exports runs below the default quota" in warnings[0]

@@ -9,7 +9,6 @@ written "long ago" moved back 31 days (`AgedListing`): the only stand-in for the
 
 from __future__ import annotations
 
-import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from sweeper.discovery.s3 import S3Source
 from sweeper.discovery.store import DiscoveryStore
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, OutcomeClass, operation_key
+from sweeper_local.action_targets import make_action_targets
+from sweeper_local.background import LocalConsoleStack
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
 from tests.conftest import PgServer
@@ -78,9 +79,8 @@ def test_the_s3_exports_example_deletes_due_exports_and_settles_them(
     policy = load_config(EXAMPLE).policy("s3-exports")
     url = pg_server.create_database("sweeper_example_s3_exports")
     with LocalStack(database_url=url) as stack:
+        make_action_targets(stack.aws, policy)  # as `local up` makes it
         s3 = stack.aws.s3()
-        with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
-            s3.create_bucket(Bucket="acme-exports")
         for key in OLD + FRESH + STRAY:
             s3.put_object(Bucket="acme-exports", Key=key, Body=b"x")
         listing = AgedListing(s3, set(OLD), timedelta(days=31))
@@ -117,3 +117,22 @@ def test_the_s3_exports_example_deletes_due_exports_and_settles_them(
             assert ledger.counts("s3-exports")[JobStatus.SUCCEEDED] == len(OLD)
         finally:
             ledger.close()
+
+
+def test_local_up_makes_the_example_s_bucket_where_none_exists(db_url: str) -> None:
+    # Given the example's policy file and a local stack whose S3 holds no bucket
+    config = load_config(EXAMPLE)
+    # When `local up` starts it (no hints: its intake's processes are left out)
+    with LocalConsoleStack(
+        config,
+        config_path=str(EXAMPLE),
+        database_url=db_url,
+        tick_seconds=3600,
+        intake_consumers=False,
+    ) as up:
+        # Then the action's bucket is there, empty, for the team's objects (the same code
+        # makes it for `sweeper demo`)
+        s3 = up.stack.aws.s3()
+        buckets = [b["Name"] for b in s3.list_buckets()["Buckets"]]
+        assert buckets == ["acme-exports"]
+        assert s3.list_objects_v2(Bucket="acme-exports").get("Contents", []) == []

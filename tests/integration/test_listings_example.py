@@ -15,10 +15,10 @@ it: tests/integration/test_vendor_listings.py.)
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -33,11 +33,12 @@ from sweeper_local.background import LocalConsoleStack
 from sweeper_local.marketplace import ListingsAudit
 from sweeper_local.vendor import LISTINGS_API_KEYS_ENV, VendorProcess
 from tests.conftest import PgServer
+from tests.integration.examples import final_jobs as _final
+from tests.integration.examples import wait_for
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "listings.toml"
-FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})
 TICK_SECONDS = 0.5
 DEADLINE_SECONDS = 60.0
 #: 24 stores could take 48 calls/s, more than the app's 40/s: every call holds both limits (the
@@ -104,16 +105,7 @@ def _schedule(ledger: Ledger, policy: Policy, rows: list[tuple[str, str]]) -> li
     return [operation_key(policy.name, store, listing, policy.version) for store, listing in rows]
 
 
-def _wait(what: str, done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not done():
-        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS} s: {what}"
-        time.sleep(0.2)
-
-
-def _final(ledger: Ledger, keys: list[str]) -> dict[str, Job]:
-    jobs = {key: ledger.get(key) for key in keys}
-    return {k: j for k, j in jobs.items() if j is not None and j.status in FINAL}
+_wait = partial(wait_for, deadline_seconds=DEADLINE_SECONDS)
 
 
 def _run(ledger: Ledger, policy: Policy, rows: list[tuple[str, str]]) -> dict[str, Job]:

@@ -8,14 +8,14 @@ calling `POST /v1/reconciliations`. Obligations come in with their business date
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.models import (
     Job,
@@ -28,11 +28,12 @@ from sweeper.models import (
 )
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
-from sweeper_local.vendor import PaymentsAudit, VendorSimulator
+from sweeper_local.vendor import PaymentsAudit
+from tests.integration.examples import example_stack, simulator, wait_for
+from tests.integration.examples import final_jobs as _final
 
 pytestmark = pytest.mark.integration
 
-FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "payments.toml"
 TICK_SECONDS = 0.5
 DEADLINE_SECONDS = 90.0
@@ -52,25 +53,12 @@ BURST = 20
 
 @pytest.fixture
 def payments(db_url: str) -> Iterator[LocalConsoleStack]:
-    stack = LocalConsoleStack(
-        load_config(EXAMPLE),
-        config_path=str(EXAMPLE),
-        database_url=db_url,
-        tick_seconds=TICK_SECONDS,
-    ).start()
-    try:
+    with example_stack(EXAMPLE, db_url, TICK_SECONDS) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def _policy(stack: LocalConsoleStack) -> Policy:
     return stack.policies["payments"].policy
-
-
-def _vendor(stack: LocalConsoleStack) -> VendorSimulator:
-    assert stack.stack.vendor is not None
-    return stack.stack.vendor
 
 
 def _schedule(ledger: Ledger, policy: Policy, rows: list[tuple[str, str, str]]) -> list[str]:
@@ -80,16 +68,7 @@ def _schedule(ledger: Ledger, policy: Policy, rows: list[tuple[str, str, str]]) 
     return [operation_key(policy.name, t, p, policy.version, (d,)) for t, p, d in rows]
 
 
-def _wait(what: str, done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not done():
-        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS} s: {what}"
-        time.sleep(0.2)
-
-
-def _final(ledger: Ledger, keys: list[str]) -> dict[str, Job]:
-    jobs = {key: ledger.get(key) for key in keys}
-    return {k: j for k, j in jobs.items() if j is not None and j.status in FINAL}
+_wait = partial(wait_for, deadline_seconds=DEADLINE_SECONDS)
 
 
 def _tokens_in_every_environment(
@@ -97,7 +76,7 @@ def _tokens_in_every_environment(
 ) -> None:
     """Bursts of obligations until every consumer environment has fetched its token, so that
     the next call of any of them presents a token (then expired), never a first fetch."""
-    policy, vendor = _policy(stack), _vendor(stack)
+    policy, vendor = _policy(stack), simulator(stack)
     environments = policy.consumer.max_concurrency
     deadline = time.monotonic() + DEADLINE_SECONDS
     burst = 0
@@ -142,7 +121,7 @@ def _queue_empty(stack: LocalConsoleStack) -> bool:
 def test_the_payments_example_reconciles_each_payment_and_date_once(
     payments: LocalConsoleStack, db_url: str
 ) -> None:
-    policy, vendor = _policy(payments), _vendor(payments)
+    policy, vendor = _policy(payments), simulator(payments)
     ledger = Ledger(db_url)
     try:
         # Given the example's policy on the local stack, and obligations with business dates

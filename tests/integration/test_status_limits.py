@@ -28,7 +28,15 @@ APP_KEY = "app:marketplace.example.com"
 def _local_file(tmp_path: Path, local_aws: LocalAws, db_url: str, unique_name: str) -> Path:
     """A local file naming this test's ledger, queues and limiter table, and the listings
     policy file (two limits: `store` per store, `app` for the marketplace)."""
-    policy = load_config(str(LISTINGS)).policy("listings")
+    return local_file_for(tmp_path, local_aws, db_url, unique_name, LISTINGS, "listings")
+
+
+def local_file_for(
+    tmp_path: Path, local_aws: LocalAws, db_url: str, unique_name: str, config: Path, name: str
+) -> Path:
+    """A local file naming this test's ledger, the policy's queues and limiter table, and the
+    policy file `config` whose policy `name` it serves (nothing runs: the commands read)."""
+    policy = load_config(str(config)).policy(name)
     resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
     path = tmp_path / "local.json"
     LocalFile(
@@ -41,13 +49,13 @@ def _local_file(tmp_path: Path, local_aws: LocalAws, db_url: str, unique_name: s
         limiter_table=resources.limiter_table,
         idempotency_table=resources.idempotency_table,
         log_file=None,
-        config=str(LISTINGS),
+        config=str(config),
         policies={
-            "listings": PolicyEndpoints(
+            name: PolicyEndpoints(
                 queue_url=resources.queue_url,
                 dlq_url=resources.dlq_url,
-                consumer_function="sweeper-listings-consumer",
-                producer_function="sweeper-listings-producer",
+                consumer_function=f"sweeper-{name}-consumer",
+                producer_function=f"sweeper-{name}-producer",
             )
         },
     ).write(path)

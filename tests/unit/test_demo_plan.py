@@ -15,9 +15,8 @@ from sweeper_local.demo import (
     LOCAL_CALL_OVERHEAD_SECONDS,
     MeasuredLatency,
     plan_consumer,
-    vendor_contract,
-    vendor_utilization,
 )
+from sweeper_local.demo_audit import vendor_contract, vendor_utilization
 
 RATE = Quota(limit=100, period_seconds=1)
 
@@ -126,7 +125,8 @@ def test_a_batch_above_ten_gets_the_one_second_window_lambda_requires() -> None:
 
 
 @pytest.mark.parametrize(
-    ("example", "contract"), [("listings", "listings"), ("payments", "payments")]
+    ("example", "contract"),
+    [("listings", "listings"), ("payments", "payments"), ("s3-exports", "bucket")],
 )
 def test_the_demo_audits_a_worked_example_by_the_contract_its_action_calls(
     example: str, contract: str

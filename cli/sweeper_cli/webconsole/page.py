@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sweeper_cli.webconsole.backend import ACTIONS
+from sweeper_cli.webconsole.failures import failures_card
 
 CHART_WIDTH = 1200
 CHART_HEIGHT = 180
@@ -189,6 +190,7 @@ def overview(
 <h3>limits</h3><table>{limits}</table></div>
 <div class="card"><h3>gates</h3><table>{gates}</table></div>
 </div>
+{failures_card(item)}
 <div class="card wide"><h3>claims and completions, last {len(buckets) * 15 // 60} h (UTC)</h3>
 <p class="legend"><span class="claimed">■</span> claimed <b class="total-claimed">{claimed}</b>
  · <span class="succeeded">■</span> succeeded / <span class="failed">■</span> failed

@@ -16,6 +16,7 @@ from sweeper.action_log import ActionLog, require_reason
 from sweeper.config import LimitConfig, Policy
 from sweeper.config.policy import DEFAULT_MAX_POSTPONE_DAYS
 from sweeper.errors import OperatorError
+from sweeper.failing import CLOSURE_WHY, ClosedScopeView, RetryingView, failures, template_pattern
 from sweeper.ledger.console import control_sources
 from sweeper.ledger.store import InspectRow, Ledger
 from sweeper.limiter import ScopeState
@@ -36,12 +37,6 @@ QueueDepth = Callable[[str], tuple[int, int]]
 STATUS_SCOPES = 20
 #: Closed keys of further limits `status` lists per policy (the soonest to reopen last).
 STATUS_LIMIT_KEYS = 20
-#: What a closure's reason means, as `status` says it (codes only).
-CLOSURE_WHY = {
-    "throttled": "429 with Retry-After",
-    "backoff": "429 without Retry-After: doubling backoff",
-    "auth": "auth failure",
-}
 STATUS_RUNS = 5
 
 
@@ -57,14 +52,7 @@ def limit_key_pattern(policy: Policy, limit: LimitConfig) -> re.Pattern[str]:
     consumer writes them): its template with the policy and host filled in, any other field
     (tenant, object, a param) matching any value."""
     constant = {"policy": policy.name, "host": policy.action.scope_host}
-    body = re.escape(f"{limit.name}:")
-    at = 0
-    for found in re.finditer(r"{([A-Za-z_][\w.]*)}", limit.key):
-        body += re.escape(limit.key[at : found.start()])
-        name = found.group(1)
-        body += re.escape(constant[name]) if name in constant else ".*"
-        at = found.end()
-    return re.compile(body + re.escape(limit.key[at:]))
+    return template_pattern(f"{limit.name}:{limit.key}", constant)
 
 
 def closed_limits(
@@ -128,6 +116,10 @@ class PolicyStatus:
     closed_limits: list[LimitClosureView] | None = None
     #: Closed keys beyond the STATUS_LIMIT_KEYS listed.
     closed_limits_unlisted: int = 0
+    #: Jobs retrying, by class and code; the policy's scopes closed now (None: not read).
+    retrying: list[RetryingView] = field(default_factory=list)
+    closed_scopes: list[ClosedScopeView] | None = None
+    closed_scopes_unlisted: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,9 +146,11 @@ def policy_status(
         # One scope for the whole policy: show its gate even when nothing is waiting.
         scopes.setdefault(scope_for(policy, NewJob("", "", now)), 0)
     gates: list[GateView] = []
+    read: list[ScopeState] = []
     if gate is not None:
         for scope, unsettled in scopes.items():
             seen = gate(scope)
+            read.append(seen)
             closed = seen.closed(now.timestamp())
             reopens = None
             if closed and seen.closed_until is not None:
@@ -166,6 +160,9 @@ def policy_status(
             )
 
     limits = closed_limits(policy, closed_keys or (), now)
+    failing = failures(
+        policy, ledger, now=now, gates=None if gate is None else read, closed_keys=closed_keys
+    )
 
     def queue(url: str | None) -> QueueView | None:
         if depth is None or url is None:
@@ -187,6 +184,9 @@ def policy_status(
         gates=gates,
         closed_limits=None if closed_keys is None else limits[:STATUS_LIMIT_KEYS],
         closed_limits_unlisted=max(0, len(limits) - STATUS_LIMIT_KEYS),
+        retrying=failing.retrying,
+        closed_scopes=failing.closed_scopes,
+        closed_scopes_unlisted=failing.closed_scopes_unlisted,
         runs=[
             {
                 "scheduled_at": _iso(run.scheduled_at),

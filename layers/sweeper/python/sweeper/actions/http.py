@@ -10,20 +10,22 @@ the vendor's own), so a retry of an attempt that may have landed (UNKNOWN) canno
 urllib3's own retries and redirects are off: retrying is sweeper's job (the ledger's attempt
 budget, the shared rate limiter), not the client's, and no credential follows a redirect. The
 URL (`sweeper.actions.url_template`: its scheme, host and port always api_url's) and the
-optional JSON body (`sweeper.actions.templates`) are templates over the job: an id or a param
-fills one path segment, query value or JSON value, never more. Authentication is `auth`
-(`sweeper.actions.http_auth`); each call is traced by its template (`sweeper.actions.spans`).
+optional body (`sweeper.actions.templates`, sent as JSON or a form:
+`sweeper.actions.body_encoding`) are templates over the job: an id or a param fills one path
+segment, query value, JSON value or form value, never more. Outcome rules
+(`sweeper.actions.outcome_rules`) class an answer by a header or a JSON path before its
+status. Authentication is `auth` (`sweeper.actions.http_auth`); each call is traced by its
+template (`sweeper.actions.spans`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, Final, Literal, Self
 from urllib.parse import urlsplit
@@ -53,6 +55,13 @@ from sweeper.actions.base import (
     OutcomeName,
     secret_read,
 )
+from sweeper.actions.body_encoding import (
+    CONTENT_TYPES,
+    BodyEncoding,
+    check_form_template,
+    encode_body,
+)
+from sweeper.actions.http_answer import ruled_outcome
 from sweeper.actions.http_auth import (
     HEADER_NAME_PATTERN,
     BearerAuth,
@@ -73,13 +82,13 @@ from sweeper.actions.http_transport import (
     preconnect,
     request_sent_at,
 )
+from sweeper.actions.outcome_rules import MAX_OUTCOME_RULES, OutcomeRule, OutcomeRules
 from sweeper.actions.retry_after import parse_retry_after as parse_retry_after  # re-exported
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.actions.templates import (
     TemplateError,
     check_body_template,
     field_value,
-    fill_body,
 )
 from sweeper.actions.token import FixedToken, SecretToken, TokenSource, checked
 from sweeper.actions.url_template import (
@@ -139,10 +148,16 @@ class HttpActionConfig(ActionKind):
     #: Extra headers sent on every call, as they are (never a credential: that is `auth`).
     headers: dict[str, str] = Field(default_factory=dict)
     #: A JSON body (a TOML table or array): strings that are exactly one `{field}` are replaced
-    #: by the field's JSON value; sent as application/json. None: no body.
+    #: by the field's JSON value; sent as `body_encoding` says. None: no body.
     body: dict[str, Any] | list[Any] | None = None
+    #: How the body is sent: "json", or "form" (application/x-www-form-urlencoded, a nested
+    #: table as Stripe's `metadata[key]`; `sweeper.actions.body_encoding`).
+    body_encoding: BodyEncoding = "json"
     #: Overrides of the default classification, e.g. {"409": "absent", "423": "throttled"}.
     outcomes: dict[int, OutcomeName] = Field(default_factory=dict)
+    #: Rules that class an answer by a header's value or a JSON path of its body, tried first
+    #: (`sweeper.actions.outcome_rules`).
+    outcome_rules: list[OutcomeRule] = Field(default_factory=list, max_length=MAX_OUTCOME_RULES)
     #: A vendor-specific rate-limit header read besides Retry-After, and its unit.
     retry_after_header: str | None = None
     retry_after_header_unit: Literal["s", "ms"] = "s"
@@ -210,6 +225,14 @@ class HttpActionConfig(ActionKind):
             raise ValueError("; ".join(problems))
         return value
 
+    @model_validator(mode="after")
+    def _form_body_is_a_form(self) -> Self:
+        if self.body_encoding == "form" and self.body is not None:
+            problems = check_form_template(self.body)
+            if problems:
+                raise ValueError("; ".join(problems))
+        return self
+
     @property
     def effective_auth(self) -> HttpAuth:
         """`auth`, with the older `auth_secret_arn` read as bearer."""
@@ -275,7 +298,8 @@ class HttpActionConfig(ActionKind):
 
     def describe(self) -> str:
         url = self.url_template.replace("{api_url}", self.api_url.rstrip("/"))
-        body = ", a JSON body" if self.body is not None else ""
+        encoding = "JSON" if self.body_encoding == "json" else "form"
+        body = f", a {encoding} body" if self.body is not None else ""
         return f"http {self.method} {url}{body}, auth {self.effective_auth.type}"
 
     def doctor_checks(self, context: ActionContext, timeout_seconds: float) -> list[KindCheck]:
@@ -493,7 +517,8 @@ class HttpAction:
         self._outcomes = outcomes if outcomes is not None else outcomes_for(config)
         self._headers = {**config.headers, "User-Agent": USER_AGENT}
         if config.body is not None and not any(h.lower() == "content-type" for h in config.headers):
-            self._headers["Content-Type"] = "application/json"
+            self._headers["Content-Type"] = CONTENT_TYPES[config.body_encoding]
+        self._rules = OutcomeRules(config.outcome_rules)
         self._credentials: Credentials = NoCredentials()
         if credentials is not None:
             self._credentials = credentials
@@ -516,12 +541,12 @@ class HttpAction:
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
 
     def body_for(self, job: ActionCall) -> bytes | None:
-        """The job's JSON body: the template with each `{field}` string replaced by its value."""
+        """The job's body: the template filled by structure, as JSON or as a form."""
         if self._config.body is None:
             return None
         api_url = self._config.api_url.rstrip("/")
-        filled = fill_body(self._config.body, lambda name: field_value(name, job, api_url))
-        return json.dumps(filled, ensure_ascii=False, separators=(",", ":")).encode()
+        value_of = partial(field_value, job=job, api_url=api_url)
+        return encode_body(self._config.body, value_of, self._config.body_encoding)
 
     @property
     def credentials(self) -> Credentials:
@@ -635,6 +660,10 @@ class HttpAction:
             named = response.headers.get(self._config.limit_header or "") if status == 429 else None
             # only a value the policy maps is kept: the header is the vendor's text, not ours
             limit_value = named if named in self._config.limit_header_values else None
+            # a rule sees the answer here and keeps only what it decides (no header, no body)
+            ruled = ruled_outcome(
+                self._rules, response, deadline, self._config.read_timeout_seconds
+            )
         finally:
             # Read and drop the body so the connection can be reused; one not read whole by the
             # deadline is closed instead. The status and headers already decide the outcome.
@@ -642,10 +671,15 @@ class HttpAction:
                 response.close()
             response.release_conn()
         outcome = self._outcomes.classify_status(status, has_retry_after=retry_after is not None)
+        code = f"http_{status}"
+        if ruled is not None:
+            outcome, code = ruled.outcome, ruled.code
+            if ruled.retry_after_seconds is not None:  # its reset header, read as a wait
+                retry_after = ruled.retry_after_seconds
         return ActionResult(
             outcome=outcome,
             status_code=status,
-            code=f"http_{status}",
+            code=code,
             retry_after_seconds=retry_after,
             limit_value=limit_value,
             request_sent_at=sent_at,

@@ -4,7 +4,7 @@ connection opened ahead of its request, and a response body dropped against a de
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.client import HTTPException
 from types import MappingProxyType
 from typing import Any, Final
@@ -24,6 +24,17 @@ def drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout:
     One socket read at a time, each given at most the time left: a vendor trickling its body
     cannot keep the call past the deadline.
     """
+    return read_chunks(response, deadline, read_timeout, lambda chunk: True)
+
+
+def read_chunks(
+    response: urllib3.BaseHTTPResponse,
+    deadline: float,
+    read_timeout: float,
+    take: Callable[[bytes], bool],
+) -> bool:
+    """Hand `response`'s body to `take` a chunk at a time (undecoded) until its end, `deadline`
+    (monotonic) or `take` answering False; True only when the body was read to its end."""
     try:
         while True:
             left = deadline - time.monotonic()
@@ -32,8 +43,11 @@ def drop_body(response: urllib3.BaseHTTPResponse, deadline: float, read_timeout:
             sock = getattr(response.connection, "sock", None)
             if sock is not None:
                 sock.settimeout(min(left, read_timeout))
-            if not response.read1(BODY_CHUNK_BYTES, decode_content=False):
+            chunk = response.read1(BODY_CHUNK_BYTES, decode_content=False)
+            if not chunk:
                 return True
+            if not take(chunk):
+                return False
     except (HTTPError, HTTPException, OSError):
         return False
 

@@ -133,15 +133,24 @@ def fill_body(template: Any, value_of: Callable[[str], Any]) -> Any:
     return template
 
 
-def segment_text(value: Any) -> str:
-    """A field's value as the text of one URL segment: a string, a number or a boolean.
-
-    TemplateError for anything else (null, a list, an object): it has no one segment.
-    """
+def scalar_text(value: Any) -> str | None:
+    """A string, number or boolean as one value's text (`true`, `12.5`); None for anything
+    else (null, a list, an object: no one value)."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
-    raise TemplateError("param_not_a_segment", "a URL field's param is not a string or number")
+    return None
+
+
+def segment_text(value: Any) -> str:
+    """A field's value as the text of one URL segment: a string, a number or a boolean.
+
+    TemplateError for anything else (null, a list, an object): it has no one segment.
+    """
+    text = scalar_text(value)
+    if text is None:
+        raise TemplateError("param_not_a_segment", "a URL field's param is not a string or number")
+    return text

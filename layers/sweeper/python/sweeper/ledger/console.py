@@ -23,6 +23,7 @@ from sweeper.ledger.rows import (
     InspectRow,
     JobEvent,
     PolicyState,
+    RetryingGroup,
     RunRecord,
 )
 from sweeper.models import (
@@ -292,6 +293,14 @@ class OperatorLedger(Executor):
         return {str(scope): int(count) for scope, count in rows}
 
     # -- the console page's reads (view_sql) ----------------------------------------------------
+
+    def retrying(self, policy: str, limit: int) -> list[RetryingGroup]:
+        """Unsettled jobs by their last retrying class and code, largest first."""
+        rows = self._execute(view_sql.RETRYING_BY_CODE, {"policy": policy, "limit": limit})
+        return [
+            RetryingGroup(OutcomeClass(outcome), code, int(n), int(scopes), oldest, most, last)
+            for outcome, code, n, scopes, oldest, most, last in rows
+        ]
 
     def activity(
         self, policy: str, since: datetime, until: datetime, bucket: timedelta

@@ -104,6 +104,19 @@ class InspectRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryingGroup:
+    """Unsettled jobs whose last attempt came to one retrying class and code (codes only)."""
+
+    outcome: OutcomeClass
+    code: str | None
+    jobs: int
+    scopes: int
+    oldest_due_at: datetime
+    most_attempts: int
+    last_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Settled:
     """What the ledger shows the consumers settled in the window: how many, first and last."""
 

@@ -69,3 +69,20 @@ CROSS JOIN LATERAL (
 ) p
 ORDER BY a.at DESC, a.id DESC
 """
+
+# Jobs retrying, by what their last attempt came to: unsettled (pending or leased) jobs whose
+# last outcome is one that retries (every class but accepted, absent and permanent, which settle;
+# a wait recorded without a call leaves the outcome as it was, NULL for a job never tried),
+# grouped by class and code, the largest group first. `oldest` is the earliest due time among
+# them. The predicate is sweeper_jobs_retrying's, word for word, so that partial index (migration
+# 0016) serves the read: it costs the failing jobs, not the backlog. Read-only.
+RETRYING_BY_CODE: Final = """
+SELECT last_outcome, last_error_code, count(*), count(DISTINCT scope), min(due_at),
+       max(attempt_count), max(updated_at)
+FROM sweeper_jobs
+WHERE policy = %(policy)s AND status IN ('pending', 'leased')
+  AND last_outcome IN ('throttled', 'transient', 'unknown', 'auth', 'snooze')
+GROUP BY last_outcome, last_error_code
+ORDER BY count(*) DESC, last_outcome, last_error_code
+LIMIT %(limit)s
+"""

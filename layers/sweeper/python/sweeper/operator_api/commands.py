@@ -250,18 +250,24 @@ def runs(backend: Backend, request: RunsRequest) -> dict[str, Any]:
 
 
 def inspect(backend: Backend, request: InspectRequest) -> dict[str, Any]:
-    """Terminal, stuck and held jobs: ids, classes, codes, attempts and times."""
+    """Terminal, stuck and held jobs: ids, classes, codes, attempts and times; beside them the
+    jobs retrying by class and code, and the policy's closed scopes (`sweeper.failing`)."""
+    from sweeper.failing import failures
     from sweeper.operator import inspect_jobs
 
     policy = backend.policy(request.policy)
+    now = backend.clock()
     rows = inspect_jobs(
         policy.name,
         backend.ledger,
-        now=backend.clock(),
+        now=now,
         stuck_after=timedelta(seconds=request.stuck_after_seconds),
         limit=request.limit,
     )
-    return {"policy": policy.name, "jobs": rows}
+    read = backend.closures()
+    closed = None if read is None else read(now.timestamp())
+    failing = failures(policy, backend.ledger, now=now, closed_keys=closed)
+    return {"policy": policy.name, "jobs": rows, **failing.as_dict()}
 
 
 # -- the console page's reads: overview, activity, search, job ----------------------------------
