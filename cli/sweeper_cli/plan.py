@@ -112,10 +112,13 @@ def plan(
     Exits 1 only when the policy cannot do what it claims ("error:" lines): its consumers
     cannot carry the rate it states, its backlog never drains or not before its
     oldest-eligible-age alarm would fire, or its consumer timeout is below a batch's need.
+    Then each stack of the deployment, estimated: the root's resources and outputs and each
+    policy's nested stack's resources, against CloudFormation's limits (one over: exit 1).
     Anything else it notices is an "advisory:" line, with exit 0: a limit no load reaches, a
     timeout far above a batch's need, consumers below a rate the policy never stated.
     """
     from sweeper.plan import PlanInput, make_plan
+    from sweeper.stack_estimate import estimate
 
     config = load_config(config_path)
     if policy_name is None and len(config.policies) != 1:
@@ -153,12 +156,17 @@ def plan(
         result.throughput_per_second,
         jobs_per_month=jobs_per_month,
     )
+    # Each policy is a nested stack; the root holds what they share (CloudFormation: 500 each).
+    stacks = estimate(config, root_name="root")
+    figures["stacks"] = [stack.as_dict() for stack in stacks]
     if as_json:
         click.echo(json.dumps(figures))
     else:
         for line in render(figures):
             click.echo(line)
-    if result.errors:
+        for stack in stacks:
+            click.echo(f"{'error' if stack.over else 'stacks'}: {stack.line()}")
+    if result.errors or any(stack.over for stack in stacks):
         raise SystemExit(1)
 
 
