@@ -10,6 +10,7 @@ from sweeper.plan_costs import (
     LEDGER_SECRETS,
     NAT_GATEWAYS,
     alarm_metrics,
+    dashboards,
     runs_per_month,
     scheduled_functions,
 )
@@ -44,6 +45,7 @@ def test_the_plan_counts_the_stacks_secrets_gateways_endpoints_and_schedules(
     secrets = LEDGER_SECRETS + sum(1 for p in policies if p.intake.webhook)
     assert secrets == len(synth.resources("AWS::SecretsManager::Secret"))
     assert len(synth.resources("AWS::EC2::NatGateway")) == NAT_GATEWAYS
+    assert dashboards(policies) == len(synth.resources("AWS::CloudWatch::Dashboard"))
     interface = [
         e
         for e in synth.resources("AWS::EC2::VPCEndpoint").values()

@@ -63,7 +63,8 @@ AUTO_PAUSE_AFTER_MINUTES = 15  # infra/database.py: pauses after this long witho
 RDS_PROXY_MIN_ACU = 8
 LEDGER_SECRETS = 3  # admin, application and reader users
 KMS_KEYS = 1
-DASHBOARDS = 1
+#: The stack's dashboard, beside one per policy (each policy's nested stack draws its own).
+STACK_DASHBOARDS = 1
 #: Alarm metrics (each billed): the ledger's capacity alarm and its three rotations' errors.
 LEDGER_ALARM_METRICS = 1 + 3
 #: A policy's pipeline alarms that read one metric each (queue age and backlog, dead letters,
@@ -165,6 +166,11 @@ def runs_per_month(expression: str, timezone: str = "UTC") -> float:
     return week / (7 * 24) * HOURS_PER_MONTH
 
 
+def dashboards(policies: Sequence[Policy]) -> int:
+    """The stack's dashboard and each policy's own (infra/observability)."""
+    return STACK_DASHBOARDS + len(policies)
+
+
 def alarm_metrics(policy: Policy) -> int:
     """The metrics the alarms infra/ creates for one policy read (each billed)."""
     count = PIPELINE_ALARM_METRICS + 2 * len(OutcomeClass)  # transient and unknown rates
@@ -245,7 +251,12 @@ def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
             "custom metrics",
             CLOUDWATCH_CUSTOM_METRIC_MONTH_USD,
         ),
-        CostItem("CloudWatch dashboard", DASHBOARDS, "dashboard", CLOUDWATCH_DASHBOARD_MONTH_USD),
+        CostItem(
+            "CloudWatch dashboard",
+            dashboards(policies),
+            "dashboards",
+            CLOUDWATCH_DASHBOARD_MONTH_USD,
+        ),
         CostItem("KMS key", KMS_KEYS, "key", KMS_KEY_MONTH_USD),
         CostItem("Secrets Manager secrets", secrets, "secrets", SECRET_MONTH_USD),
         CostItem(
