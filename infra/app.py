@@ -20,6 +20,7 @@ from cdk_nag import AwsSolutionsChecks
 from infra.options import DeploymentOptions
 from infra.packaging import REPO_ROOT
 from infra.stack import SweeperStack
+from infra.stack_size import STACK_RESOURCE_LIMIT_CONTEXT, check, report
 from layers.build import DEPS_LAYER_DIR, is_up_to_date
 from sweeper.config import load_config
 from sweeper.errors import ConfigError
@@ -37,7 +38,8 @@ def build_app(
     outdir: str | None = None,
 ) -> tuple[App, SweeperStack]:
     """Construct the app and its stack (tests call this with their own context)."""
-    app = App(context=context, outdir=outdir)
+    # Every template is counted after synth (infra/stack_size.py), not only CDK's first over.
+    app = App(context={STACK_RESOURCE_LIMIT_CONTEXT: 0, **(context or {})}, outdir=outdir)
     options = DeploymentOptions.from_context(app.node)
     config_path = options.config if options.config.is_absolute() else REPO_ROOT / options.config
     config = load_config(config_path)
@@ -68,20 +70,28 @@ def _context_from_command_line(argv: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     context = _context_from_command_line(sys.argv[1:] if argv is None else argv)
     try:
-        app, _ = build_app(context, outdir=os.environ.get("CDK_OUTDIR", DEFAULT_OUTDIR))
+        outdir = os.environ.get("CDK_OUTDIR", DEFAULT_OUTDIR)
+        app, stack = build_app(context, outdir=outdir)
         if not is_up_to_date():
             raise ConfigError("the deps layer is stale: run `make layers` first")
         app.synth()
+        sizes = stack.template_sizes(Path(outdir))
+        sys.stdout.write(report(sizes) + "\n")
+        check(sizes)
     except ConfigError as exc:
         sys.stderr.write(f"sweeper: {exc}\n")
         return 2
     except RuntimeError as exc:
-        if not str(exc).startswith(VALIDATION_FAILED):
-            raise
-        # cdk-nag or CloudFormation validation: the report above names each finding.
-        sys.stderr.write(f"sweeper: {exc}\n")
+        # cdk-nag or CloudFormation validation (the report above names each finding), or
+        # anything else CDK refuses: its first line, never a traceback.
+        sys.stderr.write(f"sweeper: {first_line(str(exc))}\n")
         return 1
     return 0
+
+
+def first_line(message: str) -> str:
+    """A CDK error's first line (jsii appends the JavaScript stack)."""
+    return message.strip().splitlines()[0] if message.strip() else "synth failed"
 
 
 if __name__ == "__main__":

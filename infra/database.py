@@ -314,7 +314,13 @@ class Database(Construct):
         """Read the application secret (the reader's with `read_only`, and only it), and reach
         the database (or its proxy) on its port only."""
         (self.read_only_secret if read_only else self.runtime_secret).grant_read(function.role)
-        self._runtime.allow_from(function.security_group, self.port, "sweeper function")
+        # Both rules in the function's stack (`remote_rule`): a policy's nested stack holds its
+        # functions' rules, and the root stack does not grow with the number of policies.
+        for database_group in self._runtime.security_groups:
+            database_group.add_ingress_rule(
+                function.security_group, self.port, "sweeper function", remote_rule=True
+            )
+            function.security_group.add_egress_rule(database_group, self.port, "sweeper function")
 
     def grant_direct_access(self, function: SweeperFunction) -> None:
         """Read the master secret (and the login users', to create them); reach the cluster."""

@@ -17,7 +17,7 @@ principals its policy lists may put events there.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -30,6 +30,7 @@ from infra.function import SweeperFunction, policy_json
 from infra.intake_sender import IntakeSender
 from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.nag import acknowledge
+from infra.naming import deployment_name
 from infra.network import Network
 from infra.packaging import Packaging
 from infra.queues import admit_only, queue_with_dead_letters
@@ -84,7 +85,7 @@ class Intake(Construct):
             self,
             queue_id="Queue",
             queue_arn_id="IntakeQueueArn",
-            queue_name=f"{Stack.of(self).stack_name}-{policy.name}-intake",
+            queue_name=f"{deployment_name(self)}-{policy.name}-intake",
             visibility_seconds=config.visibility_timeout_seconds,
             max_receive_count=config.max_receive_count,
         )

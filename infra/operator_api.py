@@ -24,10 +24,11 @@ from infra.function import SweeperFunction
 from infra.intake import Intake
 from infra.ledger_function import LedgerAccess
 from infra.nag import acknowledge
+from infra.packaging import CONFIG_FILE_PATH, config_layer
 from infra.pipeline import Pipeline
-from infra.scheduling import invoke_qualifiers_finding
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
+from sweeper.operator_api.runtime import config_file_text
 
 READ_TIMEOUT_SECONDS = 60
 #: A redrive may take its budget (the CLI's default 600 s) inside Lambda's 900 s.
@@ -58,10 +59,10 @@ class OperatorApi(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.read_only = self._function("ReadOnly", "read", config, ledger, READ_TIMEOUT_SECONDS)
-        self.operator = self._function(
-            "Operator", "operate", config, ledger, OPERATE_TIMEOUT_SECONDS
-        )
+        # The policy file in a layer, not the environment: Lambda's 4 KB hold a few policies.
+        self.config_layer = config_layer(self, "ConfigLayer", config_file_text(config))
+        self.read_only = self._function("ReadOnly", "read", ledger, READ_TIMEOUT_SECONDS)
+        self.operator = self._function("Operator", "operate", ledger, OPERATE_TIMEOUT_SECONDS)
 
         queues = [q for p in pipelines for q in (p.queue, p.dead_letter_queue)]
         queues += [q for i in intakes for q in (i.queue, i.dead_letter_queue)]
@@ -86,7 +87,14 @@ class OperatorApi(Construct):
         for pipeline in pipelines:
             pipeline.queue.grant_send_messages(self.operator.role)
             pipeline.dead_letter_queue.grant_consume_messages(self.operator.role)
-            pipeline.producer.function.grant_invoke(self.operator.role)
+        # `sweeper release` invokes a policy's producer: the function itself, no qualifier
+        # (CDK's grant adds `<arn>:*`, a wildcard that would need acknowledging per policy).
+        self.operator.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[p.producer.function.function_arn for p in pipelines],
+            )
+        )
         self.operator.role.add_to_policy(
             iam.PolicyStatement(actions=["lambda:ListEventSourceMappings"], resources=["*"])
         )
@@ -117,14 +125,6 @@ class OperatorApi(Construct):
             "<AWS::AccountId>:event-source-mapping:*]",
             EVENT_SOURCE_MAPPING_REASON,
         )
-        for pipeline in pipelines:
-            acknowledge(
-                self.operator.role,
-                invoke_qualifiers_finding(pipeline.producer.function),
-                "`sweeper release` invokes the policy's producer; CDK's invoke grant names the "
-                "function and its versions (`:*`), the producer has no alias or version in use.",
-            )
-
         self.read_only_url = self.read_only.function.add_function_url(
             auth_type=lambda_.FunctionUrlAuthType.AWS_IAM
         )
@@ -152,7 +152,6 @@ class OperatorApi(Construct):
         self,
         construct_id: str,
         access: str,
-        config: SweeperConfig,
         ledger: LedgerAccess,
         timeout_seconds: int,
     ) -> SweeperFunction:
@@ -164,7 +163,7 @@ class OperatorApi(Construct):
             packaging=ledger.packaging,
             network=ledger.network,
             environment={
-                "SWEEPER_CONFIG": config.model_dump_json(exclude_defaults=True),
+                "SWEEPER_CONFIG_FILE": CONFIG_FILE_PATH,
                 "SWEEPER_STACK_NAME": Stack.of(self).stack_name,
                 "SWEEPER_OPERATOR_ACCESS": access,
                 # read-only: as the reader (migration 0014, SELECT only), with its own secret
@@ -174,6 +173,7 @@ class OperatorApi(Construct):
             memory_mb=OPERATOR_MEMORY_MB,
             reserved_concurrency=OPERATOR_RESERVED_CONCURRENCY,
         )
+        function.function.add_layers(self.config_layer)
         ledger.database.grant_runtime_access(function, read_only=access == "read")
         function.allow_https_to(ledger.network.aws_api_peer, "SQS and Secrets Manager")
         return function

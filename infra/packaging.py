@@ -4,10 +4,14 @@
   `build/layers/deps/python/` (see that script for how and why).
 - shared layer: the `sweeper` package itself, from `layers/sweeper/python/sweeper`.
 - each function: its folder under `functions/`, handler `app.handler`.
+- the policy file, for the operator functions that serve every policy: a layer of one JSON file
+  (`config_layer`), staged under `build/` by its content's hash.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -21,6 +25,13 @@ FUNCTIONS_DIR = REPO_ROOT / "functions"
 SHARED_LAYER_DIR = REPO_ROOT / "layers" / "sweeper"
 #: Where the team's own action code is staged as a layer (`python/` is on a function's path).
 ACTION_LAYERS_DIR = REPO_ROOT / "build" / "action-layers"
+#: Where the policy file is staged as a layer, one folder per content.
+CONFIG_LAYERS_DIR = REPO_ROOT / "build" / "config-layers"
+CONFIG_LAYER_FOLDER = "sweeper-config"
+CONFIG_FILE_NAME = "config.json"
+#: Where Lambda puts that file (a layer's content goes under /opt).
+CONFIG_FILE_PATH = f"/opt/{CONFIG_LAYER_FOLDER}/{CONFIG_FILE_NAME}"
+CONFIG_DIGEST_CHARS = 16
 MIGRATIONS_DIR = SHARED_LAYER_DIR / "python" / "sweeper" / "ledger" / "migrations"
 
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -89,6 +100,28 @@ def action_code_layer(
         compatible_runtimes=[LAMBDA_RUNTIME],
         compatible_architectures=[LAMBDA_ARCHITECTURE],
         description=f"{policy_name}: the team's own action code",
+    )
+
+
+def config_layer(scope: Construct, construct_id: str, config_json: str) -> lambda_.LayerVersion:
+    """A layer holding the policy file as JSON at CONFIG_FILE_PATH. Staged in a folder named by
+    the content's hash and written by rename: two synths of different files never share or
+    half-write one."""
+    digest = hashlib.sha256(config_json.encode()).hexdigest()[:CONFIG_DIGEST_CHARS]
+    staged = CONFIG_LAYERS_DIR / digest
+    target = staged / CONFIG_LAYER_FOLDER / CONFIG_FILE_NAME
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{CONFIG_FILE_NAME}.{os.getpid()}")
+        partial.write_text(config_json, encoding="utf-8")
+        partial.replace(target)
+    return lambda_.LayerVersion(
+        scope,
+        construct_id,
+        code=lambda_.Code.from_asset(str(staged)),
+        compatible_runtimes=[LAMBDA_RUNTIME],
+        compatible_architectures=[LAMBDA_ARCHITECTURE],
+        description="the policy file, for the operator functions",
     )
 
 

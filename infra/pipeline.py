@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import Annotations, Duration, Stack
+from aws_cdk import Annotations, Duration
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -21,6 +21,7 @@ from constructs import Construct
 from infra.function import HTTPS_PORT
 from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.nag import acknowledge
+from infra.naming import deployment_name
 from infra.packaging import REPO_ROOT, action_code_layer
 from infra.queues import queue_with_dead_letters
 from infra.tables import Tables
@@ -64,7 +65,7 @@ class Pipeline(Construct):
         visibility_seconds = consumer_config.visibility_timeout_seconds
         check_policy_event_source(policy, visibility_seconds)
 
-        work_queue_name = f"{Stack.of(self).stack_name}-{policy.name}-work"
+        work_queue_name = f"{deployment_name(self)}-{policy.name}-work"
         assert len(work_queue_name) <= SQS_QUEUE_NAME_MAX_LENGTH  # both parts are bounded
         self.queue, self.dead_letter_queue = queue_with_dead_letters(
             self,

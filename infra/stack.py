@@ -11,9 +11,7 @@ from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.database import Database
-from infra.discovery import Discovery
 from infra.function import SweeperFunction
-from infra.intake import Intake
 from infra.intake_bus import IntakeBus
 from infra.intake_sender import IntakeSender
 from infra.ledger_function import LedgerAccess
@@ -24,23 +22,23 @@ from infra.operator_api import OperatorApi
 from infra.operator_audit import OperatorTrail, direct_invoke_guard
 from infra.options import DeploymentOptions
 from infra.packaging import Packaging
-from infra.pipeline import Pipeline
+from infra.policy_stack import PolicyStack
 from infra.protection import DeletionProtection
 from infra.queues import admit_only
-from infra.redrive import Redrive
-from infra.retention import Retention
 from infra.scheduling import ScheduledInvocation
+from infra.stack_size import TemplateSize, measure
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
 
 APP_TAG = "sweeper"
-POLICY_TAG_KEY = "sweeper:policy"
 #: Taggable in CDK's model but not in CloudFormation's schema for it (validation rejects Tags).
 UNTAGGABLE_RESOURCE_TYPES = ["AWS::RDS::DBProxyTargetGroup"]
 
 
 class SweeperStack(Stack):
-    """Network, database, tables, migrations; per policy a pipeline and its redrive; alarms."""
+    """Network, database, tables, migrations, the operator API, the alarm topic and dashboard;
+    per policy a nested stack (infra/policy_stack.py) with its pipeline, redrive, intake,
+    discovery, retention and their alarms."""
 
     def __init__(
         self,
@@ -77,67 +75,27 @@ class SweeperStack(Stack):
                 sender_role=intake_sender.role,
                 senders=options.intake_event_senders,
             )
-        pipelines: list[Pipeline] = []
-        redrives: list[Redrive] = []
-        intakes: list[Intake] = []
-
+        self.policy_stacks: list[PolicyStack] = []
         for policy in config.policies:
-            pipeline = Pipeline(
+            policy_stack = PolicyStack(
                 self,
-                f"Pipeline-{policy.name}",
                 policy=policy,
                 ledger=ledger,
                 tables=tables,
+                observability=observability,
+                intake_sender=intake_sender,
+                intake_bus=intake_bus.bus if intake_bus is not None else None,
                 policy_dir=options.policy_dir,
                 sharing=[other for other in config.policies if other is not policy],
             )
-            redrive = Redrive(
-                self,
-                f"Redrive-{policy.name}",
-                pipeline=pipeline,
-                ledger=ledger,
-                tables=tables,
-            )
-            intake = Intake(
-                self,
-                f"Intake-{policy.name}",
-                policy=policy,
-                ledger=ledger,
-                sender=intake_sender,
-                bus=intake_bus.bus if intake_bus is not None else None,
-            )
-            pipelines.append(pipeline)
-            redrives.append(redrive)
-            intakes.append(intake)
-            observability.watch(pipeline, redrive)
-            observability.watch_intake(intake)
-            of_policy: list[Construct] = [pipeline, redrive, intake]
-            if policy.discovery is not None:
-                discovery = Discovery(
-                    self,
-                    f"Discovery-{policy.name}",
-                    policy=policy,
-                    ledger=ledger,
-                )
-                observability.watch_discovery(discovery)
-                of_policy.append(discovery)
+            self.policy_stacks.append(policy_stack)
+            pipeline, intake = policy_stack.pipeline, policy_stack.intake
+            if policy_stack.discovery is not None:
                 self._output(
                     f"{pascal_case(policy.name)}DiscoveryFunctionName",
-                    discovery.function.function.function_name,
+                    policy_stack.discovery.function.function.function_name,
                     "discovery function",
                 )
-            if policy.retention.enabled:
-                retention = Retention(
-                    self,
-                    f"Retention-{policy.name}",
-                    policy=policy,
-                    ledger=ledger,
-                )
-                observability.watch_retention(retention)
-                of_policy.append(retention)
-            for construct in of_policy:
-                Tags.of(construct).add(POLICY_TAG_KEY, policy.name)
-
             prefix = pascal_case(policy.name)
             self._output(f"{prefix}QueueUrl", pipeline.queue.queue_url, "work queue")
             self._output(
@@ -165,20 +123,26 @@ class SweeperStack(Stack):
                     f"{prefix}WebhookSecretArn", intake.secret.secret_arn, "webhook signing secret"
                 )
 
+        observability.list_policy_dashboards([policy.name for policy in config.policies])
         operator_api = OperatorApi(
             self,
             "OperatorApi",
             config=config,
             ledger=ledger,
             tables=tables,
-            pipelines=pipelines,
-            intakes=intakes,
+            pipelines=[policy_stack.pipeline for policy_stack in self.policy_stacks],
+            intakes=[policy_stack.intake for policy_stack in self.policy_stacks],
         )
         # A message on a work queue starts a call: only what puts jobs there may send.
-        for pipeline, redrive in zip(pipelines, redrives, strict=True):
+        for policy_stack in self.policy_stacks:
+            pipeline = policy_stack.pipeline
             admit_only(
                 pipeline.queue,
-                [pipeline.producer.role, redrive.function.role, operator_api.operator.role],
+                [
+                    pipeline.producer.role,
+                    policy_stack.redrive.function.role,
+                    operator_api.operator.role,
+                ],
             )
         self._output(
             "OperatorApiUrl",
@@ -263,6 +227,15 @@ class SweeperStack(Stack):
                 enabled=options.deletion_protection,
             )
             protection.after(list(self.node.children))
+
+    def template_sizes(self, outdir: Path) -> list[TemplateSize]:
+        """After synth: the resources and outputs of this stack's template and each policy's."""
+        sizes = [measure(f"{self.stack_name} (root)", outdir / self.template_file)]
+        sizes += [
+            measure(f"Policy-{nested.policy.name}", outdir / nested.template_file)
+            for nested in self.policy_stacks
+        ]
+        return sizes
 
     def _output(self, logical_id: str, value: str, description: str) -> None:
         """An output whose logical ID never changes: tools and tests read it by name."""

@@ -8,7 +8,9 @@ import click
 
 from sweeper.config import load_config
 from sweeper.limits import LAMBDA_MAX_MEMORY_MB, LAMBDA_MIN_MEMORY_MB
+from sweeper.plan_costs import stack_costs
 from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
+from sweeper_cli.plan_cost_tables import cost_tables
 from sweeper_tools.planning.batch import (
     BATCH_LEDGER_READ_SECONDS,
     TURNOVER_SHARE,
@@ -71,6 +73,12 @@ from sweeper_tools.planning.plan import DEFAULT_CPU_SECONDS_PER_JOB
     show_default=True,
     help="The consumer's CPU milliseconds per job (0: CPU is never the bound).",
 )
+@click.option(
+    "--jobs-per-month",
+    default=0,
+    type=click.IntRange(0),
+    help="Jobs a month: adds a month's bill at that load to the stack's costs.",
+)
 @config_option
 @json_option
 @friendly_errors
@@ -86,13 +94,16 @@ def plan(
     memory_mb: int | None,
     overhead: float,
     cpu_ms: float,
+    jobs_per_month: int,
     config_path: str,
     as_json: bool,
 ) -> None:
     """What a policy needs to use its quota: in-flight calls, environments, parallel calls and
     batch time; the consumer timeout a batch needs and the visibility timeout (how long a killed
     environment delays its batch); how long a backlog takes to drain; AWS requests and cost per
-    million jobs.
+    million jobs; and the whole stack's bill: at rest per month by item (as deployed, with the
+    ledger paused, and paused with the lean network), per million jobs, and a month at
+    --jobs-per-month.
 
     With [[limits]], each limit's ceiling (one key's rate, or its cap on calls in flight over
     the mean service time, times the keys it spans) and which binds: the smallest, or the
@@ -101,9 +112,12 @@ def plan(
     Exits 1 only when the policy cannot do what it claims ("error:" lines): its consumers
     cannot carry the rate it states, its backlog never drains or not before its
     oldest-eligible-age alarm would fire, or its consumer timeout is below a batch's need.
+    Then each stack of the deployment, estimated: the root's resources and outputs and each
+    policy's nested stack's resources, against CloudFormation's limits (one over: exit 1).
     Anything else it notices is an "advisory:" line, with exit 0: a limit no load reaches, a
     timeout far above a batch's need, consumers below a rate the policy never stated.
     """
+    from sweeper.stack_estimate import estimate
     from sweeper_tools.planning.plan import PlanInput, make_plan
 
     config = load_config(config_path)
@@ -135,12 +149,24 @@ def plan(
         ),
         sharing=[other for other in config.policies if other.name != policy.name],
     )
+    figures = result.as_dict()
+    figures["stack_cost"] = stack_costs(
+        config,
+        result.requests_per_job,
+        result.throughput_per_second,
+        jobs_per_month=jobs_per_month,
+    )
+    # Each policy is a nested stack; the root holds what they share (CloudFormation: 500 each).
+    stacks = estimate(config, root_name="root")
+    figures["stacks"] = [stack.as_dict() for stack in stacks]
     if as_json:
-        click.echo(json.dumps(result.as_dict()))
+        click.echo(json.dumps(figures))
     else:
-        for line in render(result.as_dict()):
+        for line in render(figures):
             click.echo(line)
-    if result.errors:
+        for stack in stacks:
+            click.echo(f"{'error' if stack.over else 'stacks'}: {stack.line()}")
+    if result.errors or any(stack.over for stack in stacks):
         raise SystemExit(1)
 
 
@@ -204,6 +230,9 @@ def render(plan: dict[str, object]) -> list[str]:
         "  per job          " + ", ".join(f"{k} {v}" for k, v in requests.items()),
         "  $ per 1M jobs    " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()),
     ]
+    costs = plan.get("stack_cost")
+    if isinstance(costs, dict):
+        lines += ["", *cost_tables(costs), ""]
     for key, label in (("errors", "error"), ("advisories", "advisory")):
         found = plan[key]
         assert isinstance(found, list)

@@ -10,13 +10,20 @@ when it watches one policy and `<stack>-<id>` when it watches the stack (the led
 docs/runbook.md has one section per id, headed by the id (tests/infra/test_runbook.py holds the
 two to each other). Add alarms through `AlarmBoard.add_alarm` so they follow the convention.
 
-The modules: `base` (the topic, the dashboard, `AlarmSpec` and `add_alarm`), `helpers` (metrics,
-graphs and the figures thresholds derive from), one `*_alarms` module per part of the stack it
+The modules: `base` (the topic, the stack's dashboard, `AlarmSpec` and `add_alarm`, and
+`PolicyHome`: where a policy's alarms and its own dashboard go, in its nested stack), `helpers`
+(metrics, graphs and the figures thresholds derive from), one `*_alarms` module per part it
 watches (pipeline, retention, ledger, discovery, intake), and `construct` (`Observability`, the
 construct the stack composes, with one `watch*` method per part).
 """
 
-from infra.observability.base import ALARM_PERIOD_SECONDS, AlarmBoard, AlarmSpec
+from infra.observability.base import (
+    ALARM_PERIOD_SECONDS,
+    AlarmBoard,
+    AlarmSpec,
+    PolicyHome,
+    policy_dashboard_name,
+)
 from infra.observability.construct import Observability
 from infra.observability.helpers import (
     backlog_threshold,
@@ -36,8 +43,10 @@ __all__ = [
     "AlarmBoard",
     "AlarmSpec",
     "Observability",
+    "PolicyHome",
     "backlog_threshold",
     "lag_alarm_window",
+    "policy_dashboard_name",
     "rotation_function_name",
     "slots_per_period",
 ]

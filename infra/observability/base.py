@@ -18,12 +18,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from infra.naming import deployment_name
 from sweeper.config import Policy
 
 ALARM_PERIOD_SECONDS = 300
 KEY_DELETION_WINDOW_DAYS = 7
 DASHBOARD_WIDGET_WIDTH = 8
 DASHBOARD_WIDGET_HEIGHT = 6
+DASHBOARD_HOURS = 3
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 GE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
@@ -41,6 +43,26 @@ class AlarmSpec:
     periods: int = 1
     #: A period without data: not breaching, unless its absence is the incident (DiscoveryLag).
     missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING
+
+
+class PolicyHome(Construct):
+    """Where one policy's alarms are built (in the policy's nested stack), with the policy's own
+    dashboard, `<stack>-sweeper-<policy>`: CloudWatch draws at most 500 widgets a dashboard,
+    about twenty policies' worth, so each has its own; the stack's lists them."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, policy: Policy) -> None:
+        super().__init__(scope, construct_id)
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            f"Dashboard-{policy.name}",  # a logical ID apart from the stack's dashboard's
+            dashboard_name=policy_dashboard_name(deployment_name(self), policy.name),
+            default_interval=Duration.hours(DASHBOARD_HOURS),
+        )
+
+
+def policy_dashboard_name(stack_name: str, policy_name: str) -> str:
+    """The name of one policy's dashboard."""
+    return f"{stack_name}-sweeper-{policy_name}"
 
 
 class AlarmBoard(Construct):
@@ -72,7 +94,7 @@ class AlarmBoard(Construct):
             self,
             "Dashboard",
             dashboard_name=f"{Stack.of(self).stack_name}-sweeper",
-            default_interval=Duration.hours(3),
+            default_interval=Duration.hours(DASHBOARD_HOURS),
         )
 
     def add_alarm(
@@ -99,6 +121,18 @@ class AlarmBoard(Construct):
         alarm.add_ok_action(action)
         self.alarms.append(alarm)
         return alarm
+
+    def list_policy_dashboards(self, names: list[str]) -> None:
+        """A row naming each policy's own dashboard, where its rows are."""
+        stack = Stack.of(self).stack_name
+        lines = [f"- `{policy_dashboard_name(stack, name)}`" for name in names]
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown="## Policies (a dashboard each)\n" + "\n".join(lines),
+                width=24,
+                height=1 + len(names),
+            )
+        )
 
     def add_alarms(
         self, scope: Construct, specs: list[AlarmSpec], policy: Policy | None

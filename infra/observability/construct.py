@@ -5,7 +5,7 @@ from __future__ import annotations
 from infra.database import Database
 from infra.discovery import Discovery
 from infra.intake import Intake
-from infra.observability.base import AlarmBoard
+from infra.observability.base import AlarmBoard, PolicyHome
 from infra.observability.discovery_alarms import watch_discovery
 from infra.observability.intake_alarms import watch_intake
 from infra.observability.ledger_alarms import watch_database
@@ -19,22 +19,23 @@ from infra.retention import Retention
 class Observability(AlarmBoard):
     """The alarm topic, the alarms of every part of the stack, and the dashboard."""
 
-    def watch(self, pipeline: Pipeline, redrive: Redrive) -> None:
-        """Alarms and a dashboard row for one policy's pipeline and its redrive."""
-        PipelineWatch(pipeline, redrive).apply(self)
+    def watch(self, pipeline: Pipeline, redrive: Redrive, *, home: PolicyHome) -> None:
+        """Alarms (under `home`, in the policy's stack) and a dashboard row for one policy's
+        pipeline and its redrive."""
+        PipelineWatch(pipeline, redrive).apply(self, home)
 
-    def watch_retention(self, retention: Retention) -> None:
-        """Alarms and a dashboard row for one policy's scheduled prune."""
-        watch_retention(self, retention)
+    def watch_retention(self, retention: Retention, *, home: PolicyHome) -> None:
+        """Alarms (under `home`) and a dashboard row for one policy's scheduled prune."""
+        watch_retention(self, retention, home)
 
     def watch_database(self, database: Database) -> None:
         """Alarms and a dashboard row for the ledger a new cluster holds, and its secrets."""
         watch_database(self, database)
 
-    def watch_discovery(self, discovery: Discovery) -> None:
-        """Alarms and a dashboard row for one policy's discovery (docs/runbook.md)."""
-        watch_discovery(self, discovery)
+    def watch_discovery(self, discovery: Discovery, *, home: PolicyHome) -> None:
+        """Alarms (under `home`) and a dashboard row for one policy's discovery."""
+        watch_discovery(self, discovery, home)
 
-    def watch_intake(self, intake: Intake) -> None:
-        """Alarms and a dashboard row for one policy's intake (queue, DLQ, function, webhook)."""
-        watch_intake(self, intake)
+    def watch_intake(self, intake: Intake, *, home: PolicyHome) -> None:
+        """Alarms (under `home`) and dashboard rows for one policy's intake."""
+        watch_intake(self, intake, home)

@@ -7,7 +7,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from infra.discovery import Discovery
-from infra.observability.base import ALARM_PERIOD_SECONDS, AlarmBoard, AlarmSpec
+from infra.observability.base import ALARM_PERIOD_SECONDS, AlarmBoard, AlarmSpec, PolicyHome
 from infra.observability.helpers import (
     alarm_status,
     app_metric,
@@ -18,11 +18,11 @@ from infra.observability.helpers import (
 from sweeper.observability import Metric
 
 
-def watch_discovery(board: AlarmBoard, discovery: Discovery) -> None:
+def watch_discovery(board: AlarmBoard, discovery: Discovery, home: PolicyHome) -> None:
     """Alarms (under `Discovery-<policy>`) and a dashboard row for one policy's discovery."""
     policy = discovery.policy
     assert policy.discovery is not None  # a Discovery exists only for such a policy
-    scope = Construct(board, f"Discovery-{policy.name}")
+    scope = Construct(home, f"Discovery-{policy.name}")
     period = Duration.seconds(ALARM_PERIOD_SECONDS)
     lag_period, lag_periods = lag_alarm_window(policy.discovery.lag_alarm_seconds)
     lag = app_metric(policy.name, Metric.DISCOVERY_LAG, "Maximum", period_seconds=lag_period)
@@ -51,7 +51,7 @@ def watch_discovery(board: AlarmBoard, discovery: Discovery) -> None:
         ),
     ]
     alarms = board.add_alarms(scope, specs, policy)
-    board.dashboard.add_widgets(
+    home.dashboard.add_widgets(
         graph(
             f"{policy.name} discovery: rows",
             [

@@ -6,15 +6,15 @@ from aws_cdk import Duration
 from constructs import Construct
 
 from infra.intake import Intake
-from infra.observability.base import ALARM_PERIOD_SECONDS, AlarmBoard, AlarmSpec
+from infra.observability.base import ALARM_PERIOD_SECONDS, AlarmBoard, AlarmSpec, PolicyHome
 from infra.observability.helpers import alarm_status, app_metric, graph, visible
 from sweeper.observability import Metric
 
 
-def watch_intake(board: AlarmBoard, intake: Intake) -> None:
+def watch_intake(board: AlarmBoard, intake: Intake, home: PolicyHome) -> None:
     """Alarms (under `Intake-<policy>`) and dashboard rows for one policy's intake."""
     policy = intake.policy
-    scope = Construct(board, f"Intake-{policy.name}")
+    scope = Construct(home, f"Intake-{policy.name}")
     period = Duration.seconds(ALARM_PERIOD_SECONDS)
     age = intake.queue.metric_approximate_age_of_oldest_message(period=period, statistic="Maximum")
     dead = visible(intake.dead_letter_queue)
@@ -48,11 +48,11 @@ def watch_intake(board: AlarmBoard, intake: Intake) -> None:
             )
         )
     alarms = board.add_alarms(scope, specs, policy)
-    board.dashboard.add_widgets(
+    home.dashboard.add_widgets(
         graph("Intake queue: age of oldest (s)", [age]),
         graph("Intake DLQ: visible", [dead]),
         graph(
             "Intake: rejected messages", [app_metric(policy.name, Metric.INTAKE_REJECTED, "Sum")]
         ),
     )
-    board.dashboard.add_widgets(alarm_status(f"{policy.name} intake alarms", alarms))
+    home.dashboard.add_widgets(alarm_status(f"{policy.name} intake alarms", alarms))

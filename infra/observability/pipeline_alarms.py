@@ -18,6 +18,7 @@ from infra.observability.base import (
     GE,
     AlarmBoard,
     AlarmSpec,
+    PolicyHome,
 )
 from infra.observability.helpers import (
     alarm_status,
@@ -86,9 +87,9 @@ class PipelineWatch:
         self.slots_used = self._sweeper(Metric.LIMITER_SLOTS_USED)
         self.utilization = self._utilization()
 
-    def apply(self, board: AlarmBoard) -> None:
-        """Add the alarms (under `Policy-<name>`) and the dashboard rows to `board`."""
-        scope = Construct(board, f"Policy-{self.policy.name}")
+    def apply(self, board: AlarmBoard, home: PolicyHome) -> None:
+        """Add the alarms (under `home`'s `Policy-<name>`) and the dashboard rows to `board`."""
+        scope = Construct(home, f"Policy-{self.policy.name}")
         specs = [
             *self._queue_alarms(),
             *self._function_alarms(),
@@ -100,7 +101,7 @@ class PipelineWatch:
         ]
         alarms = board.add_alarms(scope, specs, self.policy)
         for row in self._dashboard_rows(alarms):
-            board.dashboard.add_widgets(*row)
+            home.dashboard.add_widgets(*row)
 
     def _sweeper(self, name: str, statistic: str = "Sum") -> cloudwatch.Metric:
         return app_metric(self.policy.name, name, statistic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from constructs import Construct
 
-from infra.observability.base import ALARM_PERIOD_SECONDS, GE, AlarmBoard, AlarmSpec
+from infra.observability.base import ALARM_PERIOD_SECONDS, GE, AlarmBoard, AlarmSpec, PolicyHome
 from infra.observability.helpers import alarm_status, app_metric, graph, visible
 from infra.retention import Retention
 from sweeper.observability import Metric
@@ -16,10 +16,10 @@ PRUNE_ALARM_PERIOD_SECONDS = 86_400
 PRUNE_BEHIND_EVALUATION_PERIODS = 2
 
 
-def watch_retention(board: AlarmBoard, retention: Retention) -> None:
+def watch_retention(board: AlarmBoard, retention: Retention, home: PolicyHome) -> None:
     """Alarms (under `Retention-<policy>`) and a dashboard row for one policy's prune."""
     policy = retention.policy
-    scope = Construct(board, f"Retention-{policy.name}")
+    scope = Construct(home, f"Retention-{policy.name}")
     period = Duration.seconds(ALARM_PERIOD_SECONDS)
     incomplete = app_metric(
         policy.name, Metric.PRUNE_INCOMPLETE, "Sum", period_seconds=PRUNE_ALARM_PERIOD_SECONDS
@@ -53,7 +53,7 @@ def watch_retention(board: AlarmBoard, retention: Retention) -> None:
         ),
     ]
     alarms = board.add_alarms(scope, specs, policy)
-    board.dashboard.add_widgets(
+    home.dashboard.add_widgets(
         graph(f"{policy.name} prune: rows deleted", list(deleted)),
         graph(f"{policy.name} prune: incomplete runs, errors", [incomplete, errors]),
         alarm_status(f"{policy.name} prune alarms", alarms),

@@ -14,11 +14,14 @@ from urllib.parse import urlsplit
 
 from sweeper.config import Policy, Quota
 from sweeper_local.action_targets import audit_bucket, s3_delete_action
+from sweeper_local.helpdesk import TICKETS_PREFIX
 from sweeper_local.marketplace import STORES_PREFIX
+from sweeper_local.refunds import REFUNDS_PATH
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import (
     RECONCILIATIONS_PATH,
     VendorAudit,
+    VendorSimulator,
     fetch_audit,
     fetch_listings_audit,
     fetch_payments_audit,
@@ -26,7 +29,28 @@ from sweeper_local.vendor import (
 
 #: The simulator's contracts a policy's action may call (sweeper_local.vendor), or a bucket of
 #: the AWS emulator (an s3_delete action's, sweeper_local.action_targets).
-Contract = Literal["delete", "listings", "payments", "bucket"]
+Contract = Literal["delete", "listings", "payments", "helpdesk", "refunds", "bucket"]
+
+
+def _in_process_figures(
+    vendor: VendorSimulator | None, contract: Literal["helpdesk", "refunds"]
+) -> ContractFigures | None:
+    """The help desk's or the refunds provider's audit, kept in this process only (an outside
+    simulator: None)."""
+    if vendor is None:
+        return None
+    if contract == "helpdesk":
+        desk = vendor.helpdesk.audit()
+        statuses, effects = desk.responses_by_status, desk.effects_by_ticket
+    else:
+        refunds = vendor.refunds.audit()
+        statuses, effects = refunds.responses_by_status, refunds.effects_by_charge
+    return ContractFigures(
+        sum(statuses.values()),
+        sum(effects.values()),
+        statuses.get(429, 0),
+        max(effects.values(), default=0),
+    )
 
 
 def _remote_audit(api_url: str) -> VendorAudit | None:
@@ -51,6 +75,10 @@ def vendor_contract(policy: Policy) -> Contract:
         return "listings"
     if path == RECONCILIATIONS_PATH:
         return "payments"
+    if path.startswith(TICKETS_PREFIX):
+        return "helpdesk"
+    if path == REFUNDS_PATH:
+        return "refunds"
     return "delete"
 
 
@@ -109,6 +137,8 @@ def contract_figures(
                 payments.responses_by_status.get(429, 0),
                 max(payments.effects_by_pair.values(), default=0),
             )
+        if contract in ("helpdesk", "refunds"):
+            return _in_process_figures(vendor, contract)
     except (OSError, ValueError, KeyError):
         return None  # an outside vendor without the simulator's audit
     audit = vendor_audit(stack)

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import App
 from aws_cdk.assertions import Template
 
 from infra.app import VALIDATION_FAILED, build_app
+from infra.policy_stack import PolicyStack
 from infra.stack import SweeperStack
 from sweeper.config import SweeperConfig, load_config
 
@@ -40,7 +42,13 @@ IMPORTED_CONTEXT: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Synth:
-    """One synthesized variant: its config, template, validation report and stack."""
+    """One synthesized variant: its config, template, validation report and stack.
+
+    `template_json` is the deployment as one template: the root's resources and each policy's
+    nested stack's, every reference across them (a nested stack's parameter, the root's read of
+    a nested output) replaced by what it refers to, so that a test reads a grant or a rule as
+    it reads one within a stack. `root_json` and `nested_json` are the templates as synthesized.
+    """
 
     config: SweeperConfig
     template_json: dict[str, Any]
@@ -48,6 +56,10 @@ class Synth:
     validation_error: str | None
     stack: SweeperStack
     outdir: Path
+    root_json: dict[str, Any]
+    #: Each policy's nested template, by the policy's name.
+    nested_json: dict[str, dict[str, Any]]
+    app: App
 
     @property
     def template(self) -> Template:
@@ -99,6 +111,65 @@ class Synth:
     def template_file(self) -> Path:
         return self.outdir / f"{self.stack.stack_name}.template.json"
 
+    @property
+    def template_files(self) -> list[Path]:
+        """The root template's file and each nested stack's."""
+        nested = [self.outdir / stack.template_file for stack in self.stack.policy_stacks]
+        return [self.template_file, *nested]
+
+
+def flatten(root: dict[str, Any], nested: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One template of the root and its nested stacks (`nested` by the nested stack's logical
+    ID in the root): references across them resolved, as if it had been one stack."""
+    outputs = {
+        logical_id: {name: output["Value"] for name, output in template["Outputs"].items()}
+        for logical_id, template in nested.items()
+    }
+    parameters = {
+        logical_id: root["Resources"][logical_id]["Properties"].get("Parameters", {})
+        for logical_id in nested
+    }
+
+    def resolve(value: Any, within: str | None) -> Any:
+        if isinstance(value, list):
+            return [resolve(item, within) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if within is not None and set(value) == {"Ref"} and value["Ref"] in parameters[within]:
+            return resolve(parameters[within][value["Ref"]], None)
+        if set(value) == {"Fn::GetAtt"}:
+            target, attribute = value["Fn::GetAtt"]
+            if target in outputs and str(attribute).startswith("Outputs."):
+                return resolve(outputs[target][attribute.removeprefix("Outputs.")], target)
+        return {key: resolve(item, within) for key, item in value.items()}
+
+    merged = {key: resolve(value, None) for key, value in root.items()}
+    # What waits for a nested stack waits for each of its resources; what its stack waits
+    # for, each of them waits for.
+    for resource in merged["Resources"].values():
+        waits = _as_list(resource.get("DependsOn"))
+        for stack_id in set(waits) & set(nested):
+            waits += list(nested[stack_id]["Resources"])
+        if waits:
+            resource["DependsOn"] = waits
+    for logical_id, template in nested.items():
+        inherited = _as_list(root["Resources"][logical_id].get("DependsOn"))
+        for resource_id, resource in template["Resources"].items():
+            assert resource_id not in merged["Resources"], f"{resource_id} is in two templates"
+            flat = resolve(resource, logical_id)
+            waits = _as_list(flat.get("DependsOn")) + inherited
+            if waits:
+                flat["DependsOn"] = waits
+            merged["Resources"][resource_id] = flat
+    return merged
+
+
+def _as_list(value: Any) -> list[str]:
+    """A DependsOn, one logical ID or a list of them, as a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
 
 def synthesize(context: dict[str, Any], outdir: Path, deps_layer_dir: Path) -> Synth:
     app, stack = build_app(
@@ -113,11 +184,28 @@ def synthesize(context: dict[str, Any], outdir: Path, deps_layer_dir: Path) -> S
         if not str(exc).startswith(VALIDATION_FAILED):
             raise
         error = str(exc)
-    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+    root = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+    nested_by_policy = {
+        policy_stack.policy.name: json.loads((outdir / policy_stack.template_file).read_text())
+        for policy_stack in stack.policy_stacks
+    }
+    nested = {
+        _nested_logical_id(stack, policy_stack): nested_by_policy[policy_stack.policy.name]
+        for policy_stack in stack.policy_stacks
+    }
     report = json.loads((outdir / "validation-report.json").read_text())
     config_path = Path(context.get("config", "sweeper.toml"))
     config = load_config(config_path if config_path.is_absolute() else REPO_ROOT / config_path)
-    return Synth(config, template, report, error, stack, outdir)
+    return Synth(
+        config, flatten(root, nested), report, error, stack, outdir, root, nested_by_policy, app
+    )
+
+
+def _nested_logical_id(stack: SweeperStack, policy_stack: PolicyStack) -> str:
+    """The logical ID, in the root, of the policy's AWS::CloudFormation::Stack."""
+    resource = policy_stack.nested_stack_resource
+    assert resource is not None
+    return stack.get_logical_id(resource)
 
 
 @pytest.fixture(scope="session")

@@ -37,14 +37,21 @@ def template_alarm_ids(synth: Synth) -> dict[str, str]:
 
 
 def dashboard_widgets(synth: Synth) -> list[dict[str, Any]]:
-    """The dashboard's widgets, with every CloudFormation reference replaced by its logical ID."""
-    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    """The widgets of the dashboards (the stack's and each policy's), with every CloudFormation
+    reference replaced by its logical ID."""
+    widgets: list[dict[str, Any]] = []
+    for dashboard in synth.resources("AWS::CloudWatch::Dashboard").values():
+        widgets += json.loads(dashboard_body(dashboard))["widgets"]
+    return widgets
+
+
+def dashboard_body(dashboard: dict[str, Any]) -> str:
+    """A dashboard's body as text, references as `<LogicalId>`."""
     body = dashboard["Properties"]["DashboardBody"]
     if isinstance(body, dict):
         separator, parts = body["Fn::Join"]
         body = separator.join(_flatten(part) for part in parts)
-    widgets: list[dict[str, Any]] = json.loads(body)["widgets"]
-    return widgets
+    return str(body)
 
 
 def _flatten(part: Any) -> str:

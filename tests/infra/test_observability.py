@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infra.observability import backlog_threshold
+from infra.observability import backlog_threshold, policy_dashboard_name
 from sweeper.observability import METRICS_NAMESPACE, NOT_SUMMED, Metric
 from tests.infra.conftest import Synth
-from tests.infra.signals import dashboard_signals, dashboard_widgets
+from tests.infra.signals import dashboard_body, dashboard_signals, dashboard_widgets
 from tests.infra.test_retention import PRUNE_ALARMS
 
 ALARMS = (
@@ -172,10 +172,18 @@ def test_alarm_topic_mails_the_operator_when_asked(proxied: Synth, default: Synt
 
 
 def test_dashboard_shows_every_policy(proxied: Synth) -> None:
-    (dashboard,) = proxied.resources("AWS::CloudWatch::Dashboard").values()
-    body = str(dashboard["Properties"]["DashboardBody"])
+    # Each policy on a dashboard of its own (CloudWatch draws 500 widgets a dashboard at most),
+    # which the stack's dashboard names
+    by_name = {
+        d["Properties"]["DashboardName"]: dashboard_body(d)
+        for d in proxied.resources("AWS::CloudWatch::Dashboard").values()
+    }
+    stack = proxied.stack.stack_name
+    assert len(by_name) == 1 + len(proxied.config.policies)
     for policy in proxied.config.policies:
-        assert f"## {policy.name}" in body
+        name = policy_dashboard_name(stack, policy.name)
+        assert f"## {policy.name}" in by_name[name]
+        assert f"`{name}`" in by_name[f"{stack}-sweeper"]
 
 
 @given(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.packaging import CONFIG_FILE_PATH
+from sweeper.config import SweeperConfig
 from tests.infra.conftest import Synth
 from tests.infra.test_database import _secret_reads
 from tests.infra.test_security import _actions, _as_list, _role_of, _statements_of_role
@@ -95,7 +97,20 @@ def test_both_operator_functions_run_in_the_vpc_with_their_access(default: Synth
         assert props["VpcConfig"]["SubnetIds"]
         assert props["VpcConfig"]["SecurityGroupIds"]
         assert default.environment(pattern)["SWEEPER_OPERATOR_ACCESS"] == access
-        assert "SWEEPER_CONFIG" in default.environment(pattern)
+        assert default.environment(pattern)["SWEEPER_CONFIG_FILE"] == CONFIG_FILE_PATH
+
+
+def test_the_operator_functions_read_the_policy_file_from_their_config_layer(
+    default: Synth,
+) -> None:
+    # The whole policy file, in a layer: Lambda's 4 KB environment holds a few policies only
+    layer = default.logical_id("OperatorApi/ConfigLayer/Resource")
+    for pattern in (READ_ONLY, OPERATOR):
+        assert {"Ref": layer} in default.function(pattern)["Properties"]["Layers"]
+    key = default.template_json["Resources"][layer]["Properties"]["Content"]["S3Key"]
+    asset = default.outdir / f"asset.{key.removesuffix('.zip')}"
+    staged = asset / CONFIG_FILE_PATH.removeprefix("/opt/")
+    assert SweeperConfig.model_validate_json(staged.read_text()) == default.config
 
 
 def test_the_read_only_function_connects_as_the_reader_and_reads_its_secret_only(

@@ -126,7 +126,13 @@ def test_a_batch_above_ten_gets_the_one_second_window_lambda_requires() -> None:
 
 @pytest.mark.parametrize(
     ("example", "contract"),
-    [("listings", "listings"), ("payments", "payments"), ("s3-exports", "bucket")],
+    [
+        ("listings", "listings"),
+        ("payments", "payments"),
+        ("s3-exports", "bucket"),
+        ("helpdesk", "helpdesk"),
+        ("refunds", "refunds"),
+    ],
 )
 def test_the_demo_audits_a_worked_example_by_the_contract_its_action_calls(
     example: str, contract: str

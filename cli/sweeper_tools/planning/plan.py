@@ -63,6 +63,13 @@ from sweeper.config import (
     Quota,
 )
 from sweeper.errors import ConfigError
+from sweeper.plan_costs import (
+    DYNAMODB_READ_PER_MILLION_USD,
+    DYNAMODB_WRITE_PER_MILLION_USD,
+    LAMBDA_ARM_GB_SECOND_USD,
+    LAMBDA_REQUEST_PER_MILLION_USD,
+    SQS_REQUEST_PER_MILLION_USD,
+)
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 from sweeper_tools.planning.batch import Turnover, batch_need
 from sweeper_tools.planning.cpu import cpu_bound
@@ -102,13 +109,13 @@ TIMEOUT_SLACK_FACTOR = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """Public on-demand prices, US East (N. Virginia), arm64, as stated in the README."""
+    """Public on-demand prices, US East (N. Virginia), arm64 (sweeper.plan_costs)."""
 
-    lambda_per_million_requests: float = 0.20
-    lambda_per_gb_second: float = 0.0000133334
-    sqs_per_million_requests: float = 0.40
-    dynamodb_per_million_writes: float = 0.625
-    dynamodb_per_million_reads: float = 0.125
+    lambda_per_million_requests: float = LAMBDA_REQUEST_PER_MILLION_USD
+    lambda_per_gb_second: float = LAMBDA_ARM_GB_SECOND_USD
+    sqs_per_million_requests: float = SQS_REQUEST_PER_MILLION_USD
+    dynamodb_per_million_writes: float = DYNAMODB_WRITE_PER_MILLION_USD
+    dynamodb_per_million_reads: float = DYNAMODB_READ_PER_MILLION_USD
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,17 @@
 """The operator API function's environment and backend, validated and built once per cold start.
 
-The function serves every policy, so it is given the whole policy file (`SWEEPER_CONFIG`, JSON)
-instead of one policy, the stack whose outputs name the queues, functions and tables
+The function serves every policy, so it is given the whole policy file instead of one policy: as
+a JSON file in a layer of its own (`SWEEPER_CONFIG_FILE`), not in its environment, which Lambda
+caps at 4 KB whatever the number of policies (docs/decisions.md, "A nested stack per policy").
+Also the stack whose outputs name the queues, functions and tables
 (`SWEEPER_STACK_NAME`, read as `sweeper status --stack` reads them), its access
 (`SWEEPER_OPERATOR_ACCESS`: `read` or `operate`) and the ledger's usual connection settings.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
+from pathlib import Path
 from typing import Literal
 
 import boto3
@@ -27,11 +30,27 @@ from sweeper.runtime import conninfo_from
 class OperatorSettings(Settings):
     """The function's environment: the ledger's settings, the policy file, its stack, its access."""
 
-    #: Not one policy: the whole file (`config`).
+    #: Not one policy: the whole file, read from `config_file` (`config`).
     policy: Policy | None = None  # type: ignore[assignment]
-    config: SweeperConfig
+    config_file: Path
     stack_name: str = Field(min_length=1)
     operator_access: Literal["read", "operate"]
+
+    @cached_property
+    def config(self) -> SweeperConfig:
+        """The policy file the stack was synthesized from, validated as every reader does."""
+        try:
+            return SweeperConfig.model_validate_json(self.config_file.read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"{self.config_file}: {exc.strerror}") from exc
+        except ValidationError as exc:
+            raise ConfigError(f"{self.config_file}: {describe_validation_error(exc)}") from exc
+
+
+def config_file_text(config: SweeperConfig) -> str:
+    """What the config layer holds: only what the policy file set (a discriminator such as
+    `discovery.kind` stays, though it equals its default), validated again when read."""
+    return config.model_dump_json(exclude_unset=True)
 
 
 @lru_cache(maxsize=1)

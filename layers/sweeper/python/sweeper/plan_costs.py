@@ -1,0 +1,401 @@
+"""What the whole stack costs: at rest per month, and per million jobs, from list prices.
+
+Plain arithmetic, as `sweeper_tools.planning.plan`: every item is a quantity times a unit price, and the
+quantities come from the policy file (policies, schedules, alarms as infra/ creates them) and
+the plan's per-job figures (requests, Lambda duration, drain time). No free tier is taken off:
+an account's free tiers are shared with whatever else it runs.
+
+Prices: on-demand list prices, US East (N. Virginia), arm64, as AWS's pricing pages for each
+service state them, read 2026-12-07 (Aurora, VPC/NAT, PrivateLink, CloudWatch, DynamoDB,
+Lambda, SQS, X-Ray, Secrets Manager, KMS, EventBridge Scheduler). Other regions differ by a
+few per cent. Where a figure is an estimate rather than a price, its comment says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from sweeper.config import Policy, SweeperConfig
+from sweeper.models import OutcomeClass
+from sweeper.schedule_expression import RateSchedule, occurrences, parse_schedule
+from sweeper.scheduling import single_scope
+
+HOURS_PER_MONTH = 730.0
+GB = 1e9  # bytes; AWS bills data in GB
+
+# -- list prices, us-east-1, read 2026-12-07 ------------------------------------------------------
+AURORA_ACU_HOUR_USD = 0.12  # Aurora Serverless v2 (Standard), per ACU-hour
+AURORA_IO_PER_MILLION_USD = 0.20  # Aurora Standard, per million I/O requests
+RDS_PROXY_ACU_HOUR_USD = 0.015  # RDS Proxy on Serverless v2, per ACU-hour, 8 ACU minimum
+NAT_GATEWAY_HOUR_USD = 0.045  # per NAT gateway-hour
+NAT_GB_PROCESSED_USD = 0.045  # per GB through the NAT gateway
+INTERFACE_ENDPOINT_AZ_HOUR_USD = 0.01  # PrivateLink interface endpoint, per AZ-hour
+INTERFACE_ENDPOINT_GB_USD = 0.01  # per GB through an interface endpoint (first PB)
+CLOUDWATCH_ALARM_METRIC_MONTH_USD = 0.10  # standard resolution, per metric an alarm reads
+CLOUDWATCH_CUSTOM_METRIC_MONTH_USD = 0.30  # per custom metric-month (first 10,000)
+CLOUDWATCH_DASHBOARD_MONTH_USD = 3.00  # per dashboard-month
+CLOUDWATCH_LOGS_INGESTED_GB_USD = 0.50  # standard log class, per GB ingested
+CLOUDWATCH_LOGS_STORED_GB_MONTH_USD = 0.03  # per GB-month archived
+DYNAMODB_WRITE_PER_MILLION_USD = 0.625  # on-demand, per million write request units
+DYNAMODB_READ_PER_MILLION_USD = 0.125  # on-demand, per million read request units
+LAMBDA_ARM_GB_SECOND_USD = 0.0000133334  # arm64, per GB-second (first 7.5 billion)
+LAMBDA_REQUEST_PER_MILLION_USD = 0.20
+SQS_REQUEST_PER_MILLION_USD = 0.40  # standard queue, per million requests (64 KB chunks)
+XRAY_TRACE_PER_MILLION_USD = 5.00  # per million traces recorded
+SECRET_MONTH_USD = 0.40  # Secrets Manager, per secret-month
+SECRETS_API_PER_10K_USD = 0.05  # Secrets Manager, per 10,000 API calls
+KMS_KEY_MONTH_USD = 1.00  # per customer managed key-month
+SCHEDULER_INVOCATION_PER_MILLION_USD = 1.00  # EventBridge Scheduler, per million invocations
+
+# -- the stack's shape: the same counts infra/ creates (tests/infra/test_plan_costs.py) ----------
+NAT_GATEWAYS = 1  # infra/network.py NAT_GATEWAY_COUNT
+AVAILABILITY_ZONES = 2  # infra/network.py MAX_AVAILABILITY_ZONES
+INTERFACE_ENDPOINT_SERVICES = 2  # SQS and Secrets Manager (the lean profile has none)
+DEFAULT_MIN_ACU = 0.5  # infra's database_min_capacity_acu default
+#: A cluster that resumes from 0 runs at this capacity at least, until it pauses again.
+MIN_ACTIVE_ACU = 0.5
+AUTO_PAUSE_AFTER_MINUTES = 15  # infra/database.py: pauses after this long without a connection
+RDS_PROXY_MIN_ACU = 8
+LEDGER_SECRETS = 3  # admin, application and reader users
+KMS_KEYS = 1
+#: The stack's dashboard, beside one per policy (each policy's nested stack draws its own).
+STACK_DASHBOARDS = 1
+#: Alarm metrics (each billed): the ledger's capacity alarm and its three rotations' errors.
+LEDGER_ALARM_METRICS = 1 + 3
+#: A policy's pipeline alarms that read one metric each (queue age and backlog, dead letters,
+#: throttles, consumer, producer and redrive errors, schedule dead letters x2, oldest eligible
+#: age, terminal failures, snooze exhausted, auth circuit, mismatched, lease expiries, publish
+#: failures), and the two stall alarms' metrics (claims 2, completions 4).
+PIPELINE_ALARM_METRICS = 16 + 2 + 4
+INTAKE_ALARM_METRICS = 3  # + 1 with the webhook
+DISCOVERY_ALARM_METRICS = 3
+RETENTION_ALARM_METRICS = 3
+REDRIVE_SCHEDULE = "rate(15 minutes)"  # infra/redrive.py REDRIVE_SCHEDULE_EXPRESSION
+#: The custom metrics each scheduled run emits, whatever it found (functions/*/app.py, one
+#: `policy` dimension): the producer's six counts and the oldest eligible age, the redrive's
+#: five, discovery's five and its lag, the prune's five. CloudWatch bills a metric by the hours
+#: it is sent in, so a function that runs less than hourly bills that share of a month.
+IDLE_METRICS_PRODUCER = 7
+IDLE_METRICS_REDRIVE = 5
+IDLE_METRICS_DISCOVERY = 6
+IDLE_METRICS_RETENTION = 5
+#: SQS long polls an event source mapping makes on an idle queue: estimate, five pollers each
+#: waiting 20 s.
+IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
+#: Lambda GB-seconds of one scheduled run that finds nothing to do (estimate: 0.5 s at 512 MB).
+IDLE_RUN_GB_SECONDS = 0.25
+#: The producer connects to the ledger on every run, due work or not (docs/deploy.md), so an
+#: idle ledger never pauses while it runs more often than the pause delay.
+PRODUCER_CONNECTS_WHEN_IDLE = True
+#: Times a day new work arrives and wakes a paused ledger ("a few times a day").
+ARRIVALS_PER_DAY = 4
+
+# -- per job: the code's known work ---------------------------------------------------------------
+#: Estimate, kept from docs/deploy.md: structured log bytes per job, all functions together.
+LOG_BYTES_PER_JOB = 2000
+#: X-Ray's default sampling rule, which Lambda's Active tracing applies (infra/ sets no rule of
+#: its own): the first request each second, then 5% of the others.
+XRAY_RESERVOIR_PER_SECOND = 1.0
+XRAY_FIXED_RATE = 0.05
+#: Estimate, kept from docs/deploy.md: ledger I/O requests per job (claim, settle, event row).
+AURORA_IOS_PER_JOB = 2.0
+#: Estimate, kept from docs/deploy.md: capacity a drain adds over the minimum.
+AURORA_DRAIN_ACU = 1.0
+#: Bytes per job to the vendor through the NAT (request and answer), and to SQS (sent once,
+#: received once; the body is under 1 KB).
+VENDOR_BYTES_PER_JOB = 2000
+SQS_BYTES_PER_JOB = 2000
+#: One GetSecretValue per scheduled run: an upper bound (a warm environment caches it).
+SECRET_CALLS_PER_RUN = 1
+#: Months a log group keeps its events (infra/function.py LOG_RETENTION, three months).
+LOG_RETENTION_MONTHS = 3
+
+
+class Network(StrEnum):
+    DEFAULT = "default"  # interface endpoints for SQS and Secrets Manager
+    LEAN = "lean"  # no interface endpoints: that traffic goes through the NAT
+
+
+@dataclass(frozen=True, slots=True)
+class CostItem:
+    """One line of the bill: a quantity of a unit at a price."""
+
+    name: str
+    quantity: float
+    unit: str
+    unit_usd: float
+
+    @property
+    def usd(self) -> float:
+        return self.quantity * self.unit_usd
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "quantity": round(self.quantity, 6),
+            "unit": self.unit,
+            "unit_usd": self.unit_usd,
+            "usd": round(self.usd, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """What the policy file does not say: the cluster's minimum and the network profile."""
+
+    min_acu: float = DEFAULT_MIN_ACU
+    network: Network = Network.DEFAULT
+
+
+def runs_per_month(expression: str, timezone: str = "UTC") -> float:
+    """How often a schedule fires in an average month (a cron counted day by day over a week)."""
+    schedule = parse_schedule(expression, timezone)
+    if isinstance(schedule, RateSchedule):
+        return HOURS_PER_MONTH * 3600 / schedule.every.total_seconds()
+    monday = datetime(2026, 1, 5, tzinfo=UTC)  # any week serves
+    days = [monday + timedelta(days=n) for n in range(7)]
+    week = sum(
+        len(occurrences(expression, timezone, day, day + timedelta(days=1, seconds=-1)))
+        for day in days
+    )
+    return week / (7 * 24) * HOURS_PER_MONTH
+
+
+def dashboards(policies: Sequence[Policy]) -> int:
+    """The stack's dashboard and each policy's own (infra/observability)."""
+    return STACK_DASHBOARDS + len(policies)
+
+
+def alarm_metrics(policy: Policy) -> int:
+    """The metrics the alarms infra/ creates for one policy read (each billed)."""
+    count = PIPELINE_ALARM_METRICS + 2 * len(OutcomeClass)  # transient and unknown rates
+    count += 1 if single_scope(policy) is not None else 0  # the limiter's saturation
+    count += INTAKE_ALARM_METRICS + (1 if policy.intake.webhook else 0)
+    count += DISCOVERY_ALARM_METRICS if policy.discovery is not None else 0
+    count += RETENTION_ALARM_METRICS if policy.retention.enabled else 0
+    return count
+
+
+def scheduled_functions(policy: Policy) -> list[tuple[str, str, bool, int]]:
+    """Each scheduled function of a policy: (expression, timezone, connects to the ledger when
+    there is nothing to do, custom metrics a run emits)."""
+    found = [
+        (policy.schedule, policy.timezone, PRODUCER_CONNECTS_WHEN_IDLE, IDLE_METRICS_PRODUCER),
+        # The redrive reads its dead-letter queue first: no dead letter, no connection.
+        (REDRIVE_SCHEDULE, "UTC", False, IDLE_METRICS_REDRIVE),
+    ]
+    if policy.discovery is not None:
+        found.append((policy.discovery.schedule, policy.timezone, True, IDLE_METRICS_DISCOVERY))
+    if policy.retention.enabled:
+        found.append((policy.retention.schedule, policy.timezone, True, IDLE_METRICS_RETENTION))
+    return found
+
+
+def idle_metrics(policy: Policy) -> float:
+    """Custom metric-months a policy's scheduled runs emit in a month with nothing to do."""
+    return sum(
+        metrics * min(1.0, runs_per_month(e, tz) / HOURS_PER_MONTH)
+        for e, tz, _, metrics in scheduled_functions(policy)
+    )
+
+
+def traces_per_invocation(invocations_per_second: float) -> float:
+    """The share of invocations X-Ray's default rule records at this rate."""
+    if invocations_per_second <= XRAY_RESERVOIR_PER_SECOND:
+        return 1.0
+    beyond = invocations_per_second - XRAY_RESERVOIR_PER_SECOND
+    return (XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * beyond) / invocations_per_second
+
+
+def awake_share(policies: Sequence[Policy]) -> float:
+    """The share of a month a cluster with minimum 0 is awake: each run that connects, and
+    each arrival of work, keeps it up for the pause delay (overlaps counted twice: at most)."""
+    wakes = ARRIVALS_PER_DAY * HOURS_PER_MONTH / 24
+    for policy in policies:
+        found = scheduled_functions(policy)
+        wakes += sum(runs_per_month(e, tz) for e, tz, connects, _ in found if connects)
+    return min(1.0, wakes * AUTO_PAUSE_AFTER_MINUTES / 60 / HOURS_PER_MONTH)
+
+
+def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
+    """The stack deployed with nothing to do, per month."""
+    policies = config.policies
+    hours = HOURS_PER_MONTH
+    if deployment.min_acu > 0:
+        acu_hours = deployment.min_acu * hours
+    else:
+        acu_hours = MIN_ACTIVE_ACU * hours * awake_share(policies)
+    endpoints = 0 if deployment.network is Network.LEAN else INTERFACE_ENDPOINT_SERVICES
+    runs = sum(runs_per_month(e, tz) for p in policies for e, tz, *_ in scheduled_functions(p))
+    secrets = LEDGER_SECRETS + sum(1 for p in policies if p.intake.webhook)
+    alarms = LEDGER_ALARM_METRICS + sum(alarm_metrics(p) for p in policies)
+    mappings = 2 * len(policies)  # the consumer's and the intake's queues
+    return [
+        CostItem("Aurora Serverless v2", acu_hours, "ACU-h", AURORA_ACU_HOUR_USD),
+        CostItem("NAT gateway", NAT_GATEWAYS * hours, "h", NAT_GATEWAY_HOUR_USD),
+        CostItem(
+            "Interface endpoints",
+            endpoints * AVAILABILITY_ZONES * hours,
+            "endpoint-AZ-h",
+            INTERFACE_ENDPOINT_AZ_HOUR_USD,
+        ),
+        CostItem("CloudWatch alarms", alarms, "alarm metrics", CLOUDWATCH_ALARM_METRIC_MONTH_USD),
+        CostItem(
+            "CloudWatch metrics",
+            sum(idle_metrics(p) for p in policies),
+            "custom metrics",
+            CLOUDWATCH_CUSTOM_METRIC_MONTH_USD,
+        ),
+        CostItem(
+            "CloudWatch dashboard",
+            dashboards(policies),
+            "dashboards",
+            CLOUDWATCH_DASHBOARD_MONTH_USD,
+        ),
+        CostItem("KMS key", KMS_KEYS, "key", KMS_KEY_MONTH_USD),
+        CostItem("Secrets Manager secrets", secrets, "secrets", SECRET_MONTH_USD),
+        CostItem(
+            "Secrets Manager calls",
+            runs * SECRET_CALLS_PER_RUN / 10_000,
+            "10k calls",
+            SECRETS_API_PER_10K_USD,
+        ),
+        CostItem("Scheduler", runs / 1e6, "M invocations", SCHEDULER_INVOCATION_PER_MILLION_USD),
+        CostItem(
+            "Lambda scheduled runs",
+            runs * IDLE_RUN_GB_SECONDS,
+            "GB-s",
+            LAMBDA_ARM_GB_SECOND_USD,
+        ),
+        CostItem(
+            "SQS idle polling",
+            mappings * IDLE_POLLS_PER_MAPPING_MONTH / 1e6,
+            "M requests",
+            SQS_REQUEST_PER_MILLION_USD,
+        ),
+    ]
+
+
+def rds_proxy() -> CostItem:
+    """The optional RDS Proxy (`-c rds_proxy=true`), per month."""
+    return CostItem(
+        "RDS Proxy (optional)", RDS_PROXY_MIN_ACU * HOURS_PER_MONTH, "ACU-h", RDS_PROXY_ACU_HOUR_USD
+    )
+
+
+def per_million_jobs(
+    requests_per_job: dict[str, float], throughput_per_second: float, network: Network
+) -> list[CostItem]:
+    """A million jobs drained at the plan's throughput, with the plan's requests per job."""
+    jobs = 1e6
+    invocations = requests_per_job["lambda_invocations"] * jobs
+    drain_hours = jobs / max(throughput_per_second, 1e-9) / 3600
+    vendor_gb = VENDOR_BYTES_PER_JOB * jobs / GB
+    sqs_gb = SQS_BYTES_PER_JOB * jobs / GB
+    log_gb = LOG_BYTES_PER_JOB * jobs / GB
+    lean = network is Network.LEAN
+    items = [
+        CostItem(
+            "Lambda consumer",
+            requests_per_job["lambda_gb_seconds"] * jobs,
+            "GB-s",
+            LAMBDA_ARM_GB_SECOND_USD,
+        ),
+        CostItem(
+            "Lambda requests", invocations / 1e6, "M requests", LAMBDA_REQUEST_PER_MILLION_USD
+        ),
+        CostItem(
+            "DynamoDB",
+            requests_per_job["dynamodb_writes"],
+            "M write units",
+            DYNAMODB_WRITE_PER_MILLION_USD,
+        ),
+        CostItem("SQS", requests_per_job["sqs"], "M requests", SQS_REQUEST_PER_MILLION_USD),
+        CostItem(
+            "Aurora while draining", drain_hours * AURORA_DRAIN_ACU, "ACU-h", AURORA_ACU_HOUR_USD
+        ),
+        CostItem("Aurora I/O", AURORA_IOS_PER_JOB, "M I/Os", AURORA_IO_PER_MILLION_USD),
+        CostItem("CloudWatch Logs", log_gb, "GB", CLOUDWATCH_LOGS_INGESTED_GB_USD),
+        CostItem(
+            "CloudWatch Logs storage",
+            log_gb * LOG_RETENTION_MONTHS,
+            "GB-months",
+            CLOUDWATCH_LOGS_STORED_GB_MONTH_USD,
+        ),
+        CostItem(
+            "X-Ray",
+            invocations * traces_per_invocation(throughput_per_second * invocations / jobs) / 1e6,
+            "M traces",
+            XRAY_TRACE_PER_MILLION_USD,
+        ),
+        CostItem(
+            "NAT data processing",
+            vendor_gb + (sqs_gb if lean else 0.0),
+            "GB",
+            NAT_GB_PROCESSED_USD,
+        ),
+    ]
+    if requests_per_job.get("dynamodb_reads"):
+        items.append(
+            CostItem(
+                "DynamoDB reads",
+                requests_per_job["dynamodb_reads"],
+                "M read units",
+                DYNAMODB_READ_PER_MILLION_USD,
+            )
+        )
+    if not lean:
+        items.append(CostItem("Interface endpoint data", sqs_gb, "GB", INTERFACE_ENDPOINT_GB_USD))
+    return items
+
+
+def total(items: Iterable[CostItem]) -> float:
+    return math.fsum(item.usd for item in items)
+
+
+#: The at-rest columns `sweeper plan` prints: as deployed, paused (minimum 0), paused and lean.
+def rest_profiles(min_acu: float) -> dict[str, Deployment]:
+    return {
+        f"{min_acu:g} ACU": Deployment(min_acu=min_acu),
+        "paused": Deployment(min_acu=0.0),
+        "paused + lean": Deployment(min_acu=0.0, network=Network.LEAN),
+    }
+
+
+def stack_costs(
+    config: SweeperConfig,
+    requests_per_job: dict[str, float],
+    throughput_per_second: float,
+    *,
+    min_acu: float = DEFAULT_MIN_ACU,
+    jobs_per_month: int = 0,
+) -> dict[str, Any]:
+    """The whole stack's bill: at rest in each profile, per million jobs (default network and
+    lean), and a month at `jobs_per_month` in each profile."""
+    rest = {name: at_rest(config, d) for name, d in rest_profiles(min_acu).items()}
+    million = {
+        network.value: per_million_jobs(requests_per_job, throughput_per_second, network)
+        for network in Network
+    }
+    month = {
+        name: total(rest[name]) + total(million[d.network.value]) * jobs_per_month / 1e6
+        for name, d in rest_profiles(min_acu).items()
+    }
+    return {
+        "at_rest_per_month": {
+            name: {"items": [i.as_dict() for i in items], "total_usd": round(total(items), 2)}
+            for name, items in rest.items()
+        },
+        "rds_proxy_per_month": rds_proxy().as_dict(),
+        "per_million_jobs": {
+            name: {"items": [i.as_dict() for i in items], "total_usd": round(total(items), 2)}
+            for name, items in million.items()
+        },
+        "jobs_per_month": jobs_per_month,
+        "per_month": {name: round(usd, 2) for name, usd in month.items()},
+    }

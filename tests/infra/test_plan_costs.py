@@ -1,0 +1,58 @@
+"""`sweeper plan` counts what the stack bills as infra/ creates it: checked against a synth."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.plan_costs import (
+    INTERFACE_ENDPOINT_SERVICES,
+    LEDGER_ALARM_METRICS,
+    LEDGER_SECRETS,
+    NAT_GATEWAYS,
+    alarm_metrics,
+    dashboards,
+    runs_per_month,
+    scheduled_functions,
+)
+from tests.infra.conftest import Synth
+
+
+@pytest.fixture(params=["default", "proxied"])
+def synth(request: pytest.FixtureRequest) -> Synth:
+    """The shipped policy file, and two policies behind a proxy (a new cluster either way)."""
+    variant: Synth = request.getfixturevalue(request.param)
+    return variant
+
+
+def _alarm_metrics(synth: Synth) -> int:
+    """The metrics the template's alarms read: one each, or each metric of a math alarm."""
+    count = 0
+    for alarm in synth.resources("AWS::CloudWatch::Alarm").values():
+        metrics = alarm["Properties"].get("Metrics")
+        count += 1 if metrics is None else sum("MetricStat" in m for m in metrics)
+    return count
+
+
+def test_the_plan_counts_the_alarm_metrics_the_stack_creates(synth: Synth) -> None:
+    planned = LEDGER_ALARM_METRICS + sum(alarm_metrics(p) for p in synth.config.policies)
+    assert planned == _alarm_metrics(synth)
+
+
+def test_the_plan_counts_the_stacks_secrets_gateways_endpoints_and_schedules(
+    synth: Synth,
+) -> None:
+    policies = synth.config.policies
+    secrets = LEDGER_SECRETS + sum(1 for p in policies if p.intake.webhook)
+    assert secrets == len(synth.resources("AWS::SecretsManager::Secret"))
+    assert len(synth.resources("AWS::EC2::NatGateway")) == NAT_GATEWAYS
+    assert dashboards(policies) == len(synth.resources("AWS::CloudWatch::Dashboard"))
+    interface = [
+        e
+        for e in synth.resources("AWS::EC2::VPCEndpoint").values()
+        if e["Properties"].get("VpcEndpointType") == "Interface"
+    ]
+    assert len(interface) == INTERFACE_ENDPOINT_SERVICES
+    schedules = synth.resources("AWS::Scheduler::Schedule").values()
+    synthesized = sum(runs_per_month(s["Properties"]["ScheduleExpression"]) for s in schedules)
+    planned = sum(runs_per_month(e, "UTC") for p in policies for e, *_ in scheduled_functions(p))
+    assert planned == synthesized

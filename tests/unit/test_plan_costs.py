@@ -1,0 +1,207 @@
+"""`sweeper plan`'s bill of the whole stack: each item a quantity times a list price."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sweeper import plan_costs
+from sweeper.config import load_config
+from sweeper.plan_costs import (
+    CostItem,
+    Deployment,
+    Network,
+    at_rest,
+    idle_metrics,
+    per_million_jobs,
+    stack_costs,
+    total,
+    traces_per_invocation,
+)
+from sweeper_cli import main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = REPO_ROOT / "sweeper.toml"
+#: The vendor latency the docs' tables are printed at (it binds nothing at the shipped policy).
+DOCS_PLAN_ARGS = ["plan", "--config", str(SHIPPED), "--latency-p50", "0.2"]
+#: The plan's per-job figures for the shipped policy (4 environments of 512 MB at 32 jobs/s).
+SHIPPED_REQUESTS = {
+    "sqs": 0.3,
+    "lambda_invocations": 0.1,
+    "lambda_gb_seconds": 0.0625,
+    "dynamodb_writes": 3.0,
+    "dynamodb_reads": 0.0,
+}
+#: Every item of docs/deploy.md's per-million table as it stood before the plan printed it.
+DOCS_PER_MILLION_ITEMS = {
+    "Lambda consumer",
+    "DynamoDB",
+    "SQS",
+    "Aurora while draining",
+    "CloudWatch Logs",
+    "X-Ray",
+    "NAT data processing",
+}
+DOCS_AT_REST_ITEMS = {
+    "Aurora Serverless v2",
+    "NAT gateway",
+    "Interface endpoints",
+    "CloudWatch alarms",
+    "CloudWatch metrics",
+    "CloudWatch dashboard",
+    "KMS key",
+    "Secrets Manager secrets",
+    "Scheduler",
+    "Lambda scheduled runs",
+    "SQS idle polling",
+}
+
+
+def _items(items: list[CostItem]) -> dict[str, CostItem]:
+    return {item.name: item for item in items}
+
+
+def test_every_item_is_its_quantity_times_its_price_and_the_total_their_sum() -> None:
+    # Given the shipped policy file, in every profile
+    config = load_config(SHIPPED)
+    bills = [at_rest(config, Deployment(min_acu=a, network=n)) for a in (0, 0.5) for n in Network]
+    bills += [per_million_jobs(SHIPPED_REQUESTS, 32.0, network) for network in Network]
+    for items in bills:
+        # Then each item is what it says, and the total adds them up
+        for item in items:
+            assert item.usd == pytest.approx(item.quantity * item.unit_usd)
+            assert item.as_dict()["usd"] == pytest.approx(item.usd, abs=1e-4)
+        assert total(items) == pytest.approx(sum(item.quantity * item.unit_usd for item in items))
+
+
+def test_at_rest_the_shipped_stack_costs_the_figures_worked_by_hand() -> None:
+    # Given the shipped policy, deployed as by default (0.5 ACU, interface endpoints)
+    items = _items(at_rest(load_config(SHIPPED), Deployment()))
+    # Then: 0.5 ACU x 730 h x $0.12; one NAT x 730 h x $0.045; 2 services x 2 AZs x 730 h x $0.01
+    assert items["Aurora Serverless v2"].usd == pytest.approx(43.80)
+    assert items["NAT gateway"].usd == pytest.approx(32.85)
+    assert items["Interface endpoints"].usd == pytest.approx(29.20)
+    # 48 alarm metrics for the policy (22 pipeline, 2 x 8 outcome rates, intake 3 + webhook,
+    # discovery 3, retention 3) and the ledger's 4; 3 ledger secrets and the webhook's
+    assert items["CloudWatch alarms"].quantity == 52
+    assert items["Secrets Manager secrets"].quantity == 4
+    # Producer every 5 min, redrive every 15 min, discovery hourly, retention daily
+    runs = (12 + 4 + 1) * 730 + 730 / 24
+    assert items["Scheduler"].quantity == pytest.approx(runs / 1e6)
+
+
+def test_the_lean_profile_drops_the_interface_endpoints_and_sends_sqs_through_the_nat() -> None:
+    config = load_config(SHIPPED)
+    default = _items(at_rest(config, Deployment()))
+    lean = _items(at_rest(config, Deployment(network=Network.LEAN)))
+    assert default["Interface endpoints"].usd > 0
+    assert lean["Interface endpoints"].usd == 0
+    assert total(default.values()) - total(lean.values()) == pytest.approx(29.20)
+    per_job_default = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.DEFAULT))
+    per_job_lean = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.LEAN))
+    # The SQS bytes go through the NAT ($0.045/GB) instead of the endpoint ($0.01/GB)
+    assert per_job_lean["NAT data processing"].quantity == pytest.approx(4.0)
+    assert per_job_default["NAT data processing"].quantity == pytest.approx(2.0)
+    assert "Interface endpoint data" in per_job_default
+    assert "Interface endpoint data" not in per_job_lean
+
+
+def test_a_ledger_that_may_pause_is_billed_only_while_runs_keep_it_awake(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = load_config(SHIPPED)
+    # Given a producer that connects on every run (every 5 minutes): never paused
+    paused = _items(at_rest(config, Deployment(min_acu=0)))
+    assert paused["Aurora Serverless v2"].usd == pytest.approx(43.80)
+    # When the producer no longer wakes an idle ledger
+    monkeypatch.setattr(plan_costs, "PRODUCER_CONNECTS_WHEN_IDLE", False)
+    paused = _items(at_rest(config, Deployment(min_acu=0)))
+    # Then it is awake 15 minutes after each hourly discovery, daily retention and each of the
+    # four arrivals a day, at 0.5 ACU
+    wakes = 730 + 730 / 24 + 4 * 730 / 24
+    assert paused["Aurora Serverless v2"].quantity == pytest.approx(0.5 * wakes * 0.25)
+    assert paused["Aurora Serverless v2"].usd == pytest.approx(0.5 * wakes * 0.25 * 0.12)
+
+
+def test_per_million_jobs_prices_every_item_of_the_docs_table() -> None:
+    for network in Network:
+        items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, network))
+        assert set(items) >= DOCS_PER_MILLION_ITEMS
+        assert all(items[name].usd > 0 for name in DOCS_PER_MILLION_ITEMS)
+    items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.DEFAULT))
+    # 3 writes a job x $0.625/M; 2 KB a job of logs x $0.50/GB
+    assert items["DynamoDB"].usd == pytest.approx(1.875)
+    # 100 k invocations at 3.2 a second: X-Ray's default rule records 1 + 5% of 2.2 a second
+    assert items["X-Ray"].quantity == pytest.approx(0.1 * (1 + 0.05 * 2.2) / 3.2)
+    assert items["CloudWatch Logs"].usd == pytest.approx(1.0)
+    # A million jobs at 32/s: 8.68 h of one more ACU
+    assert items["Aurora while draining"].quantity == pytest.approx(1e6 / 32 / 3600)
+    rest = _items(at_rest(load_config(SHIPPED), Deployment()))
+    assert set(rest) >= DOCS_AT_REST_ITEMS
+
+
+def test_x_ray_records_every_invocation_up_to_one_a_second_then_five_per_cent() -> None:
+    assert traces_per_invocation(0.5) == 1.0
+    assert traces_per_invocation(1.0) == 1.0
+    assert traces_per_invocation(21.0) == pytest.approx((1 + 0.05 * 20) / 21)
+
+
+def test_custom_metrics_are_billed_by_the_hours_their_runs_send_them() -> None:
+    # Given the shipped policy: producer (7) every 5 min, redrive (5) every 15 min, discovery
+    # (6) hourly, all sent every hour; the prune's 5 once a day, a 24th of a month
+    (policy,) = load_config(SHIPPED).policies
+    assert idle_metrics(policy) == pytest.approx(7 + 5 + 6 + 5 / 24)
+
+
+def test_a_month_adds_the_per_million_price_pro_rata() -> None:
+    config = load_config(SHIPPED)
+    costs = stack_costs(config, SHIPPED_REQUESTS, 32.0, jobs_per_month=250_000)
+    rest = costs["at_rest_per_month"]["0.5 ACU"]["total_usd"]
+    million = costs["per_million_jobs"]["default"]["total_usd"]
+    assert costs["per_month"]["0.5 ACU"] == pytest.approx(rest + million / 4, abs=0.01)
+    lean_rest = costs["at_rest_per_month"]["paused + lean"]["total_usd"]
+    lean_million = costs["per_million_jobs"]["lean"]["total_usd"]
+    assert costs["per_month"]["paused + lean"] == pytest.approx(
+        lean_rest + lean_million / 4, abs=0.01
+    )
+
+
+def test_the_json_plan_carries_the_same_stack_cost() -> None:
+    result = CliRunner().invoke(main, [*DOCS_PLAN_ARGS, "--jobs-per-month", "2000000", "--json"])
+    assert result.exit_code == 0, result.output
+    costs = json.loads(result.output)["stack_cost"]
+    assert costs["jobs_per_month"] == 2_000_000
+    expected = stack_costs(load_config(SHIPPED), SHIPPED_REQUESTS, 32.0, jobs_per_month=2_000_000)
+    assert costs == expected
+    assert not math.isnan(costs["per_month"]["paused + lean"])
+
+
+def _tables(lines: list[str]) -> list[list[str]]:
+    """Each run of consecutive Markdown table lines."""
+    tables: list[list[str]] = []
+    previous = False
+    for line in lines:
+        row = line.startswith("|")
+        if row and not previous:
+            tables.append([])
+        if row:
+            tables[-1].append(line)
+        previous = row
+    return tables
+
+
+def test_the_cost_tables_in_docs_deploy_are_the_plans_output_for_the_shipped_policy() -> None:
+    # Given the plan of the shipped policy file: its two cost tables
+    result = CliRunner().invoke(main, DOCS_PLAN_ARGS)
+    assert result.exit_code == 0, result.output
+    printed = _tables(result.output.splitlines())
+    assert [table[0].split(" | ")[0] for table in printed] == ["| Item", "| Item"]
+    # Then docs/deploy.md holds each, line for line and in one piece (the doc cannot drift)
+    doc = (REPO_ROOT / "docs" / "deploy.md").read_text().splitlines()
+    documented = _tables(doc)
+    for table in printed:
+        assert table in documented, "docs/deploy.md's cost table differs from:\n" + "\n".join(table)
