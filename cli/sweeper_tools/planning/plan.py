@@ -63,15 +63,15 @@ from sweeper.config import (
     Quota,
 )
 from sweeper.errors import ConfigError
-from sweeper.plan_costs import (
+from sweeper.schedule_expression import RateSchedule, parse_schedule
+from sweeper_tools.planning.batch import Turnover, batch_need
+from sweeper_tools.planning.costs import (
     DYNAMODB_READ_PER_MILLION_USD,
     DYNAMODB_WRITE_PER_MILLION_USD,
     LAMBDA_ARM_GB_SECOND_USD,
     LAMBDA_REQUEST_PER_MILLION_USD,
     SQS_REQUEST_PER_MILLION_USD,
 )
-from sweeper.schedule_expression import RateSchedule, parse_schedule
-from sweeper_tools.planning.batch import Turnover, batch_need
 from sweeper_tools.planning.cpu import cpu_bound
 from sweeper_tools.planning.findings import (
     Finding,
@@ -109,7 +109,7 @@ TIMEOUT_SLACK_FACTOR = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """Public on-demand prices, US East (N. Virginia), arm64 (sweeper.plan_costs)."""
+    """Public on-demand prices, US East (N. Virginia), arm64 (sweeper_tools.planning.costs)."""
 
     lambda_per_million_requests: float = LAMBDA_REQUEST_PER_MILLION_USD
     lambda_per_gb_second: float = LAMBDA_ARM_GB_SECOND_USD
