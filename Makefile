@@ -87,7 +87,7 @@ MODULE ?=
 MUTATE_DIR := build/mutate$(if $(MODULE),-$(MODULE))
 mutate: install
 	rm -rf $(MUTATE_DIR) && mkdir -p $(MUTATE_DIR)
-	cp -r layers/sweeper/python/sweeper cli/sweeper_cli local/sweeper_local tests functions events docs README.md sweeper.toml pyproject.toml $(MUTATE_DIR)/
+	cp -r layers/sweeper/python/sweeper cli/sweeper_cli cli/sweeper_tools local/sweeper_local tests functions events docs README.md sweeper.toml pyproject.toml $(MUTATE_DIR)/
 	cd $(MUTATE_DIR) && SWEEPER_FUNCTIONS_DIR=$(CURDIR)/$(MUTATE_DIR)/functions $(CURDIR)/$(BIN)/python \
 		$(CURDIR)/tests/mutate_services.py $(if $(MODULE),--module $(MODULE)) \
 		$(CURDIR)/$(BIN)/mutmut run --max-children 2 $(MUTANTS)

@@ -50,13 +50,13 @@ from sweeper.config import (
 from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.observability import Metric
-from sweeper.plan import CONSUMER_MEMORY_MB, Z95, PlanInput, Prices, make_plan
-from sweeper_bench import process_cpu
+from sweeper_bench import baseline_consumer, process_cpu
 from sweeper_local.aws import LocalAws
 from sweeper_local.lite_aws import FAILED_CONDITION, KEYS_READ
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import VendorAudit, VendorProcess
+from sweeper_tools.planning.plan import CONSUMER_MEMORY_MB, Z95, PlanInput, Prices, make_plan
 
 #: 15 calls/s: what the local AWS emulator carries with room to spare on 2 cores. Each job costs
 #: three DynamoDB writes (two idempotency, one limiter) and moto serves about 300 writes/s here,
@@ -82,7 +82,7 @@ NETWORK_SECONDS = 0.005
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    mode: str  # SWEEPER_LIMITER_MODE
+    mode: str  # the limiter: baseline_consumer.HANDLERS
     limit: int
     period_seconds: float
     headroom: float | None  # None: the policy default (Quota.safe_headroom)
@@ -306,8 +306,7 @@ def run_scenario(
             batch = _planned_batch(policy, scenario)
             policy = policy.model_copy(update={"consumer": _consumer(scenario, consumers, batch)})
         env = {
-            "SWEEPER_LIMITER_MODE": scenario.mode,
-            "SWEEPER_LIMITER_WORKERS": str(consumers),
+            baseline_consumer.WORKERS_VARIABLE: str(consumers),
             # A log line per settled job costs CPU the two cores need for the emulators; the
             # warnings (throttles, closures) and the EMF metrics are still written.
             "POWERTOOLS_LOG_LEVEL": "WARNING",
@@ -319,6 +318,7 @@ def run_scenario(
             prefix=f"bench-{policy.name}",
             log_prefix="sweeper-bench-",
             cap_consumer_cpu=scenario.cap_cpu,
+            consumer_handler=baseline_consumer.HANDLERS[scenario.mode],
             rehearsal_url=vendor.url,  # the scenario's own vendor, not the stack's
         ) as run:
             backlog = int(rate * scenario.scopes * seconds * BACKLOG_FACTOR)

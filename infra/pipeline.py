@@ -27,10 +27,10 @@ from infra.queues import queue_with_dead_letters
 from infra.tables import Tables
 from sweeper.config import Policy
 from sweeper.errors import ConfigError
-from sweeper.event_source import check_policy_event_source
 from sweeper.limiter.keys import unconfined_limits
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
-from sweeper.plan import limit_warnings, quota_warning
+from sweeper_tools.event_source import check_policy_event_source
+from sweeper_tools.planning.plan import limit_warnings, quota_warning
 
 PRODUCER_MEMORY_MB = 512
 #: The producer stops starting pages at its budget; Lambda's timeout leaves room to finish one.
@@ -150,7 +150,7 @@ class Pipeline(Construct):
     def _warn_when_a_limit_is_unreachable(self) -> None:
         """With [[limits]], say at synth which limit no load can reach: one held under a
         tighter key of another, or, with the latency measured, one past what the consumers
-        complete (sweeper.plan.limit_warnings states the rules)."""
+        complete (sweeper_tools.planning.plan.limit_warnings states the rules)."""
         for warning in limit_warnings(self.policy, self.sharing):
             Annotations.of(self).add_warning_v2("sweeper:LimitUnreachable", warning)
 

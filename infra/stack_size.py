@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.errors import ConfigError
-from sweeper.stack_estimate import CFN_MAX_OUTPUTS, CFN_MAX_RESOURCES
+from sweeper_tools.planning.stack_estimate import CFN_MAX_OUTPUTS, CFN_MAX_RESOURCES
 
 #: CDK context: its resource limit per stack, 0 for none (this module checks instead).
 STACK_RESOURCE_LIMIT_CONTEXT = "@aws-cdk/core:stackResourceLimit"

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 
 from sweeper.errors import PublishError
-from sweeper.queue import OutgoingMessage
+from sweeper.sqs_queue import OutgoingMessage
 
 
 class FakePublisher:

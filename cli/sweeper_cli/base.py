@@ -475,7 +475,7 @@ def through_api() -> bool:
 def api_client(target: dict[str, Any]) -> Any:
     """The operator API's client for the target (`--stack` and the operator's AWS session)."""
     from sweeper.endpoints import resolve
-    from sweeper.operator_api.client import OperatorApiClient
+    from sweeper_tools.operator_client import OperatorApiClient
 
     endpoints = resolve(
         local_file=target.get("local_file"),

@@ -22,7 +22,7 @@ from sweeper_cli.base import (
 from sweeper_cli.obligations import release_policy
 
 if TYPE_CHECKING:
-    from sweeper.smoke import VendorView
+    from sweeper_tools.smoke import VendorView
 
 
 @main.command("ramp-check")
@@ -41,7 +41,7 @@ def ramp_check(policy_name: str | None, hours: float, as_json: bool, **target: A
     duplicate rate, share of jobs sent to the DLQ and p95 delivery time over the window
     (CloudWatch on AWS, the local stack's EMF log locally), against the runbook's thresholds."""
     from sweeper.errors import OperatorError
-    from sweeper.ramp import decide, figures_from_cloudwatch, figures_from_emf
+    from sweeper_tools.ramp import decide, figures_from_cloudwatch, figures_from_emf
 
     end = current_time()
     start = end - timedelta(hours=hours)
@@ -130,7 +130,7 @@ def smoke(
     Exits 1 naming the hop that failed. Refused unless the policy names a sandbox target
     ([policies.smoke]). Releasing runs the producer now: other due work goes out with it.
     """
-    from sweeper.smoke import run_smoke
+    from sweeper_tools.smoke import run_smoke
 
     with open_console(**target) as console:
         policy = console.policy(policy_name)

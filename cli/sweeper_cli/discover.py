@@ -53,7 +53,6 @@ def discover(
     import time
 
     from sweeper.config import S3Discovery
-    from sweeper.discovery.invoke import invoke_discovery
     from sweeper.discovery.rows import Source
     from sweeper.discovery.run import SOURCE_ERROR, run_discovery
     from sweeper.discovery.s3 import S3Source
@@ -61,6 +60,7 @@ def discover(
     from sweeper.discovery.store import DiscoveryStore
     from sweeper.endpoints import pascal_case
     from sweeper.errors import DiscoveryFailedError, OperatorError
+    from sweeper_tools.discovery_invoke import invoke_discovery
 
     with open_console(**target) as console:
         policy = console.policy(policy_name)

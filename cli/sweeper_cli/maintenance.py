@@ -112,7 +112,7 @@ def doctor(
 
     Exits 1 when a check fails (warnings alone exit 0).
     """
-    from sweeper.doctor import aws_clients, render, run_doctor
+    from sweeper_tools.doctor import aws_clients, render, run_doctor
 
     client, region_name = aws_clients(region, profile)
     results = run_doctor(

@@ -103,7 +103,7 @@ def send_to_intake(console: Any, policy: Any, jobs: list[Any]) -> dict[str, Any]
     """Put validated obligations on the policy's intake queue; the intake function upserts them."""
     from sweeper.errors import OperatorError
     from sweeper.intake.send import send_hints
-    from sweeper.queue import SqsPublisher
+    from sweeper.sqs_queue import SqsPublisher
 
     url = console.endpoints.policy(policy.name).intake_queue_url
     if not url:

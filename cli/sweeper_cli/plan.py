@@ -8,15 +8,15 @@ import click
 
 from sweeper.config import load_config
 from sweeper.limits import LAMBDA_MAX_MEMORY_MB, LAMBDA_MIN_MEMORY_MB
-from sweeper.plan import DEFAULT_CPU_SECONDS_PER_JOB
-from sweeper.plan_batch import (
+from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
+from sweeper_cli.plan_cost_tables import cost_tables
+from sweeper_tools.planning.batch import (
     BATCH_LEDGER_READ_SECONDS,
     TURNOVER_SHARE,
     UNUSED_LAMBDA_SECONDS,
 )
-from sweeper.plan_costs import stack_costs
-from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
-from sweeper_cli.plan_cost_tables import cost_tables
+from sweeper_tools.planning.costs import stack_costs
+from sweeper_tools.planning.plan import DEFAULT_CPU_SECONDS_PER_JOB
 
 
 @main.command()
@@ -117,8 +117,8 @@ def plan(
     Anything else it notices is an "advisory:" line, with exit 0: a limit no load reaches, a
     timeout far above a batch's need, consumers below a rate the policy never stated.
     """
-    from sweeper.plan import PlanInput, make_plan
-    from sweeper.stack_estimate import estimate
+    from sweeper_tools.planning.plan import PlanInput, make_plan
+    from sweeper_tools.planning.stack_estimate import estimate
 
     config = load_config(config_path)
     if policy_name is None and len(config.policies) != 1:

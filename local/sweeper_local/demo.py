@@ -26,7 +26,6 @@ from sweeper.errors import LocalStackError
 from sweeper.limits import MAX_BATCH_SIZE_WITHOUT_WINDOW
 from sweeper.models import ActionCall, JobStatus
 from sweeper.observability import CountingSink, Metric
-from sweeper.plan import PlanInput, make_plan
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.action_targets import make_action_targets, put_action_objects
 from sweeper_local.aws import LOCAL_REGION
@@ -45,6 +44,7 @@ from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import QuotaScope
 from sweeper_local.webhook import LocalWebhook
+from sweeper_tools.planning.plan import PlanInput, make_plan
 
 CONSUMER_TIMEOUT_SECONDS = 30
 #: The demo's quota when neither --rate nor a policy file gives one.

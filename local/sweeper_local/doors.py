@@ -31,7 +31,7 @@ from sweeper.errors import LocalStackError
 from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob
-from sweeper.queue import SqsPublisher
+from sweeper.sqs_queue import SqsPublisher
 from sweeper_local.sources import (
     BUCKET_PREFIX,
     KEY_TEMPLATE,

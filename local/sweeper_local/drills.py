@@ -41,7 +41,7 @@ from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
-from sweeper.operator import pause_policy, resume_policy
+from sweeper.operations import pause_policy, resume_policy
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import LocalConsoleStack

@@ -27,9 +27,9 @@ from sweeper.config import load_config
 from sweeper.endpoints import LocalFile, resolve
 from sweeper.ledger.roles import READER_ROLE
 from sweeper.ledger.store import Ledger
-from sweeper.operator_api.client import OPERATOR_URL_OUTPUT, READ_ONLY_URL_OUTPUT
 from sweeper.operator_api.commands import Backend
 from sweeper.operator_api.service import Access, function_url_response, serve_function_url
+from sweeper_tools.operator_client import OPERATOR_URL_OUTPUT, READ_ONLY_URL_OUTPUT
 
 LOCAL_ACCOUNT = "000000000000"
 _CREDENTIAL_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([A-Za-z0-9]+)/")

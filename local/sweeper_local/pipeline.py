@@ -83,11 +83,13 @@ class LocalPipeline(Service):
         producer_function_name: str = "sweeper-producer",
         cap_consumer_cpu: bool = False,
         rehearsal_url: str | None = None,
+        consumer_handler: str = "consumer",
     ) -> None:
         """`cap_consumer_cpu`: hold each consumer environment to the CPU share Lambda gives
         `consumer.memory_mb` (sweeper_local.cpu_cap), as the rate benchmark does.
         `rehearsal_url`: where every vendor call goes (sweeper_local.rehearsal), by default
-        the stack's vendor."""
+        the stack's vendor. `consumer_handler`: functions/<name> or `module:attribute` (the
+        benchmark's baselines)."""
         if stack.database_url is None or stack.api_url is None:
             raise LocalStackError("the local stack is not started")
         self.stack = stack
@@ -110,7 +112,7 @@ class LocalPipeline(Service):
             "SWEEPER_LIMITER_TABLE": self.resources.limiter_table,
             "SWEEPER_DLQ_URL": self.resources.dlq_url,
             "POWERTOOLS_SERVICE_NAME": "sweeper",
-            # What lets the benchmark choose a baseline limiter (never set on AWS).
+            # What lets a rehearsal redirect the vendor calls (never set on AWS).
             "SWEEPER_LOCAL_STACK": "1",
             # Every vendor call goes to the stack's vendor, whatever host the policy names.
             REHEARSAL_URL_VARIABLE: rehearsal_url or stack.api_url,
@@ -132,6 +134,7 @@ class LocalPipeline(Service):
             EventSourceConfig(
                 queue_url=self.resources.queue_url,
                 queue_arn=self.resources.queue_arn,
+                function=consumer_handler,
                 function_name=consumer_function_name,
                 batch_size=policy.consumer.batch_size,
                 batch_window_seconds=policy.consumer.batch_window_seconds,

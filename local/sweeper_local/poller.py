@@ -2,7 +2,7 @@
 
 It keeps the rules the real one keeps, because sweeper relies on each of them:
 
-- a mapping Lambda would refuse (see `sweeper.event_source`) is refused at start, checked
+- a mapping Lambda would refuse (see `sweeper_tools.event_source`) is refused at start, checked
   against the queue's real visibility timeout;
 - batches of at most `batch_size`, gathered for up to the batching window;
 - at most `max_concurrency` invocations at once, each in its own execution environment (a
@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.errors import LocalStackError
-from sweeper.event_source import check_sqs_event_source
 from sweeper_local.cpu_cap import CpuCaps
 from sweeper_local.lambda_runtime import ExecutionEnvironment, Invocation, InvocationStatus
+from sweeper_tools.event_source import check_sqs_event_source
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

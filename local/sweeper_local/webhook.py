@@ -34,7 +34,7 @@ from sweeper.intake.webhook import (
     handle_webhook,
 )
 from sweeper.observability import MetricSink
-from sweeper.queue import SqsPublisher
+from sweeper.sqs_queue import SqsPublisher
 from sweeper_local.aws import IntakeResources, LocalAws
 from sweeper_local.postgres import free_port
 from sweeper_local.service import Service

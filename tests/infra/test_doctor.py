@@ -7,7 +7,7 @@ the synthesized template, so the two cannot drift apart.
 from __future__ import annotations
 
 from infra.database import AURORA_ENGINE_VERSION
-from sweeper.doctor import (
+from sweeper_tools.doctor import (
     AURORA_POSTGRES_ENGINE,
     AURORA_POSTGRES_VERSION,
     required_reserved_concurrency,

@@ -1,4 +1,4 @@
-"""`make synth` warns about a limit no load can reach (sweeper.plan.limit_warnings)."""
+"""`make synth` warns about a limit no load can reach (planning.plan.limit_warnings)."""
 
 from __future__ import annotations
 

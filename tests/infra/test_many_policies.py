@@ -18,7 +18,7 @@ from infra import app as app_module
 from infra import stack_size
 from infra.stack_size import TemplateSize, check
 from sweeper.errors import ConfigError
-from sweeper.stack_estimate import CFN_MAX_OUTPUTS, CFN_MAX_RESOURCES, estimate
+from sweeper_tools.planning.stack_estimate import CFN_MAX_OUTPUTS, CFN_MAX_RESOURCES, estimate
 from tests.infra.conftest import FIXTURES, Synth
 from tests.infra.test_compliance import _violations, assert_cfn_lint_clean
 

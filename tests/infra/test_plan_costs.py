@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.plan_costs import (
+from sweeper_tools.planning.costs import (
     INTERFACE_ENDPOINT_SERVICES,
     LEDGER_ALARM_METRICS,
     LEDGER_SECRETS,

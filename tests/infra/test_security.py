@@ -238,7 +238,7 @@ def test_the_producer_may_only_scan_the_limiter_for_closed_gates(default: Synth)
 
 
 def test_no_deployed_function_may_run_a_baseline_limiter(every_variant: Synth) -> None:
-    """The benchmark's limiter baselines need the local-stack flag, which AWS never gets."""
+    """No deployed function carries the local-stack flag (a rehearsal's gate) or a bench knob."""
     for logical_id, function in every_variant.python_functions().items():
         variables = function["Properties"]["Environment"]["Variables"]
         assert "SWEEPER_LOCAL_STACK" not in variables, logical_id

@@ -429,7 +429,7 @@ def test_a_batchs_cancelled_and_held_jobs_are_counted_and_it_still_reconciles(
     ledger: Ledger,
 ) -> None:
     from sweeper.models import ControlAction, JobSelection
-    from sweeper.operator import control_jobs
+    from sweeper.operations import control_jobs
 
     # Given a batch of four published jobs, one failed before an operator came
     keys = add(ledger, 4)

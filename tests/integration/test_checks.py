@@ -17,11 +17,11 @@ from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob
-from sweeper.ramp import RampFigures, decide
 from sweeper.scheduling import schedule_jobs
-from sweeper.smoke import run_smoke
 from sweeper_cli import main
 from sweeper_local.scenarios import SCENARIO_CONFIG
+from sweeper_tools.ramp import RampFigures, decide
+from sweeper_tools.smoke import run_smoke
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration

@@ -21,16 +21,16 @@ from sweeper.endpoints import Endpoints, resolve
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
-from sweeper.operator_api.client import (
-    OPERATOR_URL_OUTPUT,
-    READ_ONLY_URL_OUTPUT,
-    OperatorApiClient,
-)
 from sweeper.operator_api.service import serve
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_cli.webconsole.backend import ApiBackend, LedgerBackend, ledger_backend
 from sweeper_local.operator_api import OperatorApiStandIn
+from sweeper_tools.operator_client import (
+    OPERATOR_URL_OUTPUT,
+    READ_ONLY_URL_OUTPUT,
+    OperatorApiClient,
+)
 from tests.conftest import PgServer
 from tests.integration.conftest import StartConsole, module_console
 

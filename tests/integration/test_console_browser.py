@@ -34,7 +34,6 @@ from sweeper.endpoints import resolve
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob, OutcomeClass
-from sweeper.operator_api.client import OperatorApiClient
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli.webconsole.backend import ApiBackend, ledger_backend
 from sweeper_cli.webconsole.guard import TOKEN_HEADER
@@ -44,6 +43,7 @@ from sweeper_local.background import LocalConsoleStack
 from sweeper_local.operator_api import OperatorApiStandIn
 from sweeper_local.poller import run_until
 from sweeper_local.scenarios import SCENARIO_CONFIG
+from sweeper_tools.operator_client import OperatorApiClient
 from tests.conftest import PgServer, _db_counter
 
 pytestmark = pytest.mark.integration

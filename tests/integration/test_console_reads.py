@@ -10,7 +10,7 @@ import pytest
 from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.models import ControlAction, JobSelection, NewJob, OutcomeClass
-from sweeper.operator import activity, control_jobs, job_history, search_jobs
+from sweeper.operations import activity, control_jobs, job_history, search_jobs
 from sweeper.producer import run_producer
 from tests.fakes import FakePublisher
 

@@ -53,7 +53,7 @@ from sweeper.models import (
     OutcomeClass,
 )
 from sweeper.observability import CountingSink, Metric
-from sweeper.queue import Hide
+from sweeper.sqs_queue import Hide
 from sweeper_local.lambda_runtime import LocalLambdaContext
 
 pytestmark = pytest.mark.integration
@@ -230,7 +230,7 @@ class Rig:
     def redeliver(self, **kw: Any) -> bool:
         """The same message delivered again (a later batch), when the queue shows it again:
         the fake clock moves on by what the consumer hid it for, in the whole seconds SQS
-        takes (sweeper.queue truncates)."""
+        takes (sweeper.sqs_queue truncates)."""
         self.time.now += int(self.hidden.seconds.pop("r-1", 0.0))
         return self.deliver(**kw)
 

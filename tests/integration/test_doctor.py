@@ -17,7 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from sweeper.config import SweeperConfig
-from sweeper.doctor import (
+from sweeper_cli import main
+from sweeper_local.aws import LocalAws
+from sweeper_tools.doctor import (
     CDK_BOOTSTRAP_VERSION_PARAMETER,
     Status,
     check_action_targets,
@@ -26,8 +28,6 @@ from sweeper.doctor import (
     run_doctor,
     stack_reserved_concurrency,
 )
-from sweeper_cli import main
-from sweeper_local.aws import LocalAws
 
 pytestmark = pytest.mark.integration
 

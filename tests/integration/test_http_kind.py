@@ -33,9 +33,9 @@ from sweeper.actions.http import HttpAction
 from sweeper.actions.http_auth import OAuth2Auth, OAuth2Credentials
 from sweeper.actions.token import FixedToken
 from sweeper.config import HttpActionConfig, Policy, SweeperConfig
-from sweeper.doctor import Status, check_actions, run_doctor
 from sweeper.models import ActionCall, OutcomeClass, operation_key
 from sweeper_local.aws import LocalAws
+from sweeper_tools.doctor import Status, check_actions, run_doctor
 
 pytestmark = pytest.mark.integration
 

@@ -28,9 +28,9 @@ from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob, id_problem
 from sweeper.observability import CountingSink, Metric
-from sweeper.queue import Hide, SqsPublisher
 from sweeper.returns import LEDGER_RETURN_BASE_SECONDS
 from sweeper.scheduling import schedule_jobs
+from sweeper.sqs_queue import Hide, SqsPublisher
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
 from sweeper_local.poller import to_event_record

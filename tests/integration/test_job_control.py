@@ -23,7 +23,7 @@ from sweeper.models import (
     NewJob,
     OutcomeClass,
 )
-from sweeper.operator import CONFIRM_ABOVE, control_jobs, policy_status
+from sweeper.operations import CONFIRM_ABOVE, control_jobs, policy_status
 from sweeper.producer import run_producer
 from sweeper_cli import main
 from tests.conftest import Pipeline
@@ -535,7 +535,7 @@ def test_cli_postpone_keeps_to_the_policys_own_bound(
 
 
 def test_inspect_lists_held_jobs_from_when_their_hold_began(ledger: Ledger) -> None:
-    from sweeper.operator import inspect_jobs
+    from sweeper.operations import inspect_jobs
 
     # Given a held job and a pending one not yet overdue
     held, _pending = seed(ledger, 2, due=T0 + timedelta(days=1))

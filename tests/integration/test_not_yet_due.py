@@ -26,7 +26,7 @@ from sweeper.models import (
     NewJob,
 )
 from sweeper.observability import Metric
-from sweeper.operator import control_jobs
+from sweeper.operations import control_jobs
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.drill_early import producer_body
 from tests.conftest import Pipeline, load_event

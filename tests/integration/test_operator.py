@@ -12,7 +12,7 @@ from sweeper.config import Policy
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
-from sweeper.operator import (
+from sweeper.operations import (
     catch_up,
     inspect_jobs,
     missed_runs,

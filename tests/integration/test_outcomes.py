@@ -27,7 +27,7 @@ from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobMessage, JobStatus, OutcomeClass
 from sweeper.observability import CountingSink, Metric
 from sweeper.producer import run_producer
-from sweeper.queue import Hide
+from sweeper.sqs_queue import Hide
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration

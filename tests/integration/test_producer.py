@@ -17,9 +17,9 @@ from sweeper.config import ConsumerConfig, Policy, Quota
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
-from sweeper.operator import policy_status
+from sweeper.operations import policy_status
 from sweeper.producer import MIN_REMAINING_SECONDS, on_consumers, run_producer
-from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher
+from sweeper.sqs_queue import OutgoingMessage, Publisher, SqsPublisher
 from sweeper_local.aws import LocalAws, provision
 from tests.fakes import FakePublisher
 

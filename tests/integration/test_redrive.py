@@ -19,7 +19,7 @@ from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue, queue_depth
 from sweeper.errors import QueueError, RedriveIncompleteError
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import ControlAction, JobMessage, JobSelection, JobStatus, OutcomeClass
-from sweeper.operator import control_jobs
+from sweeper.operations import control_jobs
 from sweeper.redrive import (
     MIN_REMAINING_SECONDS,
     VISIBILITY_MARGIN_SECONDS,

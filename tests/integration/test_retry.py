@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from sweeper import runtime
 from sweeper.consumer import process_batch
 from sweeper.models import ActionCall, ActionResult, JobMessage, JobStatus, OutcomeClass
-from sweeper.operator import retry_jobs
+from sweeper.operations import retry_jobs
 from sweeper.redrive import RedriveRequest
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import deps_with, failed_ids, invoke, publish_all

@@ -11,7 +11,7 @@ import pytest
 from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, OutcomeClass, operation_key
-from sweeper.smoke import run_smoke
+from sweeper_tools.smoke import run_smoke
 
 pytestmark = pytest.mark.integration
 

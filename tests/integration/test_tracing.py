@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sweeper import observability
-from sweeper.queue import trace_id
+from sweeper.sqs_queue import trace_id
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py"))

@@ -23,7 +23,7 @@ from sweeper.intake.signature import sign
 from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse, handle_webhook
 from sweeper.ledger.store import Ledger
 from sweeper.observability import CountingSink, Metric
-from sweeper.queue import OutgoingMessage, Publisher, SqsPublisher, SqsVisibility
+from sweeper.sqs_queue import OutgoingMessage, Publisher, SqsPublisher, SqsVisibility
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
 

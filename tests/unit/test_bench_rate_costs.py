@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from sweeper.plan import Prices
 from sweeper_bench.rate import (
     Scenario,
     _busy_share,
@@ -18,6 +17,7 @@ from sweeper_bench.rate import (
     _diff,
     _per_second,
 )
+from sweeper_tools.planning.plan import Prices
 
 
 def test_requests_per_job_and_cost_come_from_the_counted_requests() -> None:

@@ -12,7 +12,6 @@ from sweeper.config import (
     Quota,
     Settings,
     load_config,
-    load_settings,
 )
 from sweeper.errors import ConfigError
 
@@ -109,38 +108,6 @@ def test_settings_need_exactly_one_database_source(monkeypatch: pytest.MonkeyPat
         Settings()
     monkeypatch.setenv("SWEEPER_DATABASE_URL", "postgresql://x@localhost/db")
     assert Settings().policy.name == "p"
-
-
-@pytest.mark.parametrize("mode", ["off", "per_worker"])
-def test_a_baseline_limiter_is_refused_outside_the_local_stack(
-    monkeypatch: pytest.MonkeyPatch, mode: str
-) -> None:
-    # Given a deployed function's environment (a secret, no local-stack flag)
-    monkeypatch.setenv("SWEEPER_POLICY", Policy(name="p").model_dump_json())
-    monkeypatch.setenv("SWEEPER_DATABASE_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x")
-    monkeypatch.setenv("SWEEPER_LIMITER_MODE", mode)
-    load_settings.cache_clear()
-    # When its settings load at cold start, Then they refuse and name the setting
-    with pytest.raises(ConfigError, match=f"SWEEPER_LIMITER_MODE={mode} is a benchmark baseline"):
-        load_settings()
-    # Even the flag does not make a deployed (secret-based) function a local one
-    monkeypatch.setenv("SWEEPER_LOCAL_STACK", "1")
-    load_settings.cache_clear()
-    with pytest.raises(ConfigError, match="SWEEPER_LIMITER_MODE"):
-        load_settings()
-    load_settings.cache_clear()
-
-
-def test_the_local_stack_may_choose_a_baseline_limiter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SWEEPER_POLICY", Policy(name="p").model_dump_json())
-    monkeypatch.setenv("SWEEPER_DATABASE_URL", "postgresql://x@localhost/db")
-    monkeypatch.setenv("SWEEPER_LIMITER_MODE", "off")
-    with pytest.raises(ValueError, match="benchmark baseline"):
-        Settings()
-    monkeypatch.setenv("SWEEPER_LOCAL_STACK", "1")
-    assert Settings().limiter_mode == "off"
-    monkeypatch.delenv("SWEEPER_LIMITER_MODE")
-    assert Settings().limiter_mode == "shared"
 
 
 def test_a_consumer_timeout_too_short_to_make_a_call_is_refused() -> None:

@@ -9,7 +9,6 @@ import pytest
 from click.testing import CliRunner
 
 from sweeper.config import Policy, Quota, load_config
-from sweeper.plan import PlanInput, make_plan
 from sweeper_cli import main
 from sweeper_local.demo import (
     LOCAL_CALL_OVERHEAD_SECONDS,
@@ -17,6 +16,7 @@ from sweeper_local.demo import (
     plan_consumer,
 )
 from sweeper_local.demo_audit import vendor_contract, vendor_utilization
+from sweeper_tools.planning.plan import PlanInput, make_plan
 
 RATE = Quota(limit=100, period_seconds=1)
 

@@ -20,7 +20,7 @@ import pytest
 from botocore.stub import Stubber
 
 from sweeper.config import ConsumerConfig, IntakeConfig, Policy, SweeperConfig
-from sweeper.doctor import (
+from sweeper_tools.doctor import (
     AURORA_POSTGRES_ENGINE,
     AURORA_POSTGRES_VERSION,
     Status,

@@ -14,7 +14,7 @@ from sweeper.errors import HintRejectedError
 from sweeper.intake.event_origin import EVENT_NOT_IN_POLICY, check_event_origin, pattern_matches
 from sweeper.intake.process import IntakeDeps, process_intake_batch
 from sweeper.ledger.store import Ledger
-from sweeper.queue import Visibility
+from sweeper.sqs_queue import Visibility
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 PATTERNS: list[dict[str, Any]] = [

@@ -13,9 +13,9 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from sweeper.discovery.invoke import invoke_discovery
 from sweeper.errors import OperatorError
 from sweeper.release import invoke_producer
+from sweeper_tools.discovery_invoke import invoke_discovery
 
 AT = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 INVOKERS: dict[str, Callable[..., dict[str, Any]]] = {

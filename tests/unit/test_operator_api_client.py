@@ -9,7 +9,6 @@ import boto3
 import pytest
 
 from sweeper.errors import OperatorError
-from sweeper.operator_api.client import OperatorApiClient
 from sweeper.operator_api.commands import ConfirmationNeededError
 from sweeper.operator_api.requests import (
     ControlRequest,
@@ -17,6 +16,7 @@ from sweeper.operator_api.requests import (
     PauseRequest,
     StatusRequest,
 )
+from sweeper_tools.operator_client import OperatorApiClient
 
 READ_URL = "https://read.lambda-url.eu-west-1.on.aws/"
 OPERATE_URL = "https://operate.lambda-url.eu-west-1.on.aws/"

@@ -13,7 +13,9 @@ from click.testing import CliRunner
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, ScopeConfig
 from sweeper.errors import ConfigError
-from sweeper.plan import (
+from sweeper_cli import main
+from sweeper_cli.plan import render
+from sweeper_tools.planning.plan import (
     PlanInput,
     Prices,
     limit_warnings,
@@ -21,8 +23,6 @@ from sweeper.plan import (
     make_plan,
     quota_warning,
 )
-from sweeper_cli import main
-from sweeper_cli.plan import render
 
 
 def _policy(**consumer: int) -> Policy:
@@ -193,8 +193,8 @@ def test_a_timeout_far_above_the_batchs_need_warns_with_the_delay_a_killed_envir
 
 
 def test_the_unused_seconds_are_the_ones_the_consumer_leaves_lambda() -> None:
-    from sweeper.plan_batch import UNUSED_LAMBDA_SECONDS
     from sweeper.runtime import LAMBDA_SAFETY_MARGIN_SECONDS
+    from sweeper_tools.planning.batch import UNUSED_LAMBDA_SECONDS
 
     assert UNUSED_LAMBDA_SECONDS == LAMBDA_SAFETY_MARGIN_SECONDS
 
@@ -814,8 +814,8 @@ def test_a_limit_whose_key_another_policy_holds_too_is_not_judged_by_one_policys
 
 
 def test_the_fields_one_policy_fills_alike_are_the_schedulers_policy_wide_ones() -> None:
-    from sweeper.plan_limits import POLICY_CONSTANT_FIELDS
     from sweeper.scheduling import POLICY_WIDE_SCOPE_FIELDS
+    from sweeper_tools.planning.limits import POLICY_CONSTANT_FIELDS
 
     assert POLICY_CONSTANT_FIELDS == POLICY_WIDE_SCOPE_FIELDS
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper import plan_costs
 from sweeper.config import load_config
-from sweeper.plan_costs import (
+from sweeper_cli import main
+from sweeper_tools.planning import costs as plan_costs
+from sweeper_tools.planning.costs import (
     CostItem,
     Deployment,
     Network,
@@ -22,7 +23,6 @@ from sweeper.plan_costs import (
     total,
     traces_per_invocation,
 )
-from sweeper_cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = REPO_ROOT / "sweeper.toml"

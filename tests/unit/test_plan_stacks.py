@@ -11,8 +11,8 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from sweeper.config import load_config
-from sweeper.stack_estimate import CFN_MAX_OUTPUTS, estimate
 from sweeper_cli import main
+from sweeper_tools.planning.stack_estimate import CFN_MAX_OUTPUTS, estimate
 
 RICH = Path("tests/infra/fixtures/rich_policy.toml")
 LATENCY = ["--latency-p50", "0.15", "--latency-p95", "0.4"]

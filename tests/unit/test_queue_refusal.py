@@ -7,7 +7,7 @@ import pytest
 from botocore.stub import Stubber
 
 from sweeper.errors import PublishError
-from sweeper.queue import OutgoingMessage, SqsPublisher
+from sweeper.sqs_queue import OutgoingMessage, SqsPublisher
 
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/Sweeper-work"
 

@@ -10,7 +10,7 @@ import pytest
 
 from sweeper.config import ConsumerConfig
 from sweeper.models import OutcomeClass
-from sweeper.ramp import (
+from sweeper_tools.ramp import (
     HOLD_DEAD_LETTER_SHARE,
     HOLD_DUPLICATE_RATE,
     HOLD_P95_TIMEOUT_FRACTION,
@@ -247,7 +247,7 @@ def test_emf_lines_of_the_policy_within_the_window_are_summed() -> None:
 def test_the_runbook_quotes_the_thresholds_the_code_applies() -> None:
     from pathlib import Path
 
-    import sweeper.ramp as ramp
+    import sweeper_tools.ramp as ramp
 
     runbook = (Path(__file__).parents[2] / "docs" / "runbook.md").read_text(encoding="utf-8")
 
@@ -273,7 +273,7 @@ def test_cloudwatch_figures_come_from_the_consumers_metrics_and_percentiles() ->
     import boto3
     from botocore.stub import Stubber
 
-    from sweeper.ramp import figures_from_cloudwatch
+    from sweeper_tools.ramp import figures_from_cloudwatch
 
     # Given CloudWatch answering each query of the window (one period), split over two pages
     client = boto3.client(

@@ -11,7 +11,6 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sweeper.observability import CountingSink, Metric
-from sweeper.queue import Hide, SqsVisibility
 from sweeper.returns import (
     FULL_TIMEOUT_RECEIVES,
     LEDGER_RETURN_CAP_SECONDS,
@@ -19,6 +18,7 @@ from sweeper.returns import (
     receive_count,
     return_soon,
 )
+from sweeper.sqs_queue import Hide, SqsVisibility
 
 
 class Recording:

@@ -13,6 +13,7 @@ from botocore.session import Session
 
 from sweeper import runtime
 from sweeper.config import Policy
+from sweeper.limiter import DynamoLimiter
 
 
 @pytest.fixture
@@ -44,6 +45,17 @@ def test_idempotency_and_the_limiter_share_one_dynamodb_client(built: Counter[st
     runtime.consumer_limiter()
     # Then one DynamoDB client serves both (Powertools builds no session or client of its own)
     assert built["dynamodb"] == 1
+
+
+def test_a_consumer_asks_the_shared_limiter_whatever_a_benchmark_variable_says(
+    built: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the variables that once picked a benchmark baseline, on a local database
+    monkeypatch.setenv("SWEEPER_LIMITER_MODE", "off")
+    monkeypatch.setenv("SWEEPER_LOCAL_STACK", "1")
+    runtime.reset()
+    # When a consumer builds its limiter, Then it is the shared one: the layer holds no other
+    assert isinstance(runtime.consumer_limiter(), DynamoLimiter)
 
 
 def test_an_action_without_a_secret_builds_no_secrets_manager_client(built: Counter[str]) -> None:

@@ -111,17 +111,17 @@ class LedgerBackend:
         )
 
     def activity(self, policy: str) -> list[dict[str, Any]]:
-        from sweeper.operator import activity
+        from sweeper.operations import activity
 
         return activity(self._policy(policy).name, self.ledger, now=self.clock())
 
     def search(self, policy: str, query: str) -> list[dict[str, Any]]:
-        from sweeper.operator import search_jobs
+        from sweeper.operations import search_jobs
 
         return search_jobs(self._policy(policy).name, self.ledger, query)
 
     def job(self, key: str) -> dict[str, Any] | None:
-        from sweeper.operator import job_history
+        from sweeper.operations import job_history
 
         return job_history(key, self.ledger)
 
@@ -137,7 +137,7 @@ class LedgerBackend:
         dry_run: bool,
     ) -> dict[str, Any]:
         from sweeper.models import ControlAction, JobSelection, JobStatus
-        from sweeper.operator import control_jobs, retry_jobs
+        from sweeper.operations import control_jobs, retry_jobs
 
         chosen = self._policy(policy)
         name = chosen.name
@@ -188,7 +188,7 @@ class LedgerBackend:
         return _report(name, action, dry_run, report.moved, report.from_states)
 
     def _tenant_jobs(self, policy: str, tenant_id: str) -> list[dict[str, Any]]:
-        from sweeper.operator import search_jobs
+        from sweeper.operations import search_jobs
 
         return [
             hit
@@ -338,7 +338,7 @@ class ApiBackend:
 def api_backend(endpoints: Endpoints, config: SweeperConfig) -> ApiBackend:
     """The page's backend for `--stack` without a database URL: the stack's operator API, as
     the principal of the operator's own AWS session."""
-    from sweeper.operator_api.client import OperatorApiClient, caller_arn
+    from sweeper_tools.operator_client import OperatorApiClient, caller_arn
 
     client = OperatorApiClient.from_outputs(endpoints.session, endpoints.operator_api_outputs())
     return ApiBackend(

@@ -25,7 +25,7 @@ from sweeper.config import Policy
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
 from sweeper.models import ClaimedJob, JobMessage
-from sweeper.queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
+from sweeper.sqs_queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
 
 #: Stop when less than this many page-durations of budget are left (and never below the floor).
 PAGE_TIME_MARGIN = 2.0

@@ -25,8 +25,8 @@ from sweeper.config import Policy
 from sweeper.errors import ConfigError, OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.producer import ProducerReport, run_producer
-from sweeper.queue import Publisher
 from sweeper.schedule_expression import RateSchedule, parse_schedule
+from sweeper.sqs_queue import Publisher
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient

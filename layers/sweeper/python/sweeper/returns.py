@@ -23,7 +23,7 @@ from typing import Any
 
 from sweeper.limiter.backoff import ledger_return_delay
 from sweeper.observability import Metric, MetricSink
-from sweeper.queue import Hide, Visibility
+from sweeper.sqs_queue import Hide, Visibility
 
 logger = logging.getLogger(__name__)
 

@@ -36,10 +36,10 @@ from sweeper.intake.send import QueueBacklog
 from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
-from sweeper.limiter import DynamoLimiter, Limiter, NoLimiter, PerWorkerLimiter, closed_scopes
+from sweeper.limiter import DynamoLimiter, Limiter, closed_scopes
 from sweeper.observability import MetricSink
 from sweeper.producer import ClosedScopes, no_closed_scopes
-from sweeper.queue import SqsPublisher, SqsVisibility
+from sweeper.sqs_queue import SqsPublisher, SqsVisibility
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -123,12 +123,8 @@ def limiter() -> DynamoLimiter:
 
 @lru_cache(maxsize=1)
 def consumer_limiter() -> Limiter:
-    """What a consumer asks for slots: the shared limiter, or a benchmark baseline."""
-    current = settings()
-    if current.limiter_mode == "per_worker":
-        return PerWorkerLimiter(current.limiter_workers)
-    if current.limiter_mode == "off":
-        return NoLimiter()
+    """What a consumer asks for slots: the shared limiter (the layer holds no other; the rate
+    benchmark puts its baselines here on the local stack, sweeper_bench.baseline_consumer)."""
     return limiter()
 
 

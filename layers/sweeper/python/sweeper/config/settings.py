@@ -47,15 +47,11 @@ class Settings(BaseSettings):
     replay_table: str | None = None
     webhook_secret_arn: str | None = None
     idempotency_expiry_seconds: int = Field(default=7 * 86_400, ge=60)
-    #: "shared" in production; the two others exist for the rate benchmark's baselines only,
-    #: and are refused unless the local stack started the function (`local_stack` below).
-    limiter_mode: Literal["shared", "per_worker", "off"] = "shared"
-    #: Set by the local stack (and so the benchmark) on the functions it runs; never deployed.
+    #: Set by the local stack on the functions it runs (a rehearsal's gate); never deployed.
     local_stack: bool = False
     #: A rehearsal: every call of an http action goes to this origin instead of its own host
     #: (`sweeper.actions.rehearsal`). The local stack's only: refused without `local_stack`.
     rehearsal_url: str | None = None
-    limiter_workers: int = Field(default=1, ge=1, description="workers, for per_worker")
     database_prepare: bool = Field(
         default=True, description="off behind RDS Proxy: no server-side prepared statements"
     )
@@ -70,18 +66,6 @@ class Settings(BaseSettings):
         if sources > 1 or (sources == 0 and self.needs_database):
             raise ValueError(
                 "set exactly one of SWEEPER_DATABASE_URL or SWEEPER_DATABASE_SECRET_ARN"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _baselines_only_on_the_local_stack(self) -> Self:
-        # A deployed function with a baseline limiter would ignore the vendor's quota: refuse
-        # to start (cold start fails, the error names the setting) rather than run over it.
-        if self.limiter_mode != "shared" and not (self.local_stack and self.database_url):
-            raise ValueError(
-                f"SWEEPER_LIMITER_MODE={self.limiter_mode} is a benchmark baseline that does not "
-                "keep to the vendor's quota; only the local stack may set it "
-                "(SWEEPER_LOCAL_STACK=1 with SWEEPER_DATABASE_URL): unset SWEEPER_LIMITER_MODE"
             )
         return self
 

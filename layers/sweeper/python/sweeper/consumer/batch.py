@@ -35,8 +35,8 @@ from sweeper.consumer.slots import BatchSlots, PairedLimits
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
 from sweeper.models import ActionCall, JobMessage, LedgerTarget
 from sweeper.observability import Metric, MetricSink
-from sweeper.queue import trace_id
 from sweeper.returns import Unsettled, return_soon
+from sweeper.sqs_queue import trace_id
 
 logger = logging.getLogger(__name__)
 

@@ -72,7 +72,7 @@ from sweeper.models import (
     OutcomeClass,
 )
 from sweeper.observability import Metric, MetricSink
-from sweeper.queue import Visibility
+from sweeper.sqs_queue import Visibility
 
 logger = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import NewJob
 from sweeper.observability import Metric, MetricSink
 from sweeper.params import ParamsRules
-from sweeper.queue import Visibility
 from sweeper.returns import Unsettled, return_soon
 from sweeper.scheduling import schedule_jobs
+from sweeper.sqs_queue import Visibility
 
 logger = logging.getLogger(__name__)
 

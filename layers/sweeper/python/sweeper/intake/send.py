@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sweeper.errors import PublishError
 from sweeper.intake.hints import SQS_MAX_MESSAGE_BYTES, HintSource, hint_messages
 from sweeper.models import NewJob
-from sweeper.queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
+from sweeper.sqs_queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -28,7 +28,7 @@ from sweeper.intake.send import new_request_id, send_hints
 from sweeper.intake.signature import SIGNATURE_HEADER, verify
 from sweeper.observability import Metric, MetricSink
 from sweeper.params import ParamsRules
-from sweeper.queue import Publisher
+from sweeper.sqs_queue import Publisher
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The operator's part of the ledger: reading jobs and runs, pausing, retrying, recording actions.
 
-Called by `sweeper.operator` (the console and its CLI), `sweeper.audit` (batch audit), and the
+Called by `sweeper.operations` (the console and its CLI), `sweeper.audit` (batch audit), and the
 pause switch that the producer and the release check read (`is_paused`).
 """
 

@@ -2,12 +2,11 @@
 
 A small package, split as Powertools splits a utility: `base` holds what every limiter speaks
 (`Grant`, `Denial`, `ScopeState`, the `Limiter` protocol, and `GateReader` for a limiter reading
-several gates at once), `dynamodb` the production limiter (one DynamoDB item per scope: its
-slots, its gate, its adaptive rate) and the producer's read of the closed gates, `baselines`
-the rate benchmark's two stand-ins, and `backoff` the throttle and retry delays. The
-arithmetic of the rate for a quota not known lives a floor below, in `sweeper.adaptive_rate`,
-which the policy models import too. This facade re-exports their public names (`Adaptive`
-included), so callers import from `sweeper.limiter` and not from a module.
+several gates at once), `dynamodb` the production limiter (one DynamoDB item per scope: its slots,
+its gate, its adaptive rate) and the producer's read of the closed gates, and `backoff` the
+throttle and retry delays. The arithmetic of the rate for a quota not known lives a floor below, in
+`sweeper.adaptive_rate`, which the policy models import too. This facade re-exports their public
+names (`Adaptive` included), so callers import from `sweeper.limiter` and not from a module.
 """
 
 from sweeper.adaptive_rate import Adaptive
@@ -21,7 +20,6 @@ from sweeper.limiter.base import (
     Reason,
     ScopeState,
 )
-from sweeper.limiter.baselines import NoLimiter, PerWorkerLimiter
 from sweeper.limiter.dynamodb import (
     FIRST_LEAD_SECONDS,
     ITEM_TTL_SECONDS,
@@ -51,8 +49,6 @@ __all__ = [
     "GateReader",
     "Grant",
     "Limiter",
-    "NoLimiter",
-    "PerWorkerLimiter",
     "Reason",
     "ScopeState",
     "close_delay",

@@ -1,13 +1,13 @@
 """What every limiter speaks: the answers to a reservation, and the `Limiter` protocol.
 
 Before it calls the vendor a consumer asks a limiter for slots of a scope and gets a `Grant`
-(slots, each at its own exact time) or a `Denial` (come back at `retry_at`, and why: the rate,
-a vendor's throttle, an auth failure); `ScopeState` is what a limiter tells of a scope (its next
+(slots, each at its own exact time) or a `Denial` (come back at `retry_at`, and why: the rate, a
+vendor's throttle, an auth failure); `ScopeState` is what a limiter tells of a scope (its next
 slot, its gate's closure). The protocol has three implementations: the shared DynamoDB limiter
-(`dynamodb.py`, production) and the benchmark's two baselines (`baselines.py`); the consumer,
-the redrive and the operator commands know only these types. A limiter that can read several
-gates in one request is also a `GateReader` (the DynamoDB limiter); without it, the consumer
-reads them one at a time.
+(`dynamodb.py`, production) and the benchmark's two baselines (`sweeper_bench.baselines`, never
+shipped); the consumer, the redrive and the operator commands know only these types. A limiter that
+can read several gates in one request is also a `GateReader` (the DynamoDB limiter); without it,
+the consumer reads them one at a time.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ScopeState:
 
 
 class Limiter(Protocol):
-    """What a consumer asks before calling the vendor (implemented in `dynamodb`, `baselines`)."""
+    """What a consumer asks before calling the vendor (implemented in `dynamodb`)."""
 
     def reserve(
         self,

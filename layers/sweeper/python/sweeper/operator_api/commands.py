@@ -155,7 +155,7 @@ def closures_reader(endpoints: Endpoints) -> Closures | None:
 def status(backend: Backend, request: StatusRequest) -> dict[str, Any]:
     """Per policy: jobs by status, oldest eligible age, queues, gates, the last runs."""
     from sweeper.dead_letters import queue_depth
-    from sweeper.operator import policy_status
+    from sweeper.operations import policy_status
 
     policies = (
         [backend.policy(request.policy)]
@@ -253,7 +253,7 @@ def inspect(backend: Backend, request: InspectRequest) -> dict[str, Any]:
     """Terminal, stuck and held jobs: ids, classes, codes, attempts and times; beside them the
     jobs retrying by class and code, and the policy's closed scopes (`sweeper.failing`)."""
     from sweeper.failing import failures
-    from sweeper.operator import inspect_jobs
+    from sweeper.operations import inspect_jobs
 
     policy = backend.policy(request.policy)
     now = backend.clock()
@@ -302,7 +302,7 @@ def policy_overview(
     `queues` reads them), the last runs with their reconciliation, the last operator actions.
     The web console's direct backend and the operator API both answer with this."""
     from sweeper.audit import batch_report
-    from sweeper.operator import policy_status
+    from sweeper.operations import policy_status
 
     depth = dlq_url = queue_url = None
     if queues is not None:
@@ -360,7 +360,7 @@ def overview(backend: Backend, request: OverviewRequest) -> dict[str, Any]:
 
 def activity(backend: Backend, request: ActivityRequest) -> dict[str, Any]:
     """Claims and completions per time bucket over the last hours."""
-    from sweeper.operator import activity as buckets
+    from sweeper.operations import activity as buckets
 
     policy = backend.policy(request.policy)
     return {"buckets": buckets(policy.name, backend.ledger, now=backend.clock())}
@@ -368,7 +368,7 @@ def activity(backend: Backend, request: ActivityRequest) -> dict[str, Any]:
 
 def search(backend: Backend, request: SearchRequest) -> dict[str, Any]:
     """The job with this operation key, or this tenant's jobs."""
-    from sweeper.operator import search_jobs
+    from sweeper.operations import search_jobs
 
     policy = backend.policy(request.policy)
     return {"jobs": search_jobs(policy.name, backend.ledger, request.query, limit=request.limit)}
@@ -376,7 +376,7 @@ def search(backend: Backend, request: SearchRequest) -> dict[str, Any]:
 
 def job(backend: Backend, request: JobRequest) -> dict[str, Any]:
     """One job's history (None when no job has the key)."""
-    from sweeper.operator import job_history
+    from sweeper.operations import job_history
 
     return {"job": job_history(request.key, backend.ledger)}
 
@@ -386,7 +386,7 @@ def job(backend: Backend, request: JobRequest) -> dict[str, Any]:
 
 def retry(backend: Backend, request: RetryRequest, *, actor: str) -> dict[str, Any]:
     """Chosen terminal jobs back to pending with a fresh attempt budget."""
-    from sweeper.operator import retry_jobs
+    from sweeper.operations import retry_jobs
 
     policy = backend.policy(request.policy)
     moved = retry_jobs(
@@ -474,14 +474,14 @@ def _switch(backend: Backend, policy: Policy) -> Any:
 
 def pause(backend: Backend, request: PauseRequest, *, actor: str) -> dict[str, Any]:
     """Pause a policy: the producer skips, consumers stop, queued messages stay."""
-    from sweeper.operator import pause_policy
+    from sweeper.operations import pause_policy
 
     return _pause_switch(pause_policy, backend, request, actor)
 
 
 def resume(backend: Backend, request: ResumeRequest, *, actor: str) -> dict[str, Any]:
     """Resume a paused policy: consumers first, then the producer."""
-    from sweeper.operator import resume_policy
+    from sweeper.operations import resume_policy
 
     return _pause_switch(resume_policy, backend, request, actor)
 
@@ -523,8 +523,8 @@ def release_report(backend: Backend, policy: Policy) -> dict[str, Any]:
     """The producer's report of a release now (also `smoke`'s canary release)."""
     from botocore.config import Config as BotoConfig
 
-    from sweeper.queue import SqsPublisher
     from sweeper.release import invoke_producer, release_now
+    from sweeper.sqs_queue import SqsPublisher
 
     where = backend.endpoints.policy(policy.name)
     if backend.endpoints.local is not None:
@@ -558,9 +558,9 @@ def release_report(backend: Backend, policy: Policy) -> dict[str, Any]:
 
 def catch_up(backend: Backend, request: CatchUpRequest, *, actor: str) -> dict[str, Any]:
     """Release the scheduled runs missed in a range, in order, each with its own batch id."""
-    from sweeper.operator import CatchUpRun
-    from sweeper.operator import catch_up as release_missed
-    from sweeper.queue import SqsPublisher
+    from sweeper.operations import CatchUpRun
+    from sweeper.operations import catch_up as release_missed
+    from sweeper.sqs_queue import SqsPublisher
 
     policy = backend.policy(request.policy)
     where = backend.endpoints.policy(policy.name)
@@ -589,7 +589,7 @@ def catch_up(backend: Backend, request: CatchUpRequest, *, actor: str) -> dict[s
 
 def missed_run_count(backend: Backend, request: CatchUpRequest) -> int:
     """How many runs a catch-up would release (the direct path's progress bar length)."""
-    from sweeper.operator import missed_runs
+    from sweeper.operations import missed_runs
 
     policy = backend.policy(request.policy)
     until = (request.until or backend.clock()).astimezone(UTC)
@@ -625,7 +625,7 @@ def control(backend: Backend, request: ControlRequest, *, actor: str) -> dict[st
     """cancel, hold, unhold or postpone the selected jobs; above the threshold only when
     confirmed (ConfirmationNeededError says how many match)."""
     from sweeper.models import JobSelection, JobStatus
-    from sweeper.operator import CONFIRM_ABOVE, control_jobs
+    from sweeper.operations import CONFIRM_ABOVE, control_jobs
 
     policy = backend.policy(request.policy)
     selection = JobSelection(

@@ -4,7 +4,7 @@ The rate benchmark measures the shared limiter against what a fleet of consumers
 without it: `PerWorkerLimiter` spaces each worker's calls at quota / workers with no gate (a
 per-worker rate limit, as Celery's), `NoLimiter` leaves reserved concurrency as the only limit.
 They speak the `Limiter` protocol so the consumer runs on them unchanged; only the local stack
-may pick one (`SWEEPER_LIMITER_MODE`): a deployed function refuses to start with one.
+may run one (`sweeper_bench.baseline_consumer`): the Lambda layer holds neither.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What one batch needs of the consumer timeout, and what the turnovers between batches cost.
 
-Part of the plan (sweeper.plan's docstring states the model): a batch's p95 duration is its
+Part of the plan (planning.plan's docstring states the model): a batch's p95 duration is its
 calls, its slots and its ledger read, summed; the timeout that covers it leaves half the usable
 time spare and lets one call run its whole connect and read timeout after the ledger read.
 """

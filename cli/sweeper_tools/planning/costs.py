@@ -1,6 +1,6 @@
 """What the whole stack costs: at rest per month, and per million jobs, from list prices.
 
-Plain arithmetic, as `sweeper.plan`: every item is a quantity times a unit price, and the
+Plain arithmetic, as `planning.plan`: every item is a quantity times a unit price, and the
 quantities come from the policy file (policies, schedules, alarms as infra/ creates them) and
 the plan's per-job figures (requests, Lambda duration, drain time). No free tier is taken off:
 an account's free tiers are shared with whatever else it runs.

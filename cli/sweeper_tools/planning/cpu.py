@@ -1,4 +1,4 @@
-"""What the consumers' CPU allows a plan (sweeper.plan's docstring states the model)."""
+"""What the consumers' CPU allows a plan (planning.plan's docstring states the model)."""
 
 from __future__ import annotations
 

@@ -25,11 +25,11 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   service time; with both, the smaller) times the keys it spans at once. A key the same for every
   call of the policy (a constant such as `app`, or only `{policy}` and `{host}`) spans one; the
   first limit's other keys span `scopes`, any other's `scopes` unless `keys` says how many
-  (`sweeper.plan_limits`). The
+  (`sweeper_tools.planning.limits`). The
   rate planned is the smallest ceiling, and what binds is that limit, or the consumers when
   they complete less (`LimitCeiling`, `limit_warnings` for the limits no load can reach).
 - What the plan finds is an error only when the policy cannot do what it claims; anything
-  else is an advisory (`sweeper.plan_findings` says which is which).
+  else is an advisory (`sweeper_tools.planning.findings` says which is which).
 - One batch in one environment takes at most its calls (`batch_size / parallel_calls` rounds,
   each the p95 service time), plus its slots (the environment's share of the planned rate hands
   it one slot every `environments / rate` seconds), plus the batch's one ledger read: summed, an
@@ -63,16 +63,17 @@ from sweeper.config import (
     Quota,
 )
 from sweeper.errors import ConfigError
-from sweeper.plan_batch import Turnover, batch_need
-from sweeper.plan_costs import (
+from sweeper.schedule_expression import RateSchedule, parse_schedule
+from sweeper_tools.planning.batch import Turnover, batch_need
+from sweeper_tools.planning.costs import (
     DYNAMODB_READ_PER_MILLION_USD,
     DYNAMODB_WRITE_PER_MILLION_USD,
     LAMBDA_ARM_GB_SECOND_USD,
     LAMBDA_REQUEST_PER_MILLION_USD,
     SQS_REQUEST_PER_MILLION_USD,
 )
-from sweeper.plan_cpu import cpu_bound
-from sweeper.plan_findings import (
+from sweeper_tools.planning.cpu import cpu_bound
+from sweeper_tools.planning.findings import (
     Finding,
     Severity,
     advisory,
@@ -82,8 +83,7 @@ from sweeper.plan_findings import (
     texts,
     timeout_findings,
 )
-from sweeper.plan_limits import limit_ceiling, planned_keys, scope_keys, unreachable
-from sweeper.schedule_expression import RateSchedule, parse_schedule
+from sweeper_tools.planning.limits import limit_ceiling, planned_keys, scope_keys, unreachable
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).
 Z95 = 1.6449
@@ -109,7 +109,7 @@ TIMEOUT_SLACK_FACTOR = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """Public on-demand prices, US East (N. Virginia), arm64 (sweeper.plan_costs)."""
+    """Public on-demand prices, US East (N. Virginia), arm64 (sweeper_tools.planning.costs)."""
 
     lambda_per_million_requests: float = LAMBDA_REQUEST_PER_MILLION_USD
     lambda_per_gb_second: float = LAMBDA_ARM_GB_SECOND_USD
@@ -186,7 +186,7 @@ class Plan:
     requests_per_job: dict[str, float]
     cost_per_million_jobs: dict[str, float]
     #: What the plan finds: errors (a claim the policy cannot keep) and advisories
-    #: (sweeper.plan_findings says which is which).
+    #: (sweeper_tools.planning.findings says which is which).
     findings: list[Finding] = field(default_factory=list)
     #: What each job does (the kind's one-line description, never a secret) and the longest
     #: one call may take (its timeouts).

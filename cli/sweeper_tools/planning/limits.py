@@ -140,7 +140,7 @@ def unreachable(
     capacity_of: CapacityOf,
     said: str | None = None,
 ) -> list[str]:
-    """The limits of `policy` no load reaches (the rules: `sweeper.plan.limit_warnings`); a
+    """The limits of `policy` no load reaches (the rules: `planning.plan.limit_warnings`); a
     concurrency cap and the consumers are judged only when the service time and capacity are
     known. `capacity_of` gives what another policy sharing a key completes. `said`: a limit
     whose consumers' shortfall the plan has said already (it binds and they cannot reach it)."""

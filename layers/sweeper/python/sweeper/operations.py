@@ -24,9 +24,9 @@ from sweeper.models import ControlAction, JobSelection, JobStatus, NewJob, Outco
 from sweeper.pause_switch import EventSourceSwitch
 from sweeper.postpone import check_postpone
 from sweeper.producer import PAUSED, new_batch_id, on_consumers, run_producer
-from sweeper.queue import Publisher
 from sweeper.schedule_expression import occurrences
 from sweeper.scheduling import scope_for
+from sweeper.sqs_queue import Publisher
 
 Clock = Callable[[], datetime]
 GateState = Callable[[str], ScopeState]

@@ -1,0 +1,1 @@
+"""`sweeper plan`: what a policy needs (batch, concurrency, CPU) and what its limits allow."""
