@@ -3,7 +3,9 @@
 Consumers call an internet API, so functions live in private subnets with a route through NAT.
 AWS APIs the functions use stay off the internet path: gateway endpoints for DynamoDB and S3
 (free; S3 for discovery's listings) and interface endpoints for SQS and Secrets Manager. The
-database sits in isolated subnets.
+lean profile (`-c network=lean`) keeps the gateway endpoints and creates no interface endpoint:
+SQS, Secrets Manager (and Lambda, for an action that invokes one) are reached through the NAT.
+The database sits in isolated subnets.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class Network(Construct):
         #: such as the migrations custom resource, depend on it).
         self.endpoints = DependencyGroup()
         self._imported = options.imports_vpc
+        #: Whether AWS APIs without a gateway endpoint are reached through the NAT.
+        self._through_nat = options.imports_vpc or options.lean_network
         self.secrets_manager_endpoint: ec2.IInterfaceVpcEndpoint | None = None
         self._dynamodb_prefix_list: ec2.IPeer | None = None
         self._s3_prefix_list: ec2.IPeer | None = None
@@ -131,13 +135,19 @@ class Network(Construct):
             service=ec2.GatewayVpcEndpointAwsService.S3,
             subnets=[self.function_subnets],
         )
+        self._dynamodb_prefix_list = self._managed_prefix_list("DynamoDbPrefixList", "dynamodb")
+        self.endpoints.add(dynamodb, s3)
+        if options.lean_network:
+            # The way to SQS and Secrets Manager is the NAT's default route.
+            egress = vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+            self.endpoints.add(egress.internet_connectivity_established)
+            return
         sqs = self._interface_endpoint(vpc, "SqsEndpoint", ec2.InterfaceVpcEndpointAwsService.SQS)
         secrets = self._interface_endpoint(
             vpc, "SecretsManagerEndpoint", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
         )
         self.secrets_manager_endpoint = secrets
-        self._dynamodb_prefix_list = self._managed_prefix_list("DynamoDbPrefixList", "dynamodb")
-        self.endpoints.add(dynamodb, s3, sqs, secrets)
+        self.endpoints.add(sqs, secrets)
 
     def _managed_prefix_list(self, construct_id: str, service: str) -> ec2.IPeer:
         """The AWS-managed prefix list of a gateway endpoint service, looked up at deploy time.
@@ -194,10 +204,11 @@ class Network(Construct):
     def peer_for(self, service: AwsService) -> ec2.IPeer:
         """Where functions reach an AWS API an action kind calls (sweeper.actions.base): the
         gateway endpoint's prefix list, or the interface endpoints' range, creating an
-        interface endpoint the network does not always have on first use."""
+        interface endpoint the network does not always have on first use (none in the lean
+        profile or an imported VPC: there, the NAT)."""
         if service is AwsService.S3:
             return self.s3_peer
-        if service is AwsService.LAMBDA and not self._imported and self._lambda_endpoint is None:
+        if service is AwsService.LAMBDA and not self._through_nat and self._lambda_endpoint is None:
             assert isinstance(self.vpc, ec2.Vpc)
             self._lambda_endpoint = self._interface_endpoint(
                 self.vpc, "LambdaEndpoint", ec2.InterfaceVpcEndpointAwsService.LAMBDA_
@@ -209,10 +220,11 @@ class Network(Construct):
     def aws_api_peer(self) -> ec2.IPeer:
         """Where functions reach AWS APIs over HTTPS.
 
-        In the new VPC: its own range, where the interface endpoints answer. An imported VPC
-        may have no endpoints, and then the way to AWS APIs is through its NAT.
+        In the new VPC: its own range, where the interface endpoints answer. In the lean profile,
+        and in an imported VPC that may have no endpoints, the way to AWS APIs is the NAT:
+        anywhere on 443.
         """
-        if self._imported:
+        if self._through_nat:
             return ec2.Peer.any_ipv4()
         return ec2.Peer.ipv4(VPC_CIDR)
 

@@ -25,6 +25,7 @@ from pydantic import (
 
 from sweeper.config import describe_validation_error
 from sweeper.errors import ConfigError
+from sweeper.plan_costs import Network as NetworkProfile
 
 DEFAULT_CONFIG_FILE = "sweeper.toml"
 DEFAULT_STACK_NAME = "Sweeper"
@@ -63,6 +64,10 @@ class DeploymentOptions(BaseModel):
     vpc_cidr: str | None = Field(default=None, pattern=r"^\d+\.\d+\.\d+\.\d+/\d+$")
     vpc_availability_zones: CommaList | None = None
     vpc_private_subnet_ids: CommaList | None = None
+    # `lean`: no interface endpoints in a new VPC, SQS and Secrets Manager through the NAT
+    # (infra/network.py; what it gives up is in docs/deploy.md). The same names `sweeper plan`
+    # prices. Nothing to leave out of an imported VPC, where sweeper creates no endpoint.
+    network: NetworkProfile = NetworkProfile.DEFAULT
 
     # An existing Aurora PostgreSQL cluster instead of a new one: endpoint, secret and group.
     database_endpoint: str | None = None
@@ -127,6 +132,10 @@ class DeploymentOptions(BaseModel):
     @property
     def imports_vpc(self) -> bool:
         return self.vpc_id is not None
+
+    @property
+    def lean_network(self) -> bool:
+        return self.network is NetworkProfile.LEAN
 
     @property
     def imports_database(self) -> bool:

@@ -257,7 +257,13 @@ def imported(synth_variant: Callable[[dict[str, Any]], Synth]) -> Synth:
     return synth_variant({"config": "sweeper.toml", **IMPORTED_CONTEXT})
 
 
-@pytest.fixture(scope="session", params=["default", "proxied", "imported"])
+@pytest.fixture(scope="session")
+def lean(synth_variant: Callable[[dict[str, Any]], Synth]) -> Synth:
+    """The shipped policy file in a new VPC without interface endpoints (`-c network=lean`)."""
+    return synth_variant({"config": "sweeper.toml", "network": "lean"})
+
+
+@pytest.fixture(scope="session", params=["default", "proxied", "imported", "lean"])
 def every_variant(request: pytest.FixtureRequest) -> Synth:
     variant: Synth = request.getfixturevalue(request.param)
     return variant

@@ -70,6 +70,19 @@ def test_bad_context_value_fails_naming_the_key(tmp_path: Path) -> None:
     assert "CDK context: database_port" in result.stderr
 
 
+@pytest.mark.parametrize("value", ["Lean", "none", ""])
+def test_an_unknown_network_profile_is_refused_naming_the_key(value: str) -> None:
+    app = App(context={"network": value})
+
+    with pytest.raises(ConfigError) as refused:
+        DeploymentOptions.from_context(app.node)
+
+    message = str(refused.value)
+    assert message.startswith("CDK context: network: ")
+    assert "'default' or 'lean'" in message
+    assert "\n" not in message
+
+
 def test_partial_vpc_import_is_refused() -> None:
     app = App(context={"vpc_id": "vpc-0123456789abcdef0"})
 

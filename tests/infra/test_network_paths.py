@@ -262,3 +262,25 @@ def test_s3_discovery_reaches_s3_through_the_gateway_endpoint_only(proxied: Synt
         if "Discovery" in lid and "s3" in granted_services(proxied, f)
     ]
     assert Network(proxied).reaches(discovery, "s3") == ["gateway endpoint"]
+
+
+@pytest.mark.parametrize("service", ["sqs", "secretsmanager"])
+def test_lean_functions_reach_sqs_and_secrets_manager_through_the_nat(
+    lean: Synth, service: str
+) -> None:
+    """No interface endpoint to take: every function granted the service has the NAT."""
+    network = Network(lean)
+    found = [
+        network.reaches(function, service)
+        for function in lean.python_functions().values()
+        if service in granted_services(lean, function)
+    ]
+    assert found
+    assert all(paths == ["NAT"] for paths in found), found
+
+
+def test_lean_keeps_dynamodb_on_the_gateway_endpoint(lean: Synth) -> None:
+    """Egress on 443 to anywhere opens the NAT too, but the endpoint's prefix-list route on
+    the same table is the more specific one: DynamoDB traffic still takes the endpoint."""
+    (redrive,) = [f for lid, f in lean.python_functions().items() if "Redrive" in lid]
+    assert "gateway endpoint" in Network(lean).reaches(redrive, "dynamodb")

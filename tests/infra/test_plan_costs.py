@@ -9,7 +9,10 @@ from sweeper_tools.planning.costs import (
     LEDGER_ALARM_METRICS,
     LEDGER_SECRETS,
     NAT_GATEWAYS,
+    Deployment,
+    Network,
     alarm_metrics,
+    at_rest,
     dashboards,
     runs_per_month,
     scheduled_functions,
@@ -56,3 +59,15 @@ def test_the_plan_counts_the_stacks_secrets_gateways_endpoints_and_schedules(
     synthesized = sum(runs_per_month(s["Properties"]["ScheduleExpression"]) for s in schedules)
     planned = sum(runs_per_month(e, "UTC") for p in policies for e, *_ in scheduled_functions(p))
     assert planned == synthesized
+
+
+def test_the_plans_lean_profile_has_the_lean_synths_endpoints_and_nat(lean: Synth) -> None:
+    """The plan's lean column bills no interface endpoint and the one NAT, as synthesized."""
+    items = {item.name: item for item in at_rest(lean.config, Deployment(network=Network.LEAN))}
+    interface = [
+        e
+        for e in lean.resources("AWS::EC2::VPCEndpoint").values()
+        if e["Properties"].get("VpcEndpointType") == "Interface"
+    ]
+    assert items["Interface endpoints"].quantity == len(interface) == 0
+    assert len(lean.resources("AWS::EC2::NatGateway")) == NAT_GATEWAYS

@@ -107,7 +107,10 @@ AURORA_IOS_PER_JOB = 2.0
 #: Estimate, kept from docs/deploy.md: capacity a drain adds over the minimum.
 AURORA_DRAIN_ACU = 1.0
 #: Bytes per job to the vendor through the NAT (request and answer), and to SQS (sent once,
-#: received once; the body is under 1 KB).
+#: received once; the body is under 1 KB). Only the producer's send leaves a function's network
+#: interface (the event source mapping receives from outside the VPC), so the SQS figure is an
+#: upper bound on what the interface endpoint, or in the lean profile the NAT, carries. The lean
+#: profile's secret reads also cross the NAT: a few KB a run, under a cent a month, not billed.
 VENDOR_BYTES_PER_JOB = 2000
 SQS_BYTES_PER_JOB = 2000
 #: One GetSecretValue per scheduled run: an upper bound (a warm environment caches it).
