@@ -728,11 +728,11 @@ def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(
         1,
     )
     assert job.completed_at == datetime.fromtimestamp(START, UTC)
-    with caplog.at_level(logging.INFO, logger="sweeper.consumer"):
+    with caplog.at_level(logging.DEBUG, logger="sweeper.consumer"):
         assert rig.redeliver() is False  # already settled: acknowledged without a call
     assert len(answers.sent_at) == 1
     assert rig.count(Metric.DUPLICATES) == 1
-    # and the acknowledgement is logged by its ids and the status found, nothing else
+    # and the acknowledgement is logged (at DEBUG) by its ids and the status found, nothing else
     (line,) = [r for r in caplog.records if r.getMessage() == "already settled; acknowledged"]
     names = ("operation_key", "batch_id", "scope", "status")
     assert {name: getattr(line, name, None) for name in names} == {
