@@ -114,6 +114,8 @@ class Pipeline(Construct):
                 "SWEEPER_QUEUE_URL": self.queue.queue_url,
                 "SWEEPER_IDEMPOTENCY_TABLE": tables.idempotency.table_name,
                 "SWEEPER_LIMITER_TABLE": tables.limiter.table_name,
+                # INFO: a line per batch (sweeper.consumer.batch_log); DEBUG: one per job too.
+                "POWERTOOLS_LOG_LEVEL": consumer_config.log_level,
             },
             timeout_seconds=consumer_config.timeout_seconds,
             memory_mb=consumer_config.memory_mb,

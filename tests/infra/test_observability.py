@@ -402,3 +402,46 @@ def test_every_sweeper_metric_read_by_another_statistic_than_sum_is_never_summed
     assert (Metric.TERMINAL_FAILURES, "Sum") in reads
     other = {name for name, statistic in reads if statistic != "Sum"}
     assert other <= NOT_SUMMED, f"read with another statistic than Sum, summed: {other}"
+
+
+def _sampling_rules(synth: Synth) -> dict[str, dict[str, Any]]:
+    """Each policy's X-Ray sampling rule, by the policy whose consumer it names."""
+    consumers = {
+        name: synth.logical_id(f"Pipeline-{name}/Consumer/Function/Resource")
+        for name in (p.name for p in synth.config.policies)
+    }
+    rules: dict[str, dict[str, Any]] = {}
+    for resource in synth.resources("AWS::XRay::SamplingRule").values():
+        rule = resource["Properties"]["SamplingRule"]
+        (policy,) = [n for n, fn in consumers.items() if rule["ServiceName"] == {"Ref": fn}]
+        rules[policy] = rule
+    return rules
+
+
+def test_each_policy_s_consumer_is_sampled_by_a_rule_of_its_own(default: Synth) -> None:
+    # Given the shipped policy: its consumer's traces are sampled by a rule, not every call
+    rules = _sampling_rules(default)
+    assert set(rules) == {p.name for p in default.config.policies}
+    for policy, rule in rules.items():
+        assert (rule["ReservoirSize"], rule["FixedRate"]) == (1, 0.05)
+        assert rule["ServiceType"] == "AWS::Lambda::Function"
+        assert rule["RuleName"] == f"{default.stack.stack_name}-{policy}"[:32]
+        assert rule["Priority"] < 10000  # before X-Ray's default rule
+        assert all(rule[k] == "*" for k in ("Host", "HTTPMethod", "URLPath", "ResourceARN"))
+
+
+def test_a_policy_asking_for_every_trace_gets_a_rule_of_rate_one(proxied: Synth) -> None:
+    # Given two policies, stale-sessions with `trace_sample_rate = 1.0`
+    rules = _sampling_rules(proxied)
+    assert rules["stale-sessions"]["FixedRate"] == 1.0
+    assert rules["exports"]["FixedRate"] == 0.05
+    assert len({rule["RuleName"] for rule in rules.values()}) == 2
+
+
+def test_the_consumer_logs_at_its_policy_s_level_info_unless_set(proxied: Synth) -> None:
+    # Given exports (no level set) and stale-sessions (`consumer.log_level = "DEBUG"`)
+    for policy, level in (("exports", "INFO"), ("stale-sessions", "DEBUG")):
+        prefix = f"Pipeline{policy.replace('-', '')}"
+        environment = proxied.environment(f"^{prefix}ConsumerFunction[0-9A-F]{{8}}$")
+        # Then its consumer's Powertools Logger runs at that level: INFO writes a line a batch
+        assert environment["POWERTOOLS_LOG_LEVEL"] == level

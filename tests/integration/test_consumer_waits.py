@@ -728,11 +728,11 @@ def test_an_accepted_call_settles_the_job_and_a_redelivery_is_not_called(
         1,
     )
     assert job.completed_at == datetime.fromtimestamp(START, UTC)
-    with caplog.at_level(logging.INFO, logger="sweeper.consumer"):
+    with caplog.at_level(logging.DEBUG, logger="sweeper.consumer"):
         assert rig.redeliver() is False  # already settled: acknowledged without a call
     assert len(answers.sent_at) == 1
     assert rig.count(Metric.DUPLICATES) == 1
-    # and the acknowledgement is logged by its ids and the status found, nothing else
+    # and the acknowledgement is logged (at DEBUG) by its ids and the status found, nothing else
     (line,) = [r for r in caplog.records if r.getMessage() == "already settled; acknowledged"]
     names = ("operation_key", "batch_id", "scope", "status")
     assert {name: getattr(line, name, None) for name in names} == {
@@ -759,9 +759,24 @@ def test_a_job_settled_meanwhile_by_another_delivery_counts_one_duplicate(rig: R
     assert rig.job().status is JobStatus.SUCCEEDED
 
 
-def test_a_permanent_answer_is_terminal_at_once_with_its_code(rig: Rig) -> None:
+def batch_line(caplog: pytest.LogCaptureFixture) -> dict[str, Any]:
+    """The fields of the one `batch` line the consumer wrote (sweeper.consumer.batch_log)."""
+    (line,) = [r for r in caplog.records if r.getMessage() == "batch"]
+    return {name: getattr(line, name, None) for name in ("records", "outcomes", "problems")}
+
+
+def test_a_permanent_answer_is_terminal_at_once_with_its_code(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
     answered(rig, result(OutcomeClass.PERMANENT, 422))
-    assert rig.deliver() is False  # deleted: never retried
+    with caplog.at_level(logging.INFO, logger="sweeper.consumer"):
+        assert rig.deliver() is False  # deleted: never retried
+    # and its batch's line counts it terminal, by its key
+    assert batch_line(caplog) == {
+        "records": 1,
+        "outcomes": {"terminal": 1},
+        "problems": {"terminal": [rig.key]},
+    }
     job = rig.job()
     assert (job.status, job.last_outcome, job.last_error_code, job.attempt_count) == (
         JobStatus.FAILED,
@@ -775,10 +790,14 @@ def test_a_permanent_answer_is_terminal_at_once_with_its_code(rig: Rig) -> None:
 
 
 def test_a_throttle_closes_the_scope_for_retry_after_plus_jitter_and_burns_no_attempt(
-    rig: Rig,
+    rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
     answered(rig, result(OutcomeClass.THROTTLED, 429, retry_after=3.0))
-    assert rig.deliver() is True
+    with caplog.at_level(logging.INFO, logger="sweeper.consumer"):
+        assert rig.deliver() is True
+    # counted once, as the scope's closure (not also as the wait it returns with)
+    assert batch_line(caplog)["problems"] == {"scope_closed": [rig.key]}
+    assert batch_line(caplog)["outcomes"] == {"scope_closed": 1}
     # Retry-After 3 s plus the whole reopening jitter (0.5 s, the top of its range)
     assert rig.limiter.closed == [("scope-a", START + 3.5, "throttled")]
     assert rig.hidden.seconds == {"r-1": 3}  # back when the gate reopens, whole seconds

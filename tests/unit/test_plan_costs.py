@@ -133,11 +133,14 @@ def test_per_million_jobs_prices_every_item_of_the_docs_table() -> None:
         assert set(items) >= DOCS_PER_MILLION_ITEMS
         assert all(items[name].usd > 0 for name in DOCS_PER_MILLION_ITEMS)
     items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.DEFAULT))
-    # 3 writes a job x $0.625/M; 2 KB a job of logs x $0.50/GB
+    # 3 writes a job x $0.625/M
     assert items["DynamoDB"].usd == pytest.approx(1.875)
     # 100 k invocations at 3.2 a second: X-Ray's default rule records 1 + 5% of 2.2 a second
     assert items["X-Ray"].quantity == pytest.approx(0.1 * (1 + 0.05 * 2.2) / 3.2)
-    assert items["CloudWatch Logs"].usd == pytest.approx(1.0)
+    # Logs as measured (tests/integration/test_batch_log.py): 25 bytes a job and 1,300 an
+    # invocation (one line a batch, its metrics blob, Lambda's own lines), not 2 KB a job
+    assert items["CloudWatch Logs"].quantity == pytest.approx((25 * 1e6 + 1300 * 1e5) / 1e9)
+    assert items["CloudWatch Logs"].usd == pytest.approx(0.155 * 0.5)
     # A million jobs at 32/s: 8.68 h of one more ACU
     assert items["Aurora while draining"].quantity == pytest.approx(1e6 / 32 / 3600)
     rest = _items(at_rest(load_config(SHIPPED), Deployment()))

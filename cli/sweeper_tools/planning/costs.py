@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from sweeper.config import Policy, SweeperConfig
+from sweeper.config.policy import DEFAULT_TRACE_SAMPLE_RATE
 from sweeper.models import OutcomeClass
 from sweeper.schedule_expression import RateSchedule, occurrences, parse_schedule
 from sweeper.scheduling import single_scope
@@ -96,12 +97,18 @@ PRODUCER_CONNECTS_WHEN_IDLE = True
 ARRIVALS_PER_DAY = 4
 
 # -- per job: the code's known work ---------------------------------------------------------------
-#: Estimate, kept from docs/deploy.md: structured log bytes per job, all functions together.
-LOG_BYTES_PER_JOB = 2000
-#: X-Ray's default sampling rule, which Lambda's Active tracing applies (infra/ sets no rule of
-#: its own): the first request each second, then 5% of the others.
+#: Measured (tests/integration/test_batch_log.py: batches of 10 and of 100 accepted jobs): the
+#: consumer logs one line per batch (sweeper.consumer.batch_log), so a job adds only its
+#: ProcessingSeconds value to the metrics blob ...
+LOG_BYTES_PER_JOB = 25
+#: ... and each invocation its batch line and metrics blob (830 bytes measured), plus Lambda's
+#: START, END and REPORT lines and the trace id field on the line (about 470). A line per job,
+#: as before, took 531 bytes a job more.
+LOG_BYTES_PER_INVOCATION = 1300
+#: The sampling rule infra/observability/tracing.py gives each policy's consumer (the shipped
+#: `trace_sample_rate`, X-Ray's default): the first invocation each second, then 5% of the others.
 XRAY_RESERVOIR_PER_SECOND = 1.0
-XRAY_FIXED_RATE = 0.05
+XRAY_FIXED_RATE = DEFAULT_TRACE_SAMPLE_RATE
 #: Estimate, kept from docs/deploy.md: ledger I/O requests per job (claim, settle, event row).
 AURORA_IOS_PER_JOB = 2.0
 #: Estimate, kept from docs/deploy.md: capacity a drain adds over the minimum.
@@ -300,7 +307,7 @@ def per_million_jobs(
     drain_hours = jobs / max(throughput_per_second, 1e-9) / 3600
     vendor_gb = VENDOR_BYTES_PER_JOB * jobs / GB
     sqs_gb = SQS_BYTES_PER_JOB * jobs / GB
-    log_gb = LOG_BYTES_PER_JOB * jobs / GB
+    log_gb = (LOG_BYTES_PER_JOB * jobs + LOG_BYTES_PER_INVOCATION * invocations) / GB
     lean = network is Network.LEAN
     items = [
         CostItem(

@@ -8,7 +8,7 @@ many records one environment calls at once. Its validators hold it to Lambda's a
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -66,6 +66,10 @@ class ConsumerConfig(_Strict):
     memory_mb: int = Field(
         default=DEFAULT_CONSUMER_MEMORY_MB, ge=LAMBDA_MIN_MEMORY_MB, le=LAMBDA_MAX_MEMORY_MB
     )
+    #: The function's log level (POWERTOOLS_LOG_LEVEL). At INFO a batch writes one line of
+    #: counts, with the keys of what went wrong and a line for each of those; DEBUG adds a line
+    #: per job (a success, a duplicate, a snooze), for an incident (docs/runbook.md).
+    log_level: Literal["DEBUG", "INFO", "WARNING"] = "INFO"
 
     @model_validator(mode="after")
     def _window_for_large_batches(self) -> Self:

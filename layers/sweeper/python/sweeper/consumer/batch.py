@@ -30,6 +30,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
+from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
 from sweeper.consumer.slots import BatchSlots, PairedLimits
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
@@ -231,6 +232,7 @@ def process_batch(
             yield
 
     unreached: list[Unsettled] = []  # appended from the batch's threads (list.append is atomic)
+    outcomes = BatchLog()  # how each record ended: one line when the batch ends (batch_log.py)
 
     def handle(record: SQSRecord) -> None:
         try:
@@ -245,6 +247,7 @@ def process_batch(
             # Never retried: the ledger still holds the job (if any) and its lease expires, so
             # acknowledging a body we cannot read loses nothing and cannot block the batch.
             deps.metrics.add_metric(Metric.MALFORMED, "Count", 1)
+            outcomes.count(Outcome.MALFORMED, record.message_id)
             logger.error(
                 "malformed message dropped",
                 extra={
@@ -260,6 +263,7 @@ def process_batch(
         ids = {"message_id": record.message_id, "operation_key": item.key, "trace_id": trace}
         if target is None:
             deps.metrics.add_metric(Metric.ORPHANS, "Count", 1)
+            outcomes.count(Outcome.ORPHAN, item.key)
             logger.warning("message names no ledger job; dropped", extra=ids)
             return
         fields = _disagreements(item, target, deps)
@@ -268,6 +272,7 @@ def process_batch(
             # another target, scope or policy is dropped unanswered: the job stays in the
             # ledger as it was (a leased row's lease expires and is reclaimed), so nothing is lost.
             deps.metrics.add_metric(Metric.MISMATCHED, "Count", 1)
+            outcomes.count(Outcome.MISMATCHED, item.key)
             logger.error(
                 "message disagrees with its ledger row; dropped", extra={**ids, "fields": fields}
             )
@@ -277,6 +282,7 @@ def process_batch(
             # postponement ends): acknowledged uncalled. The row keeps its future as it is: the
             # producer publishes the job when it is due (a leased row once its lease expires).
             deps.metrics.add_metric(Metric.NOT_YET_DUE, "Count", 1)
+            outcomes.count(Outcome.NOT_YET_DUE, item.key)
             logger.warning(
                 "job not yet due; acknowledged uncalled",
                 extra={**ids, "status": target.status, "not_before": target.not_before},
@@ -287,7 +293,13 @@ def process_batch(
             started = deps.now()
             try:
                 delivery = _Delivery(
-                    call, record.receipt_handle, deps, call_timeout, slots, trace_id=trace
+                    call,
+                    record.receipt_handle,
+                    deps,
+                    call_timeout,
+                    slots,
+                    trace_id=trace,
+                    outcomes=outcomes,
                 )
                 delivery.handle(target, now)
             finally:
@@ -306,6 +318,7 @@ def process_batch(
     finally:
         # Once per batch, zero included: a batch that called nothing still reports its scopes idle.
         deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", slots.used)
+        outcomes.write(logger, len(event.get("Records", [])))
     _return_soon(unreached, deps)
     _count_dead_letter_bound(event, response, deps)
     return response

@@ -36,13 +36,19 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, Quota, reach
+from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.idempotency import Attempt, GuardedCall
 from sweeper.consumer.slots import (
     GATE_RECHECK_LEAD_SECONDS,
     LEASE_POLL_HOLDING_SECONDS,
     BatchSlots,
 )
-from sweeper.errors import LimiterError, RetryableActionError, SweeperError
+from sweeper.errors import (
+    LedgerUnavailableError,
+    LimiterError,
+    RetryableActionError,
+    SweeperError,
+)
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import (
     MAX_GATES_PER_READ,
@@ -142,8 +148,12 @@ class _Delivery:
         slots: BatchSlots,
         *,
         trace_id: str | None = None,
+        outcomes: BatchLog | None = None,
     ) -> None:
         self.job = job
+        # Its batch's log line counts how this record ended (batch_log.py), once.
+        self.outcomes = outcomes if outcomes is not None else BatchLog()
+        self._ended: Outcome | None = None
         self.receipt = receipt_handle
         self.deps = deps
         self.call_timeout = call_timeout
@@ -171,6 +181,15 @@ class _Delivery:
         """Call for `target` (its row as the batch read it at `now`) if the ledger allows."""
         try:
             self._handle(target, now)
+        except Deferred:
+            self._end(Outcome.DEFERRED)  # unless it ended otherwise first (closed, snoozed)
+            raise
+        except LedgerUnavailableError:
+            self._end(Outcome.LEDGER_UNREACHED)
+            raise
+        except Exception:
+            self._end(Outcome.ERROR)
+            raise
         finally:
             self.release_leases()
             self.slots.done(self.job.scope, self.called, self)
@@ -181,12 +200,14 @@ class _Delivery:
         status = target.status
         if status in SETTLED_STATUSES:
             deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
-            logger.info("already settled; acknowledged", extra={**self.ids, "status": status})
+            self._end(Outcome.DUPLICATE)
+            logger.debug("already settled; acknowledged", extra={**self.ids, "status": status})
             return
         if not target.callable_at(now):
             # Held or cancelled by an operator as of the batch's ledger read: never called.
             # (A job whose time has not come never gets here: batch.py acknowledges it first.)
-            logger.info(
+            self._end(Outcome.HELD)
+            logger.debug(
                 "held or cancelled; acknowledged uncalled", extra={**self.ids, "status": status}
             )
             return
@@ -195,6 +216,7 @@ class _Delivery:
         except IdempotencyAlreadyInProgressError:
             # Another delivery of the same job is calling right now: come back after it.
             deps.metrics.add_metric(Metric.IN_PROGRESS_ELSEWHERE, "Count", 1)
+            self._end(Outcome.IN_PROGRESS)
             self._return_in(math.ceil(self.call_timeout() or 5.0), outcome=None, code=None)
             raise
         except RetryableActionError as exc:
@@ -737,7 +759,8 @@ class _Delivery:
                 deps.metrics.add_metric(Metric.SUCCEEDED, "Count", 1)
             else:
                 deps.metrics.add_metric(Metric.DUPLICATES, "Count", 1)
-            logger.info("settled", extra=log)
+            self._end(Outcome.SETTLED)
+            logger.debug("settled", extra=log)  # a line per job at DEBUG only (batch_log.py)
             return
         # The only other settled class is permanent: terminal at once, never retried.
         deps.ledger.mark_failed(
@@ -749,6 +772,7 @@ class _Delivery:
             trace_id=self.trace_id,
         )
         deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
+        self._end(Outcome.TERMINAL)
         logger.warning("terminal", extra={**log, "code": result.code})
 
     def _unsettled(self, exc: RetryableActionError) -> None:
@@ -804,6 +828,7 @@ class _Delivery:
                     assert isinstance(deps.limiter, PairedSource)
                     deps.limiter.close_narrow(paired.wide, key, now + delay)
                 self.slots.forget(key)  # this batch's other records use no banked slot
+            self._end(Outcome.SCOPE_CLOSED)
             logger.warning(
                 "scope closed",
                 extra={
@@ -829,6 +854,7 @@ class _Delivery:
             trace_id=self.trace_id,
         )
         if attempts is None:
+            self._end(Outcome.DUPLICATE)
             return  # settled meanwhile by another delivery
         if attempts >= deps.policy.max_attempts:
             deps.ledger.mark_failed(
@@ -841,11 +867,13 @@ class _Delivery:
             )
             deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
             deps.metrics.add_metric(Metric.EXHAUSTED, "Count", 1)
+            self._end(Outcome.EXHAUSTED)
             logger.warning("attempts exhausted; terminal", extra={**log, "attempts": attempts})
             return
         retry = deps.policy.retry
         delay = retry_delay(attempts, base=retry.base_seconds, cap=retry.cap_seconds, rng=deps.rng)
         deps.metrics.add_metric(Metric.RETRIES, "Count", 1)
+        self._end(Outcome.RETRY)
         logger.info("will retry", extra={**log, "attempts": attempts, "delay": round(delay, 3)})
         self._return_in(delay, outcome=None, code=None)
         raise exc
@@ -881,12 +909,21 @@ class _Delivery:
             ):
                 deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
                 deps.metrics.add_metric(Metric.SNOOZE_EXHAUSTED, "Count", 1)
+                self._end(Outcome.SNOOZE_EXHAUSTED)
                 logger.warning("snoozed past max_snooze_seconds; terminal", extra=log)
+            self._end(Outcome.DUPLICATE)  # unless it ended terminal just above
             return  # terminal now, or settled meanwhile by another delivery: acknowledged
         deps.metrics.add_metric(Metric.SNOOZES, "Count", 1)
-        logger.info("snoozed", extra={**log, "delay": delay, "snoozed_seconds": round(snoozed, 3)})
+        self._end(Outcome.SNOOZED)
+        logger.debug("snoozed", extra={**log, "delay": delay, "snoozed_seconds": round(snoozed, 3)})
         self.deps.visibility.hide_for(self.receipt, delay)
         raise Deferred(f"job {self.job.key} snoozed for {delay:g}s") from exc
+
+    def _end(self, outcome: Outcome) -> None:
+        """Count how this record ended in its batch's line, the first time only."""
+        if self._ended is None:
+            self._ended = outcome
+            self.outcomes.count(outcome, self.job.key)
 
     def _return_in(self, seconds: float, *, outcome: OutcomeClass | None, code: str | None) -> None:
         """Record when the job may run again, and hide the message until then.
