@@ -25,7 +25,7 @@ from pydantic import (
 
 from sweeper.config import describe_validation_error
 from sweeper.errors import ConfigError
-from sweeper.plan_costs import Network as NetworkProfile
+from sweeper_tools.planning.costs import Network as NetworkProfile
 
 DEFAULT_CONFIG_FILE = "sweeper.toml"
 DEFAULT_STACK_NAME = "Sweeper"

@@ -19,7 +19,7 @@ from tests.integration.test_handlers import roomy_context
 pytestmark = pytest.mark.integration
 
 #: What a successful job may cost in log bytes, the batch line and the metrics blob included
-#: (a line per job, as before, took 531; one line per batch takes 33: sweeper.plan_costs).
+#: (a line per job, as before, took 531; one line per batch takes 33: sweeper_tools.planning.costs).
 MAX_LOG_BYTES_PER_JOB = 100
 
 
