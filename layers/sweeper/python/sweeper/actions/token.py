@@ -30,7 +30,7 @@ class TokenSource(Protocol):
 class SecretReader(Protocol):
     """Powertools' SecretsProvider, as SecretToken reads it (or a per-tenant reader over it)."""
 
-    def get(self, name: str, max_age: int = ..., force_fetch: bool = ...) -> Any: ...
+    def get(self, name: str, *, max_age: int = ..., force_fetch: bool = ...) -> Any: ...
 
 
 def checked(token: str) -> str:
