@@ -39,6 +39,7 @@ from sweeper.dead_letters import queue_depth
 from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION
 from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
+from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
 from sweeper.operator import pause_policy, resume_policy
@@ -223,7 +224,13 @@ class DrillRun:
         if vendor is None:
             raise DrillError("a drill needs the vendor simulator")
         self.vendor: VendorSimulator = vendor
-        self.ledger = Ledger(console.database_url)
+        # Its writes lower the policy's wake item, as every writer's do (sweeper.ledger.wake).
+        self.ledger = Ledger(
+            console.database_url,
+            wake=DynamoWakeStore(
+                console.stack.aws.dynamodb(), self.runtime.resources.limiter_table
+            ),
+        )
         self.sqs = console.stack.aws.sqs()
         self.queue_url = self.runtime.resources.queue_url
         self.dlq_url = self.runtime.resources.dlq_url
