@@ -21,6 +21,7 @@ from infra.function import SweeperFunction, policy_json
 from infra.network import Network
 from infra.packaging import Packaging
 from infra.scheduling import ScheduledInvocation
+from infra.tables import Tables
 from sweeper.config import Policy
 
 
@@ -32,6 +33,8 @@ class LedgerAccess:
     network: Network
     database: Database
     packaging: Packaging
+    #: Where each policy's wake item is kept (the limiter table): every writer lowers it.
+    tables: Tables
 
 
 class LedgerFunction(SweeperFunction):
@@ -67,6 +70,8 @@ class LedgerFunction(SweeperFunction):
                 "SWEEPER_POLICY": policy_json(policy),
                 **(environment or {}),
                 **ledger.database.runtime_environment(),
+                # Its ledger writes lower the policy's wake item (sweeper.ledger.wake).
+                "SWEEPER_WAKE_TABLE": ledger.tables.limiter.table_name,
             },
             timeout_seconds=timeout_seconds,
             memory_mb=memory_mb,
@@ -74,8 +79,11 @@ class LedgerFunction(SweeperFunction):
         )
         self.policy = policy
         ledger.database.grant_runtime_access(self)
+        ledger.tables.grant_wake(self.role, [policy.name])
         if aws_apis is not None:
             self.allow_https_to(ledger.network.aws_api_peer, aws_apis)
+        # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
+        self.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the wake item)")
 
     def run_on_schedule(
         self, expression: str, description: str, *, schedule_id: str = "Schedule"

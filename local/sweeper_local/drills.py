@@ -47,6 +47,7 @@ from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.drill_early import not_yet_due
+from sweeper_local.drill_wake import idle_ledger
 from sweeper_local.lambda_runtime import (
     ExecutionEnvironment,
     Invocation,
@@ -1012,6 +1013,15 @@ DRILLS: dict[str, Drill] = {
             dlq_and_redrive,
             config=SCENARIO_CONFIG,
             shortest_visibility=False,
+        ),
+        Drill(
+            "idle-ledger",
+            "nothing due, the ledger refusing connections: no producer run reaches for it; "
+            "work scheduled then is released by the next run",
+            "none (the producer's not_due runs)",
+            idle_ledger,
+            tick_seconds=None,
+            durable_database=True,
         ),
         Drill(
             "catch-up",

@@ -139,6 +139,9 @@ def run_producer(
     )
     if not report.duplicate_invocation:
         _raise_wake(ledger, policy.name)
+    if ledger.wake is not None:
+        # No session is left open between runs: an idle cluster sees no connection and pauses.
+        ledger.close()
     return report
 
 
