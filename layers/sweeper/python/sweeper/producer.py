@@ -127,21 +127,23 @@ def run_producer(
             duplicate_invocation=False,
             stop_reason=NOT_DUE,
         )
-    report = _run_connected(
-        policy,
-        scheduled_at,
-        ledger,
-        publisher,
-        batch_id,
-        clock=clock,
-        remaining_seconds=remaining_seconds,
-        closed_scopes=closed_scopes,
-    )
-    if not report.duplicate_invocation:
-        _raise_wake(ledger, policy.name)
-    if ledger.wake is not None:
-        # No session is left open between runs: an idle cluster sees no connection and pauses.
-        ledger.close()
+    try:
+        report = _run_connected(
+            policy,
+            scheduled_at,
+            ledger,
+            publisher,
+            batch_id,
+            clock=clock,
+            remaining_seconds=remaining_seconds,
+            closed_scopes=closed_scopes,
+        )
+        if not report.duplicate_invocation:
+            _raise_wake(ledger, policy.name)
+    finally:
+        if ledger.wake is not None:
+            # No session is left open between runs: an idle cluster sees no connection.
+            ledger.close()
     return report
 
 
