@@ -319,6 +319,7 @@ def run_scenario(
             prefix=f"bench-{policy.name}",
             log_prefix="sweeper-bench-",
             cap_consumer_cpu=scenario.cap_cpu,
+            rehearsal_url=vendor.url,  # the scenario's own vendor, not the stack's
         ) as run:
             backlog = int(rate * scenario.scopes * seconds * BACKLOG_FACTOR)
             run.seed(backlog, tenants=max(10, scenario.scopes), spread_seconds=1)

@@ -259,6 +259,19 @@ class Pipeline:
         return LocalLambdaContext(function_name=f"sweeper-{name}", timeout_seconds=timeout)
 
 
+def function_env(policy: Policy, db_url: str, resources: PipelineResources) -> dict[str, str]:
+    """The environment the CDK app gives a policy's functions, on the local stack."""
+    return {
+        "SWEEPER_POLICY": policy.model_dump_json(),
+        "SWEEPER_DATABASE_URL": db_url,
+        "SWEEPER_QUEUE_URL": resources.queue_url,
+        "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
+        "SWEEPER_LIMITER_TABLE": resources.limiter_table,
+        "SWEEPER_DLQ_URL": resources.dlq_url,
+        "POWERTOOLS_SERVICE_NAME": "sweeper",
+    }
+
+
 @pytest.fixture
 def pipeline(
     db_url: str,
@@ -278,16 +291,7 @@ def pipeline(
         consumer=ConsumerConfig(timeout_seconds=PIPELINE_CONSUMER_TIMEOUT_SECONDS),
     )
     resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
-    env = {
-        **aws_env,
-        "SWEEPER_POLICY": policy.model_dump_json(),
-        "SWEEPER_DATABASE_URL": db_url,
-        "SWEEPER_QUEUE_URL": resources.queue_url,
-        "SWEEPER_IDEMPOTENCY_TABLE": resources.idempotency_table,
-        "SWEEPER_LIMITER_TABLE": resources.limiter_table,
-        "SWEEPER_DLQ_URL": resources.dlq_url,
-        "POWERTOOLS_SERVICE_NAME": "sweeper",
-    }
+    env = {**aws_env, **function_env(policy, db_url, resources)}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     runtime.reset()

@@ -74,7 +74,8 @@ DOOR_NAMES = ("sql", "s3", "webhook", "file")
     "--api-url",
     envvar="SWEEPER_API_URL",
     show_envvar=True,
-    help="An external vendor speaking the same contract, instead of the simulator.",
+    help="Send every vendor call here (http(s)://host[:port]), whatever host the policy "
+    "names, instead of to the simulator.",
 )
 @click.option(
     "--timeout",

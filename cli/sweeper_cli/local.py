@@ -37,7 +37,8 @@ def local() -> None:
     "--api-url",
     envvar="SWEEPER_API_URL",
     show_envvar=True,
-    help="An external vendor speaking the same contract, instead of the simulator.",
+    help="Send every vendor call of every policy here (http(s)://host[:port]), whatever host "
+    "it names, instead of to the simulator.",
 )
 @click.option(
     "--tick-seconds",
@@ -73,8 +74,10 @@ def local_up(
             parse_local_secrets,
         )
         from sweeper_local.background import start_background
+        from sweeper_local.rehearsal import check_rehearsal
 
     config = load_config(config_path)  # a bad policy file is refused here, not in the background
+    check_rehearsal(config.policies, api_url.rstrip("/") if api_url else None)
     if api_url:
         # An outside vendor's credentials are the user's; the simulator's are made up.
         given = parse_local_secrets(os.environ.get(LOCAL_SECRETS_ENV))

@@ -1,13 +1,14 @@
 """The action's secrets on the local stack, made in the AWS emulator's Secrets Manager.
 
 A deployed policy names secrets that exist in its account; locally none does. For every secret
-a policy's action reads, the local stack creates one in moto and points the policy at it, as it
-points `api_url` at the vendor simulator. Against the simulator the values are made up and the
+a policy's action reads, the local stack creates one in moto and points the policy at it (its
+calls reach the simulator by the rehearsal). Against the simulator the values are made up and the
 simulator is told to accept them (an OAuth2 client is registered with it, a header's API key
 with its marketplace; a bearer or basic secret is random: the delete contract does not check
 it). Against an outside vendor (`--api-url`) the values are the user's: `SWEEPER_LOCAL_SECRETS`
 holds a JSON object from each secret ARN the policy file names to its value (a string, or an
-object stored as JSON).
+object stored as JSON). A secret per tenant (`.../{tenant_id}`) is given tenant by tenant, each
+under its filled ARN; against the simulator, every tenant shares one made-up value.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Final
 
 from sweeper.actions.http import HttpActionConfig
 from sweeper.actions.http_auth import BasicAuth, HeaderAuth, OAuth2Auth
+from sweeper.actions.secret_template import TENANT_SECRET_FIELD, SecretTemplate
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
 from sweeper_local.vendor import VendorSimulator
@@ -45,14 +47,51 @@ def parse_local_secrets(text: str | None) -> dict[str, Any]:
 
 
 def missing_local_secrets(policies: list[Policy], given: Mapping[str, Any]) -> list[str]:
-    """The secret ARNs the policies read that `given` has no value for (an outside vendor)."""
-    return [
-        arn
-        for policy in policies
-        if isinstance(policy.action, HttpActionConfig)
-        for arn in policy.action.effective_auth.secret_arns()
-        if arn not in given
-    ]
+    """The secret ARNs the policies read that `given` has no value for (an outside vendor);
+    a template over the tenant is missing when no tenant's is given."""
+    missing: list[str] = []
+    for policy in policies:
+        if not isinstance(policy.action, HttpActionConfig):
+            continue
+        auth = policy.action.effective_auth
+        template = auth.secret_template()
+        for arn in auth.secret_arns():
+            if template is not None:
+                if not _tenant_values(template, given):
+                    missing.append(arn)
+            elif arn not in given:
+                missing.append(arn)
+    return missing
+
+
+def _tenant_values(template: SecretTemplate, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Each tenant's value in `given`, keyed by the tenant."""
+    tenants = {arn: template.tenant_of(arn) for arn in given}
+    return {tenant: given[arn] for arn, tenant in tenants.items() if tenant is not None}
+
+
+def _stored(raw: Any) -> str:
+    return raw if isinstance(raw, str) else json.dumps(raw)
+
+
+def _put(secretsmanager: Any, name: str, value: str) -> str:
+    """The local secret `name` holding `value` (made, or updated); its ARN."""
+    try:
+        return str(secretsmanager.create_secret(Name=name, SecretString=value)["ARN"])
+    except secretsmanager.exceptions.ResourceExistsException:
+        return str(secretsmanager.put_secret_value(SecretId=name, SecretString=value)["ARN"])
+
+
+def _local_template(
+    secretsmanager: Any, template: SecretTemplate, prefix: str, policy: str, values: dict[str, Any]
+) -> str:
+    """Each tenant's value made under the stack's prefix; the template naming them there."""
+    name_before = _name(prefix, policy, template.before)
+    local_before = ""
+    for tenant, raw in values.items():
+        arn = _put(secretsmanager, f"{name_before}{tenant}{template.after}", _stored(raw))
+        local_before = arn.split(":secret:", 1)[0] + ":secret:" + name_before
+    return f"{local_before}{TENANT_SECRET_FIELD}{template.after}"
 
 
 def _name(prefix: str, policy: str, arn: str) -> str:
@@ -70,7 +109,11 @@ def _made_up(policy: Policy, vendor: VendorSimulator) -> str:
         vendor.payments.add_client(client_id, client_secret)
         return json.dumps({"client_id": client_id, "client_secret": client_secret})
     if isinstance(auth, BasicAuth):
-        return json.dumps({"username": f"{policy.name}-local", "password": secrets.token_hex(16)})
+        username, password = f"{policy.name}-local", secrets.token_hex(16)
+        if auth.secret_template() is not None:
+            # every tenant shares this login here: the help desk takes it at every account
+            vendor.helpdesk.add_shared_login(username, password)
+        return json.dumps({"username": username, "password": password})
     value = secrets.token_hex(16)
     if isinstance(auth, HeaderAuth):
         vendor.listings.add_api_key(value)  # the marketplace checks its API key
@@ -97,21 +140,26 @@ def with_local_secrets(
     if not arns:
         return policy
     (arn,) = arns  # every http auth mode reads one secret
+    template = action.effective_auth.secret_template()
+    tenants = _tenant_values(template, given) if template is not None else {}
     if vendor is not None:
         value = _made_up(policy, vendor)
+    elif template is not None and tenants:
+        local_arn = _local_template(secretsmanager, template, prefix, policy.name, tenants)
+        return _pointed(policy, action, local_arn)
     elif arn in given:
-        raw = given[arn]
-        value = raw if isinstance(raw, str) else json.dumps(raw)
+        value = _stored(given[arn])
     else:
         raise LocalStackError(
             f"policy {policy.name}: no local value for its secret {arn}; with --api-url, set "
             f"{LOCAL_SECRETS_ENV} to a JSON object naming it"
         )
-    name = _name(prefix, policy.name, arn)
-    try:
-        local_arn = secretsmanager.create_secret(Name=name, SecretString=value)["ARN"]
-    except secretsmanager.exceptions.ResourceExistsException:
-        local_arn = secretsmanager.put_secret_value(SecretId=name, SecretString=value)["ARN"]
+    name = _name(prefix, policy.name, arn.replace(TENANT_SECRET_FIELD, "every-tenant"))
+    return _pointed(policy, action, _put(secretsmanager, name, value))
+
+
+def _pointed(policy: Policy, action: HttpActionConfig, local_arn: str) -> Policy:
+    """`policy` with its action's secret (or template) at `local_arn`."""
     if action.auth_secret_arn is not None:
         local_action = action.model_copy(update={"auth_secret_arn": local_arn})
     else:

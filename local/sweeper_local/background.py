@@ -41,6 +41,7 @@ from sweeper_local.aws import LOCAL_REGION, PipelineResources
 from sweeper_local.intake import LocalIntake
 from sweeper_local.lambda_runtime import LAYER_PATH_VARIABLE, Invocation
 from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
 from sweeper_local.webhook import LocalWebhook
@@ -126,6 +127,7 @@ class LocalConsoleStack(Service):
         return self.stack.database_url
 
     def start(self) -> Self:
+        check_rehearsal(self.config.policies, self.stack.api_url)
         self.stack.start()
         try:
             for configured in self.config.policies:
@@ -146,14 +148,12 @@ class LocalConsoleStack(Service):
         return self
 
     def _start_policy(self, configured: Policy) -> None:
-        assert self.stack.api_url is not None
-        policy = configured.model_copy(
-            update={"action": configured.action.pointed_at(self.stack.api_url)}
-        )
-        # Its secrets made in the local Secrets Manager (none exists there), the policy named them.
+        # As written: its calls reach the stack's vendor by the pipeline's rehearsal
+        # (sweeper_local.rehearsal), its secrets made in the local Secrets Manager (none
+        # exists there).
         policy = with_local_secrets(
             self.stack.aws.secretsmanager(),
-            policy,
+            configured,
             prefix=self.prefix,
             vendor=self.stack.vendor,
             given=self.secret_values,

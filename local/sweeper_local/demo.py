@@ -41,6 +41,7 @@ from sweeper_local.demo_audit import (
 from sweeper_local.doors import DoorReport, feed_doors
 from sweeper_local.intake import LocalIntake
 from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import QuotaScope
 from sweeper_local.webhook import LocalWebhook
@@ -292,12 +293,12 @@ def _settle_probes(rate: Quota) -> None:
 
 
 def demo_policy(options: DemoOptions, api_url: str) -> tuple[Policy, MeasuredLatency | None]:
-    """The policy the demo runs: the team's (its action aimed at `api_url`), or the demo's own
-    with its consumer planned from the rate and the latency measured now."""
+    """The policy the demo runs: the team's as written (its calls reach `api_url` by the
+    pipeline's rehearsal), or the demo's own with its consumer planned from the rate and the
+    latency measured now."""
     if options.policy is not None:
         # as `local up` does: its secrets are made locally afterwards (team_policy_secrets)
-        action = options.policy.action.pointed_at(api_url)
-        return options.policy.model_copy(update={"action": action}), None
+        return options.policy, None
     rate = options.rate or DEFAULT_DEMO_QUOTA
     action = HttpActionConfig(api_url=api_url, allow_plain_http=True, read_timeout_seconds=5)
     latency: MeasuredLatency | None = None
@@ -328,6 +329,7 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
     quota = options.policy.quota if options.policy is not None else options.rate
     per_tenant = options.policy is not None and options.policy.scope.kind == "tenant"
     scope: QuotaScope = "tenant" if per_tenant else "global"
+    check_rehearsal([options.policy] if options.policy is not None else [], options.api_url)
     with LocalStack(
         database_url=options.database_url,
         api_url=options.api_url,

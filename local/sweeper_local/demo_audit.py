@@ -14,11 +14,13 @@ from urllib.parse import urlsplit
 
 from sweeper.config import Policy, Quota
 from sweeper_local.action_targets import audit_bucket, s3_delete_action
+from sweeper_local.helpdesk import TICKETS_PREFIX
 from sweeper_local.marketplace import STORES_PREFIX
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import (
     RECONCILIATIONS_PATH,
     VendorAudit,
+    VendorSimulator,
     fetch_audit,
     fetch_listings_audit,
     fetch_payments_audit,
@@ -26,7 +28,20 @@ from sweeper_local.vendor import (
 
 #: The simulator's contracts a policy's action may call (sweeper_local.vendor), or a bucket of
 #: the AWS emulator (an s3_delete action's, sweeper_local.action_targets).
-Contract = Literal["delete", "listings", "payments", "bucket"]
+Contract = Literal["delete", "listings", "payments", "helpdesk", "bucket"]
+
+
+def _helpdesk_figures(vendor: VendorSimulator | None) -> ContractFigures | None:
+    """The help desk's audit, kept in this process only (an outside simulator: None)."""
+    if vendor is None:
+        return None
+    desk = vendor.helpdesk.audit()
+    return ContractFigures(
+        sum(desk.responses_by_status.values()),
+        sum(desk.effects_by_ticket.values()),
+        desk.responses_by_status.get(429, 0),
+        max(desk.effects_by_ticket.values(), default=0),
+    )
 
 
 def _remote_audit(api_url: str) -> VendorAudit | None:
@@ -51,6 +66,8 @@ def vendor_contract(policy: Policy) -> Contract:
         return "listings"
     if path == RECONCILIATIONS_PATH:
         return "payments"
+    if path.startswith(TICKETS_PREFIX):
+        return "helpdesk"
     return "delete"
 
 
@@ -109,6 +126,8 @@ def contract_figures(
                 payments.responses_by_status.get(429, 0),
                 max(payments.effects_by_pair.values(), default=0),
             )
+        if contract == "helpdesk":
+            return _helpdesk_figures(vendor)
     except (OSError, ValueError, KeyError):
         return None  # an outside vendor without the simulator's audit
     audit = vendor_audit(stack)

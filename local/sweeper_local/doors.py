@@ -15,6 +15,7 @@ count what the ledger gained while they waited for it, as an operator would.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -116,22 +117,63 @@ def _report(door: str, seeded: int, runs: list[DiscoveryReport]) -> DoorReport:
 
 #: What the sql door's rows give each identity param of the policy: the row's due date, as an
 #: ISO date (a date column reaches discovery as its ISO text), e.g. the payments example's
-#: `business_date`. A policy whose params need other values is refused at the door, and the
-#: demo reports what was refused.
+#: `business_date`. Every other param the policy's params_schema requires gets a sample value of
+#: its type (`sample_literal`), e.g. the refunds example's `amount`. A policy whose params need
+#: other values is refused at the door, and the demo reports what was refused.
 IDENTITY_COLUMN = "(expires_at AT TIME ZONE 'UTC')::date AS {name}"
 
 
+def sample_literal(schema: object) -> str | None:
+    """A SQL literal that a JSON Schema property of a simple type accepts (the first of its enum,
+    its minimum, or a plain value), or None when the demo cannot make one up."""
+    if not isinstance(schema, dict):
+        return None
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and isinstance(enum[0], str | int | bool):
+        first = enum[0]
+        return _literal(first)
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        if not isinstance(low, int | float):
+            return None
+        return str(max(1, math.floor(low) + 1 if "exclusiveMinimum" in schema else math.ceil(low)))
+    if kind == "boolean":
+        return "true"
+    plain = not {"pattern", "format", "minLength", "maxLength"} & schema.keys()
+    if kind == "string" and plain:
+        return _literal("demo")
+    return None
+
+
+def _literal(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + value.replace("'", "''") + "'"
+
+
 def identity_query(policy: Policy) -> tuple[str, tuple[str, ...]]:
-    """The sql door's discovery query and its param columns: one per identity param (their
-    names are plain identifiers, checked by the policy's model)."""
-    names = tuple(policy.identity_params)
+    """The sql door's discovery query and its param columns: one per identity param, and one per
+    other required param the demo can make a value for (their names are plain identifiers,
+    checked by the policy's model; names it cannot are left out, and the door refuses)."""
+    columns = [IDENTITY_COLUMN.format(name=name) for name in policy.identity_params]
+    names = list(policy.identity_params)
+    schema = policy.params_schema or {}
+    properties = schema.get("properties", {})
+    for name in schema.get("required", []):
+        literal = sample_literal(properties.get(name))
+        if name in names or literal is None or not str(name).isidentifier():
+            continue
+        columns.append(f"{literal} AS {name}")
+        names.append(str(name))
     if not names:
         return SOURCE_QUERY, ()
-    columns = "".join(", " + IDENTITY_COLUMN.format(name=name) for name in names)
     select, sep, rest = SOURCE_QUERY.partition(" FROM exports")
     if not sep:
         raise LocalStackError("the sql door's query has no ` FROM exports` to add columns before")
-    return select + columns + sep + rest, names
+    return select + "".join(", " + c for c in columns) + sep + rest, tuple(names)
 
 
 class SqlDoor:

@@ -24,6 +24,7 @@ from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION, PipelineResources, provision
 from sweeper_local.lambda_runtime import ExecutionEnvironment, Invocation, metrics_from_log
 from sweeper_local.poller import EventSourceConfig, LocalEventSource
+from sweeper_local.rehearsal import REHEARSAL_URL_VARIABLE
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
 
@@ -81,10 +82,13 @@ class LocalPipeline(Service):
         consumer_function_name: str = "sweeper-consumer",
         producer_function_name: str = "sweeper-producer",
         cap_consumer_cpu: bool = False,
+        rehearsal_url: str | None = None,
     ) -> None:
         """`cap_consumer_cpu`: hold each consumer environment to the CPU share Lambda gives
-        `consumer.memory_mb` (sweeper_local.cpu_cap), as the rate benchmark does."""
-        if stack.database_url is None:
+        `consumer.memory_mb` (sweeper_local.cpu_cap), as the rate benchmark does.
+        `rehearsal_url`: where every vendor call goes (sweeper_local.rehearsal), by default
+        the stack's vendor."""
+        if stack.database_url is None or stack.api_url is None:
             raise LocalStackError("the local stack is not started")
         self.stack = stack
         self.policy = policy
@@ -108,6 +112,8 @@ class LocalPipeline(Service):
             "POWERTOOLS_SERVICE_NAME": "sweeper",
             # What lets the benchmark choose a baseline limiter (never set on AWS).
             "SWEEPER_LOCAL_STACK": "1",
+            # Every vendor call goes to the stack's vendor, whatever host the policy names.
+            REHEARSAL_URL_VARIABLE: rehearsal_url or stack.api_url,
             **(extra_env or {}),
         }
         self.ledger = Ledger(stack.database_url)

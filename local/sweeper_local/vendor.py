@@ -4,7 +4,10 @@ A hand-written test double (stdlib `http.server` in a background thread), not de
 vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
 
 * `DELETE /v1/tenants/{tenant_id}/objects/{object_id}` with an `Idempotency-Key` header; the path
-  components arrive percent-encoded and are decoded;
+  components arrive percent-encoded and are decoded; in a rehearsal of a per-tenant host
+  (`sweeper.actions.rehearsal`) also `DELETE /v1/objects/{object_id}`, the tenant being the
+  first label of the host the call was for (`X-Sweeper-Original-Host`); every call that names
+  its original host is counted by it (`calls_by_original_host`);
 * every object exists until deleted, except those registered as absent;
 * the first DELETE with key K deletes the object (204); a repeat with K replays the stored status
   without a new effect (`Idempotent-Replayed: true`); another key for a gone object gets 404; a
@@ -41,7 +44,9 @@ Beside it, the payments provider of docs/examples/payments.toml (`Payments`, `pa
 And the marketplace of docs/examples/listings.toml (`listings`, `listings_audit()`,
 `GET /_listings_audit`; `sweeper_local.marketplace`): `DELETE /v1/stores/{store}/listings/{id}`
 with an API key in `X-Api-Key`, a sliding window per store and one for the whole app, each 429
-naming its limit in `X-RateLimit-Scope`.
+naming its limit in `X-RateLimit-Scope`. And the help desk of docs/examples/helpdesk.toml
+(`helpdesk`; `sweeper_local.helpdesk`): `DELETE /api/v2/tickets/{id}.json` at a host per
+account, each account's Basic login accepted at its own host only; `tls` serves it all over TLS.
 
 And the refunds provider of docs/examples/refunds.toml (`refunds`, `GET /_refunds_audit`;
 `sweeper_local.refunds`): `POST /v1/refunds` with a form body, Stripe-like.
@@ -76,6 +81,7 @@ import secrets
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -90,8 +96,10 @@ from types import TracebackType
 from typing import Any, Final, Literal, Self, cast, get_args
 from urllib.parse import parse_qs, unquote, urlencode
 
+from sweeper.actions.rehearsal import ORIGINAL_HOST_HEADER
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
+from sweeper_local.helpdesk import ORIGINAL_HOST_FIELD, TICKETS_PREFIX, HelpDesk, is_account_host
 from sweeper_local.http_fields import FieldsHandler
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
@@ -196,6 +204,8 @@ class VendorAudit:
     quota_rejections_by_limit: dict[str, int] = field(default_factory=dict)
     max_calls_in_window_by_limit: dict[str, int] = field(default_factory=dict)
     answered: tuple[tuple[float, float], ...] = ()
+    #: Calls of any contract that named the host they were for (a rehearsal), by that host.
+    calls_by_original_host: dict[str, int] = field(default_factory=dict)
 
     def mean_in_flight(self, start: float | None = None, end: float | None = None) -> float:
         """Calls held at once (arrived, not yet answered), averaged over `start`..`end`: the
@@ -245,6 +255,7 @@ class VendorAudit:
             "quota_rejections_by_limit": self.quota_rejections_by_limit,
             "max_calls_in_window_by_limit": self.max_calls_in_window_by_limit,
             "answered": [list(pair) for pair in self.answered],
+            "calls_by_original_host": self.calls_by_original_host,
         }
 
     @classmethod
@@ -283,6 +294,9 @@ class VendorAudit:
                 str(k): int(v) for k, v in data.get("max_calls_in_window_by_limit", {}).items()
             },
             answered=tuple((float(at), float(answer)) for at, answer in data.get("answered", ())),
+            calls_by_original_host={
+                str(k): int(v) for k, v in data.get("calls_by_original_host", {}).items()
+            },
         )
 
 
@@ -372,9 +386,13 @@ class _Completed:
     error: str | None
 
 
-def _parse_target(path: str) -> Target | None:
-    """`/v1/tenants/{t}/objects/{o}` with percent-encoded parts -> decoded (t, o)."""
+def _parse_target(path: str, original_host: str | None = None) -> Target | None:
+    """`/v1/tenants/{t}/objects/{o}` with percent-encoded parts -> decoded (t, o); with the
+    host a rehearsed call was for, `/v1/objects/{o}` -> (the host's first label, o)."""
     parts = path.split("/")
+    if original_host and len(parts) == 4 and parts[:3] == ["", "v1", "objects"]:
+        tenant_id, object_id = original_host.partition(".")[0], unquote(parts[3])
+        return (tenant_id, object_id) if object_id else None
     if len(parts) != 6 or parts[:3] != ["", "v1", "tenants"] or parts[4] != "objects":
         return None
     tenant_id, object_id = unquote(parts[3]), unquote(parts[5])
@@ -464,6 +482,7 @@ class _VendorState:
         self._max_in_flight = 0
         self._app_window: deque[float] = deque()
         self._rejections_by_limit: Counter[str] = Counter()
+        self._calls_by_original_host: Counter[str] = Counter()
 
     def reset(self) -> None:
         """Back to the state the simulator was built with."""
@@ -496,9 +515,16 @@ class _VendorState:
             self._incidents.append(incident)
         return incident.start, incident.end
 
-    def arrive(self, method: str, path: str, key: str | None) -> _Arrival:
+    def note_original_host(self, host: str) -> None:
+        """Count a call (of any contract) that named the host it was for."""
+        with self._lock:
+            self._calls_by_original_host[host] += 1
+
+    def arrive(
+        self, method: str, path: str, key: str | None, original_host: str | None = None
+    ) -> _Arrival:
         """Record a call as it arrives and decide all but the request itself, before latency."""
-        target = _parse_target(path)
+        target = _parse_target(path, original_host)
         scope = target[0] if target is not None and self._quota_scope == "tenant" else ONE_SCOPE
         with self._lock:
             now = time.monotonic()  # read under the lock so that arrivals stay in order
@@ -702,6 +728,7 @@ class _VendorState:
                 delays_seconds=tuple(self._delays),
                 max_in_flight=self._max_in_flight,
                 answered=tuple(self._answered),
+                calls_by_original_host=dict(self._calls_by_original_host),
                 **self._by_limit(peak),
             )
 
@@ -933,11 +960,13 @@ class _Server(ThreadingHTTPServer):
         payments: Payments,
         listings: Marketplace,
         refunds: Refunds,
+        helpdesk: HelpDesk,
     ) -> None:
         self.refunds = refunds
         self.state = state
         self.payments = payments
         self.listings = listings
+        self.helpdesk = helpdesk
         self.stopping = stopping
         super().__init__(address, _Handler)
 
@@ -1026,6 +1055,9 @@ class _Handler(FieldsHandler):
     def _dispatch(self) -> None:
         server = cast(_Server, self.server)
         path, _, query = self.path.partition("?")
+        original_host = self.fields.get(ORIGINAL_HOST_HEADER.lower())
+        if original_host is not None:
+            server.state.note_original_host(original_host)
         if self.command == "POST" and path in (TOKEN_PATH, RECONCILIATIONS_PATH):
             self._payments(server.payments, path)
             return
@@ -1033,6 +1065,13 @@ class _Handler(FieldsHandler):
             self._refunds(server)
             return
         self._discard_body()
+        desk_host = self.fields.get(ORIGINAL_HOST_FIELD) or self.fields.get("host")
+        if path.startswith(TICKETS_PREFIX) and is_account_host(desk_host):
+            desk = server.helpdesk.delete(
+                self.command, path, desk_host, self.fields.get("authorization")
+            )
+            self._send(_Reply(desk.status, desk.error, desk.headers))
+            return
         if path.startswith(STORES_PREFIX):
             answer = server.listings.delete(
                 self.command, path, self.fields.get(API_KEY_HEADER.lower())
@@ -1048,6 +1087,7 @@ class _Handler(FieldsHandler):
             server.payments.reset()
             server.listings.reset()
             server.refunds.reset()
+            server.helpdesk.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
@@ -1060,7 +1100,9 @@ class _Handler(FieldsHandler):
         elif path == "/_incident" and self.command == "POST":
             reply = _incident_from_query(server.state, query)
         else:
-            arrival = server.state.arrive(self.command, path, self.fields.get("idempotency-key"))
+            arrival = server.state.arrive(
+                self.command, path, self.fields.get("idempotency-key"), original_host
+            )
             if arrival.delay_seconds > 0:
                 server.stopping.wait(arrival.delay_seconds)  # stop() cuts it short
             reply = server.state.answer(arrival)
@@ -1182,7 +1224,12 @@ class VendorSimulator:
         listings_store_rate: tuple[int, float] = DEFAULT_STORE_RATE,
         listings_app_rate: tuple[int, float] = DEFAULT_APP_RATE,
         further_limits: FurtherLimits | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        #: The help desk's contract on the same port (sweeper_local.helpdesk); `tls` serves
+        #: every contract over TLS (the help desk's hosts per account are https only).
+        self.helpdesk = HelpDesk()
+        self._tls = tls
         #: The payments provider's contract on the same port (see the module docstring).
         self.payments = Payments(token_lifetime_seconds=token_lifetime_seconds)
         #: The marketplace's contract on the same port (sweeper_local.marketplace).
@@ -1244,7 +1291,10 @@ class VendorSimulator:
             self.payments,
             self.listings,
             self.refunds,
+            self.helpdesk,
         )
+        if self._tls is not None:
+            server.socket = self._tls.wrap_socket(server.socket, server_side=True)
         thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": POLL_INTERVAL_SECONDS},
@@ -1253,7 +1303,8 @@ class VendorSimulator:
         )
         thread.start()
         self._server, self._thread = server, thread
-        self._url = f"http://{server.server_name}:{server.server_port}"
+        scheme = "http" if self._tls is None else "https"
+        self._url = f"{scheme}://{server.server_name}:{server.server_port}"
         logger.info("vendor simulator listening on %s", self._url)
         return self
 

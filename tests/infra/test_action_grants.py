@@ -128,3 +128,34 @@ def test_an_aws_service_a_kind_calls_has_its_endpoint_and_peer(
         assert found.unique_id == ec2.Peer.ipv4(VPC_CIDR).unique_id
     else:
         assert "PrefixList" in json.dumps(stack.resolve(found.to_egress_rule_config()))
+
+
+HELPDESK_SECRETS = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:sweeper/helpdesk/"
+
+
+@pytest.fixture(scope="session")
+def helpdesk(synth_variant: Callable[[dict[str, Any]], Synth]) -> Synth:
+    """docs/examples/helpdesk.toml: a secret per tenant (`sweeper/helpdesk/{tenant_id}`)."""
+    return synth_variant({"config": "docs/examples/helpdesk.toml"})
+
+
+def test_a_secret_per_tenant_is_granted_on_its_path_only(helpdesk: Synth) -> None:
+    # Given the help desk's secret template, one secret per account under sweeper/helpdesk/
+    assert helpdesk.validation_error is None, helpdesk.validation_error
+    consumer = _consumer(helpdesk, "helpdesk")
+    for logical_id in helpdesk.python_functions():
+        statements = _statements(helpdesk, logical_id)
+        reads = [
+            s
+            for s in statements
+            if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])
+            and (":secret:" in json.dumps(s["Resource"]) or "*" in s["Resource"])
+        ]
+        if logical_id != consumer:
+            assert _naming(statements, HELPDESK_SECRETS) == [], logical_id
+            continue
+        # Then the consumer may read that path's secrets, and no other vendor secret (its
+        # ledger login is a reference of its own)
+        assert [(s["Action"], s["Resource"]) for s in reads] == [
+            ("secretsmanager:GetSecretValue", f"{HELPDESK_SECRETS}*")
+        ]

@@ -243,3 +243,4 @@ def test_no_deployed_function_may_run_a_baseline_limiter(every_variant: Synth) -
         variables = function["Properties"]["Environment"]["Variables"]
         assert "SWEEPER_LOCAL_STACK" not in variables, logical_id
         assert "SWEEPER_LIMITER_MODE" not in variables, logical_id
+        assert "SWEEPER_REHEARSAL_URL" not in variables, logical_id  # the local stack's only

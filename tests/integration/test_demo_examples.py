@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import load_config
+from sweeper.config import Policy, load_config
 from sweeper_cli import main
 
 pytestmark = pytest.mark.integration
@@ -26,13 +26,18 @@ DOCUMENTED = [*sorted((ROOT / "docs" / "examples").glob("*.toml")), ROOT / "swee
 JOBS, TENANTS, TIMEOUT_SECONDS = 8, 2, 120
 
 
+def _requires_params(policy: Policy) -> bool:
+    return bool((policy.params_schema or {}).get("required"))
+
+
 def _examples() -> Iterator[object]:
     for path in DOCUMENTED:
         for policy in load_config(path).policies:
-            # By every door, as `sweeper demo` runs by default; a policy whose identity needs
-            # params (the payments example's business_date) by the sql door, the one that
-            # gives them (the others are refused, and the demo says so: test_demo.py).
-            door = "sql" if policy.identity_params else "all"
+            # By every door, as `sweeper demo` runs by default; a policy that needs params (the
+            # payments example's identity business_date, the refunds example's amount) by the
+            # sql door, the one that gives them (the others are refused, and the demo says so:
+            # test_demo.py).
+            door = "sql" if policy.identity_params or _requires_params(policy) else "all"
             name = f"{path.relative_to(ROOT)}:{policy.name}"
             yield pytest.param(path, policy.name, door, id=name)
 

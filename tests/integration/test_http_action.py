@@ -22,6 +22,7 @@ from sweeper.actions.url_template import climbs
 from sweeper.config import DEFAULT_URL_TEMPLATE, HttpActionConfig
 from sweeper.models import ActionCall, ActionResult, OutcomeClass, operation_key
 from sweeper_local.vendor import VendorSimulator
+from tests.tls import trusted_server_context
 
 pytestmark = pytest.mark.integration
 
@@ -519,46 +520,7 @@ class _SlowNoContent(BaseHTTPRequestHandler):
 def tls_vendor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A vendor over TLS with a certificate made here for localhost, trusted through
     SSL_CERT_FILE (OpenSSL's default verify paths, which urllib3 loads): its https URL."""
-    import ipaddress
-    import ssl
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert_file))
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert_file, key_file)
+    context = trusted_server_context(tmp_path, monkeypatch, ["localhost"])
     server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowNoContent)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})

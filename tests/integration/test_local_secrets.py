@@ -115,3 +115,47 @@ def test_local_up_with_an_outside_vendor_and_no_secret_values_fails_in_one_line(
     assert _secret_arn(_payments()) in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "local.json").exists()
+
+
+HELPDESK = Path(__file__).parents[2] / "docs" / "examples" / "helpdesk.toml"
+HELPDESK_TEMPLATE = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:sweeper/helpdesk/"
+
+
+def _auth_arn(policy: Policy) -> str:
+    assert isinstance(policy.action, HttpActionConfig)
+    (arn,) = policy.action.effective_auth.secret_arns()
+    return arn
+
+
+def test_a_secret_per_tenant_is_given_tenant_by_tenant_and_stays_per_tenant(
+    local_aws: LocalAws,
+) -> None:
+    # Given the help desk example, and two accounts' logins under their filled ARNs
+    policy = load_config(HELPDESK).policies[0]
+    given = {f"{HELPDESK_TEMPLATE}{a}": {"username": a, "password": f"pw-{a}"} for a in "ab"}
+    assert missing_local_secrets([policy], given) == []
+    assert missing_local_secrets([policy], {"arn:other": "x"}) == [_auth_arn(policy)]
+    sm = local_aws.secretsmanager()
+    # When the local stack makes them
+    local = with_local_secrets(sm, policy, prefix=_prefix(), vendor=None, given=given)
+    # Then the policy names a local template, and each account's login is under it
+    arn = _auth_arn(local)
+    assert arn.endswith("/sweeper/helpdesk/{tenant_id}")
+    for account in "ab":
+        stored = sm.get_secret_value(SecretId=arn.replace("{tenant_id}", account))
+        assert json.loads(stored["SecretString"])["username"] == account
+
+
+def test_against_the_simulator_every_tenant_shares_one_made_up_secret(
+    local_aws: LocalAws,
+) -> None:
+    policy = load_config(HELPDESK).policies[0]
+    sm = local_aws.secretsmanager()
+    with VendorSimulator() as vendor:
+        local = with_local_secrets(sm, policy, prefix=_prefix(), vendor=vendor, given={})
+    arn = _auth_arn(local)
+    assert "{tenant_id}" not in arn
+    assert set(json.loads(sm.get_secret_value(SecretId=arn)["SecretString"])) == {
+        "username",
+        "password",
+    }

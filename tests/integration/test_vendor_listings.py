@@ -157,9 +157,8 @@ def test_the_simulator_process_refuses_a_window_that_is_not_sliding() -> None:
 def test_against_the_simulator_the_local_stack_makes_an_api_key_the_marketplace_accepts(
     vendor: VendorSimulator, local_aws: LocalAws
 ) -> None:
-    # Given the listings example pointed at the simulator, as `local up` without --api-url
-    configured = load_config(EXAMPLE).policy("listings")
-    policy = configured.model_copy(update={"action": configured.action.pointed_at(vendor.url)})
+    # Given the listings example rehearsed against the simulator, as `local up` without --api-url
+    policy = load_config(EXAMPLE).policy("listings")
     sm = local_aws.secretsmanager()
     # When the local stack makes its secret
     local = with_local_secrets(sm, policy, prefix="test-listings", vendor=vendor, given={})

@@ -166,6 +166,7 @@ def action() -> Action:
             secrets=SecretsOnFirstRead(),
             secret_max_age_seconds=current.vendor_token_max_age_seconds,
             spans=observability.vendor_spans() or no_spans,
+            rehearsal=current.rehearsal,
         )
     )
 

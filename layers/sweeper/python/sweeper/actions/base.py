@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sweeper.actions.rehearsal import Rehearsal
+from sweeper.actions.secret_template import is_secret_template, parse_secret_template
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.models import ActionCall, ActionResult
 
@@ -138,11 +140,21 @@ def secret_read(*arns: str) -> Grant:
     """GetSecretValue on these secrets, named by complete or partial ARN (a partial one, without
     the six random characters, is matched by `-??????`), and nothing else."""
     resources: list[str] = []
+    reason = ""
     for arn in arns:
+        if is_secret_template(arn):
+            # a secret per tenant: every secret under the template's fixed path, no more
+            resources.append(parse_secret_template(arn).grant_resource)
+            reason = "a secret per tenant: the secrets under the template's own fixed path"
+            continue
         suffix = arn.rsplit("-", 1)[-1]
         complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
         resources.append(arn if complete else f"{arn}-??????")
-    return Grant(actions=("secretsmanager:GetSecretValue",), resources=tuple(resources))
+    return Grant(
+        actions=("secretsmanager:GetSecretValue",),
+        resources=tuple(resources),
+        wildcard_reason=reason,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +170,9 @@ class ActionContext:
     #: How a kind's calls show in a trace (`sweeper.actions.spans`): none unless the functions'
     #: tracer is on.
     spans: CallSpans = no_spans
+    #: Where a rehearsal sends every call (`sweeper.actions.rehearsal`): set by the local stack
+    #: only, never from a policy; None in production.
+    rehearsal: Rehearsal | None = None
 
 
 class ActionKind(BaseModel, ABC):
@@ -218,6 +233,12 @@ class ActionKind(BaseModel, ABC):
         return p50, max(p50, p95)
 
     @property
+    def credentials_per_tenant(self) -> bool:
+        """True when each tenant authenticates with its own secret: an auth failure is then
+        that tenant's, and the policy's scope must be keyed by the tenant to close it alone."""
+        return False
+
+    @property
     def limit_values(self) -> dict[str, str]:
         """What a throttled answer may name its limit by, mapped to the policy's limit names
         (the http kind's `limit_header_values`); none by default."""
@@ -262,10 +283,12 @@ class ActionKind(BaseModel, ABC):
         client of the target account): read-only."""
         return []
 
-    def pointed_at(self, api_url: str) -> Self:
-        """This config with its vendor at `api_url` (the local stack's simulator); a kind
-        without a vendor URL is returned as it is."""
-        return self
+    def rehearsal_problem(self) -> str | None:
+        """Why a rehearsal against `--api-url` could not send every call of this config there
+        or to the local stack's own stand-ins (the local stack then refuses to start it); None
+        when it can. A kind that does not say is refused: a new kind is not trusted to stay
+        local."""
+        return f"the {self.kind} kind does not say where its calls go in a rehearsal"
 
 
 class LazyClient:

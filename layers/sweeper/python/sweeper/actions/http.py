@@ -83,6 +83,7 @@ from sweeper.actions.http_transport import (
     request_sent_at,
 )
 from sweeper.actions.outcome_rules import MAX_OUTCOME_RULES, OutcomeRule, OutcomeRules
+from sweeper.actions.rehearsal import Rehearsal, pool_manager
 from sweeper.actions.retry_after import parse_retry_after as parse_retry_after  # re-exported
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.actions.templates import (
@@ -90,6 +91,7 @@ from sweeper.actions.templates import (
     check_body_template,
     field_value,
 )
+from sweeper.actions.tenant_credentials import TenantCredentials, TenantSecretReader
 from sweeper.actions.token import FixedToken, SecretToken, TokenSource, checked
 from sweeper.actions.url_template import (
     API_URL_FIELD,
@@ -274,14 +276,16 @@ class HttpActionConfig(ActionKind):
         return self._built(context)
 
     def _built(self, context: ActionContext) -> HttpAction:
-        action = HttpAction(self, spans=context.spans)
+        action = HttpAction(self, spans=context.spans, rehearsal=context.rehearsal)
+        auth = self.effective_auth
+        max_age = context.secret_max_age_seconds
 
-        def secret(arn: str, parse: Any = checked) -> SecretToken:
-            return SecretToken(arn, context.secret_max_age_seconds, context.secrets, parse=parse)
+        def built(auth: HttpAuth, reader: Any) -> Credentials:
+            def secret(arn: str, parse: Any = checked) -> SecretToken:
+                return SecretToken(arn, max_age, reader, parse=parse)
 
-        action.use(
-            credentials_for(
-                self.effective_auth,
+            return credentials_for(
+                auth,
                 api_url=self.api_url,
                 secrets=secret,
                 pool=action.pool_manager,
@@ -289,8 +293,25 @@ class HttpActionConfig(ActionKind):
                 read_timeout_seconds=self.read_timeout_seconds,
                 user_agent=USER_AGENT,
             )
+
+        template = auth.secret_template()
+        if template is None:
+            action.use(built(auth, context.secrets))
+            return action
+        action.use_per_tenant(
+            TenantCredentials(
+                template,
+                lambda arn: built(
+                    auth.model_copy(update={"secret_arn": arn}),
+                    TenantSecretReader(context.secrets),
+                ),
+            )
         )
         return action
+
+    @property
+    def credentials_per_tenant(self) -> bool:
+        return self.effective_auth.secret_template() is not None
 
     @property
     def limit_values(self) -> dict[str, str]:
@@ -310,6 +331,15 @@ class HttpActionConfig(ActionKind):
         if isinstance(auth, NoAuth):
             return []
         name = f"action auth ({auth.type})"
+        if self.credentials_per_tenant:
+            return [
+                KindCheck(
+                    name,
+                    "warn",
+                    "a secret per tenant ({tenant_id}): none is read without a tenant",
+                    "sweeper smoke reads its sandbox tenant's secret and calls with it",
+                )
+            ]
         action = self._built(context)
         try:
             action.credentials.present(timeout_seconds)
@@ -380,9 +410,9 @@ class HttpActionConfig(ActionKind):
             ]
         return []
 
-    def pointed_at(self, api_url: str) -> Self:
-        # The local vendor listens on loopback, without TLS.
-        return self.model_copy(update={"api_url": api_url, "allow_plain_http": True})
+    def rehearsal_problem(self) -> str | None:
+        """None: its transport sends every request to the rehearsal (its token's included)."""
+        return None
 
 
 #: What to do about credentials `sweeper doctor` found refused or unusable, by auth type.
@@ -503,11 +533,14 @@ class HttpAction:
         outcomes: OutcomeTable | None = None,
         credentials: Credentials | None = None,
         spans: CallSpans = no_spans,
+        rehearsal: Rehearsal | None = None,
     ) -> None:
         """`token` is sent as a Bearer token, asked of its source on every call (a string: a
         fixed one); `credentials` any auth mode's (`HttpActionConfig.build` makes them from
         the policy). The caller says where they come from (never the environment). Each call
-        is traced in a span of `spans`, by the URL's template (never its values)."""
+        is traced in a span of `spans`, by the URL's template (never its values). In a
+        `rehearsal` (the local stack's only) every request goes there instead
+        (`sweeper.actions.rehearsal`)."""
         if isinstance(token, str):
             try:
                 token = FixedToken(token) if token else None
@@ -520,12 +553,14 @@ class HttpAction:
             self._headers["Content-Type"] = CONTENT_TYPES[config.body_encoding]
         self._rules = OutcomeRules(config.outcome_rules)
         self._credentials: Credentials = NoCredentials()
+        self._per_tenant: TenantCredentials | None = None
         if credentials is not None:
             self._credentials = credentials
         elif token is not None:
             self._credentials = SecretCredentials(token, bearer_header)
         self._lock = threading.Lock()
         self._pool: urllib3.PoolManager | None = None
+        self._rehearsal = rehearsal
         self._url = VendorUrl(
             config.api_url, config.url_template, refuse_dot_segments=config.refuse_dot_segments
         )
@@ -536,8 +571,19 @@ class HttpAction:
         """Authenticate with `credentials` from now on (set once, when the action is built)."""
         self._credentials = credentials
 
+    def use_per_tenant(self, credentials: TenantCredentials) -> None:
+        """Authenticate each job with its tenant's credentials (a secret per tenant)."""
+        self._per_tenant = credentials
+
+    def credentials_for(self, tenant_id: str) -> Credentials:
+        """The credentials a job of `tenant_id` sends; CredentialError when it has none."""
+        if self._per_tenant is None:
+            return self._credentials
+        return self._per_tenant.for_tenant(tenant_id)
+
     def __repr__(self) -> str:
-        auth = "none" if isinstance(self._credentials, NoCredentials) else "set"
+        unset = isinstance(self._credentials, NoCredentials) and self._per_tenant is None
+        auth = "none" if unset else "set"
         return f"HttpAction({self._config.method} {self._config.url_template!r}, auth={auth})"
 
     def body_for(self, job: ActionCall) -> bytes | None:
@@ -581,7 +627,8 @@ class HttpAction:
             return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_url")
         started = time.monotonic()
         try:
-            presented = self._credentials.present(timeout_seconds)
+            credentials = self.credentials_for(job.tenant_id)
+            presented = credentials.present(timeout_seconds)
         except CredentialError as exc:
             return _refused(exc)
         except TokenError as exc:
@@ -600,7 +647,7 @@ class HttpAction:
             span.ended(result.code or "", result.status_code)
         if result.outcome is OutcomeClass.AUTH and presented.credential is not None:
             try:
-                renewed = self._credentials.refresh(presented, timeout_seconds)
+                renewed = credentials.refresh(presented, timeout_seconds)
             except CredentialError as exc:
                 return _refused(exc)
             if renewed:
@@ -717,7 +764,7 @@ class HttpAction:
         """The action's connection pool (the OAuth2 token endpoint shares it)."""
         with self._lock:
             if self._pool is None:
-                pool = urllib3.PoolManager(maxsize=POOL_MAX_CONNECTIONS, retries=False)
+                pool = pool_manager(self._rehearsal, maxsize=POOL_MAX_CONNECTIONS, retries=False)
                 # its connections note when each request left (`_NotesSend`)
                 pool.pool_classes_by_scheme = dict(NOTES_SEND_POOLS)
                 self._pool = pool

@@ -10,6 +10,9 @@ Modes (`auth.type`):
 | basic  | {"username": ..., "password": ...}                      | Authorization: Basic <base64> |
 | oauth2 | the client secret, or {"client_id", "client_secret"}    | Authorization: Bearer <token> |
 
+A `secret_arn` may name `{tenant_id}` in its name's last part: a secret per tenant, each mode's
+credentials then kept per tenant (`sweeper.actions.tenant_credentials`).
+
 Every secret is read through the Powertools cache, so a rotation reaches a warm environment
 within its max age, and at once after an AUTH answer (`refresh`). An OAuth2 access token is
 fetched with the client-credentials grant and cached per environment until shortly before it
@@ -29,7 +32,7 @@ from typing import Annotated, Any, Final, Literal, Protocol
 from urllib.parse import urlencode
 
 import urllib3
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -39,6 +42,12 @@ from urllib3.exceptions import (
 )
 
 from sweeper.actions.retry_after import parse_retry_after
+from sweeper.actions.secret_template import (
+    SecretTemplate,
+    check_secret_arn,
+    is_secret_template,
+    parse_secret_template,
+)
 from sweeper.actions.token import SecretToken, TokenSource, checked
 from sweeper.errors import TokenError
 from sweeper.models import OutcomeClass
@@ -63,6 +72,17 @@ class _AuthModel(BaseModel):
         """The secrets this mode reads (the consumer is granted GetSecretValue on these)."""
         secret = getattr(self, "secret_arn", None)
         return (secret,) if secret else ()
+
+    @model_validator(mode="after")
+    def _secret_template_checked(self) -> _AuthModel:
+        for arn in self.secret_arns():
+            check_secret_arn(arn)
+        return self
+
+    def secret_template(self) -> SecretTemplate | None:
+        """The secret per tenant, when `secret_arn` names `{tenant_id}` (`secret_template`)."""
+        templates = [arn for arn in self.secret_arns() if is_secret_template(arn)]
+        return parse_secret_template(templates[0]) if templates else None
 
 
 class NoAuth(_AuthModel):

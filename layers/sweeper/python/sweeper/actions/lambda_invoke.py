@@ -128,6 +128,11 @@ class LambdaActionConfig(ActionKind):
     def target(self) -> str:
         return f"function {self.function_name}"
 
+    def rehearsal_problem(self) -> str | None:
+        """None: its Lambda client follows the local stack's AWS endpoint (the emulator, where
+        the team's function does not run: each call fails there, none reaches AWS)."""
+        return None
+
     def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
         """The function exists (GetFunctionConfiguration), at the qualifier when set."""
         name = f"function {self.function_name}"

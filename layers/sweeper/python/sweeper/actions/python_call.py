@@ -90,6 +90,12 @@ class PythonActionConfig(ActionKind):
     def target(self) -> str:
         return f"callable {self.callable}"
 
+    def rehearsal_problem(self) -> str | None:
+        return (
+            f"its python callable {self.callable} makes calls of its own, which the local "
+            "stack cannot send to --api-url"
+        )
+
     def layer_dir(self, policy_dir: Path) -> Path:
         return (policy_dir / self.package_path).resolve()
 

@@ -157,6 +157,10 @@ class S3DeleteActionConfig(ActionKind):
     def target(self) -> str:
         return f"bucket {self.bucket}"
 
+    def rehearsal_problem(self) -> str | None:
+        """None: its S3 client follows the local stack's AWS endpoint (the emulator's S3)."""
+        return None
+
     def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
         """The bucket exists and this identity reaches it (HeadBucket)."""
         name = f"bucket {self.bucket}"

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from sweeper.errors import TokenError
@@ -26,6 +25,12 @@ class TokenSource(Protocol):
     def refresh(self, sent: str | None) -> bool:
         """Read the token past any cache; True when it now differs from `sent`."""
         ...
+
+
+class SecretReader(Protocol):
+    """Powertools' SecretsProvider, as SecretToken reads it (or a per-tenant reader over it)."""
+
+    def get(self, name: str, max_age: int = ..., force_fetch: bool = ...) -> Any: ...
 
 
 def checked(token: str) -> str:
@@ -59,7 +64,7 @@ class SecretToken:
         self,
         secret_arn: str,
         max_age_seconds: int,
-        provider: SecretsProvider,
+        provider: SecretReader,
         *,
         parse: Callable[[str], str] = checked,
     ) -> None:

@@ -332,6 +332,19 @@ class Policy(_Strict):
             raise ValueError(f"limit names must differ: {names}")
         return self
 
+    @model_validator(mode="after")
+    def _tenant_secret_closes_the_tenant(self) -> Self:
+        # An auth outcome closes the job's scope: with a secret per tenant, one tenant's
+        # missing secret would otherwise stop every tenant of the policy.
+        if self.action.credentials_per_tenant and "{tenant_id}" not in self.scope.key_template:
+            raise ValueError(
+                f"the action's secret is per tenant ({{tenant_id}}), so the scope "
+                f"({self.scope.key_template!r}) must name {{tenant_id}} too, e.g. "
+                'scope = {kind = "tenant"} or a first limit keyed "{host}:{tenant_id}": an auth '
+                "failure closes the scope, which must be that tenant's alone"
+            )
+        return self
+
     @property
     def further_limits(self) -> list[LimitConfig]:
         """The limits a call holds beside its scope's (the first limit, or `quota`)."""

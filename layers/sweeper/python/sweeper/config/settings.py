@@ -14,6 +14,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sweeper.actions.rehearsal import Rehearsal
 from sweeper.config.loading import describe_validation_error
 from sweeper.config.policy import Policy
 from sweeper.errors import ConfigError
@@ -51,6 +52,9 @@ class Settings(BaseSettings):
     limiter_mode: Literal["shared", "per_worker", "off"] = "shared"
     #: Set by the local stack (and so the benchmark) on the functions it runs; never deployed.
     local_stack: bool = False
+    #: A rehearsal: every call of an http action goes to this origin instead of its own host
+    #: (`sweeper.actions.rehearsal`). The local stack's only: refused without `local_stack`.
+    rehearsal_url: str | None = None
     limiter_workers: int = Field(default=1, ge=1, description="workers, for per_worker")
     database_prepare: bool = Field(
         default=True, description="off behind RDS Proxy: no server-side prepared statements"
@@ -80,6 +84,25 @@ class Settings(BaseSettings):
                 "(SWEEPER_LOCAL_STACK=1 with SWEEPER_DATABASE_URL): unset SWEEPER_LIMITER_MODE"
             )
         return self
+
+    @model_validator(mode="after")
+    def _rehearsals_only_on_the_local_stack(self) -> Self:
+        # A deployed consumer told to send its calls elsewhere would hand its credentials to
+        # whoever set the variable: refuse to start instead.
+        if self.rehearsal_url is None:
+            return self
+        if not (self.local_stack and self.database_url):
+            raise ValueError(
+                "SWEEPER_REHEARSAL_URL sends every vendor call elsewhere; only the local stack "
+                "may set it (SWEEPER_LOCAL_STACK=1 with SWEEPER_DATABASE_URL): unset it"
+            )
+        Rehearsal.parse(self.rehearsal_url)
+        return self
+
+    @property
+    def rehearsal(self) -> Rehearsal | None:
+        """Where a rehearsal sends every call; None in production."""
+        return None if self.rehearsal_url is None else Rehearsal.parse(self.rehearsal_url)
 
     @property
     def database_prepare_threshold(self) -> int | None:
