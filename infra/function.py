@@ -125,12 +125,7 @@ class SweeperFunction(Construct):
         acknowledge(self.function, "AwsSolutions-L1", RUNTIME_REASON)
 
     def allow_https_to(self, peer: ec2.IPeer, description: str) -> None:
-        """Open egress on 443 only, to one peer (the VPC endpoints, or the vendor API); once
-        per peer, whatever each caller needs it for."""
-        opened: set[str] = self.__dict__.setdefault("_https_peers", set())
-        if peer.unique_id in opened:
-            return
-        opened.add(peer.unique_id)
+        """Open egress on 443 only, to one peer (the VPC endpoints, or the vendor API)."""
         self.security_group.add_egress_rule(peer, ec2.Port.tcp(HTTPS_PORT), description)
 
 

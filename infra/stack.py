@@ -63,9 +63,7 @@ class SweeperStack(Stack):
         migrations = Migrations(
             self, "Migrations", network=network, database=database, packaging=packaging
         )
-        ledger = LedgerAccess(
-            network=network, database=database, packaging=packaging, tables=tables
-        )
+        ledger = LedgerAccess(network=network, database=database, packaging=packaging)
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
         intake_sender = IntakeSender(self, "IntakeSender")

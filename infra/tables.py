@@ -15,7 +15,6 @@ from constructs import Construct
 
 from sweeper.config import Policy
 from sweeper.consumer.idempotency import idempotency_key_prefix
-from sweeper.ledger.wake import wake_key
 from sweeper.limiter.keys import limiter_key_patterns
 
 #: Powertools' DynamoDBPersistenceLayer defaults: key attribute and expiry attribute.
@@ -35,8 +34,6 @@ IDEMPOTENCY_ACTIONS = (
 #: conditionally written in place (UpdateItem, which also creates the item): sweeper.limiter
 #: never puts a whole item.
 LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem")
-#: A policy's wake item (sweeper.ledger.wake) is read and conditionally updated in place.
-WAKE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
 
 
 class Tables(Construct):
@@ -98,12 +95,6 @@ class Tables(Construct):
         prefix = idempotency_key_prefix(policy.name)  # a policy name holds no `#`, `*` or `?`
         _grant_items(grantee, self.idempotency, IDEMPOTENCY_ACTIONS, [f"{prefix}#*"])
         _grant_items(grantee, self.limiter, LIMITER_ACTIONS, limiter_key_patterns(policy))
-
-    def grant_wake(self, grantee: iam.IGrantable, policies: list[str]) -> None:
-        """Read and lower (or raise) these policies' wake items, and no other item: every
-        function that writes the ledger lowers its policy's before the write commits."""
-        keys = [wake_key(name) for name in policies]  # a policy name holds no `*` or `?`
-        _grant_items(grantee, self.limiter, WAKE_ACTIONS, keys)
 
 
 def _grant_items(

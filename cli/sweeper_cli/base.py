@@ -349,9 +349,7 @@ class Console:
         from sweeper.ledger.store import Ledger
 
         if self._ledger is None:
-            url = self.endpoints.require_database()
-            # An operator's write lowers the policy's wake item, as every writer's does.
-            self._ledger = Ledger(url, wake=self.endpoints.wake_store())
+            self._ledger = Ledger(self.endpoints.require_database())
         return self._ledger
 
     def policy(self, name: str | None) -> Policy:

@@ -125,8 +125,6 @@ def not_yet_due(run: DrillRun, jobs: int = 10) -> None:
             TIME_PASSES_SQL,
             {"now": datetime.now(UTC), "policy": run.policy, "keys": [*keys, letter.key]},
         )
-    if run.ledger.wake is not None:  # and the wake item, as the clock reaching it would
-        run.ledger.wake.lower(run.policy, datetime.now(UTC))
     run.fault_over()
     second = redrive(backend, RedriveCommand(), actor="drill")
     run.check_equal("redrive once its time has come: moved", second["moved"], 1)

@@ -39,7 +39,6 @@ from sweeper.dead_letters import queue_depth
 from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION
 from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
-from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
 from sweeper.operations import pause_policy, resume_policy
@@ -47,7 +46,6 @@ from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.drill_early import not_yet_due
-from sweeper_local.drill_wake import idle_ledger
 from sweeper_local.lambda_runtime import (
     ExecutionEnvironment,
     Invocation,
@@ -225,13 +223,7 @@ class DrillRun:
         if vendor is None:
             raise DrillError("a drill needs the vendor simulator")
         self.vendor: VendorSimulator = vendor
-        # Its writes lower the policy's wake item, as every writer's do (sweeper.ledger.wake).
-        self.ledger = Ledger(
-            console.database_url,
-            wake=DynamoWakeStore(
-                console.stack.aws.dynamodb(), self.runtime.resources.limiter_table
-            ),
-        )
+        self.ledger = Ledger(console.database_url)
         self.sqs = console.stack.aws.sqs()
         self.queue_url = self.runtime.resources.queue_url
         self.dlq_url = self.runtime.resources.dlq_url
@@ -1013,15 +1005,6 @@ DRILLS: dict[str, Drill] = {
             dlq_and_redrive,
             config=SCENARIO_CONFIG,
             shortest_visibility=False,
-        ),
-        Drill(
-            "idle-ledger",
-            "nothing due, the ledger refusing connections: no producer run reaches for it; "
-            "work scheduled then is released by the next run",
-            "none (the producer's not_due runs)",
-            idle_ledger,
-            tick_seconds=None,
-            durable_database=True,
         ),
         Drill(
             "catch-up",

@@ -95,9 +95,7 @@ class OperatorApiStandIn:
         #: One backend per function: the read-only one reads as the reader role.
         self.backends: dict[Access, Backend] = {
             "read": Backend(config, endpoints, lambda: Ledger(reader_url)),
-            "operate": Backend(
-                config, endpoints, lambda: Ledger(database_url, wake=endpoints.wake_store())
-            ),
+            "operate": Backend(config, endpoints, lambda: Ledger(database_url)),
         }
         self.backend = self.backends["operate"]
         self._lock = threading.Lock()

@@ -19,7 +19,6 @@ from typing import Any, Self
 from sweeper.config import Policy
 from sweeper.errors import LedgerError, LocalStackError
 from sweeper.ledger.store import Ledger
-from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION, PipelineResources, provision
@@ -111,8 +110,6 @@ class LocalPipeline(Service):
             "SWEEPER_QUEUE_URL": self.resources.queue_url,
             "SWEEPER_IDEMPOTENCY_TABLE": self.resources.idempotency_table,
             "SWEEPER_LIMITER_TABLE": self.resources.limiter_table,
-            # The wake items live in the limiter table, as the CDK app keeps them.
-            "SWEEPER_WAKE_TABLE": self.resources.limiter_table,
             "SWEEPER_DLQ_URL": self.resources.dlq_url,
             "POWERTOOLS_SERVICE_NAME": "sweeper",
             # What lets a rehearsal redirect the vendor calls (never set on AWS).
@@ -121,8 +118,7 @@ class LocalPipeline(Service):
             REHEARSAL_URL_VARIABLE: rehearsal_url or stack.api_url,
             **(extra_env or {}),
         }
-        self.wake = DynamoWakeStore(stack.aws.dynamodb(), self.resources.limiter_table)
-        self.ledger = Ledger(stack.database_url, wake=self.wake)
+        self.ledger = Ledger(stack.database_url)
         self.log_file = (
             log_file
             or tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept for the user to read

@@ -30,7 +30,6 @@ from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
 from sweeper.errors import LimiterError, LocalStackError
 from sweeper.ledger.store import Ledger
-from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
@@ -132,9 +131,8 @@ class _Script:
         self.local_file = local_file
         self.report = ScenarioReport(name)
         self.echo = echo or (lambda text: None)
+        self.ledger = Ledger(stack.database_url)
         resources = stack.policies[POLICY].resources
-        wake = DynamoWakeStore(stack.stack.aws.dynamodb(), resources.limiter_table)
-        self.ledger = Ledger(stack.database_url, wake=wake)  # its writes lower the wake item
         self.dlq_url = resources.dlq_url
         self.sqs = stack.stack.aws.sqs()
         self.limiter_table = resources.limiter_table

@@ -90,9 +90,9 @@ IDLE_METRICS_RETENTION = 5
 IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
 #: Lambda GB-seconds of one scheduled run that finds nothing to do (estimate: 0.5 s at 512 MB).
 IDLE_RUN_GB_SECONDS = 0.25
-#: Whether the producer connects to the ledger on every run, due work or not. It does not: it
-#: reads the policy's wake item first (sweeper.ledger.wake), so an idle ledger may pause.
-PRODUCER_CONNECTS_WHEN_IDLE = False
+#: The producer connects to the ledger on every run, due work or not (docs/deploy.md), so an
+#: idle ledger never pauses while it runs more often than the pause delay.
+PRODUCER_CONNECTS_WHEN_IDLE = True
 #: Times a day new work arrives and wakes a paused ledger ("a few times a day").
 ARRIVALS_PER_DAY = 4
 

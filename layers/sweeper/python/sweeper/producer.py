@@ -6,10 +6,6 @@ budget is reached, a limit every row holds is closed, or the time budget runs ou
 short transactions and commit before any network call. The in-flight budget follows what the
 consumers settle, within what the policy's limits drain in half a lease (sweeper.backpressure,
 sweeper.claim_bounds).
-
-When the ledger keeps a wake item (sweeper.ledger.wake), a run reads it first and returns without
-connecting while nothing can be claimable yet (`not_due`), and raises it to the ledger's next
-claimable time after it ran, unless a write lowered it meanwhile.
 """
 
 from __future__ import annotations
@@ -28,7 +24,6 @@ from sweeper.claim_bounds import claim_bounds, held_rows
 from sweeper.config import Policy
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
-from sweeper.ledger.wake import WakeError, may_skip
 from sweeper.models import ClaimedJob, JobMessage
 from sweeper.sqs_queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
 
@@ -39,8 +34,6 @@ MIN_REMAINING_SECONDS = 1.0
 PAUSED = "paused"
 #: The stop reason of a run that found a limit every row holds closed (an app-wide limit).
 LIMIT_CLOSED = "limit_closed"
-#: The stop reason of a run that did not connect: the wake item says nothing can be claimable.
-NOT_DUE = "not_due"
 
 Clock = Callable[[], datetime]
 #: The limiter keys whose gate is closed right now: scopes, and further limits' `NAME:KEY` (read
@@ -103,13 +96,8 @@ def run_producer(
     remaining_seconds: Callable[[], float],
     batch_id: str | None = None,
     closed_scopes: ClosedScopes = no_closed_scopes,
-    connect_always: bool = False,
 ) -> ProducerReport:
     """Release the policy's due work, within `remaining_seconds()`; see the module docstring.
-
-    With a wake item, the run returns `not_due` without connecting while the item says nothing
-    can be claimable (never when `connect_always`: an operator's release), and raises the item
-    after it ran (sweeper.ledger.wake).
 
     Rows of scopes whose gate is closed are not claimed: they keep their due time and are
     claimed by the first run after the reopening, instead of bouncing off the closed gate. The
@@ -119,69 +107,6 @@ def run_producer(
     rows on the consumers by the tightest app-wide limit, each scope's by its own.
     """
     batch_id = batch_id or new_batch_id()
-    if not connect_always and _asleep(ledger, policy.name, clock()):
-        return ProducerReport(
-            batch_id=batch_id,
-            policy=policy.name,
-            scheduled_at=scheduled_at,
-            duplicate_invocation=False,
-            stop_reason=NOT_DUE,
-        )
-    try:
-        report = _run_connected(
-            policy,
-            scheduled_at,
-            ledger,
-            publisher,
-            batch_id,
-            clock=clock,
-            remaining_seconds=remaining_seconds,
-            closed_scopes=closed_scopes,
-        )
-        if not report.duplicate_invocation:
-            _raise_wake(ledger, policy.name)
-    finally:
-        if ledger.wake is not None:
-            # No session is left open between runs: an idle cluster sees no connection.
-            ledger.close()
-    return report
-
-
-def _asleep(ledger: Ledger, policy: str, now: datetime) -> bool:
-    """Whether the wake item says nothing of the policy's can be claimable at `now`; an
-    unreadable item never sleeps (the run connects)."""
-    if ledger.wake is None:
-        return False
-    try:
-        return may_skip(ledger.wake.read(policy), now)
-    except WakeError:
-        return False
-
-
-def _raise_wake(ledger: Ledger, policy: str) -> None:
-    """Raise the wake item to the ledger's next claimable time, read under the wake lock, only
-    if no lowering was counted since (sweeper.ledger.wake). A failed raise leaves the item early,
-    which costs one connection, so it is not an error."""
-    try:
-        found = ledger.next_wake(policy)
-        if found is not None and ledger.wake is not None:
-            wake, at = found
-            ledger.wake.raise_to(policy, at, wake.version)
-    except WakeError:
-        return
-
-
-def _run_connected(
-    policy: Policy,
-    scheduled_at: datetime,
-    ledger: Ledger,
-    publisher: Publisher,
-    batch_id: str,
-    *,
-    clock: Clock,
-    remaining_seconds: Callable[[], float],
-    closed_scopes: ClosedScopes,
-) -> ProducerReport:
     start = ledger.start_run(policy.name, scheduled_at, batch_id, clock())
     if start.duplicate:
         # The scheduler delivers at least once: the run for this time exists, so this one skips.

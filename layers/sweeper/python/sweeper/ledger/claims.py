@@ -9,21 +9,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from sweeper.ledger import queries
-from sweeper.ledger.executor import (
-    WAKE_LOCK,
-    Executor,
-    _moves,
-    _serialised,
-    statement_failure,
-)
+from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
 from sweeper.ledger.rows import RunStart, Settled
-from sweeper.ledger.wake import Wake
 from sweeper.models import ClaimedJob, JobStatus
 
 #: A claim also reads this many pages of the policy's earliest due rows besides each tenant's
@@ -33,17 +26,6 @@ CLAIM_WINDOW_PAGES = 2
 #: When concurrent claimers hold every candidate, a claim goes on through at most this many pages
 #: of further due rows in due order (the pages those claimers are taking).
 CLAIM_FALLBACK_PAGES = 8
-
-#: The earliest time any of the policy's rows can become claimable: a pending row's next
-#: attempt, a leased row's lease expiry (NULL: none can). Read by the two partial-order indexes
-#: (sweeper_jobs_pending_due, sweeper_jobs_leased_expiry); LEAST ignores a NULL.
-NEXT_CLAIMABLE: Final = """
-SELECT LEAST(
-    (SELECT min(next_attempt_at) FROM sweeper_jobs
-      WHERE policy = %(policy)s AND status = 'pending'),
-    (SELECT min(lease_expires_at) FROM sweeper_jobs
-      WHERE policy = %(policy)s AND status = 'leased'))
-"""
 
 
 class ProducerLedger(Executor):
@@ -58,24 +40,6 @@ class ProducerLedger(Executor):
                 return conn.execute(queries.CLAIM_DUE, params).fetchall()
         except psycopg.Error as exc:
             raise statement_failure(exc) from exc
-
-    @_serialised
-    def next_wake(self, policy: str) -> tuple[Wake, datetime | None] | None:
-        """The wake item as read under the policy's wake lock held exclusively (no lowering
-        write is then between its lowering and its commit), and the ledger's next claimable
-        time read after it, in the same transaction (sweeper.ledger.wake). None without a wake
-        item."""
-        if self.wake is None:
-            return None
-        conn = self._connection()
-        try:
-            with conn.transaction():
-                conn.execute(WAKE_LOCK, {"policy": policy})
-                wake = self.wake.read(policy)
-                row = conn.execute(NEXT_CLAIMABLE, {"policy": policy}).fetchone()
-        except psycopg.Error as exc:
-            raise statement_failure(exc) from exc
-        return wake, None if row is None else row[0]
 
     def start_run(
         self, policy: str, scheduled_at: datetime, batch_id: str, now: datetime

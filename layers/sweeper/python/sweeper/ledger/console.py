@@ -101,22 +101,18 @@ class OperatorLedger(Executor):
         """Cancel, hold, unhold or postpone the selected jobs in one statement, recorded as an
         operator action with a job event per job; the (key, state it left) of each job moved."""
         statement, event, _sources = _CONTROLS[action]
-        params = {
-            **_control_params(action, policy, selection, limit, until),
-            "action": action.value,
-            "event": event,
-            "actor": actor,
-            "reason": reason,
-            "detail": Jsonb(detail or {}),
-            "now": now,
-        }
-        # An unhold makes its jobs eligible at their next attempt (maybe past), a postpone at
-        # `until`: each lowers the policy's wake item before it commits (sweeper.ledger.wake).
-        wakes_at = {ControlAction.UNHOLD: now, ControlAction.POSTPONE: until}.get(action)
-        if wakes_at is None:
-            rows = self._execute(statement, params)
-        else:
-            rows = self._execute_waking(statement, params, min(wakes_at, now), policy=policy)
+        rows = self._execute(
+            statement,
+            {
+                **_control_params(action, policy, selection, limit, until),
+                "action": action.value,
+                "event": event,
+                "actor": actor,
+                "reason": reason,
+                "detail": Jsonb(detail or {}),
+                "now": now,
+            },
+        )
         return [(str(key), JobStatus(status)) for key, status in rows]
 
     def counts(self, policy: str) -> dict[JobStatus, int]:
@@ -234,7 +230,7 @@ class OperatorLedger(Executor):
             "tenant_filter": tenant_id is not None,
             "limit": limit,
         }
-        rows = self._execute_waking(  # due now: lowers the wake item (sweeper.ledger.wake)
+        rows = self._execute(
             queries.RETRY_FAILED,
             {
                 "policy": policy,
@@ -248,8 +244,6 @@ class OperatorLedger(Executor):
                 "limit": limit,
                 "from": _moves(JobStatus.PENDING, JobStatus.FAILED),
             },
-            now,
-            policy=policy,
         )
         return [str(key) for (key,) in rows]
 

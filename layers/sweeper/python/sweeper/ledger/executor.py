@@ -13,33 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
-from typing import Any, Concatenate, Final, LiteralString
+from typing import Any, Concatenate, LiteralString
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from sweeper.errors import LedgerError, LedgerUnavailableError
-from sweeper.ledger.wake import WakeStore
 from sweeper.models import JobStatus, check_transition
 from sweeper.redaction import describe_target, redact
-
-#: Every write that can make work due earlier holds its policy's wake lock in shared mode from
-#: before it lowers the wake item until it commits; a producer reading the ledger's next time
-#: takes it exclusively, so no lowering is ever between its write and its commit then
-#: (sweeper.ledger.wake).
-WAKE_LOCK_SHARED: Final = (
-    "SELECT pg_advisory_xact_lock_shared(hashtextextended('sweeper.ledger.wake:' || %(policy)s, 0))"
-)
-WAKE_LOCK: Final = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('sweeper.ledger.wake:' || %(policy)s, 0))"
-)
-#: The policy of one job, to lower the right wake item for a write by operation key.
-POLICY_OF_JOB: Final = "SELECT policy FROM sweeper_jobs WHERE operation_key = %(key)s"
-#: How much earlier than the write's own time the wake item is lowered: the writer's clock and
-#: the producer's may differ by this much without a run skipping work (an early wake costs one
-#: connection).
-WAKE_EARLY: Final = timedelta(seconds=60)
 
 #: Builds the connection string; called with refresh=True after a failed login.
 ConninfoProvider = Callable[[bool], str]
@@ -78,7 +59,6 @@ class Executor:
         *,
         prepare_threshold: int | None = 5,
         sleep: Callable[[float], None] = time.sleep,
-        wake: WakeStore | None = None,
     ) -> None:
         # prepare_threshold=None disables server-side prepared statements (needed behind RDS Proxy
         # or PgBouncer in transaction mode).
@@ -87,9 +67,6 @@ class Executor:
         self._sleep = sleep  # the backoff between schedule attempts
         self._conn: psycopg.Connection[TupleRow] | None = None
         self._lock = threading.RLock()
-        #: Lowered by every write that can make work due earlier (sweeper.ledger.wake); None: the
-        #: deployment keeps no wake item, and its producer connects on every run.
-        self.wake = wake
 
     def _connection(self) -> psycopg.Connection[TupleRow]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -144,40 +121,6 @@ class Executor:
         conn = self._connection()
         try:
             with conn.transaction():
-                cur = conn.execute(query, params)
-                return cur.fetchall() if cur.description is not None else []
-        except psycopg.Error as exc:
-            raise statement_failure(exc) from exc
-
-    def _lower_wake(
-        self, conn: psycopg.Connection[TupleRow], policy: str | None, at: datetime
-    ) -> None:
-        """Inside a write's transaction, before it commits: hold the policy's wake lock shared
-        and lower its wake item to `at` (less WAKE_EARLY). A failed lowering raises, so the
-        write rolls back: nothing commits that the item does not cover."""
-        if self.wake is None or policy is None:
-            return
-        conn.execute(WAKE_LOCK_SHARED, {"policy": policy})
-        self.wake.lower(policy, at - WAKE_EARLY)
-
-    @_serialised
-    def _execute_waking(
-        self,
-        query: LiteralString,
-        params: dict[str, Any],
-        at: datetime,
-        *,
-        policy: str | None = None,
-    ) -> list[TupleRow]:
-        """`_execute` for a write that can make work due at `at` or later: the wake item of the
-        policy (given, or the job's of `params["key"]`) is lowered before the write commits."""
-        conn = self._connection()
-        try:
-            with conn.transaction():
-                if policy is None and self.wake is not None:
-                    found = conn.execute(POLICY_OF_JOB, {"key": params["key"]}).fetchone()
-                    policy = None if found is None else str(found[0])
-                self._lower_wake(conn, policy, at)
                 cur = conn.execute(query, params)
                 return cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:

@@ -97,7 +97,7 @@ class ConsumerLedger(Executor):
         A counted attempt that leaves the job below `max_attempts` is counted as a retry of its
         carrying batch. Returns the attempt count, or None when the job is already settled.
         """
-        rows = self._execute_waking(  # due again at next_attempt_at: lowers the wake item
+        rows = self._execute(
             queries.RECORD_UNSETTLED,
             {
                 "key": key,
@@ -110,7 +110,6 @@ class ConsumerLedger(Executor):
                 "retry_below": NO_ATTEMPT_LIMIT if max_attempts is None else max_attempts,
                 "trace_id": trace_id,
             },
-            next_attempt_at,
         )
         return int(rows[0][0]) if rows else None
 
@@ -130,7 +129,7 @@ class ConsumerLedger(Executor):
         Returns the job's snoozed seconds in all, or None when the job is already settled or
         this snooze would take it past `max_snooze_seconds` (nothing is then written).
         """
-        rows = self._execute_waking(  # due again after the wait: lowers the wake item
+        rows = self._execute(
             queries.RECORD_SNOOZE,
             {
                 "key": key,
@@ -142,7 +141,6 @@ class ConsumerLedger(Executor):
                 "max_snooze": max_snooze_seconds,
                 "trace_id": trace_id,
             },
-            now + timedelta(seconds=seconds),
         )
         return float(rows[0][0]) if rows else None
 
