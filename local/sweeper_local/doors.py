@@ -130,14 +130,19 @@ def sample_literal(schema: object) -> str | None:
         return None
     enum = schema.get("enum")
     if isinstance(enum, list) and enum and isinstance(enum[0], str | int | bool):
-        first = enum[0]
-        return _literal(first)
+        return _literal(enum[0])
     kind = schema.get("type")
     if kind in ("integer", "number"):
         low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
         if not isinstance(low, int | float):
             return None
-        return str(max(1, math.floor(low) + 1 if "exclusiveMinimum" in schema else math.ceil(low)))
+        value = max(1, math.floor(low) + 1 if "exclusiveMinimum" in schema else math.ceil(low))
+        high = schema.get("maximum", schema.get("exclusiveMaximum"))
+        if isinstance(high, int | float) and (
+            value > high or (value == high and "maximum" not in schema)
+        ):
+            return None  # no sample within its bounds: the door refuses, and the demo says so
+        return str(value)
     if kind == "boolean":
         return "true"
     plain = not {"pattern", "format", "minLength", "maxLength"} & schema.keys()
