@@ -298,10 +298,19 @@ TARGET_COLUMNS: Final = """
 # an already settled job), attributed by the ledger's batch id, never the body's. The run rows are
 # locked in batch-id order, so two consumers counting the same batches never deadlock.
 # Joined from constants only (no value is ever formatted into SQL: values are parameters).
+# The source columns TARGET_COLUMNS reads, and the carrying batch: what TARGETS_BY_KEYS' `found`
+# keeps of each row (a CTE read twice is materialized: only these, not the whole row).
+TARGET_SOURCE_COLUMNS: Final = """
+    operation_key, status, policy, policy_version, tenant_id, object_id, scope, retry_round,
+    last_outcome, due_at, next_attempt_at, postponed_until, params, snoozed_seconds, batch_id"""
+
 TARGETS_BY_KEYS: Final = (
     """
 WITH found AS (
-    SELECT * FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
+    SELECT"""  # noqa: S608
+    + TARGET_SOURCE_COLUMNS
+    + """
+    FROM sweeper_jobs WHERE operation_key = ANY(%(keys)s)
 ), deliveries AS (
     SELECT f.batch_id, count(*) AS consumed,
            count(*) FILTER (WHERE f.status IN ('succeeded', 'failed')) AS duplicates
@@ -319,7 +328,7 @@ WITH found AS (
     FROM deliveries d JOIN locked l ON l.batch_id = d.batch_id
     WHERE r.batch_id = d.batch_id
 )
-SELECT"""  # noqa: S608
+SELECT"""
     + TARGET_COLUMNS
     + """
 FROM found
