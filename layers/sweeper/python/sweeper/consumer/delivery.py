@@ -148,11 +148,11 @@ class _Delivery:
         slots: BatchSlots,
         *,
         trace_id: str | None = None,
-        outcomes: BatchLog | None = None,
+        outcomes: BatchLog,
     ) -> None:
         self.job = job
         # Its batch's log line counts how this record ended (batch_log.py), once.
-        self.outcomes = outcomes if outcomes is not None else BatchLog()
+        self.outcomes = outcomes
         self._ended: Outcome | None = None
         self.receipt = receipt_handle
         self.deps = deps
