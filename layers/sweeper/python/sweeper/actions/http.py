@@ -565,7 +565,9 @@ class HttpAction:
             config.api_url, config.url_template, refuse_dot_segments=config.refuse_dot_segments
         )
         self._spans = spans
-        self._traced_url = config.url_template.replace(API_URL_FIELD, config.api_url.rstrip("/"))
+        #: api_url as `{api_url}` fills a body or the traced URL: cut once, not per call
+        self._api_base = config.api_url.rstrip("/")
+        self._traced_url = config.url_template.replace(API_URL_FIELD, self._api_base)
 
     def use(self, credentials: Credentials) -> None:
         """Authenticate with `credentials` from now on (set once, when the action is built)."""
@@ -590,8 +592,7 @@ class HttpAction:
         """The job's body: the template filled by structure, as JSON or as a form."""
         if self._config.body is None:
             return None
-        api_url = self._config.api_url.rstrip("/")
-        value_of = partial(field_value, job=job, api_url=api_url)
+        value_of = partial(field_value, job=job, api_url=self._api_base)
         return encode_body(self._config.body, value_of, self._config.body_encoding)
 
     @property

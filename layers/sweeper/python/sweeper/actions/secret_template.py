@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from sweeper.actions.templates import PLACEHOLDER_RE
+
 TENANT_SECRET_FIELD: Final = "{tenant_id}"  # noqa: S105 - a field's name, not a secret
 #: A tenant id fills at most this much of a secret's name.
 MAX_TENANT_FRAGMENT_CHARS: Final = 128
@@ -82,7 +84,7 @@ def parse_secret_template(arn: str) -> SecretTemplate:
             "arn:aws:secretsmanager:REGION:ACCOUNT:secret:path/{tenant_id}"
         )
     name = match["name"]
-    fields = re.findall(r"{[^{}]*}", name)
+    fields = [f"{{{field}}}" for field in PLACEHOLDER_RE.findall(name)]
     rest = name.replace(TENANT_SECRET_FIELD, "")
     if fields != [TENANT_SECRET_FIELD] or "{" in rest or "}" in rest:
         raise ValueError("a secret_arn template may name {tenant_id} once, and no other field")
