@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sweeper.config import Policy
+from sweeper.config import LimitConfig, Policy
 from sweeper.limiter import ScopeState
 from sweeper.models import OutcomeClass
 
@@ -92,6 +92,18 @@ def template_pattern(template: str, constant: Mapping[str, str]) -> re.Pattern[s
     return re.compile(body + re.escape(template[at:]))
 
 
+def _fixed_fields(policy: Policy) -> dict[str, str]:
+    """The key fields one policy always fills the same way."""
+    return {"policy": policy.name, "host": policy.action.scope_host}
+
+
+def limit_key_pattern(policy: Policy, limit: LimitConfig) -> re.Pattern[str]:
+    """Matches the limiter keys a further limit of the policy renders (`NAME:KEY`, as the
+    consumer writes them): its template with the policy and host filled in, any other field
+    (tenant, object, a param) matching any value."""
+    return template_pattern(f"{limit.name}:{limit.key}", _fixed_fields(policy))
+
+
 def retrying(ledger: Ledger, policy: str, now: datetime) -> list[RetryingView]:
     """The policy's retrying jobs by class and code, the largest group first."""
     return [
@@ -114,11 +126,8 @@ def closed_scopes(
     """The policy's scopes among `seen` (gates read and the limiter's closed keys) closed at
     `now`, each once, the last to reopen first. A further limit's key is not a scope (`status`
     lists those as `closed_limits`)."""
-    constant = {"policy": policy.name, "host": policy.action.scope_host}
-    scope = template_pattern(policy.scope.key_template, constant)
-    limits = [
-        template_pattern(f"{limit.name}:{limit.key}", constant) for limit in policy.further_limits
-    ]
+    scope = template_pattern(policy.scope.key_template, _fixed_fields(policy))
+    limits = [limit_key_pattern(policy, limit) for limit in policy.further_limits]
     found: dict[str, ClosedScopeView] = {}
     for state in seen:
         until = state.closed_until

@@ -13,10 +13,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sweeper.action_log import ActionLog, require_reason
-from sweeper.config import LimitConfig, Policy
+from sweeper.config import Policy
 from sweeper.config.policy import DEFAULT_MAX_POSTPONE_DAYS
 from sweeper.errors import OperatorError
-from sweeper.failing import CLOSURE_WHY, ClosedScopeView, RetryingView, failures, template_pattern
+from sweeper.failing import (
+    CLOSURE_WHY,
+    ClosedScopeView,
+    RetryingView,
+    failures,
+    limit_key_pattern,
+)
 from sweeper.ledger.console import control_sources
 from sweeper.ledger.store import InspectRow, Ledger
 from sweeper.limiter import ScopeState
@@ -45,14 +51,6 @@ def _iso(value: datetime | None) -> str | None:
 
 
 # -- status -------------------------------------------------------------------------------------
-
-
-def limit_key_pattern(policy: Policy, limit: LimitConfig) -> re.Pattern[str]:
-    """Matches the limiter keys a further limit of the policy renders (`NAME:KEY`, as the
-    consumer writes them): its template with the policy and host filled in, any other field
-    (tenant, object, a param) matching any value."""
-    constant = {"policy": policy.name, "host": policy.action.scope_host}
-    return template_pattern(f"{limit.name}:{limit.key}", constant)
 
 
 def closed_limits(
