@@ -89,7 +89,7 @@ class DeploymentOptions(BaseModel):
     intake_event_senders: Annotated[list[PrincipalArn], BeforeValidator(_split_list)] = Field(
         default_factory=list
     )
-    # CloudTrail data events for the operator functions (infra/operator_trail.py).
+    # CloudTrail data events for the operator functions (infra/operator_audit.py).
     operator_trail: bool = True
 
     @property

@@ -36,6 +36,7 @@ RETENTION_RESOURCES = 13
 #: webhook; discovery's and retention's.
 PIPELINE_ALARMS = 20
 INTAKE_ALARMS = 3
+WEBHOOK_ALARMS = 1
 DISCOVERY_ALARMS = 3
 RETENTION_ALARMS = 3
 #: The policy's own dashboard.
@@ -95,7 +96,7 @@ def policy_stack_resources(policy: Policy) -> int:
     alarms = PIPELINE_ALARMS + (1 if single_scope(policy) is not None else 0)
     intake = INTAKE_RESOURCES + len(policy.intake.event_patterns) + INTAKE_ALARMS
     if policy.intake.webhook:
-        intake += WEBHOOK_RESOURCES + 1
+        intake += WEBHOOK_RESOURCES + WEBHOOK_ALARMS
     total = pipeline + REDRIVE_RESOURCES + alarms + intake + DASHBOARD_RESOURCES
     total += SAMPLING_RULE_RESOURCES
     if policy.discovery is not None:
