@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
+from pydantic import ValidationError
 
 from sweeper.config import Policy, load_config
+from sweeper.config.loading import describe_validation_error
 from sweeper.errors import SweeperError
 from sweeper.redaction import redact
 
@@ -83,6 +85,8 @@ class SweeperGroup(click.Group):
             sys.exit(1)
         except click.ClickException as exc:
             self._fail(exc, _describe_click_error(exc), exc.exit_code, argv)
+        except ValidationError as exc:  # a request the options built is refused by its model
+            self._fail(exc, f"invalid request: {describe_validation_error(exc)}", 2, argv)
         except Exception as exc:  # the catch-all: one line, never a traceback
             self._fail(exc, _describe_unexpected(exc), 1, argv)
         finally:

@@ -85,6 +85,11 @@ CASES: dict[str, Case] = {
         {"in.csv": csv("tenant_id,object_id", f"{TENANT},{OBJECT}"), "bad.toml": bytes(range(256))},
         expect="not UTF-8",
     ),
+    "prune-with-an-empty-reason": Case(
+        ["prune", "--older-than-days", "2", "--reason", "", "--database-url", "{db}"],
+        process=True,
+        expect="invalid request: reason:",
+    ),
     "database-url-not-a-url": Case(
         ["schedule", "in.csv", "--policy", "exports", "--database-url", f"not a url {SECRET}"],
         {"in.csv": csv("tenant_id,object_id", f"{TENANT},{OBJECT}")},
