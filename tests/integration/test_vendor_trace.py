@@ -137,6 +137,26 @@ def test_a_call_without_an_answer_is_traced_by_its_code_not_its_exception(
     assert OBJECT not in "\n".join(emitter.sent)
 
 
+def test_an_unexpected_error_in_a_call_is_traced_by_its_type_never_its_message(
+    emitter: MemoryEmitter,
+) -> None:
+    # Given a span around a call that fails in a way no code maps (its message names the object)
+    spans = XRaySpans(xray_recorder)
+    xray_recorder.begin_segment("consumer")
+    # When the error leaves the span
+    with (
+        pytest.raises(RuntimeError),
+        spans("exports http DELETE", method="DELETE", url_template="{api_url}/v1/objects/{id}"),
+    ):
+        raise RuntimeError(f"no route to http://vendor.example/v1/objects/{OBJECT}")
+    xray_recorder.end_segment()
+    # Then the subsegment holds a fault and the error's type, and nothing of its message
+    (traced,) = [s for s in emitter.subsegments() if s["name"] == "exports http DELETE"]
+    assert traced.get("fault") is True
+    assert traced["annotations"] == {"failure": "RuntimeError"}
+    assert OBJECT not in "\n".join(emitter.sent)
+
+
 def test_an_http_client_call_in_a_traced_function_leaves_no_url_in_the_trace(
     emitter: MemoryEmitter, vendor: AnswerServer
 ) -> None:

@@ -67,11 +67,22 @@ class XRaySpans:
 
     @contextmanager
     def __call__(self, name: str, *, method: str, url_template: str) -> Iterator[_XRaySpan]:
+        escaped: Exception | None = None
         with self._recorder.in_subsegment(name=name, namespace="remote") as subsegment:
             if subsegment is not None:
                 subsegment.put_http_meta("method", method)
                 subsegment.put_http_meta("url", url_template)
-            yield _XRaySpan(subsegment)
+            try:
+                yield _XRaySpan(subsegment)
+            except Exception as exc:
+                # Recorded by its type only, and raised past the subsegment: the SDK would
+                # record its message and stack, which may hold the filled URL.
+                escaped = exc
+                if subsegment is not None:
+                    subsegment.add_fault_flag()
+                    subsegment.put_annotation("failure", type(exc).__name__)
+        if escaped is not None:
+            raise escaped
 
 
 def vendor_spans() -> XRaySpans | None:
