@@ -61,7 +61,7 @@ class Rehearsal:
         port. LocationValueError when `url` cannot be parsed (the action classifies it)."""
         parsed = parse_url(url)
         if not parsed.host:
-            raise LocationValueError(f"no host in {url!r}")
+            raise LocationValueError("no host in the request URL")  # never the URL: it holds ids
         original = parsed.host.lower()
         if parsed.port is not None and parsed.port != DEFAULT_PORTS.get(parsed.scheme or "", 0):
             original = f"{original}:{parsed.port}"
