@@ -4,7 +4,7 @@ The limiter's arithmetic is replayed here exactly (whole microseconds: a reserva
 for `count` slots gets `max(tat - tau, now)` and the next ones a step apart, and moves `tat` to
 `max(tat, now) + count * step`), driven by reservations at any moments (bursts whenever the
 tolerance allows them, idle gaps of any length), and each slot's call arrives anywhere within
-the arrival budget after it. The vendor's counters (tests/unit/vendor_counters.py) must refuse
+the arrival budget after it. The vendor's counters (tests/vendor_counters.py) must refuse
 none. The worst case is also built by hand, and with one call more of tolerance it is refused:
 the rule is as loose as it may be.
 """
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from sweeper.config import Quota
 from sweeper.pacing_rule import US, Pacing, step_us
-from tests.unit.vendor_counters import refused
+from tests.vendor_counters import refused
 
 #: Reservations: (microseconds since the last one, how many slots it asks for).
 Requests = list[tuple[int, int]]

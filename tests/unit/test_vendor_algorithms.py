@@ -1,6 +1,6 @@
 """The headroom rule per algorithm: no call arrives earlier than the vendor's algorithm allows.
 
-Each vendor algorithm is modelled from its definition (tests/unit/vendor_counters.py) and fed
+Each vendor algorithm is modelled from its definition (tests/vendor_counters.py) and fed
 the arrivals of sweeper's slots: one every `quota.interval_seconds`, each arriving anywhere
 between 0 and `quota.arrival_budget_seconds` after its slot (the slack, if the quota has one,
 the late tolerance and the jitter). Hypothesis chooses the quota, the
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweeper.config import MAX_BUCKET_HEADROOM, Quota
-from tests.unit.vendor_counters import refused, refused_by_bucket, refused_by_fixed_window
+from tests.vendor_counters import refused, refused_by_bucket, refused_by_fixed_window
 
 
 def _arrivals(quota: Quota, fractions: list[float], start: float) -> list[float]:
