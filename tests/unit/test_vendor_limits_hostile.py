@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sweeper.actions.answer_match import Answer
@@ -123,6 +123,9 @@ JSON_VALUES = st.recursive(
 
 @HOSTILE
 @given(JSON_VALUES)
+@example(10**400)
+@example(float("nan"))
+@example(-(10**30))
 def test_any_body_under_the_cost_paths_yields_a_bounded_cost(value: object) -> None:
     body = {
         "extensions": {
