@@ -104,19 +104,26 @@ def test_the_ietf_dialect_refuses_a_window_of_part_seconds() -> None:
         VendorSimulator(quota=(5, 0.5), limit_dialect="ratelimit")
 
 
-def test_the_simulator_process_takes_its_dialect_from_the_command_line(
+def test_the_simulator_process_takes_its_dialect_and_bucket_from_the_command_line(
     http: urllib3.PoolManager,
 ) -> None:
     process = VendorProcess(
-        "--rate", "7/10s", "--scope", "global", "--limit-dialect", "x-ratelimit"
+        *("--rate", "7/10s", "--scope", "global", "--limit-dialect", "x-ratelimit"),
+        *("--graphql-bucket", "300:5", "--graphql-costs", "2-2"),
     )
     try:
         answer = _delete(http, process.url, 0)
+        points = _mutate(http, process.url, "gid://shopify/Product/1")
     finally:
         process.stop()
     limit = SOURCES["x-ratelimit"][0].read(answer, time.time()).limit(RESOURCE_NAME)
     assert limit is not None
     assert (limit.quota, limit.remaining) == (7, 6)
+    cost = SHOPIFY_COST.read(points, time.time()).cost
+    assert cost is not None
+    assert cost.actual == 2
+    assert cost.bucket is not None
+    assert (cost.bucket.maximum, cost.bucket.restore_rate) == (300, 5)
 
 
 # --- the GraphQL API charged in points ------------------------------------------------------
