@@ -22,6 +22,7 @@ from sweeper.vendor_limits import (
     XRateLimitSource,
     compile_pattern,
 )
+from sweeper.vendor_limits.ietf import policy_for
 from sweeper.vendor_limits.structured import Member, Token, parse_list
 
 NOW = 1_691_591_000.0  # epoch seconds at which the answers below were "received"
@@ -268,3 +269,27 @@ def test_diagnostics_name_the_field_never_its_value() -> None:
     assert not reading.learned
     assert reading.diagnostics
     assert not any(re.search(secret, line) for line in reading.diagnostics)
+
+
+# --- which stated policy a limit follows ----------------------------------------------------
+
+TWO_POLICIES = (
+    LimitReading("burst", quota=100, window_seconds=60),
+    LimitReading("daily", quota=1000, window_seconds=86_400),
+)
+
+
+def test_a_limit_follows_the_policy_configured_then_the_one_of_its_name() -> None:
+    assert policy_for(TWO_POLICIES, limit_name="x", policy="daily") == TWO_POLICIES[1]
+    assert policy_for(TWO_POLICIES, limit_name="burst") == TWO_POLICIES[0]
+    # a configured policy the vendor does not state is not replaced by a guess
+    assert policy_for(TWO_POLICIES, limit_name="x", policy="hourly", told_window_seconds=60) is None
+
+
+def test_a_limit_named_otherwise_follows_the_one_policy_of_its_window() -> None:
+    assert (
+        policy_for(TWO_POLICIES, limit_name="per-minute", told_window_seconds=60)
+        == (TWO_POLICIES[0])
+    )
+    twins = (*TWO_POLICIES, LimitReading("other", quota=5, window_seconds=60))
+    assert policy_for(twins, limit_name="per-minute", told_window_seconds=60) is None

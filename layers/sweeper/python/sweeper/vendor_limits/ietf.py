@@ -88,3 +88,21 @@ def _state(member: Member) -> LimitReading | None:
     return LimitReading(
         name=policy_name, remaining=remaining, reset_seconds=seconds(_integer(member, "t"))
     )
+
+
+def policy_for(
+    limits: tuple[LimitReading, ...],
+    *,
+    limit_name: str,
+    policy: str | None = None,
+    told_window_seconds: float | None = None,
+) -> LimitReading | None:
+    """Which stated policy a sweeper limit follows: the one configured (`policy`), else the one
+    named as the limit, else the only one whose window is the limit's told window. None when
+    none fits, or when two policies share that window (a guess could pick the wrong one)."""
+    wanted = policy or limit_name
+    named = next((limit for limit in limits if limit.name == wanted), None)
+    if named is not None or policy is not None or told_window_seconds is None:
+        return named
+    same_window = [limit for limit in limits if limit.window_seconds == told_window_seconds]
+    return same_window[0] if len(same_window) == 1 else None
