@@ -28,7 +28,7 @@ from sweeper.vendor_limits.headers import (
     XRateLimitSource,
     compile_pattern,
 )
-from sweeper.vendor_limits.ietf import read_ratelimit
+from sweeper.vendor_limits.ietf import policy_for, read_ratelimit
 from sweeper.vendor_limits.reading import (
     NOTHING,
     BucketReading,
@@ -83,4 +83,5 @@ __all__ = [
     "XRateLimitFields",
     "XRateLimitSource",
     "compile_pattern",
+    "policy_for",
 ]
