@@ -49,9 +49,6 @@ class GraphqlAudit:
     points_charged: float
     effects_by_id: dict[str, int]
 
-    def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
-
 
 class PointsApi:
     """The GraphQL API and its bucket, behind one lock (see the module docstring)."""

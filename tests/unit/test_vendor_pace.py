@@ -171,42 +171,22 @@ def test_a_day_starts_at_its_offset_from_midnight_utc() -> None:
     assert window_start(10 * day + 5, day, offset_seconds=8 * 3600) == 9 * day + 8 * 3600
 
 
+#: A "day" of 60 s with a budget of 6,000, 1,200 kept in reserve, 40 s of it left.
+DAY = {"budget": 6000, "reserve": 1200, "window_seconds": 60, "seconds_left": 40}
+
+
 def test_a_backlog_within_todays_allowance_drains_today() -> None:
-    drain = budget_drain(
-        backlog=1000,
-        budget=6000,
-        reserve=1200,
-        others_per_window=0,
-        window_seconds=60,
-        allowance_now=2000,
-        seconds_left=40,
-    )
+    drain = budget_drain(backlog=1000, others_per_window=0, allowance_now=2000, **DAY)
     assert drain == Drain(True, 20.0)
 
 
 def test_a_larger_backlog_drains_in_later_windows() -> None:
     # Given 2,000 allowed in the 40 s left, then 4,800 per 60 s window
-    drain = budget_drain(
-        backlog=9200,
-        budget=6000,
-        reserve=1200,
-        others_per_window=0,
-        window_seconds=60,
-        allowance_now=2000,
-        seconds_left=40,
-    )
+    drain = budget_drain(backlog=9200, others_per_window=0, allowance_now=2000, **DAY)
     # Then 7,200 more take one and a half windows after this one
     assert drain == Drain(False, 40 + 90)
 
 
 def test_a_backlog_the_others_leave_no_room_for_never_drains() -> None:
-    drain = budget_drain(
-        backlog=10,
-        budget=100,
-        reserve=20,
-        others_per_window=80,
-        window_seconds=60,
-        allowance_now=0,
-        seconds_left=40,
-    )
+    drain = budget_drain(backlog=10, others_per_window=4800, allowance_now=0, **DAY)
     assert drain == Drain(False, None)
