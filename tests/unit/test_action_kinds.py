@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 import sweeper
 from sweeper.actions.base import ActionKind, AwsService, Grant, NetworkPath
-from sweeper.actions.http import outcomes_for
+from sweeper.actions.http_outcomes import outcomes_for
 from sweeper.config import KINDS, HttpActionConfig, Policy, SweeperConfig
 from sweeper.models import OutcomeClass
 from tests.unit.test_import_graph import import_graph
