@@ -40,7 +40,7 @@ class ConfirmationNeededError(OperatorError):
 
 def retry(backend: Backend, request: RetryRequest, *, actor: str) -> dict[str, Any]:
     """Chosen terminal jobs back to pending with a fresh attempt budget."""
-    from sweeper.operations import retry_jobs
+    from sweeper.operations.jobs import retry_jobs
 
     policy = backend.policy(request.policy)
     moved = retry_jobs(
@@ -128,14 +128,14 @@ def _switch(backend: Backend, policy: Policy) -> Any:
 
 def pause(backend: Backend, request: PauseRequest, *, actor: str) -> dict[str, Any]:
     """Pause a policy: the producer skips, consumers stop, queued messages stay."""
-    from sweeper.operations import pause_policy
+    from sweeper.operations.pause import pause_policy
 
     return _pause_switch(pause_policy, backend, request, actor)
 
 
 def resume(backend: Backend, request: ResumeRequest, *, actor: str) -> dict[str, Any]:
     """Resume a paused policy: consumers first, then the producer."""
-    from sweeper.operations import resume_policy
+    from sweeper.operations.pause import resume_policy
 
     return _pause_switch(resume_policy, backend, request, actor)
 
@@ -212,8 +212,8 @@ def release_report(backend: Backend, policy: Policy) -> dict[str, Any]:
 
 def catch_up(backend: Backend, request: CatchUpRequest, *, actor: str) -> dict[str, Any]:
     """Release the scheduled runs missed in a range, in order, each with its own batch id."""
-    from sweeper.operations import CatchUpRun
-    from sweeper.operations import catch_up as release_missed
+    from sweeper.operations.missed import CatchUpRun
+    from sweeper.operations.missed import catch_up as release_missed
     from sweeper.sqs_queue import SqsPublisher
 
     policy = backend.policy(request.policy)
@@ -243,7 +243,7 @@ def catch_up(backend: Backend, request: CatchUpRequest, *, actor: str) -> dict[s
 
 def missed_run_count(backend: Backend, request: CatchUpRequest) -> int:
     """How many runs a catch-up would release (the direct path's progress bar length)."""
-    from sweeper.operations import missed_runs
+    from sweeper.operations.missed import missed_runs
 
     policy = backend.policy(request.policy)
     until = (request.until or backend.clock()).astimezone(UTC)
@@ -279,7 +279,7 @@ def control(backend: Backend, request: ControlRequest, *, actor: str) -> dict[st
     """cancel, hold, unhold or postpone the selected jobs; above the threshold only when
     confirmed (ConfirmationNeededError says how many match)."""
     from sweeper.models import JobSelection, JobStatus
-    from sweeper.operations import CONFIRM_ABOVE, control_jobs
+    from sweeper.operations.jobs import CONFIRM_ABOVE, control_jobs
 
     policy = backend.policy(request.policy)
     selection = JobSelection(

@@ -37,7 +37,7 @@ PAGE_RUNS_DAYS = 7
 def status(backend: Backend, request: StatusRequest) -> dict[str, Any]:
     """Per policy: jobs by status, oldest eligible age, queues, gates, the last runs."""
     from sweeper.dead_letters import queue_depth
-    from sweeper.operations import policy_status
+    from sweeper.operations.status import policy_status
 
     policies = (
         [backend.policy(request.policy)]
@@ -135,7 +135,7 @@ def inspect(backend: Backend, request: InspectRequest) -> dict[str, Any]:
     """Terminal, stuck and held jobs: ids, classes, codes, attempts and times; beside them the
     jobs retrying by class and code, and the policy's closed scopes (`sweeper.failing`)."""
     from sweeper.failing import failures
-    from sweeper.operations import inspect_jobs
+    from sweeper.operations.jobs import inspect_jobs
 
     policy = backend.policy(request.policy)
     now = backend.clock()
@@ -184,7 +184,7 @@ def policy_overview(
     `queues` reads them), the last runs with their reconciliation, the last operator actions.
     The web console's direct backend and the operator API both answer with this."""
     from sweeper.audit import batch_report
-    from sweeper.operations import policy_status
+    from sweeper.operations.status import policy_status
 
     depth = dlq_url = queue_url = None
     if queues is not None:
@@ -242,7 +242,7 @@ def overview(backend: Backend, request: OverviewRequest) -> dict[str, Any]:
 
 def activity(backend: Backend, request: ActivityRequest) -> dict[str, Any]:
     """Claims and completions per time bucket over the last hours."""
-    from sweeper.operations import activity as buckets
+    from sweeper.operations.page import activity as buckets
 
     policy = backend.policy(request.policy)
     return {"buckets": buckets(policy.name, backend.ledger, now=backend.clock())}
@@ -250,7 +250,7 @@ def activity(backend: Backend, request: ActivityRequest) -> dict[str, Any]:
 
 def search(backend: Backend, request: SearchRequest) -> dict[str, Any]:
     """The job with this operation key, or this tenant's jobs."""
-    from sweeper.operations import search_jobs
+    from sweeper.operations.page import search_jobs
 
     policy = backend.policy(request.policy)
     return {"jobs": search_jobs(policy.name, backend.ledger, request.query, limit=request.limit)}
@@ -258,6 +258,6 @@ def search(backend: Backend, request: SearchRequest) -> dict[str, Any]:
 
 def job(backend: Backend, request: JobRequest) -> dict[str, Any]:
     """One job's history (None when no job has the key)."""
-    from sweeper.operations import job_history
+    from sweeper.operations.page import job_history
 
     return {"job": job_history(request.key, backend.ledger)}
