@@ -27,8 +27,8 @@ from sweeper.actions.http_auth import (
     OAuth2Auth,
 )
 from sweeper.actions.outcome_rules import MAX_OUTCOME_RULES, OutcomeRule
-from sweeper.actions.templates import check_body_template
-from sweeper.actions.url_template import TENANT_HOST_FIELD, parse_api_url, parse_url_template
+from sweeper.actions.templates import TENANT_FIELD, check_body_template
+from sweeper.actions.url_template import parse_api_url, parse_url_template
 
 DEFAULT_URL_TEMPLATE: Final = "{api_url}/v1/tenants/{tenant_id}/objects/{object_id}"
 DEFAULT_IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
@@ -98,7 +98,7 @@ class HttpActionSpec(ActionKind):
             )
         auth = self.effective_auth
         if (
-            TENANT_HOST_FIELD in self.api_url
+            TENANT_FIELD in self.api_url
             and isinstance(auth, OAuth2Auth)
             and auth.token_url.startswith("{api_url}")
         ):
