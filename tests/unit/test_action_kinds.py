@@ -72,6 +72,11 @@ def test_the_http_kind_reaches_its_vendor_port_and_secrets_manager_only_with_a_s
     assert HttpActionConfig().network_path() == NetworkPath(internet_ports=(443,))
 
 
+def test_the_http_kind_reaches_its_schemes_default_port_when_api_url_names_none() -> None:
+    plain = HttpActionConfig(api_url="http://vendor.internal", allow_plain_http=True)
+    assert (plain.vendor_port, HttpActionConfig().vendor_port) == (80, 443)
+
+
 def test_the_http_kind_plans_with_its_timeouts_and_measured_latency_only() -> None:
     config = HttpActionConfig(connect_timeout_seconds=1.5, read_timeout_seconds=4.0)
     assert config.call_seconds == 5.5

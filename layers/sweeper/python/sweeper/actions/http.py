@@ -50,13 +50,12 @@ from sweeper.actions.http_spec import HttpActionSpec
 from sweeper.actions.templates import TemplateError
 from sweeper.actions.tenant_credentials import TenantCredentials, TenantSecretReader
 from sweeper.actions.token import SecretToken, checked
+from sweeper.actions.url_template import DEFAULT_PORTS
 from sweeper.errors import TokenError
 from sweeper.models import ActionCall, OutcomeClass
 
 __all__ = ["HttpAction", "HttpActionConfig"]
 
-HTTPS_PORT: Final = 443
-HTTP_PORT: Final = 80
 _LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -222,8 +221,9 @@ _AUTH_FIX: Final = {
 
 
 def _port(url: str) -> int:
+    """The URL's port, or its scheme's default; read at synth and plan, never per call."""
     parts = urlsplit(url)
-    return parts.port or (HTTPS_PORT if parts.scheme == "https" else HTTP_PORT)
+    return parts.port or DEFAULT_PORTS.get(parts.scheme, DEFAULT_PORTS["http"])
 
 
 @lru_cache(maxsize=64)
