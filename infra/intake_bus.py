@@ -18,6 +18,8 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from infra.resource_policy import denied_to_every_other, senders_allowed
+
 PUT_EVENTS = "events:PutEvents"
 
 
@@ -38,24 +40,15 @@ class IntakeBus(Construct):
             self, "Bus", event_bus_name=f"{Stack.of(self).stack_name}-intake"
         )
         arns = [sender_role.role_arn, *senders]
-        # Needed for a sender of another account; for one of this account, one Allow of two.
-        self.bus.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="SendersAllowed",
-                principals=[iam.ArnPrincipal(arn) for arn in arns],
-                actions=[PUT_EVENTS],
-                resources=[self.bus.event_bus_arn],
-            )
-        )
+        bus = self.bus.event_bus_arn
+        self.bus.add_to_resource_policy(senders_allowed(arns, PUT_EVENTS, bus))
         # A missing aws:PrincipalArn (a service) makes ArnNotEquals true: denied as well.
         self.bus.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="OnlyTheSendersMayPut",
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=[PUT_EVENTS],
-                resources=[self.bus.event_bus_arn],
-                conditions={"ArnNotEquals": {"aws:PrincipalArn": arns}},
+            denied_to_every_other(
+                "OnlyTheSendersMayPut",
+                PUT_EVENTS,
+                bus,
+                {"ArnNotEquals": {"aws:PrincipalArn": arns}},
             )
         )
         self.bus.grant_put_events_to(sender_role)

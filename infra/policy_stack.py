@@ -34,13 +34,9 @@ from infra.redrive import Redrive
 from infra.retention import Retention
 from infra.tables import Tables
 from sweeper.config import Policy
+from sweeper_tools.planning.stack_estimate import policy_stack_id
 
 POLICY_TAG_KEY = "sweeper:policy"
-
-
-def policy_stack_id(policy_name: str) -> str:
-    """The nested stack's construct id: its logical ID in the root derives from this alone."""
-    return f"Policy-{policy_name}"
 
 
 class PolicyStack(NestedStack):

@@ -11,10 +11,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.resource_policy import denied_to_every_other, senders_allowed
+
 #: Longer than any work queue keeps a message, so that nothing expires on its way to a DLQ
 #: (SQS keeps a dead-lettered message's original enqueue time).
 DEAD_LETTER_RETENTION_DAYS = 14
 WORK_QUEUE_RETENTION_DAYS = 4
+SEND_MESSAGE = "sqs:SendMessage"
 
 
 def encrypted_queue(scope: Construct, construct_id: str, **props: Any) -> sqs.Queue:
@@ -100,14 +103,7 @@ def admit_only(
     """
     arns = [role.role_arn for role in senders]
     if senders:
-        queue.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="SendersAllowed",
-                principals=[iam.ArnPrincipal(arn) for arn in arns],
-                actions=["sqs:SendMessage"],
-                resources=[queue.queue_arn],
-            )
-        )
+        queue.add_to_resource_policy(senders_allowed(arns, SEND_MESSAGE, queue.queue_arn))
     others: dict[str, dict[str, object]] = {"Bool": {"aws:PrincipalIsAWSService": "false"}}
     if arns:
         others["ArnNotEquals"] = {"aws:PrincipalArn": arns}
@@ -122,12 +118,5 @@ def admit_only(
 
 def _deny_send(queue: sqs.IQueue, sid: str, conditions: dict[str, dict[str, object]]) -> None:
     queue.add_to_resource_policy(
-        iam.PolicyStatement(
-            sid=sid,
-            effect=iam.Effect.DENY,
-            principals=[iam.AnyPrincipal()],
-            actions=["sqs:SendMessage"],
-            resources=[queue.queue_arn],
-            conditions=conditions,
-        )
+        denied_to_every_other(sid, SEND_MESSAGE, queue.queue_arn, conditions)
     )

@@ -29,6 +29,7 @@ from infra.scheduling import ScheduledInvocation
 from infra.stack_size import TemplateSize, measure
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
+from sweeper_tools.planning.stack_estimate import policy_stack_id
 
 APP_TAG = "sweeper"
 #: Taggable in CDK's model but not in CloudFormation's schema for it (validation rejects Tags).
@@ -232,7 +233,7 @@ class SweeperStack(Stack):
         """After synth: the resources and outputs of this stack's template and each policy's."""
         sizes = [measure(f"{self.stack_name} (root)", outdir / self.template_file)]
         sizes += [
-            measure(f"Policy-{nested.policy.name}", outdir / nested.template_file)
+            measure(policy_stack_id(nested.policy.name), outdir / nested.template_file)
             for nested in self.policy_stacks
         ]
         return sizes

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -444,26 +444,13 @@ def progress_bar(as_json: bool, length: int, label: str) -> Iterator[Callable[[i
 
 def next_run_hint(console: Console, policy: Policy) -> str:
     """After scheduling into the local stack: when its producer runs next, and how not to wait."""
-    at = next_run_at(console, policy)
+    from sweeper.operator_api.reads import next_run_at
+
+    at = next_run_at(console.backend(), policy)
     when = f"at {at.isoformat()}" if at is not None else "at its next scheduled time"
     return (
         f"the local producer of {policy.name} releases due work {when}; "
         f"`sweeper release --policy {policy.name}` releases it now"
-    )
-
-
-def next_run_at(console: Console, policy: Policy) -> datetime | None:
-    from sweeper.release import next_run
-
-    now = current_time()
-    local = console.endpoints.local
-    tick = local.tick_seconds if local is not None else None
-    return next_run(
-        policy,
-        now,
-        last_scheduled=console.ledger.last_run_at_or_before(policy.name, now),
-        every=timedelta(seconds=tick) if tick is not None else None,
-        anchor=local.started_at if local is not None else None,
     )
 
 

@@ -147,7 +147,7 @@ def release(policy_name: str | None, actor: str, as_json: bool, **target: Any) -
 def release_policy(console: Console, policy: Policy) -> dict[str, Any]:
     """Run the policy's producer now (`smoke` sends its canary so): the local stack's, or the
     deployed function on AWS. Refused while paused."""
-    from sweeper.operator_api.commands import release_report
+    from sweeper.operator_api.changes import release_report
 
     return release_report(console.backend(), policy)
 
@@ -185,7 +185,8 @@ def catch_up(
     if through_api():
         data = execute(request, target=target)
     else:
-        from sweeper.operator_api.commands import missed_run_count, run_command
+        from sweeper.operator_api.changes import missed_run_count
+        from sweeper.operator_api.commands import run_command
 
         with open_console(**target) as console:
             total = missed_run_count(console.backend(), request)

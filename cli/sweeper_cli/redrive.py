@@ -85,7 +85,7 @@ def redrive(
     some letter could not be handled.
     """
     from sweeper.models import OutcomeClass
-    from sweeper.operator_api.commands import dlq_depth
+    from sweeper.operator_api.changes import dlq_depth
     from sweeper.operator_api.requests import RedriveCommand
 
     request = RedriveCommand(

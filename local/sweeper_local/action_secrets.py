@@ -20,7 +20,8 @@ from typing import Any, Final
 
 from sweeper.actions.http import HttpActionConfig
 from sweeper.actions.http_auth import BasicAuth, HeaderAuth, OAuth2Auth
-from sweeper.actions.secret_template import TENANT_SECRET_FIELD, SecretTemplate
+from sweeper.actions.secret_template import SecretTemplate
+from sweeper.actions.templates import TENANT_FIELD
 from sweeper.config import Policy
 from sweeper.errors import LocalStackError
 from sweeper_local.vendor import VendorSimulator
@@ -91,7 +92,7 @@ def _local_template(
     for tenant, raw in values.items():
         arn = _put(secretsmanager, f"{name_before}{tenant}{template.after}", _stored(raw))
         local_before = arn.split(":secret:", 1)[0] + ":secret:" + name_before
-    return f"{local_before}{TENANT_SECRET_FIELD}{template.after}"
+    return f"{local_before}{TENANT_FIELD}{template.after}"
 
 
 def _name(prefix: str, policy: str, arn: str) -> str:
@@ -154,7 +155,7 @@ def with_local_secrets(
             f"policy {policy.name}: no local value for its secret {arn}; with --api-url, set "
             f"{LOCAL_SECRETS_ENV} to a JSON object naming it"
         )
-    name = _name(prefix, policy.name, arn.replace(TENANT_SECRET_FIELD, "every-tenant"))
+    name = _name(prefix, policy.name, arn.replace(TENANT_FIELD, "every-tenant"))
     return _pointed(policy, action, _put(secretsmanager, name, value))
 
 

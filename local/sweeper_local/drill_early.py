@@ -56,7 +56,7 @@ def not_yet_due(run: DrillRun, jobs: int = 10) -> None:
     """Jobs due next year whose exact bodies are sent to the work queue, and a published job
     whose message dead-letters and which the operator holds, postpones a month and unholds
     before its letter is redriven: no vendor call for any until its time; then one each."""
-    from sweeper.operator_api.commands import control, redrive
+    from sweeper.operator_api.changes import control, redrive
     from sweeper.operator_api.requests import ControlRequest, RedriveCommand
     from sweeper_local.drills import SETTLE_TIMEOUT_SECONDS, calls_to, operator_backend
 

@@ -735,7 +735,7 @@ def job_control(run: DrillRun, jobs: int = 12, copies: int = 3) -> None:
     """The operator cancels a third of a published batch and holds a third; every message is
     then delivered three times and their letters redriven: a cancelled or held job is never
     called, the rest once each; after the unhold and a second redrive the held ones are too."""
-    from sweeper.operator_api.commands import control, redrive
+    from sweeper.operator_api.changes import control, redrive
     from sweeper.operator_api.requests import ControlRequest, RedriveCommand
 
     backend = operator_backend(run)

@@ -521,7 +521,7 @@ def test_status_lists_the_last_discovery_runs_without_their_cursor(
     source_db: SourceDb, ledger: Ledger
 ) -> None:
     # Given four discovery runs of a policy
-    from sweeper.operator_api.commands import STATUS_DISCOVERY_RUNS, _discovery_runs
+    from sweeper.operator_api.reads import STATUS_DISCOVERY_RUNS, _discovery_runs
 
     source_db.insert(rows(12))
     policy = policy_for(page_size=5)

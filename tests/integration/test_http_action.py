@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sweeper.actions import Action, url_template
-from sweeper.actions.http import USER_AGENT, HttpAction, parse_retry_after
+from sweeper.actions.http import HttpAction
+from sweeper.actions.http_action import USER_AGENT
+from sweeper.actions.retry_after import parse_retry_after
 from sweeper.actions.url_template import climbs
 from sweeper.config import DEFAULT_URL_TEMPLATE, HttpActionConfig
 from sweeper.models import ActionCall, ActionResult, OutcomeClass, operation_key

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from urllib3.connectionpool import HTTPConnectionPool
 
-from sweeper.actions.http import POOL_MAX_CONNECTIONS
+from sweeper.actions.http_action import POOL_MAX_CONNECTIONS
 from sweeper.models import OutcomeClass
 from tests.integration.test_http_action import DEADLINE_SECONDS, action_for, job_for, wait_until
 

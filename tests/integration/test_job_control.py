@@ -23,7 +23,8 @@ from sweeper.models import (
     NewJob,
     OutcomeClass,
 )
-from sweeper.operations import CONFIRM_ABOVE, control_jobs, policy_status
+from sweeper.operations import control_jobs, policy_status
+from sweeper.operations.jobs import CONFIRM_ABOVE
 from sweeper.producer import run_producer
 from sweeper_cli import main
 from tests.conftest import Pipeline

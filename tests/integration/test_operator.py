@@ -13,13 +13,12 @@ from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.operations import (
-    catch_up,
     inspect_jobs,
-    missed_runs,
     pause_policy,
     resume_policy,
     retry_jobs,
 )
+from sweeper.operations.missed import catch_up, missed_runs
 from sweeper.producer import run_producer
 from tests.fakes import FakePublisher
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 import sweeper
 from sweeper.actions.base import ActionKind, AwsService, Grant, NetworkPath
-from sweeper.actions.http import outcomes_for
+from sweeper.actions.http_outcomes import outcomes_for
 from sweeper.config import KINDS, HttpActionConfig, Policy, SweeperConfig
 from sweeper.models import OutcomeClass
 from tests.unit.test_import_graph import import_graph
@@ -70,6 +70,11 @@ def test_the_http_kind_reaches_its_vendor_port_and_secrets_manager_only_with_a_s
         aws_services=frozenset({AwsService.SECRETS_MANAGER}), internet_ports=(8443,)
     )
     assert HttpActionConfig().network_path() == NetworkPath(internet_ports=(443,))
+
+
+def test_the_http_kind_reaches_its_schemes_default_port_when_api_url_names_none() -> None:
+    plain = HttpActionConfig(api_url="http://vendor.internal", allow_plain_http=True)
+    assert (plain.vendor_port, HttpActionConfig().vendor_port) == (80, 443)
 
 
 def test_the_http_kind_plans_with_its_timeouts_and_measured_latency_only() -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from sweeper.config import load_config
 from sweeper_cli import main
-from sweeper_tools.planning.stack_estimate import CFN_MAX_OUTPUTS, estimate
+from sweeper_tools.planning.stack_estimate import CFN_MAX_OUTPUTS, estimate, policy_stack_id
 
 RICH = Path("tests/infra/fixtures/rich_policy.toml")
 LATENCY = ["--latency-p50", "0.15", "--latency-p95", "0.4"]
@@ -45,6 +45,15 @@ def test_plan_as_json_carries_the_stacks() -> None:
     stacks = json.loads(result.output)["stacks"]
     assert [s["stack"] for s in stacks] == ["root", "Policy-exports"]
     assert all(s["resources"] > 0 for s in stacks)
+
+
+def test_each_policy_stack_is_estimated_under_the_nested_stacks_id() -> None:
+    # Given the shipped policy file, When its stacks are estimated
+    stacks = estimate(load_config("sweeper.toml"), "root")
+
+    # Then each policy's is named as the CDK app names its nested stack (infra/policy_stack.py)
+    assert policy_stack_id("exports") == "Policy-exports"
+    assert [stack.name for stack in stacks] == ["root", policy_stack_id("exports")]
 
 
 def test_twenty_rich_policies_fit_and_more_pass_the_roots_outputs(tmp_path: Path) -> None:

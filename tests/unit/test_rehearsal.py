@@ -37,6 +37,8 @@ def test_a_port_other_than_the_schemes_is_named_with_the_host() -> None:
         "ftp://127.0.0.1",
         "127.0.0.1:8900",
         "http://127.0.0.1:0",
+        "https://{tenant_id}.vendor.example",
+        "http://local host:8900",
     ],
 )
 def test_a_rehearsal_is_an_origin_and_nothing_more(url: str) -> None:

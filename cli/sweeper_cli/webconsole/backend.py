@@ -99,7 +99,7 @@ class LedgerBackend:
         raise OperatorError(f"no policy {name!r} in the policy file")
 
     def overview(self, policy: str) -> dict[str, Any]:
-        from sweeper.operator_api.commands import policy_overview
+        from sweeper.operator_api.reads import policy_overview
 
         return policy_overview(
             self._policy(policy),
@@ -357,7 +357,7 @@ def ledger_backend(
         return LedgerBackend(config, ledger, operator=operator, target="ledger")
     from sweeper.dead_letters import queue_depth
     from sweeper.limiter import DynamoLimiter
-    from sweeper.operator_api.commands import closures_reader
+    from sweeper.operator_api.backend import closures_reader
 
     sqs = endpoints.sqs()
 

@@ -62,6 +62,12 @@ WEBHOOK_OUTPUTS = 2
 DISCOVERY_OUTPUTS = 1
 
 
+def policy_stack_id(policy_name: str) -> str:
+    """The policy's nested stack's construct id: its logical ID in the root derives from this
+    alone. The CDK app names the stack with it (infra/policy_stack.py), this estimate too."""
+    return f"Policy-{policy_name}"
+
+
 @dataclass(frozen=True)
 class StackEstimate:
     """One stack's estimated resources and outputs."""
@@ -135,6 +141,6 @@ def root_stack(config: SweeperConfig, name: str) -> StackEstimate:
 def estimate(config: SweeperConfig, root_name: str = "Sweeper") -> list[StackEstimate]:
     """The root stack's estimate, then each policy's nested stack's (`Policy-<name>`)."""
     return [root_stack(config, root_name)] + [
-        StackEstimate(f"Policy-{policy.name}", policy_stack_resources(policy))
+        StackEstimate(policy_stack_id(policy.name), policy_stack_resources(policy))
         for policy in config.policies
     ]

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sweeper.config import LimitConfig, Policy
+from sweeper.config.key_template import KEY_FIELD_RE
 from sweeper.limiter import ScopeState
 from sweeper.models import OutcomeClass
 
@@ -84,7 +85,7 @@ def template_pattern(template: str, constant: Mapping[str, str]) -> re.Pattern[s
     other field matching any value."""
     body = ""
     at = 0
-    for found in re.finditer(r"{([A-Za-z_][\w.]*)}", template):
+    for found in KEY_FIELD_RE.finditer(template):
         body += re.escape(template[at : found.start()])
         name = found.group(1)
         body += re.escape(constant[name]) if name in constant else ".*"

@@ -20,6 +20,7 @@ from sweeper.config.policy import DEFAULT_FAILED_JOB_RETENTION_DAYS
 from sweeper.errors import OperatorError
 from sweeper.ledger.retention import PruneStep
 from sweeper.ledger.store import Ledger
+from sweeper.retention import delete_in_batches
 
 #: Rows per prune transaction: small enough that no lock is held for long.
 PRUNE_BATCH_ROWS = 1000
@@ -105,13 +106,11 @@ def prune(
         report.runs_deleted += deleted
         return deleted
 
-    for delete in (jobs, runs):
-        while True:
-            deleted = delete()
-            report.batches += 1
-            if progress is not None:
-                progress(report)
-            if deleted < batch_rows:
-                break
+    def batch_done() -> None:
+        report.batches += 1
+        if progress is not None:
+            progress(report)
+
+    delete_in_batches((jobs, runs), batch_rows, after=batch_done)
     log.done({"jobs": report.jobs_deleted, "runs": report.runs_deleted})
     return report

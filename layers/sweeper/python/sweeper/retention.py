@@ -15,7 +15,7 @@ deleted.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -130,21 +130,15 @@ def run_retention(
         report.operator_actions_deleted += deleted
         return deleted
 
-    longest = 0.0
+    budget = _BatchBudget(remaining_seconds, monotonic)
+
+    def batch_done() -> None:
+        report.batches += 1
+        budget.batch_done()
+
     # Jobs first: their events go with them, which frees the actions that named them.
-    for delete in (jobs, runs, actions):
-        while True:
-            if remaining_seconds() < max(MIN_REMAINING_SECONDS, BATCH_TIME_MARGIN * longest):
-                report.stop_reason = BUDGET
-                break
-            batch_started = monotonic()
-            deleted = delete()
-            report.batches += 1
-            longest = max(longest, monotonic() - batch_started)
-            if deleted < rows:
-                break
-        if not report.complete:
-            break
+    if not delete_in_batches((jobs, runs, actions), rows, room=budget.room, after=batch_done):
+        report.stop_reason = BUDGET
     report.seconds = round(monotonic() - started, 3)
     log.done(
         {
@@ -156,3 +150,45 @@ def run_retention(
         }
     )
     return report
+
+
+def delete_in_batches(
+    deletes: Sequence[Callable[[], int]],
+    batch_rows: int,
+    *,
+    room: Callable[[], bool] = lambda: True,
+    after: Callable[[], None] = lambda: None,
+) -> bool:
+    """Call each of `deletes` (one batch a call, returning the rows it deleted) in turn until
+    a batch deletes fewer than `batch_rows`, then the next; `after()` once each batch is done.
+    No batch starts when `room()` says no: False then, True when every kind ran out of rows.
+    The operator's prune (`sweeper.prune`) and the scheduled retention share it."""
+    for delete in deletes:
+        while True:
+            if not room():
+                return False
+            deleted = delete()
+            after()
+            if deleted < batch_rows:
+                break
+    return True
+
+
+@dataclass
+class _BatchBudget:
+    """Room for a batch while the budget leaves at least MIN_REMAINING_SECONDS and
+    BATCH_TIME_MARGIN times the longest batch so far."""
+
+    remaining_seconds: Callable[[], float]
+    monotonic: Callable[[], float]
+    longest: float = 0.0
+    started: float = 0.0
+
+    def room(self) -> bool:
+        if self.remaining_seconds() < max(MIN_REMAINING_SECONDS, BATCH_TIME_MARGIN * self.longest):
+            return False
+        self.started = self.monotonic()
+        return True
+
+    def batch_done(self) -> None:
+        self.longest = max(self.longest, self.monotonic() - self.started)

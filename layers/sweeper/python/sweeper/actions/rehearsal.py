@@ -15,7 +15,6 @@ refuses outside it); a policy file cannot name one (its action models forbid unk
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
@@ -23,13 +22,10 @@ import urllib3
 from urllib3.exceptions import LocationValueError
 from urllib3.util import parse_url
 
-from sweeper.actions.url_template import DEFAULT_PORTS
+from sweeper.actions.url_template import DEFAULT_PORTS, parse_api_url
 
 #: The header that carries the host (and port, when not the scheme's default) the call was for.
 ORIGINAL_HOST_HEADER: Final = "X-Sweeper-Original-Host"
-_ORIGIN_RE: Final = re.compile(
-    r"(?P<scheme>https?)://(?P<host>[^/?#@:\[\]]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?/?"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,19 +38,21 @@ class Rehearsal:
 
     @classmethod
     def parse(cls, url: str) -> Self:
-        """`url` as a rehearsal's origin; ValueError when it has a path, query, user info or
-        is not http(s) (each call keeps its own path: only scheme, host and port change)."""
-        match = _ORIGIN_RE.fullmatch(url)
-        if match is None:
-            raise ValueError(
-                f"{url!r} is not an origin http(s)://host[:port]: a rehearsal keeps each call's "
-                "path and changes only where it goes"
-            )
-        scheme = match["scheme"]
-        port = int(match["port"]) if match["port"] else DEFAULT_PORTS[scheme]
-        if not 0 < port < 65536:
-            raise ValueError(f"{url!r}: the port must be 1 to 65535")
-        return cls(scheme, match["host"].lower(), port)
+        """`url` as a rehearsal's origin, read as an api_url is (`parse_api_url`); ValueError
+        when it has a path, query or user info, a field, a bad port, or is not http(s) (each
+        call keeps its own path: only scheme, host and port change)."""
+        problem = (
+            f"{url!r} is not an origin http(s)://host[:port] (port 1 to 65535): a rehearsal "
+            "keeps each call's path and changes only where it goes"
+        )
+        try:
+            api = parse_api_url(url)
+        except ValueError as exc:
+            raise ValueError(problem) from exc
+        if api.path or api.per_tenant:
+            raise ValueError(problem)
+        where = api.authority_for("")
+        return cls(where.scheme, where.host, where.port)
 
     def redirect(self, url: str) -> tuple[str, str]:
         """(the URL to send, the host it was for): `url` with the rehearsal's scheme, host and

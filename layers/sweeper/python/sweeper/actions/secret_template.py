@@ -23,9 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from sweeper.actions.templates import PLACEHOLDER_RE
+from sweeper.actions.templates import PLACEHOLDER_RE, TENANT_FIELD
 
-TENANT_SECRET_FIELD: Final = "{tenant_id}"  # noqa: S105 - a field's name, not a secret
 #: A tenant id fills at most this much of a secret's name.
 MAX_TENANT_FRAGMENT_CHARS: Final = 128
 #: Secrets Manager's limit on a secret's name.
@@ -85,17 +84,17 @@ def parse_secret_template(arn: str) -> SecretTemplate:
         )
     name = match["name"]
     fields = [f"{{{field}}}" for field in PLACEHOLDER_RE.findall(name)]
-    rest = name.replace(TENANT_SECRET_FIELD, "")
-    if fields != [TENANT_SECRET_FIELD] or "{" in rest or "}" in rest:
+    rest = name.replace(TENANT_FIELD, "")
+    if fields != [TENANT_FIELD] or "{" in rest or "}" in rest:
         raise ValueError("a secret_arn template may name {tenant_id} once, and no other field")
     path, _, last = name.rpartition("/")
-    if TENANT_SECRET_FIELD not in last or not path:
+    if TENANT_FIELD not in last or not path:
         raise ValueError(
             "a secret_arn's {tenant_id} must stand in the last part of the secret's name, "
             "after a fixed path (secret:sweeper/shopify/{tenant_id}): the consumer may read "
             "that path's secrets only"
         )
-    before, _, after = name.partition(TENANT_SECRET_FIELD)
+    before, _, after = name.partition(TENANT_FIELD)
     if not (_NAME_TEXT_RE.fullmatch(before) and _NAME_TEXT_RE.fullmatch(after)):
         raise ValueError("a secret's name holds only letters, digits and /_+=.@-")
     if _RANDOM_SUFFIX_RE.search(after):

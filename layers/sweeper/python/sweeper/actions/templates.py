@@ -24,6 +24,8 @@ from sweeper.models import ActionCall
 #: Fields every template may name besides `params.NAME`.
 JOB_FIELDS: Final = frozenset({"api_url", "tenant_id", "object_id", "operation_key"})
 PARAMS_PREFIX: Final = "params."
+#: The tenant's field: the one a per-tenant api_url's host or secret name may hold.
+TENANT_FIELD: Final = "{tenant_id}"
 #: Any `{...}` in a template: what it names is checked against the known fields.
 PLACEHOLDER_RE: Final = re.compile(r"{([^{}]*)}")
 _PARAM_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")

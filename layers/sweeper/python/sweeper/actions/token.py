@@ -3,7 +3,7 @@
 A call asks for the token each time: within `max_age` the cache answers without a network call,
 so a rotated or revoked token reaches a warm environment within `max_age`. An AUTH answer may
 mean the token was rotated since it was cached: the action then reads it once past the cache
-(`refresh`) before the answer counts as AUTH (sweeper.actions.http).
+(`refresh`) before the answer counts as AUTH (sweeper.actions.http_action).
 """
 
 from __future__ import annotations

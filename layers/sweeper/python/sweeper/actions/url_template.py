@@ -34,14 +34,13 @@ from urllib3.util import parse_url
 
 from sweeper.actions.templates import (
     PLACEHOLDER_RE,
+    TENANT_FIELD,
     TemplateError,
     segment_text,
     unknown_fields,
 )
 
 API_URL_FIELD: Final = "{api_url}"
-#: The one field the per-tenant form may write in api_url's host.
-TENANT_HOST_FIELD: Final = "{tenant_id}"
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 #: One DNS label: letters, digits and inner hyphens, 1 to 63 characters.
 DNS_LABEL_RE: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
@@ -112,7 +111,7 @@ def parse_api_url(text: str) -> ApiUrl:
     if "@" in authority:
         raise ValueError("api_url may not hold user info (user@): credentials go in auth")
     if path and (not path.startswith("/") or "{" in path or not _URL_TEXT_RE.fullmatch(path)):
-        if TENANT_HOST_FIELD in path:
+        if TENANT_FIELD in path:
             raise ValueError("api_url may name {tenant_id} only in its host (the first label)")
         raise ValueError("api_url's path must be plain URL text: no query, fragment or field")
     if any(climbs(segment) for segment in path.split("/")):
@@ -135,10 +134,10 @@ def parse_api_url(text: str) -> ApiUrl:
 
 
 def _per_tenant(scheme: str, host: str, port_text: str, path: str, names: list[str]) -> ApiUrl:
-    if any(f"{{{name}}}" != TENANT_HOST_FIELD for name in names):
+    if any(f"{{{name}}}" != TENANT_FIELD for name in names):
         raise ValueError("api_url's host may name only {tenant_id} (the per-tenant form)")
     first, _, suffix = host.partition(".")
-    if first != TENANT_HOST_FIELD or "{" in suffix:
+    if first != TENANT_FIELD or "{" in suffix:
         raise ValueError(
             "api_url's {tenant_id} must be the whole first label of its host "
             "(https://{tenant_id}.vendor.example)"

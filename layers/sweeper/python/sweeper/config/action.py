@@ -13,7 +13,8 @@ from typing import Annotated, Any, Final, Union, get_args
 from pydantic import BeforeValidator, Field
 
 from sweeper.actions.base import ActionKind, OutcomeName
-from sweeper.actions.http import DEFAULT_URL_TEMPLATE, HttpActionConfig
+from sweeper.actions.http import HttpActionConfig
+from sweeper.actions.http_spec import DEFAULT_URL_TEMPLATE
 from sweeper.actions.lambda_invoke import LambdaActionConfig
 from sweeper.actions.python_call import PythonActionConfig
 from sweeper.actions.s3_delete import S3DeleteActionConfig

@@ -17,11 +17,11 @@ from typing import Any, Literal, Self
 from pydantic import Field, model_validator
 
 from sweeper.config.base import _Strict
+from sweeper.config.key_template import KEY_FIELD_RE as _FIELD_RE
 from sweeper.config.quota import Quota
 
 #: Fields every key template may use; the first limit's key may use only these.
 JOB_KEY_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
-_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 _PARAM_RE = re.compile(r"^params\.([A-Za-z_]\w{0,63})$")
 
 

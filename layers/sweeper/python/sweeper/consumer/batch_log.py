@@ -9,7 +9,8 @@ outcomes here, from its threads, and the batch writes one `batch` line when it e
      "problems": {"terminal": ["exports:t-1:o-7:v1", ...]}}
 
 `problems` names the operation keys (message ids, for a body that names none) of the outcomes
-in PROBLEM_OUTCOMES only. The per-job lines are still written: a warning or error for each
+in PROBLEM_OUTCOMES only, the first PROBLEM_KEYS_LISTED of them; `problems_unlisted` counts
+the others. The per-job lines are still written: a warning or error for each
 problem, as before (the runbook reads them), and at DEBUG for the rest, so an operator who sets
 the consumer's `POWERTOOLS_LOG_LEVEL=DEBUG` sees a line per job again (docs/runbook.md).
 """
@@ -60,6 +61,9 @@ PROBLEM_OUTCOMES = frozenset(
     }
 )
 
+#: The problem keys the batch line names at most (the first counted); the rest are counted.
+PROBLEM_KEYS_LISTED = 50
+
 
 class BatchLog:
     """The outcomes of one batch's records, counted from its threads, written as one line."""
@@ -67,15 +71,22 @@ class BatchLog:
     def __init__(self) -> None:
         self._counts: Counter[Outcome] = Counter()
         self._problems: dict[Outcome, list[str]] = {}
+        self._listed = 0
+        self._unlisted = 0
         self._lock = threading.Lock()
 
     def count(self, outcome: Outcome, key: str) -> None:
         """One record ended `outcome`; `key` (its operation key or message id) is kept for a
-        problem only."""
+        problem only, while fewer than PROBLEM_KEYS_LISTED are."""
         with self._lock:
             self._counts[outcome] += 1
-            if outcome in PROBLEM_OUTCOMES:
+            if outcome not in PROBLEM_OUTCOMES:
+                return
+            if self._listed < PROBLEM_KEYS_LISTED:
                 self._problems.setdefault(outcome, []).append(key)
+                self._listed += 1
+            else:
+                self._unlisted += 1
 
     def fields(self, records: int) -> dict[str, object]:
         """The batch line's fields: its record count, outcome counts and problem keys."""
@@ -86,6 +97,8 @@ class BatchLog:
             }
             if self._problems:
                 fields["problems"] = {o.value: list(k) for o, k in sorted(self._problems.items())}
+            if self._unlisted:
+                fields["problems_unlisted"] = self._unlisted
             return fields
 
     def write(self, logger: logging.Logger, records: int) -> None:

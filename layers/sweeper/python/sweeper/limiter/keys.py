@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from sweeper.config.key_template import KEY_FIELD_RE as _FIELD_RE
+
 if TYPE_CHECKING:
     from sweeper.config import Policy
 
@@ -28,7 +30,6 @@ SCOPE_KEY_PREFIX = "scope#"
 #: A concurrency cap's leases, one item per limiter key.
 LEASE_KEY_PREFIX = "lease#"
 
-_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 #: What IAM's StringLike reads as a wildcard or a variable, and how it writes each literally.
 _IAM_LITERAL = {"$": "${$}", "*": "${*}", "?": "${?}"}
 

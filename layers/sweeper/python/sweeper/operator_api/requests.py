@@ -80,7 +80,7 @@ class SearchRequest(_Request):
     command: Literal["search"] = "search"
     policy: Name
     query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
-    #: The page shows `sweeper.operations.SEARCH_LIMIT` hits; a retry's preview counts more.
+    #: The page shows `sweeper.operations.page.SEARCH_LIMIT` hits; a retry's preview counts more.
     limit: int = Field(default=100, ge=1, le=MAX_ROWS)
 
 
