@@ -111,8 +111,17 @@ XRAY_RESERVOIR_PER_SECOND = 1.0
 XRAY_FIXED_RATE = DEFAULT_TRACE_SAMPLE_RATE
 #: Estimate, kept from docs/deploy.md: ledger I/O requests per job (claim, settle, event row).
 AURORA_IOS_PER_JOB = 2.0
-#: Estimate, kept from docs/deploy.md: capacity a drain adds over the minimum.
-AURORA_DRAIN_ACU = 1.0
+#: The ledger's CPU a job (the claim, the settle, the event row): PostgreSQL's CPU per job in
+#: `sweeper bench rate` (docs/benchmarks.md: 0.7 ms on a quiet machine, 1.4 ms on a busy host;
+#: the busier taken). Measured on PostgreSQL, not on Aurora.
+LEDGER_CPU_SECONDS_PER_JOB = 0.0014
+#: An ACU is about 2 GiB of memory "and corresponding CPU" (Aurora's documentation); the
+#: memory-optimized classes Aurora serverless is sized against (r6g, r7g) give 8 GiB a vCPU:
+#: four ACU a vCPU.
+ACU_PER_VCPU = 4.0
+#: Estimate: the share of its CPU a cluster runs at before Aurora adds capacity.
+LEDGER_CPU_TARGET_SHARE = 0.5
+ACU_STEP = 0.5  # Aurora serverless v2 capacity moves in half-ACU steps
 #: Bytes per job to the vendor through the NAT (request and answer), and to SQS (sent once,
 #: received once; the body is under 1 KB). Only the producer's send leaves a function's network
 #: interface (the event source mapping receives from outside the VPC), so the SQS figure is an
@@ -214,6 +223,14 @@ def idle_metrics(policy: Policy) -> float:
     )
 
 
+def drain_acu(throughput_per_second: float) -> float:
+    """The capacity the ledger needs to claim and settle `throughput_per_second` jobs: their
+    CPU at the target share, in half-ACU steps, at least what an awake cluster runs at."""
+    cpu = LEDGER_CPU_SECONDS_PER_JOB * throughput_per_second
+    acu = math.ceil(cpu * ACU_PER_VCPU / LEDGER_CPU_TARGET_SHARE / ACU_STEP - 1e-9) * ACU_STEP
+    return max(MIN_ACTIVE_ACU, acu)
+
+
 def traces_per_invocation(invocations_per_second: float) -> float:
     """The share of invocations X-Ray's default rule records at this rate."""
     if invocations_per_second <= XRAY_RESERVOIR_PER_SECOND:
@@ -299,9 +316,11 @@ def rds_proxy() -> CostItem:
 
 
 def per_million_jobs(
-    requests_per_job: dict[str, float], throughput_per_second: float, network: Network
+    requests_per_job: dict[str, float], throughput_per_second: float, deployment: Deployment
 ) -> list[CostItem]:
-    """A million jobs drained at the plan's throughput, with the plan's requests per job."""
+    """A million jobs drained at the plan's throughput, with the plan's requests per job. The
+    ledger is billed the capacity the drain needs beyond the minimum the month already pays."""
+    network = deployment.network
     jobs = 1e6
     invocations = requests_per_job["lambda_invocations"] * jobs
     drain_hours = jobs / max(throughput_per_second, 1e-9) / 3600
@@ -327,7 +346,10 @@ def per_million_jobs(
         ),
         CostItem("SQS", requests_per_job["sqs"], "M requests", SQS_REQUEST_PER_MILLION_USD),
         CostItem(
-            "Aurora while draining", drain_hours * AURORA_DRAIN_ACU, "ACU-h", AURORA_ACU_HOUR_USD
+            "Aurora while draining",
+            drain_hours * max(0.0, drain_acu(throughput_per_second) - deployment.min_acu),
+            "ACU-h",
+            AURORA_ACU_HOUR_USD,
         ),
         CostItem("Aurora I/O", AURORA_IOS_PER_JOB, "M I/Os", AURORA_IO_PER_MILLION_USD),
         CostItem("CloudWatch Logs", log_gb, "GB", CLOUDWATCH_LOGS_INGESTED_GB_USD),
@@ -368,7 +390,7 @@ def total(items: Iterable[CostItem]) -> float:
     return math.fsum(item.usd for item in items)
 
 
-#: The at-rest columns `sweeper plan` prints: as deployed, paused (minimum 0), paused and lean.
+#: The columns `sweeper plan` prints: as deployed, paused (minimum 0), paused and lean.
 def rest_profiles(min_acu: float) -> dict[str, Deployment]:
     return {
         f"{min_acu:g} ACU": Deployment(min_acu=min_acu),
@@ -385,16 +407,16 @@ def stack_costs(
     min_acu: float = DEFAULT_MIN_ACU,
     jobs_per_month: int = 0,
 ) -> dict[str, Any]:
-    """The whole stack's bill: at rest in each profile, per million jobs (default network and
-    lean), and a month at `jobs_per_month` in each profile."""
-    rest = {name: at_rest(config, d) for name, d in rest_profiles(min_acu).items()}
+    """The whole stack's bill in each profile: at rest, per million jobs, and a month at
+    `jobs_per_month`."""
+    profiles = rest_profiles(min_acu)
+    rest = {name: at_rest(config, d) for name, d in profiles.items()}
     million = {
-        network.value: per_million_jobs(requests_per_job, throughput_per_second, network)
-        for network in Network
+        name: per_million_jobs(requests_per_job, throughput_per_second, d)
+        for name, d in profiles.items()
     }
     month = {
-        name: total(rest[name]) + total(million[d.network.value]) * jobs_per_month / 1e6
-        for name, d in rest_profiles(min_acu).items()
+        name: total(rest[name]) + total(million[name]) * jobs_per_month / 1e6 for name in profiles
     }
     return {
         "at_rest_per_month": {
