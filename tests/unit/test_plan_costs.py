@@ -178,10 +178,10 @@ def test_x_ray_records_every_invocation_up_to_one_a_second_then_five_per_cent() 
 
 
 def test_custom_metrics_are_billed_by_the_hours_their_runs_send_them() -> None:
-    # Given the shipped policy: producer (7) every 5 min, redrive (5) every 15 min, discovery
-    # (6) hourly, all sent every hour; the prune's 5 once a day, a 24th of a month
+    # Given the shipped policy with nothing to do: the producer and the redrive send no zero,
+    # discovery its scanned rows, completed pass and lag every hour; the prune 3 once a day
     (policy,) = load_config(SHIPPED).policies
-    assert idle_metrics(policy) == pytest.approx(7 + 5 + 6 + 5 / 24)
+    assert idle_metrics(policy) == pytest.approx(3 + 3 / 24)
 
 
 def test_a_month_adds_the_per_million_price_pro_rata() -> None:

@@ -77,14 +77,17 @@ INTAKE_ALARM_METRICS = 3  # + 1 with the webhook
 DISCOVERY_ALARM_METRICS = 3
 RETENTION_ALARM_METRICS = 3
 REDRIVE_SCHEDULE = "rate(15 minutes)"  # infra/redrive.py REDRIVE_SCHEDULE_EXPRESSION
-#: The custom metrics each scheduled run emits, whatever it found (functions/*/app.py, one
-#: `policy` dimension): the producer's six counts and the oldest eligible age, the redrive's
-#: five, discovery's five and its lag, the prune's five. CloudWatch bills a metric by the hours
-#: it is sent in, so a function that runs less than hourly bills that share of a month.
-IDLE_METRICS_PRODUCER = 7
-IDLE_METRICS_REDRIVE = 5
-IDLE_METRICS_DISCOVERY = 6
-IDLE_METRICS_RETENTION = 5
+#: The custom metrics a scheduled run sends with nothing to do (functions/*/app.py, one
+#: `policy` dimension): a run sends only the counts that are not zero (observability's
+#: `add_counts`), and the oldest eligible age only when something is due. So an idle producer
+#: and redrive send none; discovery its rows scanned, its completed pass and its lag (sent on
+#: every run: its alarm reads a missing lag as breaching); the prune the settled jobs, their
+#: events and the runs that work arriving daily leaves to delete. CloudWatch bills a metric by
+#: the hours it is sent in, so a function that runs less than hourly bills that share of a month.
+IDLE_METRICS_PRODUCER = 0
+IDLE_METRICS_REDRIVE = 0
+IDLE_METRICS_DISCOVERY = 3
+IDLE_METRICS_RETENTION = 3
 #: SQS long polls an event source mapping makes on an idle queue: estimate, five pollers each
 #: waiting 20 s.
 IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
