@@ -171,19 +171,26 @@ def test_alarm_topic_mails_the_operator_when_asked(proxied: Synth, default: Synt
     default.template.resource_count_is("AWS::SNS::Subscription", 0)
 
 
-def test_dashboard_shows_every_policy(proxied: Synth) -> None:
+def test_each_policy_has_a_dashboard_with_the_ledgers_row_and_the_stack_none(
+    proxied: Synth,
+) -> None:
     # Each policy on a dashboard of its own (CloudWatch draws 500 widgets a dashboard at most),
-    # which the stack's dashboard names
+    # which also draws the ledger it shares; no dashboard of the stack's own ($3 a month each)
     by_name = {
         d["Properties"]["DashboardName"]: dashboard_body(d)
         for d in proxied.resources("AWS::CloudWatch::Dashboard").values()
     }
     stack = proxied.stack.stack_name
-    assert len(by_name) == 1 + len(proxied.config.policies)
+    assert sorted(by_name) == sorted(
+        policy_dashboard_name(stack, policy.name) for policy in proxied.config.policies
+    )
     for policy in proxied.config.policies:
-        name = policy_dashboard_name(stack, policy.name)
-        assert f"## {policy.name}" in by_name[name]
-        assert f"`{name}`" in by_name[f"{stack}-sweeper"]
+        body = by_name[policy_dashboard_name(stack, policy.name)]
+        assert f"## {policy.name}" in body
+        assert "## Ledger" in body
+        assert "ServerlessDatabaseCapacity" in body
+    first = policy_dashboard_name(stack, proxied.config.policies[0].name)
+    assert proxied.root_json["Outputs"]["DashboardName"]["Value"] == first
 
 
 @given(

@@ -64,8 +64,6 @@ AUTO_PAUSE_AFTER_MINUTES = 15  # infra/database.py: pauses after this long witho
 RDS_PROXY_MIN_ACU = 8
 LEDGER_SECRETS = 3  # admin, application and reader users
 KMS_KEYS = 1
-#: The stack's dashboard, beside one per policy (each policy's nested stack draws its own).
-STACK_DASHBOARDS = 1
 #: Alarm metrics (each billed): the ledger's capacity alarm and its three rotations' errors.
 LEDGER_ALARM_METRICS = 1 + 3
 #: A policy's pipeline alarms that read one metric each (queue age and backlog, dead letters,
@@ -189,8 +187,9 @@ def runs_per_month(expression: str, timezone: str = "UTC") -> float:
 
 
 def dashboards(policies: Sequence[Policy]) -> int:
-    """The stack's dashboard and each policy's own (infra/observability)."""
-    return STACK_DASHBOARDS + len(policies)
+    """Each policy's own, which also draws the ledger's row; the stack has none
+    (infra/observability)."""
+    return len(policies)
 
 
 def alarm_metrics(policy: Policy) -> int:
