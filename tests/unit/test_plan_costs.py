@@ -92,9 +92,10 @@ def test_at_rest_the_shipped_stack_costs_the_figures_worked_by_hand() -> None:
     assert items["Aurora Serverless v2"].usd == pytest.approx(43.80)
     assert items["NAT gateway"].usd == pytest.approx(32.85)
     assert items["Interface endpoints"].usd == pytest.approx(29.20)
-    # 48 alarm metrics for the policy (22 pipeline, 2 x 8 outcome rates, intake 3 + webhook,
-    # discovery 3, retention 3) and the ledger's 4; 3 ledger secrets and the webhook's
-    assert items["CloudWatch alarms"].quantity == 52
+    # 40 alarm metrics for the policy (22 pipeline, 8 outcome counts the failure rates' alarm
+    # reads, intake 3 + webhook, discovery 3, retention 3) and the ledger's 4; 3 ledger secrets
+    # and the webhook's
+    assert items["CloudWatch alarms"].quantity == 44
     assert items["Secrets Manager secrets"].quantity == 4
     # Producer every 5 min, redrive every 15 min, discovery hourly, retention daily
     runs = (12 + 4 + 1) * 730 + 730 / 24

@@ -194,7 +194,7 @@ def dashboards(policies: Sequence[Policy]) -> int:
 
 def alarm_metrics(policy: Policy) -> int:
     """The metrics the alarms infra/ creates for one policy read (each billed)."""
-    count = PIPELINE_ALARM_METRICS + 2 * len(OutcomeClass)  # transient and unknown rates
+    count = PIPELINE_ALARM_METRICS + len(OutcomeClass)  # the vendor failure rates' one alarm
     count += 1 if single_scope(policy) is not None else 0  # the limiter's saturation
     count += INTAKE_ALARM_METRICS + (1 if policy.intake.webhook else 0)
     count += DISCOVERY_ALARM_METRICS if policy.discovery is not None else 0
