@@ -110,8 +110,13 @@ LOG_BYTES_PER_INVOCATION = 1300
 #: `trace_sample_rate`, X-Ray's default): the first invocation each second, then 5% of the others.
 XRAY_RESERVOIR_PER_SECOND = 1.0
 XRAY_FIXED_RATE = DEFAULT_TRACE_SAMPLE_RATE
-#: Estimate, kept from docs/deploy.md: ledger I/O requests per job (claim, settle, event row).
-AURORA_IOS_PER_JOB = 2.0
+#: Aurora bills a write I/O per push of up to 4 KB of log records to its storage (concurrent
+#: commits may share one), a read I/O per page not in its buffer cache (a drain reads rows
+#: written moments before: none counted). Measured (tests/integration/test_ledger_io.py): a
+#: job is 1.14 write transactions of about 2 KB of PostgreSQL's log (scheduled, claimed,
+#: published, settled), so at most 1.14 write I/Os; billed 1.2, rounded up.
+AURORA_IOS_PER_JOB = 1.2
+LOG_BYTES_PER_WRITE_IO = 4096
 #: The ledger's CPU a job (the claim, the settle, the event row): PostgreSQL's CPU per job in
 #: `sweeper bench rate` (docs/benchmarks.md: 0.7 ms on a quiet machine, 1.4 ms on a busy host;
 #: the busier taken). Measured on PostgreSQL, not on Aurora.
