@@ -5,14 +5,15 @@ CloudFormation holds at most 500 resources in a template, and one policy of the 
 (discovery, intake with its webhook and rules, several limits, retention) brings about a hundred:
 functions with their roles, log groups and security groups, queues, schedules, alarms. In one
 stack, four policies passed the limit. Here the root stack holds what every policy shares (the
-VPC, the ledger, the tables, the operator API, the alarm topic and the dashboard) and each
+VPC, the ledger, the tables, the operator API, the alarm topic and the ledger's alarms) and each
 policy is a nested stack: its size does not grow with the number of policies.
 
 The nested stack's id is `Policy-<name>`, and inside it every construct keeps the id it had in
 the single stack (`Pipeline-<name>`, ...): a resource's logical ID depends on its policy alone,
 so adding, changing or removing one policy never replaces another's resources. References to the
-root stack (the VPC, the tables, the topic) arrive as the nested stack's parameters, CDK's own
-wiring; the root reads the nested stack's outputs for its own outputs and the dashboard.
+root stack (the VPC, the tables, the topic, the ledger's metrics and alarms its dashboard draws)
+arrive as the nested stack's parameters, CDK's own wiring; the root reads the nested stack's
+outputs for its own outputs.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from infra.intake_sender import IntakeSender
 from infra.ledger_function import LedgerAccess
 from infra.migrations import Migrations
 from infra.network import Network
-from infra.observability import Observability
+from infra.observability import Observability, policy_dashboard_name
 from infra.operator_api import OperatorApi
 from infra.operator_audit import OperatorTrail, direct_invoke_guard
 from infra.options import DeploymentOptions
@@ -37,7 +37,7 @@ UNTAGGABLE_RESOURCE_TYPES = ["AWS::RDS::DBProxyTargetGroup"]
 
 
 class SweeperStack(Stack):
-    """Network, database, tables, migrations, the operator API, the alarm topic and dashboard;
+    """Network, database, tables, migrations, the operator API, the alarm topic;
     per policy a nested stack (infra/policy_stack.py) with its pipeline, redrive, intake,
     discovery, retention and their alarms."""
 
@@ -124,7 +124,6 @@ class SweeperStack(Stack):
                     f"{prefix}WebhookSecretArn", intake.secret.secret_arn, "webhook signing secret"
                 )
 
-        observability.list_policy_dashboards([policy.name for policy in config.policies])
         operator_api = OperatorApi(
             self,
             "OperatorApi",
@@ -208,7 +207,9 @@ class SweeperStack(Stack):
             self._output("DatabaseProxyEndpoint", database.proxy.endpoint, "ledger proxy")
         self._output("AlarmTopicArn", observability.topic.topic_arn, "alarm notifications")
         self._output(
-            "DashboardName", observability.dashboard.dashboard_name, "CloudWatch dashboard"
+            "DashboardName",
+            policy_dashboard_name(self.stack_name, config.policies[0].name),
+            "the first policy's CloudWatch dashboard (each policy has one, with the ledger's row)",
         )
         Tags.of(self).add("app", APP_TAG, exclude_resource_types=UNTAGGABLE_RESOURCE_TYPES)
 

@@ -18,7 +18,7 @@ from sweeper.discovery.run import DUPLICATE, DiscoveryReport, run_discovery
 from sweeper.discovery.store import DiscoveryStore
 from sweeper.errors import ConfigError, DiscoveryFailedError
 from sweeper.events import ScheduleEvent
-from sweeper.observability import METRICS_NAMESPACE, Metric
+from sweeper.observability import METRICS_NAMESPACE, Metric, add_counts
 
 logger = Logger()
 tracer = observability.tracer()
@@ -56,14 +56,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 def _record(report: DiscoveryReport) -> None:
-    for name, value in (
-        (Metric.DISCOVERY_SCANNED, report.scanned),
-        (Metric.DISCOVERY_INSERTED, report.inserted),
-        (Metric.DISCOVERY_MOVED_EARLIER, report.moved_earlier),
-        (Metric.DISCOVERY_REJECTED, report.rejected),
-        (Metric.DISCOVERY_PASSES_COMPLETED, int(report.pass_complete)),
-    ):
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    add_counts(
+        metrics,
+        [
+            (Metric.DISCOVERY_SCANNED, report.scanned),
+            (Metric.DISCOVERY_INSERTED, report.inserted),
+            (Metric.DISCOVERY_MOVED_EARLIER, report.moved_earlier),
+            (Metric.DISCOVERY_REJECTED, report.rejected),
+            (Metric.DISCOVERY_PASSES_COMPLETED, int(report.pass_complete)),
+        ],
+    )
+    # The lag is sent on every run, zero or not: its alarm reads a missing value as breaching.
     if report.stop_reason != DUPLICATE:
         metrics.add_metric(
             name=Metric.DISCOVERY_LAG, unit=MetricUnit.Seconds, value=report.lag_seconds

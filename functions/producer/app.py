@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sweeper import observability, runtime
 from sweeper.errors import ConfigError
 from sweeper.events import ScheduleEvent
-from sweeper.observability import METRICS_NAMESPACE, Metric
+from sweeper.observability import METRICS_NAMESPACE, Metric, add_counts
 from sweeper.producer import run_producer
 from sweeper.release import release_batch_id
 
@@ -43,15 +43,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         batch_id=release_batch_id() if schedule.detail.release else None,
         closed_scopes=runtime.producer_closed_scopes(),
     )
-    for name, value in (
-        (Metric.RECLAIMED, report.reclaimed),
-        (Metric.DISCOVERED, report.discovered),
-        (Metric.PUBLISHED, report.published),
-        (Metric.PUBLISH_FAILURES, report.publish_failures),
-        (Metric.RELEASED, report.released),
-        (Metric.DUPLICATE_INVOCATIONS, int(report.duplicate_invocation)),
-    ):
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    add_counts(
+        metrics,
+        [
+            (Metric.RECLAIMED, report.reclaimed),
+            (Metric.DISCOVERED, report.discovered),
+            (Metric.PUBLISHED, report.published),
+            (Metric.PUBLISH_FAILURES, report.publish_failures),
+            (Metric.RELEASED, report.released),
+            (Metric.DUPLICATE_INVOCATIONS, int(report.duplicate_invocation)),
+        ],
+    )
     if report.oldest_eligible_age_seconds is not None:
         metrics.add_metric(
             name=Metric.OLDEST_ELIGIBLE_AGE,

@@ -7,14 +7,13 @@ budget; a run the budget stopped says so in its PruneIncomplete metric, and the 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sweeper import observability, runtime
 from sweeper.errors import ConfigError
 from sweeper.events import ScheduleEvent
-from sweeper.observability import METRICS_NAMESPACE
+from sweeper.observability import METRICS_NAMESPACE, add_counts
 from sweeper.retention import run_retention
 
 logger = Logger()
@@ -41,7 +40,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         now=runtime.utcnow(),
         remaining_seconds=runtime.remaining_budget(context, policy.retention.budget_seconds),
     )
-    for name, value in report.metrics():
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    add_counts(metrics, report.metrics())
     logger.info("prune run", extra=report.as_dict())
     return report.as_dict()

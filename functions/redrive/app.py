@@ -8,13 +8,12 @@ it could not handle raises after logging its report, so the function's error ala
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sweeper import observability, runtime
 from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
-from sweeper.observability import METRICS_NAMESPACE
+from sweeper.observability import METRICS_NAMESPACE, add_counts
 from sweeper.redrive import request_from_event, run_redrive
 from sweeper.redrive_log import function_actor
 
@@ -53,8 +52,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         default_rate_per_second=policy.quota.rate_per_second,
         actor=function_actor(event),
     )
-    for name, value in report.metrics():
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    add_counts(metrics, report.metrics())
     logger.info("redrive run", extra=report.as_dict())
     report.raise_for_errors()
     return report.as_dict()

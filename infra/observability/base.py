@@ -1,4 +1,4 @@
-"""The alarm board: the topic every alarm notifies, the dashboard, and how an alarm is named.
+"""The alarm board: the topic every alarm notifies, the dashboards, and how an alarm is named.
 
 An alarm is built from an `AlarmSpec` by `AlarmBoard.add_alarm`, which names it after its id (and
 its policy) and wires the topic on ALARM and on OK; the watchers beside this module only say
@@ -48,7 +48,8 @@ class AlarmSpec:
 class PolicyHome(Construct):
     """Where one policy's alarms are built (in the policy's nested stack), with the policy's own
     dashboard, `<stack>-sweeper-<policy>`: CloudWatch draws at most 500 widgets a dashboard,
-    about twenty policies' worth, so each has its own; the stack's lists them."""
+    about twenty policies' worth, so each has its own, which also draws the ledger's row (the
+    stack has no dashboard of its own: each is billed $3 a month)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, policy: Policy) -> None:
         super().__init__(scope, construct_id)
@@ -66,7 +67,8 @@ def policy_dashboard_name(stack_name: str, policy_name: str) -> str:
 
 
 class AlarmBoard(Construct):
-    """The alarm topic (with its key), the alarms added so far, and the dashboard."""
+    """The alarm topic (with its key), the alarms added so far, and the ledger's dashboard rows
+    (each policy's dashboard draws them)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, alarm_email: str | None) -> None:
         super().__init__(scope, construct_id)
@@ -90,12 +92,8 @@ class AlarmBoard(Construct):
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         self.alarms: list[cloudwatch.Alarm] = []
-        self.dashboard = cloudwatch.Dashboard(
-            self,
-            "Dashboard",
-            dashboard_name=f"{Stack.of(self).stack_name}-sweeper",
-            default_interval=Duration.hours(DASHBOARD_HOURS),
-        )
+        #: The rows every policy's dashboard draws of what the policies share (the ledger).
+        self.shared_rows: list[list[cloudwatch.IWidget]] = []
 
     def add_alarm(
         self, scope: Construct, spec: AlarmSpec, policy: Policy | None
@@ -122,17 +120,10 @@ class AlarmBoard(Construct):
         self.alarms.append(alarm)
         return alarm
 
-    def list_policy_dashboards(self, names: list[str]) -> None:
-        """A row naming each policy's own dashboard, where its rows are."""
-        stack = Stack.of(self).stack_name
-        lines = [f"- `{policy_dashboard_name(stack, name)}`" for name in names]
-        self.dashboard.add_widgets(
-            cloudwatch.TextWidget(
-                markdown="## Policies (a dashboard each)\n" + "\n".join(lines),
-                width=24,
-                height=1 + len(names),
-            )
-        )
+    def draw_shared_rows(self, home: PolicyHome) -> None:
+        """The rows of what the policies share, on one policy's dashboard."""
+        for row in self.shared_rows:
+            home.dashboard.add_widgets(*row)
 
     def add_alarms(
         self, scope: Construct, specs: list[AlarmSpec], policy: Policy | None

@@ -18,11 +18,12 @@ from infra.retention import Retention
 
 
 class Observability(AlarmBoard):
-    """The alarm topic, the alarms of every part of the stack, and the dashboard."""
+    """The alarm topic, the alarms of every part of the stack, and each policy's dashboard."""
 
     def watch(self, pipeline: Pipeline, redrive: Redrive, *, home: PolicyHome) -> None:
         """Alarms (under `home`, in the policy's stack) and a dashboard row for one policy's
-        pipeline and its redrive; the X-Ray sampling rule for its consumer."""
+        pipeline and its redrive, after the ledger's; the X-Ray sampling rule for its consumer."""
+        self.draw_shared_rows(home)
         PipelineWatch(pipeline, redrive).apply(self, home)
         sample_traces(home, pipeline)
 
@@ -31,7 +32,8 @@ class Observability(AlarmBoard):
         watch_retention(self, retention, home)
 
     def watch_database(self, database: Database) -> None:
-        """Alarms and a dashboard row for the ledger a new cluster holds, and its secrets."""
+        """Alarms for the ledger a new cluster holds and its secrets, and the dashboard row each
+        policy's dashboard draws of them (call it before `watch`)."""
         watch_database(self, database)
 
     def watch_discovery(self, discovery: Discovery, *, home: PolicyHome) -> None:

@@ -64,17 +64,21 @@ def watch_database(board: AlarmBoard, database: Database) -> None:
         ),
     ]
     alarms = board.add_alarms(scope, specs, None)
-    board.dashboard.add_widgets(cloudwatch.TextWidget(markdown="## Ledger", width=24, height=1))
-    board.dashboard.add_widgets(
-        cloudwatch.GraphWidget(
-            title="Ledger capacity (ACU)",
-            left=[capacity],
-            left_annotations=[
-                cloudwatch.HorizontalAnnotation(value=database.max_capacity_acu, label="maximum")
-            ],
-            width=DASHBOARD_WIDGET_WIDTH,
-            height=DASHBOARD_WIDGET_HEIGHT,
-        ),
-        graph("Secret rotation errors", list(rotation_errors.values())),
-        alarm_status("Ledger alarms", alarms),
+    board.shared_rows.append([cloudwatch.TextWidget(markdown="## Ledger", width=24, height=1)])
+    board.shared_rows.append(
+        [
+            cloudwatch.GraphWidget(
+                title="Ledger capacity (ACU)",
+                left=[capacity],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=database.max_capacity_acu, label="maximum"
+                    )
+                ],
+                width=DASHBOARD_WIDGET_WIDTH,
+                height=DASHBOARD_WIDGET_HEIGHT,
+            ),
+            graph("Secret rotation errors", list(rotation_errors.values())),
+            alarm_status("Ledger alarms", alarms),
+        ]
     )

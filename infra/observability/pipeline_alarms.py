@@ -279,20 +279,28 @@ class PipelineWatch:
     def _outcome_alarms(self) -> list[AlarmSpec]:
         """How vendor calls end (by outcome class) and whether claimed rows were published."""
         thresholds = self.policy.alarms
+        # One alarm on both rates: they read the same eight counts, and CloudWatch bills an
+        # alarm for each metric it reads ($0.10 a month each). Which rate passed is on the
+        # dashboard's "Transient and unknown rate" graph.
+        failing = cloudwatch.MathExpression(
+            expression=(
+                f"IF(transient_rate >= {thresholds.transient_rate_percent:g} "
+                f"OR unknown_rate >= {thresholds.unknown_rate_percent:g}, 1, 0)"
+            ),
+            using_metrics={
+                "transient_rate": self.transient_rate,
+                "unknown_rate": self.unknown_rate,
+            },
+            label="Transient or unknown rate at its threshold",
+            period=self.period,
+        )
         return [
             AlarmSpec(
-                "TransientRate",
-                self.transient_rate,
-                thresholds.transient_rate_percent,
-                "too many vendor calls end transient (5xx, refused)",
-                operator=GE,
-                periods=RATE_EVALUATION_PERIODS,
-            ),
-            AlarmSpec(
-                "UnknownRate",
-                self.unknown_rate,
-                thresholds.unknown_rate_percent,
-                "too many vendor calls end unknown (sent, no answer: timeouts)",
+                "VendorFailureRate",
+                failing,
+                1,
+                "too many vendor calls end transient (5xx, refused) or unknown (sent, no "
+                "answer: timeouts)",
                 operator=GE,
                 periods=RATE_EVALUATION_PERIODS,
             ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.observability import backlog_threshold, policy_dashboard_name
+from sweeper.models import OutcomeClass
 from sweeper.observability import METRICS_NAMESPACE, NOT_SUMMED, Metric
 from tests.infra.conftest import Synth
 from tests.infra.signals import dashboard_body, dashboard_signals, dashboard_widgets
@@ -34,8 +36,7 @@ ALARMS = (
     "ClaimsStalled",
     "CompletionsStalled",
     "LeaseExpiries",
-    "TransientRate",
-    "UnknownRate",
+    "VendorFailureRate",
     "PublishFailures",
 )
 #: Only for a policy whose jobs share one limiter scope; only for a cluster the stack creates.
@@ -106,7 +107,7 @@ def test_a_policy_with_a_scope_per_tenant_has_no_saturation_alarm(default: Synth
         r["Properties"]["AlarmName"] for r in default.resources("AWS::CloudWatch::Alarm").values()
     }
     assert f"Sweeper-{policy.name}-LimiterSaturated" not in names
-    assert f"Sweeper-{policy.name}-TransientRate" in names
+    assert f"Sweeper-{policy.name}-VendorFailureRate" in names
 
 
 def test_an_imported_cluster_has_no_ledger_alarms(imported: Synth) -> None:
@@ -171,19 +172,26 @@ def test_alarm_topic_mails_the_operator_when_asked(proxied: Synth, default: Synt
     default.template.resource_count_is("AWS::SNS::Subscription", 0)
 
 
-def test_dashboard_shows_every_policy(proxied: Synth) -> None:
+def test_each_policy_has_a_dashboard_with_the_ledgers_row_and_the_stack_none(
+    proxied: Synth,
+) -> None:
     # Each policy on a dashboard of its own (CloudWatch draws 500 widgets a dashboard at most),
-    # which the stack's dashboard names
+    # which also draws the ledger it shares; no dashboard of the stack's own ($3 a month each)
     by_name = {
         d["Properties"]["DashboardName"]: dashboard_body(d)
         for d in proxied.resources("AWS::CloudWatch::Dashboard").values()
     }
     stack = proxied.stack.stack_name
-    assert len(by_name) == 1 + len(proxied.config.policies)
+    assert sorted(by_name) == sorted(
+        policy_dashboard_name(stack, policy.name) for policy in proxied.config.policies
+    )
     for policy in proxied.config.policies:
-        name = policy_dashboard_name(stack, policy.name)
-        assert f"## {policy.name}" in by_name[name]
-        assert f"`{name}`" in by_name[f"{stack}-sweeper"]
+        body = by_name[policy_dashboard_name(stack, policy.name)]
+        assert f"## {policy.name}" in body
+        assert "## Ledger" in body
+        assert "ServerlessDatabaseCapacity" in body
+    first = policy_dashboard_name(stack, proxied.config.policies[0].name)
+    assert proxied.root_json["Outputs"]["DashboardName"]["Value"] == first
 
 
 @given(
@@ -202,28 +210,43 @@ def test_backlog_threshold_is_what_the_quota_drains_within_the_age_threshold(
 # -- the stall and rate alarms: metric math, evaluated one period at a time ------------------------
 
 
-def _expression(alarm: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    """The alarm's returned expression and, per query id, the metric name that id reads."""
+def _expression(alarm: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The alarm's returned expression, per query id the metric name that id reads, and the
+    expressions it reads by id (an expression over other expressions)."""
     expression = ""
     reads: dict[str, str] = {}
+    inner: dict[str, str] = {}
     for query in alarm["Metrics"]:
         if "Expression" in query and query.get("ReturnData", True):
             expression = query["Expression"]
+        elif "Expression" in query:
+            inner[query["Id"]] = query["Expression"]
         elif "MetricStat" in query:
             reads[query["Id"]] = query["MetricStat"]["Metric"]["MetricName"]
     assert expression, "no returned expression"
-    return expression, reads
+    return expression, reads, inner
 
 
 def evaluate(alarm: dict[str, Any], period: Mapping[str, float | None]) -> float | None:
     """One period of the alarm's expression, given each metric's datapoint (None: none emitted).
 
-    Covers the subset of CloudWatch metric math the alarms use (IF, FILL, AND, comparisons,
-    arithmetic); a division by zero yields no datapoint, which the alarms treat as not breaching.
+    Covers the subset of CloudWatch metric math the alarms use (IF, FILL, AND, OR, comparisons,
+    arithmetic, an expression over others); a division by zero yields no datapoint, which the
+    alarms treat as not breaching.
     """
-    expression, reads = _expression(alarm)
-    values = {query_id: period.get(metric) for query_id, metric in reads.items()}
-    python = re.sub(r"\bAND\b", "and", expression)
+    expression, reads, inner = _expression(alarm)
+    values: dict[str, float | None] = {
+        query_id: period.get(metric) for query_id, metric in reads.items()
+    }
+    for query_id, text in inner.items():  # CDK lists an expression's inputs as its own queries
+        values[query_id] = _eval(text, values)
+        if values[query_id] is None:
+            return None  # an input with no datapoint: none for the expression over it either
+    return _eval(expression, values)
+
+
+def _eval(expression: str, values: Mapping[str, float | None]) -> float | None:
+    python = re.sub(r"\bOR\b", "or", re.sub(r"\bAND\b", "and", expression))
     functions = {
         "IF": lambda condition, then, otherwise: then if condition else otherwise,
         "FILL": lambda value, fill: fill if value is None else value,
@@ -277,24 +300,30 @@ def _calls(**by_outcome: int) -> dict[str, float | None]:
     return {f"Attempts_{outcome}": float(n) for outcome, n in by_outcome.items()}
 
 
-def test_outcome_rates_are_shares_of_all_calls_from_enough_calls(proxied: Synth) -> None:
+def test_one_alarm_fires_on_either_outcome_rate_as_a_share_of_all_calls(proxied: Synth) -> None:
     for policy in proxied.config.policies:
-        transient = _alarm(proxied, policy.name, "TransientRate")
-        unknown = _alarm(proxied, policy.name, "UnknownRate")
-        assert transient["Threshold"] == policy.alarms.transient_rate_percent
-        assert unknown["Threshold"] == policy.alarms.unknown_rate_percent
-        assert transient["EvaluationPeriods"] == unknown["EvaluationPeriods"] == 2
-    transient = _alarm(proxied, "exports", "TransientRate")
-    unknown = _alarm(proxied, "exports", "UnknownRate")
-    # every outcome class counts in the whole; each rate reads its own class
-    calls = _calls(accepted=80, absent=4, throttled=2, transient=10, unknown=2, permanent=1, auth=1)
-    assert evaluate(transient, calls) == 10.0
-    assert evaluate(unknown, calls) == 2.0
-    assert _breaches(transient, evaluate(transient, calls))
-    assert not _breaches(unknown, evaluate(unknown, calls))
+        alarm = _alarm(proxied, policy.name, "VendorFailureRate")
+        assert alarm["EvaluationPeriods"] == 2
+        # it reads each outcome class's count once: eight billed alarm metrics, not sixteen
+        reads = [q for q in alarm["Metrics"] if "MetricStat" in q]
+        assert len(reads) == len(OutcomeClass)
+    (policy,) = [p for p in proxied.config.policies if p.name == "exports"]
+    alarm = _alarm(proxied, "exports", "VendorFailureRate")
+    transient = math.ceil(policy.alarms.transient_rate_percent)
+    unknown = math.ceil(policy.alarms.unknown_rate_percent)
+    # every outcome class counts in the whole (100 calls here); either rate at its threshold fires
+    rest = {"absent": 4, "throttled": 2, "permanent": 1, "auth": 1}
+    assert _breaches(
+        alarm, evaluate(alarm, _calls(accepted=92 - transient, transient=transient, **rest))
+    )
+    assert _breaches(alarm, evaluate(alarm, _calls(accepted=92 - unknown, unknown=unknown, **rest)))
+    # both just below: quiet
+    below = {"transient": transient - 1, "unknown": unknown - 1}
+    quiet = _calls(accepted=92 - sum(below.values()), **below, **rest)
+    assert not _breaches(alarm, evaluate(alarm, quiet))
     # below twenty calls a period one 503 is not a rate; an idle period is no rate at all
-    assert evaluate(transient, _calls(accepted=10, transient=9)) == 0
-    assert not _breaches(transient, evaluate(transient, {}))
+    assert not _breaches(alarm, evaluate(alarm, _calls(accepted=10, transient=9)))
+    assert not _breaches(alarm, evaluate(alarm, {}))
 
 
 def test_limiter_saturation_is_slots_used_against_the_scope_s_slots(proxied: Synth) -> None:

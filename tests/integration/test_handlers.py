@@ -101,11 +101,24 @@ def test_the_producer_handler_emits_claims_lease_expiries_and_publish_failures(
     second = parse_emf(capsys.readouterr().out)
     # Then the first run reported its claims and the second the expired leases it reclaimed
     assert first[Metric.DISCOVERED] == 12
-    assert first[Metric.RECLAIMED] == 0
-    assert first[Metric.PUBLISH_FAILURES] == 0
     assert Metric.OLDEST_ELIGIBLE_AGE in first
+    # (a zero is not sent: CloudWatch bills a metric for each hour it is sent in)
+    assert Metric.RECLAIMED not in first
+    assert Metric.PUBLISH_FAILURES not in first
     assert second[Metric.RECLAIMED] == 12
     assert second[Metric.DISCOVERED] == 12
+
+
+def test_a_producer_run_that_finds_nothing_due_sends_no_metric(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a policy with nothing due
+    event = load_event("scheduler_event.json")
+    # When the producer runs
+    report: dict[str, Any] = producer_app.handler(event, pipeline.lambda_context("producer"))
+    # Then it sends no metric at all (each would be billed for the hour), only its log line
+    assert report["discovered"] == report["published"] == 0
+    assert parse_emf(capsys.readouterr().out) == {}
 
 
 def test_the_consumer_handler_emits_the_limiter_slots_its_batch_used(

@@ -27,6 +27,7 @@ from sweeper.redrive import (
     RedriveRequest,
     run_redrive,
 )
+from sweeper_local.lambda_runtime import parse_emf
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration
@@ -323,6 +324,16 @@ def test_the_scheduled_handler_fails_on_an_unreadable_letter_after_handling_the_
     report = failure.value.report
     assert isinstance(report, RedriveReport)
     assert (report.moved, report.errors, report.left) == (1, 1, 1)
+
+
+def test_a_scheduled_redrive_with_no_dead_letter_sends_no_metric(
+    pipeline: Pipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an empty dead-letter queue
+    # When the scheduled redrive runs (every 15 minutes)
+    redrive_app.handler(load_event("scheduler_event.json"), pipeline.lambda_context("redrive"))
+    # Then it sends no metric: its five zeros would each be billed for the hour
+    assert parse_emf(capsys.readouterr().out) == {}
 
 
 def test_the_on_demand_handler_runs_the_sample_request(pipeline: Pipeline) -> None:

@@ -89,8 +89,9 @@ def test_the_prune_handler_deletes_old_settled_rows_and_keeps_fresh_and_unsettle
     # and the run emitted its own metrics (EMF, as the other functions do)
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     (metrics,) = [m for m in emitted if "PrunedJobs" in m]
-    figures = {name: metrics[name] for name in ("PrunedJobs", "PrunedRuns", "PruneIncomplete")}
-    assert figures == {"PrunedJobs": [4.0], "PrunedRuns": [1.0], "PruneIncomplete": [0.0]}
+    figures = {name: metrics[name] for name in ("PrunedJobs", "PrunedRuns")}
+    assert figures == {"PrunedJobs": [4.0], "PrunedRuns": [1.0]}
+    assert "PruneIncomplete" not in metrics  # a complete run: a zero, not sent
     assert metrics["policy"] == POLICY
 
 

@@ -14,7 +14,7 @@ import pytest
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics.exceptions import MetricUnitError
 
-from sweeper.observability import CountingSink, Metric, SummedCounts
+from sweeper.observability import CountingSink, Metric, SummedCounts, add_counts
 
 
 @pytest.mark.parametrize("unit", ["Count", "Seconds", "Milliseconds"])
@@ -175,3 +175,12 @@ def test_powertools_prints_one_document_with_one_value_per_count_name(
     metrics.flush_metrics()
     (document,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert document[Metric.SUCCEEDED] == [150.0]
+
+
+def test_a_runs_counts_are_added_only_when_not_zero() -> None:
+    # Given a run's counts, some of them zero
+    sink = CountingSink()
+    # When they are added
+    add_counts(sink, [(Metric.PUBLISHED, 0), (Metric.RECLAIMED, 3), (Metric.RELEASED, 0.0)])
+    # Then only the count that is not zero reaches the sink (a zero is billed like a value)
+    assert sink.totals == {Metric.RECLAIMED: 3.0}

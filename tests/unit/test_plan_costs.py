@@ -17,6 +17,7 @@ from sweeper_tools.planning.costs import (
     Deployment,
     Network,
     at_rest,
+    drain_acu,
     idle_metrics,
     per_million_jobs,
     stack_costs,
@@ -33,9 +34,11 @@ SHIPPED_REQUESTS = {
     "sqs": 0.3,
     "lambda_invocations": 0.1,
     "lambda_gb_seconds": 0.0625,
-    "dynamodb_writes": 3.0,
+    "dynamodb_writes": 2.6,
     "dynamodb_reads": 0.0,
 }
+PAUSED = Deployment(min_acu=0)
+LEAN = Deployment(min_acu=0, network=Network.LEAN)
 #: Every item of docs/deploy.md's per-million table as it stood before the plan printed it.
 DOCS_PER_MILLION_ITEMS = {
     "Lambda consumer",
@@ -69,7 +72,11 @@ def test_every_item_is_its_quantity_times_its_price_and_the_total_their_sum() ->
     # Given the shipped policy file, in every profile
     config = load_config(SHIPPED)
     bills = [at_rest(config, Deployment(min_acu=a, network=n)) for a in (0, 0.5) for n in Network]
-    bills += [per_million_jobs(SHIPPED_REQUESTS, 32.0, network) for network in Network]
+    bills += [
+        per_million_jobs(SHIPPED_REQUESTS, 32.0, Deployment(min_acu=a, network=n))
+        for a in (0, 0.5)
+        for n in Network
+    ]
     for items in bills:
         # Then each item is what it says, and the total adds them up
         for item in items:
@@ -85,9 +92,10 @@ def test_at_rest_the_shipped_stack_costs_the_figures_worked_by_hand() -> None:
     assert items["Aurora Serverless v2"].usd == pytest.approx(43.80)
     assert items["NAT gateway"].usd == pytest.approx(32.85)
     assert items["Interface endpoints"].usd == pytest.approx(29.20)
-    # 48 alarm metrics for the policy (22 pipeline, 2 x 8 outcome rates, intake 3 + webhook,
-    # discovery 3, retention 3) and the ledger's 4; 3 ledger secrets and the webhook's
-    assert items["CloudWatch alarms"].quantity == 52
+    # 40 alarm metrics for the policy (22 pipeline, 8 outcome counts the failure rates' alarm
+    # reads, intake 3 + webhook, discovery 3, retention 3) and the ledger's 4; 3 ledger secrets
+    # and the webhook's
+    assert items["CloudWatch alarms"].quantity == 44
     assert items["Secrets Manager secrets"].quantity == 4
     # Producer every 5 min, redrive every 15 min, discovery hourly, retention daily
     runs = (12 + 4 + 1) * 730 + 730 / 24
@@ -101,8 +109,8 @@ def test_the_lean_profile_drops_the_interface_endpoints_and_sends_sqs_through_th
     assert default["Interface endpoints"].usd > 0
     assert lean["Interface endpoints"].usd == 0
     assert total(default.values()) - total(lean.values()) == pytest.approx(29.20)
-    per_job_default = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.DEFAULT))
-    per_job_lean = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.LEAN))
+    per_job_default = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Deployment()))
+    per_job_lean = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, LEAN))
     # The SQS bytes go through the NAT ($0.045/GB) instead of the endpoint ($0.01/GB)
     assert per_job_lean["NAT data processing"].quantity == pytest.approx(4.0)
     assert per_job_default["NAT data processing"].quantity == pytest.approx(2.0)
@@ -128,23 +136,40 @@ def test_a_ledger_that_may_pause_is_billed_only_while_runs_keep_it_awake(
 
 
 def test_per_million_jobs_prices_every_item_of_the_docs_table() -> None:
-    for network in Network:
-        items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, network))
+    for deployment in (Deployment(), PAUSED, LEAN):
+        items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, deployment))
         assert set(items) >= DOCS_PER_MILLION_ITEMS
-        assert all(items[name].usd > 0 for name in DOCS_PER_MILLION_ITEMS)
-    items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Network.DEFAULT))
-    # 3 writes a job x $0.625/M
-    assert items["DynamoDB"].usd == pytest.approx(1.875)
+    paused = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, PAUSED))
+    assert all(paused[name].usd > 0 for name in DOCS_PER_MILLION_ITEMS)
+    items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Deployment()))
+    # 2.6 writes a job (sweeper_tools.planning.writes) x $0.625/M
+    assert items["DynamoDB"].usd == pytest.approx(1.625)
     # 100 k invocations at 3.2 a second: X-Ray's default rule records 1 + 5% of 2.2 a second
     assert items["X-Ray"].quantity == pytest.approx(0.1 * (1 + 0.05 * 2.2) / 3.2)
     # Logs as measured (tests/integration/test_batch_log.py): 25 bytes a job and 1,300 an
     # invocation (one line a batch, its metrics blob, Lambda's own lines), not 2 KB a job
     assert items["CloudWatch Logs"].quantity == pytest.approx((25 * 1e6 + 1300 * 1e5) / 1e9)
     assert items["CloudWatch Logs"].usd == pytest.approx(0.155 * 0.5)
-    # A million jobs at 32/s: 8.68 h of one more ACU
-    assert items["Aurora while draining"].quantity == pytest.approx(1e6 / 32 / 3600)
     rest = _items(at_rest(load_config(SHIPPED), Deployment()))
     assert set(rest) >= DOCS_AT_REST_ITEMS
+
+
+def test_a_drain_at_the_shipped_rate_needs_no_capacity_beyond_the_minimum() -> None:
+    # Given 32 jobs/s: 1.4 ms of ledger CPU each is 0.045 vCPU, 0.36 ACU at half load
+    assert drain_acu(32.0) == 0.5
+    # Then a cluster kept at 0.5 ACU drains a million jobs within what the month pays ...
+    kept = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Deployment()))
+    assert kept["Aurora while draining"].quantity == 0
+    # ... and one that may pause is awake at 0.5 ACU for the 8.68 hours of the drain
+    paused = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, PAUSED))
+    assert paused["Aurora while draining"].quantity == pytest.approx(0.5 * 1e6 / 32 / 3600)
+
+
+def test_a_faster_drain_is_billed_the_capacity_its_ledger_cpu_needs() -> None:
+    # 200 jobs/s: 0.28 vCPU, 2.24 ACU at half load, 2.5 in half-ACU steps
+    assert drain_acu(200.0) == 2.5
+    items = _items(per_million_jobs(SHIPPED_REQUESTS, 200.0, Deployment()))
+    assert items["Aurora while draining"].quantity == pytest.approx(2.0 * 1e6 / 200 / 3600)
 
 
 def test_x_ray_records_every_invocation_up_to_one_a_second_then_five_per_cent() -> None:
@@ -154,23 +179,20 @@ def test_x_ray_records_every_invocation_up_to_one_a_second_then_five_per_cent() 
 
 
 def test_custom_metrics_are_billed_by_the_hours_their_runs_send_them() -> None:
-    # Given the shipped policy: producer (7) every 5 min, redrive (5) every 15 min, discovery
-    # (6) hourly, all sent every hour; the prune's 5 once a day, a 24th of a month
+    # Given the shipped policy with nothing to do: the producer and the redrive send no zero,
+    # discovery its scanned rows, completed pass and lag every hour; the prune 3 once a day
     (policy,) = load_config(SHIPPED).policies
-    assert idle_metrics(policy) == pytest.approx(7 + 5 + 6 + 5 / 24)
+    assert idle_metrics(policy) == pytest.approx(3 + 3 / 24)
 
 
 def test_a_month_adds_the_per_million_price_pro_rata() -> None:
     config = load_config(SHIPPED)
     costs = stack_costs(config, SHIPPED_REQUESTS, 32.0, jobs_per_month=250_000)
-    rest = costs["at_rest_per_month"]["0.5 ACU"]["total_usd"]
-    million = costs["per_million_jobs"]["default"]["total_usd"]
-    assert costs["per_month"]["0.5 ACU"] == pytest.approx(rest + million / 4, abs=0.01)
-    lean_rest = costs["at_rest_per_month"]["paused + lean"]["total_usd"]
-    lean_million = costs["per_million_jobs"]["lean"]["total_usd"]
-    assert costs["per_month"]["paused + lean"] == pytest.approx(
-        lean_rest + lean_million / 4, abs=0.01
-    )
+    # Each total is rounded to the cent, the month from the unrounded ones: a cent apart at most
+    for profile in ("0.5 ACU", "paused", "paused + lean"):
+        rest = costs["at_rest_per_month"][profile]["total_usd"]
+        million = costs["per_million_jobs"][profile]["total_usd"]
+        assert costs["per_month"][profile] == pytest.approx(rest + million / 4, abs=0.0101)
 
 
 def test_the_json_plan_carries_the_same_stack_cost() -> None:

@@ -64,8 +64,6 @@ AUTO_PAUSE_AFTER_MINUTES = 15  # infra/database.py: pauses after this long witho
 RDS_PROXY_MIN_ACU = 8
 LEDGER_SECRETS = 3  # admin, application and reader users
 KMS_KEYS = 1
-#: The stack's dashboard, beside one per policy (each policy's nested stack draws its own).
-STACK_DASHBOARDS = 1
 #: Alarm metrics (each billed): the ledger's capacity alarm and its three rotations' errors.
 LEDGER_ALARM_METRICS = 1 + 3
 #: A policy's pipeline alarms that read one metric each (queue age and backlog, dead letters,
@@ -77,14 +75,17 @@ INTAKE_ALARM_METRICS = 3  # + 1 with the webhook
 DISCOVERY_ALARM_METRICS = 3
 RETENTION_ALARM_METRICS = 3
 REDRIVE_SCHEDULE = "rate(15 minutes)"  # infra/redrive.py REDRIVE_SCHEDULE_EXPRESSION
-#: The custom metrics each scheduled run emits, whatever it found (functions/*/app.py, one
-#: `policy` dimension): the producer's six counts and the oldest eligible age, the redrive's
-#: five, discovery's five and its lag, the prune's five. CloudWatch bills a metric by the hours
-#: it is sent in, so a function that runs less than hourly bills that share of a month.
-IDLE_METRICS_PRODUCER = 7
-IDLE_METRICS_REDRIVE = 5
-IDLE_METRICS_DISCOVERY = 6
-IDLE_METRICS_RETENTION = 5
+#: The custom metrics a scheduled run sends with nothing to do (functions/*/app.py, one
+#: `policy` dimension): a run sends only the counts that are not zero (observability's
+#: `add_counts`), and the oldest eligible age only when something is due. So an idle producer
+#: and redrive send none; discovery its rows scanned, its completed pass and its lag (sent on
+#: every run: its alarm reads a missing lag as breaching); the prune the settled jobs, their
+#: events and the runs that work arriving daily leaves to delete. CloudWatch bills a metric by
+#: the hours it is sent in, so a function that runs less than hourly bills that share of a month.
+IDLE_METRICS_PRODUCER = 0
+IDLE_METRICS_REDRIVE = 0
+IDLE_METRICS_DISCOVERY = 3
+IDLE_METRICS_RETENTION = 3
 #: SQS long polls an event source mapping makes on an idle queue: estimate, five pollers each
 #: waiting 20 s.
 IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
@@ -109,10 +110,24 @@ LOG_BYTES_PER_INVOCATION = 1300
 #: `trace_sample_rate`, X-Ray's default): the first invocation each second, then 5% of the others.
 XRAY_RESERVOIR_PER_SECOND = 1.0
 XRAY_FIXED_RATE = DEFAULT_TRACE_SAMPLE_RATE
-#: Estimate, kept from docs/deploy.md: ledger I/O requests per job (claim, settle, event row).
-AURORA_IOS_PER_JOB = 2.0
-#: Estimate, kept from docs/deploy.md: capacity a drain adds over the minimum.
-AURORA_DRAIN_ACU = 1.0
+#: Aurora bills a write I/O per push of up to 4 KB of log records to its storage (concurrent
+#: commits may share one), a read I/O per page not in its buffer cache (a drain reads rows
+#: written moments before: none counted). Measured (tests/integration/test_ledger_io.py): a
+#: job is 1.14 write transactions of about 2 KB of PostgreSQL's log (scheduled, claimed,
+#: published, settled), so at most 1.14 write I/Os; billed 1.2, rounded up.
+AURORA_IOS_PER_JOB = 1.2
+LOG_BYTES_PER_WRITE_IO = 4096
+#: The ledger's CPU a job (the claim, the settle, the event row): PostgreSQL's CPU per job in
+#: `sweeper bench rate` (docs/benchmarks.md: 0.7 ms on a quiet machine, 1.4 ms on a busy host;
+#: the busier taken). Measured on PostgreSQL, not on Aurora.
+LEDGER_CPU_SECONDS_PER_JOB = 0.0014
+#: An ACU is about 2 GiB of memory "and corresponding CPU" (Aurora's documentation); the
+#: memory-optimized classes Aurora serverless is sized against (r6g, r7g) give 8 GiB a vCPU:
+#: four ACU a vCPU.
+ACU_PER_VCPU = 4.0
+#: Estimate: the share of its CPU a cluster runs at before Aurora adds capacity.
+LEDGER_CPU_TARGET_SHARE = 0.5
+ACU_STEP = 0.5  # Aurora serverless v2 capacity moves in half-ACU steps
 #: Bytes per job to the vendor through the NAT (request and answer), and to SQS (sent once,
 #: received once; the body is under 1 KB). Only the producer's send leaves a function's network
 #: interface (the event source mapping receives from outside the VPC), so the SQS figure is an
@@ -177,13 +192,14 @@ def runs_per_month(expression: str, timezone: str = "UTC") -> float:
 
 
 def dashboards(policies: Sequence[Policy]) -> int:
-    """The stack's dashboard and each policy's own (infra/observability)."""
-    return STACK_DASHBOARDS + len(policies)
+    """Each policy's own, which also draws the ledger's row; the stack has none
+    (infra/observability)."""
+    return len(policies)
 
 
 def alarm_metrics(policy: Policy) -> int:
     """The metrics the alarms infra/ creates for one policy read (each billed)."""
-    count = PIPELINE_ALARM_METRICS + 2 * len(OutcomeClass)  # transient and unknown rates
+    count = PIPELINE_ALARM_METRICS + len(OutcomeClass)  # the vendor failure rates' one alarm
     count += 1 if single_scope(policy) is not None else 0  # the limiter's saturation
     count += INTAKE_ALARM_METRICS + (1 if policy.intake.webhook else 0)
     count += DISCOVERY_ALARM_METRICS if policy.discovery is not None else 0
@@ -212,6 +228,14 @@ def idle_metrics(policy: Policy) -> float:
         metrics * min(1.0, runs_per_month(e, tz) / HOURS_PER_MONTH)
         for e, tz, _, metrics in scheduled_functions(policy)
     )
+
+
+def drain_acu(throughput_per_second: float) -> float:
+    """The capacity the ledger needs to claim and settle `throughput_per_second` jobs: their
+    CPU at the target share, in half-ACU steps, at least what an awake cluster runs at."""
+    cpu = LEDGER_CPU_SECONDS_PER_JOB * throughput_per_second
+    acu = math.ceil(cpu * ACU_PER_VCPU / LEDGER_CPU_TARGET_SHARE / ACU_STEP - 1e-9) * ACU_STEP
+    return max(MIN_ACTIVE_ACU, acu)
 
 
 def traces_per_invocation(invocations_per_second: float) -> float:
@@ -299,9 +323,11 @@ def rds_proxy() -> CostItem:
 
 
 def per_million_jobs(
-    requests_per_job: dict[str, float], throughput_per_second: float, network: Network
+    requests_per_job: dict[str, float], throughput_per_second: float, deployment: Deployment
 ) -> list[CostItem]:
-    """A million jobs drained at the plan's throughput, with the plan's requests per job."""
+    """A million jobs drained at the plan's throughput, with the plan's requests per job. The
+    ledger is billed the capacity the drain needs beyond the minimum the month already pays."""
+    network = deployment.network
     jobs = 1e6
     invocations = requests_per_job["lambda_invocations"] * jobs
     drain_hours = jobs / max(throughput_per_second, 1e-9) / 3600
@@ -327,7 +353,10 @@ def per_million_jobs(
         ),
         CostItem("SQS", requests_per_job["sqs"], "M requests", SQS_REQUEST_PER_MILLION_USD),
         CostItem(
-            "Aurora while draining", drain_hours * AURORA_DRAIN_ACU, "ACU-h", AURORA_ACU_HOUR_USD
+            "Aurora while draining",
+            drain_hours * max(0.0, drain_acu(throughput_per_second) - deployment.min_acu),
+            "ACU-h",
+            AURORA_ACU_HOUR_USD,
         ),
         CostItem("Aurora I/O", AURORA_IOS_PER_JOB, "M I/Os", AURORA_IO_PER_MILLION_USD),
         CostItem("CloudWatch Logs", log_gb, "GB", CLOUDWATCH_LOGS_INGESTED_GB_USD),
@@ -368,7 +397,7 @@ def total(items: Iterable[CostItem]) -> float:
     return math.fsum(item.usd for item in items)
 
 
-#: The at-rest columns `sweeper plan` prints: as deployed, paused (minimum 0), paused and lean.
+#: The columns `sweeper plan` prints: as deployed, paused (minimum 0), paused and lean.
 def rest_profiles(min_acu: float) -> dict[str, Deployment]:
     return {
         f"{min_acu:g} ACU": Deployment(min_acu=min_acu),
@@ -385,16 +414,16 @@ def stack_costs(
     min_acu: float = DEFAULT_MIN_ACU,
     jobs_per_month: int = 0,
 ) -> dict[str, Any]:
-    """The whole stack's bill: at rest in each profile, per million jobs (default network and
-    lean), and a month at `jobs_per_month` in each profile."""
-    rest = {name: at_rest(config, d) for name, d in rest_profiles(min_acu).items()}
+    """The whole stack's bill in each profile: at rest, per million jobs, and a month at
+    `jobs_per_month`."""
+    profiles = rest_profiles(min_acu)
+    rest = {name: at_rest(config, d) for name, d in profiles.items()}
     million = {
-        network.value: per_million_jobs(requests_per_job, throughput_per_second, network)
-        for network in Network
+        name: per_million_jobs(requests_per_job, throughput_per_second, d)
+        for name, d in profiles.items()
     }
     month = {
-        name: total(rest[name]) + total(million[d.network.value]) * jobs_per_month / 1e6
-        for name, d in rest_profiles(min_acu).items()
+        name: total(rest[name]) + total(million[name]) * jobs_per_month / 1e6 for name in profiles
     }
     return {
         "at_rest_per_month": {

@@ -84,6 +84,7 @@ from sweeper_tools.planning.findings import (
     timeout_findings,
 )
 from sweeper_tools.planning.limits import limit_ceiling, planned_keys, scope_keys, unreachable
+from sweeper_tools.planning.writes import IDEMPOTENCY_WRITES_PER_JOB, limiter_writes_per_job
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).
 Z95 = 1.6449
@@ -92,10 +93,6 @@ Z95 = 1.6449
 DEFAULT_OVERHEAD_SECONDS = 0.03
 #: Messages per SendMessageBatch (the SQS maximum).
 SEND_BATCH = 10
-#: DynamoDB writes per job: one limiter slot, the idempotency record saved in progress and then
-#: completed (Powertools: a conditional PutItem and an UpdateItem). Each item is under 1 KB.
-LIMITER_WRITES_PER_JOB = 1.0
-IDEMPOTENCY_WRITES_PER_JOB = 2.0
 #: The consumer function's memory when a policy does not set `consumer.memory_mb`.
 CONSUMER_MEMORY_MB = DEFAULT_CONSUMER_MEMORY_MB
 #: The consumer's CPU per job: measured by `sweeper bench rate` (`consumer_cpu_ms_per_job`),
@@ -130,7 +127,8 @@ class PlanInput:
     overhead_seconds: float = DEFAULT_OVERHEAD_SECONDS
     parallel_calls: int | None = None  # default: the policy's
     memory_mb: int | None = None  # the consumer's; default: the policy's
-    limiter_writes_per_job: float = LIMITER_WRITES_PER_JOB
+    #: Default: the consumer's block rule (sweeper_tools.planning.writes).
+    limiter_writes_per_job: float | None = None
     cpu_seconds_per_job: float = DEFAULT_CPU_SECONDS_PER_JOB  # 0: CPU is never the bound
     #: Keys busy at once of a limit after the first, by limit name (default: see `planned_keys`).
     keys: Mapping[str, int] = field(default_factory=dict)
@@ -358,7 +356,12 @@ def make_plan(
         "sqs": 1 / SEND_BATCH + 2 / batch,  # send; receive and delete, one each per batch
         "lambda_invocations": 1 / batch,
         "lambda_gb_seconds": memory_mb / 1024 * environments / max(throughput, 1e-9),
-        "dynamodb_writes": given.limiter_writes_per_job + IDEMPOTENCY_WRITES_PER_JOB,
+        "dynamodb_writes": IDEMPOTENCY_WRITES_PER_JOB
+        + (
+            limiter_writes_per_job(policy, parallel)
+            if given.limiter_writes_per_job is None
+            else given.limiter_writes_per_job
+        ),
         "dynamodb_reads": 0.0,
     }
     per_million = {

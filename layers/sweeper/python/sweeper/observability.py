@@ -4,7 +4,7 @@ and the functions' X-Ray tracer."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from types import TracebackType
@@ -93,6 +93,17 @@ def vendor_spans() -> XRaySpans | None:
 
 class MetricSink(Protocol):
     def add_metric(self, name: str, unit: str, value: float) -> None: ...
+
+
+def add_counts(sink: MetricSink, counts: Iterable[tuple[str, float]]) -> None:
+    """Add each count of a run that is not zero. CloudWatch bills a custom metric for every
+    hour it is sent in, a zero as much as any other value; the alarms and the stall checks
+    read a missing count as zero (`FILL(..., 0)`, missing data not breaching), so an idle
+    run costs nothing. What an operator loses: a graph shows a gap, not a zero line, for a
+    run that found nothing (a run that did not happen shows on its errors and dead letters)."""
+    for name, value in counts:
+        if value:
+            sink.add_metric(name, "Count", value)
 
 
 class Metric:
