@@ -17,9 +17,10 @@ import pytest
 
 from functions.consumer import app as consumer_app
 from sweeper import runtime
+from sweeper.admission import BatchSlots
+from sweeper.admission.handoff import LEASE_POLL_HOLDING_SECONDS
 from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.consumer.delivery import HAND_OFF_YIELD_SECONDS, ConsumerDeps, _Delivery
-from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS, BatchSlots
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.leases import LeaseCap

@@ -25,6 +25,8 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
+from sweeper.admission import bank as slots_module
+from sweeper.admission.pairing import PairedLimits
 from sweeper.config import LimitConfig, Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
     GATE_READ_LEAD_SECONDS,
@@ -40,7 +42,6 @@ from sweeper.consumer import (
     process_batch,
 )
 from sweeper.consumer import batch as batch_module
-from sweeper.consumer import slots as slots_module
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
 from sweeper.models import (
@@ -1437,7 +1438,7 @@ def two_stores_one_paired_look_apart(
         spacing={"scope-0": second_slot, "scope-1": 0.5},
         **kw,
     )
-    assert slots_module.PairedLimits.of(batch.policy, limiter) is not None
+    assert PairedLimits.of(batch.policy, limiter) is not None
     response = batch.run(calls, limiter, OneByOne(3))
     return response, calls, limiter, [body.key for body in batch.bodies]
 

@@ -8,6 +8,13 @@ paths), and idempotency.py (the guarded call and all of sweeper's Powertools ide
 assembly). A test that replaces a module constant replaces it in the module that reads it.
 """
 
+from sweeper.admission import (
+    BLOCK_SHARE_OF_THREADS,
+    BLOCK_SPAN_SECONDS,
+    GATE_RECHECK_LEAD_SECONDS,
+    IN_FLIGHT_BOUND_SECONDS,
+    BatchSlots,
+)
 from sweeper.consumer.batch import (
     BankedFirst,
     InOrder,
@@ -32,13 +39,6 @@ from sweeper.consumer.idempotency import (
     dynamodb_idempotent,
     guard_with_idempotency,
     job_idempotency_config,
-)
-from sweeper.consumer.slots import (
-    BLOCK_SHARE_OF_THREADS,
-    BLOCK_SPAN_SECONDS,
-    GATE_RECHECK_LEAD_SECONDS,
-    IN_FLIGHT_BOUND_SECONDS,
-    BatchSlots,
 )
 
 __all__ = [

@@ -30,9 +30,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
+from sweeper.admission import BatchSlots, PairedLimits
 from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
-from sweeper.consumer.slots import BatchSlots, PairedLimits
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
 from sweeper.models import ActionCall, JobMessage, LedgerTarget
 from sweeper.observability import Metric, MetricSink

@@ -35,14 +35,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
+from sweeper.admission.bank import BatchSlots
+from sweeper.admission.base import GATE_RECHECK_LEAD_SECONDS
+from sweeper.admission.handoff import LEASE_POLL_HOLDING_SECONDS
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy, Quota, reach
 from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.idempotency import Attempt, GuardedCall
-from sweeper.consumer.slots import (
-    GATE_RECHECK_LEAD_SECONDS,
-    LEASE_POLL_HOLDING_SECONDS,
-    BatchSlots,
-)
 from sweeper.errors import (
     LedgerUnavailableError,
     LimiterError,
