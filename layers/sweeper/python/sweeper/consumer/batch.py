@@ -7,7 +7,8 @@ so only the records that must come back are reported as failures. Records that m
 unreachable ledger come back in seconds, not after the visibility timeout (sweeper.returns).
 ParallelBatchProcessor
 handles up to `consumer.parallel_calls` records at a time, its threads taking the records in
-an order (InOrder, or BankedFirst: a record whose scope has a banked slot first, slots.py).
+an order (InOrder, or BankedFirst: a record whose scope has a banked slot first,
+sweeper.admission's bank).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
-from sweeper.admission import BatchSlots, PairedLimits
+from sweeper.admission import BatchSlots, Clocks, admission_for
 from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
@@ -212,16 +213,8 @@ def process_batch(
             scopes[message_id] = target.scope
     _count_not_yet_due(early_keys, event, deps)
     parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
-    slots = BatchSlots(
-        deps.limiter,
-        parallel,
-        calls_by_scope,
-        deps.now,
-        deps.metrics,
-        deps.policy.quota.adaptive_spec,
-        PairedLimits.of(deps.policy, deps.limiter),
-        deps.policy.quota.slack_seconds,
-    )
+    clocks = Clocks(deps.sleep, deps.now, deps.monotonic, deps.rng, deps.metrics)
+    admissions = admission_for(deps.policy, deps.limiter, clocks, parallel, calls_by_scope)
     # Two deliveries of one job in a batch run one after the other (the second then finds the
     # first's stored result), never side by side, where the second would only find it in flight.
     same_job = {key: threading.Lock() for key, n in Counter(keys).items() if n > 1}
@@ -297,7 +290,7 @@ def process_batch(
                     record.receipt_handle,
                     deps,
                     call_timeout,
-                    slots,
+                    admissions,
                     trace_id=trace,
                     outcomes=outcomes,
                 )
@@ -308,7 +301,7 @@ def process_batch(
                 )
 
     ordered = (
-        processor.taking(lambda records: BankedFirst(records, scopes, slots))
+        processor.taking(lambda records: BankedFirst(records, scopes, admissions.slots))
         if isinstance(processor, ParallelBatchProcessor)
         else nullcontext()
     )
@@ -317,7 +310,7 @@ def process_batch(
             response = process_partial_response(event, handle, processor, context)
     finally:
         # Once per batch, zero included: a batch that called nothing still reports its scopes idle.
-        deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", slots.used)
+        deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", admissions.used)
         outcomes.write(logger, len(event.get("Records", [])))
     _return_soon(unreached, deps)
     _count_dead_letter_bound(event, response, deps)
