@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sweeper.admission.adaptive import AdaptiveRate
-from sweeper.admission.bank import BatchSlots, GateLook
+from sweeper.admission.bank import BankedFirst, BatchSlots, GateLook
 from sweeper.admission.base import (
     BLOCK_SHARE_OF_THREADS,
     BLOCK_SPAN_SECONDS,
@@ -23,6 +23,7 @@ from sweeper.admission.base import (
     GATE_RECHECK_LEAD_SECONDS,
     IN_FLIGHT_BOUND_SECONDS,
     MIN_CALL_SECONDS,
+    Abilities,
     Admission,
     Clocks,
     Closure,
@@ -56,6 +57,7 @@ class BatchAdmission:
         self._limiter = limiter
         self._clocks = clocks
         quota = policy.quota
+        self._abilities = Abilities.of(limiter)  # the one place that asks
         paired = PairedLimits.of(policy, limiter)
         self.slots = BatchSlots(
             limiter,
@@ -80,7 +82,9 @@ class BatchAdmission:
 
     def call(self, job: ActionCall, ids: Mapping[str, object]) -> Admission:
         """The admission of one record's call (`ids`: its delivery's, for log lines)."""
-        ticket = Ticket(job, self._policy, self._limiter, self.slots, self._clocks, ids)
+        ticket = Ticket(
+            job, self._policy, self._limiter, self.slots, self._clocks, ids, self._abilities
+        )
         admission: TicketAdmission
         if self._every_limit:
             admission = EveryLimit(ticket)
@@ -114,6 +118,7 @@ __all__ = [
     "IN_FLIGHT_BOUND_SECONDS",
     "MIN_CALL_SECONDS",
     "Admission",
+    "BankedFirst",
     "BatchAdmission",
     "BatchSlots",
     "Clocks",

@@ -21,6 +21,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sweeper.admission.base import (
     BLOCK_SHARE_OF_THREADS,
@@ -407,3 +408,48 @@ class BatchSlots(LeaseHandOff, PairedBank):
             return
         self._banked.pop(scope, None)
         self._open_at.pop(scope, None)
+
+
+class BankedFirst:
+    """The records as received, except that a thread first takes a record of a scope whose
+    slots the batch has banked and no other thread is on its way to (`BatchSlots.offer`).
+
+    Without it the thread for a banked slot is whichever reaches that scope's next record in
+    the batch's order: with ten scopes taking turns, ten records on, after the slot has passed
+    (measured: blocks of one slot at 10/s per scope, 3.1 DynamoDB writes per job).
+    """
+
+    def __init__(
+        self, records: Sequence[Mapping[str, Any]], scopes: Mapping[str, str], slots: BatchSlots
+    ) -> None:
+        self._slots = slots
+        self._next = deque(range(len(records)))
+        self._by_scope: dict[str, deque[int]] = {}
+        for index, record in enumerate(records):
+            scope = scopes.get(str(record.get("messageId", "")))
+            if scope is not None:
+                self._by_scope.setdefault(scope, deque()).append(index)
+        self._taken = [False] * len(records)
+        self._lock = threading.Lock()
+        slots.expect_records(len(records))
+
+    def take(self) -> int | None:
+        with self._lock:
+            scope = self._slots.offer(self._has_left)
+            index = None if scope is None else self._first(self._by_scope[scope])
+            if index is None:  # no bank offered, or (not expected) none of its records left
+                index = self._first(self._next)
+            if index is None:
+                return None
+            self._taken[index] = True
+            self._slots.took_record()
+            return index
+
+    def _has_left(self, scope: str) -> bool:
+        queue = self._by_scope.get(scope)
+        return queue is not None and self._first(queue) is not None
+
+    def _first(self, queue: deque[int]) -> int | None:
+        while queue and self._taken[queue[0]]:
+            queue.popleft()
+        return queue[0] if queue else None

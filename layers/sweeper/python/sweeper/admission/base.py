@@ -20,7 +20,9 @@ from typing import Protocol
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
-from sweeper.limiter import Reason
+from sweeper.limiter import GateReader, Reason
+from sweeper.limiter.paired import PairedSource
+from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
 from sweeper.models import OutcomeClass
 from sweeper.observability import MetricSink
 
@@ -92,6 +94,28 @@ class Clocks:
     monotonic: Callable[[], float]  # the clock `ActionResult.request_sent_at` is read on
     rng: random.Random
     metrics: MetricSink
+
+
+@dataclass(frozen=True, slots=True)
+class Abilities:
+    """What a batch's limiter can do beyond the `Limiter` protocol, asked once, here: a regime
+    uses what is there (None: the limiter cannot) and never asks the limiter what it is."""
+
+    gates: GateReader | None = None  # reads several gates in one request
+    paired: PairedSource | None = None  # reserves two rates on the wide limit's item
+    several: SlotSource | None = None  # holds a call in several limits (`reserve_all`)
+    leases: LeaseSource | None = None  # holds concurrency leases
+    notes: ThrottleNotes | None = None  # routes a 429 to a wider limit
+
+    @classmethod
+    def of(cls, limiter: object) -> Abilities:
+        return cls(
+            gates=limiter if isinstance(limiter, GateReader) else None,
+            paired=limiter if isinstance(limiter, PairedSource) else None,
+            several=limiter if isinstance(limiter, SlotSource) else None,
+            leases=limiter if isinstance(limiter, LeaseSource) else None,
+            notes=limiter if isinstance(limiter, ThrottleNotes) else None,
+        )
 
 
 class Deferring(SweeperError):

@@ -16,8 +16,8 @@ from sweeper.admission.concurrency import LEASE_RETRY_SECONDS, Leases
 from sweeper.admission.ticket import Ticket, TicketAdmission
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import LimiterError
-from sweeper.limiter import Denial, GateReader
-from sweeper.limiter.several import CallSlots, LimitAsk, SlotSource, reserve_all
+from sweeper.limiter import Denial
+from sweeper.limiter.several import CallSlots, LimitAsk, reserve_all
 from sweeper.observability import Metric
 
 #: A call held by several limits is sent at most this long after the earliest of its slots
@@ -38,8 +38,8 @@ class EveryLimit(TicketAdmission):
         t = self.ticket
         clocks = t.clocks
         throttle = t.policy.throttle
-        source = t.limiter
-        if not isinstance(source, SlotSource):
+        source = t.abilities.several
+        if source is None:
             raise LimiterError("this limiter cannot hold a call in several limits")
         asks = [LimitAsk(key, rate.interval_seconds) for key, rate in t.rates()]
         waited = False
@@ -93,7 +93,8 @@ class EveryLimit(TicketAdmission):
         if wait > GATE_READ_LEAD_SECONDS:
             clocks.sleep(wait - GATE_READ_LEAD_SECONDS)
         keys = list(got.slots)
-        states = limiter.states(keys) if isinstance(limiter, GateReader) and len(keys) > 1 else {}
+        reader = t.abilities.gates
+        states = reader.states(keys) if reader is not None and len(keys) > 1 else {}
         for key in keys:
             state = states[key] if key in states else limiter.state(key)
             t.gate_closed(state, clocks.now())
@@ -102,7 +103,7 @@ class EveryLimit(TicketAdmission):
         """A late request's slots: one of each rate limit the call held, reserved within the
         limit's period and not called in, one write each."""
         t = self.ticket
-        source = t.limiter
-        assert isinstance(source, SlotSource)  # `take` made the call with it
+        source = t.abilities.several
+        assert source is not None  # `take` made the call with it
         for key, rate in t.rates():
             source.reserve(key, rate.interval_seconds, rate.period_seconds)

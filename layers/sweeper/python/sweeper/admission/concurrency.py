@@ -21,7 +21,6 @@ from sweeper.admission.ticket import Ticket, TicketAdmission
 from sweeper.config import reach
 from sweeper.errors import LimiterError
 from sweeper.limiter import Denial
-from sweeper.limiter.several import LeaseSource
 
 #: A full concurrency cap is asked again after this long (a call at the vendor ends meanwhile).
 LEASE_RETRY_SECONDS = 0.05
@@ -64,8 +63,8 @@ class Leases:
         if not capped:
             return True
         t = self.ticket
-        source = t.limiter
-        if not isinstance(source, LeaseSource):
+        source = t.abilities.leases
+        if source is None:
             raise LimiterError("this limiter cannot hold concurrency leases")
         leases = t.lease_cap or source.leases()
         t.lease_cap = leases

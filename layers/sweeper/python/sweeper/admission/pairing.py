@@ -14,9 +14,9 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from sweeper.admission.base import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS
+from sweeper.admission.base import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS, Abilities
 from sweeper.config import Policy
 from sweeper.limiter import Denial, Grant, Limiter
 from sweeper.limiter.paired import PairedSource, Want
@@ -41,7 +41,7 @@ class PairedLimits:
         """The pair, when the policy has exactly two limits, both rates, the second's key a
         constant, its quota not adaptive, and the limiter can reserve them together."""
         further = policy.further_limits
-        if len(further) != 1 or not isinstance(limiter, PairedSource):
+        if len(further) != 1 or Abilities.of(limiter).paired is None:
             return None
         wide = further[0]
         if wide.rate is None or wide.max_in_flight is not None or "{" in wide.key:
@@ -102,8 +102,7 @@ class PairedBank:
         """One paired write (the wide limit's lock held): the asking record's slot, or its
         denial; the block's other slots banked for their scopes, unless a gate closed during
         the write (then they are spent without a call)."""
-        source = self._limiter
-        assert isinstance(source, PairedSource)
+        source = cast(PairedSource, self._limiter)  # a batch is paired only then (`of`)
         requested = self._now()
         by_key, denial = source.reserve_paired(
             paired.wide, paired.wide_interval, wants, horizon, BLOCK_SPAN_SECONDS, most
@@ -127,8 +126,7 @@ class PairedBank:
         self, scope: str, interval: float, horizon: float, paired: PairedLimits
     ) -> bool:
         """One slot of both limits given up without a call (`BatchSlots.spend_one`)."""
-        source = self._limiter
-        assert isinstance(source, PairedSource)
+        source = cast(PairedSource, self._limiter)  # a batch is paired only then (`of`)
         step = _step_us(interval)
         by_key, _ = source.reserve_paired(
             paired.wide, paired.wide_interval, [Want(scope, step, 1)], horizon, horizon, 1

@@ -21,8 +21,8 @@ from sweeper.admission.base import (
 )
 from sweeper.admission.ticket import TicketAdmission
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
-from sweeper.limiter import MAX_GATES_PER_READ, Denial, GateReader, ScopeState
-from sweeper.limiter.paired import PairedItemFull, PairedSource
+from sweeper.limiter import MAX_GATES_PER_READ, Denial, ScopeState
+from sweeper.limiter.paired import PairedItemFull
 from sweeper.observability import Metric
 
 
@@ -135,11 +135,12 @@ class OneRate(TicketAdmission):
         paired = slots.paired
         looked = clocks.now()
         states: dict[str, ScopeState] = {}
-        if paired is not None and isinstance(limiter, PairedSource):
+        pairs = t.abilities.paired
+        if paired is not None and pairs is not None:
             look = slots.gates_to_read(scope, looked, most=None)
-            states = limiter.paired_states(paired.wide, look.scopes)
+            states = pairs.paired_states(paired.wide, look.scopes)
         else:
-            reader = limiter if isinstance(limiter, GateReader) else None
+            reader = t.abilities.gates
             look = slots.gates_to_read(scope, looked, MAX_GATES_PER_READ if reader else 1)
             if reader is not None and len(look.scopes) > 1:  # one gate: a GetItem costs less
                 states = reader.states(look.scopes)

@@ -20,6 +20,7 @@ from typing import NoReturn
 from sweeper.admission.bank import BatchSlots
 from sweeper.admission.base import (
     MIN_CALL_SECONDS,
+    Abilities,
     Clocks,
     Closure,
     Deferral,
@@ -31,8 +32,6 @@ from sweeper.config import Policy, Quota
 from sweeper.errors import LimiterError
 from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay
 from sweeper.limiter.leases import LeaseCap
-from sweeper.limiter.paired import PairedSource
-from sweeper.limiter.several import LeaseSource, ThrottleNotes
 from sweeper.models import ActionCall, OutcomeClass
 from sweeper.observability import Metric
 
@@ -58,12 +57,14 @@ class Ticket:
         slots: BatchSlots,
         clocks: Clocks,
         ids: Mapping[str, object],
+        abilities: Abilities,
     ) -> None:
         self.job = job
         self.policy = policy
         self.limiter = limiter
         self.slots = slots
         self.clocks = clocks
+        self.abilities = abilities  # what the limiter can do beyond `Limiter`
         self.ids = ids  # for log lines: the delivery's identifiers
         self.called = False
         self.sent_at: float | None = None  # when the call went out (the limiter's clock)
@@ -155,10 +156,11 @@ class Ticket:
             index = [limit.name for limit in policy.limits].index(named)
             return [every[index]]
         keys = [every[0]]
-        if isinstance(self.limiter, ThrottleNotes):
+        notes = self.abilities.notes
+        if notes is not None:
             period = policy.quota.period_seconds
             for wider, _ in self.rates()[1:]:
-                if self.limiter.note_throttle(wider, every[0], within=period):
+                if notes.note_throttle(wider, every[0], within=period):
                     keys.append(wider)
         return keys
 
@@ -181,8 +183,8 @@ class Ticket:
             return
         cap = self.lease_cap
         if cap is None:
-            source = self.limiter
-            if not isinstance(source, LeaseSource):
+            source = self.abilities.leases
+            if source is None:
                 return
             cap = self.lease_cap = source.leases()
         for key, index, holder in leases:
@@ -277,10 +279,10 @@ class TicketAdmission:
         paired = t.slots.paired
         for key in closing:
             until = max(until, limiter.close(key, now + delay, reason))
-            if paired is not None and key == t.job.scope:
+            pairs = t.abilities.paired
+            if paired is not None and pairs is not None and key == t.job.scope:
                 # its slots are reserved on the wide limit's item: its gate is kept there too
-                assert isinstance(limiter, PairedSource)
-                limiter.close_narrow(paired.wide, key, now + delay)
+                pairs.close_narrow(paired.wide, key, now + delay)
             t.slots.forget(key)  # this batch's other records use no banked slot
         return Closure(now, delay, until, len(closing))
 

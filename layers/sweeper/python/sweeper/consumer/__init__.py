@@ -14,10 +14,10 @@ from sweeper.admission import (
     GATE_READ_LEAD_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
     IN_FLIGHT_BOUND_SECONDS,
+    BankedFirst,
     BatchSlots,
 )
 from sweeper.consumer.batch import (
-    BankedFirst,
     InOrder,
     ParallelBatchProcessor,
     RecordOrder,

@@ -1,12 +1,10 @@
 """Delivery: one record's way through admission, the guarded call and the outcome paths.
 
-Delivery is at least once: warm → admission → perform → release → settle. Before calling, a
-record is admitted under every limit its call is under (sweeper.admission: the rate's slot its
-scope shares with every consumer, a concurrency lease, several limits at once); a closed gate
-or a slot too far away returns the message to the queue, visible again when the wait is over.
-Waiting never counts as an attempt. The call runs inside idempotency (idempotency.py); the
-admission is taken there, after the idempotency record is put (a duplicate delivery spends no
-slot), and hears the request's end there (its lease goes before the record's completion). Each
+Delivery is at least once: warm → admission → perform → release → settle. A record is admitted
+under every limit its call is under (sweeper.admission); a closed gate or a slot too far away
+returns the message to the queue, visible again when the wait is over. Waiting never counts as
+an attempt. The call runs inside idempotency (idempotency.py), which takes the admission after
+its record is put (a duplicate spends no slot) and tells it when the request ended. Each
 outcome class has its own path:
 
 | class                | ledger                              | message                          |
@@ -60,8 +58,6 @@ Clock = Callable[[], datetime]
 
 #: Spreads the return of records that waited for a token, so they do not all come back at once.
 RATE_DEFERRAL_JITTER_SECONDS = 0.5
-
-__all__ = ["MIN_CALL_SECONDS", "ConsumerDeps", "Deferred"]
 
 
 def _nothing_to_warm(job: ActionCall, timeout_seconds: float | None) -> None:
@@ -153,8 +149,7 @@ class _Delivery:
             )
             return
         try:
-            # The one call back up from inside the idempotency wrapper: the admission, taken
-            # after the idempotency record is put, and told when the request ended.
+            # The one call back up from inside the idempotency wrapper (docs/architecture.md)
             result = deps.guarded_call(self.job, Attempt(self._admit, self.admission.ended))
         except IdempotencyAlreadyInProgressError:
             # Another delivery of the same job is calling right now: come back after it.
