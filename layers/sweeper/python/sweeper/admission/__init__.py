@@ -12,7 +12,7 @@ admission and never which regime it got.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from sweeper.admission.adaptive import AdaptiveRate
 from sweeper.admission.bank import BankedFirst, BatchSlots, GateLook
@@ -39,6 +39,10 @@ from sweeper.admission.ticket import Ticket, TicketAdmission
 from sweeper.config import Policy
 from sweeper.limiter import Limiter
 from sweeper.models import ActionCall
+
+#: The regimes that wrap a call's admission when its policy uses them (each returns the
+#: admission as it was otherwise), innermost first. A wrapping regime is its module and a line.
+WRAPPERS: tuple[Callable[[Admission, Ticket], Admission], ...] = (AdaptiveRate.around,)
 
 
 class BatchAdmission:
@@ -93,10 +97,10 @@ class BatchAdmission:
             if self.slots.paired is not None:
                 rate.on_full = EveryLimit(ticket).take
             admission = Capped(rate) if self._capped else rate
-        spec = self._policy.quota.adaptive_spec
-        if spec is None:
-            return admission
-        return AdaptiveRate(admission, self._limiter, job, spec)
+        wrapped: Admission = admission
+        for around in WRAPPERS:
+            wrapped = around(wrapped, ticket)
+        return wrapped
 
 
 def admission_for(

@@ -12,12 +12,19 @@ from dataclasses import replace
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.admission.base import Admission, Closure, Deferral, Permit, TimeLeft
+from sweeper.admission.ticket import Ticket
 from sweeper.limiter import Limiter
 from sweeper.models import ActionCall, OutcomeClass
 
 
 class AdaptiveRate:
     """`inner`'s admission, with the scope's rate cut on each 429."""
+
+    @classmethod
+    def around(cls, inner: Admission, ticket: Ticket) -> Admission:
+        """`inner` wrapped when the policy's quota is adaptive, else `inner` itself."""
+        spec = ticket.policy.quota.adaptive_spec
+        return inner if spec is None else cls(inner, ticket.limiter, ticket.job, spec)
 
     def __init__(self, inner: Admission, limiter: Limiter, job: ActionCall, spec: Adaptive) -> None:
         self._inner = inner

@@ -219,7 +219,7 @@ class BatchSlots(LeaseHandOff, PairedBank):
 
     def spend_one(self, scope: str, interval: float, horizon: float) -> bool:
         """Give up one slot of `scope` without a call (a call of it left late, see
-        delivery's `_sent_late`): the next banked one, with no write, else one reserved now
+        ticket.py `TicketAdmission.late`): the next banked one, with no write, else one reserved now
         within `horizon` (one write; with paired limits, a slot of both, as their blocks'
         are). True when a slot was given up."""
         paired = self.paired

@@ -35,7 +35,8 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
-from sweeper.admission import MIN_CALL_SECONDS, BatchAdmission, Deferral
+from sweeper.admission import MIN_CALL_SECONDS as MIN_CALL_SECONDS
+from sweeper.admission import BatchAdmission, Deferral
 from sweeper.config import Policy
 from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.idempotency import Attempt, GuardedCall
@@ -165,8 +166,7 @@ class _Delivery:
     # -- before the call ------------------------------------------------------------------------
 
     def _admit(self) -> float | None:
-        """Warm the action, then wait for the call's admission (in place, or by going back to
-        the queue). Returns the call's timeout; raises Deferred when the record goes back."""
+        """Warm the action, then wait for the call's admission: its timeout, or Deferred."""
         self._warm()
         admitted = self.admission.admit(self.call_timeout)
         if isinstance(admitted, Deferral):
