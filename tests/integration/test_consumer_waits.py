@@ -26,16 +26,14 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 
 import sweeper.admission as admission_module
+from sweeper.admission import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS, BatchSlots
 from sweeper.admission import bank as slots_module
 from sweeper.admission import composed as composed_module
 from sweeper.admission import rate as rate_module
 from sweeper.admission.pairing import PairedLimits
 from sweeper.config import LimitConfig, Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
-    GATE_READ_LEAD_SECONDS,
-    GATE_RECHECK_LEAD_SECONDS,
     RATE_DEFERRAL_JITTER_SECONDS,
-    BatchSlots,
     ConsumerDeps,
     GuardedCall,
     ParallelBatchProcessor,

@@ -22,18 +22,17 @@ import pytest
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from sweeper.admission import bank as slots_module
-from sweeper.admission import handoff
-from sweeper.admission.pairing import PairedLimits
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
-from sweeper.consumer import (
+from sweeper.admission import (
     BLOCK_SPAN_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
     BankedFirst,
     BatchSlots,
-    InOrder,
-    ParallelBatchProcessor,
+    handoff,
 )
+from sweeper.admission import bank as slots_module
+from sweeper.admission.pairing import PairedLimits
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.consumer import InOrder, ParallelBatchProcessor
 from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
 from sweeper.observability import Metric
 

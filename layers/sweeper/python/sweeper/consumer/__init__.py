@@ -8,15 +8,6 @@ guarded call and all of sweeper's Powertools idempotency assembly). A test that 
 module constant replaces it in the module that reads it.
 """
 
-from sweeper.admission import (
-    BLOCK_SHARE_OF_THREADS,
-    BLOCK_SPAN_SECONDS,
-    GATE_READ_LEAD_SECONDS,
-    GATE_RECHECK_LEAD_SECONDS,
-    IN_FLIGHT_BOUND_SECONDS,
-    BankedFirst,
-    BatchSlots,
-)
 from sweeper.consumer.batch import (
     InOrder,
     ParallelBatchProcessor,
@@ -42,16 +33,9 @@ from sweeper.consumer.idempotency import (
 )
 
 __all__ = [
-    "BLOCK_SHARE_OF_THREADS",
-    "BLOCK_SPAN_SECONDS",
-    "GATE_READ_LEAD_SECONDS",
-    "GATE_RECHECK_LEAD_SECONDS",
-    "IN_FLIGHT_BOUND_SECONDS",
     "MIN_CALL_SECONDS",
     "RATE_DEFERRAL_JITTER_SECONDS",
     "Attempt",
-    "BankedFirst",
-    "BatchSlots",
     "Clock",
     "ConsumerDeps",
     "Deferred",
