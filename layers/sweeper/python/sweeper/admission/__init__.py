@@ -12,7 +12,8 @@ admission and never which regime it got.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from sweeper.admission.adaptive import AdaptiveRate
 from sweeper.admission.bank import BankedFirst, BatchSlots, GateLook
@@ -83,6 +84,11 @@ class BatchAdmission:
     def used(self) -> int:
         """Slots taken and called in (a slot let go unused does not count)."""
         return self.slots.used
+
+    def order(self, records: Sequence[Mapping[str, Any]], scopes: Mapping[str, str]) -> BankedFirst:
+        """The order the batch's threads take its records in (`scopes`: message id -> scope):
+        a record whose scope has a banked slot first (BankedFirst)."""
+        return BankedFirst(records, scopes, self.slots)
 
     def call(self, job: ActionCall, ids: Mapping[str, object]) -> Admission:
         """The admission of one record's call (`ids`: its delivery's, for log lines)."""

@@ -31,7 +31,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
-from sweeper.admission import BankedFirst, Clocks, admission_for
+from sweeper.admission import Clocks, admission_for
 from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
@@ -256,7 +256,7 @@ def process_batch(
                 )
 
     ordered = (
-        processor.taking(lambda records: BankedFirst(records, scopes, admissions.slots))
+        processor.taking(lambda records: admissions.order(records, scopes))
         if isinstance(processor, ParallelBatchProcessor)
         else nullcontext()
     )
