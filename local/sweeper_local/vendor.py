@@ -22,6 +22,8 @@ vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
 * an audit (`audit()`, `GET /_audit`) and `POST /_reset`, none of which counts as a call; it
   holds each call's arrival and answer times, hence the calls held at once on average over a
   span and the mean latency served (`mean_in_flight`, `mean_latency_seconds`);
+* the quota stated in every answer, in a dialect real vendors speak (`limit_dialect`:
+  `sweeper_local.limit_dialects`); a GraphQL API charged in points (`sweeper_local.graphql_cost`);
 * optional further limits beside the quota, for the rate benchmark (`FurtherLimits`): an
   app-wide sliding window over every call, and a cap on calls held at once; each 429 is
   counted per limit (`quota_rejections_by_limit`), with each limit's busiest window.
@@ -99,8 +101,16 @@ from urllib.parse import parse_qs, unquote, urlencode
 from sweeper.actions.rehearsal import ORIGINAL_HOST_HEADER
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
+from sweeper_local.graphql_cost import (
+    DEFAULT_COST_RANGE,
+    DEFAULT_MAXIMUM,
+    DEFAULT_RESTORE_RATE,
+    GRAPHQL_PATH,
+    PointsApi,
+)
 from sweeper_local.helpdesk import ORIGINAL_HOST_FIELD, TICKETS_PREFIX, HelpDesk, is_account_host
 from sweeper_local.http_fields import FieldsHandler
+from sweeper_local.limit_dialects import Dialect, check_dialect, limit_headers
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
     DEFAULT_APP_RATE,
@@ -375,6 +385,7 @@ class _Arrival:
     early: _Reply | None  # the answer if decided on arrival (incident, quota or fault)
     quota_rejected: bool
     lose_answer: bool
+    limit_headers: tuple[tuple[str, str], ...] = ()  # the quota as the dialect states it
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +450,9 @@ class _VendorState:
         absent: frozenset[Target],
         seed: int,
         further: FurtherLimits | None = None,
+        limit_dialect: Dialect = "plain",
     ) -> None:
+        self._limit_dialect = limit_dialect
         self._further = further or FurtherLimits()
         self._quota = quota
         self._quota_scope = quota_scope
@@ -544,6 +557,7 @@ class _VendorState:
             if early is not None:
                 self._calls_during_closure += 1
             over_quota = self._admit(scope, now)  # every arriving call counts, closed or not
+            stated = self._stated(scope, now)
             over_quota = self._admit_further(over_quota, early is not None, now)
             quota_rejected = early is None and over_quota is not None
             if early is None:
@@ -561,6 +575,23 @@ class _VendorState:
             early=early,
             quota_rejected=quota_rejected,
             lose_answer=lose_answer,
+            limit_headers=stated,
+        )
+
+    def _stated(self, scope: str, now: float) -> tuple[tuple[str, str], ...]:
+        """The quota's headers in the simulator's dialect, as this call left its window."""
+        if self._quota is None or self._limit_dialect == "plain":
+            return ()
+        limit, period = self._quota
+        window = self._windows[scope]
+        next_admitted = window[max(0, len(window) - limit)] + period
+        return limit_headers(
+            self._limit_dialect,
+            limit=limit,
+            period_seconds=period,
+            in_window=len(window),
+            reset_seconds=next_admitted - now,
+            now_epoch=time.time(),
         )
 
     def _draw_latency(self) -> float:
@@ -653,6 +684,8 @@ class _VendorState:
             self._in_flight -= 1
             self._answered.append((arrival.at, now))
             reply = arrival.early if arrival.early is not None else self._decide(arrival)
+            if arrival.limit_headers:
+                reply = replace(reply, headers=reply.headers + arrival.limit_headers)
             self._responses[reply.status] += 1
             if arrival.quota_rejected:
                 self._quota_rejections += 1
@@ -961,7 +994,9 @@ class _Server(ThreadingHTTPServer):
         listings: Marketplace,
         refunds: Refunds,
         helpdesk: HelpDesk,
+        graphql: PointsApi,
     ) -> None:
+        self.graphql = graphql
         self.refunds = refunds
         self.state = state
         self.payments = payments
@@ -1064,6 +1099,9 @@ class _Handler(FieldsHandler):
         if self.command == "POST" and path == REFUNDS_PATH:
             self._refunds(server)
             return
+        if self.command == "POST" and path == GRAPHQL_PATH:
+            self._graphql(server.graphql)
+            return
         self._discard_body()
         desk_host = self.fields.get(ORIGINAL_HOST_FIELD) or self.fields.get("host")
         if path.startswith(TICKETS_PREFIX) and is_account_host(desk_host):
@@ -1088,6 +1126,7 @@ class _Handler(FieldsHandler):
             server.listings.reset()
             server.refunds.reset()
             server.helpdesk.reset()
+            server.graphql.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
@@ -1149,6 +1188,14 @@ class _Handler(FieldsHandler):
         answer = server.refunds.refund(self.fields, body, server.stopping.wait)
         logger.debug("vendor POST %s -> %d", REFUNDS_PATH, answer.status)
         self._send(_Reply(answer.status, headers=answer.headers, body=answer.body))
+
+    def _graphql(self, graphql: PointsApi) -> None:
+        body = self._read_body()
+        if body is None:
+            self._send(_Reply(413, "body_too_large"))
+            return
+        points = graphql.call(body)
+        self._send(_Reply(points.status, body=points.body))
 
     def _read_body(self) -> bytes | None:
         """The request body, or None (the connection then closed) when it cannot be read."""
@@ -1225,7 +1272,11 @@ class VendorSimulator:
         listings_app_rate: tuple[int, float] = DEFAULT_APP_RATE,
         further_limits: FurtherLimits | None = None,
         tls: ssl.SSLContext | None = None,
+        limit_dialect: Dialect = "plain",
+        graphql: PointsApi | None = None,
     ) -> None:
+        #: The GraphQL API charged in points (sweeper_local.graphql_cost), on the same port.
+        self.graphql = graphql or PointsApi(seed=seed)
         #: The help desk's contract on the same port (sweeper_local.helpdesk); `tls` serves
         #: every contract over TLS (the help desk's hosts per account are https only).
         self.helpdesk = HelpDesk()
@@ -1238,6 +1289,7 @@ class VendorSimulator:
         self.refunds = Refunds()
         if quota is not None and (quota[0] < 1 or quota[1] <= 0):
             raise ValueError("quota must be (limit >= 1, period_seconds > 0)")
+        check_dialect(limit_dialect, None if quota is None else quota[1])
         if quota_scope not in get_args(QuotaScope):
             raise ValueError("quota_scope must be 'global' or 'tenant'")
         if latency_seconds < 0 or latency_jitter_seconds < 0 or latency_sigma < 0:
@@ -1273,6 +1325,7 @@ class VendorSimulator:
             absent=frozenset(absent),
             seed=seed,
             further=further_limits,
+            limit_dialect=limit_dialect,
         )
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -1292,6 +1345,7 @@ class VendorSimulator:
             self.listings,
             self.refunds,
             self.helpdesk,
+            self.graphql,
         )
         if self._tls is not None:
             server.socket = self._tls.wrap_socket(server.socket, server_side=True)
@@ -1391,6 +1445,7 @@ class VendorSimulator:
         self.payments.reset()
         self.listings.reset()
         self.refunds.reset()
+        self.graphql.reset()
 
     def __enter__(self) -> Self:
         return self if self._server is not None else self.start()
@@ -1525,6 +1580,19 @@ def _sliding_arg(text: str) -> tuple[int, float]:
     return quota.limit, quota.period_seconds
 
 
+def _pair_arg(kind: type[int] | type[float], separator: str) -> Any:
+    def parse(text: str) -> tuple[float, float]:
+        first, sep, second = text.partition(separator)
+        try:
+            if sep:
+                return kind(first), kind(second)
+        except ValueError:
+            pass
+        raise argparse.ArgumentTypeError(f"give two numbers as A{separator}B")
+
+    return parse
+
+
 def _payments_clients(text: str | None) -> dict[str, str]:
     if not text:
         return {}
@@ -1560,6 +1628,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--retry-after-ms-header",
         action="store_true",
         help="add X-RateLimit-Reset-Ms to the quota's 429s",
+    )
+    parser.add_argument(
+        "--limit-dialect",
+        choices=get_args(Dialect),
+        default="plain",
+        help="state the quota in every answer: IETF RateLimit fields, X-RateLimit-*, Salesforce",
+    )
+    parser.add_argument(
+        "--graphql-bucket",
+        type=_pair_arg(float, ":"),
+        default=None,
+        help="the GraphQL API's points bucket, MAXIMUM:RESTORED_PER_SECOND, e.g. 1000:50",
+    )
+    parser.add_argument(
+        "--graphql-costs",
+        type=_pair_arg(int, "-"),
+        default=None,
+        help="the range a GraphQL call's actual cost is drawn from, e.g. 1-20",
     )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each call")
     parser.add_argument("--jitter", type=float, default=0.0, help="up to this many more seconds")
@@ -1640,6 +1726,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             quota=None if quota is None else (quota.limit, quota.period_seconds),
             quota_scope=args.scope,
             retry_after_ms_header=args.retry_after_ms_header,
+            limit_dialect=args.limit_dialect,
+            graphql=PointsApi(
+                maximum=(args.graphql_bucket or (DEFAULT_MAXIMUM, 0))[0],
+                restore_rate=(args.graphql_bucket or (0, DEFAULT_RESTORE_RATE))[1],
+                cost_range=args.graphql_costs or DEFAULT_COST_RANGE,
+                seed=args.seed,
+            ),
             latency_seconds=args.latency,
             latency_jitter_seconds=args.jitter,
             latency_distribution=args.latency_distribution,

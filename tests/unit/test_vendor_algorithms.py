@@ -1,16 +1,14 @@
 """The headroom rule per algorithm: no call arrives earlier than the vendor's algorithm allows.
 
-Each vendor algorithm is modelled here from its definition (a sliding window log, a fixed
-window counter with any offset of the vendor's clock, a GCRA bucket as nginx's limit_req
-keeps it), and fed the arrivals of sweeper's slots: one every `quota.interval_seconds`, each
-arriving anywhere between 0 and `quota.arrival_budget_seconds` after its slot (the slack, if
-the quota has one, the late tolerance and the jitter). Hypothesis chooses the quota, the
+Each vendor algorithm is modelled from its definition (tests/vendor_counters.py) and fed
+the arrivals of sweeper's slots: one every `quota.interval_seconds`, each arriving anywhere
+between 0 and `quota.arrival_budget_seconds` after its slot (the slack, if the quota has one,
+the late tolerance and the jitter). Hypothesis chooses the quota, the
 algorithm, the jitter, the slack, the clock offset and every delay.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 
 import pytest
@@ -18,59 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweeper.config import MAX_BUCKET_HEADROOM, Quota
-
-
-def _refused_by_sliding_window(arrivals: list[float], limit: int, period: float) -> list[int]:
-    """Arrivals refused by a sliding window log: more than `limit` accepted within `period`."""
-    accepted: list[float] = []
-    refused = []
-    for index, at in enumerate(sorted(arrivals)):
-        # accepted calls in (at - period, at]
-        inside = len(accepted) - bisect.bisect_right(accepted, at - period)
-        if inside >= limit:
-            refused.append(index)
-        else:
-            accepted.append(at)
-    return refused
-
-
-def _refused_by_fixed_window(
-    arrivals: list[float], limit: int, period: float, offset: float
-) -> list[int]:
-    """Arrivals refused by a fixed window whose boundaries are at `offset + k * period`."""
-    counts: dict[int, int] = {}
-    refused = []
-    for index, at in enumerate(sorted(arrivals)):
-        window = math.floor((at - offset) / period)
-        if counts.get(window, 0) >= limit:
-            refused.append(index)
-        else:
-            counts[window] = counts.get(window, 0) + 1
-    return refused
-
-
-def _refused_by_bucket(arrivals: list[float], rate: float, capacity: int) -> list[int]:
-    """Arrivals refused by a bucket of `capacity` calls refilled at `rate` per second (as
-    nginx's limit_req with burst = capacity - 1: a refused call does not fill it)."""
-    excess = 0.0  # calls in the bucket beyond the one being let through
-    last: float | None = None
-    refused = []
-    for index, at in enumerate(sorted(arrivals)):
-        drained = 0.0 if last is None else rate * (at - last)
-        candidate = max(0.0, excess - drained + 1.0) if last is not None else 0.0
-        if candidate > capacity - 1 + 1e-9:
-            refused.append(index)
-            continue
-        excess, last = candidate, at
-    return refused
-
-
-def _refused(quota: Quota, arrivals: list[float], offset: float) -> list[int]:
-    if quota.algorithm == "sliding_window":
-        return _refused_by_sliding_window(arrivals, quota.limit, quota.period_seconds)
-    if quota.algorithm == "fixed_window":
-        return _refused_by_fixed_window(arrivals, quota.limit, quota.period_seconds, offset)
-    return _refused_by_bucket(arrivals, quota.limit / quota.period_seconds, quota.capacity)
+from tests.vendor_counters import refused, refused_by_bucket, refused_by_fixed_window
 
 
 def _arrivals(quota: Quota, fractions: list[float], start: float) -> list[float]:
@@ -109,7 +55,7 @@ def test_at_the_derived_headroom_no_arrival_is_earlier_than_the_vendors_algorith
     # arrival budget after its slot (and any offset of the vendor's window boundaries)
     arrivals = _arrivals(quota, fractions, start)
     # Then the vendor's own algorithm refuses none of them
-    assert _refused(quota, arrivals, offset) == []
+    assert refused(quota, arrivals, offset) == []
 
 
 def _bunched(quota: Quota, budget: float, count: int) -> list[float]:
@@ -130,12 +76,12 @@ def test_a_slack_left_out_of_the_headroom_lets_the_vendor_refuse_calls(rate: str
     count = math.ceil(3 * slack.period_seconds / slack.interval_seconds)
     counted = _bunched(slack, budget, count)
     # Then the vendor refuses none
-    assert _refused(slack, counted, offset=budget) == []
+    assert refused(slack, counted, offset=budget) == []
     # But at the headroom of the same rate without its slack (W left out of the budget), the
     # same bunching within W + d is refused
     left_out = Quota.parse(rate)
     assert left_out.safe_headroom > slack.safe_headroom
-    assert _refused(left_out, _bunched(left_out, budget, count), offset=budget) != []
+    assert refused(left_out, _bunched(left_out, budget, count), offset=budget) != []
 
 
 def _alternating(quota: Quota, count: int) -> list[float]:
@@ -143,7 +89,7 @@ def _alternating(quota: Quota, count: int) -> list[float]:
     return _arrivals(quota, [1.0 if k % 2 == 0 else 0.0 for k in range(count)], 0.0)
 
 
-def test_a_bucket_of_one_needs_its_own_rule_the_sliding_windows_would_be_refused() -> None:
+def test_a_bucket_of_one_needs_its_own_rule_the_sliding_windows_would_berefused() -> None:
     # Given nginx's limit_req at 15/s without burst, and the default arrival budget (60 ms)
     bucket = Quota.parse("15/1s bucket")
     sliding = Quota.parse("15/1s")
@@ -151,9 +97,9 @@ def test_a_bucket_of_one_needs_its_own_rule_the_sliding_windows_would_be_refused
     assert bucket.safe_headroom == math.floor(1000 / (1 + 15 * 0.06)) / 1000 == 0.526
     assert sliding.safe_headroom == 0.943
     # And a late call followed by a punctual one is let through at the bucket's headroom ...
-    assert _refused_by_bucket(_alternating(bucket, 40), 15.0, 1) == []
+    assert refused_by_bucket(_alternating(bucket, 40), 15.0, 1) == []
     # ... but refused at the sliding window's (what sweeper sent nginx before: 3.5 % refused)
-    assert len(_refused_by_bucket(_alternating(sliding, 40), 15.0, 1)) == 20
+    assert len(refused_by_bucket(_alternating(sliding, 40), 15.0, 1)) == 20
 
 
 def test_a_bucket_whose_tolerance_covers_the_jitter_is_used_up_to_the_cap() -> None:
@@ -161,16 +107,16 @@ def test_a_bucket_whose_tolerance_covers_the_jitter_is_used_up_to_the_cap() -> N
     quota = Quota.parse("15/1s bucket:6")
     # Then sweeper keeps only the clocks' margin, and still nothing is refused
     assert quota.safe_headroom == MAX_BUCKET_HEADROOM
-    assert _refused_by_bucket(_alternating(quota, 200), 15.0, 6) == []
+    assert refused_by_bucket(_alternating(quota, 200), 15.0, 6) == []
 
     # And the margin is what keeps a long busy run within the bucket when the vendor's clock
     # runs 0.5 % slower than sweeper's: at exactly the rate the drift adds up to a refusal
     def vendor_time(quota: Quota) -> list[float]:
         return [at * 0.995 for at in _alternating(quota, 1000)]
 
-    assert _refused_by_bucket(vendor_time(quota), 15.0, 6) == []
+    assert refused_by_bucket(vendor_time(quota), 15.0, 6) == []
     exact = Quota.parse("15/1s bucket:6", headroom=1.0)
-    assert _refused_by_bucket(vendor_time(exact), 15.0, 6) != []
+    assert refused_by_bucket(vendor_time(exact), 15.0, 6) != []
 
 
 def _worst_run(quota: Quota) -> list[float]:
@@ -191,10 +137,10 @@ def test_a_bucket_between_one_and_the_jitter_takes_the_partial_rule(capacity: in
     exact = 1 / (1 + 100 * (0.06 - (capacity - 1) / 100) / capacity)
     assert quota.safe_headroom == math.floor(exact * 1000) / 1000
     # And B + 1 calls squeezed as close as the budget allows are let through at it ...
-    assert _refused_by_bucket(_worst_run(quota), 100.0, capacity) == []
+    assert refused_by_bucket(_worst_run(quota), 100.0, capacity) == []
     # ... but not at a headroom a little above it: the rule is as loose as it can be
     louder = Quota.parse(f"100/1s bucket:{capacity}", headroom=quota.safe_headroom + 0.01)
-    assert _refused_by_bucket(_worst_run(louder), 100.0, capacity) != []
+    assert refused_by_bucket(_worst_run(louder), 100.0, capacity) != []
 
 
 def test_a_fixed_window_takes_the_sliding_rule_whatever_its_boundaries() -> None:
@@ -205,8 +151,8 @@ def test_a_fixed_window_takes_the_sliding_rule_whatever_its_boundaries() -> None
     # When the first call of a run is late and the rest punctual, and a window starts with it
     late_first = _arrivals(louder, [1.0] + [0.0] * 30, 0.0)
     # Then the louder rate puts 11 calls in the window that begins at the late arrival
-    assert _refused_by_fixed_window(late_first, 10, 1.0, offset=late_first[0]) != []
-    assert _refused_by_fixed_window(_arrivals(quota, [1.0] + [0.0] * 30, 0.0), 10, 1.0, 0.06) == []
+    assert refused_by_fixed_window(late_first, 10, 1.0, offset=late_first[0]) != []
+    assert refused_by_fixed_window(_arrivals(quota, [1.0] + [0.0] * 30, 0.0), 10, 1.0, 0.06) == []
 
 
 @pytest.mark.parametrize(
@@ -228,14 +174,14 @@ def test_the_rate_text_names_the_algorithm(
 
 
 @pytest.mark.parametrize("text", ["15/1s fixed:3", "15/1s leaky", "15/1s bucket:0"])
-def test_a_rate_text_with_a_wrong_algorithm_is_refused(text: str) -> None:
+def test_a_rate_text_with_a_wrong_algorithm_isrefused(text: str) -> None:
     from sweeper.errors import ConfigError
 
     with pytest.raises(ConfigError, match="rate"):
         Quota.parse(text)
 
 
-def test_a_capacity_or_alignment_without_its_algorithm_is_refused() -> None:
+def test_a_capacity_or_alignment_without_its_algorithm_isrefused() -> None:
     with pytest.raises(ValueError, match="capacity is a bucket's"):
         Quota(limit=1, period_seconds=1, capacity=3)
     with pytest.raises(ValueError, match="aligned is a fixed window's"):

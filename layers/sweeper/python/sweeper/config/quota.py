@@ -13,15 +13,24 @@ does not import the limiter.
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.config.base import _Strict
 from sweeper.errors import ConfigError
+from sweeper.pacing_rule import MAX_BUCKET_HEADROOM as MAX_BUCKET_HEADROOM  # re-exported
+from sweeper.pacing_rule import (
+    US,
+    Pacing,
+    bucket_headroom,
+    bucket_tolerance,
+    step_us,
+    window_headroom,
+    window_tolerance,
+)
 
 #: A consumer sends its call at most this long after its slot, or lets the slot go unused.
 LATE_SLOT_TOLERANCE_SECONDS = 0.035
@@ -29,11 +38,6 @@ LATE_SLOT_TOLERANCE_SECONDS = 0.035
 #: arrival at the vendor varies (connection, network, the vendor's accept). The docs quote this
 #: figure; tests/unit/test_config.py checks that they do.
 DEFAULT_ARRIVAL_JITTER_SECONDS = 0.025
-
-#: A bucket kept exactly full would be refused at the first difference between the two clocks'
-#: rates or the vendor's whole-millisecond arithmetic: sweeper uses at most this share of a
-#: bucket's refill rate, however large the bucket, so the bucket drains a little between calls.
-MAX_BUCKET_HEADROOM = 0.99
 
 Algorithm = Literal["sliding_window", "fixed_window", "bucket"]
 
@@ -87,6 +91,13 @@ class Quota(_Strict):
         "period): a batch keeps its banked slots that long for calls that wait for something "
         "else (a concurrency cap's lease), and pays for it in headroom (safe_headroom)",
     )
+    burst: Literal["derived"] | Annotated[int, Field(ge=0)] = Field(
+        default="derived",
+        description="calls beyond the first the limiter may grant at once after unused slots "
+        "(its GCRA's burst tolerance, `pacing`): 'derived', what the vendor's rule leaves at "
+        "the headroom (a bucket's capacity; a window's rounding only, unless the headroom is "
+        "set lower); K, room for K calls made in the default headroom; 0, none (spacing only)",
+    )
     adaptive: bool = Field(
         default=False,
         description="the vendor's quota is not known: find it (AIMD); limit/period is the cap",
@@ -116,6 +127,8 @@ class Quota(_Strict):
                 f"({self.period_seconds:g} s): set it at most period_seconds (0.3 to 0.6 s "
                 "suits calls that wait for a concurrency lease)"
             )
+        if isinstance(self.burst, int) and self.burst:
+            self._check_burst(self.burst)
         if self.slack_seconds and self.headroom is not None and self.headroom > self.safe_headroom:
             raise ValueError(
                 f"headroom {self.headroom:g} is above {self.safe_headroom:g}, the most that "
@@ -123,6 +136,21 @@ class Quota(_Strict):
                 "their slots would exceed the quota; leave headroom out or lower it"
             )
         return self
+
+    def _check_burst(self, burst: int) -> None:
+        """A burst of `burst` calls must leave a rate, and a headroom set beside it room."""
+        if self.adaptive:
+            raise ValueError("burst needs a known quota: leave it out of an adaptive one")
+        room = self.capacity if self.algorithm == "bucket" else self.limit
+        if burst >= room or self.safe_headroom <= 0:
+            raise ValueError(
+                f"burst {burst} leaves no rate within {room} calls: set it below {room}"
+            )
+        if self.headroom is not None and self.headroom > self.safe_headroom:
+            raise ValueError(
+                f"headroom {self.headroom:g} is above {self.safe_headroom:g}, the most that "
+                f"burst {burst} allows: leave headroom out or lower it (or the burst)"
+            )
 
     @classmethod
     def parse(cls, text: str, headroom: float | None = None) -> Quota:
@@ -161,41 +189,50 @@ class Quota(_Strict):
     def safe_headroom(self) -> float:
         """The largest headroom at which no call arrives earlier than the vendor's algorithm
         allows, given that each call arrives between 0 and a = `arrival_budget_seconds` after
-        its slot's time (sweeper's slots are a zero-burst GCRA: one every I = T / (h * N)
-        seconds, each used at most once, in any order). a = W + d: a slot is used up to the
-        slack W = `slack_seconds` after its time, sent up to the late-slot tolerance after
-        that, and reaches the vendor up to the arrival jitter later (d = tolerance + jitter).
+        its slot's time, and that the limiter may grant a burst of K = `burst` calls (0 when
+        'derived': the burst is then what this headroom leaves, `pacing`). a = W + d: a slot
+        is used up to the slack W = `slack_seconds` after its time, sent up to the late-slot
+        tolerance after that, and reaches the vendor up to the arrival jitter later
+        (d = tolerance + jitter). The rule per algorithm is sweeper.pacing_rule's:
 
-        - Sliding window of T = period: the calls arriving in a window [x, x + T] come from
-          slots in [x - a, x + T], at most `floor((T + a) / I) + 1` of them, which is at most N
-          exactly when `h < T / (T + a)`, whatever N is: T / (T + W + d).
-        - Fixed window (aligned to the clock or not): each of its windows is one of the sliding
-          windows, so the same rule; sweeper does not know the vendor's boundaries within a, so
-          it does not use the burst a window's start allows.
-        - Bucket of capacity B refilled at R = N / T (GCRA with tolerance t = (B - 1) / R): with
-          the arrivals in the order they arrive, the bucket refuses none exactly when any k + 1
-          of them in a row span at least `k / R - t`, which only binds for k >= B. Any k + 1
-          arrivals come from k + 1 distinct slots, so they span at least `k * I - a`. Hence none
-          is refused when `k * (I - 1 / R) >= a - t` for every k >= B: `I >= 1 / R` and
-          `I - 1 / R >= (a - t) / B`, that is `h <= 1 / (1 + R * (W + d - t) / B)`, at most
-          MAX_BUCKET_HEADROOM. B = 1 (nginx's limit_req without burst) is spacing: every call
-          at least 1 / R after the last however the jitter falls, so the jitter costs R * d
-          and the slack R * W besides: a bucket of one with a slack gets much slower, rightly,
-          as calls on neighbouring slots may arrive as little as I - W - d apart.
+        - Window of N per T (sliding, or fixed with any boundaries): `T (N - K) / (N (T + a))`;
+          with K = 0, `T / (T + W + d)` whatever N is.
+        - Bucket of capacity B refilled at R = N / T: `(B - K) / (1 + R a)`, at most
+          MAX_BUCKET_HEADROOM (the bucket's own tolerance (B - K - 1) / R absorbs the spread
+          first). B = 1 (nginx's limit_req without burst) is spacing: the jitter costs R * d
+          and the slack R * W besides, as calls on neighbouring slots may arrive as little as
+          I - W - d apart.
 
         Each bound uses only that every call arrives within an interval of length a placed
         alike around its slot, not where: a consumer that calls on a slot from B before its
         time to W - B after (sweeper.consumer.slots EARLY_SHARE_OF_SLACK) keeps them all.
         """
         a = self.arrival_budget_seconds
+        burst = self.burst if isinstance(self.burst, int) else 0
         if self.algorithm == "bucket":
-            rate = self.limit / self.period_seconds
-            tolerance = (self.capacity - 1) / rate
-            late = max(0.0, a - tolerance) / self.capacity
-            exact = min(MAX_BUCKET_HEADROOM, 1.0 / (1.0 + rate * late))
+            return bucket_headroom(self.limit, self.period_seconds, self.capacity, a, burst)
+        return window_headroom(self.limit, self.period_seconds, a, burst)
+
+    def pacing(self) -> Pacing:
+        """The interval and burst tolerance the limiter paces this rate at (sweeper.pacing_rule
+        states the rule per algorithm and proves it exact).
+
+        The interval is `interval_seconds` (the headroom's rate). The tolerance is the most the
+        vendor's rule leaves at that rate given the arrival budget (burst 'derived'), the room
+        for K calls (burst K, which the default headroom made), or none (burst 0, and an
+        adaptive quota, whose rate moves). Never more than the rule allows, whatever is set.
+        """
+        interval = self.interval_seconds
+        if self.adaptive or self.burst == 0:
+            return Pacing(interval)
+        a = self.arrival_budget_seconds
+        if self.algorithm == "bucket":
+            most = bucket_tolerance(self.limit, self.period_seconds, self.capacity, interval, a)
         else:
-            exact = self.period_seconds / (self.period_seconds + a)
-        return math.floor(exact * 1000) / 1000
+            most = window_tolerance(self.limit, self.period_seconds, interval, a)
+        if self.burst == "derived":
+            return Pacing(interval, most)
+        return Pacing(interval, min(self.burst * step_us(interval) / US, most))
 
     @property
     def effective_headroom(self) -> float:

@@ -3,11 +3,12 @@
 One DynamoDB item per scope holds the whole of its state:
 
 - `tat`: the GCRA theoretical arrival time, in microseconds since the epoch. A consumer *reserves*
-  the next slot (`slot = max(tat, now)`, `tat = slot + interval`) with one conditional UpdateItem,
-  then sleeps until its slot. Burst tolerance is zero, so in any window of the quota's period
-  there are at most `floor(limit * headroom) + 1` slots, whichever consumer takes them (and the
-  default headroom keeps that within the quota despite arrival jitter). No worker keeps
-  its own guess of the rate; more workers do not multiply it.
+  the next slot (`slot = max(tat - tau, now)`, `tat = max(tat, now) + interval`) with one
+  conditional UpdateItem, then sleeps until its slot. tau is the caller's burst tolerance
+  (`Quota.pacing`, derived from the vendor's rule in sweeper.pacing_rule; 0: spacing only), so
+  any k + 1 slots, whichever consumer takes them, span at least `k * interval - tau`, which the
+  rule keeps within the quota despite arrival jitter. No worker keeps its own guess of the rate;
+  more workers do not multiply it.
 - `closed_until` / `reason`: the gate. A vendor's Retry-After (or an auth failure) closes the
   scope for every consumer; a reservation is refused while it is closed.
 - `ar`, `ar_at`, `ar_v`, `ar_peak`, `ar_cut_at`: the adaptive rate of a scope whose quota is
@@ -143,6 +144,8 @@ class DynamoLimiter:
         self.reads = 0
         self._last_tat: dict[str, int] = {}  # per scope: which path to try first (a hint only)
         self._busy_seen: dict[str, bool] = {}  # per scope: was it busy at the last write (a hint)
+        # per scope: the last slot this process was granted, and the tat its write left
+        self._last_grant: dict[str, tuple[int, int]] = {}
         self._round_trips: deque[float] = deque(maxlen=LEAD_SAMPLES)
         self._rates: dict[str, _KnownRate] = {}  # per scope, the adaptive rate last seen
         self._shared: dict[str, SharedItem] = {}  # per wide key, its item as last seen (paired)
@@ -167,8 +170,13 @@ class DynamoLimiter:
         adaptive: Adaptive | None = None,
         not_before: float | None = None,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         """Reserve the next `count` slots of `scope` (fewer if not all fall within `horizon`).
+
+        With `tolerance` (tau, seconds: the rate's `Quota.pacing().tolerance_seconds`) the first
+        slot is `max(tat - tau, now)`: slots that went unused up to tau ago are granted now, a
+        burst; a block's later slots keep the interval from its first. 0 is spacing only.
 
         With `slack` (the rate's `slack_seconds`: the caller may use a slot that long after its
         time) the lead is cut by it: a slot at the time of asking is still usable when the
@@ -193,6 +201,7 @@ class DynamoLimiter:
         which returns the item, and a reservation at the current rate).
         """
         horizon_us = int(horizon * US)
+        tau = max(0, int(tolerance * US))
         fits = max(1, count)
         for _ in range(MAX_RACES):
             # "now" is the earliest slot this reservation can still use: the time its answer
@@ -212,7 +221,7 @@ class DynamoLimiter:
             busy_first = self._last_tat.get(scope, 0) > now or self._busy_seen.get(scope, False)
             for busy in (busy_first, not busy_first):
                 outcome = (
-                    self._busy(scope, step, now, reach, want, guard)
+                    self._busy(scope, step, now, reach, want, guard, tau)
                     if busy
                     else self._idle(scope, step, now, want, guard)
                 )
@@ -222,19 +231,26 @@ class DynamoLimiter:
                 tat = int(outcome["tat"]["N"]) if "tat" in outcome else 0
                 self._last_tat[scope] = tat
                 self._busy_seen[scope] = tat > now
-                denial = self._denial(outcome, now, reach, horizon_us)
+                denial = self._denial(outcome, now, reach, horizon_us, tau)
                 if denial is not None:
                     return denial
                 if guard and self._learn_rate(scope, outcome) != guard.version:
                     break  # another consumer changed the rate: reserve again at the new one
                 if tat > now:  # busy, first slot within reach: take what fits before it ends
-                    fits = want = max(1, min(want, (reach - tat) // step + 1))
+                    fits = want = max(1, min(want, (reach - max(tat - tau, now)) // step + 1))
                     if busy:
                         break  # the busy path again, with fewer slots (not the idle path)
         return Denial(self._clock() + interval, "rate")  # lost every race: try again shortly
 
     def _busy(
-        self, scope: str, step: int, now: int, reach: int, want: int, guard: _RateGuard | None
+        self,
+        scope: str,
+        step: int,
+        now: int,
+        reach: int,
+        want: int,
+        guard: _RateGuard | None,
+        tau: int,
     ) -> Grant | dict[str, Any]:
         update, condition, values = self._guarded(
             "SET tat = tat + :i, expires_at = :ttl",
@@ -243,8 +259,9 @@ class DynamoLimiter:
             {
                 ":i": _n(want * step),
                 ":now": _n(now),
-                # the last of the slots taken lies within the horizon (`reach`: epoch µs)
-                ":h": _n(reach - (want - 1) * step),
+                # the last of the slots taken, the first at tat - tau or later, lies within the
+                # horizon (`reach`: epoch µs); later than that only by the lead, as when idle
+                ":h": _n(reach - (want - 1) * step + tau),
                 ":ttl": _n(now // US + ITEM_TTL_SECONDS),
             },
             guard,
@@ -254,7 +271,9 @@ class DynamoLimiter:
             self._last_tat[scope] = result
             self._busy_seen[scope] = True
             self._settle_guard(scope, guard)
-            return _grant(result - want * step, want, step)
+            first = max(result - want * step - tau, now)
+            self._last_grant[scope] = (first + (want - 1) * step, result)
+            return _grant(first, want, step)
         return result or {}
 
     def _idle(
@@ -276,6 +295,7 @@ class DynamoLimiter:
             self._last_tat[scope] = now + want * step
             self._busy_seen[scope] = False
             self._settle_guard(scope, guard)
+            self._last_grant[scope] = (now + (want - 1) * step, now + want * step)
             return _grant(now, want, step)
         return result or {}
 
@@ -369,10 +389,11 @@ class DynamoLimiter:
         return last.rate if last else adaptive.floor
 
     def _denial(
-        self, item: dict[str, Any] | None, now: int, reach: int, horizon: int
+        self, item: dict[str, Any] | None, now: int, reach: int, horizon: int, tau: int = 0
     ) -> Denial | None:
         """A refusal, if the returned item closes the gate or holds no slot before `reach`
-        (epoch µs); `horizon` (µs) says when its slots come within reach."""
+        (epoch µs: its next slot is `tat - tau`); `horizon` (µs) says when its slots come
+        within reach."""
         if item is None:
             return None
         closed = int(item["closed_until"]["N"]) if "closed_until" in item else 0
@@ -380,8 +401,8 @@ class DynamoLimiter:
             reason = item.get("reason", {}).get("S", "throttled")
             return Denial(closed / US, "auth" if reason == "auth" else "throttled")
         tat = int(item["tat"]["N"]) if "tat" in item else 0
-        if tat > reach:
-            return Denial((tat - horizon) / US, "rate")
+        if tat - tau > reach:
+            return Denial((tat - tau - horizon) / US, "rate")
         return None
 
     # -- two limits on the wide limit's item (sweeper.limiter.paired) ------------------------------
@@ -585,23 +606,30 @@ class DynamoLimiter:
         return LeaseCap(self._client, self._table, clock=self._clock)
 
     def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
-        """Return an unused slot, if it is still the scope's last one taken: `tat` goes back to
-        it, so the next reservation gets it at its own time (never earlier). One conditional
-        write; when another slot was taken since, nothing changes and the slot is spent without
-        a call. Returns whether it was given back."""
+        """Return an unused slot, if it is still the scope's last one taken: `tat` goes back an
+        interval (to the slot itself without a tolerance), so the next reservation gets it at
+        its own time (never earlier). One conditional write; when another slot was taken since,
+        nothing changes and the slot is spent without a call. Returns whether it was given
+        back."""
         slot_us = int(slot_at * US)
         step = max(1, round(interval * US))
-        if self._last_tat.get(scope) != slot_us + step:
+        after = self._last_tat.get(scope)
+        # without a tolerance the tat after a slot is the slot's next; with one, the tat the
+        # slot's write left, if it is still the last this process knows of
+        if after is None or (
+            after != slot_us + step and self._last_grant.get(scope) != (slot_us, after)
+        ):
             return False  # not ours to return (or not known to be): spent without a call
         result = self._update(
             scope,
             "SET tat = :slot",
             "tat = :after",
-            {":slot": _n(slot_us), ":after": _n(slot_us + step)},
+            {":slot": _n(after - step), ":after": _n(after)},
             returns="NONE",
         )
         if isinstance(result, int):
-            self._last_tat[scope] = slot_us
+            self._last_tat[scope] = after - step
+            self._last_grant.pop(scope, None)
             return True
         if result:
             self._last_tat[scope] = int(result["tat"]["N"]) if "tat" in result else 0

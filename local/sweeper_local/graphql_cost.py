@@ -1,0 +1,145 @@
+"""A GraphQL API charged in points, Shopify-like, served by the vendor simulator beside its
+delete API: a hand-written contract, not derived from any vendor's code.
+
+* `POST /admin/api/graphql.json` with a JSON body `{"query": str, "variables": {"id": str}}`:
+  the product `id` is deleted once (`data.productDelete.deletedProductId`); a product already
+  gone answers `data.productDelete = null` and a `userErrors` entry, without effect; a body
+  that is not such JSON answers 400;
+* one bucket of points for every call: it holds `maximum` points, regains `restore_rate` per
+  second, and a call needs `requested_cost` points in it to run; it is then charged its actual
+  cost, drawn from `cost_range` (seeded; never above what it requested);
+* every answer is HTTP 200 and states the cost in `extensions.cost` (`requestedQueryCost`,
+  `actualQueryCost`, `throttleStatus {maximumAvailable, currentlyAvailable, restoreRate}`); a
+  call the bucket cannot pay is throttled: no effect, `actualQueryCost: null` and
+  `errors[0].extensions.code = "THROTTLED"`;
+* `audit()`: calls, throttled calls, points charged and effects per product.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Final
+
+GRAPHQL_PATH: Final = "/admin/api/graphql.json"
+#: Shopify's standard bucket: 1,000 points, restoring 50 a second (the issue's target (h)).
+DEFAULT_MAXIMUM: Final = 1000.0
+DEFAULT_RESTORE_RATE: Final = 50.0
+DEFAULT_COST_RANGE: Final = (1, 20)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphqlAnswer:
+    """The status and JSON body of one answer."""
+
+    status: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GraphqlAudit:
+    """What the GraphQL API saw."""
+
+    calls_total: int
+    throttled_total: int
+    points_charged: float
+    effects_by_id: dict[str, int]
+
+
+class PointsApi:
+    """The GraphQL API and its bucket, behind one lock (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        maximum: float = DEFAULT_MAXIMUM,
+        restore_rate: float = DEFAULT_RESTORE_RATE,
+        cost_range: tuple[int, int] = DEFAULT_COST_RANGE,
+        requested_cost: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        low, high = cost_range
+        if not (maximum > 0 and restore_rate > 0 and 1 <= low <= high <= maximum):
+            raise ValueError("the points bucket needs maximum, restore_rate > 0, 1 <= costs <= max")
+        self.maximum, self.restore_rate = maximum, restore_rate
+        self.cost_range = cost_range
+        self.requested_cost = high if requested_cost is None else requested_cost
+        if not high <= self.requested_cost <= maximum:
+            raise ValueError("requested_cost must be at least the highest cost, at most maximum")
+        self._seed = seed
+        self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self._rng = random.Random(f"{self._seed}/graphql-cost")
+        self._level, self._at = self.maximum, time.monotonic()
+        self._deleted: set[str] = set()
+        self._effects: Counter[str] = Counter()
+        self._calls = self._throttled = 0
+        self._charged = 0.0
+
+    def reset(self) -> None:
+        with self._lock:
+            self._clear()
+
+    def call(self, body: bytes) -> GraphqlAnswer:
+        """Answer one POST's body."""
+        product = _product_id(body)
+        if product is None:
+            return GraphqlAnswer(400, json.dumps({"errors": [{"message": "Bad Request"}]}).encode())
+        with self._lock:
+            self._calls += 1
+            now = time.monotonic()
+            self._level = min(self.maximum, self._level + (now - self._at) * self.restore_rate)
+            self._at = now
+            if self._level < self.requested_cost:
+                self._throttled += 1
+                return self._answer(None, None)
+            actual = self._rng.randint(*self.cost_range)
+            self._level -= actual
+            self._charged += actual
+            if product in self._deleted:
+                return self._answer({"deletedProductId": None, "userErrors": [_GONE]}, actual)
+            self._deleted.add(product)
+            self._effects[product] += 1
+            return self._answer({"deletedProductId": product, "userErrors": []}, actual)
+
+    def _answer(self, deleted: dict[str, Any] | None, actual: int | None) -> GraphqlAnswer:
+        cost = {
+            "requestedQueryCost": self.requested_cost,
+            "actualQueryCost": actual,
+            "throttleStatus": {
+                "maximumAvailable": self.maximum,
+                "currentlyAvailable": int(self._level),
+                "restoreRate": self.restore_rate,
+            },
+        }
+        document: dict[str, Any] = {"extensions": {"cost": cost}}
+        if actual is None:
+            document["errors"] = [{"message": "Throttled", "extensions": {"code": "THROTTLED"}}]
+        else:
+            document["data"] = {"productDelete": deleted}
+        return GraphqlAnswer(200, json.dumps(document).encode())
+
+    def audit(self) -> GraphqlAudit:
+        with self._lock:
+            return GraphqlAudit(self._calls, self._throttled, self._charged, dict(self._effects))
+
+
+_GONE: Final = {"field": ["id"], "message": "Product does not exist"}
+
+
+def _product_id(body: bytes) -> str | None:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("query"), str):
+        return None
+    variables = document.get("variables")
+    product = variables.get("id") if isinstance(variables, dict) else None
+    return product if isinstance(product, str) and product else None
