@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.admission import IN_FLIGHT_BOUND_SECONDS
 from sweeper.config import (
     DEFAULT_CONSUMER_MEMORY_MB,
     ConsumerConfig,
@@ -47,7 +48,6 @@ from sweeper.config import (
     ScopeConfig,
     ThrottleConfig,
 )
-from sweeper.consumer import IN_FLIGHT_BOUND_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.observability import Metric
 from sweeper_bench import baseline_consumer, process_cpu

@@ -17,9 +17,12 @@ import pytest
 
 from functions.consumer import app as consumer_app
 from sweeper import runtime
+from sweeper.admission import BatchSlots
+from sweeper.admission.handoff import LEASE_POLL_HOLDING_SECONDS
+from sweeper.admission.rate import OneRate
+from sweeper.admission.ticket import HAND_OFF_YIELD_SECONDS
 from sweeper.config import LimitConfig, Policy, Quota
-from sweeper.consumer.delivery import HAND_OFF_YIELD_SECONDS, ConsumerDeps, _Delivery
-from sweeper.consumer.slots import LEASE_POLL_HOLDING_SECONDS, BatchSlots
+from sweeper.consumer.delivery import ConsumerDeps
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.leases import LeaseCap
@@ -407,13 +410,14 @@ def test_a_call_that_gets_its_lease_within_the_slack_seldom_reads_a_gate_before_
     # time: a call gets its lease when another returns, and takes a slot its batch banked,
     # often later than the lead after the batch's last look at the gate
     looks: list[bool] = []
-    real = _Delivery._look_at_gate
+    real = OneRate.look_at_gate
 
-    def look(self: _Delivery) -> None:
-        looks.append(bool(self.leases))  # a lease held: the look is between it and the send
+    def look(self: OneRate) -> None:
+        # a lease held: the look is between it and the send
+        looks.append(bool(self.ticket.leases))
         real(self)
 
-    monkeypatch.setattr(_Delivery, "_look_at_gate", look)
+    monkeypatch.setattr(OneRate, "look_at_gate", look)
     # When the batch is handled
     sixteen_calls_under_a_slack(pipeline, monkeypatch)
     # Then its gate was read by threads still waiting for a lease (one waiter keeps the

@@ -25,12 +25,15 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
 )
 
+import sweeper.admission as admission_module
+from sweeper.admission import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS, BatchSlots
+from sweeper.admission import bank as slots_module
+from sweeper.admission import composed as composed_module
+from sweeper.admission import rate as rate_module
+from sweeper.admission.pairing import PairedLimits
 from sweeper.config import LimitConfig, Policy, Quota, RetryConfig, ThrottleConfig
 from sweeper.consumer import (
-    GATE_READ_LEAD_SECONDS,
-    GATE_RECHECK_LEAD_SECONDS,
     RATE_DEFERRAL_JITTER_SECONDS,
-    BatchSlots,
     ConsumerDeps,
     GuardedCall,
     ParallelBatchProcessor,
@@ -39,8 +42,6 @@ from sweeper.consumer import (
     guard_with_idempotency,
     process_batch,
 )
-from sweeper.consumer import batch as batch_module
-from sweeper.consumer import slots as slots_module
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
 from sweeper.models import (
@@ -524,10 +525,11 @@ EXACT_LEAD, EXACT_READ_LEAD, EXACT_TOLERANCE = 0.125, 0.03125, 0.0625
 @pytest.fixture
 def exact(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each in every module that reads it (a facade re-export is a copy of the name).
-    for module in (delivery, slots_module):
+    for module in (rate_module, composed_module, slots_module):
         monkeypatch.setattr(module, "GATE_RECHECK_LEAD_SECONDS", EXACT_LEAD)
         monkeypatch.setattr(module, "LATE_SLOT_TOLERANCE_SECONDS", EXACT_TOLERANCE)
-    monkeypatch.setattr(delivery, "GATE_READ_LEAD_SECONDS", EXACT_READ_LEAD)
+    for module in (rate_module, composed_module):
+        monkeypatch.setattr(module, "GATE_READ_LEAD_SECONDS", EXACT_READ_LEAD)
 
 
 @pytest.mark.usefixtures("exact")
@@ -1173,7 +1175,7 @@ def test_a_look_another_thread_made_while_this_one_waited_serves_its_slot(
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(batch_module, "BatchSlots", Kept)
+    monkeypatch.setattr(admission_module, "BatchSlots", Kept)
 
     def sleep(seconds: float) -> None:
         batch.clock.sleep(seconds)
@@ -1437,7 +1439,7 @@ def two_stores_one_paired_look_apart(
         spacing={"scope-0": second_slot, "scope-1": 0.5},
         **kw,
     )
-    assert slots_module.PairedLimits.of(batch.policy, limiter) is not None
+    assert PairedLimits.of(batch.policy, limiter) is not None
     response = batch.run(calls, limiter, OneByOne(3))
     return response, calls, limiter, [body.key for body in batch.bodies]
 

@@ -914,7 +914,7 @@ def test_with_a_slack_of_the_longest_lead_a_gate_is_checked_at_the_time_of_askin
     local_aws: LocalAws, table: str
 ) -> None:
     # What lets a consumer call on a slot a share of a long slack before its time
-    # (consumer/slots.py EARLY_SHARE_OF_SLACK): no grant of such a rate lies before the end of a
+    # (admission/bank.py EARLY_SHARE_OF_SLACK): no grant of such a rate lies before the end of a
     # closure that was still on when it was asked. Given writes 0.24 s slower than usual (a
     # lead of about that, MAX_LEAD_SECONDS at most), and two gates closed for the next 0.15 s
     limiter = DynamoLimiter(SlowWrites(local_aws.dynamodb(), 0.24), table)  # type: ignore[arg-type]

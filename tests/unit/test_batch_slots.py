@@ -22,16 +22,17 @@ import pytest
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
-from sweeper.consumer import (
+from sweeper.admission import (
     BLOCK_SPAN_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
     BankedFirst,
     BatchSlots,
-    InOrder,
-    ParallelBatchProcessor,
+    handoff,
 )
-from sweeper.consumer import slots as slots_module
+from sweeper.admission import bank as slots_module
+from sweeper.admission.pairing import PairedLimits
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.consumer import InOrder, ParallelBatchProcessor
 from sweeper.limiter import Adaptive, Denial, Grant, ScopeState
 from sweeper.observability import Metric
 
@@ -525,7 +526,7 @@ def paired_slots_for_a_look() -> tuple[BatchSlots, list[float]]:
         pending,
         lambda: clock[0],
         Sink(),
-        paired=slots_module.PairedLimits(WIDE, 0.01),
+        paired=PairedLimits(WIDE, 0.01),
     )
     slots.reserve("held", 0.5, 60, object())
     slots.reserve("banked", 0.5, 60, object())
@@ -734,12 +735,12 @@ def test_a_batch_holding_the_leases_it_waits_for_looks_in_the_table_seldom() -> 
     # A batch whose calls will hand on the lease its thread misses looks once per the longer
     # interval: not after the shorter one
     assert slots.may_poll_leases(holding=True)
-    clock[0] = NOW + slots_module.LEASE_POLL_SECONDS
+    clock[0] = NOW + handoff.LEASE_POLL_SECONDS
     assert not slots.may_poll_leases(holding=True)
-    clock[0] = NOW + slots_module.LEASE_POLL_HOLDING_SECONDS
+    clock[0] = NOW + handoff.LEASE_POLL_HOLDING_SECONDS
     assert slots.may_poll_leases(holding=True)
     # A thread whose batch holds none of the leases it misses looks once per the shorter one
-    clock[0] += slots_module.LEASE_POLL_SECONDS
+    clock[0] += handoff.LEASE_POLL_SECONDS
     assert slots.may_poll_leases()
 
 
@@ -891,7 +892,7 @@ def test_a_paired_write_banks_a_slot_for_each_scope_whose_turn_has_come() -> Non
     # Given a batch holding records of three stores (2/s each) under an app limit (100/s),
     # ten threads, and the stores' limits reserved on the app's item
     limiter = PairedRecorder()
-    paired = slots_module.PairedLimits("app:app", 0.01)
+    paired = PairedLimits("app:app", 0.01)
     slots = BatchSlots(
         limiter,  # type: ignore[arg-type]
         10,
@@ -914,7 +915,7 @@ def test_a_paired_write_banks_a_slot_for_each_scope_whose_turn_has_come() -> Non
 
 def test_a_closed_wide_limit_takes_back_every_scopes_banked_slots() -> None:
     limiter = PairedRecorder()
-    paired = slots_module.PairedLimits("app:app", 0.01)
+    paired = PairedLimits("app:app", 0.01)
     slots = BatchSlots(
         limiter,  # type: ignore[arg-type]
         10,
@@ -1035,7 +1036,7 @@ def test_a_closure_takes_back_the_banked_slots_of_a_rate_with_slack() -> None:
 
 def test_a_paired_batch_uses_the_smaller_of_the_two_slacks() -> None:
     # A paired slot is both limits' slot: it may be used late only as far as both allow
-    wide = slots_module.PairedLimits("app:app", 0.01, wide_slack=0.2)
+    wide = PairedLimits("app:app", 0.01, wide_slack=0.2)
     narrow_more = BatchSlots(
         PairedRecorder(),  # type: ignore[arg-type]
         10,
@@ -1052,7 +1053,7 @@ def test_a_paired_batch_uses_the_smaller_of_the_two_slacks() -> None:
         {"s0": 2},
         lambda: NOW,
         Sink(),
-        paired=slots_module.PairedLimits("app:app", 0.01),
+        paired=PairedLimits("app:app", 0.01),
         slack_seconds=0.5,
     )
     assert no_wide_slack.usable_for == LATE_SLOT_TOLERANCE_SECONDS
@@ -1151,7 +1152,7 @@ def test_a_paired_slot_spent_without_a_call_is_one_slot_of_both_limits() -> None
         {"s1": 1},
         lambda: NOW,
         Sink(),
-        paired=slots_module.PairedLimits("app:app", 0.01),
+        paired=PairedLimits("app:app", 0.01),
     )
     slots.reserve("s1", 0.5, 5.0, object())
     # When a late send of s1 spends one of its slots
@@ -1197,11 +1198,11 @@ def test_a_long_slack_moves_a_slots_window_a_share_of_the_slack_earlier_and_keep
         # later than its answer, so a call moved earlier could go before a closure's end
         (0.2, None),
         # paired limits: their calls may also take their slots one limit at a time
-        (0.5, slots_module.PairedLimits("app:all", 0.02, 0.5)),
+        (0.5, PairedLimits("app:all", 0.02, 0.5)),
     ],
 )
 def test_slots_keep_the_limiters_time_without_a_long_slack_or_with_paired_limits(
-    slack: float, paired: slots_module.PairedLimits | None
+    slack: float, paired: PairedLimits | None
 ) -> None:
     limiter = RecordingLimiter(starts={"s": (0.05, INTERVAL)})
     slots = BatchSlots(

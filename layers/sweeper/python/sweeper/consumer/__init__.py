@@ -2,14 +2,13 @@
 
 This facade re-exports the package's public names, split the way Powertools splits a utility:
 batch.py (the SQS batch: parse, one ledger read, the parallel processor and the order its
-threads take records in), slots.py (the batch's limiter slots, reserved in blocks, and its
-looks at the gate), delivery.py (one record's way through its slot, the call and the outcome
-paths), and idempotency.py (the guarded call and all of sweeper's Powertools idempotency
-assembly). A test that replaces a module constant replaces it in the module that reads it.
+threads take records in), delivery.py (one record's way through its admission, the call and
+the outcome paths: the limits themselves are sweeper.admission's), and idempotency.py (the
+guarded call and all of sweeper's Powertools idempotency assembly). A test that replaces a
+module constant replaces it in the module that reads it.
 """
 
 from sweeper.consumer.batch import (
-    BankedFirst,
     InOrder,
     ParallelBatchProcessor,
     RecordOrder,
@@ -17,7 +16,6 @@ from sweeper.consumer.batch import (
     process_batch,
 )
 from sweeper.consumer.delivery import (
-    GATE_READ_LEAD_SECONDS,
     MIN_CALL_SECONDS,
     RATE_DEFERRAL_JITTER_SECONDS,
     Clock,
@@ -33,25 +31,11 @@ from sweeper.consumer.idempotency import (
     guard_with_idempotency,
     job_idempotency_config,
 )
-from sweeper.consumer.slots import (
-    BLOCK_SHARE_OF_THREADS,
-    BLOCK_SPAN_SECONDS,
-    GATE_RECHECK_LEAD_SECONDS,
-    IN_FLIGHT_BOUND_SECONDS,
-    BatchSlots,
-)
 
 __all__ = [
-    "BLOCK_SHARE_OF_THREADS",
-    "BLOCK_SPAN_SECONDS",
-    "GATE_READ_LEAD_SECONDS",
-    "GATE_RECHECK_LEAD_SECONDS",
-    "IN_FLIGHT_BOUND_SECONDS",
     "MIN_CALL_SECONDS",
     "RATE_DEFERRAL_JITTER_SECONDS",
     "Attempt",
-    "BankedFirst",
-    "BatchSlots",
     "Clock",
     "ConsumerDeps",
     "Deferred",

@@ -7,15 +7,16 @@ so only the records that must come back are reported as failures. Records that m
 unreachable ledger come back in seconds, not after the visibility timeout (sweeper.returns).
 ParallelBatchProcessor
 handles up to `consumer.parallel_calls` records at a time, its threads taking the records in
-an order (InOrder, or BankedFirst: a record whose scope has a banked slot first, slots.py).
+an order (InOrder, or sweeper.admission's BankedFirst: a record whose scope has a banked slot
+first).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
@@ -30,9 +31,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
+from sweeper.admission import Clocks, admission_for
 from sweeper.consumer.batch_log import BatchLog, Outcome
 from sweeper.consumer.delivery import ConsumerDeps, _Delivery
-from sweeper.consumer.slots import BatchSlots, PairedLimits
 from sweeper.errors import LedgerUnavailableError, MalformedMessageError
 from sweeper.models import ActionCall, JobMessage, LedgerTarget
 from sweeper.observability import Metric, MetricSink
@@ -103,51 +104,6 @@ class InOrder:
             return next(self._left, None)
 
 
-class BankedFirst:
-    """The records as received, except that a thread first takes a record of a scope whose
-    slots the batch has banked and no other thread is on its way to (`BatchSlots.offer`).
-
-    Without it the thread for a banked slot is whichever reaches that scope's next record in
-    the batch's order: with ten scopes taking turns, ten records on, after the slot has passed
-    (measured: blocks of one slot at 10/s per scope, 3.1 DynamoDB writes per job).
-    """
-
-    def __init__(
-        self, records: Sequence[Mapping[str, Any]], scopes: Mapping[str, str], slots: BatchSlots
-    ) -> None:
-        self._slots = slots
-        self._next = deque(range(len(records)))
-        self._by_scope: dict[str, deque[int]] = {}
-        for index, record in enumerate(records):
-            scope = scopes.get(str(record.get("messageId", "")))
-            if scope is not None:
-                self._by_scope.setdefault(scope, deque()).append(index)
-        self._taken = [False] * len(records)
-        self._lock = threading.Lock()
-        slots.expect_records(len(records))
-
-    def take(self) -> int | None:
-        with self._lock:
-            scope = self._slots.offer(self._has_left)
-            index = None if scope is None else self._first(self._by_scope[scope])
-            if index is None:  # no bank offered, or (not expected) none of its records left
-                index = self._first(self._next)
-            if index is None:
-                return None
-            self._taken[index] = True
-            self._slots.took_record()
-            return index
-
-    def _has_left(self, scope: str) -> bool:
-        queue = self._by_scope.get(scope)
-        return queue is not None and self._first(queue) is not None
-
-    def _first(self, queue: deque[int]) -> int | None:
-        while queue and self._taken[queue[0]]:
-            queue.popleft()
-        return queue[0] if queue else None
-
-
 class _LockedSink:
     """A MetricSink safe to share between a batch's threads (Powertools Metrics is not)."""
 
@@ -212,16 +168,8 @@ def process_batch(
             scopes[message_id] = target.scope
     _count_not_yet_due(early_keys, event, deps)
     parallel = processor.parallel_calls if isinstance(processor, ParallelBatchProcessor) else 1
-    slots = BatchSlots(
-        deps.limiter,
-        parallel,
-        calls_by_scope,
-        deps.now,
-        deps.metrics,
-        deps.policy.quota.adaptive_spec,
-        PairedLimits.of(deps.policy, deps.limiter),
-        deps.policy.quota.slack_seconds,
-    )
+    clocks = Clocks(deps.sleep, deps.now, deps.monotonic, deps.rng, deps.metrics)
+    admissions = admission_for(deps.policy, deps.limiter, clocks, parallel, calls_by_scope)
     # Two deliveries of one job in a batch run one after the other (the second then finds the
     # first's stored result), never side by side, where the second would only find it in flight.
     same_job = {key: threading.Lock() for key, n in Counter(keys).items() if n > 1}
@@ -297,7 +245,7 @@ def process_batch(
                     record.receipt_handle,
                     deps,
                     call_timeout,
-                    slots,
+                    admissions,
                     trace_id=trace,
                     outcomes=outcomes,
                 )
@@ -308,7 +256,7 @@ def process_batch(
                 )
 
     ordered = (
-        processor.taking(lambda records: BankedFirst(records, scopes, slots))
+        processor.taking(lambda records: admissions.order(records, scopes))
         if isinstance(processor, ParallelBatchProcessor)
         else nullcontext()
     )
@@ -317,7 +265,7 @@ def process_batch(
             response = process_partial_response(event, handle, processor, context)
     finally:
         # Once per batch, zero included: a batch that called nothing still reports its scopes idle.
-        deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", slots.used)
+        deps.metrics.add_metric(Metric.LIMITER_SLOTS_USED, "Count", admissions.used)
         outcomes.write(logger, len(event.get("Records", [])))
     _return_soon(unreached, deps)
     _count_dead_letter_bound(event, response, deps)

@@ -5,9 +5,9 @@ Before it calls the vendor a consumer asks a limiter for slots of a scope and ge
 vendor's throttle, an auth failure); `ScopeState` is what a limiter tells of a scope (its next
 slot, its gate's closure). The protocol has three implementations: the shared DynamoDB limiter
 (`dynamodb.py`, production) and the benchmark's two baselines (`sweeper_bench.baselines`, never
-shipped); the consumer, the redrive and the operator commands know only these types. A limiter that
-can read several gates in one request is also a `GateReader` (the DynamoDB limiter); without it,
-the consumer reads them one at a time.
+shipped); the consumer's admission (sweeper.admission), the redrive and the operator commands
+know only these types. A limiter that can read several gates in one request is also a
+`GateReader` (the DynamoDB limiter); without it, admission reads them one at a time.
 """
 
 from __future__ import annotations

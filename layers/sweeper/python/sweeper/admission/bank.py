@@ -10,7 +10,8 @@ other scopes with a slot it will cover (`gates_to_read`, `looked`); for paired l
 request is the one read of the wide limit's item, which holds every scope's gate. A rate with
 a slack (`quota.slack_seconds`) lets a banked slot be used up to the slack after its time, so a
 call that waited for a concurrency lease takes one at once instead of reserving its own. Shared
-by the batch's threads, never locked across a write.
+by the batch's threads, never locked across a write. The batch's concurrency leases handed on
+(handoff.py) and its paired writes (pairing.py) are mixins under the same lock.
 """
 
 from __future__ import annotations
@@ -20,51 +21,22 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Policy
+from sweeper.admission.base import (
+    BLOCK_SHARE_OF_THREADS,
+    BLOCK_SPAN_SECONDS,
+    GATE_RECHECK_LEAD_SECONDS,
+)
+from sweeper.admission.handoff import LeaseHandOff
+from sweeper.admission.pairing import PairedBank, PairedLimits
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.limiter import MAX_LEAD_SECONDS, Adaptive, Denial, Grant, Limiter, ScopeState
-from sweeper.limiter.paired import PairedSource, Want
 from sweeper.observability import Metric, MetricSink
 
-#: A slot further than this after the batch's last look at an open gate (a gate read, or a
-#: granted reservation) is looked at again before it. With the late-slot tolerance, a call is
-#: sent at most IN_FLIGHT_BOUND_SECONDS after its consumer last saw the gate open: calls past
-#: that last look are in flight, all others obey a closure.
-GATE_RECHECK_LEAD_SECONDS = 0.1
-IN_FLIGHT_BOUND_SECONDS = GATE_RECHECK_LEAD_SECONDS + LATE_SLOT_TOLERANCE_SECONDS
-
-
-#: A slot block covers at least this share of a batch's threads (rounded up: 3 of 10). Threads
-#: in a call finish one every latency / threads seconds, so some ask before the block's slots
-#: pass. Measured at 100/s, 4 environments x 10 threads, vendor p50 150 ms (docs/decisions.md):
-#: free threads only made 0.8 limiter writes per job; at least 3 made 0.4 with no late slot.
-BLOCK_SHARE_OF_THREADS = 0.3
-#: A block spans at most this long from its first slot to its last: its threads hold their slots
-#: until then, and are not free for the batch's other scopes meanwhile (two slots at 10/s with
-#: the headroom's spacing of 0.106 s, ten at 50/s). Measured at ten scopes of 10/s
-#: (docs/decisions.md): 0.22 s and 0.25 s cost more calls than the writes they saved.
-BLOCK_SPAN_SECONDS = 0.2
 #: With a slack, a block also covers the calls its scope is expected to start within the slack:
 #: their rate is taken from the last this many calls of the batch's scope.
 SLACK_RATE_SAMPLE = 8
-#: While a concurrency cap is full, a batch looks for a free lease in the table at most this
-#: often: one read of the cap's item (sweeper.limiter.leases), then one write taking as many of
-#: the leases it shows free as the batch has threads waiting. A lease given back to the table
-#: by another consumer stays unused until some batch looks.
-LEASE_POLL_SECONDS = 0.05
-#: How often a batch that already holds a lease of every cap its waiting thread misses looks:
-#: its own calls hand theirs on as they end, and a lease freed elsewhere is found sooner by a
-#: batch holding none, which looks every LEASE_POLL_SECONDS.
-LEASE_POLL_HOLDING_SECONDS = 0.2
-#: While a thread waits for a concurrency lease, the batch's look at its gate is read again
-#: once it is this old, so that the call sent when the lease comes is still covered (sent at
-#: most GATE_RECHECK_LEAD_SECONDS after a look at an open gate) and reads nothing between
-#: its lease and its send. The lease comes when another call ends, at no time the limiter
-#: knows: looking then put a read on the path from one call's answer to the next call's
-#: send, the gap that keeps a cap from being full (measured in scenario (c): 41 % of calls
-#: read there, 4.4 ms median). Less than the lead by a read's time and some. Only for a rate
-#: with a slack (`BatchSlots.look_stale_in`).
-LOOK_KEPT_FRESH_SECONDS = 0.08
 #: With a slack W, a slot the limiter placed at s is called on within [s - B, s - B + W] (and the
 #: late tolerance), B = this share of W, not within [s, s + W]: the window keeps its length, and
 #: every bound of `Quota.safe_headroom` asks only that each call arrive within an interval of
@@ -77,11 +49,6 @@ LOOK_KEPT_FRESH_SECONDS = 0.08
 #: gate against the real time it was made, never later than its answer (its calls go after).
 #: Not for paired limits, whose calls may also take their slots one limit at a time.
 EARLY_SHARE_OF_SLACK = 0.2
-
-
-def _step_us(interval: float) -> int:
-    """A narrow key's slot spacing as paired limits count it (`Want.step`: whole µs, > 0)."""
-    return max(1, round(interval * 1_000_000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,31 +67,7 @@ class GateLook:
         return list(self.closures)
 
 
-@dataclass(frozen=True, slots=True)
-class PairedLimits:
-    """A policy's two rate limits reserved in one write (sweeper.limiter.paired): the job's
-    scope (narrow) and one further limit with a constant key (`wide`, its limiter key)."""
-
-    wide: str
-    wide_interval: float
-    wide_slack: float = 0.0  # the wide rate's slack_seconds
-
-    @classmethod
-    def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
-        """The pair, when the policy has exactly two limits, both rates, the second's key a
-        constant, its quota not adaptive, and the limiter can reserve them together."""
-        further = policy.further_limits
-        if len(further) != 1 or not isinstance(limiter, PairedSource):
-            return None
-        wide = further[0]
-        if wide.rate is None or wide.max_in_flight is not None or "{" in wide.key:
-            return None
-        if policy.quota.adaptive_spec is not None:
-            return None
-        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds, wide.rate.slack_seconds)
-
-
-class BatchSlots:
+class BatchSlots(LeaseHandOff, PairedBank):
     """The limiter slots of one batch: reserved several in one write, handed out one per call.
 
     When a record needs a slot and none is banked for its scope, one write reserves a slot for
@@ -183,19 +126,7 @@ class BatchSlots:
         self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
         self._closures: Counter[str] = Counter()  # per scope: how often `forget` was called
         self._coming: dict[int, str] = {}  # thread id -> scope of the banked slot it was offered
-        # Concurrency leases handed from a call that ended to a thread of the batch waiting for
-        # one (no release and no acquire write): (key, index, holder), and how many wait.
-        # One condition per cap key, all on the one lock: a lease handed on wakes a thread
-        # waiting for that cap's lease, never one waiting for another key's (which would go
-        # back to sleep while the right thread slept out its timeout).
-        self._lease_ready: dict[str, threading.Condition] = {}
-        self._handed: list[tuple[str, int, str]] = []
-        self._lease_waiters = 0
-        self._last_lease_poll = -math.inf  # while a cap is full, one thread polls the table
-        self._for_leases = 0  # threads waiting for a lease: they ask for no slot meanwhile
-        self._leases_held: Counter[str] = Counter()  # per cap key: taken from the table, not back
-        self._untaken: int | None = None  # records no thread has taken yet (None: not counted)
-        self._keepers: dict[str, int] = {}  # scope -> the lease waiter keeping its look fresh
+        self._init_hand_off()
 
     def reserve(
         self, scope: str, interval: float, horizon: float, holder: object
@@ -263,135 +194,6 @@ class BatchSlots:
             self._banked.setdefault(scope, deque()).extend(slots)
         return True
 
-    def _paired_block(
-        self, scope: str, interval: float, paired: PairedLimits
-    ) -> tuple[list[Want], int]:
-        """What one paired write asks for (under the lock): a slot for each record of the
-        batch not yet holding or banked one, the asking scope first, and how many at most (as
-        `_block_size`, counted in the wide limit's spacing, over every scope's records)."""
-        step = _step_us(interval)
-        holding = Counter(held for held, _ in self._holding.values())
-
-        def wanted(key: str) -> int:
-            banked = len(self._banked.get(key, ()))
-            return self._pending[key] - banked - holding[key]
-
-        wants = [Want(scope, step, max(1, wanted(scope)))]
-        wants += [Want(k, step, wanted(k)) for k in self._pending if k != scope and wanted(k) > 0]
-        free = self._parallel - self._calling - len(self._holding)
-        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
-        span = 1 + math.floor(BLOCK_SPAN_SECONDS / paired.wide_interval + 1e-9)
-        total = sum(want.count for want in wants)
-        return wants, max(1, min(total, math.ceil(asking), span))
-
-    def _reserve_paired(
-        self,
-        scope: str,
-        holder: object,
-        horizon: float,
-        paired: PairedLimits,
-        wants: list[Want],
-        most: int,
-        closures: Counter[str],
-    ) -> tuple[float, Grant | Denial]:
-        """One paired write (the wide limit's lock held): the asking record's slot, or its
-        denial; the block's other slots banked for their scopes, unless a gate closed during
-        the write (then they are spent without a call)."""
-        source = self._limiter
-        assert isinstance(source, PairedSource)
-        requested = self._now()
-        by_key, denial = source.reserve_paired(
-            paired.wide, paired.wide_interval, wants, horizon, BLOCK_SPAN_SECONDS, most
-        )
-        with self._lock:
-            still_open = self._closures[paired.wide] == closures[paired.wide]
-            mine = by_key.pop(scope, [])
-            for key, slots in by_key.items():
-                if still_open and self._closures[key] == closures[key]:
-                    self._saw_open(key, requested)
-                    self._banked.setdefault(key, deque()).extend(slots)
-            if not mine:
-                return requested, denial or Denial(requested, "rate")
-            self._holding[holder] = (scope, mine[0])
-            if still_open and self._closures[scope] == closures[scope]:
-                self._saw_open(scope, requested)
-                self._banked.setdefault(scope, deque()).extend(mine[1:])
-            return requested, Grant(mine[0])
-
-    # -- concurrency leases handed on within the batch ------------------------------------------
-
-    def hand_off(self, key: str, index: int, holder: str) -> bool:
-        """A call ended holding lease `index` of `key`: True if a thread of this batch waits for
-        a lease, which will take this one as it is (its item still names `holder`, its expiry is
-        past the invocation's end, since the batch's invocation took it); else the caller
-        releases it."""
-        with self._lock:
-            # waiting: in `wait_for_lease`, or between two of its waits (looking in the table)
-            if max(self._lease_waiters, self._for_leases) <= len(self._handed):
-                return False
-            self._handed.append((key, index, holder))
-            self._ready(key).notify()
-            return True
-
-    def _ready(self, key: str) -> threading.Condition:
-        """The condition a thread waiting for a lease of `key` waits on (under the lock)."""
-        ready = self._lease_ready.get(key)
-        if ready is None:
-            ready = self._lease_ready[key] = threading.Condition(self._lock)
-        return ready
-
-    def waiting_for_leases(self, delta: int) -> None:
-        """A thread starts (+1) or stops (-1) waiting for a lease: no slot is banked for it."""
-        with self._lock:
-            self._for_leases += delta
-
-    def may_poll_leases(self, holding: bool = False) -> bool:
-        """Whether the calling thread may look for free leases in the table now: while a cap
-        is full, one look per LEASE_POLL_SECONDS for the whole batch (a read, and a write only
-        when it shows leases free); the batch's ending calls hand theirs on meanwhile. A thread
-        whose batch is `holding` a lease of each cap it misses (its calls will hand one on)
-        looks only once the batch's last look is LEASE_POLL_HOLDING_SECONDS old."""
-        with self._lock:
-            now = self._now()
-            every = LEASE_POLL_HOLDING_SECONDS if holding else LEASE_POLL_SECONDS
-            if now < self._last_lease_poll + every:
-                return False
-            self._last_lease_poll = now
-            return True
-
-    def look_stale_in(self, scope: str) -> float:
-        """For a thread waiting for a lease: seconds until it should read the gate of `scope`
-        (0: now). One waiter per scope keeps the batch's look fresh, the first to ask, until
-        it stops waiting (`stop_keeping`); for it, the time until the look is
-        LOOK_KEPT_FRESH_SECONDS old (0 when there is none, or it is already). For every other
-        waiter, never (math.inf): it sleeps as it would without. Only with a slack on the
-        rate: without one, a call that gets its lease takes a slot no older than the late
-        tolerance, whose reservation or block's look covers it."""
-        if not self._slack:
-            return math.inf
-        me = threading.get_ident()
-        with self._lock:
-            if self._keepers.setdefault(scope, me) != me:
-                return math.inf
-            seen = self._open_at.get(scope)
-            if seen is None:
-                return 0.0
-            return max(0.0, seen + LOOK_KEPT_FRESH_SECONDS - self._now())
-
-    def restock_due(self, scope: str) -> bool:
-        """Whether the calling lease waiter should reserve a block for the batch's bank of
-        `scope` now (`restock`): it keeps the look at `scope` fresh (`look_stale_in`), the bank
-        holds no live slot, and no reservation of the scope is under way. Not for paired
-        limits, whose write reserves every scope's slots from the asking call's."""
-        if not self._slack or self.paired is not None:
-            return False
-        me = threading.get_ident()
-        with self._lock:
-            if self._keepers.get(scope) != me or self._live_bank(scope):
-                return False
-            writing = self._writing.get(scope)
-            return writing is None or not writing.locked()
-
     def restock(self, scope: str, interval: float, horizon: float) -> bool:
         """Reserve a block of `scope` for the bank, with no record holding its first slot: a
         lease waiter does it (`restock_due`) so that the calls that get a lease next take a
@@ -417,7 +219,7 @@ class BatchSlots:
 
     def spend_one(self, scope: str, interval: float, horizon: float) -> bool:
         """Give up one slot of `scope` without a call (a call of it left late, see
-        delivery's `_sent_late`): the next banked one, with no write, else one reserved now
+        ticket.py `TicketAdmission.late`): the next banked one, with no write, else one reserved now
         within `horizon` (one write; with paired limits, a slot of both, as their blocks'
         are). True when a slot was given up."""
         paired = self.paired
@@ -428,103 +230,7 @@ class BatchSlots:
             if paired is None:
                 _, decision = self._write_block(scope, interval, horizon, 1)
                 return isinstance(decision, Grant)
-            source = self._limiter
-            assert isinstance(source, PairedSource)
-            step = _step_us(interval)
-            by_key, _ = source.reserve_paired(
-                paired.wide, paired.wide_interval, [Want(scope, step, 1)], horizon, horizon, 1
-            )
-            return bool(by_key.get(scope))
-
-    def stop_keeping(self, scope: str) -> None:
-        """The calling thread stops waiting for a lease: if it kept the look at `scope` fresh,
-        the next waiter to ask does."""
-        me = threading.get_ident()
-        with self._lock:
-            if self._keepers.get(scope) == me:
-                del self._keepers[scope]
-
-    def leases_wanted(self, key: str) -> int:
-        """How many leases of `key` one look should take: one for each thread of the batch
-        waiting for a lease, less those already handed on to them (at least one, the asker's)."""
-        with self._lock:
-            handed = sum(1 for k, _, _ in self._handed if k == key)
-            return max(1, self._for_leases - handed)
-
-    def took_leases(self, key: str, count: int, others: list[tuple[int, str]]) -> None:
-        """A look took `count` leases of `key` from the table; `others` of them, taken for the
-        batch's other waiting threads, are handed on to them as an ending call's would be
-        (those nobody takes are released at the end)."""
-        with self._lock:
-            self._leases_held[key] += count
-            if others:
-                self._handed.extend((key, index, holder) for index, holder in others)
-                self._ready(key).notify(len(others))
-
-    def gave_back(self, key: str) -> None:
-        """A lease of `key` went back to the table."""
-        with self._lock:
-            self._leases_held[key] -= 1
-
-    def holds_lease(self, key: str) -> bool:
-        """Whether the batch holds a lease of `key` (at the vendor, or handed on): a thread
-        waiting for one gets it when that call ends, with no write and no queue round trip."""
-        with self._lock:
-            return self._leases_held[key] > 0
-
-    def lease_found(self) -> None:
-        """A look found a free lease: the next waiting thread may look at once."""
-        with self._lock:
-            self._last_lease_poll = -math.inf
-
-    def wait_for_lease(self, key: str, seconds: float) -> tuple[int, str] | None:
-        """A lease of `key` handed on by a call of this batch within `seconds`, or None."""
-        with self._lock:
-            self._lease_waiters += 1
-            try:
-                self._ready(key).wait_for(
-                    lambda: any(k == key for k, _, _ in self._handed), timeout=seconds
-                )
-                return self._take_handed(key)
-            finally:
-                self._lease_waiters -= 1
-
-    def take_handed(self, key: str) -> tuple[int, str] | None:
-        """A lease of `key` already handed on and not yet taken, or None."""
-        with self._lock:
-            return self._take_handed(key)
-
-    def _take_handed(self, key: str) -> tuple[int, str] | None:
-        for i, (k, index, holder) in enumerate(self._handed):
-            if k == key:
-                del self._handed[i]
-                return index, holder
-        return None
-
-    def leftover_leases(self) -> list[tuple[str, int, str]]:
-        """Leases handed on that no waiting thread took (it went back to the queue): released
-        by the caller."""
-        with self._lock:
-            if self._lease_waiters or self._for_leases:
-                return []
-            left, self._handed = self._handed, []
-            return left
-
-    def expect_records(self, count: int) -> None:
-        """The batch's threads take its `count` records one at a time (`took_record`)."""
-        with self._lock:
-            self._untaken = count
-
-    def took_record(self) -> None:
-        """A thread took one of the batch's records."""
-        with self._lock:
-            if self._untaken is not None:
-                self._untaken -= 1
-
-    def records_untaken(self) -> bool:
-        """Whether some record of the batch is known to be taken by no thread yet."""
-        with self._lock:
-            return bool(self._untaken)
+            return self._spend_paired(scope, interval, horizon, paired)
 
     def covers(self, scope: str, send_at: float) -> bool:
         """Whether the batch's last look at an open gate of `scope` (a gate read or a granted
@@ -702,3 +408,48 @@ class BatchSlots:
             return
         self._banked.pop(scope, None)
         self._open_at.pop(scope, None)
+
+
+class BankedFirst:
+    """The records as received, except that a thread first takes a record of a scope whose
+    slots the batch has banked and no other thread is on its way to (`BatchSlots.offer`).
+
+    Without it the thread for a banked slot is whichever reaches that scope's next record in
+    the batch's order: with ten scopes taking turns, ten records on, after the slot has passed
+    (measured: blocks of one slot at 10/s per scope, 3.1 DynamoDB writes per job).
+    """
+
+    def __init__(
+        self, records: Sequence[Mapping[str, Any]], scopes: Mapping[str, str], slots: BatchSlots
+    ) -> None:
+        self._slots = slots
+        self._next = deque(range(len(records)))
+        self._by_scope: dict[str, deque[int]] = {}
+        for index, record in enumerate(records):
+            scope = scopes.get(str(record.get("messageId", "")))
+            if scope is not None:
+                self._by_scope.setdefault(scope, deque()).append(index)
+        self._taken = [False] * len(records)
+        self._lock = threading.Lock()
+        slots.expect_records(len(records))
+
+    def take(self) -> int | None:
+        with self._lock:
+            scope = self._slots.offer(self._has_left)
+            index = None if scope is None else self._first(self._by_scope[scope])
+            if index is None:  # no bank offered, or (not expected) none of its records left
+                index = self._first(self._next)
+            if index is None:
+                return None
+            self._taken[index] = True
+            self._slots.took_record()
+            return index
+
+    def _has_left(self, scope: str) -> bool:
+        queue = self._by_scope.get(scope)
+        return queue is not None and self._first(queue) is not None
+
+    def _first(self, queue: deque[int]) -> int | None:
+        while queue and self._taken[queue[0]]:
+            queue.popleft()
+        return queue[0] if queue else None

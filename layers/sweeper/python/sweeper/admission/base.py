@@ -1,0 +1,151 @@
+"""The admission contract: what a consumer asks before each call, and hands back after it.
+
+As Powertools' idempotency keeps its provider contract in `persistence/base.py`, this module
+holds `Admission`, the one protocol a delivery speaks for every limit its call is under, and
+what it exchanges: a `Permit` (the call may go now) or a `Deferral` (come back later, and why),
+and a `Closure` (what a 429 or an auth failure closed). One module per regime implements it:
+rate.py (one rate, its slots banked per batch: bank.py), concurrency.py (`max_in_flight`
+caps: leases, handed on within the batch: handoff.py), composed.py (several limits on one
+call, one at a time or paired on one item: pairing.py) and adaptive.py (a rate found from the
+vendor's 429s, a wrapper). The facade (`sweeper.admission`) picks them from the policy's
+limits; the consumer never asks which it got.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.errors import SweeperError
+from sweeper.limiter import GateReader, Reason
+from sweeper.limiter.paired import PairedSource
+from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
+from sweeper.models import OutcomeClass
+from sweeper.observability import MetricSink
+
+#: A slot further than this after the batch's last look at an open gate (a gate read, or a
+#: granted reservation) is looked at again before it. With the late-slot tolerance, a call is
+#: sent at most IN_FLIGHT_BOUND_SECONDS after its consumer last saw the gate open: calls past
+#: that last look are in flight, all others obey a closure.
+GATE_RECHECK_LEAD_SECONDS = 0.1
+IN_FLIGHT_BOUND_SECONDS = GATE_RECHECK_LEAD_SECONDS + LATE_SLOT_TOLERANCE_SECONDS
+#: The look at the gate that GATE_RECHECK_LEAD_SECONDS calls for is made this long before its
+#: slot: the read has this long, and the late-slot tolerance, to answer (a strongly consistent
+#: GetItem takes milliseconds). Made later than GATE_RECHECK_LEAD_SECONDS before the slot, one
+#: look also covers the slots of its scope that follow within the rest of that lead, whichever
+#: of the batch's threads holds them: the next few slots of a block at 100/s, so about one read
+#: per block rather than one per call; and, read in the same request, the slots of the batch's
+#: other scopes within that lead (several scopes at 10/s).
+GATE_READ_LEAD_SECONDS = 0.05
+#: A slot block covers at least this share of a batch's threads (rounded up: 3 of 10). Threads
+#: in a call finish one every latency / threads seconds, so some ask before the block's slots
+#: pass. Measured at 100/s, 4 environments x 10 threads, vendor p50 150 ms (docs/decisions.md):
+#: free threads only made 0.8 limiter writes per job; at least 3 made 0.4 with no late slot.
+BLOCK_SHARE_OF_THREADS = 0.3
+#: A block spans at most this long from its first slot to its last: its threads hold their slots
+#: until then, and are not free for the batch's other scopes meanwhile (two slots at 10/s with
+#: the headroom's spacing of 0.106 s, ten at 50/s). Measured at ten scopes of 10/s
+#: (docs/decisions.md): 0.22 s and 0.25 s cost more calls than the writes they saved.
+BLOCK_SPAN_SECONDS = 0.2
+#: Below this much Lambda time, a record is not called but returned at once.
+MIN_CALL_SECONDS = 1.0
+
+#: The Lambda time left for the call (seconds; None: no bound), asked again at each wait.
+TimeLeft = Callable[[], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """The call may go now; `timeout` is the time left for it (None: no bound)."""
+
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Deferral:
+    """No call now: the record comes back in `wait` seconds, for `reason` (None: the Lambda
+    has no time left for a call; it comes back at once)."""
+
+    wait: float
+    reason: Reason | None
+
+
+@dataclass(frozen=True, slots=True)
+class Closure:
+    """What a 429 or an auth failure closed: `closed` limits at `at`, for `delay` seconds, the
+    last reopening `until` (epoch seconds); with an adaptive rate, the rate it was cut to."""
+
+    at: float
+    delay: float
+    until: float
+    closed: int
+    rate_per_second: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    """What admission waits and measures with (the consumer's, so tests inject a fake)."""
+
+    sleep: Callable[[float], None]
+    now: Callable[[], float]  # epoch seconds, the limiter's clock
+    monotonic: Callable[[], float]  # the clock `ActionResult.request_sent_at` is read on
+    rng: random.Random
+    metrics: MetricSink
+
+
+@dataclass(frozen=True, slots=True)
+class Abilities:
+    """What a batch's limiter can do beyond the `Limiter` protocol, asked once, here: a regime
+    uses what is there (None: the limiter cannot) and never asks the limiter what it is."""
+
+    gates: GateReader | None = None  # reads several gates in one request
+    paired: PairedSource | None = None  # reserves two rates on the wide limit's item
+    several: SlotSource | None = None  # holds a call in several limits (`reserve_all`)
+    leases: LeaseSource | None = None  # holds concurrency leases
+    notes: ThrottleNotes | None = None  # routes a 429 to a wider limit
+
+    @classmethod
+    def of(cls, limiter: object) -> Abilities:
+        return cls(
+            gates=limiter if isinstance(limiter, GateReader) else None,
+            paired=limiter if isinstance(limiter, PairedSource) else None,
+            several=limiter if isinstance(limiter, SlotSource) else None,
+            leases=limiter if isinstance(limiter, LeaseSource) else None,
+            notes=limiter if isinstance(limiter, ThrottleNotes) else None,
+        )
+
+
+class Deferring(SweeperError):
+    """Raised inside a regime's wait to leave it with a deferral (admit returns it)."""
+
+    def __init__(self, deferral: Deferral) -> None:
+        super().__init__(f"deferred for {deferral.wait:.1f}s ({deferral.reason})")
+        self.deferral = deferral
+
+
+class Admission(Protocol):
+    """One call's admission under every limit it is under (one per record, per delivery)."""
+
+    def admit(self, time_left: TimeLeft) -> Permit | Deferral:
+        """A permit to call now, after any wait in place; or when to come back."""
+        ...
+
+    def ended(self, request_sent_at: float | None) -> None:
+        """The request is over (answered, failed, timed out): what it held only while at the
+        vendor goes now (a lease), and a request that left later than its slot allows spends
+        another (`request_sent_at` on the clocks' monotonic; None: unknown)."""
+        ...
+
+    def close(
+        self, outcome: OutcomeClass, retry_after_seconds: float | None, limit_value: str | None
+    ) -> Closure:
+        """A 429 (THROTTLED: the limit it names, else the narrowest and the wider ones it
+        implicates) or an auth failure (AUTH) closes the call's limits until a reopening."""
+        ...
+
+    def done(self) -> None:
+        """The record is finished with, called or not: what it still holds is given back."""
+        ...
