@@ -124,13 +124,7 @@ def run_producer(
     wake = None if connect_always else _read_wake(ledger, policy.name)
     trusted_for = timedelta(seconds=policy.producer_idle_check_seconds)
     if wake is not None and may_skip(wake, started, trusted_for):
-        return ProducerReport(
-            batch_id=batch_id,
-            policy=policy.name,
-            scheduled_at=scheduled_at,
-            duplicate_invocation=False,
-            stop_reason=NOT_DUE,
-        )
+        return _stopped_before_work(policy, scheduled_at, batch_id, NOT_DUE)
     try:
         report = _run_connected(
             policy,
@@ -149,6 +143,19 @@ def run_producer(
             # No session is left open between runs: an idle cluster sees no connection.
             ledger.close()
     return report
+
+
+def _stopped_before_work(
+    policy: Policy, scheduled_at: datetime, batch_id: str, reason: str
+) -> ProducerReport:
+    """The report of a run that released nothing: not due, or paused."""
+    return ProducerReport(
+        batch_id=batch_id,
+        policy=policy.name,
+        scheduled_at=scheduled_at,
+        duplicate_invocation=False,
+        stop_reason=reason,
+    )
 
 
 def _read_wake(ledger: Ledger, policy: str) -> Wake | None:
@@ -208,13 +215,7 @@ def _run_connected(
             oldest_age_seconds=None,
             stop_reason=PAUSED,
         )
-        return ProducerReport(
-            batch_id=batch_id,
-            policy=policy.name,
-            scheduled_at=scheduled_at,
-            duplicate_invocation=False,
-            stop_reason=PAUSED,
-        )
+        return _stopped_before_work(policy, scheduled_at, batch_id, PAUSED)
 
     reclaimed = 0
     republish_delay = timedelta(seconds=republish_delay_seconds(policy))
