@@ -121,6 +121,7 @@ class Pipeline(Construct):
             timeout_seconds=consumer_config.timeout_seconds,
             memory_mb=consumer_config.memory_mb,
             reserved_concurrency=consumer_config.reserved_concurrency,
+            reaches_dynamodb=True,  # its own rules do (_grant_action_access), wake item included
         )
         self.consumer.function.add_event_source(
             event_sources.SqsEventSource(

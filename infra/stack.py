@@ -64,7 +64,9 @@ class SweeperStack(Stack):
         migrations = Migrations(
             self, "Migrations", network=network, database=database, packaging=packaging
         )
-        ledger = LedgerAccess(network=network, database=database, packaging=packaging)
+        ledger = LedgerAccess(
+            network=network, database=database, packaging=packaging, tables=tables
+        )
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
         intake_sender = IntakeSender(self, "IntakeSender")

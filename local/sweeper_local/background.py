@@ -88,11 +88,14 @@ class LocalConsoleStack(Service):
         log_file: str | None = None,
         secret_values: dict[str, Any] | None = None,
         intake_consumers: bool = True,
+        keep_wake: bool = False,
     ) -> None:
         """`intake_consumers`: run each policy's intake function on its queue; a stack that
-        receives no hints (a drill's) leaves it out, its queue made and its processes not."""
+        receives no hints (a drill's) leaves it out, its queue made and its processes not.
+        `keep_wake`: each policy's functions keep its wake item as on AWS (LocalPipeline)."""
         self.config = config
         self.intake_consumers = intake_consumers
+        self.keep_wake = keep_wake
         #: An outside vendor's secret values by the ARN the policy names
         #: (sweeper_local.action_secrets).
         self.secret_values = secret_values or {}
@@ -171,6 +174,7 @@ class LocalConsoleStack(Service):
             visibility_timeout_seconds=self.visibility_timeout_seconds,
             consumer_function_name=LOCAL_CONSUMER_FUNCTION.format(policy=policy.name),
             producer_function_name=f"sweeper-{policy.name}-producer",
+            keep_wake=self.keep_wake,
         )
         intake = LocalIntake(
             self.stack,

@@ -123,14 +123,17 @@ def test_a_ledger_that_may_pause_is_billed_only_while_runs_keep_it_awake(
 ) -> None:
     config = load_config(SHIPPED)
     # Given a producer that connects on every run (every 5 minutes): never paused
+    monkeypatch.setattr(plan_costs, "PRODUCER_CONNECTS_WHEN_IDLE", True)
     paused = _items(at_rest(config, Deployment(min_acu=0)))
     assert paused["Aurora Serverless v2"].usd == pytest.approx(43.80)
-    # When the producer no longer wakes an idle ledger
-    monkeypatch.setattr(plan_costs, "PRODUCER_CONNECTS_WHEN_IDLE", False)
+    # When the producer no longer wakes an idle ledger (its wake item, sweeper.ledger.wake)
+    monkeypatch.undo()
+    assert not plan_costs.PRODUCER_CONNECTS_WHEN_IDLE
     paused = _items(at_rest(config, Deployment(min_acu=0)))
-    # Then it is awake 15 minutes after each hourly discovery, daily retention and each of the
-    # four arrivals a day, at 0.5 ACU
-    wakes = 730 + 730 / 24 + 4 * 730 / 24
+    # Then it is awake 15 minutes after each hourly discovery, daily retention, each of the
+    # four arrivals a day and each hourly full read of the idle producer (its trust bound,
+    # producer_idle_check_seconds), at 0.5 ACU
+    wakes = 730 + 730 / 24 + 4 * 730 / 24 + 730
     assert paused["Aurora Serverless v2"].quantity == pytest.approx(0.5 * wakes * 0.25)
     assert paused["Aurora Serverless v2"].usd == pytest.approx(0.5 * wakes * 0.25 * 0.12)
 

@@ -90,9 +90,10 @@ IDLE_METRICS_RETENTION = 3
 IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
 #: Lambda GB-seconds of one scheduled run that finds nothing to do (estimate: 0.5 s at 512 MB).
 IDLE_RUN_GB_SECONDS = 0.25
-#: The producer connects to the ledger on every run, due work or not (docs/deploy.md), so an
-#: idle ledger never pauses while it runs more often than the pause delay.
-PRODUCER_CONNECTS_WHEN_IDLE = True
+#: Whether the producer connects to the ledger on every run, due work or not. It does not: it
+#: reads the policy's wake item first (sweeper.ledger.wake), so an idle ledger may pause; it
+#: still reads the ledger every `producer_idle_check_seconds` (awake_share counts those).
+PRODUCER_CONNECTS_WHEN_IDLE = False
 #: Times a day new work arrives and wakes a paused ledger ("a few times a day").
 ARRIVALS_PER_DAY = 4
 
@@ -245,12 +246,16 @@ def consumer_traces_per_invocation(tracing: str) -> float:
 
 
 def awake_share(policies: Sequence[Policy]) -> float:
-    """The share of a month a cluster with minimum 0 is awake: each run that connects, and
-    each arrival of work, keeps it up for the pause delay (overlaps counted twice: at most)."""
+    """The share of a month a cluster with minimum 0 is awake: each run that connects (an idle
+    producer's every `producer_idle_check_seconds`), and each arrival of work, keeps it up for
+    the pause delay (overlaps counted twice: at most)."""
     wakes = ARRIVALS_PER_DAY * HOURS_PER_MONTH / 24
     for policy in policies:
         found = scheduled_functions(policy)
         wakes += sum(runs_per_month(e, tz) for e, tz, connects, _ in found if connects)
+        if not PRODUCER_CONNECTS_WHEN_IDLE:  # its trust bound: a full read that often anyway
+            every = HOURS_PER_MONTH * 3600 / policy.producer_idle_check_seconds
+            wakes += min(runs_per_month(policy.schedule, policy.timezone), every)
     return min(1.0, wakes * AUTO_PAUSE_AFTER_MINUTES / 60 / HOURS_PER_MONTH)
 
 

@@ -26,11 +26,12 @@ PIPELINE_RESOURCES = 26
 ACTION_EXTRA_PER_SERVICE = 1
 ACTION_CODE_LAYER_RESOURCES = 1
 REDRIVE_RESOURCES = 14
-#: The intake queue, DLQ and function; the webhook (function, URL, secret, replay table); a rule
-#: per event pattern.
-INTAKE_RESOURCES = 12
+#: The intake queue, DLQ and function (with HTTPS to DynamoDB: its policy's wake item); the
+#: webhook (function, URL, secret, replay table); a rule per event pattern.
+INTAKE_RESOURCES = 13
 WEBHOOK_RESOURCES = 11
-DISCOVERY_RESOURCES = {"s3": 14, "sql": 13}
+#: Discovery's function, schedule and grants (with HTTPS to DynamoDB: its wake item).
+DISCOVERY_RESOURCES = {"s3": 15, "sql": 14}
 RETENTION_RESOURCES = 13
 #: Alarms: the pipeline's, one more for a single limiter scope; the intake's, one more for a
 #: webhook; discovery's and retention's.
