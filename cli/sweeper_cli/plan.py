@@ -155,6 +155,7 @@ def plan(
         result.requests_per_job,
         result.throughput_per_second,
         jobs_per_month=jobs_per_month,
+        policy=policy,
     )
     # Each policy is a nested stack; the root holds what they share (CloudFormation: 500 each).
     stacks = estimate(config, root_name="root")

@@ -64,6 +64,17 @@ def test_wildcard_resources_only_for_network_interfaces_and_tracing(every_varian
                 assert set(_as_list(statement["Action"])) <= allowed | extra, statement
 
 
+def test_a_passthrough_consumer_may_still_write_traces_once_an_operator_turns_them_on(
+    default: Synth,
+) -> None:
+    # Given the shipped policy's consumer, its tracing passthrough (consumer.tracing)
+    consumer = default.function(r"^Pipeline\w*ConsumerFunction[0-9A-F]{8}$")
+    assert consumer["Properties"]["TracingConfig"] == {"Mode": "PassThrough"}
+    # Then its role may still write to X-Ray, so that `aws lambda update-function-configuration
+    # --tracing-config Mode=Active` traces it at once, without a deploy (docs/runbook.md)
+    assert _actions(_statements_of_role(default, _role_of(consumer))) >= XRAY_ACTIONS
+
+
 def test_no_statement_grants_a_whole_service(every_variant: Synth) -> None:
     for policy in every_variant.resources("AWS::IAM::Policy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:

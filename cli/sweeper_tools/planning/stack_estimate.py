@@ -42,8 +42,6 @@ DISCOVERY_ALARMS = 3
 RETENTION_ALARMS = 3
 #: The policy's own dashboard.
 DASHBOARD_RESOURCES = 1
-#: The X-Ray sampling rule of the policy's consumer (infra/observability/tracing.py).
-SAMPLING_RULE_RESOURCES = 1
 
 #: The root stack with a new VPC and cluster and no policy; each policy's nested stack; the
 #: intake bus (when a policy has event patterns); a prefix-list lookup for S3 (when a policy
@@ -105,7 +103,6 @@ def policy_stack_resources(policy: Policy) -> int:
     if policy.intake.webhook:
         intake += WEBHOOK_RESOURCES + WEBHOOK_ALARMS
     total = pipeline + REDRIVE_RESOURCES + alarms + intake + DASHBOARD_RESOURCES
-    total += SAMPLING_RULE_RESOURCES
     if policy.discovery is not None:
         total += DISCOVERY_RESOURCES[policy.discovery.kind] + DISCOVERY_ALARMS
     if policy.retention.enabled:

@@ -22,6 +22,7 @@ from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
 from sweeper.config.limit import LimitConfig
 from sweeper.config.quota import Quota
+from sweeper.config.retired import drop_retired_keys
 from sweeper.errors import ConfigError
 from sweeper.limits import (
     LAMBDA_MAX_TIMEOUT_SECONDS,
@@ -40,9 +41,6 @@ DEFAULT_FAILED_JOB_RETENTION_DAYS = 90.0
 #: How far ahead an operator may postpone a job unless the policy says otherwise: further is a
 #: cancel in disguise (issue 40).
 DEFAULT_MAX_POSTPONE_DAYS = 365.0
-#: The share of a policy's consumer invocations beyond the first each second that X-Ray records:
-#: X-Ray's own default rate, named in a rule of the policy's own (infra/observability/tracing.py).
-DEFAULT_TRACE_SAMPLE_RATE = 0.05
 #: The scheduled prune's budget stays well inside Lambda's 15 minutes.
 RETENTION_MAX_BUDGET_SECONDS = 600.0
 #: Fields a scope template may use.
@@ -272,9 +270,12 @@ class Policy(_Strict):
     #: `sweeper postpone` refuses a time further ahead than this (a postponement past it would be
     #: a silent cancel, out of `inspect`); a longer wait is a hold, with its reason.
     max_postpone_days: float = Field(default=DEFAULT_MAX_POSTPONE_DAYS, gt=0, le=3650)
-    #: The X-Ray sampling rule for this policy's consumer: the first invocation each second,
-    #: then this share of the others; 1.0 traces every one (for an incident, docs/runbook.md).
-    trace_sample_rate: float = Field(default=DEFAULT_TRACE_SAMPLE_RATE, ge=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: Any) -> Any:
+        """A key that no longer does anything still loads, with a warning line (config.retired)."""
+        return drop_retired_keys(data)
 
     @model_validator(mode="before")
     @classmethod
