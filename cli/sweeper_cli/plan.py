@@ -39,14 +39,14 @@ from sweeper_tools.planning.plan import DEFAULT_CPU_SECONDS_PER_JOB
     "--scopes",
     default=1,
     type=click.IntRange(1),
-    help="Limiter scopes busy at once (each its quota); with [[limits]], the first limit's keys.",
+    help="Limiter scopes busy at once: the first limit's keys (each its rate).",
 )
 @click.option(
     "--keys",
     "keys",
     multiple=True,
     metavar="LIMIT=N",
-    help="With [[limits]]: keys busy at once of a limit after the first (repeatable) "
+    help="Keys busy at once of a limit after the first (repeatable) "
     "[default: 1 for a key the same for every call, else --scopes].",
 )
 @click.option(
@@ -105,9 +105,10 @@ def plan(
     ledger paused, and paused with the lean network), per million jobs, and a month at
     --jobs-per-month.
 
-    With [[limits]], each limit's ceiling (one key's rate, or its cap on calls in flight over
-    the mean service time, times the keys it spans) and which binds: the smallest, or the
-    consumers when they complete less.
+    Each limit's ceiling (one key's rate, or its cap on calls in flight over the mean service
+    time, times the keys it spans) and which binds: the smallest, or the consumers when they
+    complete less. A policy written with [quota] and [scope] has one limit, `quota`, keyed by
+    its scope.
 
     Exits 1 only when the policy cannot do what it claims ("error:" lines): its consumers
     cannot carry the rate it states, its backlog never drains or not before its
@@ -192,12 +193,10 @@ def render(plan: dict[str, object]) -> list[str]:
     cpu = plan["cpu_capacity_per_second"]
     assert isinstance(cost, dict)
     assert isinstance(requests, dict)
-    limits = plan.get("limits")
-    rate = "quota x headroom x scopes" if not limits else "the smallest limit's ceiling"
     lines = [
         f"policy {plan['policy']}",
         f"  action           {plan['action']}",
-        f"  rate             {plan['target_rate_per_second']}/s ({rate})",
+        f"  rate             {plan['target_rate_per_second']}/s (the smallest limit's ceiling)",
         *_limit_lines(plan),
         *_slack_lines(plan),
         f"  service time     {plan['mean_service_seconds']} s mean, "
@@ -253,10 +252,8 @@ def _slack_lines(plan: dict[str, object]) -> list[str]:
 
 
 def _limit_lines(plan: dict[str, object]) -> list[str]:
-    """With [[limits]]: a line per limit (what one key allows, times its keys) and what binds."""
-    limits = plan.get("limits")
-    if not limits:
-        return []
+    """A line per limit (what one key allows, times its keys) and what binds."""
+    limits = plan["limits"]
     assert isinstance(limits, list)
     lines = []
     for limit in limits:
