@@ -118,6 +118,7 @@ def plan(
     Anything else it notices is an "advisory:" line, with exit 0: a limit no load reaches, a
     timeout far above a batch's need, consumers below a rate the policy never stated.
     """
+    from sweeper_tools.planning.consumer_defaults import deployed_policy, derived_fields
     from sweeper_tools.planning.plan import PlanInput, make_plan
     from sweeper_tools.planning.stack_estimate import estimate
 
@@ -126,7 +127,9 @@ def plan(
         raise click.UsageError(
             f"--policy is required (the policy file has {[p.name for p in config.policies]})"
         )
-    policy = config.policy(policy_name) if policy_name else config.policies[0]
+    written = config.policy(policy_name) if policy_name else config.policies[0]
+    # The consumer synth deploys: its sizing, where the policy sets none, derived
+    policy = deployed_policy(written)
     known = policy.action.latency  # the policy's measured latency, else its kind's default
     p50 = p50 or (known[0] if known else None)
     if p50 is None:
@@ -148,9 +151,10 @@ def plan(
             memory_mb=memory_mb,
             cpu_seconds_per_job=cpu_ms / 1000,
         ),
-        sharing=[other for other in config.policies if other.name != policy.name],
+        sharing=[deployed_policy(other) for other in config.policies if other.name != policy.name],
     )
     figures = result.as_dict()
+    figures["derived"] = derived_fields(written)
     figures["stack_cost"] = stack_costs(
         config,
         result.requests_per_job,
@@ -202,6 +206,7 @@ def render(plan: dict[str, object]) -> list[str]:
         f"  service time     {plan['mean_service_seconds']} s mean, "
         f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",
         f"  in flight needed {plan['needed_in_flight']} (p95: {plan['needed_in_flight_p95']})",
+        *_derived_lines(plan),
         f"  configured       {plan['environments']} environment(s) x "
         f"{plan['parallel_calls']} call(s) = {plan['calls_capacity_per_second']} jobs/s at most",
         f"  CPU              {plan['memory_mb']} MB = {plan['vcpu_per_environment']} vCPU an "
@@ -237,6 +242,19 @@ def render(plan: dict[str, object]) -> list[str]:
         assert isinstance(found, list)
         lines += [f"{label}: {text}" for text in found]
     return lines
+
+
+def _derived_lines(plan: dict[str, object]) -> list[str]:
+    """The consumer's figures the policy leaves to the plan, as synth deploys them."""
+    derived = plan.get("derived")
+    if not derived:
+        return []
+    assert isinstance(derived, dict)
+    figures = ", ".join(f"{name} {value}" for name, value in derived.items())
+    return [
+        f"  derived          {figures} (from the limits and the vendor's latency; set "
+        "[consumer] to override)"
+    ]
 
 
 def _slack_lines(plan: dict[str, object]) -> list[str]:
