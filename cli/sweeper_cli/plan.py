@@ -108,7 +108,9 @@ def plan(
     Each limit's ceiling (one key's rate, or its cap on calls in flight over the mean service
     time, times the keys it spans) and which binds: the smallest, or the consumers when they
     complete less. A policy written with [quota] and [scope] has one limit, `quota`, keyed by
-    its scope.
+    its scope. The consumer planned is the one synth deploys: its parallel calls, batch, window
+    and timeout, where the policy sets none and states its vendor's latency, derived from the
+    limits and that latency (the "derived" line).
 
     Exits 1 only when the policy cannot do what it claims ("error:" lines): its consumers
     cannot carry the rate it states, its backlog never drains or not before its
