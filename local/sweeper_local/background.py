@@ -45,6 +45,7 @@ from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
 from sweeper_local.webhook import LocalWebhook
+from sweeper_tools.planning.consumer_defaults import deployed_config
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
 PAUSE_POLL_SECONDS = 1.0
@@ -342,7 +343,8 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    config = load_config(config_path)
+    # run as synth deploys it: the consumer's sizing the file leaves out, derived
+    config = deployed_config(load_config(config_path))
     with LocalConsoleStack(
         config,
         config_path=str(Path(config_path).resolve()),

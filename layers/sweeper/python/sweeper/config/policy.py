@@ -20,7 +20,7 @@ from sweeper.config.action import KINDS, ActionConfig, HttpActionConfig
 from sweeper.config.base import _Strict
 from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
-from sweeper.config.limit import LimitConfig
+from sweeper.config.limit import SHORTHAND_LIMIT_NAME, LimitConfig
 from sweeper.config.quota import Quota
 from sweeper.config.retired import drop_retired_keys
 from sweeper.errors import ConfigError
@@ -293,8 +293,10 @@ class Policy(_Strict):
         quota = {"limit": defaults.quota_limit, "period_seconds": defaults.quota_period_seconds}
         return {**data, "quota": quota}
 
-    #: Several limits, narrowest first (sweeper.config.limit); none: `quota` and `scope` are
-    #: the one limit. With limits, the first one is the job's scope and quota.
+    #: The limits, narrowest first (sweeper.config.limit); the first one is the job's scope and
+    #: quota. Left out, `quota` and `scope` are its one limit (`SHORTHAND_LIMIT_NAME`): after
+    #: validation every policy lists at least one, and `quota`, `scope` and `further_limits`
+    #: are views of them.
     limits: list[LimitConfig] = Field(default_factory=list, max_length=4)
 
     @model_validator(mode="before")
@@ -314,6 +316,13 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _limits_agree(self) -> Self:
+        if not self.limits:
+            # The shorthand: its one limit, derived here and not marked as set, so that a dump of
+            # what the file set (the function's environment) stays the file's own.
+            shorthand = LimitConfig(
+                name=SHORTHAND_LIMIT_NAME, key=self.scope.key_template, rate=self.quota
+            )
+            object.__setattr__(self, "limits", [shorthand])
         listed = {limit.name for limit in self.limits}
         unknown = set(self.action.limit_values.values()) - listed
         if unknown:
@@ -321,8 +330,6 @@ class Policy(_Strict):
                 f"action.limit_header_values names limits the policy does not list: "
                 f"{sorted(unknown)}"
             )
-        if not self.limits:
-            return self
         first = self.limits[0]
         if first.rate is None or first.max_in_flight is not None:
             raise ValueError(
@@ -359,7 +366,7 @@ class Policy(_Strict):
 
     @property
     def further_limits(self) -> list[LimitConfig]:
-        """The limits a call holds beside its scope's (the first limit, or `quota`)."""
+        """The limits a call holds beside its scope's (the first limit)."""
         return self.limits[1:]
 
     @field_validator("timezone")
