@@ -26,6 +26,15 @@ REPO = Path(__file__).resolve().parents[2]
 GIVEN = PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=0.3, scopes=4)
 
 
+#: An app-wide limit of 40/s and 2 calls in flight, on one key.
+APP_RATE_AND_CAP = {
+    "name": "app",
+    "key": "app",
+    "rate": {"limit": 40, "period_seconds": 1},
+    "max_in_flight": 2,
+}
+
+
 def _limit_lines(policy: Policy) -> list[str]:
     return [line for line in render(make_plan(policy, GIVEN).as_dict()) if "limit " in line]
 
@@ -54,14 +63,7 @@ def test_the_plan_prints_a_rate_and_a_cap_as_on_main() -> None:
 
 def test_a_limit_with_a_rate_and_a_cap_is_bound_by_the_smaller() -> None:
     # Given an app-wide limit of 40/s and 2 in flight (2 / 0.155 s = 12.9/s)
-    policy = _two_limits(
-        {
-            "name": "app",
-            "key": "app",
-            "rate": {"limit": 40, "period_seconds": 1},
-            "max_in_flight": 2,
-        }
-    )
+    policy = _two_limits(APP_RATE_AND_CAP)
     # Then the plan shows both and binds it by the cap
     (limit,) = [limit for limit in make_plan(policy, GIVEN).limits if limit["name"] == "app"]
     assert (limit["rate_per_second"], limit["max_in_flight"], limit["bound"]) == (
@@ -79,14 +81,7 @@ def test_a_limit_with_a_rate_and_a_cap_is_bound_by_the_smaller() -> None:
 
 def test_a_cap_without_a_latency_is_left_to_the_consumers_but_its_rate_still_bounds() -> None:
     # Given an app-wide rate and cap, and no latency planned for the action
-    policy = _two_limits(
-        {
-            "name": "app",
-            "key": "app",
-            "rate": {"limit": 40, "period_seconds": 1},
-            "max_in_flight": 2,
-        }
-    )
+    policy = _two_limits(APP_RATE_AND_CAP)
     assert policy.action.latency is None
     # Then the claim holds the policy to the rate's rows and leaves the cap to the consumers
     bounds = claim_bounds(policy)
