@@ -103,7 +103,7 @@ class RateHolder(Protocol):
 
     def hold_rate(
         self, scope: str, rate: float, *, unset_only: bool = False, within: float = 0.0
-    ) -> float: ...
+    ) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,8 +182,9 @@ class LearnedRate:
         return reading.limits[0] if len(reading.limits) == 1 else reading.limit(self._name)
 
     def _hold(self, rate: float) -> None:
-        scope = self._ticket.job.scope
-        self._holder.hold_rate(scope, rate, within=HOLD_WITHIN)
+        t = self._ticket
+        if self._holder.hold_rate(t.job.scope, rate, within=HOLD_WITHIN):
+            t.slots.forget(t.job.scope)  # slots banked at the rate before are not used
 
     def _close_for(self, seconds: float) -> None:
         """Close the scope's gate for every consumer until `seconds` from now."""
