@@ -22,6 +22,7 @@ GRAPHQL_THROTTLED = {
     "outcome": "throttled",
     "code": "graphql_throttled",
 }
+PRODUCT_DELETE = "mutation($id: ID!) { productDelete(input: {id: $id}) { deletedProductId } }"
 SHOPIFY_LEARN = {
     "cost": {
         "reserve": 10,
@@ -39,7 +40,7 @@ def product_delete(url: str) -> HttpAction:
         method="POST",
         url_template=f"{{api_url}}{GRAPHQL_PATH}",
         body={
-            "query": "mutation($id: ID!) { productDelete(input: {id: $id}) { deletedProductId } }",
+            "query": PRODUCT_DELETE,
             "variables": {"id": "{object_id}"},
         },
         outcome_rules=[GRAPHQL_THROTTLED],

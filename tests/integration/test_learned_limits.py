@@ -22,10 +22,12 @@ from sweeper.limiter import Denial, DynamoLimiter
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
+from sweeper_local.graphql_cost import GRAPHQL_PATH, PointsApi
 from sweeper_local.limit_dialects import Dialect
 from sweeper_local.vendor import VendorSimulator, max_calls_in_window
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import publish_all
+from tests.integration.test_learned_answers import GRAPHQL_THROTTLED, PRODUCT_DELETE
 from tests.integration.test_parallel_calls import invoke
 
 pytestmark = pytest.mark.integration
@@ -189,3 +191,41 @@ def test_nothing_remaining_closes_the_gate_for_every_consumer_until_the_reset(
     assert isinstance(other.reserve(scope, 0.1, 1.0), Denial)
     # And the vendor refused nothing
     assert vendor.audit().quota_rejections == 0
+
+
+def test_a_call_takes_its_cost_in_points_and_the_bucket_never_throttles(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a GraphQL API whose bucket holds 60 points, restores 20 a second and needs 15 in
+    # it for a call (each costing 5 to 15), and a policy told 20 points a second, each call
+    # reserving 15 and corrected by the cost the answer states
+    points = PointsApi(maximum=60, restore_rate=20, cost_range=(5, 15), requested_cost=15)
+    with VendorSimulator(graphql=points) as vendor:
+        p = learning(pipeline, monkeypatch, vendor, "ratelimit", told=(20, 1.0))
+        data = p.policy.model_dump()
+        data["limits"][0]["learn"] = {
+            "cost": {
+                "reserve": 15,
+                "actual": {"json_path": "extensions.cost.actualQueryCost"},
+                "bucket": "shopify",
+            }
+        }
+        data["action"].update(
+            method="POST",
+            url_template=f"{{api_url}}{GRAPHQL_PATH}",
+            body={"query": PRODUCT_DELETE, "variables": {"id": "{object_id}"}},
+            outcome_rules=[GRAPHQL_THROTTLED],
+        )
+        data.pop("quota")
+        data.pop("scope")
+        policy = Policy.model_validate(data)
+        monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+        runtime.reset()
+        p = replace(p, policy=policy)
+        # When twelve jobs are called, four at a time, in three batches
+        for _ in range(3):
+            run(p, 4)
+        audit = points.audit()
+    # Then calls went out, and the bucket never refused one
+    assert sum(audit.effects_by_id.values()) >= 4
+    assert audit.throttled_total == 0
