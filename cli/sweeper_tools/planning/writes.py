@@ -7,7 +7,7 @@ before and after), and the record holds the key, its status, two expiry times an
 (tests/unit/test_plan_writes.py measures the item Powertools writes).
 
 Limiter: the consumer reserves a block of slots of a scope in one write and hands them out one
-per call (sweeper.consumer.slots): at least BLOCK_SHARE_OF_THREADS of the batch's threads, at
+per call (sweeper.admission.bank): at least BLOCK_SHARE_OF_THREADS of the batch's threads, at
 most the slots that fit in BLOCK_SPAN_SECONDS of the scope's spacing. At its smallest block a
 job costs 1 / block writes, plus the conditional writes that fail when another environment
 wrote the bucket first (measured, docs/benchmarks.md). A policy with `[[limits]]` (paired
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from sweeper.config import Policy
-from sweeper.consumer.slots import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS
+from sweeper.admission.base import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS
 
 #: The idempotency record's PutItem (in progress) and UpdateItem (completed), each under 1 KB.
 IDEMPOTENCY_WRITES_PER_JOB = 2.0
@@ -33,7 +33,7 @@ LIMITS_WRITES_PER_JOB = 1.0
 
 
 def limiter_block(policy: Policy, parallel_calls: int) -> int:
-    """The fewest slots one limiter write reserves for a scope (sweeper.consumer.slots'
+    """The fewest slots one limiter write reserves for a scope (sweeper.admission.bank'
     `_block_size` with no thread free beyond the share and a scope with records to spare)."""
     share = math.ceil(parallel_calls * BLOCK_SHARE_OF_THREADS - 1e-9)
     span = 1 + math.floor(BLOCK_SPAN_SECONDS / policy.quota.interval_seconds + 1e-9)
