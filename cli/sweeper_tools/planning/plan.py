@@ -78,6 +78,7 @@ from sweeper_tools.planning.findings import (
     Severity,
     advisory,
     drain_findings,
+    learned_rate,
     scopes_finding,
     shortfall,
     texts,
@@ -302,7 +303,7 @@ def make_plan(
     throughput = min(target, capacity)
     needed = math.ceil(target * mean_service)
     needed_p95 = math.ceil(target * p95_service)
-    findings = scopes_finding(policy, given.scopes, scopes)
+    findings = scopes_finding(policy, given.scopes, scopes) + learned_rate(policy)
     binding = None
     if tightest is not None:
         binding = tightest.name if capacity >= target else "consumers"
