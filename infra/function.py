@@ -94,6 +94,8 @@ class SweeperFunction(Construct):
         self.role.add_to_policy(iam.PolicyStatement(actions=VPC_ACCESS_ACTIONS, resources=["*"]))
         self.log_group.grant_write(self.role)
 
+        #: The peers egress on 443 is open to (each once: allow_https_to).
+        self._https_peers: set[str] = set()
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
@@ -125,7 +127,11 @@ class SweeperFunction(Construct):
         acknowledge(self.function, "AwsSolutions-L1", RUNTIME_REASON)
 
     def allow_https_to(self, peer: ec2.IPeer, description: str) -> None:
-        """Open egress on 443 only, to one peer (the VPC endpoints, or the vendor API)."""
+        """Open egress on 443 only, to one peer (the VPC endpoints, or the vendor API); once
+        per peer, whatever each caller needs it for."""
+        if peer.unique_id in self._https_peers:
+            return
+        self._https_peers.add(peer.unique_id)
         self.security_group.add_egress_rule(peer, ec2.Port.tcp(HTTPS_PORT), description)
 
 

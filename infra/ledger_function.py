@@ -21,6 +21,7 @@ from infra.function import SweeperFunction, policy_json
 from infra.network import Network
 from infra.packaging import Packaging
 from infra.scheduling import ScheduledInvocation
+from infra.tables import Tables
 from sweeper.config import Policy
 
 
@@ -32,6 +33,8 @@ class LedgerAccess:
     network: Network
     database: Database
     packaging: Packaging
+    #: Where each policy's wake item is kept (the limiter table): every writer lowers it.
+    tables: Tables
 
 
 class LedgerFunction(SweeperFunction):
@@ -39,6 +42,9 @@ class LedgerFunction(SweeperFunction):
 
     `aws_apis` names, for its security-group rule, what the function reaches through the
     interface endpoints (e.g. "SQS and Secrets Manager"); None when its HTTPS rule is its own.
+    Unless `lowers_wake` is False (a function that makes nothing due), its ledger writes lower
+    the policy's wake item (sweeper.ledger.wake): its table in the environment, a grant on that
+    one item, and HTTPS to DynamoDB unless `reaches_dynamodb` says its own rules already do.
     """
 
     def __init__(
@@ -55,6 +61,8 @@ class LedgerFunction(SweeperFunction):
         memory_mb: int,
         environment: Mapping[str, str] | None = None,
         reserved_concurrency: int | None = None,
+        lowers_wake: bool = True,
+        reaches_dynamodb: bool = False,
     ) -> None:
         super().__init__(
             scope,
@@ -67,6 +75,8 @@ class LedgerFunction(SweeperFunction):
                 "SWEEPER_POLICY": policy_json(policy),
                 **(environment or {}),
                 **ledger.database.runtime_environment(),
+                # Its ledger writes lower the policy's wake item (sweeper.ledger.wake).
+                **({"SWEEPER_WAKE_TABLE": ledger.tables.limiter.table_name} if lowers_wake else {}),
             },
             timeout_seconds=timeout_seconds,
             memory_mb=memory_mb,
@@ -76,6 +86,11 @@ class LedgerFunction(SweeperFunction):
         ledger.database.grant_runtime_access(self)
         if aws_apis is not None:
             self.allow_https_to(ledger.network.aws_api_peer, aws_apis)
+        if lowers_wake:
+            ledger.tables.grant_wake(self.role, [policy.name])
+        if lowers_wake and not reaches_dynamodb:
+            # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
+            self.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the wake item)")
 
     def run_on_schedule(
         self, expression: str, description: str, *, schedule_id: str = "Schedule"

@@ -82,6 +82,8 @@ class OperatorApi(Construct):
             # CloudFormation and Lambda have no endpoint in the VPC: through the NAT.
             function.allow_https_to(ec2.Peer.any_ipv4(), "CloudFormation and Lambda APIs (NAT)")
 
+        # Its writes (unhold, retry, postpone) lower their policy's wake item.
+        tables.grant_wake(self.operator.role, [policy.name for policy in config.policies])
         # What only the operator function changes: catch-up and redrive send to the work
         # queue, redrive works the DLQ, release invokes the producer, pause switches consumers.
         for pipeline in pipelines:
@@ -168,6 +170,12 @@ class OperatorApi(Construct):
                 "SWEEPER_OPERATOR_ACCESS": access,
                 # read-only: as the reader (migration 0014, SELECT only), with its own secret
                 **ledger.database.runtime_environment(read_only=access == "read"),
+                # Its writes (unhold, retry, postpone) lower the policy's wake item.
+                **(
+                    {}
+                    if access == "read"
+                    else {"SWEEPER_WAKE_TABLE": ledger.tables.limiter.table_name}
+                ),
             },
             timeout_seconds=timeout_seconds,
             memory_mb=OPERATOR_MEMORY_MB,

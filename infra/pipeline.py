@@ -25,6 +25,7 @@ from infra.naming import deployment_name
 from infra.packaging import REPO_ROOT, action_code_layer
 from infra.queues import queue_with_dead_letters
 from infra.tables import Tables
+from infra.tracing import trace_consumer
 from sweeper.config import Policy
 from sweeper.errors import ConfigError
 from sweeper.limiter.keys import unconfined_limits
@@ -120,6 +121,7 @@ class Pipeline(Construct):
             timeout_seconds=consumer_config.timeout_seconds,
             memory_mb=consumer_config.memory_mb,
             reserved_concurrency=consumer_config.reserved_concurrency,
+            reaches_dynamodb=True,  # its own rules do (_grant_action_access), wake item included
         )
         self.consumer.function.add_event_source(
             event_sources.SqsEventSource(
@@ -131,6 +133,7 @@ class Pipeline(Construct):
             )
         )
         tables.grant_consumer(self.consumer.role, policy)
+        trace_consumer(self.consumer.function, policy)  # X-Ray: the policy's mode (infra/tracing)
         for template in unconfined_limits(policy):
             Annotations.of(self).add_warning_v2(
                 "sweeper:LimiterKeysUnconfined",

@@ -49,6 +49,7 @@ class Retention(Construct):
             timeout_seconds=prune_timeout_seconds(policy),
             memory_mb=PRUNE_MEMORY_MB,
             reserved_concurrency=PRUNE_RESERVED_CONCURRENCY,
+            lowers_wake=False,  # it deletes settled rows only: nothing becomes due
         )
         self.schedule = self.function.run_on_schedule(
             policy.retention.schedule, "prune old ledger metadata"

@@ -29,6 +29,7 @@ from infra.scheduling import ScheduledInvocation
 from infra.stack_size import TemplateSize, measure
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
+from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.stack_estimate import policy_stack_id
 
 APP_TAG = "sweeper"
@@ -57,6 +58,10 @@ class SweeperStack(Stack):
             description="sweeper: scheduled cleanup obligations against a rate-limited API",
             **kwargs,
         )
+        # The policies as deployed: a consumer's sizing that a policy leaves out is what its
+        # plan derives from its limits and its vendor's latency (every function reads that).
+        config = deployed_config(config)
+        self.config = config
         network = Network(self, "Network", options=options)
         database = Database(self, "Database", network=network, options=options)
         tables = Tables(self, "Tables")
@@ -64,7 +69,9 @@ class SweeperStack(Stack):
         migrations = Migrations(
             self, "Migrations", network=network, database=database, packaging=packaging
         )
-        ledger = LedgerAccess(network=network, database=database, packaging=packaging)
+        ledger = LedgerAccess(
+            network=network, database=database, packaging=packaging, tables=tables
+        )
         observability = Observability(self, "Observability", alarm_email=options.alarm_email)
         observability.watch_database(database)
         intake_sender = IntakeSender(self, "IntakeSender")

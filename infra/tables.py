@@ -15,6 +15,7 @@ from constructs import Construct
 
 from sweeper.config import Policy
 from sweeper.consumer.idempotency import idempotency_key_prefix
+from sweeper.ledger.wake import wake_key
 from sweeper.limiter.keys import limiter_key_patterns
 
 #: Powertools' DynamoDBPersistenceLayer defaults: key attribute and expiry attribute.
@@ -34,6 +35,12 @@ IDEMPOTENCY_ACTIONS = (
 #: conditionally written in place (UpdateItem, which also creates the item): sweeper.limiter
 #: never puts a whole item.
 LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem")
+#: A policy's wake item (sweeper.ledger.wake) is read and conditionally updated in place. It is
+#: kept in the limiter table rather than a table of its own: each grant is on that one item
+#: (dynamodb:LeadingKeys = wake#POLICY), which gives no function any gate, so a table of its own
+#: would add a resource and no narrower grant; the functions that Scan the limiter table (the
+#: producer, `status`) may read every item there already, and ignore what is not a gate.
+WAKE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
 
 
 class Tables(Construct):
@@ -95,6 +102,12 @@ class Tables(Construct):
         prefix = idempotency_key_prefix(policy.name)  # a policy name holds no `#`, `*` or `?`
         _grant_items(grantee, self.idempotency, IDEMPOTENCY_ACTIONS, [f"{prefix}#*"])
         _grant_items(grantee, self.limiter, LIMITER_ACTIONS, limiter_key_patterns(policy))
+
+    def grant_wake(self, grantee: iam.IGrantable, policies: list[str]) -> None:
+        """Read and lower (or raise) these policies' wake items, and no other item: every
+        function that writes the ledger lowers its policy's before the write commits."""
+        keys = [wake_key(name) for name in policies]  # a policy name holds no `*` or `?`
+        _grant_items(grantee, self.limiter, WAKE_ACTIONS, keys)
 
 
 def _grant_items(

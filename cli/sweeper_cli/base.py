@@ -353,7 +353,9 @@ class Console:
         from sweeper.ledger.store import Ledger
 
         if self._ledger is None:
-            self._ledger = Ledger(self.endpoints.require_database())
+            url = self.endpoints.require_database()
+            # An operator's write lowers the policy's wake item, as every writer's does.
+            self._ledger = Ledger(url, wake=self.endpoints.wake_store())
         return self._ledger
 
     def policy(self, name: str | None) -> Policy:

@@ -188,7 +188,10 @@ def _team_policy(
         raise click.UsageError(
             f"{', '.join(given)} cannot be used with --config: the policy file sets them"
         )
-    config = load_config(config_path)
+    from sweeper_tools.planning.consumer_defaults import deployed_config
+
+    # run as synth deploys it: the consumer's sizing the file leaves out, derived
+    config = deployed_config(load_config(config_path))
     if policy_name is None:
         if len(config.policies) != 1:
             names = [p.name for p in config.policies]

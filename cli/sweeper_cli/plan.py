@@ -39,14 +39,14 @@ from sweeper_tools.planning.plan import DEFAULT_CPU_SECONDS_PER_JOB
     "--scopes",
     default=1,
     type=click.IntRange(1),
-    help="Limiter scopes busy at once (each its quota); with [[limits]], the first limit's keys.",
+    help="Limiter scopes busy at once: the first limit's keys (each its rate).",
 )
 @click.option(
     "--keys",
     "keys",
     multiple=True,
     metavar="LIMIT=N",
-    help="With [[limits]]: keys busy at once of a limit after the first (repeatable) "
+    help="Keys busy at once of a limit after the first (repeatable) "
     "[default: 1 for a key the same for every call, else --scopes].",
 )
 @click.option(
@@ -105,9 +105,12 @@ def plan(
     ledger paused, and paused with the lean network), per million jobs, and a month at
     --jobs-per-month.
 
-    With [[limits]], each limit's ceiling (one key's rate, or its cap on calls in flight over
-    the mean service time, times the keys it spans) and which binds: the smallest, or the
-    consumers when they complete less.
+    Each limit's ceiling (one key's rate, or its cap on calls in flight over the mean service
+    time, times the keys it spans) and which binds: the smallest, or the consumers when they
+    complete less. A policy written with [quota] and [scope] has one limit, `quota`, keyed by
+    its scope. The consumer planned is the one synth deploys: its parallel calls, batch, window
+    and timeout, where the policy sets none and states its vendor's latency, derived from the
+    limits and that latency (the "derived" line).
 
     Exits 1 only when the policy cannot do what it claims ("error:" lines): its consumers
     cannot carry the rate it states, its backlog never drains or not before its
@@ -117,6 +120,7 @@ def plan(
     Anything else it notices is an "advisory:" line, with exit 0: a limit no load reaches, a
     timeout far above a batch's need, consumers below a rate the policy never stated.
     """
+    from sweeper_tools.planning.consumer_defaults import deployed_policy, derived_fields
     from sweeper_tools.planning.plan import PlanInput, make_plan
     from sweeper_tools.planning.stack_estimate import estimate
 
@@ -125,7 +129,9 @@ def plan(
         raise click.UsageError(
             f"--policy is required (the policy file has {[p.name for p in config.policies]})"
         )
-    policy = config.policy(policy_name) if policy_name else config.policies[0]
+    written = config.policy(policy_name) if policy_name else config.policies[0]
+    # The consumer synth deploys: its sizing, where the policy sets none, derived
+    policy = deployed_policy(written)
     known = policy.action.latency  # the policy's measured latency, else its kind's default
     p50 = p50 or (known[0] if known else None)
     if p50 is None:
@@ -147,14 +153,16 @@ def plan(
             memory_mb=memory_mb,
             cpu_seconds_per_job=cpu_ms / 1000,
         ),
-        sharing=[other for other in config.policies if other.name != policy.name],
+        sharing=[deployed_policy(other) for other in config.policies if other.name != policy.name],
     )
     figures = result.as_dict()
+    figures["derived"] = derived_fields(written)
     figures["stack_cost"] = stack_costs(
         config,
         result.requests_per_job,
         result.throughput_per_second,
         jobs_per_month=jobs_per_month,
+        policy=policy,
     )
     # Each policy is a nested stack; the root holds what they share (CloudFormation: 500 each).
     stacks = estimate(config, root_name="root")
@@ -192,17 +200,16 @@ def render(plan: dict[str, object]) -> list[str]:
     cpu = plan["cpu_capacity_per_second"]
     assert isinstance(cost, dict)
     assert isinstance(requests, dict)
-    limits = plan.get("limits")
-    rate = "quota x headroom x scopes" if not limits else "the smallest limit's ceiling"
     lines = [
         f"policy {plan['policy']}",
         f"  action           {plan['action']}",
-        f"  rate             {plan['target_rate_per_second']}/s ({rate})",
+        f"  rate             {plan['target_rate_per_second']}/s (the smallest limit's ceiling)",
         *_limit_lines(plan),
         *_slack_lines(plan),
         f"  service time     {plan['mean_service_seconds']} s mean, "
         f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",
         f"  in flight needed {plan['needed_in_flight']} (p95: {plan['needed_in_flight_p95']})",
+        *_derived_lines(plan),
         f"  configured       {plan['environments']} environment(s) x "
         f"{plan['parallel_calls']} call(s) = {plan['calls_capacity_per_second']} jobs/s at most",
         f"  CPU              {plan['memory_mb']} MB = {plan['vcpu_per_environment']} vCPU an "
@@ -240,6 +247,19 @@ def render(plan: dict[str, object]) -> list[str]:
     return lines
 
 
+def _derived_lines(plan: dict[str, object]) -> list[str]:
+    """The consumer's figures the policy leaves to the plan, as synth deploys them."""
+    derived = plan.get("derived")
+    if not derived:
+        return []
+    assert isinstance(derived, dict)
+    figures = ", ".join(f"{name} {value}" for name, value in derived.items())
+    return [
+        f"  derived          {figures} (from the limits and the vendor's latency; set "
+        "[consumer] to override)"
+    ]
+
+
 def _slack_lines(plan: dict[str, object]) -> list[str]:
     """A line per rate with a slack: what it costs in rate, and what it saves."""
     slacks = plan.get("slack") or []
@@ -253,10 +273,8 @@ def _slack_lines(plan: dict[str, object]) -> list[str]:
 
 
 def _limit_lines(plan: dict[str, object]) -> list[str]:
-    """With [[limits]]: a line per limit (what one key allows, times its keys) and what binds."""
-    limits = plan.get("limits")
-    if not limits:
-        return []
+    """A line per limit (what one key allows, times its keys) and what binds."""
+    limits = plan["limits"]
     assert isinstance(limits, list)
     lines = []
     for limit in limits:

@@ -42,6 +42,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         ),
         batch_id=release_batch_id() if schedule.detail.release else None,
         closed_scopes=runtime.producer_closed_scopes(),
+        # An operator's release (catch-up) always connects; a scheduled run may sleep.
+        connect_always=schedule.detail.release,
     )
     add_counts(
         metrics,

@@ -11,7 +11,6 @@ from infra.observability.intake_alarms import watch_intake
 from infra.observability.ledger_alarms import watch_database
 from infra.observability.pipeline_alarms import PipelineWatch
 from infra.observability.retention_alarms import watch_retention
-from infra.observability.tracing import sample_traces
 from infra.pipeline import Pipeline
 from infra.redrive import Redrive
 from infra.retention import Retention
@@ -22,10 +21,9 @@ class Observability(AlarmBoard):
 
     def watch(self, pipeline: Pipeline, redrive: Redrive, *, home: PolicyHome) -> None:
         """Alarms (under `home`, in the policy's stack) and a dashboard row for one policy's
-        pipeline and its redrive, after the ledger's; the X-Ray sampling rule for its consumer."""
+        pipeline and its redrive, after the ledger's."""
         self.draw_shared_rows(home)
         PipelineWatch(pipeline, redrive).apply(self, home)
-        sample_traces(home, pipeline)
 
     def watch_retention(self, retention: Retention, *, home: PolicyHome) -> None:
         """Alarms (under `home`) and a dashboard row for one policy's scheduled prune."""

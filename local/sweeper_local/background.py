@@ -45,6 +45,7 @@ from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
 from sweeper_local.webhook import LocalWebhook
+from sweeper_tools.planning.consumer_defaults import deployed_config
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
 PAUSE_POLL_SECONDS = 1.0
@@ -88,11 +89,14 @@ class LocalConsoleStack(Service):
         log_file: str | None = None,
         secret_values: dict[str, Any] | None = None,
         intake_consumers: bool = True,
+        keep_wake: bool = False,
     ) -> None:
         """`intake_consumers`: run each policy's intake function on its queue; a stack that
-        receives no hints (a drill's) leaves it out, its queue made and its processes not."""
+        receives no hints (a drill's) leaves it out, its queue made and its processes not.
+        `keep_wake`: each policy's functions keep its wake item as on AWS (LocalPipeline)."""
         self.config = config
         self.intake_consumers = intake_consumers
+        self.keep_wake = keep_wake
         #: An outside vendor's secret values by the ARN the policy names
         #: (sweeper_local.action_secrets).
         self.secret_values = secret_values or {}
@@ -171,6 +175,7 @@ class LocalConsoleStack(Service):
             visibility_timeout_seconds=self.visibility_timeout_seconds,
             consumer_function_name=LOCAL_CONSUMER_FUNCTION.format(policy=policy.name),
             producer_function_name=f"sweeper-{policy.name}-producer",
+            keep_wake=self.keep_wake,
         )
         intake = LocalIntake(
             self.stack,
@@ -338,7 +343,8 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    config = load_config(config_path)
+    # run as synth deploys it: the consumer's sizing the file leaves out, derived
+    config = deployed_config(load_config(config_path))
     with LocalConsoleStack(
         config,
         config_path=str(Path(config_path).resolve()),

@@ -44,7 +44,7 @@ from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import QuotaScope
 from sweeper_local.webhook import LocalWebhook
-from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.planning.consumer_defaults import derived_consumer
 
 CONSUMER_TIMEOUT_SECONDS = 30
 #: The demo's quota when neither --rate nor a policy file gives one.
@@ -243,47 +243,25 @@ def plan_consumer(
     parallel_calls: int | None = None,
     overhead_seconds: float = LOCAL_CALL_OVERHEAD_SECONDS,
 ) -> ConsumerConfig:
-    """The consumer that fills `rate` at this latency, as `sweeper plan` computes it.
-
-    Parallel calls: the plan's recommendation for `consumers` environments (calls in flight at
-    the p95 service time, the vendor's latency plus `overhead_seconds`, shared out). Batch
-    size: the most records within the SQS batch that needs no window, in whole rounds of the
-    parallel calls, so that no thread idles through a batch's last round. The timeout: the
-    demo's, or what the plan says a batch needs.
+    """The consumer that fills `rate` at this latency, as synth sizes a policy that leaves its
+    consumer to the plan (sweeper_tools.planning.consumer_defaults): parallel calls for
+    `consumers` environments at the p95 service time (the vendor's latency plus
+    `overhead_seconds`), batches of whole rounds of them that need no window, and the timeout
+    a batch needs (at least the demo's). `batch_size` and `parallel_calls` are kept when given.
     """
     environments = max(2, consumers)
-    draft = Policy(
-        name="demo-plan",
-        quota=rate,
-        consumer=ConsumerConfig(
-            reserved_concurrency=environments,
-            max_concurrency=environments,
-            batch_size=MAX_BATCH_SIZE_WITHOUT_WINDOW,
-            timeout_seconds=CONSUMER_TIMEOUT_SECONDS,
-        ),
-    )
-    given = PlanInput(
-        latency_p50_seconds=latency.p50_seconds,
-        latency_p95_seconds=max(latency.p95_seconds, latency.p50_seconds),
-        overhead_seconds=overhead_seconds,
-    )
-    parallel = parallel_calls or make_plan(draft, given).recommended_parallel_calls
+    given: dict[str, int] = {"reserved_concurrency": environments, "max_concurrency": environments}
     if batch_size is not None:
-        parallel = min(parallel, batch_size) if parallel_calls is None else parallel
-    else:
-        batch_size = max(parallel, MAX_BATCH_SIZE_WITHOUT_WINDOW // parallel * parallel)
-    # Above 10 records Lambda requires a batching window of at least 1 s.
-    window = 1 if batch_size > MAX_BATCH_SIZE_WITHOUT_WINDOW else 0
-    consumer = draft.consumer.model_copy(
-        update={
-            "batch_size": batch_size,
-            "parallel_calls": parallel,
-            "batch_window_seconds": window,
-        }
+        # Above 10 records Lambda requires a batching window of at least 1 s.
+        window = 1 if batch_size > MAX_BATCH_SIZE_WITHOUT_WINDOW else 0
+        given |= {"batch_size": batch_size, "batch_window_seconds": window}
+    if parallel_calls is not None:
+        given["parallel_calls"] = parallel_calls
+    draft = Policy(name="demo-plan", quota=rate, consumer=ConsumerConfig.model_validate(given))
+    consumer = derived_consumer(
+        draft, (latency.p50_seconds, latency.p95_seconds), overhead_seconds=overhead_seconds
     )
-    consumer = ConsumerConfig.model_validate(consumer.model_dump())
-    planned = make_plan(draft.model_copy(update={"consumer": consumer}), given)
-    timeout = max(CONSUMER_TIMEOUT_SECONDS, planned.recommended_timeout_seconds)
+    timeout = max(CONSUMER_TIMEOUT_SECONDS, consumer.timeout_seconds)
     return ConsumerConfig.model_validate({**consumer.model_dump(), "timeout_seconds": timeout})
 
 

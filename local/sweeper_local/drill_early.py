@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import psycopg
 
 from sweeper.dead_letters import queue_depth
+from sweeper.ledger.wake import lower_in
 from sweeper.models import ClaimedJob, Job, JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
 from sweeper.scheduling import schedule_jobs
@@ -120,10 +121,12 @@ def not_yet_due(run: DrillRun, jobs: int = 10) -> None:
     run.check_equal("postponed job's letter still in the DLQ", _dlq(run), 1)
     run.check_equal("its batch's audit: not yet due", _batch_not_yet_due(run, letter.batch_id), 1)
     # Then their time comes: each is called exactly once
-    with psycopg.connect(run.console.database_url, autocommit=True) as conn:
+    with psycopg.connect(run.console.database_url, autocommit=True) as conn, conn.transaction():
+        now = datetime.now(UTC)
+        if run.ledger.wake is not None:  # lowered first, as every write that makes work due
+            lower_in(conn, run.ledger.wake, run.policy, now)
         conn.execute(
-            TIME_PASSES_SQL,
-            {"now": datetime.now(UTC), "policy": run.policy, "keys": [*keys, letter.key]},
+            TIME_PASSES_SQL, {"now": now, "policy": run.policy, "keys": [*keys, letter.key]}
         )
     run.fault_over()
     second = redrive(backend, RedriveCommand(), actor="drill")

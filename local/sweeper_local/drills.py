@@ -46,6 +46,7 @@ from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.drill_early import not_yet_due
+from sweeper_local.drill_wake import idle_ledger
 from sweeper_local.lambda_runtime import (
     ExecutionEnvironment,
     Invocation,
@@ -223,7 +224,9 @@ class DrillRun:
         if vendor is None:
             raise DrillError("a drill needs the vendor simulator")
         self.vendor: VendorSimulator = vendor
-        self.ledger = Ledger(console.database_url)
+        # Its writes lower the policy's wake item when the stack keeps one, as every writer's
+        # do (sweeper.ledger.wake).
+        self.ledger = Ledger(console.database_url, wake=self.runtime.pipeline.wake)
         self.sqs = console.stack.aws.sqs()
         self.queue_url = self.runtime.resources.queue_url
         self.dlq_url = self.runtime.resources.dlq_url
@@ -899,6 +902,8 @@ class Drill:
     #: A PostgreSQL of its own that keeps every commit it acknowledged through a crash, as
     #: Aurora does (the local default trades that for speed), whatever database is offered.
     durable_database: bool = False
+    #: The stack keeps each policy's wake item, as on AWS (sweeper.ledger.wake).
+    keep_wake: bool = False
     slow: bool = False
 
 
@@ -1007,6 +1012,16 @@ DRILLS: dict[str, Drill] = {
             shortest_visibility=False,
         ),
         Drill(
+            "idle-ledger",
+            "nothing due, the ledger refusing connections: no producer run reaches for it; "
+            "work scheduled then is released by the next run",
+            "none (the producer's not_due runs)",
+            idle_ledger,
+            tick_seconds=None,
+            durable_database=True,
+            keep_wake=True,
+        ),
+        Drill(
             "catch-up",
             "runs missed while paused (and one lost) released in order by catch-up",
             "ProducerScheduleDeadLetters, OldestEligibleAge",
@@ -1058,6 +1073,7 @@ def _drill_stack(drill: Drill, database_url: str | None) -> Iterator[DrillRun]:
             ),
             log_file=log_file,
             intake_consumers=False,  # no drill sends hints: two processes fewer to start and stop
+            keep_wake=drill.keep_wake,
         )
         # The vendor enforces the policy's quota: a 429 it gives outside an incident is ours.
         console.stack.vendor_quota = policy.quota

@@ -95,7 +95,9 @@ class OperatorApiStandIn:
         #: One backend per function: the read-only one reads as the reader role.
         self.backends: dict[Access, Backend] = {
             "read": Backend(config, endpoints, lambda: Ledger(reader_url)),
-            "operate": Backend(config, endpoints, lambda: Ledger(database_url)),
+            "operate": Backend(
+                config, endpoints, lambda: Ledger(database_url, wake=endpoints.wake_store())
+            ),
         }
         self.backend = self.backends["operate"]
         self._lock = threading.Lock()

@@ -19,6 +19,7 @@ from typing import Any, Self
 from sweeper.config import Policy
 from sweeper.errors import LedgerError, LocalStackError
 from sweeper.ledger.store import Ledger
+from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION, PipelineResources, provision
@@ -84,12 +85,16 @@ class LocalPipeline(Service):
         cap_consumer_cpu: bool = False,
         rehearsal_url: str | None = None,
         consumer_handler: str = "consumer",
+        keep_wake: bool = False,
     ) -> None:
         """`cap_consumer_cpu`: hold each consumer environment to the CPU share Lambda gives
         `consumer.memory_mb` (sweeper_local.cpu_cap), as the rate benchmark does.
         `rehearsal_url`: where every vendor call goes (sweeper_local.rehearsal), by default
         the stack's vendor. `consumer_handler`: functions/<name> or `module:attribute` (the
-        benchmark's baselines)."""
+        benchmark's baselines). `keep_wake`: the functions keep the policy's wake item
+        (sweeper.ledger.wake) in the limiter table, as the CDK app has them; off by default, as
+        the tests' own ledgers write without lowering it (a producer trusting the item would
+        find their work only after the policy's producer_idle_check_seconds)."""
         if stack.database_url is None or stack.api_url is None:
             raise LocalStackError("the local stack is not started")
         self.stack = stack
@@ -110,6 +115,8 @@ class LocalPipeline(Service):
             "SWEEPER_QUEUE_URL": self.resources.queue_url,
             "SWEEPER_IDEMPOTENCY_TABLE": self.resources.idempotency_table,
             "SWEEPER_LIMITER_TABLE": self.resources.limiter_table,
+            # The wake items live in the limiter table, as the CDK app keeps them.
+            **({"SWEEPER_WAKE_TABLE": self.resources.limiter_table} if keep_wake else {}),
             "SWEEPER_DLQ_URL": self.resources.dlq_url,
             "POWERTOOLS_SERVICE_NAME": "sweeper",
             # What lets a rehearsal redirect the vendor calls (never set on AWS).
@@ -118,7 +125,13 @@ class LocalPipeline(Service):
             REHEARSAL_URL_VARIABLE: rehearsal_url or stack.api_url,
             **(extra_env or {}),
         }
-        self.ledger = Ledger(stack.database_url)
+        #: The policy's wake items, when its functions keep them: the pipeline's writes lower it.
+        self.wake = (
+            DynamoWakeStore(stack.aws.dynamodb(), self.resources.limiter_table)
+            if keep_wake
+            else None
+        )
+        self.ledger = Ledger(stack.database_url, wake=self.wake)
         self.log_file = (
             log_file
             or tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept for the user to read

@@ -16,6 +16,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -168,6 +170,19 @@ class LocalPostgres(Service):
             self._proc.kill()
             self._proc.wait()
         self._launch()
+
+    @contextmanager
+    def refusing(self) -> Iterator[None]:
+        """Stop the server (a fast shutdown) for the block, then start it again on the same
+        data and port: meanwhile every connection attempt is refused."""
+        if self._proc is None or self._tmp is None:
+            raise LocalStackError("the local PostgreSQL is not running")
+        self._proc.send_signal(signal.SIGINT)
+        self._proc.wait(timeout=30)
+        try:
+            yield
+        finally:
+            self._launch()
 
     def _run(self, argv: list[str], run_as: tuple[int, int] | None) -> None:
         done = subprocess.run(  # noqa: S603 - fixed argv, no shell

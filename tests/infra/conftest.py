@@ -21,7 +21,7 @@ from aws_cdk.assertions import Template
 from infra.app import VALIDATION_FAILED, build_app
 from infra.policy_stack import PolicyStack
 from infra.stack import SweeperStack
-from sweeper.config import SweeperConfig, load_config
+from sweeper.config import SweeperConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -50,6 +50,7 @@ class Synth:
     it reads one within a stack. `root_json` and `nested_json` are the templates as synthesized.
     """
 
+    #: The policies as the stack deployed them (sweeper_tools.planning.consumer_defaults).
     config: SweeperConfig
     template_json: dict[str, Any]
     report: dict[str, Any]
@@ -194,10 +195,17 @@ def synthesize(context: dict[str, Any], outdir: Path, deps_layer_dir: Path) -> S
         for policy_stack in stack.policy_stacks
     }
     report = json.loads((outdir / "validation-report.json").read_text())
-    config_path = Path(context.get("config", "sweeper.toml"))
-    config = load_config(config_path if config_path.is_absolute() else REPO_ROOT / config_path)
+    # The policies as deployed (their consumer's sizing derived where the file sets none)
     return Synth(
-        config, flatten(root, nested), report, error, stack, outdir, root, nested_by_policy, app
+        stack.config,
+        flatten(root, nested),
+        report,
+        error,
+        stack,
+        outdir,
+        root,
+        nested_by_policy,
+        app,
     )
 
 

@@ -433,38 +433,30 @@ def test_every_sweeper_metric_read_by_another_statistic_than_sum_is_never_summed
     assert other <= NOT_SUMMED, f"read with another statistic than Sum, summed: {other}"
 
 
-def _sampling_rules(synth: Synth) -> dict[str, dict[str, Any]]:
-    """Each policy's X-Ray sampling rule, by the policy whose consumer it names."""
-    consumers = {
-        name: synth.logical_id(f"Pipeline-{name}/Consumer/Function/Resource")
-        for name in (p.name for p in synth.config.policies)
-    }
-    rules: dict[str, dict[str, Any]] = {}
-    for resource in synth.resources("AWS::XRay::SamplingRule").values():
-        rule = resource["Properties"]["SamplingRule"]
-        (policy,) = [n for n, fn in consumers.items() if rule["ServiceName"] == {"Ref": fn}]
-        rules[policy] = rule
-    return rules
+def _tracing_mode(synth: Synth, policy: str, function: str) -> str | None:
+    """The X-Ray mode of one of a policy's pipeline functions (None: no TracingConfig)."""
+    logical_id = synth.logical_id(f"Pipeline-{policy}/{function}/Function/Resource")
+    properties = synth.template_json["Resources"][logical_id]["Properties"]
+    config: dict[str, str] | None = properties.get("TracingConfig")
+    return None if config is None else config["Mode"]
 
 
-def test_each_policy_s_consumer_is_sampled_by_a_rule_of_its_own(default: Synth) -> None:
-    # Given the shipped policy: its consumer's traces are sampled by a rule, not every call
-    rules = _sampling_rules(default)
-    assert set(rules) == {p.name for p in default.config.policies}
-    for policy, rule in rules.items():
-        assert (rule["ReservoirSize"], rule["FixedRate"]) == (1, 0.05)
-        assert rule["ServiceType"] == "AWS::Lambda::Function"
-        assert rule["RuleName"] == f"{default.stack.stack_name}-{policy}"[:32]
-        assert rule["Priority"] < 10000  # before X-Ray's default rule
-        assert all(rule[k] == "*" for k in ("Host", "HTTPMethod", "URLPath", "ResourceARN"))
+def test_no_x_ray_sampling_rule_is_deployed(every_variant: Synth) -> None:
+    # Lambda takes no sampling rule ("You can't configure the X-Ray sampling rate for your
+    # functions", the Lambda developer guide): a rule would be a resource that does nothing
+    assert every_variant.resources("AWS::XRay::SamplingRule") == {}
 
 
-def test_a_policy_asking_for_every_trace_gets_a_rule_of_rate_one(proxied: Synth) -> None:
-    # Given two policies, stale-sessions with `trace_sample_rate = 1.0`
-    rules = _sampling_rules(proxied)
-    assert rules["stale-sessions"]["FixedRate"] == 1.0
-    assert rules["exports"]["FixedRate"] == 0.05
-    assert len({rule["RuleName"] for rule in rules.values()}) == 2
+def test_each_consumer_traces_as_its_policy_says_passthrough_unless_active(
+    proxied: Synth,
+) -> None:
+    # Given exports (no tracing set) and stale-sessions (`consumer.tracing = "active"`)
+    assert _tracing_mode(proxied, "exports", "Consumer") == "PassThrough"
+    assert _tracing_mode(proxied, "stale-sessions", "Consumer") == "Active"
+    # Then the producers, a few runs an hour, stay traced either way: each run's trace id is
+    # the one every job's log line and ledger row names
+    for policy in ("exports", "stale-sessions"):
+        assert _tracing_mode(proxied, policy, "Producer") == "Active"
 
 
 def test_the_consumer_logs_at_its_policy_s_level_info_unless_set(proxied: Synth) -> None:

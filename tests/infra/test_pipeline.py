@@ -13,6 +13,7 @@ from infra.pipeline import producer_timeout_seconds
 from infra.policy_stack import POLICY_TAG_KEY
 from infra.queues import DEAD_LETTER_RETENTION_DAYS, WORK_QUEUE_RETENTION_DAYS
 from infra.stack import pascal_case
+from infra.tracing import TRACING_MODES
 from sweeper.config import Policy
 from tests.infra.conftest import Synth
 
@@ -140,8 +141,16 @@ def test_every_function_runs_python313_on_arm64_with_both_layers(every_variant: 
     # the scheduled prune where a policy has them
     # the migrations, the operator API's two, and per policy its own
     assert len(functions) == 1 + 2 + 4 * len(policies) + webhooks + discovering + pruning
-    for function in functions.values():
+    # Every function traced, but the consumers: those as their policy says (consumer.tracing)
+    consumers = {
+        every_variant.logical_id(f"Pipeline-{p.name}/Consumer/Function/Resource"): p
+        for p in policies
+    }
+    for logical_id, function in functions.items():
         props = function["Properties"]
+        policy = consumers.get(logical_id)
+        mode = "Active" if policy is None else TRACING_MODES[policy.consumer.tracing]
+        assert props["TracingConfig"] == {"Mode": mode}
         assert props["Runtime"] == "python3.13"
         assert props["Architectures"] == ["arm64"]
         assert props["Handler"] == "app.handler"
@@ -149,7 +158,6 @@ def test_every_function_runs_python313_on_arm64_with_both_layers(every_variant: 
         config = {every_variant.logical_id("OperatorApi/ConfigLayer/Resource")}
         extra = config if props["Environment"]["Variables"].get("SWEEPER_CONFIG_FILE") else set()
         assert {ref["Ref"] for ref in props["Layers"]} == layers | extra
-        assert props["TracingConfig"] == {"Mode": "Active"}
 
 
 def test_policy_reaches_each_function_as_the_validated_json(proxied: Synth) -> None:

@@ -7,8 +7,9 @@ from typing import Any
 
 from infra.function import VPC_ACCESS_ACTIONS
 from infra.network import VPC_CIDR
-from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS
+from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS, WAKE_ACTIONS
 from sweeper.config import HttpActionConfig
+from sweeper.ledger.wake import wake_key
 from tests.infra.conftest import Synth
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -63,6 +64,17 @@ def test_wildcard_resources_only_for_network_interfaces_and_tracing(every_varian
                 assert set(_as_list(statement["Action"])) <= allowed | extra, statement
 
 
+def test_a_passthrough_consumer_may_still_write_traces_once_an_operator_turns_them_on(
+    default: Synth,
+) -> None:
+    # Given the shipped policy's consumer, its tracing passthrough (consumer.tracing)
+    consumer = default.function(r"^Pipeline\w*ConsumerFunction[0-9A-F]{8}$")
+    assert consumer["Properties"]["TracingConfig"] == {"Mode": "PassThrough"}
+    # Then its role may still write to X-Ray, so that `aws lambda update-function-configuration
+    # --tracing-config Mode=Active` traces it at once, without a deploy (docs/runbook.md)
+    assert _actions(_statements_of_role(default, _role_of(consumer))) >= XRAY_ACTIONS
+
+
 def test_no_statement_grants_a_whole_service(every_variant: Synth) -> None:
     for policy in every_variant.resources("AWS::IAM::Policy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
@@ -114,8 +126,10 @@ def test_producer_only_sends_to_its_own_queue(proxied: Synth) -> None:
         prefix = f"Pipeline{policy.name.replace('-', '')}"
         statements = _function_statements(proxied, f"^{prefix}ProducerFunction[0-9A-F]{{8}}$")
         actions = _actions(statements)
-        # DynamoDB: only listing the closed gates (see the producer's scan test below)
-        assert {a for a in actions if a.startswith("dynamodb:")} == {"dynamodb:Scan"}
+        # DynamoDB: only listing the closed gates (see the producer's scan test below), and
+        # its policy's wake item
+        assert {a for a in actions if a.startswith("dynamodb:")} == {"dynamodb:Scan", *WAKE_ACTIONS}
+        _only_the_wake_item_is_written(statements, policy.name)
         assert "sqs:ReceiveMessage" not in actions
         own_queue = proxied.logical_id(f"Pipeline-{policy.name}/WorkQueue/Resource")
         dlq = proxied.logical_id(
@@ -211,7 +225,8 @@ def test_every_log_group_expires_its_logs(every_variant: Synth) -> None:
 def test_redrive_reads_the_gate_and_moves_only_its_own_dead_letters(default: Synth) -> None:
     statements = _function_statements(default, r"^RedriveexportsFunction[0-9A-F]{8}$")
     actions = _actions(statements)
-    assert {a for a in actions if a.startswith("dynamodb:")} == {"dynamodb:GetItem"}
+    assert {a for a in actions if a.startswith("dynamodb:")} == {"dynamodb:GetItem", *WAKE_ACTIONS}
+    _only_the_wake_item_is_written(statements, "exports")
     limiter = default.logical_id("Tables/Limiter/Resource")
     dlq = default.logical_id("Pipeline-exports/DeadLetterQueue/Resource")
     work = default.logical_id("Pipeline-exports/WorkQueue/Resource")
@@ -228,13 +243,23 @@ def test_redrive_reads_the_gate_and_moves_only_its_own_dead_letters(default: Syn
 
 def test_the_producer_may_only_scan_the_limiter_for_closed_gates(default: Synth) -> None:
     statements = _function_statements(default, r"^PipelineexportsProducerFunction[0-9A-F]{8}$")
-    assert {a for a in _actions(statements) if a.startswith("dynamodb:")} == {"dynamodb:Scan"}
+    dynamodb = {a for a in _actions(statements) if a.startswith("dynamodb:")}
+    assert dynamodb == {"dynamodb:Scan", *WAKE_ACTIONS}
+    _only_the_wake_item_is_written(statements, "exports")
     limiter = default.logical_id("Tables/Limiter/Resource")
     for statement in statements:
         if "dynamodb:Scan" in set(_as_list(statement["Action"])):
             assert limiter in json.dumps(statement["Resource"])
     variables = default.environment(r"^PipelineexportsProducerFunction[0-9A-F]{8}$")
     assert variables["SWEEPER_LIMITER_TABLE"] == {"Ref": limiter}
+
+
+def _only_the_wake_item_is_written(statements: list[dict[str, Any]], *policies: str) -> None:
+    """Every DynamoDB write of a function that is no consumer: its policies' wake items."""
+    for statement in statements:
+        if "dynamodb:UpdateItem" in _as_list(statement["Action"]):
+            keys = statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+            assert sorted(_as_list(keys)) == sorted(wake_key(p) for p in policies)
 
 
 def test_no_deployed_function_may_run_a_baseline_limiter(every_variant: Synth) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Annotations, Match
 
-from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS
+from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS, WAKE_ACTIONS
 from sweeper import limiter
+from sweeper.ledger.wake import WAKE_KEY_PREFIX, wake_key
 from tests.infra.conftest import FIXTURES, Synth
 from tests.infra.test_security import _as_list, _function_statements
 
@@ -136,9 +137,17 @@ def test_each_consumer_may_touch_only_its_own_policys_items(
     for statement in grants["Idempotency"]:
         assert _leading_keys(statement) == [f"sweeper:{policy}#*"]
         assert set(_as_list(statement["Action"])) <= set(IDEMPOTENCY_ACTIONS)
-    for statement in grants["Limiter"]:
+    # And its policy's wake item (sweeper.ledger.wake), read and updated, besides its limits
+    wake = [s for s in grants["Limiter"] if _leading_keys(s) == [wake_key(policy)]]
+    assert [set(_as_list(s["Action"])) for s in wake] == [set(WAKE_ACTIONS)]
+    for statement in _limit_grants(grants["Limiter"]):
         assert _leading_keys(statement) == limiter_keys
         assert set(_as_list(statement["Action"])) <= set(LIMITER_ACTIONS)
+
+
+def _limit_grants(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The limiter grants but the wake item's (every ledger function holds its own)."""
+    return [s for s in statements if not _leading_keys(s)[0].startswith(WAKE_KEY_PREFIX)]
 
 
 def test_a_limit_shared_by_design_is_granted_by_its_own_key(
@@ -147,8 +156,8 @@ def test_a_limit_shared_by_design_is_granted_by_its_own_key(
     # Given shared-a and shared-b, which share the app limit `shared-app`; shared-a's scope is
     # `{tenant_id}` alone (a store's calls shared by every policy), shared-b's `{policy}:...`
     synth = synth_variant({"config": str(FIXTURES / "limits_reach.toml")})
-    shared_a = _consumer_table_grants(synth, "shared-a")["Limiter"]
-    shared_b = _consumer_table_grants(synth, "shared-b")["Limiter"]
+    shared_a = _limit_grants(_consumer_table_grants(synth, "shared-a")["Limiter"])
+    shared_b = _limit_grants(_consumer_table_grants(synth, "shared-b")["Limiter"])
     # Then each holds the shared key by its name, and shared-b nothing else of shared-a's
     assert [_leading_keys(s) for s in shared_b] == [["scope#shared-b:*", "scope#app:shared-app"]]
     # And shared-a's scope has no prefix to confine it to: every scope key, and synth says so

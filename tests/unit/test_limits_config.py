@@ -39,7 +39,7 @@ def test_a_policy_lists_its_limits_and_the_first_is_the_jobs_scope(tmp_path: Pat
 
 def test_the_one_limit_form_is_kept_as_a_policy_without_further_limits() -> None:
     policy = Policy(name="p", quota=Quota(limit=10, period_seconds=1))
-    assert policy.limits == []
+    assert [(limit.key, limit.rate) for limit in policy.limits] == [("{policy}", policy.quota)]
     assert policy.further_limits == []
 
 

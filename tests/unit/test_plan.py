@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, ScopeConfig
+from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.errors import ConfigError
 from sweeper_cli import main
 from sweeper_cli.plan import render
@@ -41,6 +41,11 @@ def _policy(**consumer: int) -> Policy:
             }
         ),
     )
+
+
+def _with(policy: Policy, **changes: object) -> Policy:
+    """The policy with some fields changed, validated again (its limits follow its quota)."""
+    return Policy.model_validate({**policy.model_dump(exclude={"limits"}), **changes})
 
 
 def test_the_lognormal_mean_is_above_the_median_by_the_spread() -> None:
@@ -146,8 +151,7 @@ def test_a_batchs_need_is_its_calls_plus_its_slots_plus_its_ledger_read() -> Non
 
 def test_the_slots_follow_the_environments_share_of_every_scopes_rate() -> None:
     # Given 8 environments: each takes one slot in 8 of the 80/s; with 4 tenants busy, of 320/s
-    policy = _policy(reserved_concurrency=8, max_concurrency=8)
-    policy = policy.model_copy(update={"scope": ScopeConfig(kind="tenant")})
+    policy = _with(_policy(reserved_concurrency=8, max_concurrency=8), scope={"kind": "tenant"})
     one = make_plan(policy, _fast_vendor(0.1))
     four = make_plan(
         policy,
@@ -351,7 +355,7 @@ def test_the_batch_recommended_for_turnovers_lasts_a_minute_at_most_and_holds_th
     assert slow.recommended_batch_size == 300
     # And a rate so low that a few records would do still gets a batch of its parallel calls
     trickle = make_plan(
-        _policy(parallel_calls=8).model_copy(update={"quota": Quota(limit=1, period_seconds=60.0)}),
+        _with(_policy(parallel_calls=8), quota=Quota(limit=1, period_seconds=60.0)),
         _fast_vendor(0.1),
     )
     assert trickle.recommended_batch_size == 8
@@ -705,16 +709,15 @@ def test_consumers_that_complete_less_than_every_limit_bind_and_warn_with_the_li
     assert "  binds            the consumers, 10.0 jobs/s" in render(plan.as_dict())
 
 
-def test_a_policy_without_limits_plans_and_prints_as_before() -> None:
-    plan = make_plan(_policy(), _vendor())
-    assert plan.limits == []
-    assert plan.binding is None
-    figures = plan.as_dict()
-    assert "limits" not in figures
-    assert "binding" not in figures
-    lines = render(figures)
-    assert "  rate             80.0/s (quota x headroom x scopes)" in lines
-    assert not any(line.startswith(("  limit ", "  binds ")) for line in lines)
+def test_a_policy_without_limits_plans_and_prints_its_quota_as_its_one_limit() -> None:
+    plan = make_plan(_policy(parallel_calls=4), _vendor())
+    (quota,) = plan.limits
+    assert (quota["name"], quota["key"], quota["ceiling_per_second"]) == ("quota", "{policy}", 80.0)
+    assert plan.binding == "quota"
+    lines = render(plan.as_dict())
+    assert "  rate             80.0/s (the smallest limit's ceiling)" in lines
+    assert "  limit quota      80.0/s a key ({policy}) x 1 key = 80.0/s; 1.0 used" in lines
+    assert "  binds            limit quota, 80.0/s" in lines
 
 
 def test_a_params_key_spans_the_scopes_unless_told_and_a_constant_key_one() -> None:

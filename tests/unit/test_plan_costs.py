@@ -17,12 +17,12 @@ from sweeper_tools.planning.costs import (
     Deployment,
     Network,
     at_rest,
+    consumer_traces_per_invocation,
     drain_acu,
     idle_metrics,
     per_million_jobs,
     stack_costs,
     total,
-    traces_per_invocation,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -123,14 +123,17 @@ def test_a_ledger_that_may_pause_is_billed_only_while_runs_keep_it_awake(
 ) -> None:
     config = load_config(SHIPPED)
     # Given a producer that connects on every run (every 5 minutes): never paused
+    monkeypatch.setattr(plan_costs, "PRODUCER_CONNECTS_WHEN_IDLE", True)
     paused = _items(at_rest(config, Deployment(min_acu=0)))
     assert paused["Aurora Serverless v2"].usd == pytest.approx(43.80)
-    # When the producer no longer wakes an idle ledger
-    monkeypatch.setattr(plan_costs, "PRODUCER_CONNECTS_WHEN_IDLE", False)
+    # When the producer no longer wakes an idle ledger (its wake item, sweeper.ledger.wake)
+    monkeypatch.undo()
+    assert not plan_costs.PRODUCER_CONNECTS_WHEN_IDLE
     paused = _items(at_rest(config, Deployment(min_acu=0)))
-    # Then it is awake 15 minutes after each hourly discovery, daily retention and each of the
-    # four arrivals a day, at 0.5 ACU
-    wakes = 730 + 730 / 24 + 4 * 730 / 24
+    # Then it is awake 15 minutes after each hourly discovery, daily retention, each of the
+    # four arrivals a day and each hourly full read of the idle producer (its trust bound,
+    # producer_idle_check_seconds), at 0.5 ACU
+    wakes = 730 + 730 / 24 + 4 * 730 / 24 + 730
     assert paused["Aurora Serverless v2"].quantity == pytest.approx(0.5 * wakes * 0.25)
     assert paused["Aurora Serverless v2"].usd == pytest.approx(0.5 * wakes * 0.25 * 0.12)
 
@@ -139,13 +142,14 @@ def test_per_million_jobs_prices_every_item_of_the_docs_table() -> None:
     for deployment in (Deployment(), PAUSED, LEAN):
         items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, deployment))
         assert set(items) >= DOCS_PER_MILLION_ITEMS
-    paused = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, PAUSED))
+    # Each is billed (X-Ray only with the consumer's tracing active: the shipped one passes)
+    paused = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, PAUSED, tracing="active"))
     assert all(paused[name].usd > 0 for name in DOCS_PER_MILLION_ITEMS)
     items = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Deployment()))
     # 2.6 writes a job (sweeper_tools.planning.writes) x $0.625/M
     assert items["DynamoDB"].usd == pytest.approx(1.625)
-    # 100 k invocations at 3.2 a second: X-Ray's default rule records 1 + 5% of 2.2 a second
-    assert items["X-Ray"].quantity == pytest.approx(0.1 * (1 + 0.05 * 2.2) / 3.2)
+    # The shipped consumer passes traces through: X-Ray records none of its invocations
+    assert items["X-Ray"].quantity == 0
     # Logs as measured (tests/integration/test_batch_log.py): 25 bytes a job and 1,300 an
     # invocation (one line a batch, its metrics blob, Lambda's own lines), not 2 KB a job
     assert items["CloudWatch Logs"].quantity == pytest.approx((25 * 1e6 + 1300 * 1e5) / 1e9)
@@ -172,10 +176,36 @@ def test_a_faster_drain_is_billed_the_capacity_its_ledger_cpu_needs() -> None:
     assert items["Aurora while draining"].quantity == pytest.approx(2.0 * 1e6 / 200 / 3600)
 
 
-def test_x_ray_records_every_invocation_up_to_one_a_second_then_five_per_cent() -> None:
-    assert traces_per_invocation(0.5) == 1.0
-    assert traces_per_invocation(1.0) == 1.0
-    assert traces_per_invocation(21.0) == pytest.approx((1 + 0.05 * 20) / 21)
+def test_x_ray_bills_a_trace_per_consumer_invocation_only_when_its_tracing_is_active() -> None:
+    # Given the shipped batches, 0.1 invocations a job
+    active = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Deployment(), tracing="active"))
+    passing = _items(per_million_jobs(SHIPPED_REQUESTS, 32.0, Deployment()))
+    # Then active: every invocation, its producer run having sampled it (Lambda follows the
+    # messages' decision, at any rate); passthrough, the default: Lambda sends none
+    assert active["X-Ray"].quantity == pytest.approx(0.1)
+    assert active["X-Ray"].usd == pytest.approx(0.5)
+    assert passing["X-Ray"].quantity == 0
+    assert consumer_traces_per_invocation("active") == 1.0
+    assert consumer_traces_per_invocation("passthrough") == 0.0
+
+
+def test_the_stack_cost_prices_x_ray_at_the_planned_policy_s_tracing(tmp_path: Path) -> None:
+    # Given a file of two policies, the second with its consumer's tracing active
+    path = tmp_path / "sweeper.toml"
+    path.write_text(
+        '[[policies]]\nname = "quiet"\n\n'
+        '[[policies]]\nname = "traced"\n[policies.consumer]\ntracing = "active"\n'
+    )
+    config = load_config(path)
+
+    def x_ray(policy: str) -> float:
+        costs = stack_costs(config, SHIPPED_REQUESTS, 32.0, policy=config.policy(policy))
+        (item,) = [i for i in costs["per_million_jobs"]["0.5 ACU"]["items"] if i["name"] == "X-Ray"]
+        return float(item["usd"])
+
+    # Then each plan bills its own consumer's traces
+    assert x_ray("quiet") == 0
+    assert x_ray("traced") == pytest.approx(0.5)
 
 
 def test_custom_metrics_are_billed_by_the_hours_their_runs_send_them() -> None:

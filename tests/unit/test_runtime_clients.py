@@ -7,6 +7,9 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+# Imported at collection, while sockets are allowed: its import opens the X-Ray UDP emitter's
+# socket, which the test (sockets blocked) would otherwise open if no earlier test had.
+import aws_xray_sdk.core  # type: ignore[import-untyped]  # noqa: F401
 import boto3
 import pytest
 from botocore.session import Session

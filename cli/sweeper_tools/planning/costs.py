@@ -21,7 +21,6 @@ from enum import StrEnum
 from typing import Any
 
 from sweeper.config import Policy, SweeperConfig
-from sweeper.config.policy import DEFAULT_TRACE_SAMPLE_RATE
 from sweeper.models import OutcomeClass
 from sweeper.schedule_expression import RateSchedule, occurrences, parse_schedule
 from sweeper.scheduling import single_scope
@@ -91,9 +90,10 @@ IDLE_METRICS_RETENTION = 3
 IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
 #: Lambda GB-seconds of one scheduled run that finds nothing to do (estimate: 0.5 s at 512 MB).
 IDLE_RUN_GB_SECONDS = 0.25
-#: The producer connects to the ledger on every run, due work or not (docs/deploy.md), so an
-#: idle ledger never pauses while it runs more often than the pause delay.
-PRODUCER_CONNECTS_WHEN_IDLE = True
+#: Whether the producer connects to the ledger on every run, due work or not. It does not: it
+#: reads the policy's wake item first (sweeper.ledger.wake), so an idle ledger may pause; it
+#: still reads the ledger every `producer_idle_check_seconds` (awake_share counts those).
+PRODUCER_CONNECTS_WHEN_IDLE = False
 #: Times a day new work arrives and wakes a paused ledger ("a few times a day").
 ARRIVALS_PER_DAY = 4
 
@@ -106,10 +106,12 @@ LOG_BYTES_PER_JOB = 25
 #: START, END and REPORT lines and the trace id field on the line (about 470). A line per job,
 #: as before, took 531 bytes a job more.
 LOG_BYTES_PER_INVOCATION = 1300
-#: The sampling rule infra/observability/tracing.py gives each policy's consumer (the shipped
-#: `trace_sample_rate`, X-Ray's default): the first invocation each second, then 5% of the others.
-XRAY_RESERVOIR_PER_SECOND = 1.0
-XRAY_FIXED_RATE = DEFAULT_TRACE_SAMPLE_RATE
+#: Traces a consumer invocation records, by its policy's `consumer.tracing` (Lambda's mode; no
+#: X-Ray sampling rule applies to Lambda). Active: every invocation, at most: Lambda follows the
+#: sampling decision its messages carry, the producer's run's, and each run is sampled (a few an
+#: hour, inside the one a second Lambda records); Lambda's own rate (1 a second and 5% of the
+#: rest) would apply only to messages without one. PassThrough: Lambda sends none.
+CONSUMER_TRACES_PER_INVOCATION = {"active": 1.0, "passthrough": 0.0}
 #: Aurora bills a write I/O per push of up to 4 KB of log records to its storage (concurrent
 #: commits may share one), a read I/O per page not in its buffer cache (a drain reads rows
 #: written moments before: none counted). Measured (tests/integration/test_ledger_io.py): a
@@ -238,21 +240,22 @@ def drain_acu(throughput_per_second: float) -> float:
     return max(MIN_ACTIVE_ACU, acu)
 
 
-def traces_per_invocation(invocations_per_second: float) -> float:
-    """The share of invocations X-Ray's default rule records at this rate."""
-    if invocations_per_second <= XRAY_RESERVOIR_PER_SECOND:
-        return 1.0
-    beyond = invocations_per_second - XRAY_RESERVOIR_PER_SECOND
-    return (XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * beyond) / invocations_per_second
+def consumer_traces_per_invocation(tracing: str) -> float:
+    """The traces X-Ray records per consumer invocation under the consumer's tracing mode."""
+    return CONSUMER_TRACES_PER_INVOCATION[tracing]
 
 
 def awake_share(policies: Sequence[Policy]) -> float:
-    """The share of a month a cluster with minimum 0 is awake: each run that connects, and
-    each arrival of work, keeps it up for the pause delay (overlaps counted twice: at most)."""
+    """The share of a month a cluster with minimum 0 is awake: each run that connects (an idle
+    producer's every `producer_idle_check_seconds`), and each arrival of work, keeps it up for
+    the pause delay (overlaps counted twice: at most)."""
     wakes = ARRIVALS_PER_DAY * HOURS_PER_MONTH / 24
     for policy in policies:
         found = scheduled_functions(policy)
         wakes += sum(runs_per_month(e, tz) for e, tz, connects, _ in found if connects)
+        if not PRODUCER_CONNECTS_WHEN_IDLE:  # its trust bound: a full read that often anyway
+            every = HOURS_PER_MONTH * 3600 / policy.producer_idle_check_seconds
+            wakes += min(runs_per_month(policy.schedule, policy.timezone), every)
     return min(1.0, wakes * AUTO_PAUSE_AFTER_MINUTES / 60 / HOURS_PER_MONTH)
 
 
@@ -323,10 +326,15 @@ def rds_proxy() -> CostItem:
 
 
 def per_million_jobs(
-    requests_per_job: dict[str, float], throughput_per_second: float, deployment: Deployment
+    requests_per_job: dict[str, float],
+    throughput_per_second: float,
+    deployment: Deployment,
+    *,
+    tracing: str = "passthrough",
 ) -> list[CostItem]:
     """A million jobs drained at the plan's throughput, with the plan's requests per job. The
-    ledger is billed the capacity the drain needs beyond the minimum the month already pays."""
+    ledger is billed the capacity the drain needs beyond the minimum the month already pays;
+    X-Ray, the traces the consumer's `tracing` records."""
     network = deployment.network
     jobs = 1e6
     invocations = requests_per_job["lambda_invocations"] * jobs
@@ -368,7 +376,7 @@ def per_million_jobs(
         ),
         CostItem(
             "X-Ray",
-            invocations * traces_per_invocation(throughput_per_second * invocations / jobs) / 1e6,
+            invocations * consumer_traces_per_invocation(tracing) / 1e6,
             "M traces",
             XRAY_TRACE_PER_MILLION_USD,
         ),
@@ -413,13 +421,15 @@ def stack_costs(
     *,
     min_acu: float = DEFAULT_MIN_ACU,
     jobs_per_month: int = 0,
+    policy: Policy | None = None,
 ) -> dict[str, Any]:
-    """The whole stack's bill in each profile: at rest, per million jobs, and a month at
-    `jobs_per_month`."""
+    """The whole stack's bill in each profile: at rest, per million jobs of `policy` (the
+    planned one; the file's first when None), and a month at `jobs_per_month`."""
     profiles = rest_profiles(min_acu)
     rest = {name: at_rest(config, d) for name, d in profiles.items()}
+    tracing = (policy or config.policies[0]).consumer.tracing
     million = {
-        name: per_million_jobs(requests_per_job, throughput_per_second, d)
+        name: per_million_jobs(requests_per_job, throughput_per_second, d, tracing=tracing)
         for name, d in profiles.items()
     }
     month = {

@@ -45,8 +45,9 @@ def texts(findings: list[Finding], severity: Severity) -> list[str]:
 
 def unstated_rate(policy: Policy) -> str | None:
     """What the rate is when the policy states none (no [[limits]], no [quota] of its own or
-    only its kind's published one): a ceiling it never claimed to reach; None when stated."""
-    if policy.limits:
+    only its kind's published one): a ceiling it never claimed to reach; None when stated.
+    (A policy's limits are always listed; the shorthand's one is derived, never set.)"""
+    if "limits" in policy.model_fields_set:
         return None
     if "quota" not in policy.model_fields_set:
         return "the default quota"

@@ -61,21 +61,10 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def template_span(template: str) -> frozenset[str]:
-    """The fields of a key template that may differ between two calls of one policy: none for
-    an app-wide key (`app`, `{policy}`, `{host}`)."""
-    return frozenset(_KEY_FIELD_RE.findall(template)) - POLICY_CONSTANT_FIELDS
-
-
 def key_span(limit: LimitConfig) -> frozenset[str]:
-    """The fields of a limit's key that may differ between two calls of one policy."""
-    return template_span(limit.key)
-
-
-def scope_keys(policy: Policy, scopes: int) -> int:
-    """Keys of the job's scope (the first limit, or `scope`) busy at once when `scopes` are:
-    one when its key is the same for every call of the policy (`{host}`, `global`)."""
-    return scopes if template_span(policy.scope.key_template) else 1
+    """The fields of a limit's key that may differ between two calls of one policy: none for
+    an app-wide key (`app`, `{policy}`, `{host}`)."""
+    return frozenset(_KEY_FIELD_RE.findall(limit.key)) - POLICY_CONSTANT_FIELDS
 
 
 def planned_keys(policy: Policy, scopes: int, keys: Mapping[str, int]) -> dict[str, int]:
@@ -84,9 +73,9 @@ def planned_keys(policy: Policy, scopes: int, keys: Mapping[str, int]) -> dict[s
     names = [limit.name for limit in policy.limits]
     unknown = sorted(set(keys) - set(names))
     if unknown:
-        listed = f"its limits are {', '.join(names)}" if names else "it has no [[limits]]"
         raise ConfigError(
-            f"keys are given for limits policy {policy.name} does not list: {unknown} ({listed})"
+            f"keys are given for limits policy {policy.name} does not list: {unknown} (its "
+            f"limits are {', '.join(names)})"
         )
     counts: dict[str, int] = {}
     for index, limit in enumerate(policy.limits):
@@ -198,8 +187,8 @@ def _limiter_keys(policy: Policy) -> list[str]:
     def fill(template: str) -> str:
         return _KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), template)
 
-    further = [f"{limit.name}:{fill(limit.key)}" for limit in policy.further_limits]
-    return [fill(policy.scope.key_template), *further]
+    first, *further = policy.limits
+    return [fill(first.key), *(f"{limit.name}:{fill(limit.key)}" for limit in further)]
 
 
 def _shared_capacity(

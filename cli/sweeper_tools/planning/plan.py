@@ -15,19 +15,17 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   Python process runs Python code on one core at a time, so at most one vCPU counts. Filled past
   `CPU_BUSY_SHARE` of it, threads wake late for their slots and let them go unused, so an
   environment completes at most `vcpu x CPU_BUSY_SHARE / cpu_seconds_per_job` jobs per second.
-- The limiter lets through `rate_per_second` per scope (quota times headroom); `scopes` active
-  scopes add up when the scope's key names a field that differs by call (`{tenant_id}`), and
-  count one when it does not (`global`, `{host}`). What drains is the smaller of the two. A
-  rate with a slack (`slack_seconds`) has the smaller headroom the slack costs (`Slack`: its
-  rate with and without).
-- A policy with several limits (`[[limits]]`) is held by each: a limit's ceiling is what one of
-  its keys allows (its rate, headroom applied; a cap of N calls in flight allows N / mean
-  service time; with both, the smaller) times the keys it spans at once. A key the same for every
-  call of the policy (a constant such as `app`, or only `{policy}` and `{host}`) spans one; the
-  first limit's other keys span `scopes`, any other's `scopes` unless `keys` says how many
-  (`sweeper_tools.planning.limits`). The
-  rate planned is the smallest ceiling, and what binds is that limit, or the consumers when
-  they complete less (`LimitCeiling`, `limit_warnings` for the limits no load can reach).
+- A policy is held by each of its limits (`[[limits]]`; a file's `[quota]` and `[scope]` are its
+  one limit, keyed by the scope): a limit's ceiling is what one of its keys allows (its rate,
+  headroom applied; a cap of N calls in flight allows N / mean service time; with both, the
+  smaller) times the keys it spans at once. A key the same for every call of the policy (a
+  constant such as `app`, or only `{policy}` and `{host}`) spans one; the first limit's other
+  keys span `scopes` (the busy scopes), any other's `scopes` unless `keys` says how many
+  (`sweeper_tools.planning.limits`). The rate planned is the smallest ceiling, and what binds
+  is that limit, or the consumers when they complete less (`LimitCeiling`, `limit_warnings`
+  for the limits no load can reach). What drains is the smaller of the two. A rate with a
+  slack (`slack_seconds`) has the smaller headroom the slack costs (`Slack`: its rate with and
+  without).
 - What the plan finds is an error only when the policy cannot do what it claims; anything
   else is an advisory (`sweeper_tools.planning.findings` says which is which).
 - One batch in one environment takes at most its calls (`batch_size / parallel_calls` rounds,
@@ -84,7 +82,7 @@ from sweeper_tools.planning.findings import (
     texts,
     timeout_findings,
 )
-from sweeper_tools.planning.limits import limit_ceiling, planned_keys, scope_keys, unreachable
+from sweeper_tools.planning.limits import limit_ceiling, planned_keys, unreachable
 from sweeper_tools.planning.writes import IDEMPOTENCY_WRITES_PER_JOB, limiter_writes_per_job
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).
@@ -190,10 +188,10 @@ class Plan:
     #: What each job does (the kind's one-line description, never a secret) and the longest
     #: one call may take (its timeouts).
     action: str = ""
-    #: With [[limits]]: each limit's ceiling (`LimitCeiling.as_dict`), and what binds: the name
-    #: of the limit with the smallest ceiling, or "consumers" when they complete less.
+    #: Each limit's ceiling (`LimitCeiling.as_dict`), and what binds: the name of the limit
+    #: with the smallest ceiling, or "consumers" when they complete less.
     limits: list[dict[str, Any]] = field(default_factory=list)
-    binding: str | None = None
+    binding: str = "consumers"
     #: Each rate with a slack (`Slack.as_dict`): what its slack costs in rate.
     slack: list[dict[str, Any]] = field(default_factory=list)
 
@@ -213,13 +211,11 @@ class Plan:
         return [finding.text for finding in self.findings]
 
     def as_dict(self) -> dict[str, Any]:
-        """The plan's figures, with `errors` and `advisories`; `limits` and `binding` only for
-        a policy with [[limits]], `slack` only when one of its rates has a slack."""
+        """The plan's figures, with `errors` and `advisories`; `slack` only when one of its
+        rates has a slack."""
         figures = asdict(self)
         del figures["findings"]
         figures["errors"], figures["advisories"] = self.errors, self.advisories
-        if not self.limits:
-            del figures["limits"], figures["binding"]
         if not self.slack:
             del figures["slack"]
         return figures
@@ -233,7 +229,7 @@ class Slack:
     can go (it waited for a concurrency lease): it takes one its batch banked. It costs the
     headroom: a call may arrive the slack later after its slot (config/quota.py)."""
 
-    limit: str  # the limit's name ("quota" for the one-limit form)
+    limit: str  # the limit's name
     slack_seconds: float
     rate_per_second: float  # headroom applied, the slack counted
     without_slack_per_second: float
@@ -255,9 +251,8 @@ class Slack:
 
 
 def _slacks(policy: Policy) -> list[Slack]:
-    """The policy's rates with a slack: its limits', or its one quota's."""
-    rates = [(limit.name, limit.rate) for limit in policy.limits if limit.rate is not None]
-    found = [Slack.of(name, rate) for name, rate in rates or [("quota", policy.quota)]]
+    """The policy's rates with a slack."""
+    found = [Slack.of(limit.name, limit.rate) for limit in policy.limits if limit.rate is not None]
     return [slack for slack in found if slack is not None]
 
 
@@ -289,14 +284,11 @@ def make_plan(
     p95_service = given.latency_p95_seconds + given.overhead_seconds
     in_flight = environments * parallel
     calls_capacity = in_flight / mean_service
-    scopes = scope_keys(policy, given.scopes)
-    keys = planned_keys(policy, scopes, given.keys)
+    keys = planned_keys(policy, given.scopes, given.keys)
+    scopes = keys[policy.limits[0].name]  # the job's scope's keys busy at once
     ceilings = [limit_ceiling(limit, keys[limit.name], mean_service) for limit in policy.limits]
-    tightest = min(ceilings, key=lambda ceiling: ceiling.ceiling_per_second, default=None)
-    if tightest is None:
-        target = policy.quota.rate_per_second * scopes
-    else:
-        target = tightest.ceiling_per_second
+    tightest = min(ceilings, key=lambda ceiling: ceiling.ceiling_per_second)
+    target = tightest.ceiling_per_second
     memory_mb = given.memory_mb or consumer.memory_mb
     cpu = cpu_bound(memory_mb, environments, target, given.cpu_seconds_per_job)
     capacity = min(calls_capacity, cpu.capacity)
@@ -304,9 +296,7 @@ def make_plan(
     needed = math.ceil(target * mean_service)
     needed_p95 = math.ceil(target * p95_service)
     findings = scopes_finding(policy, given.scopes, scopes) + learned_rate(policy)
-    binding = None
-    if tightest is not None:
-        binding = tightest.name if capacity >= target else "consumers"
+    binding = tightest.name if capacity >= target else "consumers"
 
     recommended_envs = max(environments, math.ceil(needed_p95 / parallel), cpu.environments)
     # No more than a policy may set: past that, only environments add calls in flight.
@@ -319,16 +309,16 @@ def make_plan(
             if parallel_p95 <= MAX_PARALLEL_CALLS
             else f"(p95: {recommended_envs}; parallel calls stop at {MAX_PARALLEL_CALLS})"
         )
-        of_limit = "" if tightest is None else f" (limit {tightest.name})"
         text = (
             f"policy {policy.name} cannot reach its quota: its consumers complete at most "
-            f"{calls_capacity:.1f} jobs/s against a rate of {target:.1f}/s{of_limit}; raise max "
+            f"{calls_capacity:.1f} jobs/s against a rate of {target:.1f}/s (limit "
+            f"{tightest.name}); raise max "
             f"and reserved concurrency to {math.ceil(needed / parallel)} {parallel_fix}"
         )
         findings.append(shortfall(policy, text))
     if cpu.capacity < target:
         findings.append(shortfall(policy, cpu.warning(policy.name, target)))
-    said = None if tightest is None or capacity >= target else tightest.name
+    said = None if capacity >= target else tightest.name
     findings += [
         advisory(text)
         for text in unreachable(policy, mean_service, capacity, sharing, _capacity_of, said)

@@ -26,11 +26,12 @@ PIPELINE_RESOURCES = 26
 ACTION_EXTRA_PER_SERVICE = 1
 ACTION_CODE_LAYER_RESOURCES = 1
 REDRIVE_RESOURCES = 14
-#: The intake queue, DLQ and function; the webhook (function, URL, secret, replay table); a rule
-#: per event pattern.
-INTAKE_RESOURCES = 12
+#: The intake queue, DLQ and function (with HTTPS to DynamoDB: its policy's wake item); the
+#: webhook (function, URL, secret, replay table); a rule per event pattern.
+INTAKE_RESOURCES = 13
 WEBHOOK_RESOURCES = 11
-DISCOVERY_RESOURCES = {"s3": 14, "sql": 13}
+#: Discovery's function, schedule and grants (with HTTPS to DynamoDB: its wake item).
+DISCOVERY_RESOURCES = {"s3": 15, "sql": 14}
 RETENTION_RESOURCES = 13
 #: Alarms: the pipeline's, one more for a single limiter scope; the intake's, one more for a
 #: webhook; discovery's and retention's.
@@ -41,8 +42,6 @@ DISCOVERY_ALARMS = 3
 RETENTION_ALARMS = 3
 #: The policy's own dashboard.
 DASHBOARD_RESOURCES = 1
-#: The X-Ray sampling rule of the policy's consumer (infra/observability/tracing.py).
-SAMPLING_RULE_RESOURCES = 1
 
 #: The root stack with a new VPC and cluster and no policy; each policy's nested stack; the
 #: intake bus (when a policy has event patterns); a prefix-list lookup for S3 (when a policy
@@ -104,7 +103,6 @@ def policy_stack_resources(policy: Policy) -> int:
     if policy.intake.webhook:
         intake += WEBHOOK_RESOURCES + WEBHOOK_ALARMS
     total = pipeline + REDRIVE_RESOURCES + alarms + intake + DASHBOARD_RESOURCES
-    total += SAMPLING_RULE_RESOURCES
     if policy.discovery is not None:
         total += DISCOVERY_RESOURCES[policy.discovery.kind] + DISCOVERY_ALARMS
     if policy.retention.enabled:

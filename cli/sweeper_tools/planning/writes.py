@@ -10,9 +10,9 @@ Limiter: the consumer reserves a block of slots of a scope in one write and hand
 per call (sweeper.admission.bank): at least BLOCK_SHARE_OF_THREADS of the batch's threads, at
 most the slots that fit in BLOCK_SPAN_SECONDS of the scope's spacing. At its smallest block a
 job costs 1 / block writes, plus the conditional writes that fail when another environment
-wrote the bucket first (measured, docs/benchmarks.md). A policy with `[[limits]]` (paired
-limits, concurrency caps) is billed one write a job, an upper bound its measured runs keep
-(0.4-0.7 with two limits) but no rule yet: its writes are the pairs' and the leases'.
+wrote the bucket first (measured, docs/benchmarks.md). A policy with limits beyond the job's
+scope (paired limits, concurrency caps) is billed one write a job, an upper bound its measured
+runs keep (0.4-0.7 with two limits) but no rule yet: its writes are the pairs' and the leases'.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ IDEMPOTENCY_WRITES_PER_JOB = 2.0
 #: Measured failed conditional writes per job where environments share a scope: 0.06-0.10
 #: (docs/benchmarks.md, "At real rates" and "Several limits"); the highest is taken.
 FAILED_LIMITER_WRITES_PER_JOB = 0.10
-#: Limiter writes a job of a policy with `[[limits]]` costs: one (measured 0.4-0.7 with two
+#: Limiter writes a job of a policy with further limits costs: one (measured 0.4-0.7 with two
 #: limits, docs/benchmarks.md "Several limits"; no rule yet).
 LIMITS_WRITES_PER_JOB = 1.0
 
@@ -42,7 +42,7 @@ def limiter_block(policy: Policy, parallel_calls: int) -> int:
 
 def limiter_writes_per_job(policy: Policy, parallel_calls: int) -> float:
     """Limiter write units a job costs at most, by the block rule (see the module docstring)."""
-    if policy.limits:
+    if policy.further_limits:
         return LIMITS_WRITES_PER_JOB
     return 1 / limiter_block(policy, parallel_calls) + FAILED_LIMITER_WRITES_PER_JOB
 

@@ -36,8 +36,6 @@ from dataclasses import dataclass
 
 from sweeper.config import LEASE_DRAIN_FRACTION, LimitConfig, Policy, reach
 
-#: The name of the single limit of a policy written with `[quota]` and `[scope]`.
-SINGLE_LIMIT_NAME = "quota"
 #: Rendered in place of the tenant's id to read a tenant key's fixed parts (no id holds it).
 _TENANT_MARK = "\x00"
 
@@ -74,10 +72,6 @@ def horizon_seconds(policy: Policy) -> float:
     return policy.lease_seconds * LEASE_DRAIN_FRACTION
 
 
-def first_limit_name(policy: Policy) -> str:
-    return policy.limits[0].name if policy.limits else SINGLE_LIMIT_NAME
-
-
 def _rows(per_second: float, horizon: float) -> int:
     return max(1, math.floor(per_second * horizon))
 
@@ -97,12 +91,12 @@ def limit_rows(policy: Policy, limit: LimitConfig) -> int | None:
 
 def claim_bounds(policy: Policy) -> ClaimBounds:
     """The policy's and each scope's cap on rows on the consumers; see the module docstring."""
-    first = first_limit_name(policy)
-    first_reach = reach(policy.scope.key_template)
-    scope_cap, scope_binding = policy.max_in_flight_per_scope, first
+    first = policy.limits[0]
+    first_reach = reach(first.key)
+    scope_cap, scope_binding = policy.max_in_flight_per_scope, first.name
     wide: list[tuple[int, str]] = []
     if first_reach == "policy":
-        wide.append((policy.max_in_flight, first))
+        wide.append((policy.max_in_flight, first.name))
     to_consumers: list[str] = []
     for limit in policy.further_limits:
         rows = limit_rows(policy, limit)
@@ -147,13 +141,13 @@ def held_rows(policy: Policy, closed: Collection[str]) -> HeldRows:
     """Which rows wait, given the limiter keys closed now (`closed`: every closed key the
     limiter table holds, as `sweeper.limiter.closed_scopes` reads them)."""
     closed_keys = set(closed)
-    first_reach = reach(policy.scope.key_template)
-    if first_reach == "policy":
-        scope = policy.scope.key_template.format(
+    first = policy.limits[0]
+    if reach(first.key) == "policy":
+        scope = first.key.format(
             policy=policy.name, host=policy.action.scope_host, tenant_id="", object_id=""
         )
         if scope in closed_keys:
-            return HeldRows(first_limit_name(policy), (), ())
+            return HeldRows(first.name, (), ())
     tenants: set[str] = set()
     for limit in policy.further_limits:
         limit_reach = reach(limit.key)

@@ -21,6 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sweeper.errors import OperatorError
+from sweeper.ledger.wake import DynamoWakeStore
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -134,6 +135,16 @@ class Endpoints:
     def dynamodb(self) -> DynamoDBClient:
         client: DynamoDBClient = self._client("dynamodb")
         return client
+
+    def wake_store(self) -> DynamoWakeStore | None:
+        """The policies' wake items beside this ledger (sweeper.ledger.wake): in the limiter
+        table; an operator's write lowers them like any other. None when no stack is in reach
+        (a bare database URL without AWS): its writes lower nothing (docs/architecture.md)."""
+        try:
+            table = self.limiter_table()
+        except OperatorError:
+            return None
+        return None if table is None else DynamoWakeStore(self.dynamodb(), table)
 
     def s3(self) -> Any:
         """An S3 client (discovery's `ListsObjects`; the S3 stubs are not a dependency)."""

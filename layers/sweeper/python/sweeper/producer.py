@@ -6,6 +6,11 @@ budget is reached, a limit every row holds is closed, or the time budget runs ou
 short transactions and commit before any network call. The in-flight budget follows what the
 consumers settle, within what the policy's limits drain in half a lease (sweeper.backpressure,
 sweeper.claim_bounds).
+
+When the ledger keeps a wake item (sweeper.ledger.wake), a run reads it first and returns without
+connecting while nothing can be claimable yet and the last full read of the ledger is within the
+policy's `producer_idle_check_seconds` (`not_due`); after it ran, it raises the item to the
+ledger's next claimable time, unless a write lowered it meanwhile or may still commit.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from typing import Any
 from sweeper.backpressure import in_flight_budget, republish_delay_seconds, window_seconds
 from sweeper.claim_bounds import claim_bounds, held_rows
 from sweeper.config import Policy
-from sweeper.errors import PublishError
+from sweeper.errors import LedgerError, PublishError
 from sweeper.ledger.store import Ledger
+from sweeper.ledger.wake import Wake, WakeError, may_skip
 from sweeper.models import ClaimedJob, JobMessage
 from sweeper.sqs_queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
 
@@ -34,6 +40,8 @@ MIN_REMAINING_SECONDS = 1.0
 PAUSED = "paused"
 #: The stop reason of a run that found a limit every row holds closed (an app-wide limit).
 LIMIT_CLOSED = "limit_closed"
+#: The stop reason of a run that did not connect: the wake item says nothing can be claimable.
+NOT_DUE = "not_due"
 
 Clock = Callable[[], datetime]
 #: The limiter keys whose gate is closed right now: scopes, and further limits' `NAME:KEY` (read
@@ -96,8 +104,13 @@ def run_producer(
     remaining_seconds: Callable[[], float],
     batch_id: str | None = None,
     closed_scopes: ClosedScopes = no_closed_scopes,
+    connect_always: bool = False,
 ) -> ProducerReport:
     """Release the policy's due work, within `remaining_seconds()`; see the module docstring.
+
+    With a wake item, the run returns `not_due` without connecting while the item says nothing
+    can be claimable within its trust bound (never when `connect_always`: an operator's
+    release), and raises the item after it ran (sweeper.ledger.wake).
 
     Rows of scopes whose gate is closed are not claimed: they keep their due time and are
     claimed by the first run after the reopening, instead of bouncing off the closed gate. The
@@ -107,6 +120,78 @@ def run_producer(
     rows on the consumers by the tightest app-wide limit, each scope's by its own.
     """
     batch_id = batch_id or new_batch_id()
+    started = clock()
+    wake = None if connect_always else _read_wake(ledger, policy.name)
+    trusted_for = timedelta(seconds=policy.producer_idle_check_seconds)
+    if wake is not None and may_skip(wake, started, trusted_for):
+        return _stopped_before_work(policy, scheduled_at, batch_id, NOT_DUE)
+    try:
+        report = _run_connected(
+            policy,
+            scheduled_at,
+            ledger,
+            publisher,
+            batch_id,
+            clock=clock,
+            remaining_seconds=remaining_seconds,
+            closed_scopes=closed_scopes,
+        )
+        if wake is not None and not report.duplicate_invocation:
+            _raise_wake(ledger, policy.name, wake, started)
+    finally:
+        if ledger.wake is not None:
+            # No session is left open between runs: an idle cluster sees no connection.
+            ledger.close()
+    return report
+
+
+def _stopped_before_work(
+    policy: Policy, scheduled_at: datetime, batch_id: str, reason: str
+) -> ProducerReport:
+    """The report of a run that released nothing: not due, or paused."""
+    return ProducerReport(
+        batch_id=batch_id,
+        policy=policy.name,
+        scheduled_at=scheduled_at,
+        duplicate_invocation=False,
+        stop_reason=reason,
+    )
+
+
+def _read_wake(ledger: Ledger, policy: str) -> Wake | None:
+    """The policy's wake item, read before the run; None without one or when it cannot be read
+    (the run then connects and raises nothing)."""
+    if ledger.wake is None:
+        return None
+    try:
+        return ledger.wake.read(policy)
+    except WakeError:
+        return None
+
+
+def _raise_wake(ledger: Ledger, policy: str, read: Wake, started: datetime) -> None:
+    """Raise the wake item to the ledger's next claimable time, only when every write that
+    lowered it before `read` had committed (or ended) by then and no lowering was counted since
+    (sweeper.ledger.wake). A raise not made leaves the item early, which costs a connection."""
+    try:
+        at, settled = ledger.next_wake(policy, read.writer)
+        if settled and ledger.wake is not None:
+            ledger.wake.raise_to(policy, at, read.version, started)
+    except (WakeError, LedgerError):
+        return
+
+
+def _run_connected(
+    policy: Policy,
+    scheduled_at: datetime,
+    ledger: Ledger,
+    publisher: Publisher,
+    batch_id: str,
+    *,
+    clock: Clock,
+    remaining_seconds: Callable[[], float],
+    closed_scopes: ClosedScopes,
+) -> ProducerReport:
     start = ledger.start_run(policy.name, scheduled_at, batch_id, clock())
     if start.duplicate:
         # The scheduler delivers at least once: the run for this time exists, so this one skips.
@@ -130,13 +215,7 @@ def run_producer(
             oldest_age_seconds=None,
             stop_reason=PAUSED,
         )
-        return ProducerReport(
-            batch_id=batch_id,
-            policy=policy.name,
-            scheduled_at=scheduled_at,
-            duplicate_invocation=False,
-            stop_reason=PAUSED,
-        )
+        return _stopped_before_work(policy, scheduled_at, batch_id, PAUSED)
 
     reclaimed = 0
     republish_delay = timedelta(seconds=republish_delay_seconds(policy))

@@ -62,6 +62,7 @@ def release_now(
         clock=clock,
         remaining_seconds=lambda: (end - clock()).total_seconds(),
         batch_id=release_batch_id(),
+        connect_always=True,  # an operator's release reads the ledger, whatever the wake item
     )
 
 

@@ -37,6 +37,7 @@ from sweeper.intake.send import QueueBacklog
 from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
+from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.limiter import DynamoLimiter, Limiter, closed_scopes
 from sweeper.observability import MetricSink
 from sweeper.producer import ClosedScopes, no_closed_scopes
@@ -92,7 +93,19 @@ def conninfo_from(current: Settings, refresh: bool = False) -> str:
 
 @lru_cache(maxsize=1)
 def ledger() -> Ledger:
-    return Ledger(database_conninfo, prepare_threshold=settings().database_prepare_threshold)
+    current = settings()
+    return Ledger(
+        database_conninfo,
+        prepare_threshold=current.database_prepare_threshold,
+        wake=wake_store_of(current),
+    )
+
+
+def wake_store_of(current: Settings) -> DynamoWakeStore | None:
+    """The wake items of the deployment (sweeper.ledger.wake), when it keeps them."""
+    if not current.wake_table:
+        return None
+    return DynamoWakeStore(dynamodb_client(), current.wake_table)
 
 
 @lru_cache(maxsize=1)

@@ -31,7 +31,13 @@ from sweeper.config.discovery import (
     S3Discovery,
     SqlDiscovery,
 )
-from sweeper.config.limit import JOB_KEY_FIELDS, LimitConfig, reach, template_fields
+from sweeper.config.limit import (
+    JOB_KEY_FIELDS,
+    SHORTHAND_LIMIT_NAME,
+    LimitConfig,
+    reach,
+    template_fields,
+)
 from sweeper.config.loading import SweeperConfig, describe_validation_error, load_config
 from sweeper.config.policy import (
     LEASE_DRAIN_FRACTION,
@@ -83,6 +89,7 @@ __all__ = [
     "MIN_SETTLED_JOB_RETENTION_DAYS",
     "RETENTION_MAX_BUDGET_SECONDS",
     "SCOPE_FIELDS",
+    "SHORTHAND_LIMIT_NAME",
     "ActionConfig",
     "ActionKind",
     "AlarmConfig",

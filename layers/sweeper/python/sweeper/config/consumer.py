@@ -70,6 +70,11 @@ class ConsumerConfig(_Strict):
     #: counts, with the keys of what went wrong and a line for each of those; DEBUG adds a line
     #: per job (a success, a duplicate, a snooze), for an incident (docs/runbook.md).
     log_level: Literal["DEBUG", "INFO", "WARNING"] = "INFO"
+    #: The function's X-Ray mode, one of Lambda's two (its TracingConfig; docs/runbook.md).
+    #: "passthrough" records no consumer trace: Lambda forwards the trace header and sends
+    #: nothing. "active" records every invocation its producer run sampled, which is every one:
+    #: Lambda follows the messages' sampling decision, and takes no X-Ray sampling rule.
+    tracing: Literal["active", "passthrough"] = "passthrough"
 
     @model_validator(mode="after")
     def _window_for_large_batches(self) -> Self:

@@ -1,9 +1,10 @@
 """The limits of a policy, as a vendor publishes them: each a name, a key template and a rate.
 
-A policy with one limit writes it as before (`[quota]`, `[scope]`). One with several lists them
-(`[[limits]]`), narrowest first: the first limit's key is the job's scope (the ledger keeps it,
-the producer takes turns by it, a throttle closes it), so it may use only the fields a job has
-when it is scheduled; every other limit's key is rendered for each call, and may use a call's
+A policy lists its limits (`[[limits]]`), narrowest first; one with a single limit may write
+the shorthand `[quota]` + `[scope]`, which loads as the limit `quota` keyed by the scope's
+template (sweeper.config.policy). The first limit's key is the job's scope (the ledger keeps
+it, the producer takes turns by it, a throttle closes it), so it may use only the fields a job
+has when it is scheduled; every other limit's key is rendered for each call, and may use a call's
 params (`{params.NAME}`). A constant key (`"app"`) is one limiter item shared by every call, and
 by every policy naming the same key: a vendor's app-wide limit.
 """
@@ -21,6 +22,9 @@ from sweeper.config.key_template import KEY_FIELD_RE as _FIELD_RE
 from sweeper.config.learn import Learn, check_learn_against_limit
 from sweeper.config.quota import Quota
 
+#: The name of the one limit a policy written with `[quota]` and `[scope]` states: the name the
+#: claim's bounds and the plan gave it before it was a limit.
+SHORTHAND_LIMIT_NAME = "quota"
 #: Fields every key template may use; the first limit's key may use only these.
 JOB_KEY_FIELDS = frozenset({"policy", "tenant_id", "object_id", "host"})
 _PARAM_RE = re.compile(r"^params\.([A-Za-z_]\w{0,63})$")

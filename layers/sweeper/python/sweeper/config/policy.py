@@ -20,8 +20,9 @@ from sweeper.config.action import KINDS, ActionConfig, HttpActionConfig
 from sweeper.config.base import _Strict
 from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
-from sweeper.config.limit import LimitConfig
+from sweeper.config.limit import SHORTHAND_LIMIT_NAME, LimitConfig
 from sweeper.config.quota import Quota
+from sweeper.config.retired import drop_retired_keys
 from sweeper.errors import ConfigError
 from sweeper.limits import (
     LAMBDA_MAX_TIMEOUT_SECONDS,
@@ -40,9 +41,6 @@ DEFAULT_FAILED_JOB_RETENTION_DAYS = 90.0
 #: How far ahead an operator may postpone a job unless the policy says otherwise: further is a
 #: cancel in disguise (issue 40).
 DEFAULT_MAX_POSTPONE_DAYS = 365.0
-#: The share of a policy's consumer invocations beyond the first each second that X-Ray records:
-#: X-Ray's own default rate, named in a rule of the policy's own (infra/observability/tracing.py).
-DEFAULT_TRACE_SAMPLE_RATE = 0.05
 #: The scheduled prune's budget stays well inside Lambda's 15 minutes.
 RETENTION_MAX_BUDGET_SECONDS = 600.0
 #: Fields a scope template may use.
@@ -248,6 +246,11 @@ class Policy(_Strict):
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)
     producer_budget_seconds: float = Field(default=240.0, gt=0, le=LAMBDA_MAX_TIMEOUT_SECONDS)
+    #: The wake item's trust bound (sweeper.ledger.wake): a scheduled producer run with nothing
+    #: due by the item still reads the ledger when its last full read is this old, so a write
+    #: that did not lower the item (a bare `--database-url` command) is released within it. The
+    #: cluster may pause between those reads (docs/deploy.md).
+    producer_idle_check_seconds: int = Field(default=3600, ge=60, le=86_400)
     #: SendMessageBatch calls the producer has in flight at once (threads; each call is a wait on
     #: SQS). At most botocore's default connection pool (10), so no call waits for a connection.
     publish_concurrency: int = Field(default=4, ge=1, le=MAX_PUBLISH_CONCURRENCY)
@@ -267,9 +270,12 @@ class Policy(_Strict):
     #: `sweeper postpone` refuses a time further ahead than this (a postponement past it would be
     #: a silent cancel, out of `inspect`); a longer wait is a hold, with its reason.
     max_postpone_days: float = Field(default=DEFAULT_MAX_POSTPONE_DAYS, gt=0, le=3650)
-    #: The X-Ray sampling rule for this policy's consumer: the first invocation each second,
-    #: then this share of the others; 1.0 traces every one (for an incident, docs/runbook.md).
-    trace_sample_rate: float = Field(default=DEFAULT_TRACE_SAMPLE_RATE, ge=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: Any) -> Any:
+        """A key that no longer does anything still loads, with a warning line (config.retired)."""
+        return drop_retired_keys(data)
 
     @model_validator(mode="before")
     @classmethod
@@ -287,8 +293,10 @@ class Policy(_Strict):
         quota = {"limit": defaults.quota_limit, "period_seconds": defaults.quota_period_seconds}
         return {**data, "quota": quota}
 
-    #: Several limits, narrowest first (sweeper.config.limit); none: `quota` and `scope` are
-    #: the one limit. With limits, the first one is the job's scope and quota.
+    #: The limits, narrowest first (sweeper.config.limit); the first one is the job's scope and
+    #: quota. Left out, `quota` and `scope` are its one limit (`SHORTHAND_LIMIT_NAME`): after
+    #: validation every policy lists at least one, and `quota`, `scope` and `further_limits`
+    #: are views of them.
     limits: list[LimitConfig] = Field(default_factory=list, max_length=4)
 
     @model_validator(mode="before")
@@ -308,6 +316,13 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _limits_agree(self) -> Self:
+        if not self.limits:
+            # The shorthand: its one limit, derived here and not marked as set, so that a dump of
+            # what the file set (the function's environment) stays the file's own.
+            shorthand = LimitConfig(
+                name=SHORTHAND_LIMIT_NAME, key=self.scope.key_template, rate=self.quota
+            )
+            object.__setattr__(self, "limits", [shorthand])
         listed = {limit.name for limit in self.limits}
         unknown = set(self.action.limit_values.values()) - listed
         if unknown:
@@ -315,8 +330,6 @@ class Policy(_Strict):
                 f"action.limit_header_values names limits the policy does not list: "
                 f"{sorted(unknown)}"
             )
-        if not self.limits:
-            return self
         first = self.limits[0]
         if first.rate is None or first.max_in_flight is not None:
             raise ValueError(
@@ -355,7 +368,7 @@ class Policy(_Strict):
 
     @property
     def further_limits(self) -> list[LimitConfig]:
-        """The limits a call holds beside its scope's (the first limit, or `quota`)."""
+        """The limits a call holds beside its scope's (the first limit)."""
         return self.limits[1:]
 
     @field_validator("timezone")

@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     source_database_url: SecretStr | None = None
     idempotency_table: str | None = None
     limiter_table: str | None = None
+    #: The table holding each policy's wake item (sweeper.ledger.wake): every ledger write that
+    #: makes work due earlier lowers it, and the producer skips the ledger while it is later
+    #: than now. Unset: no item is kept, and the producer connects on every run.
+    wake_table: str | None = None
     dlq_url: str | None = None
     intake_queue_url: str | None = None
     #: The webhook's replay markers (DynamoDB) and its signing secret (Secrets Manager).

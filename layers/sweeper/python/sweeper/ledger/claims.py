@@ -17,6 +17,7 @@ from psycopg.rows import TupleRow
 from sweeper.ledger import queries
 from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
 from sweeper.ledger.rows import RunStart, Settled
+from sweeper.ledger.wake import NEXT_CLAIMABLE
 from sweeper.models import ClaimedJob, JobStatus
 
 #: A claim also reads this many pages of the policy's earliest due rows besides each tenant's
@@ -40,6 +41,14 @@ class ProducerLedger(Executor):
                 return conn.execute(queries.CLAIM_DUE, params).fetchall()
         except psycopg.Error as exc:
             raise statement_failure(exc) from exc
+
+    def next_wake(self, policy: str, writer: int) -> tuple[datetime | None, bool]:
+        """The ledger's next claimable time for the policy, and whether every transaction up
+        to `writer` (the wake item's, as read before the run) had ended when it was read: only
+        then does that time cover every write that lowered the item (sweeper.ledger.wake)."""
+        rows = self._execute(NEXT_CLAIMABLE, {"policy": policy, "writer": writer})
+        at, settled = rows[0]
+        return at, bool(settled)
 
     def start_run(
         self, policy: str, scheduled_at: datetime, batch_id: str, now: datetime

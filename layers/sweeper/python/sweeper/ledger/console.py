@@ -101,18 +101,22 @@ class OperatorLedger(Executor):
         """Cancel, hold, unhold or postpone the selected jobs in one statement, recorded as an
         operator action with a job event per job; the (key, state it left) of each job moved."""
         statement, event, _sources = _CONTROLS[action]
-        rows = self._execute(
-            statement,
-            {
-                **_control_params(action, policy, selection, limit, until),
-                "action": action.value,
-                "event": event,
-                "actor": actor,
-                "reason": reason,
-                "detail": Jsonb(detail or {}),
-                "now": now,
-            },
-        )
+        params = {
+            **_control_params(action, policy, selection, limit, until),
+            "action": action.value,
+            "event": event,
+            "actor": actor,
+            "reason": reason,
+            "detail": Jsonb(detail or {}),
+            "now": now,
+        }
+        # An unhold makes its jobs eligible at their next attempt (maybe past): it lowers the
+        # policy's wake item to now before it writes (sweeper.ledger.wake). A postpone only moves
+        # a next attempt later (greatest), a cancel or hold takes a job out: none lowers.
+        if action is ControlAction.UNHOLD:
+            rows = self._execute_waking(statement, params, now, policy=policy)
+        else:
+            rows = self._execute(statement, params)
         return [(str(key), JobStatus(status)) for key, status in rows]
 
     def counts(self, policy: str) -> dict[JobStatus, int]:
@@ -230,7 +234,7 @@ class OperatorLedger(Executor):
             "tenant_filter": tenant_id is not None,
             "limit": limit,
         }
-        rows = self._execute(
+        rows = self._execute_waking(  # due now: lowers the wake item (sweeper.ledger.wake)
             queries.RETRY_FAILED,
             {
                 "policy": policy,
@@ -244,6 +248,8 @@ class OperatorLedger(Executor):
                 "limit": limit,
                 "from": _moves(JobStatus.PENDING, JobStatus.FAILED),
             },
+            now,
+            policy=policy,
         )
         return [str(key) for (key,) in rows]
 

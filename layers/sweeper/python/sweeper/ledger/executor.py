@@ -13,14 +13,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Concatenate, LiteralString
+from datetime import datetime
+from typing import Any, Concatenate, Final, LiteralString
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from sweeper.errors import LedgerError, LedgerUnavailableError
+from sweeper.ledger.wake import WakeStore, lower_in
 from sweeper.models import JobStatus, check_transition
 from sweeper.redaction import describe_target, redact
+
+#: The policy of one job, to lower the right wake item for a write by operation key.
+POLICY_OF_JOB: Final = "SELECT policy FROM sweeper_jobs WHERE operation_key = %(key)s"
 
 #: Builds the connection string; called with refresh=True after a failed login.
 ConninfoProvider = Callable[[bool], str]
@@ -59,6 +64,7 @@ class Executor:
         *,
         prepare_threshold: int | None = 5,
         sleep: Callable[[float], None] = time.sleep,
+        wake: WakeStore | None = None,
     ) -> None:
         # prepare_threshold=None disables server-side prepared statements (needed behind RDS Proxy
         # or PgBouncer in transaction mode).
@@ -67,6 +73,9 @@ class Executor:
         self._sleep = sleep  # the backoff between schedule attempts
         self._conn: psycopg.Connection[TupleRow] | None = None
         self._lock = threading.RLock()
+        #: Lowered by every write that can make work due earlier (sweeper.ledger.wake); None: the
+        #: deployment keeps no wake item, and its producer connects on every run.
+        self.wake = wake
 
     def _connection(self) -> psycopg.Connection[TupleRow]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -121,6 +130,37 @@ class Executor:
         conn = self._connection()
         try:
             with conn.transaction():
+                cur = conn.execute(query, params)
+                return cur.fetchall() if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise statement_failure(exc) from exc
+
+    def _lower_wake(
+        self, conn: psycopg.Connection[TupleRow], policy: str | None, at: datetime
+    ) -> None:
+        """In a write's transaction, before it changes a row: lower the policy's wake item to
+        `at` (sweeper.ledger.wake.lower_in); nothing without an item or a policy."""
+        if self.wake is not None and policy is not None:
+            lower_in(conn, self.wake, policy, at)
+
+    @_serialised
+    def _execute_waking(
+        self,
+        query: LiteralString,
+        params: dict[str, Any],
+        at: datetime,
+        *,
+        policy: str | None = None,
+    ) -> list[TupleRow]:
+        """`_execute` for a write that can make work claimable at `at` or later: the wake item
+        of the policy (given, or the job's of `params["key"]`) is lowered before the write."""
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                if policy is None and self.wake is not None:
+                    found = conn.execute(POLICY_OF_JOB, {"key": params["key"]}).fetchone()
+                    policy = None if found is None else str(found[0])
+                self._lower_wake(conn, policy, at)
                 cur = conn.execute(query, params)
                 return cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any, LiteralString
 
 from psycopg.rows import TupleRow
 
@@ -97,7 +98,7 @@ class ConsumerLedger(Executor):
         A counted attempt that leaves the job below `max_attempts` is counted as a retry of its
         carrying batch. Returns the attempt count, or None when the job is already settled.
         """
-        rows = self._execute(
+        rows = self._execute_no_earlier(
             queries.RECORD_UNSETTLED,
             {
                 "key": key,
@@ -129,7 +130,7 @@ class ConsumerLedger(Executor):
         Returns the job's snoozed seconds in all, or None when the job is already settled or
         this snooze would take it past `max_snooze_seconds` (nothing is then written).
         """
-        rows = self._execute(
+        rows = self._execute_no_earlier(
             queries.RECORD_SNOOZE,
             {
                 "key": key,
@@ -143,6 +144,21 @@ class ConsumerLedger(Executor):
             },
         )
         return float(rows[0][0]) if rows else None
+
+    def _execute_no_earlier(self, query: LiteralString, params: dict[str, Any]) -> list[TupleRow]:
+        """A retry's or snooze's write (`params["next_attempt_at"]`), on the consumer's hot path
+        without the wake item: first written only where it cannot make the job claimable earlier
+        than the item already allows (a leased row: its lease only stretches, and the item is no
+        later than the lease's expiry; a pending row whose next attempt moves no earlier). Only
+        a pending row moved earlier (its lease reclaimed meanwhile) lowers the item first, then
+        is written (sweeper.ledger.wake)."""
+        if self.wake is None:  # no item to keep: one unrestricted write
+            return self._execute(query, {**params, "lowered": True})
+        rows = self._execute(query, {**params, "lowered": False})
+        if rows:
+            return rows
+        # Moved earlier, or settled meanwhile (then nothing is written, and the lowering is early)
+        return self._execute_waking(query, {**params, "lowered": True}, params["next_attempt_at"])
 
     def jobs_for_redrive(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
         """What redrive decides on, per operation key; unknown keys are absent."""

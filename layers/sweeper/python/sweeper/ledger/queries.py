@@ -408,6 +408,8 @@ SELECT id FROM moved
 # (transient, unknown) count toward the policy's max attempts. A counted attempt that leaves
 # attempts to spare (below %(retry_below)s) is its carrying batch's retry, counted in the same
 # statement; one that exhausts them is counted as terminal when MARK_FAILED settles it.
+# Unless %(lowered)s (the wake item lowered for it), only a row whose claimable time cannot move
+# earlier is written (a leased row's lease only stretches; sweeper.ledger.outcomes).
 RECORD_UNSETTLED: Final = """
 WITH moved AS (
     UPDATE sweeper_jobs
@@ -421,6 +423,7 @@ WITH moved AS (
         updated_at = %(now)s,
         last_trace_id = coalesce(%(trace_id)s, last_trace_id)
     WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
+      AND (%(lowered)s OR status = 'leased' OR next_attempt_at <= %(next_attempt_at)s)  -- wake
     RETURNING attempt_count, batch_id
 ), counted AS (
     UPDATE sweeper_runs r SET retried = r.retried + 1
@@ -449,6 +452,7 @@ WITH moved AS (
         updated_at = %(now)s,
         last_trace_id = coalesce(%(trace_id)s, last_trace_id)
     WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
+      AND (%(lowered)s OR status = 'leased' OR next_attempt_at <= %(next_attempt_at)s)  -- wake
       AND snoozed_seconds + %(seconds)s <= %(max_snooze)s
     RETURNING snoozed_seconds, batch_id
 ), counted AS (

@@ -122,6 +122,8 @@ class SchedulerLedger(Executor):
         conn = self._connection()
         outer = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
         with conn.transaction():
+            if items:  # every row is due at its due time or later: lower the wake item first
+                self._lower_wake(conn, policy, min(job.due_at for _key, (job, _s) in items))
             conn.execute(queries.CREATE_SCHEDULE_STAGE)
             if outer:  # inside a caller's transaction: an earlier schedule's rows are still staged
                 conn.execute(queries.EMPTY_SCHEDULE_STAGE)

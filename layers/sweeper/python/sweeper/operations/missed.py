@@ -107,6 +107,7 @@ def catch_up(
                 clock=clock,
                 remaining_seconds=_budget(clock, policy.producer_budget_seconds),
                 batch_id=batch_id,
+                connect_always=True,  # an operator's catch-up records every run it releases
             )
             run = CatchUpRun(
                 at.isoformat(),

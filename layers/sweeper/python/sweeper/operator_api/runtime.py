@@ -24,7 +24,7 @@ from sweeper.endpoints import Endpoints
 from sweeper.errors import ConfigError
 from sweeper.ledger.store import Ledger
 from sweeper.operator_api.commands import Backend
-from sweeper.runtime import conninfo_from
+from sweeper.runtime import conninfo_from, wake_store_of
 
 
 class OperatorSettings(Settings):
@@ -72,5 +72,6 @@ def backend() -> Backend:
         open_ledger=lambda: Ledger(
             partial(conninfo_from, current),
             prepare_threshold=current.database_prepare_threshold,
+            wake=wake_store_of(current),
         ),
     )
