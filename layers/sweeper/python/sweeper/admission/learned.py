@@ -112,10 +112,9 @@ class LearnedRate:
 
     def admit(self, time_left: TimeLeft) -> Permit | Deferral:
         t = self._ticket
-        try:  # a scope no consumer has paced yet starts at the told rate
-            self._holder.hold_rate(t.job.scope, t.policy.quota.rate_per_second, unset_only=True)
-        except LimiterError:
-            logger.warning("the learned rate could not be read", extra=dict(t.ids))
+        # a scope no consumer has paced yet starts at the told rate (a LimiterError returns the
+        # record, as a reservation's does)
+        self._holder.hold_rate(t.job.scope, t.policy.quota.rate_per_second, unset_only=True)
         admitted = self._inner.admit(time_left)
         if isinstance(admitted, Permit) and self._learn.cost is not None:
             try:

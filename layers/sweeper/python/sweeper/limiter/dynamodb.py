@@ -395,20 +395,21 @@ class DynamoLimiter:
         the scope's shared rate; every consumer reserves at it from its next reservation (its
         write, conditional on the version it knew, fails once and learns it). With
         `unset_only`, only when the scope holds no rate yet. No write when this process knows
-        the scope at that rate already (within a `within` share). Slowed down, its next slot
-        moves on to the new interval after the last. True when it changed the rate."""
+        the scope at that rate already (within a `within` share). Its next slot moves to the
+        new interval after the last. True when it changed the rate."""
         for _ in range(MAX_RACES):
             known = self._rates.get(scope)
             if known is not None and (unset_only or abs(known.rate - rate) <= within * rate):
                 return False
             now = int(self._clock() * US)
             version = 0 if known is None else known.version
-            # slowed down: the next slot is the new interval after the last, not the old one
-            later = 0 if known is None else max(0, round(US / rate) - round(US / known.rate))
+            # the next slot is the new interval after the last, not the old one: later when
+            # slowed down, earlier when sped up (a scope started at the floor)
+            shift = 0 if known is None else round(US / rate) - round(US / known.rate)
             failed = self._update(
                 scope,
                 "SET ar = :ar, ar_at = :now, ar_v = :next, expires_at = :ttl, "
-                "tat = if_not_exists(tat, :zero) + :later REMOVE ar_peak, ar_cut_at",
+                "tat = if_not_exists(tat, :zero) + :shift REMOVE ar_peak, ar_cut_at",
                 "attribute_not_exists(ar_v)" if version == 0 else "ar_v = :v",
                 {
                     ":ar": _n(rate * MILLI),
@@ -416,7 +417,7 @@ class DynamoLimiter:
                     ":next": _n(version + 1),
                     ":ttl": _n(now // US + ITEM_TTL_SECONDS),
                     ":zero": _n(0),
-                    ":later": _n(later),
+                    ":shift": _n(shift),
                     **({":v": _n(version)} if version else {}),
                 },
                 returns="NONE",
