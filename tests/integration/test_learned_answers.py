@@ -9,9 +9,10 @@ import pytest
 from sweeper.actions.http import HttpActionConfig
 from sweeper.actions.http_action import HttpAction
 from sweeper.config.learn import LearnConfig
-from sweeper.models import ActionCall, OutcomeClass
+from sweeper.models import OutcomeClass
 from sweeper_local.graphql_cost import GRAPHQL_PATH, PointsApi
 from sweeper_local.vendor import VendorSimulator
+from tests.integration.test_http_action import job_for
 
 pytestmark = pytest.mark.integration
 
@@ -49,28 +50,13 @@ def product_delete(url: str) -> HttpAction:
     return HttpAction(config, reader=learn.reader("points"))
 
 
-def call(object_id: str) -> ActionCall:
-    key = f"shop:t:{object_id}:v1"
-    return ActionCall(
-        key=key,
-        idempotency_key=key,
-        policy="shop",
-        policy_version=1,
-        tenant_id="t",
-        object_id=object_id,
-        scope="shop",
-        attempt=0,
-        batch_id="b1",
-    )
-
-
 def test_a_graphql_answer_hands_out_its_cost_and_bucket_and_nothing_of_its_body() -> None:
     # Given a points bucket of 100 restoring 1 a second, each call costing 7 (requesting 20)
     points = PointsApi(maximum=100, restore_rate=1, cost_range=(7, 7), requested_cost=20)
     with VendorSimulator(graphql=points) as sim:
         action = product_delete(sim.url)
         # When one product is deleted
-        result = action.perform(call("p1"))
+        result = action.perform(job_for(object_id="p1"))
     # Then it was accepted, and its result carries the cost charged and the bucket's level
     assert result.outcome is OutcomeClass.ACCEPTED
     assert result.reading is not None
@@ -88,9 +74,9 @@ def test_a_graphql_call_throttled_with_200_is_classed_throttled_from_its_body() 
     points = PointsApi(maximum=30, restore_rate=1, cost_range=(15, 15), requested_cost=20)
     with VendorSimulator(graphql=points) as sim:
         action = product_delete(sim.url)
-        assert action.perform(call("p1")).outcome is OutcomeClass.ACCEPTED
+        assert action.perform(job_for(object_id="p1")).outcome is OutcomeClass.ACCEPTED
         # When the next call finds 15 points where it requests 20
-        result = action.perform(call("p2"))
+        result = action.perform(job_for(object_id="p2"))
         audit = points.audit()
     # Then its HTTP 200 is throttled by the rule on the body's error code, with no effect
     assert (result.status_code, result.outcome, result.code) == (
