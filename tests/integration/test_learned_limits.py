@@ -17,6 +17,7 @@ import pytest
 import urllib3
 
 from sweeper import runtime
+from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
 from sweeper.config import Policy
 from sweeper.limiter import Denial, DynamoLimiter
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
@@ -229,3 +230,20 @@ def test_a_call_takes_its_cost_in_points_and_the_bucket_never_throttles(
     # Then calls went out, and the bucket never refused one
     assert sum(audit.effects_by_id.values()) >= 4
     assert audit.throttled_total == 0
+
+
+def test_a_stated_reset_closes_the_gate_for_an_hour_at_most(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, vendor_in: Any
+) -> None:
+    # Given a vendor allowing 2 calls in two hours, one spent by another client
+    vendor = vendor_in("x-ratelimit", (2, 7200.0))
+    p = learning(pipeline, monkeypatch, vendor, "x-ratelimit", told=(50, 7200.0))
+    urllib3.PoolManager(retries=False).request("DELETE", f"{vendor.url}/v1/tenants/o/objects/o")
+    # When sweeper's call is answered with none remaining until the window turns in two hours
+    assert run(p, 1) == 1
+    # Then the gate is closed for an hour, not two (a wrong clock must not hold a scope longer)
+    scope = scope_item(p)["pk"]["S"].removeprefix(SCOPE_KEY_PREFIX)
+    closed_until = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table).state(scope)
+    assert closed_until.closed_until is not None
+    assert closed_until.closed_until <= time.time() + MAX_RETRY_AT_SECONDS
+    assert closed_until.closed_until >= time.time() + MAX_RETRY_AT_SECONDS - 60

@@ -28,6 +28,7 @@ import logging
 import math
 from typing import Final
 
+from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
 from sweeper.adaptive_rate import Adaptive
 from sweeper.admission.base import Admission, Closure, Deferral, Permit, RateHolder, TimeLeft
 from sweeper.admission.ticket import Ticket
@@ -186,10 +187,12 @@ class LearnedRate:
             t.slots.forget(t.job.scope)  # slots banked at the rate before are not used
 
     def _close_for(self, seconds: float) -> None:
-        """Close the scope's gate for every consumer until `seconds` from now."""
+        """Close the scope's gate for every consumer until `seconds` from now (at most
+        MAX_RETRY_AT_SECONDS, as a reset header an outcome rule reads: a vendor's window is at
+        most an hour, and a wrong clock must not hold a scope for a day)."""
         t = self._ticket
         now = t.clocks.now()
-        t.limiter.close(t.job.scope, now + seconds, "throttled")
+        t.limiter.close(t.job.scope, now + min(seconds, MAX_RETRY_AT_SECONDS), "throttled")
         t.slots.forget(t.job.scope)  # this batch's banked slots are not used meanwhile
         t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
 
