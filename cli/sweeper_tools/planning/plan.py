@@ -73,6 +73,7 @@ from sweeper_tools.planning.findings import (
     Severity,
     advisory,
     drain_findings,
+    learned_rate,
     scopes_finding,
     shortfall,
     texts,
@@ -261,7 +262,7 @@ def make_plan(
     throughput = min(target, capacity)
     needed = math.ceil(target * mean_service)
     needed_p95 = math.ceil(target * p95_service)
-    findings = scopes_finding(policy, given.scopes, scopes)
+    findings = scopes_finding(policy, given.scopes, scopes) + learned_rate(policy)
     binding = tightest.name if capacity >= target else "consumers"
 
     recommended_envs = max(environments, math.ceil(needed_p95 / parallel), cpu.environments)
