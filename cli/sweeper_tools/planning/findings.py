@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sweeper.admission.learned import learned_ceiling
 from sweeper.config import ConsumerConfig, Policy, Quota
 
 
@@ -62,14 +63,13 @@ def unstated_rate(policy: Policy) -> str | None:
 
 def learned_rate(policy: Policy) -> list[Finding]:
     """A scope limit that learns its rate from the vendor: the told rate is the most it gets."""
-    first = policy.limits[0] if policy.limits else None
-    if first is None or first.learn is None or first.rate is None:
+    learned = learned_ceiling(policy)
+    if learned is None:
         return []
-    told = f"{first.rate.limit}/{first.rate.period_seconds:g}s"
+    name, told = learned
     return [
         advisory(
-            f"limit {first.name} of policy {policy.name}: rate learned from the vendor, at most "
-            f"{told}"
+            f"limit {name} of policy {policy.name}: rate learned from the vendor, at most {told}"
         )
     ]
 
