@@ -34,6 +34,7 @@ from sweeper.admission.base import (
 )
 from sweeper.admission.composed import EveryLimit
 from sweeper.admission.concurrency import Capped
+from sweeper.admission.live import LiveLimits
 from sweeper.admission.pairing import PairedLimits
 from sweeper.admission.rate import OneRate
 from sweeper.admission.ticket import Ticket, TicketAdmission
@@ -43,7 +44,10 @@ from sweeper.models import ActionCall
 
 #: The regimes that wrap a call's admission when its policy uses them (each returns the
 #: admission as it was otherwise), innermost first. A wrapping regime is its module and a line.
-WRAPPERS: tuple[Callable[[Admission, Ticket], Admission], ...] = (AdaptiveRate.around,)
+WRAPPERS: tuple[Callable[[Admission, Ticket], Admission], ...] = (
+    AdaptiveRate.around,
+    LiveLimits.around,
+)
 
 
 class BatchAdmission:

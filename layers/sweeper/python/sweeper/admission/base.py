@@ -21,6 +21,7 @@ from typing import Protocol
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import GateReader, Reason
+from sweeper.limiter.live import LiveSource
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
 from sweeper.models import OutcomeClass
@@ -106,6 +107,7 @@ class Abilities:
     several: SlotSource | None = None  # holds a call in several limits (`reserve_all`)
     leases: LeaseSource | None = None  # holds concurrency leases
     notes: ThrottleNotes | None = None  # routes a 429 to a wider limit
+    live: LiveSource | None = None  # holds the operators' live limits
 
     @classmethod
     def of(cls, limiter: object) -> Abilities:
@@ -115,6 +117,7 @@ class Abilities:
             several=limiter if isinstance(limiter, SlotSource) else None,
             leases=limiter if isinstance(limiter, LeaseSource) else None,
             notes=limiter if isinstance(limiter, ThrottleNotes) else None,
+            live=limiter if isinstance(limiter, LiveSource) else None,
         )
 
 

@@ -1,0 +1,93 @@
+"""Live limits in admission: an operator's pause or rate, in force without a redeploy (a wrapper).
+
+The operators' changes are read from the limiter table (sweeper.limiter.live) at most once per
+LIVE_READ_SECONDS per environment. A call under a paused limit is not admitted: its record goes
+back for PAUSED_RECHECK_SECONDS with the reason "paused" (the ledger's code `wait_paused`).
+A limit given another rate is paced at it: the call's ticket takes a copy of the policy whose
+limit has that rate, so the regime it is admitted by (rate.py, composed.py) reserves its slots
+at the live rate's interval, on the same shared item. Without a live change, the admission is
+the wrapped one unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sweeper.admission.base import Admission, Closure, Deferral, Permit, TimeLeft
+from sweeper.admission.ticket import Ticket
+from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.limiter.live import LiveLimit
+from sweeper.models import OutcomeClass
+from sweeper.observability import Metric
+
+#: A record under a paused limit comes back this often to look again: a resume is in force
+#: for queued records within it (plus LIVE_READ_SECONDS).
+PAUSED_RECHECK_SECONDS = 30.0
+
+
+def live_quota(told: Quota, change: LiveLimit) -> Quota:
+    """The told quota at the live change's rate (its algorithm and headroom kept)."""
+    if change.rate_limit is None or change.rate_period_seconds is None:
+        return told
+    return told.model_copy(
+        update={"limit": change.rate_limit, "period_seconds": change.rate_period_seconds}
+    )
+
+
+def live_policy(policy: Policy, changes: Mapping[str, LiveLimit]) -> Policy:
+    """The policy with each limit given a live rate at that rate (the first limit's is also
+    the policy's `quota`, the scope's)."""
+    limits: list[LimitConfig] = []
+    for limit in policy.limits:
+        change = changes.get(limit.name)
+        if change is None or limit.rate is None or change.rate_limit is None:
+            limits.append(limit)
+            continue
+        limits.append(limit.model_copy(update={"rate": live_quota(limit.rate, change)}))
+    update: dict[str, object] = {"limits": limits}
+    first = limits[0].rate
+    if first is not None:
+        update["quota"] = first
+    return policy.model_copy(update=update)
+
+
+class LiveLimits:
+    """`inner`'s admission, under the operators' live changes to the policy's limits."""
+
+    @classmethod
+    def around(cls, inner: Admission, ticket: Ticket) -> Admission:
+        """`inner` with its ticket at the live rates, or a pause; `inner` itself without a
+        live change (or on a limiter that holds none)."""
+        source = ticket.abilities.live
+        if source is None:
+            return inner
+        policy = ticket.policy
+        names = [limit.name for limit in policy.limits]
+        changes = source.live().current(policy.name, names, ticket.clocks.monotonic)
+        if not changes:
+            return inner
+        paused = sorted(name for name, change in changes.items() if change.paused)
+        if paused:
+            return cls(inner, ticket, paused)
+        ticket.policy = live_policy(policy, changes)
+        return inner
+
+    def __init__(self, inner: Admission, ticket: Ticket, paused: list[str]) -> None:
+        self._inner = inner
+        self._ticket = ticket
+        self.paused = paused
+
+    def admit(self, time_left: TimeLeft) -> Permit | Deferral:
+        self._ticket.clocks.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
+        return Deferral(PAUSED_RECHECK_SECONDS, "paused")
+
+    def ended(self, request_sent_at: float | None) -> None:
+        self._inner.ended(request_sent_at)
+
+    def close(
+        self, outcome: OutcomeClass, retry_after_seconds: float | None, limit_value: str | None
+    ) -> Closure:
+        return self._inner.close(outcome, retry_after_seconds, limit_value)
+
+    def done(self) -> None:
+        self._inner.done()
