@@ -122,6 +122,19 @@ class LiveLimitStore:
             raise LimiterError("limiter read of live limits failed") from exc
         return found
 
+    def get(self, policy: str, limit: str) -> LiveLimit | None:
+        """One limit's live change (a consistent GetItem: the operator commands, the redrive)."""
+        try:
+            answer = self._client.get_item(
+                TableName=self._table,
+                Key={"pk": {"S": live_key(policy, limit)}},
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise LimiterError("limiter read of a live limit failed") from exc
+        item = answer.get("Item")
+        return None if item is None else LiveLimit.of_item(item)
+
     def current(
         self, policy: str, limits: Sequence[str], monotonic: Callable[[], float]
     ) -> dict[str, LiveLimit]:
