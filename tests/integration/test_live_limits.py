@@ -73,7 +73,7 @@ def test_a_reset_live_limit_lets_the_told_rate_back(pipeline: Pipeline) -> None:
     records = publish_all(pipeline)
     live = store(pipeline)
     live.put(change(pipeline, paused=True))
-    live.delete(pipeline.policy.name, SHORTHAND_LIMIT_NAME)
+    live.put(change(pipeline))  # a reset: the item changes nothing
     runtime.reset()
     # When one batch carries them
     response = invoke(pipeline, records)

@@ -4,8 +4,8 @@ One item per policy and limit in the limiter table, `live#POLICY#LIMIT`, written
 operator commands (`sweeper limits set`, sweeper.operator_api.limits) and only read by the
 consumer (its admission's wrapper, sweeper.admission.live) and the redrive. An item holds a
 rate lower than the told one (`limit` calls per `period_seconds`; above it only when the
-operator said so), or a pause, with who set it and why; `--reset` deletes it, and the told
-limit is back.
+operator said so), or a pause, with who set it and why; `--reset` leaves it changing nothing
+(it expires by TTL a day later), and the told limit is back.
 
 Every consumer reads its policy's items at most once per LIVE_READ_SECONDS (one BatchGetItem,
 consistent, per environment), so a change is in force fleet-wide within that and the slots a
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 LIVE_KEY_PREFIX = "live#"
 #: A consumer reads its policy's live changes at most this often (seconds).
 LIVE_READ_SECONDS = 1.0
+#: A reset's item (who reset the limit, and why) is kept this long, then expires by TTL.
+RESET_KEPT_SECONDS = 86_400
 
 
 def live_key(policy: str, limit: str) -> str:
@@ -51,21 +53,53 @@ class LiveLimit:
     rate_period_seconds: float | None = None
     above_told: bool = False
 
-    def as_item(self) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            "pk": {"S": live_key(self.policy, self.limit)},
-            "policy": {"S": self.policy},
-            "limit": {"S": self.limit},
-            "actor": {"S": self.actor},
-            "reason": {"S": self.reason},
-            "set_at": {"N": repr(self.set_at)},
-            "paused": {"BOOL": self.paused},
-            "above_told": {"BOOL": self.above_told},
+    @property
+    def in_force(self) -> bool:
+        """Does it change anything? (A reset leaves its item, changing nothing, to expire.)"""
+        return self.paused or self.rate_limit is not None
+
+    def update(self, expires_at: float) -> dict[str, Any]:
+        """The UpdateItem arguments that make its item this change (never a whole-item put:
+        the limiter table takes none)."""
+        values: dict[str, Any] = {
+            ":policy": {"S": self.policy},
+            ":limit": {"S": self.limit},
+            ":actor": {"S": self.actor},
+            ":reason": {"S": self.reason},
+            ":set_at": {"N": repr(self.set_at)},
+            ":paused": {"BOOL": self.paused},
+            ":above": {"BOOL": self.above_told},
         }
+        sets = [
+            "#policy = :policy",
+            "#limit = :limit",
+            "actor = :actor",
+            "reason = :reason",
+            "set_at = :set_at",
+            "paused = :paused",
+            "above_told = :above",
+        ]
+        removes = []
         if self.rate_limit is not None and self.rate_period_seconds is not None:
-            item["rate_limit"] = {"N": str(self.rate_limit)}
-            item["rate_period_seconds"] = {"N": repr(self.rate_period_seconds)}
-        return item
+            values[":rate"] = {"N": str(self.rate_limit)}
+            values[":period"] = {"N": repr(self.rate_period_seconds)}
+            sets += ["rate_limit = :rate", "rate_period_seconds = :period"]
+        else:
+            removes += ["rate_limit", "rate_period_seconds"]
+        if self.in_force:
+            removes.append("expires_at")
+        else:
+            values[":expires"] = {"N": str(int(expires_at))}
+            sets.append("expires_at = :expires")
+        expression = "SET " + ", ".join(sets)
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        return {
+            "Key": {"pk": {"S": live_key(self.policy, self.limit)}},
+            "UpdateExpression": expression,
+            "ExpressionAttributeNames": {"#policy": "policy", "#limit": "limit"},
+            "ExpressionAttributeValues": values,
+        }
 
     @classmethod
     def of_item(cls, item: dict[str, Any]) -> LiveLimit:
@@ -116,7 +150,8 @@ class LiveLimitStore:
                 answer = self._client.batch_get_item(RequestItems=request)
                 for item in answer.get("Responses", {}).get(self._table, []):
                     change = LiveLimit.of_item(item)
-                    found[change.limit] = change
+                    if change.in_force:
+                        found[change.limit] = change
                 request = dict(answer.get("UnprocessedKeys") or {})
         except ClientError as exc:
             raise LimiterError("limiter read of live limits failed") from exc
@@ -133,7 +168,8 @@ class LiveLimitStore:
         except ClientError as exc:
             raise LimiterError("limiter read of a live limit failed") from exc
         item = answer.get("Item")
-        return None if item is None else LiveLimit.of_item(item)
+        change = None if item is None else LiveLimit.of_item(item)
+        return change if change is not None and change.in_force else None
 
     def current(
         self, policy: str, limits: Sequence[str], monotonic: Callable[[], float]
@@ -148,15 +184,10 @@ class LiveLimitStore:
             return seen[1]
 
     def put(self, change: LiveLimit) -> None:
+        """Write one limit's change; one that changes nothing (a reset) expires in a day."""
         try:
-            self._client.put_item(TableName=self._table, Item=change.as_item())
-        except ClientError as exc:
-            raise LimiterError("limiter write of a live limit failed") from exc
-
-    def delete(self, policy: str, limit: str) -> None:
-        try:
-            self._client.delete_item(
-                TableName=self._table, Key={"pk": {"S": live_key(policy, limit)}}
+            self._client.update_item(
+                TableName=self._table, **change.update(change.set_at + RESET_KEPT_SECONDS)
             )
         except ClientError as exc:
             raise LimiterError("limiter write of a live limit failed") from exc

@@ -4,7 +4,8 @@ and closed; and an operator's live change to one of them (sweeper.limiter.live).
 A change is written to the limit's own item in the limiter table and recorded in the ledger as
 an operator action (`limits_set`, with its actor and reason); every consumer is under it within
 LIVE_READ_SECONDS (and the slots its batch banked). A rate above the told quota is refused
-unless the operator says `above_told`; `reset` deletes the change (the told rate is back).
+unless the operator says `above_told`; `reset` leaves the item changing nothing (the told
+rate is back; the item, with who reset it and why, expires a day later).
 """
 
 from __future__ import annotations
@@ -66,22 +67,20 @@ def limits_show(backend: Backend, request: LimitsShowRequest) -> dict[str, Any]:
 
 def _change(
     request: LimitsSetRequest, policy: Policy, limit: LimitConfig, was: LiveLimit | None, by: str
-) -> LiveLimit | None:
-    """The limit's live change after this request (None: back to the told limit)."""
+) -> LiveLimit:
+    """The limit's live change after this request (changing nothing: back to the told one)."""
     chosen = [request.rate is not None, request.pause, request.resume, request.reset]
     if sum(chosen) != 1:
         raise OperatorError("give exactly one of --rate N/T, --pause, --resume or --reset")
-    if request.reset:
-        return None
-    paused = was.paused if was is not None else False
-    rate = (was.rate_limit, was.rate_period_seconds) if was is not None else (None, None)
-    above = was.above_told if was is not None else False
+    paused, above = False, False
+    rate: tuple[int | None, float | None] = (None, None)
+    if was is not None and not request.reset:
+        paused, above = was.paused, was.above_told
+        rate = (was.rate_limit, was.rate_period_seconds)
     if request.pause or request.resume:
         paused = request.pause
     if request.rate is not None:
         rate, above = _rate(request.rate, request.above_told, limit), request.above_told
-    if not paused and rate[0] is None:
-        return None  # resumed with no rate of its own: the told limit
     return LiveLimit(
         policy=policy.name,
         limit=limit.name,
@@ -127,13 +126,10 @@ def limits_set(backend: Backend, request: LimitsSetRequest, *, actor: str) -> di
         "limit": limit.name,
         "told_rate": _told(limit),
         "was": None if was is None else was.as_dict(),
-        "now": None if change is None else change.as_dict(),
+        "now": change.as_dict() if change.in_force else None,
     }
     backend.ledger.record_action(
         policy.name, "limits_set", actor, backend.clock(), reason=request.reason, detail=detail
     )
-    if change is None:
-        store.delete(policy.name, limit.name)
-    else:
-        store.put(change)
+    store.put(change)
     return {"policy": policy.name, "in_force_within_seconds": LIVE_READ_SECONDS, **detail}
