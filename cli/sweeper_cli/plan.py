@@ -6,6 +6,7 @@ import json
 
 import click
 
+from sweeper.admission.regimes import plan_allows
 from sweeper.config import load_config
 from sweeper.limits import LAMBDA_MAX_MEMORY_MB, LAMBDA_MIN_MEMORY_MB
 from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
@@ -275,21 +276,15 @@ def _slack_lines(plan: dict[str, object]) -> list[str]:
 def _limit_lines(plan: dict[str, object]) -> list[str]:
     """A line per limit (what one key allows, times its keys) and what binds."""
     limits = plan["limits"]
+    mean_service = plan["mean_service_seconds"]
     assert isinstance(limits, list)
+    assert isinstance(mean_service, float)
     lines = []
     for limit in limits:
-        allows = []
-        if limit["rate_per_second"] is not None:
-            allows.append(f"{limit['rate_per_second']}/s")
-        if limit["max_in_flight"] is not None:
-            flight = limit["in_flight_per_second"]
-            allows.append(
-                f"{limit['max_in_flight']} in flight"
-                + ("" if flight is None else f" / {plan['mean_service_seconds']} s = {flight}/s")
-            )
+        allows = plan_allows(limit, mean_service)
         count = limit["keys"]
         lines.append(
-            f"  limit {limit['name']:<10} {' and '.join(allows)} a key ({limit['key']}) x "
+            f"  limit {limit['name']:<10} {allows} a key ({limit['key']}) x "
             f"{count} key{'s' if count != 1 else ''} = {limit['ceiling_per_second']}/s; "
             f"{limit['used']} used"
         )

@@ -452,7 +452,7 @@ class _VendorState:
         further: FurtherLimits | None = None,
         limit_dialect: Dialect = "plain",
     ) -> None:
-        self._limit_dialect = limit_dialect
+        self.limit_dialect = limit_dialect
         self._further = further or FurtherLimits()
         self._quota = quota
         self._quota_scope = quota_scope
@@ -514,6 +514,10 @@ class _VendorState:
     def set_auth_failing(self, failing: bool) -> None:
         with self._lock:
             self._faults.auth_failing = failing
+
+    def set_quota(self, quota: tuple[int, float]) -> None:
+        with self._lock:
+            self._quota = quota
 
     def start_incident(
         self,
@@ -580,13 +584,13 @@ class _VendorState:
 
     def _stated(self, scope: str, now: float) -> tuple[tuple[str, str], ...]:
         """The quota's headers in the simulator's dialect, as this call left its window."""
-        if self._quota is None or self._limit_dialect == "plain":
+        if self._quota is None or self.limit_dialect == "plain":
             return ()
         limit, period = self._quota
         window = self._windows[scope]
         next_admitted = window[max(0, len(window) - limit)] + period
         return limit_headers(
-            self._limit_dialect,
+            self.limit_dialect,
             limit=limit,
             period_seconds=period,
             in_window=len(window),
@@ -1400,6 +1404,14 @@ class VendorSimulator:
         if not 200 <= status <= 599:
             raise ValueError("status must be a final HTTP status (200-599)")
         self._state.fail_next(n, ForcedResponse(status, retry_after))
+
+    def set_quota(self, limit: int, period_seconds: float) -> None:
+        """Change the quota from the next arriving call on (a vendor that lowers or raises its
+        limit without notice; its answers state the new one in the simulator's dialect)."""
+        if limit < 1 or period_seconds <= 0:
+            raise ValueError("quota must be (limit >= 1, period_seconds > 0)")
+        check_dialect(self._state.limit_dialect, period_seconds)
+        self._state.set_quota((limit, period_seconds))
 
     def set_fault_rates(
         self,

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 import sweeper
 from sweeper.actions.base import ActionKind, AwsService, Grant, NetworkPath
 from sweeper.actions.http_outcomes import outcomes_for
+from sweeper.actions.templates import body_fields
 from sweeper.config import KINDS, HttpActionConfig, Policy, SweeperConfig
 from sweeper.models import OutcomeClass
 from tests.unit.test_import_graph import import_graph
@@ -135,6 +136,15 @@ def test_a_body_template_that_would_splice_or_name_an_unknown_field_is_refused(
 ) -> None:
     with pytest.raises(ValidationError, match=problem):
         HttpActionConfig(body=body)
+
+
+def test_a_graphql_query_in_a_body_is_text_and_its_variables_are_filled() -> None:
+    # Given a GraphQL mutation: a constant query whose braces name no field, and a variable
+    query = "mutation($id: ID!) { productDelete(input: {id: $id}) { deletedProductId } }"
+    config = HttpActionConfig(body={"query": query, "variables": {"id": "{object_id}"}})
+    # Then the query is kept as text and the variable is the job's field
+    assert config.body == {"query": query, "variables": {"id": "{object_id}"}}
+    assert body_fields(config.body) == {"object_id"}
 
 
 def test_a_body_template_of_whole_fields_and_literals_is_accepted() -> None:

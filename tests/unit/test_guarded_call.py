@@ -11,6 +11,7 @@ import pytest
 from sweeper.consumer import Attempt, guard_with_idempotency
 from sweeper.errors import RetryableActionError
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
+from sweeper.vendor_reading import LimitReading, VendorReading
 
 JOB = ActionCall(
     key="k-1",
@@ -86,7 +87,7 @@ def test_the_attempt_hears_the_call_end_before_the_idempotency_record_is_complet
 
     guarded = guard_with_idempotency(perform, recording(events))
     # When it runs with an attempt
-    attempt = Attempt(lambda: 4.5, lambda sent_at: events.append(f"ended {sent_at}"))
+    attempt = Attempt(lambda: 4.5, lambda sent_at, _: events.append(f"ended {sent_at}"))
     # Then the end of the call, with when its request left, is heard between the call and the
     # record's completion
     assert guarded(JOB, attempt) is accepted
@@ -113,7 +114,7 @@ def test_the_attempt_hears_the_end_of_a_call_that_failed() -> None:
     guarded = guard_with_idempotency(perform, recording(events))
     # When it runs with an attempt, the failure comes out, after the end was heard
     with pytest.raises(TimeoutError):
-        guarded(JOB, Attempt(lambda: 4.5, lambda sent_at: events.append(f"ended {sent_at}")))
+        guarded(JOB, Attempt(lambda: 4.5, lambda sent_at, _: events.append(f"ended {sent_at}")))
     assert events == ["call", "ended None", "record"]
 
 
@@ -132,6 +133,24 @@ def test_no_end_is_heard_for_a_call_never_made() -> None:
 
     guarded = guard_with_idempotency(perform, recording(events))
     with pytest.raises(RuntimeError):
-        guarded(JOB, Attempt(give_up, lambda sent_at: events.append("ended")))
+        guarded(JOB, Attempt(give_up, lambda sent_at, _: events.append("ended")))
     # Then nothing was called and no end heard (the delivery gives its leases back itself)
     assert events == ["record"]
+
+
+def test_a_throttled_answers_reading_is_heard_by_the_attempt_and_carried_by_its_error() -> None:
+    # Given an action whose 429 states that nothing remains of the vendor's quota for 30 s
+    reading = VendorReading((LimitReading("quota", quota=5, remaining=0, reset_seconds=30.0),))
+    throttled = ActionResult(
+        outcome=OutcomeClass.THROTTLED, status_code=429, code="http_429", reading=reading
+    )
+    heard: list[VendorReading | None] = []
+    guarded = guard_with_idempotency(lambda job, timeout: throttled, recording([]))
+    # When it runs with an attempt
+    with pytest.raises(RetryableActionError) as raised:
+        guarded(JOB, Attempt(lambda: 4.5, lambda sent_at, read: heard.append(read)))
+    # Then the attempt heard what the answer said, and the retryable error carries it too
+    assert heard == [reading]
+    assert raised.value.reading is reading
+    # And it is never stored with an idempotency record
+    assert "reading" not in throttled.model_dump()

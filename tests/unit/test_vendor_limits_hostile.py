@@ -19,7 +19,7 @@ from sweeper.vendor_limits import (
     XRateLimitSource,
     compile_pattern,
 )
-from sweeper.vendor_limits.reading import MAX_COUNT, MAX_SECONDS
+from sweeper.vendor_reading import MAX_COUNT, MAX_SECONDS
 
 NOW = 1_700_000_000.0
 #: Hypothesis builds its table of characters once per clone (seconds, on a busy machine): the

@@ -15,7 +15,7 @@ from sweeper.vendor_limits.pace import (
     shared_pace,
     window_start,
 )
-from sweeper.vendor_limits.reading import LimitReading
+from sweeper.vendor_reading import LimitReading
 
 # --- a learned ceiling -----------------------------------------------------------------------
 

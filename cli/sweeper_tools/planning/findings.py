@@ -60,6 +60,20 @@ def unstated_rate(policy: Policy) -> str | None:
     )
 
 
+def learned_rate(policy: Policy) -> list[Finding]:
+    """A scope limit that learns its rate from the vendor: the told rate is the most it gets."""
+    first = policy.limits[0] if policy.limits else None
+    if first is None or first.learn is None or first.rate is None:
+        return []
+    told = f"{first.rate.limit}/{first.rate.period_seconds:g}s"
+    return [
+        advisory(
+            f"limit {first.name} of policy {policy.name}: rate learned from the vendor, at most "
+            f"{told}"
+        )
+    ]
+
+
 def shortfall(policy: Policy, text: str) -> Finding:
     """Consumers that cannot carry the rate (`text`: "policy P cannot ...: why; what to raise"):
     an error against a rate the policy states, else an advisory that says whose rate it is."""

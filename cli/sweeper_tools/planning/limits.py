@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.admission.regimes import regime_of
 from sweeper.config import LimitConfig, Policy
 from sweeper.errors import ConfigError
 
@@ -34,12 +35,13 @@ class LimitCeiling:
     name: str
     key: str  # the key template
     keys: int  # distinct keys busy at once
-    rate_per_second: float | None  # one key's rate, headroom applied
-    max_in_flight: int | None  # one key's cap on calls at the vendor at once
-    in_flight_per_second: float | None  # what the cap allows: max_in_flight / mean service
-    per_key_per_second: float  # the smaller of the two
+    #: Each regime's figures for one key (`LimitRegime.plan`: a rate's, a cap's; None where
+    #: the limit states none).
+    figures: Mapping[str, Any]
+    per_key_per_second: float  # the smallest of its regimes'
     ceiling_per_second: float  # per key x keys
-    bound: str  # "rate" or "in flight": which of the key's two gives its figure
+    bound: str  # which of the key's regimes gives its figure ("rate", "in flight")
+    note: str  # said after the figure when that regime is not a rate: " (10 in flight)"
 
     def as_dict(self, throughput: float) -> dict[str, Any]:
         """Its figures, rounded, with the share of the ceiling the plan's throughput uses."""
@@ -47,18 +49,12 @@ class LimitCeiling:
             "name": self.name,
             "key": self.key,
             "keys": self.keys,
-            "rate_per_second": _round(self.rate_per_second, 3),
-            "max_in_flight": self.max_in_flight,
-            "in_flight_per_second": _round(self.in_flight_per_second, 2),
+            **self.figures,
             "per_key_per_second": round(self.per_key_per_second, 3),
             "ceiling_per_second": round(self.ceiling_per_second, 2),
             "bound": self.bound,
             "used": round(throughput / self.ceiling_per_second, 3),
         }
-
-
-def _round(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
 
 
 def key_span(limit: LimitConfig) -> frozenset[str]:
@@ -97,23 +93,19 @@ def planned_keys(policy: Policy, scopes: int, keys: Mapping[str, int]) -> dict[s
 
 
 def limit_ceiling(limit: LimitConfig, keys: int, mean_service: float | None) -> LimitCeiling:
-    """One limit's ceiling at `keys` keys; a cap counts only when `mean_service` is known."""
-    rate = None if limit.rate is None else limit.rate.rate_per_second
-    in_flight = None
-    if limit.max_in_flight is not None and mean_service is not None:
-        in_flight = limit.max_in_flight / mean_service
-    known = [figure for figure in (rate, in_flight) if figure is not None]
-    per_key = min(known) if known else math.inf
+    """One limit's ceiling at `keys` keys: what its regimes allow one key
+    (sweeper.admission.regimes); a cap counts only when `mean_service` is known."""
+    planned = regime_of(limit).plan(mean_service)
+    per_key = math.inf if planned.per_second is None else planned.per_second
     return LimitCeiling(
         name=limit.name,
         key=limit.key,
         keys=keys,
-        rate_per_second=rate,
-        max_in_flight=limit.max_in_flight,
-        in_flight_per_second=in_flight,
+        figures=planned.figures,
         per_key_per_second=per_key,
         ceiling_per_second=per_key * keys,
-        bound="rate" if rate is not None and per_key == rate else "in flight",
+        bound=planned.bound,
+        note=planned.note,
     )
 
 
@@ -174,8 +166,7 @@ def unreachable(
 
 def _allows(ceiling: LimitCeiling) -> str:
     """One key's figure: "40.0/s", or "33.3/s (10 in flight)" when its cap gives it."""
-    figure = f"{ceiling.per_key_per_second:.1f}/s"
-    return figure if ceiling.bound == "rate" else f"{figure} ({ceiling.max_in_flight} in flight)"
+    return f"{ceiling.per_key_per_second:.1f}/s{ceiling.note}"
 
 
 def _limiter_keys(policy: Policy) -> list[str]:

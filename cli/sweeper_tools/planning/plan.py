@@ -54,12 +54,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.config import (
-    DEFAULT_CONSUMER_MEMORY_MB,
-    MAX_PARALLEL_CALLS,
-    Policy,
-    Quota,
-)
+from sweeper.admission.regimes import regime_of
+from sweeper.admission.terms import Slack
+from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, Policy
 from sweeper.errors import ConfigError
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 from sweeper_tools.planning.batch import Turnover, batch_need
@@ -76,6 +73,7 @@ from sweeper_tools.planning.findings import (
     Severity,
     advisory,
     drain_findings,
+    learned_rate,
     scopes_finding,
     shortfall,
     texts,
@@ -220,39 +218,9 @@ class Plan:
         return figures
 
 
-@dataclass(frozen=True, slots=True)
-class Slack:
-    """A rate with a slack: one key's rate at the headroom the slack leaves, and without it.
-
-    The slack saves a limiter write (and its wait) for a call whose slot has passed when it
-    can go (it waited for a concurrency lease): it takes one its batch banked. It costs the
-    headroom: a call may arrive the slack later after its slot (config/quota.py)."""
-
-    limit: str  # the limit's name
-    slack_seconds: float
-    rate_per_second: float  # headroom applied, the slack counted
-    without_slack_per_second: float
-
-    @classmethod
-    def of(cls, name: str, quota: Quota) -> Slack | None:
-        if not quota.slack_seconds:
-            return None
-        plain = quota.model_copy(update={"slack_seconds": 0.0})
-        return cls(name, quota.slack_seconds, quota.rate_per_second, plain.rate_per_second)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "limit": self.limit,
-            "slack_seconds": self.slack_seconds,
-            "rate_per_second": round(self.rate_per_second, 3),
-            "without_slack_per_second": round(self.without_slack_per_second, 3),
-        }
-
-
 def _slacks(policy: Policy) -> list[Slack]:
-    """The policy's rates with a slack."""
-    found = [Slack.of(limit.name, limit.rate) for limit in policy.limits if limit.rate is not None]
-    return [slack for slack in found if slack is not None]
+    """The policy's rates with a slack (`Slack`: what each costs in rate)."""
+    return [slack for limit in policy.limits for slack in regime_of(limit).slacks()]
 
 
 def lognormal_mean(p50: float, p95: float) -> float:
@@ -294,7 +262,7 @@ def make_plan(
     throughput = min(target, capacity)
     needed = math.ceil(target * mean_service)
     needed_p95 = math.ceil(target * p95_service)
-    findings = scopes_finding(policy, given.scopes, scopes)
+    findings = scopes_finding(policy, given.scopes, scopes) + learned_rate(policy)
     binding = tightest.name if capacity >= target else "consumers"
 
     recommended_envs = max(environments, math.ceil(needed_p95 / parallel), cpu.environments)

@@ -4,7 +4,8 @@ Rows a claim leases go to the consumers, who call at the pace of the limits; a r
 call within the horizon (half a lease, `LEASE_DRAIN_FRACTION`) outlives its lease. So each limit
 bounds the rows on the consumers by what it can use within the horizon: its rate times the
 horizon, and for a concurrency cap of N, N / the action's planned latency (p50) times the
-horizon. Which rows a limit bounds follows from its key template:
+horizon: the limit's regimes say (`sweeper.admission.regimes`, `LimitRegime.claim_share`), and
+nothing here asks which kind a limit is. Which rows a limit bounds follows from its key template:
 
 - **the whole policy**: a key over `{policy}` and `{host}` alone (an app-wide limit such as
   `"app"`, or the one scope of a `global` policy) is one key for every job. It bounds the
@@ -29,11 +30,11 @@ claim holds each scope to its own.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from sweeper.admission.regimes import ClaimShare, regime_of
 from sweeper.config import LEASE_DRAIN_FRACTION, LimitConfig, Policy, reach
 
 #: Rendered in place of the tenant's id to read a tenant key's fixed parts (no id holds it).
@@ -72,21 +73,11 @@ def horizon_seconds(policy: Policy) -> float:
     return policy.lease_seconds * LEASE_DRAIN_FRACTION
 
 
-def _rows(per_second: float, horizon: float) -> int:
-    return max(1, math.floor(per_second * horizon))
-
-
-def limit_rows(policy: Policy, limit: LimitConfig) -> int | None:
-    """The rows a further limit can take within the horizon, per key; None when not known
-    (a concurrency cap alone, with no planned latency)."""
-    horizon = horizon_seconds(policy)
-    bounds: list[int] = []
-    if limit.rate is not None:
-        bounds.append(_rows(limit.rate.rate_per_second, horizon))
+def _share(policy: Policy, limit: LimitConfig) -> ClaimShare:
+    """The rows one key of `limit` takes within the horizon, as its regimes count them."""
     latency = policy.action.latency
-    if limit.max_in_flight is not None and latency is not None:
-        bounds.append(_rows(limit.max_in_flight / latency[0], horizon))
-    return min(bounds) if bounds else None
+    p50 = None if latency is None else latency[0]
+    return regime_of(limit).claim_share(horizon_seconds(policy), p50)
 
 
 def claim_bounds(policy: Policy) -> ClaimBounds:
@@ -99,11 +90,12 @@ def claim_bounds(policy: Policy) -> ClaimBounds:
         wide.append((policy.max_in_flight, first.name))
     to_consumers: list[str] = []
     for limit in policy.further_limits:
-        rows = limit_rows(policy, limit)
-        if limit.max_in_flight is not None and policy.action.latency is None:
+        share = _share(policy, limit)
+        if share.to_consumers:
             to_consumers.append(limit.name)
-        if rows is None:
+        if share.rows is None:
             continue
+        rows = share.rows
         limit_reach = reach(limit.key)
         if limit_reach == "policy":
             wide.append((rows, limit.name))

@@ -6,6 +6,8 @@ data or a raw response body. Retryable and permanent branches are classes, not f
 
 from __future__ import annotations
 
+from sweeper.vendor_reading import VendorReading
+
 
 class SweeperError(Exception):
     """Root of every sweeper error."""
@@ -79,11 +81,14 @@ class ActionError(SweeperError):
         *,
         retry_after_seconds: float | None = None,
         limit_value: str | None = None,
+        reading: VendorReading | None = None,
     ) -> None:
         super().__init__(
             f"action for {operation_key} ended {outcome} (status={status_code}, code={code})"
         )
         self.limit_value = limit_value
+        #: What the answer said of the vendor's limits, when they were read.
+        self.reading = reading
         self.operation_key = operation_key
         self.outcome = outcome
         self.status_code = status_code

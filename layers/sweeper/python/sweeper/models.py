@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from sweeper.errors import IllegalTransitionError
+from sweeper.vendor_reading import VendorReading
 
 #: Longest tenant or object id accepted: the operation key must fit an idempotency record key.
 MAX_ID_LENGTH = 256
@@ -481,3 +482,6 @@ class ActionResult(BaseModel):
     #: (consumer/delivery.py, late sends). Never stored with the idempotency record: a replay
     #: made no request.
     request_sent_at: float | None = Field(default=None, exclude=True)
+    #: What the answer said of the vendor's limits (the policy's `learn`: sweeper.vendor_limits),
+    #: checked numbers only; None when nothing was read. Never stored: a replay read nothing.
+    reading: VendorReading | None = Field(default=None, exclude=True)

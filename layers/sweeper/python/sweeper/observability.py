@@ -153,6 +153,7 @@ class Metric:
     NOT_YET_DUE = "NotYetDue"
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
+    LEARNED_CLOSURES = "LearnedClosures"  # the vendor said none remain until its reset
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed
     LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
     LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue

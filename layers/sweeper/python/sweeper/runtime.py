@@ -21,6 +21,7 @@ from sweeper import observability
 from sweeper.actions import Action
 from sweeper.actions.base import ActionContext
 from sweeper.actions.spans import no_spans
+from sweeper.admission.learned import reader_for
 from sweeper.config import Settings, load_settings
 from sweeper.consumer import (
     GuardedCall,
@@ -176,6 +177,7 @@ def action() -> Action:
             secret_max_age_seconds=current.vendor_token_max_age_seconds,
             spans=observability.vendor_spans() or no_spans,
             rehearsal=current.rehearsal,
+            reader=reader_for(current.policy),  # a limit's `learn`: its answers are read
         )
     )
 

@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sweeper.actions.answer_match import Answer
 from sweeper.actions.rehearsal import Rehearsal
 from sweeper.actions.secret_template import is_secret_template, parse_secret_template
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.models import ActionCall, ActionResult
+from sweeper.vendor_reading import VendorReading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
@@ -157,6 +159,17 @@ def secret_read(*arns: str) -> Grant:
     )
 
 
+class AnswerReader(Protocol):
+    """What reads the limits a vendor states in an answer (`sweeper.vendor_limits.Reader`)."""
+
+    @property
+    def reads_body(self) -> bool:
+        """Whether it looks into the body (then the body is read for it)."""
+        ...
+
+    def read(self, answer: Answer, now_epoch: float) -> VendorReading: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ActionContext:
     """What building an action may use besides its config: never the environment itself.
@@ -173,6 +186,9 @@ class ActionContext:
     #: Where a rehearsal sends every call (`sweeper.actions.rehearsal`): set by the local stack
     #: only, never from a policy; None in production.
     rehearsal: Rehearsal | None = None
+    #: What reads the vendor's limits from each answer (its policy's `learn`,
+    #: `sweeper.admission.learned.reader_for`); None: nothing is read.
+    reader: AnswerReader | None = None
 
 
 class ActionKind(BaseModel, ABC):

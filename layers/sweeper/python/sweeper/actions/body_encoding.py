@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 from urllib.parse import urlencode
 
-from sweeper.actions.templates import PLACEHOLDER_RE, TemplateError, fill_body, scalar_text
+from sweeper.actions.templates import BODY_FIELD_RE, TemplateError, fill_body, scalar_text
 
 BodyEncoding = Literal["json", "form"]
 CONTENT_TYPES: Final[dict[str, str]] = {
@@ -76,7 +76,7 @@ def _walk(
         for index, item in enumerate(template):
             _walk(item, f"{prefix}[{index}]", value_of, pairs)
     else:
-        match = PLACEHOLDER_RE.fullmatch(template) if isinstance(template, str) else None
+        match = BODY_FIELD_RE.fullmatch(template) if isinstance(template, str) else None
         value = value_of(match.group(1)) if match else template
         text = scalar_text(value)
         if text is None:

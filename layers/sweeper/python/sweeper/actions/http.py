@@ -69,7 +69,9 @@ class HttpActionConfig(HttpActionSpec):
         return self._built(context)
 
     def _built(self, context: ActionContext) -> HttpAction:
-        action = HttpAction(self, spans=context.spans, rehearsal=context.rehearsal)
+        action = HttpAction(
+            self, spans=context.spans, rehearsal=context.rehearsal, reader=context.reader
+        )
         auth = self.effective_auth
         max_age = context.secret_max_age_seconds
 

@@ -21,8 +21,9 @@ import urllib3
 from urllib3.exceptions import HTTPError
 
 from sweeper import __version__
+from sweeper.actions.base import AnswerReader
 from sweeper.actions.body_encoding import CONTENT_TYPES, encode_body
-from sweeper.actions.http_answer import ruled_outcome
+from sweeper.actions.http_answer import ruled_and_read
 from sweeper.actions.http_auth import (
     CredentialError,
     Credentials,
@@ -73,13 +74,15 @@ class HttpAction:
         credentials: Credentials | None = None,
         spans: CallSpans = no_spans,
         rehearsal: Rehearsal | None = None,
+        reader: AnswerReader | None = None,
     ) -> None:
         """`token` is sent as a Bearer token, asked of its source on every call (a string: a
         fixed one); `credentials` any auth mode's (`HttpActionConfig.build` makes them from
         the policy). The caller says where they come from (never the environment). Each call
         is traced in a span of `spans`, by the URL's template (never its values). In a
         `rehearsal` (the local stack's only) every request goes there instead
-        (`sweeper.actions.rehearsal`)."""
+        (`sweeper.actions.rehearsal`). With a `reader` (a limit's `learn`) each answer's
+        statement of the vendor's limits is read and handed out on the result."""
         if isinstance(token, str):
             try:
                 token = FixedToken(token) if token else None
@@ -91,6 +94,7 @@ class HttpAction:
         if config.body is not None and not any(h.lower() == "content-type" for h in config.headers):
             self._headers["Content-Type"] = CONTENT_TYPES[config.body_encoding]
         self._rules = OutcomeRules(config.outcome_rules)
+        self._reader = reader
         self._credentials: Credentials = NoCredentials()
         self._per_tenant: TenantCredentials | None = None
         if credentials is not None:
@@ -248,8 +252,8 @@ class HttpAction:
             # only a value the policy maps is kept: the header is the vendor's text, not ours
             limit_value = named if named in self._config.limit_header_values else None
             # a rule sees the answer here and keeps only what it decides (no header, no body)
-            ruled = ruled_outcome(
-                self._rules, response, deadline, self._config.read_timeout_seconds
+            ruled, reading = ruled_and_read(
+                self._rules, self._reader, response, deadline, self._config.read_timeout_seconds
             )
         finally:
             # Read and drop the body so the connection can be reused; one not read whole by the
@@ -270,6 +274,7 @@ class HttpAction:
             retry_after_seconds=retry_after,
             limit_value=limit_value,
             request_sent_at=sent_at,
+            reading=reading,
         )
 
     def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:

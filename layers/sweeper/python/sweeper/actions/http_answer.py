@@ -1,6 +1,6 @@
 """A urllib3 response as an `Answer` (`sweeper.actions.answer_match`): its status and headers,
-and its body's first bytes when a rule will read them, read against the call's deadline; and
-the outcome rules applied to it."""
+and its body's first bytes when a rule or the limits' reader will read them, read against the
+call's deadline; the outcome rules applied to it, and the limits it states read from it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,30 @@ import time
 import urllib3
 
 from sweeper.actions.answer_match import MAX_ANSWER_BODY_BYTES, Answer
+from sweeper.actions.base import AnswerReader
 from sweeper.actions.http_transport import read_chunks
 from sweeper.actions.outcome_rules import OutcomeRules, RuledOutcome
+from sweeper.vendor_reading import VendorReading
+
+
+def ruled_and_read(
+    rules: OutcomeRules,
+    reader: AnswerReader | None,
+    response: urllib3.BaseHTTPResponse,
+    deadline: float,
+    read_timeout: float,
+) -> tuple[RuledOutcome | None, VendorReading | None]:
+    """What `rules` make of `response` (None: no rule matches) and what it states of the
+    vendor's limits (None: no reader); the answer is built once, its body read only when a
+    rule for its status or the reader looks into it. Neither keeps a header's or the body's
+    text."""
+    if reader is None:
+        return ruled_outcome(rules, response, deadline, read_timeout), None
+    now = time.time()
+    read_body = reader.reads_body or (bool(rules) and rules.reads_body(response.status))
+    answer = answer_of(response, deadline, read_timeout, read_body=read_body)
+    ruled = rules.classify(answer, now) if rules else None
+    return ruled, reader.read(answer, now)
 
 
 def ruled_outcome(

@@ -28,6 +28,9 @@ PARAMS_PREFIX: Final = "params."
 TENANT_FIELD: Final = "{tenant_id}"
 #: Any `{...}` in a template: what it names is checked against the known fields.
 PLACEHOLDER_RE: Final = re.compile(r"{([^{}]*)}")
+#: A field in a body string: `{name}` or `{params.name}`. Braces around anything else (a
+#: GraphQL query's `{ id }`, `(input: {id: $id})`) are the string's text.
+BODY_FIELD_RE: Final = re.compile(r"{([A-Za-z_][A-Za-z0-9_.-]*)}")
 _PARAM_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 #: How deep a body template may nest (a policy's body is small; this bounds the walk).
 MAX_BODY_DEPTH: Final = 16
@@ -97,8 +100,8 @@ def check_body_template(template: Any, depth: int = 0) -> list[str]:
         for item in template:
             problems.extend(check_body_template(item, depth + 1))
     elif isinstance(template, str):
-        names = PLACEHOLDER_RE.findall(template)
-        if names and not PLACEHOLDER_RE.fullmatch(template):
+        names = BODY_FIELD_RE.findall(template)
+        if names and not BODY_FIELD_RE.fullmatch(template):
             problems.append(
                 f"body string {template!r}: a string is either exactly one {{field}} (replaced "
                 "by its JSON value) or text without one; fields are never spliced into text"
@@ -118,7 +121,7 @@ def body_fields(template: Any) -> set[str]:
     if isinstance(template, list):
         return set().union(*(body_fields(item) for item in template))
     if isinstance(template, str):
-        match = PLACEHOLDER_RE.fullmatch(template)
+        match = BODY_FIELD_RE.fullmatch(template)
         return {match.group(1)} if match else set()
     return set()
 
@@ -130,7 +133,7 @@ def fill_body(template: Any, value_of: Callable[[str], Any]) -> Any:
     if isinstance(template, list):
         return [fill_body(item, value_of) for item in template]
     if isinstance(template, str):
-        match = PLACEHOLDER_RE.fullmatch(template)
+        match = BODY_FIELD_RE.fullmatch(template)
         return value_of(match.group(1)) if match else template
     return template
 

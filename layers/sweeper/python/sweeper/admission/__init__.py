@@ -4,7 +4,8 @@ Split as Powertools splits its idempotency persistence: `base` holds the contrac
 admit, ended, close, done; `Permit`, `Deferral`, `Closure`), one module per regime implements
 it (`rate`: one rate, slots banked per batch in `bank`; `concurrency`: `max_in_flight` caps,
 leases handed on in `handoff`; `composed`: several limits, paired on one item in `pairing`;
-`adaptive`: a rate found from 429s, a wrapper), and this facade picks them from the policy's
+`adaptive`: a rate found from 429s, a wrapper; `learned`: a rate the vendor states, a
+wrapper), and this facade picks them from the policy's
 limits, once per batch (`admission_for`): slot banking and lease hand-off are the batch's
 state, shared by its threads. The consumer asks `BatchAdmission.call` for each record's
 admission and never which regime it got.
@@ -34,6 +35,7 @@ from sweeper.admission.base import (
 )
 from sweeper.admission.composed import EveryLimit
 from sweeper.admission.concurrency import Capped
+from sweeper.admission.learned import LearnedRate, learned_spec
 from sweeper.admission.live import LiveLimits
 from sweeper.admission.pairing import PairedLimits
 from sweeper.admission.rate import OneRate
@@ -46,6 +48,7 @@ from sweeper.models import ActionCall
 #: admission as it was otherwise), innermost first. A wrapping regime is its module and a line.
 WRAPPERS: tuple[Callable[[Admission, Ticket], Admission], ...] = (
     AdaptiveRate.around,
+    LearnedRate.around,
     LiveLimits.around,
 )
 
@@ -74,7 +77,7 @@ class BatchAdmission:
             calls_by_scope,
             clocks.now,
             clocks.metrics,
-            quota.adaptive_spec,
+            learned_spec(policy) or quota.adaptive_spec,  # a learned rate is held as one is
             paired,
             quota.slack_seconds,
         )

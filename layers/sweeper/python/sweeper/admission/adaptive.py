@@ -15,6 +15,7 @@ from sweeper.admission.base import Admission, Closure, Deferral, Permit, TimeLef
 from sweeper.admission.ticket import Ticket
 from sweeper.limiter import Limiter
 from sweeper.models import ActionCall, OutcomeClass
+from sweeper.vendor_reading import VendorReading
 
 
 class AdaptiveRate:
@@ -35,8 +36,8 @@ class AdaptiveRate:
     def admit(self, time_left: TimeLeft) -> Permit | Deferral:
         return self._inner.admit(time_left)
 
-    def ended(self, request_sent_at: float | None) -> None:
-        self._inner.ended(request_sent_at)
+    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
+        self._inner.ended(request_sent_at, reading)
 
     def close(
         self, outcome: OutcomeClass, retry_after_seconds: float | None, limit_value: str | None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
@@ -26,6 +26,7 @@ from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
 from sweeper.models import OutcomeClass
 from sweeper.observability import MetricSink
+from sweeper.vendor_reading import VendorReading
 
 #: A slot further than this after the batch's last look at an open gate (a gate read, or a
 #: granted reservation) is looked at again before it. With the late-slot tolerance, a call is
@@ -97,6 +98,15 @@ class Clocks:
     metrics: MetricSink
 
 
+@runtime_checkable
+class RateHolder(Protocol):
+    """A limiter that holds a scope's rate as a vendor stated it (sweeper.admission.learned)."""
+
+    def hold_rate(
+        self, scope: str, rate: float, *, unset_only: bool = False, within: float = 0.0
+    ) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Abilities:
     """What a batch's limiter can do beyond the `Limiter` protocol, asked once, here: a regime
@@ -107,6 +117,7 @@ class Abilities:
     several: SlotSource | None = None  # holds a call in several limits (`reserve_all`)
     leases: LeaseSource | None = None  # holds concurrency leases
     notes: ThrottleNotes | None = None  # routes a 429 to a wider limit
+    rates: RateHolder | None = None  # holds a rate the vendor stated (learned.py)
     live: LiveSource | None = None  # holds the operators' live limits
 
     @classmethod
@@ -117,6 +128,7 @@ class Abilities:
             several=limiter if isinstance(limiter, SlotSource) else None,
             leases=limiter if isinstance(limiter, LeaseSource) else None,
             notes=limiter if isinstance(limiter, ThrottleNotes) else None,
+            rates=limiter if isinstance(limiter, RateHolder) else None,
             live=limiter if isinstance(limiter, LiveSource) else None,
         )
 
@@ -136,10 +148,11 @@ class Admission(Protocol):
         """A permit to call now, after any wait in place; or when to come back."""
         ...
 
-    def ended(self, request_sent_at: float | None) -> None:
+    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
         """The request is over (answered, failed, timed out): what it held only while at the
         vendor goes now (a lease), and a request that left later than its slot allows spends
-        another (`request_sent_at` on the clocks' monotonic; None: unknown)."""
+        another (`request_sent_at` on the clocks' monotonic; None: unknown). `reading` is what
+        the answer said of the vendor's limits (a limit's `learn`; None: nothing read)."""
         ...
 
     def close(

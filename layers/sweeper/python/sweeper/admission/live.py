@@ -19,6 +19,7 @@ from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.limiter.live import LiveLimit
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
+from sweeper.vendor_reading import VendorReading
 
 #: A record under a paused limit comes back this often to look again: a resume is in force
 #: for queued records within it (plus LIVE_READ_SECONDS).
@@ -81,8 +82,8 @@ class LiveLimits:
         self._ticket.clocks.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
         return Deferral(PAUSED_RECHECK_SECONDS, "paused")
 
-    def ended(self, request_sent_at: float | None) -> None:
-        self._inner.ended(request_sent_at)
+    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
+        self._inner.ended(request_sent_at, reading)
 
     def close(
         self, outcome: OutcomeClass, retry_after_seconds: float | None, limit_value: str | None

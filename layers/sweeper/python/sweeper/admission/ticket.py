@@ -34,6 +34,7 @@ from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay
 from sweeper.limiter.leases import LeaseCap
 from sweeper.models import ActionCall, OutcomeClass
 from sweeper.observability import Metric
+from sweeper.vendor_reading import VendorReading
 
 logger = logging.getLogger(__name__)
 
@@ -208,10 +209,12 @@ class TicketAdmission:
         except Deferring as deferring:
             return deferring.deferral
 
-    def ended(self, request_sent_at: float | None) -> None:
+    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
         """The request is over: its leases go at once, before the idempotency record's
         completion and the ledger's write. A lease whose release fails expires by itself. Then,
-        if the request left later than its slot allows, a slot is spent (`late`)."""
+        if the request left later than its slot allows, a slot is spent (`late`). A reading
+        is a learning wrapper's (learned.py), not this regime's."""
+        del reading
         t = self.ticket
         try:
             t.release_leases()

@@ -38,7 +38,7 @@ from sweeper.vendor_limits import (
     XRateLimitSource,
     compile_pattern,
 )
-from sweeper.vendor_limits.reading import MAX_COUNT, MAX_SECONDS
+from sweeper.vendor_reading import MAX_COUNT, MAX_SECONDS
 
 #: A cost reserved from a job's param: exactly `{params.NAME}`.
 _PARAM_COST_RE: Final = re.compile(r"^\{params\.([A-Za-z_][A-Za-z0-9_-]{0,63})\}$")

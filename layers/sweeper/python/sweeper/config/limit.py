@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 
 from sweeper.config.base import _Strict
 from sweeper.config.key_template import KEY_FIELD_RE as _FIELD_RE
+from sweeper.config.learn import Learn, check_learn_against_limit
 from sweeper.config.quota import Quota
 
 #: The name of the one limit a policy written with `[quota]` and `[scope]` states: the name the
@@ -61,6 +62,8 @@ class LimitConfig(_Strict):
     max_in_flight: int | None = Field(
         default=None, ge=1, le=1000, description="calls at the vendor at once, fleet-wide, per key"
     )
+    #: Where the vendor states this limit in its answers (sweeper.config.learn).
+    learn: Learn | None = None
 
     @model_validator(mode="after")
     def _known_fields(self) -> Self:
@@ -72,6 +75,11 @@ class LimitConfig(_Strict):
                     f"limit {self.name!r}: key uses unknown field {{{field}}} (known: "
                     f"{', '.join(sorted(JOB_KEY_FIELDS))}, params.NAME)"
                 )
+        if self.learn is not None:
+            if self.rate is not None and self.rate.adaptive:
+                raise ValueError(f"limit {self.name!r}: learn replaces adaptive; leave it out")
+            told = None if self.rate is None else self.rate.period_seconds
+            check_learn_against_limit(self.learn, self.name, told)
         return self
 
     @property

@@ -349,6 +349,8 @@ class Policy(_Strict):
         names = [limit.name for limit in self.limits]
         if len(set(names)) != len(names):
             raise ValueError(f"limit names must differ: {names}")
+        if any(limit.learn is not None for limit in self.further_limits):
+            raise ValueError("learn is read for the first limit (the job's scope) only: move it")
         return self
 
     @model_validator(mode="after")

@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import P
 
 from sweeper.errors import RetryableActionError
 from sweeper.models import ActionCall, ActionResult
+from sweeper.vendor_reading import VendorReading
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 #: (or raises Deferred) and returns the call's timeout. Taking the slot there, after the
 #: idempotency record is written, keeps the gap between slot and send to a minimum.
 Prepare = Callable[[], float | None]
+Ended = Callable[[float | None, VendorReading | None], None]  # when it left, what it learned
 #: The guarded call: runs the action inside idempotency; raises RetryableActionError for an
 #: outcome that settles nothing (so the idempotency record is released, not stored).
 GuardedCall = Callable[[ActionCall, Prepare], ActionResult]
@@ -50,15 +52,15 @@ class Attempt:
 
     __slots__ = ("_ended", "_prepare")
 
-    def __init__(self, prepare: Prepare, ended: Callable[[float | None], None]) -> None:
+    def __init__(self, prepare: Prepare, ended: Ended) -> None:
         self._prepare = prepare
         self._ended = ended
 
     def __call__(self) -> float | None:
         return self._prepare()
 
-    def ended(self, request_sent_at: float | None) -> None:
-        self._ended(request_sent_at)
+    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
+        self._ended(request_sent_at, reading)
 
 
 #: What `dynamodb_idempotent` returns: wraps a call in Powertools idempotency.
@@ -126,8 +128,8 @@ def guard_with_idempotency(
             result = perform(job, timeout)
         finally:
             if isinstance(prepare, Attempt):
-                # the request is over: before the record's completion
-                prepare.ended(None if result is None else result.request_sent_at)
+                # the request is over, with its answer's reading: before the record's completion
+                prepare.ended(*(result.request_sent_at, result.reading) if result else (None,) * 2)
         if not result.outcome.settled:
             raise RetryableActionError(
                 job.key,
@@ -136,6 +138,7 @@ def guard_with_idempotency(
                 result.code,
                 retry_after_seconds=result.retry_after_seconds,
                 limit_value=result.limit_value,
+                reading=result.reading,
             )
         return result
 

@@ -396,6 +396,47 @@ class DynamoLimiter:
         last = self._rates.get(scope)
         return last.rate if last else adaptive.floor
 
+    def hold_rate(
+        self, scope: str, rate: float, *, unset_only: bool = False, within: float = 0.0
+    ) -> bool:
+        """Hold `rate` (calls per second, a vendor's statement: sweeper.admission.learned) as
+        the scope's shared rate; every consumer reserves at it from its next reservation (its
+        write, conditional on the version it knew, fails once and learns it). With
+        `unset_only`, only when the scope holds no rate yet. No write when this process knows
+        the scope at that rate already (within a `within` share). Its next slot moves to the
+        new interval after the last. True when it changed the rate."""
+        for _ in range(MAX_RACES):
+            known = self._rates.get(scope)
+            if known is not None and (unset_only or abs(known.rate - rate) <= within * rate):
+                return False
+            now = int(self._clock() * US)
+            version = 0 if known is None else known.version
+            # the next slot is the new interval after the last, not the old one: later when
+            # slowed down, earlier when sped up (a scope started at the floor)
+            shift = 0 if known is None else round(US / rate) - round(US / known.rate)
+            failed = self._update(
+                scope,
+                "SET ar = :ar, ar_at = :now, ar_v = :next, expires_at = :ttl, "
+                "tat = if_not_exists(tat, :zero) + :shift REMOVE ar_peak, ar_cut_at",
+                "attribute_not_exists(ar_v)" if version == 0 else "ar_v = :v",
+                {
+                    ":ar": _n(rate * MILLI),
+                    ":now": _n(now),
+                    ":next": _n(version + 1),
+                    ":ttl": _n(now // US + ITEM_TTL_SECONDS),
+                    ":zero": _n(0),
+                    ":shift": _n(shift),
+                    **({":v": _n(version)} if version else {}),
+                },
+                returns="NONE",
+            )
+            if isinstance(failed, dict):  # another consumer changed it: learn, then decide
+                self._learn_rate(scope, failed)
+                continue
+            self._rates[scope] = _KnownRate(int(rate * MILLI) / MILLI, now, version + 1, None)
+            return True
+        return False  # lost every race: other consumers are writing the rate meanwhile
+
     def _denial(
         self, item: dict[str, Any] | None, now: int, reach: int, horizon: int, tau: int = 0
     ) -> Denial | None:

@@ -158,17 +158,12 @@ def inspect(backend: Backend, request: InspectRequest) -> dict[str, Any]:
 def limits_of(policy: Policy) -> dict[str, Any]:
     """The policy's configured limits, as the page lists them beside the gates: each limit
     (the shorthand's `[quota]` and `[scope]` are its one) by what one key allows, and its key."""
-    listed: dict[str, Any] = {}
-    for limit in policy.limits:
-        allows = []
-        if limit.rate is not None:
-            allows.append(
-                f"{limit.rate.limit} calls per {limit.rate.period_seconds:g} s"
-                + (" (adaptive)" if limit.rate.adaptive else "")
-            )
-        if limit.max_in_flight is not None:
-            allows.append(f"{limit.max_in_flight} in flight")
-        listed[f"limit {limit.name}"] = f"{' and '.join(allows)} a key of {limit.key}"
+    from sweeper.admission.regimes import regime_of
+
+    listed = {
+        f"limit {limit.name}": f"{regime_of(limit).allows()} a key of {limit.key}"
+        for limit in policy.limits
+    }
     return {
         **listed,
         "consumer_concurrency": min(

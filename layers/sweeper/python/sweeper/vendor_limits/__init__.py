@@ -1,7 +1,8 @@
 """Limits the vendor tells: read from its answers, checked, and turned into a pace.
 
-- `reading`: the value (`VendorReading`: per limit quota, window, remaining, reset; a call's
-  cost and its bucket) and the bounds every number is held to;
+- `sweeper.vendor_reading`: the value (`VendorReading`: per limit quota, window, remaining,
+  reset; a call's cost and its bucket) and the bounds every number is held to (a ground-floor
+  module, importing nothing of sweeper, so that an `ActionResult` carries a reading);
 - `ietf`: the IETF `RateLimit-Policy` / `RateLimit` fields (over `structured`, the subset of
   Structured Fields they use);
 - `headers`: `X-RateLimit-*` (reset in seconds or epoch seconds) and a header with a pattern;
@@ -29,7 +30,7 @@ from sweeper.vendor_limits.headers import (
     compile_pattern,
 )
 from sweeper.vendor_limits.ietf import policy_for, read_ratelimit
-from sweeper.vendor_limits.reading import (
+from sweeper.vendor_reading import (
     NOTHING,
     BucketReading,
     CostReading,
@@ -43,10 +44,19 @@ class Source(Protocol):
 
     def read(self, answer: Answer, now_epoch: float) -> VendorReading: ...
 
+    @property
+    def reads_body(self) -> bool:
+        """Whether it looks into the body (then the body is read for it)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RateLimitSource:
     """The IETF RateLimit fields."""
+
+    @property
+    def reads_body(self) -> bool:
+        return False
 
     def read(self, answer: Answer, now_epoch: float) -> VendorReading:
         del now_epoch  # the fields state seconds to wait, never a time
@@ -58,6 +68,11 @@ class Reader:
     """Reads an answer with each of its sources, side by side."""
 
     sources: tuple[Source, ...]
+
+    @property
+    def reads_body(self) -> bool:
+        """Whether a source looks into the body (then the body is read for it)."""
+        return any(source.reads_body for source in self.sources)
 
     def read(self, answer: Answer, now_epoch: float) -> VendorReading:
         reading = NOTHING

@@ -19,7 +19,7 @@ from sweeper.actions.answer_match import (
     parse_json_path,
 )
 from sweeper.vendor_limits.headers import ascii_number
-from sweeper.vendor_limits.reading import BucketReading, CostReading, VendorReading, amount
+from sweeper.vendor_reading import BucketReading, CostReading, VendorReading, amount
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,11 @@ class CostSource:
     level: ValueAt | None = None
     maximum: ValueAt | None = None
     restore_rate: ValueAt | None = None
+
+    @property
+    def reads_body(self) -> bool:
+        places = (self.requested, self.actual, self.level, self.maximum, self.restore_rate)
+        return any(place is not None and place.path is not None for place in places)
 
     def read(self, answer: Answer, now_epoch: float) -> VendorReading:
         del now_epoch  # a cost has no time in it

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from sweeper.actions.answer_match import Answer, header_number
-from sweeper.vendor_limits.reading import (
+from sweeper.vendor_reading import (
     LimitReading,
     VendorReading,
     count,
@@ -68,6 +68,10 @@ class XRateLimitSource:
     fields: XRateLimitFields = XRateLimitFields()
     reset_as: ResetAs = "seconds"
     name: str = "x-ratelimit"
+
+    @property
+    def reads_body(self) -> bool:
+        return False
 
     def read(self, answer: Answer, now_epoch: float) -> VendorReading:
         fields = self.fields
@@ -141,6 +145,10 @@ class PatternSource:
     reset_as: ResetAs = "seconds"
     name: str = "pattern"
     window_seconds: float | None = None
+
+    @property
+    def reads_body(self) -> bool:
+        return False
 
     def read(self, answer: Answer, now_epoch: float) -> VendorReading:
         text = answer.header(self.header)

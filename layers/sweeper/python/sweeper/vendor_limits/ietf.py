@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Final
 
 from sweeper.actions.answer_match import Answer
-from sweeper.vendor_limits.reading import LimitReading, VendorReading, count, name, seconds
 from sweeper.vendor_limits.structured import Member, Token, parse_list
+from sweeper.vendor_reading import LimitReading, VendorReading, count, name, seconds
 
 POLICY_FIELD: Final = "RateLimit-Policy"
 STATE_FIELD: Final = "RateLimit"

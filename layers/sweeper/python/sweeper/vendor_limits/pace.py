@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from sweeper.vendor_limits.reading import LimitReading
+from sweeper.vendor_reading import LimitReading
 
 BudgetWindow = Literal["fixed", "rolling"]
 

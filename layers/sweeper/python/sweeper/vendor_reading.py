@@ -4,6 +4,9 @@ Every number in a reading has been checked: finite, not negative, within a bound
 vendor reaches. A source that sent something else contributes nothing, and says so in
 `diagnostics`: short fixed phrases naming the field and what was wrong with it, never the
 field's value or the body (they may hold an account's identifiers).
+
+It imports nothing of sweeper (as `sweeper.adaptive_rate`), so that `sweeper.models` carries a
+reading on an `ActionResult`; `sweeper.vendor_limits` reads one from an answer.
 """
 
 from __future__ import annotations

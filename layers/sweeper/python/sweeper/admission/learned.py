@@ -1,0 +1,209 @@
+"""A learned limit: the rate the vendor states in its answers, held for the fleet (a wrapper).
+
+A policy whose first limit (the job's scope) has `learn` (sweeper.config.learn) paces its scope
+by what the vendor says. After each call, the answer's reading (the http action reads it with
+the limit's `Reader`, sweeper.vendor_limits) is applied here, on the scope's limiter item, so
+every environment follows it from its next reservation:
+
+- the steady rate is the lower of the told rate and the stated `quota / window`
+  (`vendor_limits.pace.learned_pace`), the rate's headroom applied: a lowering is held from
+  the answer that states it, a raise never past the told rate;
+- `remaining = 0` with a reset closes the scope's gate until the reset, for every consumer, as
+  a Retry-After does;
+- with a cost (`learn.cost`), a call takes its expected cost in slots of the rate (cost units
+  per second) before it goes, and the answer's actual cost, when higher, takes the rest; a
+  points bucket whose level (the vendor's) is below the next call's cost closes the gate until
+  it has restored that much.
+
+The rate is held where the adaptive rate is (the item's `ar`, conditional on its version:
+sweeper.limiter.dynamodb `hold_rate`), and reserved at through the same spec (`learned_spec`,
+which never climbs on its own). Why a wrapper and not a regime: what is learned changes the
+rate one regime reserves at and closes the gate every regime obeys; the reservation itself,
+its banking and its leases stay the wrapped regime's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Final
+
+from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
+from sweeper.adaptive_rate import Adaptive
+from sweeper.admission.base import Admission, Closure, Deferral, Permit, RateHolder, TimeLeft
+from sweeper.admission.ticket import Ticket
+from sweeper.config import Policy
+from sweeper.config.learn import CostError, LearnConfig
+from sweeper.config.limit import LimitConfig
+from sweeper.errors import LimiterError
+from sweeper.models import OutcomeClass
+from sweeper.observability import Metric
+from sweeper.vendor_limits import Reader, policy_for
+from sweeper.vendor_limits.pace import learned_pace
+from sweeper.vendor_reading import LimitReading, VendorReading
+
+logger = logging.getLogger(__name__)
+
+#: The lowest rate a learned limit is paced at (calls per second): below it a vendor is
+#: closing, which its remaining and reset say (the gate), not a pace.
+MIN_LEARNED_RATE: Final = 0.001
+#: A stated rate within this share of the one held is not written again: an answer per call
+#: would otherwise cost a write per call. Below the rate's headroom (at least 5 %), so a
+#: lowering the vendor states is always followed within the headroom.
+HOLD_WITHIN: Final = 0.01
+#: How far ahead the slots a call's cost takes may lie (seconds): they are spent, not waited
+#: for; a gate closed refuses them.
+COST_HORIZON_SECONDS: Final = 3600.0
+
+
+def learned_limit(policy: Policy) -> LimitConfig | None:
+    """The policy's limit that learns (its first, the job's scope), if it has one."""
+    first = policy.limits[0] if policy.limits else None
+    return first if first is not None and first.learn is not None else None
+
+
+def reader_for(policy: Policy) -> Reader | None:
+    """What the http action reads each answer with (None: the policy learns nothing)."""
+    limit = learned_limit(policy)
+    if limit is None or limit.learn is None:
+        return None
+    return limit.learn.reader(limit.name)
+
+
+def learned_spec(policy: Policy) -> Adaptive | None:
+    """The spec a learned scope reserves at: the rate its item holds, between the floor and
+    the told rate (its headroom applied), never raised on its own (no increase)."""
+    if learned_limit(policy) is None:
+        return None
+    ceiling = policy.quota.rate_per_second
+    return Adaptive(
+        floor=min(MIN_LEARNED_RATE, ceiling),
+        cap=ceiling,
+        increase=0.0,
+        cut=1.0,  # a 429 cuts nothing: the vendor's next statement says the rate
+        cooldown=policy.quota.period_seconds,
+    )
+
+
+class LearnedRate:
+    """`inner`'s admission, with the scope paced and gated by what the vendor states."""
+
+    @classmethod
+    def around(cls, inner: Admission, ticket: Ticket) -> Admission:
+        """`inner` wrapped when the policy's scope learns and the limiter can hold a rate."""
+        limit = learned_limit(ticket.policy)
+        holder = ticket.abilities.rates
+        if limit is None or limit.learn is None or holder is None:
+            return inner
+        return cls(inner, ticket, limit.learn, holder)
+
+    def __init__(
+        self, inner: Admission, ticket: Ticket, learn: LearnConfig, holder: RateHolder
+    ) -> None:
+        self._inner = inner
+        self._ticket = ticket
+        self._learn = learn
+        self._holder = holder
+        quota = ticket.policy.quota
+        self._name = ticket.policy.limits[0].name
+        self._window = learn.window_seconds or quota.period_seconds
+        self._ceiling = quota.limit / quota.period_seconds  # the told rate, before headroom
+        self._headroom = quota.effective_headroom
+        self._expected = 1
+
+    def admit(self, time_left: TimeLeft) -> Permit | Deferral:
+        t = self._ticket
+        # a scope no consumer has paced yet starts at the told rate (a LimiterError returns the
+        # record, as a reservation's does)
+        self._holder.hold_rate(t.job.scope, t.policy.quota.rate_per_second, unset_only=True)
+        admitted = self._inner.admit(time_left)
+        if isinstance(admitted, Permit) and self._learn.cost is not None:
+            try:
+                self._expected = max(1, math.ceil(self._learn.cost.expected(t.job.params)))
+            except CostError as exc:
+                logger.warning("cost unknown: one unit taken", extra={**t.ids, "code": exc.code})
+            self._spend(self._expected - 1)  # the call's own slot is the first unit
+        return admitted
+
+    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
+        self._inner.ended(request_sent_at, reading)
+        if reading is None or not reading.learned:
+            return
+        try:
+            self._apply(reading)
+        except LimiterError:
+            # what was learned is lost for this answer only: the next one says it again
+            logger.warning("the vendor's limits could not be held", extra=dict(self._ticket.ids))
+
+    def close(
+        self, outcome: OutcomeClass, retry_after_seconds: float | None, limit_value: str | None
+    ) -> Closure:
+        return self._inner.close(outcome, retry_after_seconds, limit_value)
+
+    def done(self) -> None:
+        self._inner.done()
+
+    # -- what an answer teaches --------------------------------------------------------------
+
+    def _apply(self, reading: VendorReading) -> None:
+        stated = self._stated(reading)
+        if stated is not None:
+            steady = learned_pace(
+                self._ceiling,
+                LimitReading(stated.name, stated.quota, stated.window_seconds),
+                self._window,
+            )
+            if steady is not None and steady.rate_per_second > 0:
+                rate = max(MIN_LEARNED_RATE, steady.rate_per_second * self._headroom)
+                self._hold(rate)
+            if stated.remaining == 0 and stated.reset_seconds:
+                self._close_for(stated.reset_seconds)
+        cost = reading.cost
+        if cost is None:
+            return
+        if cost.actual is not None:
+            self._spend(math.ceil(cost.actual) - self._expected)  # what the estimate missed
+        bucket = cost.bucket
+        if bucket is not None and bucket.level is not None and bucket.restore_rate:
+            short = self._expected - bucket.level  # the next call's like cost, not yet there
+            if short > 0:
+                self._close_for(short / bucket.restore_rate)
+
+    def _stated(self, reading: VendorReading) -> LimitReading | None:
+        """The limit the reading states for this scope's limit: an IETF policy by name or
+        window (`policy_for`); from a source that states one limit, that one."""
+        if self._learn.source == "ratelimit":
+            return policy_for(
+                reading.limits,
+                limit_name=self._name,
+                policy=self._learn.policy,
+                told_window_seconds=self._window,
+            )
+        return reading.limits[0] if len(reading.limits) == 1 else reading.limit(self._name)
+
+    def _hold(self, rate: float) -> None:
+        t = self._ticket
+        if self._holder.hold_rate(t.job.scope, rate, within=HOLD_WITHIN):
+            t.slots.forget(t.job.scope)  # slots banked at the rate before are not used
+
+    def _close_for(self, seconds: float) -> None:
+        """Close the scope's gate for every consumer until `seconds` from now (at most
+        MAX_RETRY_AT_SECONDS, as a reset header an outcome rule reads: a vendor's window is at
+        most an hour, and a wrong clock must not hold a scope for a day)."""
+        t = self._ticket
+        now = t.clocks.now()
+        t.limiter.close(t.job.scope, now + min(seconds, MAX_RETRY_AT_SECONDS), "throttled")
+        t.slots.forget(t.job.scope)  # this batch's banked slots are not used meanwhile
+        t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
+
+    def _spend(self, units: int) -> None:
+        """Take `units` more slots of the scope's rate, unused: a call's cost beyond one."""
+        if units <= 0:
+            return
+        t = self._ticket
+        spec = learned_spec(t.policy)
+        quota = t.policy.quota
+        t.limiter.reserve(t.job.scope, quota.interval_seconds, COST_HORIZON_SECONDS, units, spec)
+
+
+__all__ = ["LearnedRate", "learned_spec", "reader_for"]

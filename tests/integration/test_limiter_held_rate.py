@@ -1,0 +1,42 @@
+"""A rate the vendor stated, held on a scope's limiter item (`DynamoLimiter.hold_rate`): every
+consumer reserves at it, and its next slot is the new interval after the last."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.limiter import Adaptive, DynamoLimiter, Grant
+from sweeper_local.aws import LocalAws
+
+pytestmark = pytest.mark.integration
+
+#: How a learned scope reserves (sweeper.admission.learned.learned_spec): never climbs alone.
+HELD = Adaptive(floor=0.001, cap=100.0, increase=0.0, cut=1.0, cooldown=1.0)
+
+
+def _slot(limiter: DynamoLimiter) -> float:
+    grant = limiter.reserve("scope-a", 1.0, horizon=5.0, adaptive=HELD)
+    assert isinstance(grant, Grant)
+    return grant.slot_at
+
+
+def test_a_held_rate_spaces_the_next_slot_by_the_new_interval_for_every_consumer(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope started at 1 call a second, and one slot taken
+    one, other = (DynamoLimiter(local_aws.dynamodb(), table) for _ in range(2))
+    assert one.hold_rate("scope-a", 1.0, unset_only=True)
+    first = _slot(one)
+    # When the vendor states 10 a second: the next slot is a tenth of a second after the last
+    assert one.hold_rate("scope-a", 10.0)
+    raised = _slot(one)
+    assert raised - first == pytest.approx(0.1, abs=0.002)
+    # When it then states 2 a second: half a second after the last, for another consumer too
+    assert one.hold_rate("scope-a", 2.0)
+    lowered = _slot(other)
+    assert lowered - raised == pytest.approx(0.5, abs=0.002)
+    # And a start asked again, or a rate within the share held, writes nothing
+    writes = one.writes
+    assert not one.hold_rate("scope-a", 50.0, unset_only=True)
+    assert not one.hold_rate("scope-a", 2.01, within=0.01)
+    assert one.writes == writes

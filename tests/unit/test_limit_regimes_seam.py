@@ -1,0 +1,112 @@
+"""Outside the admission package, no code asks which kind a limit is.
+
+The producer's claim bounds, `status`, the console and `sweeper plan` read a limit through its
+regime (`sweeper.admission.regimes.regime_of`); only the regimes' modules and the config read a
+limit's regime fields. Every module is parsed, not imported. A regime field is any field of
+`LimitConfig` beyond its name and key (`rate`, `max_in_flight`, and whatever a new regime adds),
+so a new regime's field is watched as soon as it is declared. Read as a limit's are:
+
+- `X.FIELD is None` / `is not None`: the question "which kind is it?";
+- `X.FIELD.anything`: reading into a regime's config (`limit.rate.limit`);
+- `X.FIELD` where X names a limit (`limit`, `first`, `policy.limits[0]`). `policy.max_in_flight`
+  is the policy's claim size, not a limit's field;
+- `D["FIELD"]` / `D.get("FIELD")`: the plan's figures of a regime, read by a renderer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import sweeper
+import sweeper_cli
+import sweeper_tools
+from sweeper.config import LimitConfig
+
+PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
+#: The regimes' own modules and the config that declares their fields may read them.
+OWNERS = ("admission", "config")
+#: Code that names a regime's fields still, each with why; a new entry needs a reason.
+KNOWN: dict[str, str] = {
+    # The IAM patterns of a limit's limiter items (its bucket and gate, its leases): the
+    # limiter's keys, in the limiter package, below the admission that imports it.
+    "sweeper/limiter/keys.py": "the limiter items each regime owns, for IAM",
+}
+FIELDS = frozenset(LimitConfig.model_fields) - {"name", "key"}
+
+
+def _limit_like(node: ast.expr) -> bool:
+    text = ast.unparse(node)
+    return "limit" in text or text == "first"
+
+
+def _asks(node: ast.AST) -> bool:
+    if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute):
+        is_none = all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops)
+        return is_none and node.left.attr in FIELDS
+    if isinstance(node, ast.Attribute):
+        inner = node.value
+        into = isinstance(inner, ast.Attribute) and inner.attr in FIELDS
+        return into or (node.attr in FIELDS and _limit_like(inner))
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value in FIELDS
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        first = node.args[0] if node.args else None
+        named = isinstance(first, ast.Constant) and first.value in FIELDS
+        return node.func.attr == "get" and named
+    return False
+
+
+def asks_the_kind(tree: ast.AST) -> list[str]:
+    """The expressions of `tree` that read a limit's regime fields (see the module docstring)."""
+    return [ast.unparse(node) for node in ast.walk(tree) if _asks(node)]
+
+
+def _modules() -> list[tuple[str, Path]]:
+    roots = [
+        (PACKAGE_DIR, "sweeper"),
+        (Path(sweeper_tools.__file__).resolve().parent / "planning", "sweeper_tools/planning"),
+        (Path(sweeper_cli.__file__).resolve().parent, "sweeper_cli"),
+    ]
+    found = []
+    for root, name in roots:
+        for path in sorted(root.rglob("*.py")):
+            relative = f"{name}/{path.relative_to(root).as_posix()}"
+            if name == "sweeper" and relative.split("/")[1] in OWNERS:
+                continue
+            found.append((relative, path))
+    return found
+
+
+def test_no_product_or_planning_code_asks_which_kind_a_limit_is() -> None:
+    # Given every module of the product, the planning and the operator CLI, but the regimes'
+    asking = {
+        relative: found
+        for relative, path in _modules()
+        if relative not in KNOWN
+        and (found := asks_the_kind(ast.parse(path.read_text(), filename=str(path))))
+    }
+    # Then none reads a limit's regime fields: it asks the limit's regime
+    assert asking == {}
+
+
+def test_each_known_exception_still_asks() -> None:
+    # An entry of KNOWN that no longer reads a regime field is left over: take it out
+    modules = dict(_modules())
+    stale = [name for name in KNOWN if not asks_the_kind(ast.parse(modules[name].read_text()))]
+    assert stale == []
+
+
+def test_a_limits_kind_asked_in_any_of_the_ways_is_seen() -> None:
+    # Given each way of asking a limit's kind, and reads that are not
+    asks = [
+        "limit.max_in_flight is not None",
+        "x = limit.rate.limit",
+        "rows = policy.limits[0].max_in_flight / latency",
+        'flight = figures["max_in_flight"]',
+        'rate = row.get("rate")',
+    ]
+    fine = ["cap = policy.max_in_flight", "rate = last.rate", "x = limits['name']"]
+    # Then every asking is seen, and nothing else
+    assert [text for text in asks if not asks_the_kind(ast.parse(text))] == []
+    assert [text for text in fine if asks_the_kind(ast.parse(text))] == []
