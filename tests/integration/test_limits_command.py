@@ -102,3 +102,20 @@ def test_the_read_only_function_refuses_a_live_change_and_serves_the_show(
     assert shown.outcome == "ok", shown.body
     assert one_limit(sweeper(direct, "limits", "show"))["live"] is None
     assert "limits_set" not in [a for a, _, _ in actions(db_url)]
+
+
+def test_a_pause_keeps_the_live_rate_and_a_resume_lifts_only_the_pause(
+    api: tuple[Path, Path], db_url: str
+) -> None:
+    # Given a limit lowered live
+    direct, _ = api
+    name = str(one_limit(sweeper(direct, "limits", "show"))["limit"])
+    sweeper(direct, "limits", "set", "--limit", name, "--rate", "2/1s", "--reason", "slow")
+    # When it is paused, then resumed
+    sweeper(direct, "limits", "set", "--limit", name, "--pause", "--reason", "stop")
+    paused = one_limit(sweeper(direct, "limits", "show"))["live"]
+    sweeper(direct, "limits", "set", "--limit", name, "--resume", "--reason", "go")
+    resumed = one_limit(sweeper(direct, "limits", "show"))["live"]
+    # Then the pause kept the rate, and the resume left the rate in force, unpaused
+    assert (paused["paused"], paused["rate"]) == (True, "2/1s")
+    assert (resumed["paused"], resumed["rate"], resumed["reason"]) == (False, "2/1s", "go")

@@ -9,7 +9,7 @@ import pytest
 
 from sweeper import runtime
 from sweeper.config.limit import SHORTHAND_LIMIT_NAME
-from sweeper.limiter.live import LiveLimit, LiveLimitStore
+from sweeper.limiter.live import LIVE_READ_SECONDS, LiveLimit, LiveLimitStore
 from sweeper.models import JobMessage, JobStatus
 from sweeper_local.vendor import max_calls_in_window
 from tests.conftest import Pipeline
@@ -80,3 +80,21 @@ def test_a_reset_live_limit_lets_the_told_rate_back(pipeline: Pipeline) -> None:
     # Then every job settled
     assert failed_ids(response) == set()
     assert pipeline.ledger.counts(pipeline.policy.name)[JobStatus.SUCCEEDED] == 3
+
+
+def test_a_consumer_sees_a_change_within_one_read_interval_and_not_sooner(
+    pipeline: Pipeline,
+) -> None:
+    # Given a consumer's cached read of its policy's live limits, made with none set
+    live = store(pipeline)
+    clock = iter([100.0, 100.5, 100.0 + LIVE_READ_SECONDS])
+    names = [SHORTHAND_LIMIT_NAME]
+    first = live.current(pipeline.policy.name, names, lambda: next(clock))
+    # When an operator pauses the limit, and the consumer looks half an interval, then an
+    # interval, after its read
+    live.put(change(pipeline, paused=True))
+    soon = live.current(pipeline.policy.name, names, lambda: next(clock))
+    later = live.current(pipeline.policy.name, names, lambda: next(clock))
+    # Then the pause is unseen until the interval has passed (one read per interval), then seen
+    assert (first, soon) == ({}, {})
+    assert later[SHORTHAND_LIMIT_NAME].paused is True
