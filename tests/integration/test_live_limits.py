@@ -4,10 +4,12 @@ limiter table, in force without a redeploy (sweeper.admission.live)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
 from sweeper import runtime
+from sweeper.config import Policy
 from sweeper.config.limit import SHORTHAND_LIMIT_NAME
 from sweeper.limiter.live import LIVE_READ_SECONDS, LiveLimit, LiveLimitStore
 from sweeper.models import JobMessage, JobStatus
@@ -64,6 +66,28 @@ def test_a_live_rate_below_the_told_one_paces_the_calls_at_it(pipeline: Pipeline
     # Then the vendor never saw more than two calls in a second
     audit = pipeline.vendor.audit()
     assert audit.calls_total >= 2
+    assert max_calls_in_window(audit.arrivals, 1.0) <= 2
+
+
+def test_a_live_rate_caps_a_quota_that_is_being_found(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a quota not known (adaptive: it starts at 5/s, a tenth of its 50/s cap), six due
+    # jobs and a live rate of 2 per second
+    data = pipeline.policy.model_dump(exclude={"limits"})
+    data["quota"].update(limit=50, period_seconds=1.0, adaptive=True)
+    policy = Policy.model_validate(data)
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    pipeline = replace(pipeline, policy=policy)
+    pipeline.seed(6)
+    records = publish_all(pipeline)
+    store(pipeline).put(change(pipeline, rate_limit=2, rate_period_seconds=1.0))
+    runtime.reset()
+    # When one batch carries them
+    invoke(pipeline, records)
+    # Then the rate being found stayed under the live one
+    audit = pipeline.vendor.audit()
+    assert audit.calls_total >= 1
     assert max_calls_in_window(audit.arrivals, 1.0) <= 2
 
 

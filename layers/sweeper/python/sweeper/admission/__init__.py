@@ -65,11 +65,12 @@ class BatchAdmission:
         parallel_calls: int,
         calls_by_scope: Mapping[str, int],
     ) -> None:
-        self._policy = policy
         self._limiter = limiter
         self._clocks = clocks
-        quota = policy.quota
         self._abilities = Abilities.of(limiter)  # the one place that asks
+        # An operator's live rates (live.py): the batch reserves at them as at told ones.
+        policy = self._policy = LiveLimits.rated(policy, self._abilities, clocks)
+        quota = policy.quota
         paired = PairedLimits.of(policy, limiter)
         self.slots = BatchSlots(
             limiter,

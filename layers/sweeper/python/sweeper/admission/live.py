@@ -3,17 +3,25 @@
 The operators' changes are read from the limiter table (sweeper.limiter.live) at most once per
 LIVE_READ_SECONDS per environment. A call under a paused limit is not admitted: its record goes
 back for PAUSED_RECHECK_SECONDS with the reason "paused" (the ledger's code `wait_paused`).
-A limit given another rate is paced at it: the call's ticket takes a copy of the policy whose
-limit has that rate, so the regime it is admitted by (rate.py, composed.py) reserves its slots
-at the live rate's interval, on the same shared item. Without a live change, the admission is
-the wrapped one unchanged.
+A limit given another rate is paced at it: the batch's admission (the facade, `rated`) takes a
+copy of the policy whose limit has that rate, so every regime (rate.py, composed.py, the paired
+limits, an adaptive or learned rate's cap) reserves at the live rate, on the same shared item,
+with no hook of its own. Without a live change, the admission is the wrapped one unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sweeper.admission.base import Admission, Closure, Deferral, Permit, TimeLeft
+from sweeper.admission.base import (
+    Abilities,
+    Admission,
+    Clocks,
+    Closure,
+    Deferral,
+    Permit,
+    TimeLeft,
+)
 from sweeper.admission.ticket import Ticket
 from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.limiter.live import LiveLimit
@@ -52,26 +60,34 @@ def live_policy(policy: Policy, changes: Mapping[str, LiveLimit]) -> Policy:
     return policy.model_copy(update=update)
 
 
+def _changes(policy: Policy, abilities: Abilities, clocks: Clocks) -> dict[str, LiveLimit]:
+    """The policy's live changes, by limit name, through the limiter's cached read (none on a
+    limiter that holds no live limits)."""
+    source = abilities.live
+    if source is None:
+        return {}
+    names = [limit.name for limit in policy.limits]
+    return source.live().current(policy.name, names, clocks.monotonic)
+
+
 class LiveLimits:
     """`inner`'s admission, under the operators' live changes to the policy's limits."""
 
+    @staticmethod
+    def rated(policy: Policy, abilities: Abilities, clocks: Clocks) -> Policy:
+        """The batch's policy, each limit given a live rate at it (the facade's, once per
+        batch: its slots, adaptive or learned rate's cap and paired limits follow from it)."""
+        changes = _changes(policy, abilities, clocks)
+        if not any(change.rate_limit is not None for change in changes.values()):
+            return policy
+        return live_policy(policy, changes)
+
     @classmethod
     def around(cls, inner: Admission, ticket: Ticket) -> Admission:
-        """`inner` with its ticket at the live rates, or a pause; `inner` itself without a
-        live change (or on a limiter that holds none)."""
-        source = ticket.abilities.live
-        if source is None:
-            return inner
-        policy = ticket.policy
-        names = [limit.name for limit in policy.limits]
-        changes = source.live().current(policy.name, names, ticket.clocks.monotonic)
-        if not changes:
-            return inner
+        """`inner` deferred while a limit of the call is paused live, else `inner` itself."""
+        changes = _changes(ticket.policy, ticket.abilities, ticket.clocks)
         paused = sorted(name for name, change in changes.items() if change.paused)
-        if paused:
-            return cls(inner, ticket, paused)
-        ticket.policy = live_policy(policy, changes)
-        return inner
+        return cls(inner, ticket, paused) if paused else inner
 
     def __init__(self, inner: Admission, ticket: Ticket, paused: list[str]) -> None:
         self._inner = inner
