@@ -13,7 +13,7 @@ from sweeper.config import Policy
 from sweeper.config.limit import SHORTHAND_LIMIT_NAME
 from sweeper.limiter.live import LIVE_READ_SECONDS, LiveLimit, LiveLimitStore
 from sweeper.models import JobMessage, JobStatus
-from sweeper_local.vendor import max_calls_in_window
+from sweeper_local.vendor import VendorAudit, max_calls_in_window
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import failed_ids, publish_all
 from tests.integration.test_parallel_calls import invoke
@@ -55,16 +55,21 @@ def test_a_paused_limit_sends_every_record_back_uncalled_with_its_own_reason(
         assert (job.status, job.last_error_code) == (JobStatus.LEASED, "wait_paused")
 
 
-def test_a_live_rate_below_the_told_one_paces_the_calls_at_it(pipeline: Pipeline) -> None:
-    # Given six due jobs, a told quota of 50/s and a live rate of 2 per second
+def six_calls_at_a_live_rate_of_two_per_second(pipeline: Pipeline) -> VendorAudit:
+    """Six due jobs, a live rate of 2/s set, one batch carrying them: what the vendor saw."""
     pipeline.seed(6)
     records = publish_all(pipeline)
     store(pipeline).put(change(pipeline, rate_limit=2, rate_period_seconds=1.0))
     runtime.reset()
-    # When one batch carries them
     invoke(pipeline, records)
+    return pipeline.vendor.audit()
+
+
+def test_a_live_rate_below_the_told_one_paces_the_calls_at_it(pipeline: Pipeline) -> None:
+    # Given six due jobs, a told quota of 50/s and a live rate of 2 per second
+    # When one batch carries them
+    audit = six_calls_at_a_live_rate_of_two_per_second(pipeline)
     # Then the vendor never saw more than two calls in a second
-    audit = pipeline.vendor.audit()
     assert audit.calls_total >= 2
     assert max_calls_in_window(audit.arrivals, 1.0) <= 2
 
@@ -78,15 +83,9 @@ def test_a_live_rate_caps_a_quota_that_is_being_found(
     data["quota"].update(limit=50, period_seconds=1.0, adaptive=True)
     policy = Policy.model_validate(data)
     monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-    pipeline = replace(pipeline, policy=policy)
-    pipeline.seed(6)
-    records = publish_all(pipeline)
-    store(pipeline).put(change(pipeline, rate_limit=2, rate_period_seconds=1.0))
-    runtime.reset()
     # When one batch carries them
-    invoke(pipeline, records)
+    audit = six_calls_at_a_live_rate_of_two_per_second(replace(pipeline, policy=policy))
     # Then the rate being found stayed under the live one
-    audit = pipeline.vendor.audit()
     assert audit.calls_total >= 1
     assert max_calls_in_window(audit.arrivals, 1.0) <= 2
 

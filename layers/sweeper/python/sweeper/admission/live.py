@@ -13,21 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sweeper.admission.base import (
-    Abilities,
-    Admission,
-    Clocks,
-    Closure,
-    Deferral,
-    Permit,
-    TimeLeft,
-)
+from sweeper.admission.around import Around
+from sweeper.admission.base import Abilities, Admission, Clocks, Deferral, Permit, TimeLeft
 from sweeper.admission.ticket import Ticket
 from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.limiter.live import LiveLimit
-from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
-from sweeper.vendor_reading import VendorReading
 
 #: A record under a paused limit comes back this often to look again: a resume is in force
 #: for queued records within it (plus LIVE_READ_SECONDS).
@@ -70,7 +61,7 @@ def _changes(policy: Policy, abilities: Abilities, clocks: Clocks) -> dict[str, 
     return source.live().current(policy.name, names, clocks.monotonic)
 
 
-class LiveLimits:
+class LiveLimits(Around):
     """`inner`'s admission, under the operators' live changes to the policy's limits."""
 
     @staticmethod
@@ -90,21 +81,10 @@ class LiveLimits:
         return cls(inner, ticket, paused) if paused else inner
 
     def __init__(self, inner: Admission, ticket: Ticket, paused: list[str]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._ticket = ticket
         self.paused = paused
 
     def admit(self, time_left: TimeLeft) -> Permit | Deferral:
         self._ticket.clocks.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
         return Deferral(PAUSED_RECHECK_SECONDS, "paused")
-
-    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
-        self._inner.ended(request_sent_at, reading)
-
-    def close(
-        self, outcome: OutcomeClass, retry_after_seconds: float | None, limit_value: str | None
-    ) -> Closure:
-        return self._inner.close(outcome, retry_after_seconds, limit_value)
-
-    def done(self) -> None:
-        self._inner.done()
