@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.backpressure import republish_delay_seconds
 from sweeper.config import Policy, Quota
-from sweeper.ledger import queries
+from sweeper.ledger import claim_sql
 from sweeper.ledger.store import CLAIM_FALLBACK_PAGES, CLAIM_WINDOW_PAGES, Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
 from sweeper.producer import run_producer
@@ -239,7 +239,7 @@ def claim_plan(db_url: str, *, limit: int) -> dict[str, Any]:
     """The claim's plan for a page of `limit` (EXPLAIN without ANALYZE: nothing is leased)."""
     with psycopg.connect(db_url, autocommit=True) as conn:
         row = conn.execute(
-            b"EXPLAIN (FORMAT JSON) " + queries.CLAIM_DUE.encode(),
+            b"EXPLAIN (FORMAT JSON) " + claim_sql.CLAIM_DUE.encode(),
             {
                 "policy": "exports",
                 "owner": "explain",

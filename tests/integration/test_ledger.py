@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from psycopg.conninfo import make_conninfo
 
 from sweeper.errors import LedgerError
-from sweeper.ledger import queries
+from sweeper.ledger import claim_sql
 from sweeper.ledger.store import (
     SCHEDULE_BACKOFF_SECONDS,
     Ledger,
@@ -148,7 +148,7 @@ def test_a_claimer_does_not_wait_for_another_claim_in_flight(ledger: Ledger, db_
     add(ledger, 10)
     holder = psycopg.connect(db_url)  # not autocommit: the claim's transaction stays open
     held = holder.execute(
-        queries.CLAIM_DUE,
+        claim_sql.CLAIM_DUE,
         {
             "policy": "exports",
             "owner": "held",

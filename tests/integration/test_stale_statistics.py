@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from sweeper.ledger import queries
+from sweeper.ledger import claim_sql, control_sql, retention_sql
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob
 
@@ -85,7 +85,7 @@ class Case:
 
 CASES = {
     "reclaim": Case(
-        queries.RECLAIM_EXPIRED,
+        claim_sql.RECLAIM_EXPIRED,
         {
             "policy": "exports",
             "now": T0,
@@ -99,7 +99,7 @@ CASES = {
     ),
     # The 02:00 case: a vendor outage failed thousands of jobs, and the operator retries them
     "retry": Case(
-        queries.RETRY_FAILED,
+        control_sql.RETRY_FAILED,
         {
             "policy": "exports",
             "actor": "test",
@@ -117,7 +117,7 @@ CASES = {
         analysed_as="pending",
     ),
     "prune": Case(
-        queries.PRUNE_SETTLED,
+        retention_sql.PRUNE_SETTLED,
         {
             "before": T0,
             "failed_before": T0,

@@ -388,8 +388,8 @@ class LedgerTarget:
     scope: str
     retry_round: int
     last_outcome: OutcomeClass | None
-    #: The latest of the row's due_at, next_attempt_at and postponed_until (queries.TARGET_COLUMNS):
-    #: no call before it, whatever a message says.
+    #: The latest of the row's due_at, next_attempt_at and postponed_until
+    #: (settle_sql.TARGET_COLUMNS): no call before it, whatever a message says.
     not_before: datetime
     #: The job's params as the ledger holds them: the only params an action ever sees.
     params: Mapping[str, Any] = field(default_factory=dict)

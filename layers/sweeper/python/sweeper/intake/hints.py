@@ -2,7 +2,7 @@
 
 A hint names one obligation (tenant, object, optional due time, optional params). It may only
 insert the job idempotently, move its due time earlier, or give a job not yet claimed newer
-params (ledger.queries.UPSERT_STAGED_JOBS). Params are checked against the policy's rules
+params (ledger.schedule_sql.UPSERT_STAGED_JOBS). Params are checked against the policy's rules
 (`sweeper.params`) here, on the webhook and again on the intake queue. Nothing here
 trusts its input: every shape is validated whole by pydantic, and a refusal names positions and
 error codes, never a value (ids may be customer data).

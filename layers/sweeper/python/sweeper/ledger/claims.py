@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import TupleRow
 
-from sweeper.ledger import queries
+from sweeper.ledger import claim_sql
 from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
 from sweeper.ledger.rows import RunStart, Settled
 from sweeper.ledger.wake import NEXT_CLAIMABLE
@@ -37,8 +37,8 @@ class ProducerLedger(Executor):
         conn = self._connection()
         try:
             with conn.transaction():
-                conn.execute(queries.CLAIM_WITHOUT_JIT)
-                return conn.execute(queries.CLAIM_DUE, params).fetchall()
+                conn.execute(claim_sql.CLAIM_WITHOUT_JIT)
+                return conn.execute(claim_sql.CLAIM_DUE, params).fetchall()
         except psycopg.Error as exc:
             raise statement_failure(exc) from exc
 
@@ -54,7 +54,7 @@ class ProducerLedger(Executor):
         self, policy: str, scheduled_at: datetime, batch_id: str, now: datetime
     ) -> RunStart:
         rows = self._execute(
-            queries.START_RUN,
+            claim_sql.START_RUN,
             {"batch_id": batch_id, "policy": policy, "scheduled_at": scheduled_at, "now": now},
         )
         holder, invocations = rows[0]
@@ -75,7 +75,7 @@ class ProducerLedger(Executor):
         oldest_released_age_seconds: float | None = None,
     ) -> None:
         self._execute(
-            queries.FINISH_RUN,
+            claim_sql.FINISH_RUN,
             {
                 "resent": resent,
                 "oldest_released_age": oldest_released_age_seconds,
@@ -95,7 +95,7 @@ class ProducerLedger(Executor):
     ) -> int:
         """Return up to `limit` leases expired by `expired_before` (default: now) to pending."""
         rows = self._execute(
-            queries.RECLAIM_EXPIRED,
+            claim_sql.RECLAIM_EXPIRED,
             {
                 "policy": policy,
                 "now": now,
@@ -168,7 +168,7 @@ class ProducerLedger(Executor):
         if not ids:
             return 0
         rows = self._execute(
-            queries.RELEASE_LEASES,
+            claim_sql.RELEASE_LEASES,
             {
                 "ids": list(ids),
                 "owner": owner,
@@ -179,13 +179,13 @@ class ProducerLedger(Executor):
         return len(rows)
 
     def count_in_flight(self, policy: str, now: datetime) -> int:
-        rows = self._execute(queries.COUNT_IN_FLIGHT, {"policy": policy, "now": now})
+        rows = self._execute(claim_sql.COUNT_IN_FLIGHT, {"policy": policy, "now": now})
         return int(rows[0][0])
 
     def count_on_consumers(self, policy: str, now: datetime, expired_before: datetime) -> int:
         """Leased rows not reclaimable by `expired_before` and not deferred past `now`."""
         rows = self._execute(
-            queries.COUNT_ON_CONSUMERS,
+            claim_sql.COUNT_ON_CONSUMERS,
             {"policy": policy, "now": now, "expired_before": expired_before},
         )
         return int(rows[0][0])
@@ -193,14 +193,14 @@ class ProducerLedger(Executor):
     def settled_between(self, policy: str, since: datetime, now: datetime) -> Settled:
         """How many of the policy's jobs settled in (since, now], and the first and last time."""
         rows = self._execute(
-            queries.SETTLED_BETWEEN, {"policy": policy, "since": since, "now": now}
+            claim_sql.SETTLED_BETWEEN, {"policy": policy, "since": since, "now": now}
         )
         count, first, last = rows[0]
         return Settled(int(count), first, last)
 
     def oldest_eligible_age(self, policy: str, now: datetime) -> float | None:
         """Seconds since the oldest eligible pending row became due; None when none is due."""
-        rows = self._execute(queries.OLDEST_ELIGIBLE, {"policy": policy, "now": now})
+        rows = self._execute(claim_sql.OLDEST_ELIGIBLE, {"policy": policy, "now": now})
         oldest = rows[0][0]
         return None if oldest is None else max(0.0, (now - oldest).total_seconds())
 

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from sweeper.ledger import control_sql, queries, view_sql
+from sweeper.ledger import control_sql, status_sql, view_sql
 from sweeper.ledger.executor import Executor, _moves, _serialised, statement_failure
 from sweeper.ledger.rows import (
     ActionRecord,
@@ -61,7 +61,7 @@ class OperatorLedger(Executor):
     # -- reading --------------------------------------------------------------------------------
 
     def get(self, key: str) -> Job | None:
-        rows = self._execute(queries.SELECT_JOB, {"key": key})
+        rows = self._execute(status_sql.SELECT_JOB, {"key": key})
         if not rows:
             return None
         row = list(rows[0])
@@ -120,30 +120,30 @@ class OperatorLedger(Executor):
         return [(str(key), JobStatus(status)) for key, status in rows]
 
     def counts(self, policy: str) -> dict[JobStatus, int]:
-        rows = self._execute(queries.COUNT_BY_STATUS, {"policy": policy})
+        rows = self._execute(status_sql.COUNT_BY_STATUS, {"policy": policy})
         found = {JobStatus(status): int(count) for status, count in rows}
         return {status: found.get(status, 0) for status in JobStatus}
 
     def batch_audit(self, policy: str, since: datetime, limit: int) -> list[BatchAudit]:
         """The policy's batches scheduled at or after `since`, newest first, with their outcome
-        counters and unsettled jobs (queries.BATCH_AUDIT)."""
+        counters and unsettled jobs (status_sql.BATCH_AUDIT)."""
         rows = self._execute(
-            queries.BATCH_AUDIT, {"policy": policy, "since": since, "limit": limit}
+            status_sql.BATCH_AUDIT, {"policy": policy, "since": since, "limit": limit}
         )
         return [BatchAudit(*row) for row in rows]
 
     def runs(self, policy: str, limit: int = 10) -> list[RunRecord]:
-        rows = self._execute(queries.SELECT_RUNS, {"policy": policy, "limit": limit})
+        rows = self._execute(status_sql.SELECT_RUNS, {"policy": policy, "limit": limit})
         return [RunRecord(*row) for row in rows]
 
     # -- the operator's console -----------------------------------------------------------------
 
     def is_paused(self, policy: str) -> bool:
-        rows = self._execute(queries.SELECT_PAUSED, {"policy": policy})
+        rows = self._execute(status_sql.SELECT_PAUSED, {"policy": policy})
         return bool(rows and rows[0][0])
 
     def policy_state(self, policy: str) -> PolicyState:
-        rows = self._execute(queries.SELECT_POLICY_STATE, {"policy": policy})
+        rows = self._execute(status_sql.SELECT_POLICY_STATE, {"policy": policy})
         if not rows:
             return PolicyState(policy, False, None, None, None, None)
         return PolicyState(*rows[0])
@@ -155,10 +155,10 @@ class OperatorLedger(Executor):
         conn = self._connection()
         try:
             with conn.transaction():
-                paused_at = conn.execute(queries.SET_PAUSED, params).fetchall()[0][0]
+                paused_at = conn.execute(control_sql.SET_PAUSED, params).fetchall()[0][0]
                 changed = bool(paused_at == now)
                 conn.execute(
-                    queries.INSERT_ACTION,
+                    control_sql.INSERT_ACTION,
                     {**params, "action": "pause", "detail": Jsonb({"changed": changed})},
                 )
         except psycopg.Error as exc:
@@ -172,9 +172,9 @@ class OperatorLedger(Executor):
         conn = self._connection()
         try:
             with conn.transaction():
-                changed = bool(conn.execute(queries.SET_RESUMED, params).fetchall())
+                changed = bool(conn.execute(control_sql.SET_RESUMED, params).fetchall())
                 conn.execute(
-                    queries.INSERT_ACTION,
+                    control_sql.INSERT_ACTION,
                     {**params, "action": "resume", "detail": Jsonb({"changed": changed})},
                 )
         except psycopg.Error as exc:
@@ -193,7 +193,7 @@ class OperatorLedger(Executor):
     ) -> int:
         """Record an operator action (catch-up, prune, redrive); its id."""
         rows = self._execute(
-            queries.INSERT_ACTION,
+            control_sql.INSERT_ACTION,
             {
                 "policy": policy,
                 "action": action,
@@ -224,7 +224,7 @@ class OperatorLedger(Executor):
         limit: int = 1000,
         reason: str | None = None,
     ) -> list[str]:
-        """Terminal jobs back to pending, fresh budget, due now; recorded (queries.RETRY_FAILED).
+        """Terminal jobs back to pending, fresh budget, due now, recorded: control_sql.RETRY_FAILED.
 
         Returns the operation keys moved.
         """
@@ -235,7 +235,7 @@ class OperatorLedger(Executor):
             "limit": limit,
         }
         rows = self._execute_waking(  # due now: lowers the wake item (sweeper.ledger.wake)
-            queries.RETRY_FAILED,
+            control_sql.RETRY_FAILED,
             {
                 "policy": policy,
                 "actor": actor,
@@ -258,21 +258,21 @@ class OperatorLedger(Executor):
     ) -> dict[datetime, str | None]:
         """Scheduled time -> stop reason of every run recorded in [since, until]."""
         rows = self._execute(
-            queries.RUNS_BETWEEN, {"policy": policy, "since": since, "until": until}
+            status_sql.RUNS_BETWEEN, {"policy": policy, "since": since, "until": until}
         )
         return {at: reason for at, reason in rows}
 
     def last_run_at_or_before(self, policy: str, at: datetime) -> datetime | None:
-        rows = self._execute(queries.LAST_RUN_AT_OR_BEFORE, {"policy": policy, "at": at})
+        rows = self._execute(status_sql.LAST_RUN_AT_OR_BEFORE, {"policy": policy, "at": at})
         found: datetime | None = rows[0][0]
         return found
 
     def reopen_skipped_run(
         self, policy: str, scheduled_at: datetime, batch_id: str, now: datetime
     ) -> bool:
-        """Re-arm a run skipped while paused under a new batch id (queries.REOPEN_SKIPPED_RUN)."""
+        """Re-arm a run skipped while paused under a new batch (control_sql.REOPEN_SKIPPED_RUN)."""
         rows = self._execute(
-            queries.REOPEN_SKIPPED_RUN,
+            control_sql.REOPEN_SKIPPED_RUN,
             {"policy": policy, "scheduled_at": scheduled_at, "batch_id": batch_id, "now": now},
         )
         return bool(rows)
@@ -280,9 +280,9 @@ class OperatorLedger(Executor):
     def inspect(
         self, policy: str, now: datetime, stuck_before: datetime, limit: int
     ) -> list[InspectRow]:
-        """Terminal jobs, expired leases and long-overdue pending rows (queries.INSPECT_JOBS)."""
+        """Terminal jobs, expired leases and long-overdue pending rows (status_sql.INSPECT_JOBS)."""
         rows = self._execute(
-            queries.INSPECT_JOBS,
+            status_sql.INSPECT_JOBS,
             {"policy": policy, "now": now, "stuck_before": stuck_before, "limit": limit},
         )
         found = []
@@ -295,7 +295,7 @@ class OperatorLedger(Executor):
 
     def active_scopes(self, policy: str, limit: int) -> dict[str, int]:
         """Scopes holding pending or leased work, busiest first, with their counts."""
-        rows = self._execute(queries.ACTIVE_SCOPES, {"policy": policy, "limit": limit})
+        rows = self._execute(status_sql.ACTIVE_SCOPES, {"policy": policy, "limit": limit})
         return {str(scope): int(count) for scope, count in rows}
 
     # -- the console page's reads (view_sql) ----------------------------------------------------

@@ -1,9 +1,10 @@
-"""The operator's job control statements (migration 0008): cancel, hold, unhold, postpone.
+"""The operator's writes (`ledger.console`): job control (migration 0008: cancel, hold, unhold,
+postpone) and retry, pause and resume, a skipped run released, the action record and its steps.
 
-Each is one statement: the operator action recorded, the chosen rows locked (SKIP LOCKED), the
-move guarded by the states it leaves (`status = ANY(%(from)s)`, from `sweeper.models`), and one
-job event per moved row. Kept apart from `queries` (the pipeline's statements) because only the
-operator's console runs them; parameterised like every statement of the ledger.
+Each job control and retry is one statement: the operator action recorded, the chosen rows locked
+(SKIP LOCKED), the move guarded by the states it leaves (`status = ANY(%(from)s)`, from
+`sweeper.models`), and one job event per moved row. Kept apart from the pipeline's statements
+because only the operator's tools run them; parameterised like every statement of the ledger.
 """
 
 from typing import Final
@@ -108,4 +109,85 @@ POSTPONE_JOBS: Final = (
 INSERT_ACTION_STEP: Final = """
 INSERT INTO sweeper_operator_action_steps (action_id, at, detail)
 VALUES (%(action_id)s, %(at)s, %(detail)s)
+"""
+
+# -- the policy's pause and release, the action record, retry (migration 0002) -----------------
+
+# Pause (idempotent): a repeat keeps the first paused_at, so "paused since" stays true. Returns
+# paused_at; it equals %(now)s only when this call did the pausing.
+SET_PAUSED: Final = """
+INSERT INTO sweeper_policy_state AS s (policy, paused, paused_at, paused_by, reason, updated_at)
+VALUES (%(policy)s, true, %(now)s, %(actor)s, %(reason)s, %(now)s)
+ON CONFLICT (policy) DO UPDATE
+SET paused = true,
+    paused_at = CASE WHEN s.paused THEN s.paused_at ELSE EXCLUDED.paused_at END,
+    paused_by = CASE WHEN s.paused THEN s.paused_by ELSE EXCLUDED.paused_by END,
+    reason = CASE WHEN s.paused THEN s.reason ELSE EXCLUDED.reason END,
+    updated_at = EXCLUDED.updated_at
+RETURNING paused_at
+"""
+
+# Resume: a row only when the policy was paused, so a repeat reports "not paused".
+SET_RESUMED: Final = """
+UPDATE sweeper_policy_state
+SET paused = false, resumed_at = %(now)s, updated_at = %(now)s
+WHERE policy = %(policy)s AND paused
+RETURNING paused_at
+"""
+
+INSERT_ACTION: Final = """
+INSERT INTO sweeper_operator_actions (policy, action, actor, reason, detail, at)
+VALUES (%(policy)s, %(action)s, %(actor)s, %(reason)s, %(detail)s, %(now)s)
+RETURNING id
+"""
+
+# Terminal jobs back to pending with a fresh attempt budget (and snooze budget, migration 0011)
+# and a new retry round (a fresh
+# idempotency record: migration 0003) carried by no batch until one publishes it again (its job
+# event keeps the batch that carried it: migration 0005), due now, in one statement: the
+# operator action, the move (guarded by the state it leaves, SKIP LOCKED so a concurrent retry
+# or prune is never waited on) and one job event per moved row with what it left behind.
+# Unset filters (NULL) match everything.
+RETRY_FAILED: Final = """
+WITH action AS (
+    INSERT INTO sweeper_operator_actions (policy, action, actor, reason, detail, at)
+    VALUES (%(policy)s, 'retry', %(actor)s, %(reason)s, %(detail)s, %(now)s)
+    RETURNING id
+), chosen AS (
+    SELECT id, status, attempt_count, last_outcome, last_error_code, batch_id FROM sweeper_jobs
+    WHERE policy = %(policy)s AND status = ANY(%(from)s)
+      AND (%(keys)s::text[] IS NULL OR operation_key = ANY(%(keys)s::text[]))
+      AND (%(outcomes)s::text[] IS NULL OR last_outcome = ANY(%(outcomes)s::text[]))
+      AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s::text)
+    ORDER BY id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE sweeper_jobs j
+    SET status = 'pending', attempt_count = 0, next_attempt_at = %(now)s, completed_at = NULL,
+        updated_at = %(now)s, retry_round = j.retry_round + 1, batch_id = NULL,
+        snoozed_seconds = 0
+    WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))  -- by primary key: see CLAIM_DUE's lock step
+      AND (j.status = ANY(%(from)s)) IS TRUE
+    RETURNING j.id, j.operation_key
+), events AS (
+    INSERT INTO sweeper_job_events (job_id, action_id, event, from_status, to_status,
+                                    previous_attempts, previous_outcome, previous_error_code, at,
+                                    batch_id)
+    SELECT chosen.id, action.id, 'retried', chosen.status, 'pending', chosen.attempt_count,
+           chosen.last_outcome, chosen.last_error_code, %(now)s, chosen.batch_id
+    FROM moved JOIN chosen ON chosen.id = moved.id CROSS JOIN action
+)
+SELECT moved.operation_key FROM moved ORDER BY moved.id
+"""
+
+# A run the producer skipped while paused is re-armed for exactly one more invocation under a
+# new batch id: START_RUN's conflict branch then counts it as the first, so the released run is
+# not taken for a duplicate while a second delivery still is.
+REOPEN_SKIPPED_RUN: Final = """
+UPDATE sweeper_runs
+SET batch_id = %(batch_id)s, invocations = 0, started_at = %(now)s, finished_at = NULL,
+    stop_reason = NULL
+WHERE policy = %(policy)s AND scheduled_at = %(scheduled_at)s AND stop_reason = 'paused'
+RETURNING batch_id
 """

@@ -12,7 +12,7 @@ from typing import Any, LiteralString
 
 from psycopg.rows import TupleRow
 
-from sweeper.ledger import queries
+from sweeper.ledger import settle_sql
 from sweeper.ledger.executor import Executor, _moves
 from sweeper.models import JobStatus, LedgerTarget, OutcomeClass
 
@@ -27,14 +27,14 @@ class ConsumerLedger(Executor):
         """Each named job's ledger row (one query per consumer batch); unknown keys are absent."""
         if not keys:
             return {}
-        rows = self._execute(queries.TARGETS_BY_KEYS, {"keys": list(keys)})
+        rows = self._execute(settle_sql.TARGETS_BY_KEYS, {"keys": list(keys)})
         return {target.operation_key: target for target in map(_target, rows)}
 
     def count_not_yet_due(self, keys: Sequence[str]) -> None:
         """Count deliveries acknowledged uncalled because their job's time had not come, each
-        for the batch the ledger says carries its job (queries.COUNT_NOT_YET_DUE)."""
+        for the batch the ledger says carries its job (settle_sql.COUNT_NOT_YET_DUE)."""
         if keys:
-            self._execute(queries.COUNT_NOT_YET_DUE, {"keys": list(keys)})
+            self._execute(settle_sql.COUNT_NOT_YET_DUE, {"keys": list(keys)})
 
     def mark_succeeded(
         self, key: str, outcome: OutcomeClass, now: datetime, *, trace_id: str | None = None
@@ -44,7 +44,7 @@ class ConsumerLedger(Executor):
         `trace_id`, here and below: the X-Ray trace of the delivery, kept for `sweeper inspect`.
         """
         rows = self._execute(
-            queries.MARK_SUCCEEDED,
+            settle_sql.MARK_SUCCEEDED,
             {
                 "key": key,
                 "outcome": outcome.value,
@@ -67,7 +67,7 @@ class ConsumerLedger(Executor):
     ) -> bool:
         """Make a job terminal; False when it was already settled."""
         rows = self._execute(
-            queries.MARK_FAILED,
+            settle_sql.MARK_FAILED,
             {
                 "key": key,
                 "outcome": outcome.value,
@@ -93,13 +93,13 @@ class ConsumerLedger(Executor):
         max_attempts: int | None = None,
         trace_id: str | None = None,
     ) -> int | None:
-        """Record a delivery that settled nothing (see queries.RECORD_UNSETTLED).
+        """Record a delivery that settled nothing (see settle_sql.RECORD_UNSETTLED).
 
         A counted attempt that leaves the job below `max_attempts` is counted as a retry of its
         carrying batch. Returns the attempt count, or None when the job is already settled.
         """
         rows = self._execute_no_earlier(
-            queries.RECORD_UNSETTLED,
+            settle_sql.RECORD_UNSETTLED,
             {
                 "key": key,
                 "now": now,
@@ -125,13 +125,13 @@ class ConsumerLedger(Executor):
         max_snooze_seconds: float,
         trace_id: str | None = None,
     ) -> float | None:
-        """Defer a job by `seconds` without an attempt (see queries.RECORD_SNOOZE).
+        """Defer a job by `seconds` without an attempt (see settle_sql.RECORD_SNOOZE).
 
         Returns the job's snoozed seconds in all, or None when the job is already settled or
         this snooze would take it past `max_snooze_seconds` (nothing is then written).
         """
         rows = self._execute_no_earlier(
-            queries.RECORD_SNOOZE,
+            settle_sql.RECORD_SNOOZE,
             {
                 "key": key,
                 "now": now,
@@ -164,12 +164,12 @@ class ConsumerLedger(Executor):
         """What redrive decides on, per operation key; unknown keys are absent."""
         if not keys:
             return {}
-        rows = self._execute(queries.JOBS_FOR_REDRIVE, {"keys": list(keys)})
+        rows = self._execute(settle_sql.JOBS_FOR_REDRIVE, {"keys": list(keys)})
         return {target.operation_key: target for target in map(_target, rows)}
 
 
 def _target(row: TupleRow) -> LedgerTarget:
-    """One row of queries.TARGET_COLUMNS, as the consumer and redrive read it."""
+    """One row of settle_sql.TARGET_COLUMNS, as the consumer and redrive read it."""
     (
         key,
         status,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sweeper.ledger import queries
+from sweeper.ledger import retention_sql
 from sweeper.ledger.executor import Executor
 
 
@@ -56,7 +56,7 @@ class RetentionLedger(Executor):
         `failed_before` (None keeps every failed job), with their job events; (jobs, job
         events) deleted. With `step`, the batch is recorded as a step of that action."""
         params = {**_batch(before, limit, policy, step), "failed_before": failed_before}
-        jobs, events = self._execute(queries.PRUNE_SETTLED, params)[0]
+        jobs, events = self._execute(retention_sql.PRUNE_SETTLED, params)[0]
         return int(jobs), int(events)
 
     def prune_actions_batch(
@@ -64,18 +64,18 @@ class RetentionLedger(Executor):
     ) -> int:
         """Delete one batch of operator actions taken before `before` that no job event names
         (never the action `step` records under); how many."""
-        return len(self._execute(queries.PRUNE_ACTIONS, _batch(before, limit, policy, step)))
+        return len(self._execute(retention_sql.PRUNE_ACTIONS, _batch(before, limit, policy, step)))
 
     def prune_runs_batch(
         self, before: datetime, limit: int, policy: str | None = None, step: PruneStep | None = None
     ) -> int:
         """Delete one batch of run records scheduled before `before`; how many."""
-        return len(self._execute(queries.PRUNE_RUNS, _batch(before, limit, policy, step)))
+        return len(self._execute(retention_sql.PRUNE_RUNS, _batch(before, limit, policy, step)))
 
     def delete_canary(self, key: str, *, policy: str, tenant_id: str, prefix: str) -> bool:
         """Delete a smoke canary (and its job events) in any status; whether it was there."""
         rows = self._execute(
-            queries.DELETE_CANARY,
+            retention_sql.DELETE_CANARY,
             {"key": key, "policy": policy, "tenant_id": tenant_id, "prefix": prefix},
         )
         return bool(rows)

@@ -15,7 +15,7 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from sweeper.errors import InputError, LedgerError, LedgerUnavailableError
-from sweeper.ledger import queries
+from sweeper.ledger import schedule_sql
 from sweeper.ledger.executor import Executor, _serialised
 from sweeper.ledger.rows import ScheduleResult
 from sweeper.models import NewJob, identity_values, operation_key
@@ -62,7 +62,7 @@ class SchedulerLedger(Executor):
         `identity_params` name the params whose values join each operation key (their doors
         checked that every job carries them).
 
-        Params: see queries.UPSERT_STAGED_JOBS (the newest win before the first claim, and are
+        Params: see schedule_sql.UPSERT_STAGED_JOBS (the newest win before the first claim, and are
         kept after it). Within one input, the last obligation of a key gives its params.
         """
         # One statement may not touch a row twice: keep the earliest due time per key first,
@@ -117,24 +117,24 @@ class SchedulerLedger(Executor):
         within: WithinSchedule | None = None,
     ) -> tuple[int, int, int, int, int]:
         """Upsert every row in one transaction: copy them into the session's staging table,
-        then one statement (see queries.UPSERT_STAGED_JOBS): (inserted, moved, params
+        then one statement (see schedule_sql.UPSERT_STAGED_JOBS): (inserted, moved, params
         replaced, params kept, updated)."""
         conn = self._connection()
         outer = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
         with conn.transaction():
             if items:  # every row is due at its due time or later: lower the wake item first
                 self._lower_wake(conn, policy, min(job.due_at for _key, (job, _s) in items))
-            conn.execute(queries.CREATE_SCHEDULE_STAGE)
+            conn.execute(schedule_sql.CREATE_SCHEDULE_STAGE)
             if outer:  # inside a caller's transaction: an earlier schedule's rows are still staged
-                conn.execute(queries.EMPTY_SCHEDULE_STAGE)
+                conn.execute(schedule_sql.EMPTY_SCHEDULE_STAGE)
             with conn.cursor() as cur:
-                with cur.copy(queries.COPY_SCHEDULE_STAGE) as copy:
+                with cur.copy(schedule_sql.COPY_SCHEDULE_STAGE) as copy:
                     copy.set_types(SCHEDULE_STAGE_TYPES)
                     for key, (job, scope) in items:
                         staged = (job.tenant_id, job.object_id, scope, key, job.due_at)
                         copy.write_row((*staged, Jsonb(job.params)))
                 counts = cur.execute(
-                    queries.UPSERT_STAGED_JOBS,
+                    schedule_sql.UPSERT_STAGED_JOBS,
                     {"policy": policy, "policy_version": policy_version, "now": now},
                 ).fetchone()
             assert counts is not None  # an aggregate always answers one row

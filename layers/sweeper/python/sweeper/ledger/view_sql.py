@@ -1,6 +1,6 @@
 """The operator console page's reads (`sweeper console`): activity over time, a search, one
 job's history. Read-only, parameterised, bounded by LIMIT or by a time window; kept apart from
-`queries` (the pipeline's statements) because only the console runs them.
+the status reads (`status_sql`) because only the console page runs them.
 """
 
 from typing import Final
