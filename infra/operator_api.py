@@ -84,6 +84,9 @@ class OperatorApi(Construct):
 
         # Its writes (unhold, retry, postpone) lower their policy's wake item.
         tables.grant_wake(self.operator.role, [policy.name for policy in config.policies])
+        # `sweeper limits set` writes its policy's live limits (the read-only function reads
+        # them with its gate read)
+        tables.grant_live_limits(self.operator.role, [policy.name for policy in config.policies])
         # What only the operator function changes: catch-up and redrive send to the work
         # queue, redrive works the DLQ, release invokes the producer, pause switches consumers.
         for pipeline in pipelines:

@@ -17,6 +17,7 @@ from sweeper.config import Policy
 from sweeper.consumer.idempotency import idempotency_key_prefix
 from sweeper.ledger.wake import wake_key
 from sweeper.limiter.keys import limiter_key_patterns
+from sweeper.limiter.live import live_key
 
 #: Powertools' DynamoDBPersistenceLayer defaults: key attribute and expiry attribute.
 IDEMPOTENCY_PARTITION_KEY = "id"
@@ -41,6 +42,11 @@ LIMITER_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Update
 #: would add a resource and no narrower grant; the functions that Scan the limiter table (the
 #: producer, `status`) may read every item there already, and ignore what is not a gate.
 WAKE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+#: An operator's live change to a limit (sweeper.limiter.live), one item per policy and limit:
+#: a consumer only reads its own policy's (least privilege: it never changes a limit); the
+#: operator function reads and writes them in place (UpdateItem; a reset too, no DeleteItem).
+LIVE_READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem")
+LIVE_WRITE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
 
 
 class Tables(Construct):
@@ -102,6 +108,12 @@ class Tables(Construct):
         prefix = idempotency_key_prefix(policy.name)  # a policy name holds no `#`, `*` or `?`
         _grant_items(grantee, self.idempotency, IDEMPOTENCY_ACTIONS, [f"{prefix}#*"])
         _grant_items(grantee, self.limiter, LIMITER_ACTIONS, limiter_key_patterns(policy))
+        _grant_items(grantee, self.limiter, LIVE_READ_ACTIONS, [live_key(policy.name, "*")])
+
+    def grant_live_limits(self, grantee: iam.IGrantable, policies: list[str]) -> None:
+        """Change these policies' live limits (`sweeper limits set`), and no other item."""
+        keys = [live_key(name, "*") for name in policies]  # a policy name holds no `*` or `?`
+        _grant_items(grantee, self.limiter, LIVE_WRITE_ACTIONS, keys)
 
     def grant_wake(self, grantee: iam.IGrantable, policies: list[str]) -> None:
         """Read and lower (or raise) these policies' wake items, and no other item: every

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "demo",
     "discover",
     "intake",
+    "limits",
     "local",
     "maintenance",
     "obligations",

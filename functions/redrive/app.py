@@ -15,6 +15,7 @@ from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
 from sweeper.observability import METRICS_NAMESPACE, add_counts
 from sweeper.redrive import request_from_event, run_redrive
+from sweeper.redrive_limits import LimitLook
 from sweeper.redrive_log import function_actor
 
 #: The run stops well before this (and before Lambda's own timeout, whichever is first).
@@ -51,6 +52,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         remaining_seconds=runtime.remaining_budget(context, REDRIVE_BUDGET_SECONDS),
         default_rate_per_second=policy.quota.rate_per_second,
         actor=function_actor(event),
+        limits=LimitLook(policy, runtime.limiter().live()),
     )
     add_counts(metrics, report.metrics())
     logger.info("redrive run", extra=report.as_dict())

@@ -12,11 +12,23 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Annotations, Match
 
-from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS, WAKE_ACTIONS
+from infra.tables import (
+    IDEMPOTENCY_ACTIONS,
+    LIMITER_ACTIONS,
+    LIVE_READ_ACTIONS,
+    LIVE_WRITE_ACTIONS,
+    WAKE_ACTIONS,
+)
 from sweeper import limiter
 from sweeper.ledger.wake import WAKE_KEY_PREFIX, wake_key
+from sweeper.limiter.live import LIVE_KEY_PREFIX
 from tests.infra.conftest import FIXTURES, Synth
-from tests.infra.test_security import _as_list, _function_statements
+from tests.infra.test_security import (
+    _as_list,
+    _function_statements,
+    _role_of,
+    _statements_of_role,
+)
 
 
 @pytest.mark.parametrize(
@@ -146,8 +158,43 @@ def test_each_consumer_may_touch_only_its_own_policys_items(
 
 
 def _limit_grants(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The limiter grants but the wake item's (every ledger function holds its own)."""
-    return [s for s in statements if not _leading_keys(s)[0].startswith(WAKE_KEY_PREFIX)]
+    """The limiter grants but the wake item's (every ledger function holds its own) and the
+    live limits' (read only, test_a_consumer_only_reads_its_own_policys_live_limits)."""
+    return [
+        s
+        for s in statements
+        if not _leading_keys(s)[0].startswith((WAKE_KEY_PREFIX, LIVE_KEY_PREFIX))
+    ]
+
+
+def test_a_consumer_only_reads_its_own_policys_live_limits(default: Synth) -> None:
+    # Given the consumer's grants on the limiter table
+    grants = _consumer_table_grants(default, "exports")["Limiter"]
+    # Then its policy's live limits are read, never written, and no other policy's
+    live = [s for s in grants if _leading_keys(s)[0].startswith(LIVE_KEY_PREFIX)]
+    assert [_leading_keys(s) for s in live] == [["live#exports#*"]]
+    assert [set(_as_list(s["Action"])) for s in live] == [set(LIVE_READ_ACTIONS)]
+
+
+def test_only_the_operator_function_changes_live_limits_and_in_place(default: Synth) -> None:
+    # Given every function's grants that name a live limit's key and may write
+    writers: dict[str, tuple[set[str], list[str]]] = {}
+    for name, function in default.python_functions().items():
+        for statement in _statements_of_role(default, _role_of(function)):
+            condition = statement.get("Condition", {}).get("ForAllValues:StringLike", {})
+            keys = _as_list(condition.get("dynamodb:LeadingKeys", []))
+            actions = set(_as_list(statement["Action"]))
+            if any(k.startswith(LIVE_KEY_PREFIX) for k in keys) and actions - {
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+            }:
+                writers[name] = (actions, keys)
+    # Then only the operator function writes them, in place (UpdateItem), its policies' only
+    assert len(writers) == 1, writers
+    ((name, (actions, keys)),) = writers.items()
+    assert name.startswith("OperatorApiOperatorFunction"), name
+    assert actions == set(LIVE_WRITE_ACTIONS)
+    assert keys == ["live#exports#*"]
 
 
 def test_a_limit_shared_by_design_is_granted_by_its_own_key(

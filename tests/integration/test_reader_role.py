@@ -104,6 +104,7 @@ def test_every_read_command_runs_as_the_reader(start_console: StartConsole, db_u
         {"command": "activity", "policy": "exports"},
         {"command": "search", "policy": "exports", "query": "t1"},
         {"command": "job", "key": "exports:t1:o5:v1"},
+        {"command": "limits-show", "policy": "exports"},
     ]
     assert {body["command"] for body in bodies} == READ_COMMANDS
     for body in bodies:

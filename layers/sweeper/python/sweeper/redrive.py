@@ -8,12 +8,17 @@ Each dead letter is decided by its job's row in the ledger (one query per receiv
 | succeeded                                       | deleted, counted as a duplicate              |
 | failed (terminal)                               | stays, unless terminal jobs are included:    |
 |                                                 | then retried in the ledger and moved         |
-| scope's gate closed                             | stays until it reopens                       |
+| a limit of its job closed, or paused live       | stays (`kept_closed`) until every limit is   |
+|                                                 | open and unpaused (sweeper.redrive_limits)   |
 | pending or leased, its time not come (due,      | stays (`kept_not_due`) until the ledger      |
 | next attempt or postponement ahead)             | allows a call (LedgerTarget.callable_at)     |
 | pending or leased, gate open                    | moved: SendMessage (same body), then delete  |
 | body unreadable, or names no job                | stays, counted as an error (the run fails)   |
 | body disagrees with its key's ledger row        | stays, counted as an error (the run fails)   |
+
+The scheduled run is the automatic redrive of throttled letters: a letter whose job died of a
+limit is kept while any of its limits is closed or paused live, and moved back, paced, by the
+first run after every one has reopened (never before); on demand the rule is the same.
 
 Moves are paced at `rate_per_second` and stop before the time budget runs out. Messages that
 stay are hidden while the run works (so none is examined twice) and released at the end.
@@ -39,6 +44,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.limiter import ScopeState
 from sweeper.models import JobMessage, JobStatus, LedgerTarget, OutcomeClass
 from sweeper.observability import Metric
+from sweeper.redrive_limits import LimitLook
 from sweeper.redrive_log import RedriveLog
 
 logger = logging.getLogger(__name__)
@@ -99,6 +105,7 @@ class RedriveReport:
     kept_held: int = 0
     #: Letters of pending or leased jobs whose time has not come: left in the DLQ.
     kept_not_due: int = 0
+    #: Letters of jobs under a limit closed or paused live: left in the DLQ until it reopens.
     kept_closed: int = 0
     not_matching: int = 0
     errors: int = 0
@@ -106,6 +113,8 @@ class RedriveReport:
     stop_reason: str = "drained"
     elapsed_seconds: float = 0.0
     closed_scopes: list[str] = field(default_factory=list)
+    #: The policy's limits an operator paused live (`sweeper limits set --pause`).
+    paused_limits: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,6 +153,9 @@ class _Run:
     held: dict[str, DeadLetter] = field(default_factory=dict)
     gates: dict[str, bool] = field(default_factory=dict)
     next_move_at: float = 0.0
+    #: The job's limits beside its scope's, and their live pauses (None: the scope's gate only).
+    limits: LimitLook | None = None
+    paused: list[str] | None = None  # read once per run, at its first letter that could move
 
 
 def run_redrive(
@@ -160,12 +172,14 @@ def run_redrive(
     monotonic: Callable[[], float] = time.monotonic,
     progress: Callable[[RedriveReport], None] | None = None,
     actor: str,
+    limits: LimitLook | None = None,
 ) -> RedriveReport:
     """Work off the DLQ once; see the module docstring. Queue or ledger failures raise.
 
     `actor` is who the ledger records, per page that changed something (`sweeper.redrive_log`),
     and for each terminal job retried: the operator who asked (`sweeper redrive`, the operator
-    API's caller) or the function itself (`redrive_log.function_actor`).
+    API's caller) or the function itself (`redrive_log.function_actor`). `limits`: the job's
+    further limits' gates and the live pauses are read too (else only the scope's gate).
     """
     started = monotonic()
     name = request.policy or policy
@@ -183,6 +197,7 @@ def run_redrive(
         report=RedriveReport(policy=name, dry_run=request.dry_run),
         next_move_at=started,
         actor=actor,
+        limits=limits,
     )
     log = RedriveLog(
         ledger,
@@ -205,6 +220,7 @@ def run_redrive(
         log.page(run.report)  # what a page cut short by an error did
     run.report.left = dlq.depth()
     run.report.closed_scopes = sorted(scope for scope, closed in run.gates.items() if closed)
+    run.report.paused_limits = run.paused or []
     run.report.elapsed_seconds = round(monotonic() - started, 3)
     log.finish(run.report)
     return run.report
@@ -289,7 +305,7 @@ def _decide(
     if terminal and not request.include_terminal:
         report.kept_terminal += 1
         return None
-    if _closed(run, view.scope):
+    if _closed(run, view):
         report.kept_closed += 1
         return None
     if view.early_at(run.clock()):
@@ -328,8 +344,16 @@ def _matches(request: RedriveRequest, policy: str, message: JobMessage, view: Le
     return request.outcome is None or view.last_outcome in request.outcome
 
 
-def _closed(run: _Run, scope: str) -> bool:
-    """Is the scope's gate closed now? Read once per scope per run."""
-    if scope not in run.gates:
-        run.gates[scope] = run.gate(scope).closed(run.clock().timestamp())
-    return run.gates[scope]
+def _closed(run: _Run, view: LedgerTarget) -> bool:
+    """Is a limit of the job closed now, or paused live? Each gate read once per run."""
+    keys = [view.scope]
+    if run.limits is not None:
+        if run.paused is None:
+            run.paused = run.limits.paused()
+        if run.paused:
+            return True
+        keys += run.limits.further_keys(view)
+    for key in keys:
+        if key not in run.gates:
+            run.gates[key] = run.gate(key).closed(run.clock().timestamp())
+    return any(run.gates[key] for key in keys)

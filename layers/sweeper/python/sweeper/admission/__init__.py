@@ -36,6 +36,7 @@ from sweeper.admission.base import (
 from sweeper.admission.composed import EveryLimit
 from sweeper.admission.concurrency import Capped
 from sweeper.admission.learned import LearnedRate, learned_spec
+from sweeper.admission.live import LiveLimits
 from sweeper.admission.pairing import PairedLimits
 from sweeper.admission.rate import OneRate
 from sweeper.admission.ticket import Ticket, TicketAdmission
@@ -48,6 +49,7 @@ from sweeper.models import ActionCall
 WRAPPERS: tuple[Callable[[Admission, Ticket], Admission], ...] = (
     AdaptiveRate.around,
     LearnedRate.around,
+    LiveLimits.around,
 )
 
 
@@ -63,11 +65,12 @@ class BatchAdmission:
         parallel_calls: int,
         calls_by_scope: Mapping[str, int],
     ) -> None:
-        self._policy = policy
         self._limiter = limiter
         self._clocks = clocks
-        quota = policy.quota
         self._abilities = Abilities.of(limiter)  # the one place that asks
+        # An operator's live rates (live.py): the batch reserves at them as at told ones.
+        policy = self._policy = LiveLimits.rated(policy, self._abilities, clocks)
+        quota = policy.quota
         paired = PairedLimits.of(policy, limiter)
         self.slots = BatchSlots(
             limiter,

@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sweeper.adaptive_rate import Adaptive
-from sweeper.admission.base import Admission, Closure, Deferral, Permit, TimeLeft
+from sweeper.admission.around import Around
+from sweeper.admission.base import Admission, Closure
 from sweeper.admission.ticket import Ticket
 from sweeper.limiter import Limiter
 from sweeper.models import ActionCall, OutcomeClass
-from sweeper.vendor_reading import VendorReading
 
 
-class AdaptiveRate:
+class AdaptiveRate(Around):
     """`inner`'s admission, with the scope's rate cut on each 429."""
 
     @classmethod
@@ -28,16 +28,10 @@ class AdaptiveRate:
         return inner if spec is None else cls(inner, ticket.limiter, ticket.job, spec)
 
     def __init__(self, inner: Admission, limiter: Limiter, job: ActionCall, spec: Adaptive) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._limiter = limiter
         self._scope = job.scope
         self._spec = spec
-
-    def admit(self, time_left: TimeLeft) -> Permit | Deferral:
-        return self._inner.admit(time_left)
-
-    def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
-        self._inner.ended(request_sent_at, reading)
 
     def close(
         self, outcome: OutcomeClass, retry_after_seconds: float | None, limit_value: str | None
@@ -47,6 +41,3 @@ class AdaptiveRate:
         rate = self._limiter.cut(self._scope, self._spec)  # the quota is being found: slower
         closure = self._inner.close(outcome, retry_after_seconds, limit_value)
         return replace(closure, rate_per_second=rate)
-
-    def done(self) -> None:
-        self._inner.done()

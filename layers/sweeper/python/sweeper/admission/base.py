@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import GateReader, Reason
+from sweeper.limiter.live import LiveSource
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
 from sweeper.models import OutcomeClass
@@ -117,6 +118,7 @@ class Abilities:
     leases: LeaseSource | None = None  # holds concurrency leases
     notes: ThrottleNotes | None = None  # routes a 429 to a wider limit
     rates: RateHolder | None = None  # holds a rate the vendor stated (learned.py)
+    live: LiveSource | None = None  # holds the operators' live limits
 
     @classmethod
     def of(cls, limiter: object) -> Abilities:
@@ -127,6 +129,7 @@ class Abilities:
             leases=limiter if isinstance(limiter, LeaseSource) else None,
             notes=limiter if isinstance(limiter, ThrottleNotes) else None,
             rates=limiter if isinstance(limiter, RateHolder) else None,
+            live=limiter if isinstance(limiter, LiveSource) else None,
         )
 
 

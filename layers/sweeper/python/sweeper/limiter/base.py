@@ -19,8 +19,9 @@ from typing import Literal, Protocol, runtime_checkable
 from sweeper.adaptive_rate import Adaptive
 
 #: Why a gate is closed, or a reservation refused: "throttled" is a vendor's 429 with its
-#: Retry-After, "backoff" a 429 without one (sweeper's own doubling delay, backoff.close_delay).
-Reason = Literal["rate", "throttled", "backoff", "auth"]
+#: Retry-After, "backoff" a 429 without one (sweeper's own doubling delay, backoff.close_delay),
+#: "paused" an operator's live pause of the limit (sweeper.limiter.live).
+Reason = Literal["rate", "throttled", "backoff", "auth", "paused"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ from sweeper.errors import LimiterError
 from sweeper.limiter.base import MAX_GATES_PER_READ, Denial, Grant, Reason, ScopeState
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 from sweeper.limiter.leases import LeaseCap
+from sweeper.limiter.live import LiveLimitStore
 from sweeper.limiter.paired import (
     CLOSED_PREFIX,
     HOLES_ATTRIBUTE,
@@ -149,6 +150,13 @@ class DynamoLimiter:
         self._round_trips: deque[float] = deque(maxlen=LEAD_SAMPLES)
         self._rates: dict[str, _KnownRate] = {}  # per scope, the adaptive rate last seen
         self._shared: dict[str, SharedItem] = {}  # per wide key, its item as last seen (paired)
+        self._live: LiveLimitStore | None = None
+
+    def live(self) -> LiveLimitStore:
+        """The operators' live limits on this table, read through its cache (live.py)."""
+        if self._live is None:
+            self._live = LiveLimitStore(self._client, self._table)
+        return self._live
 
     @property
     def lead(self) -> float:

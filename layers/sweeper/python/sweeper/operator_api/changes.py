@@ -62,7 +62,9 @@ def redrive(backend: Backend, request: RedriveCommand, *, actor: str) -> dict[st
     import time
 
     from sweeper.dead_letters import SqsDeadLetterQueue
+    from sweeper.operator_api.limits import live_store
     from sweeper.redrive import RedriveReport, RedriveRequest, run_redrive
+    from sweeper.redrive_limits import LimitLook
 
     policy = backend.policy(request.policy)
     where = backend.endpoints.policy(policy.name)
@@ -100,6 +102,7 @@ def redrive(backend: Backend, request: RedriveCommand, *, actor: str) -> dict[st
         default_rate_per_second=policy.quota.rate_per_second,
         progress=progress,
         actor=actor,
+        limits=LimitLook(policy, live_store(backend)),
     )
     return report.as_dict()
 

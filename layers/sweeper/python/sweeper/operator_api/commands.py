@@ -27,6 +27,7 @@ from sweeper.operator_api.changes import (
     resume,
     retry,
 )
+from sweeper.operator_api.limits import limits_set, limits_show
 from sweeper.operator_api.reads import activity, inspect, job, overview, runs, search, status
 from sweeper.operator_api.requests import (
     ActivityRequest,
@@ -34,6 +35,8 @@ from sweeper.operator_api.requests import (
     ControlRequest,
     InspectRequest,
     JobRequest,
+    LimitsSetRequest,
+    LimitsShowRequest,
     OperatorRequest,
     OverviewRequest,
     PauseRequest,
@@ -84,4 +87,8 @@ def run_command(backend: Backend, request: OperatorRequest, *, actor: str) -> di
             return prune(backend, request, actor=actor)
         case ControlRequest():
             return control(backend, request, actor=actor)
+        case LimitsShowRequest():
+            return limits_show(backend, request)
+        case LimitsSetRequest():
+            return limits_set(backend, request, actor=actor)
     raise OperatorError(f"unknown command {request.command!r}")  # pragma: no cover

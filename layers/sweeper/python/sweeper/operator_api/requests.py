@@ -180,6 +180,27 @@ class ControlRequest(_Request):
         return ControlAction(self.command)
 
 
+class LimitsShowRequest(_Request):
+    command: Literal["limits-show"] = "limits-show"
+    policy: Name | None = None
+
+
+class LimitsSetRequest(_Request):
+    """One limit's live change: exactly one of a rate (`N/T`, e.g. `5/1s`), a pause, a resume
+    or a reset to the told rate (sweeper.operator_api.limits)."""
+
+    command: Literal["limits-set"] = "limits-set"
+    policy: Name | None = None
+    limit: Name
+    live_rate: Annotated[str, Field(min_length=3, max_length=40)] | None = None
+    pause: bool = False
+    resume: bool = False
+    reset: bool = False
+    #: The operator said a rate above the told quota is meant (`--above-told`).
+    above_told: bool = False
+    reason: Reason
+
+
 OperatorRequest = Annotated[
     StatusRequest
     | RunsRequest
@@ -195,14 +216,18 @@ OperatorRequest = Annotated[
     | ReleaseRequest
     | CatchUpRequest
     | PruneRequest
-    | ControlRequest,
+    | ControlRequest
+    | LimitsShowRequest
+    | LimitsSetRequest,
     Field(discriminator="command"),
 ]
 
 REQUEST_ADAPTER: TypeAdapter[OperatorRequest] = TypeAdapter(OperatorRequest)
 
 #: The commands that only read: all a read-only principal may run.
-READ_COMMANDS = frozenset({"status", "runs", "inspect", "overview", "activity", "search", "job"})
+READ_COMMANDS = frozenset(
+    {"status", "runs", "inspect", "overview", "activity", "search", "job", "limits-show"}
+)
 #: The commands that change something, each recorded with who asked and why.
 CHANGE_COMMANDS = frozenset(
     {
@@ -217,6 +242,7 @@ CHANGE_COMMANDS = frozenset(
         "hold",
         "unhold",
         "postpone",
+        "limits-set",
     }
 )
 COMMANDS = READ_COMMANDS | CHANGE_COMMANDS
