@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
+from sweeper.admission.base import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS
 from sweeper.config import Policy
-from sweeper.consumer.slots import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS
 
 #: The idempotency record's PutItem (in progress) and UpdateItem (completed), each under 1 KB.
 IDEMPOTENCY_WRITES_PER_JOB = 2.0
