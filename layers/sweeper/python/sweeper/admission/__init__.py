@@ -73,6 +73,7 @@ class BatchAdmission:
             quota.adaptive_spec,
             paired,
             quota.slack_seconds,
+            quota.pacing().tolerance_seconds,
         )
         further = policy.further_limits
         #: Several rates not paired on one item: one slot of each, a call at a time.

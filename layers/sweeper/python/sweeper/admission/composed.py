@@ -41,7 +41,10 @@ class EveryLimit(TicketAdmission):
         source = t.abilities.several
         if source is None:
             raise LimiterError("this limiter cannot hold a call in several limits")
-        asks = [LimitAsk(key, rate.interval_seconds) for key, rate in t.rates()]
+        asks = [
+            LimitAsk(key, rate.interval_seconds, rate.pacing().tolerance_seconds)
+            for key, rate in t.rates()
+        ]
         waited = False
         lease_waits = 0
         while True:
@@ -106,4 +109,9 @@ class EveryLimit(TicketAdmission):
         source = t.abilities.several
         assert source is not None  # `take` made the call with it
         for key, rate in t.rates():
-            source.reserve(key, rate.interval_seconds, rate.period_seconds)
+            source.reserve(
+                key,
+                rate.interval_seconds,
+                rate.period_seconds,
+                tolerance=rate.pacing().tolerance_seconds,
+            )
