@@ -1,17 +1,21 @@
 """The rate's derived burst tolerance (`Quota.pacing`) on every reservation the admission makes.
 
 A batch's own rate reserves through its bank (a block, a restock, a late call's spent slot);
-a call held by several rates reserves one slot of each (`reserve_all`). Each write carries the
-tolerance of the rate it reserves in; paired limits' one write carries none.
+a call held by several rates reserves one slot of each (`reserve_all`, and a late call's spent
+slots). Each write carries the tolerance of the rate it reserves in; paired limits carry none.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.admission import BatchSlots, Clocks, admission_for
+from sweeper.admission.composed import EveryLimit
 from sweeper.admission.pairing import PairedLimits
 from sweeper.config import Policy, Quota
 from sweeper.limiter import Denial, Grant
@@ -96,8 +100,9 @@ def test_a_rate_without_burst_reserves_with_none() -> None:
     assert limiter.tolerances == [0.0]
 
 
-def test_paired_limits_reserve_without_a_tolerance() -> None:
-    # A paired batch's own rate writes (a restock) carry none: the rule is not shown there
+def test_a_paired_batch_writes_its_own_rate_without_a_tolerance() -> None:
+    # A paired batch's own rate writes (a lease waiter's block) carry none: the rule is not
+    # shown for paired limits
     limiter = _GcraWithTolerance()
     slots = BatchSlots(
         limiter,  # type: ignore[arg-type]
@@ -111,6 +116,24 @@ def test_paired_limits_reserve_without_a_tolerance() -> None:
     slots.restock("s", QUOTA.interval_seconds, 60.0)
 
     assert limiter.tolerances == [0.0]
+
+
+@pytest.mark.parametrize("paired", [None, PairedLimits("app:all", 0.01)])
+def test_a_late_calls_slots_in_several_limits_carry_the_tolerance_unless_paired(
+    paired: PairedLimits | None,
+) -> None:
+    # Given a call held by two rates, its batch's limits paired or not
+    limiter = _GcraWithTolerance()
+    ticket = SimpleNamespace(
+        slots=SimpleNamespace(paired=paired),
+        abilities=SimpleNamespace(several=limiter),
+        rates=lambda: [("store:1", QUOTA), ("app", QUOTA)],
+    )
+    # When its request left late and a slot of each limit is spent without a call
+    EveryLimit(ticket)._spend_in_every_limit()  # type: ignore[arg-type]
+    # Then each carried its rate's tolerance; as paired limits' fallback, none
+    tolerance = 0.0 if paired else QUOTA.pacing().tolerance_seconds
+    assert limiter.tolerances == [tolerance, tolerance]
 
 
 def test_several_limits_each_reserve_with_their_own_tolerance() -> None:

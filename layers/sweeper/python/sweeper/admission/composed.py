@@ -14,7 +14,7 @@ from __future__ import annotations
 from sweeper.admission.base import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS, TimeLeft
 from sweeper.admission.concurrency import LEASE_RETRY_SECONDS, Leases
 from sweeper.admission.ticket import Ticket, TicketAdmission
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Quota
 from sweeper.errors import LimiterError
 from sweeper.limiter import Denial
 from sweeper.limiter.several import CallSlots, LimitAsk, reserve_all
@@ -42,8 +42,7 @@ class EveryLimit(TicketAdmission):
         if source is None:
             raise LimiterError("this limiter cannot hold a call in several limits")
         asks = [
-            LimitAsk(key, rate.interval_seconds, rate.pacing().tolerance_seconds)
-            for key, rate in t.rates()
+            LimitAsk(key, rate.interval_seconds, self._tolerance(rate)) for key, rate in t.rates()
         ]
         waited = False
         lease_waits = 0
@@ -113,5 +112,10 @@ class EveryLimit(TicketAdmission):
                 key,
                 rate.interval_seconds,
                 rate.period_seconds,
-                tolerance=rate.pacing().tolerance_seconds,
+                tolerance=self._tolerance(rate),
             )
+
+    def _tolerance(self, rate: Quota) -> float:
+        """A rate's burst tolerance (`Quota.pacing`); none as paired limits' fallback (the
+        rule is not shown for their items)."""
+        return 0.0 if self.ticket.slots.paired is not None else rate.pacing().tolerance_seconds
