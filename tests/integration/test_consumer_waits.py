@@ -102,6 +102,7 @@ class ScriptedLimiter:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         # One record a batch here: the consumer never asks for a block of slots.
         assert count == 1
@@ -1028,6 +1029,7 @@ class BlockLimiter:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         self.reserved += 1
         if self._closed_until() > self.time.now:
@@ -1235,6 +1237,7 @@ class GatesLimiter:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         self.reserved.append(scope)
         closed = self._closed_until(scope)
@@ -1529,6 +1532,7 @@ class TwoLimitsLimiter:
         adaptive: Adaptive | None = None,
         not_before: float | None = None,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         self.reserved.append((scope, horizon))
         return Grant(max(self.time.now + self.after, not_before or 0.0))
@@ -1624,6 +1628,7 @@ class OneSlotPerAsk:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         self.asked.append(count)
         if len(self.asked) <= self.refuse_first:

@@ -58,6 +58,7 @@ class RecordingLimiter:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         self.counts.append(count)
         self.slacks.append(slack)
@@ -245,6 +246,7 @@ class WriteOut:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
         self.counts.append((scope, count))
         if scope == self.slow:

@@ -31,7 +31,10 @@ class _Gcra:
         count: int = 1,
         adaptive: Adaptive | None = None,
         not_before: float | None = None,
+        *,
+        tolerance: float = 0.0,
     ) -> Grant | Denial:
+        assert tolerance == 0.0  # a zero-burst GCRA
         if self.closed.get(scope, 0.0) > self.now:
             return Denial(self.closed[scope], "throttled")
         slot = max(self.tat.get(scope, 0.0), self.now, not_before or 0.0)

@@ -81,6 +81,7 @@ class BatchAdmission:
             learned_spec(policy) or quota.adaptive_spec,  # a learned rate is held as one is
             paired,
             quota.slack_seconds,
+            quota.pacing().tolerance_seconds,
         )
         further = policy.further_limits
         #: Several rates not paired on one item: one slot of each, a call at a time.

@@ -94,11 +94,15 @@ class BatchSlots(LeaseHandOff, PairedBank):
         adaptive: Adaptive | None = None,
         paired: PairedLimits | None = None,
         slack_seconds: float = 0.0,
+        tolerance_seconds: float = 0.0,
     ) -> None:
         self.paired = paired
         if paired is not None:
             slack_seconds = min(slack_seconds, paired.wide_slack)
         self._slack = slack_seconds
+        #: The rate's burst tolerance (`Quota.pacing`), passed on every write of this batch's
+        #: own rate; none for paired limits, whose one write holds both limits' slots.
+        self._tolerance = tolerance_seconds if paired is None else 0.0
         #: How long before the limiter's time a slot of this batch may be called on (its
         #: times are kept moved that much earlier: EARLY_SHARE_OF_SLACK).
         self.early = (
@@ -174,7 +178,13 @@ class BatchSlots(LeaseHandOff, PairedBank):
         requested = self._now()
         # with a slack, its slots are usable that long after their time: the lead is cut
         decision = self._limiter.reserve(
-            scope, interval, horizon, count, self._adaptive, slack=self._slack
+            scope,
+            interval,
+            horizon,
+            count,
+            self._adaptive,
+            slack=self._slack,
+            tolerance=self._tolerance,
         )
         if self.early and isinstance(decision, Grant):
             # from here on every time of these slots is the moved one (EARLY_SHARE_OF_SLACK)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from sweeper.admission.base import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS, TimeLeft
 from sweeper.admission.concurrency import LEASE_RETRY_SECONDS, Leases
 from sweeper.admission.ticket import Ticket, TicketAdmission
-from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
+from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Quota
 from sweeper.errors import LimiterError
 from sweeper.limiter import Denial
 from sweeper.limiter.several import CallSlots, LimitAsk, reserve_all
@@ -41,7 +41,9 @@ class EveryLimit(TicketAdmission):
         source = t.abilities.several
         if source is None:
             raise LimiterError("this limiter cannot hold a call in several limits")
-        asks = [LimitAsk(key, rate.interval_seconds) for key, rate in t.rates()]
+        asks = [
+            LimitAsk(key, rate.interval_seconds, self._tolerance(rate)) for key, rate in t.rates()
+        ]
         waited = False
         lease_waits = 0
         while True:
@@ -106,4 +108,14 @@ class EveryLimit(TicketAdmission):
         source = t.abilities.several
         assert source is not None  # `take` made the call with it
         for key, rate in t.rates():
-            source.reserve(key, rate.interval_seconds, rate.period_seconds)
+            source.reserve(
+                key,
+                rate.interval_seconds,
+                rate.period_seconds,
+                tolerance=self._tolerance(rate),
+            )
+
+    def _tolerance(self, rate: Quota) -> float:
+        """A rate's burst tolerance (`Quota.pacing`); none as paired limits' fallback (the
+        rule is not shown for their items)."""
+        return 0.0 if self.ticket.slots.paired is not None else rate.pacing().tolerance_seconds

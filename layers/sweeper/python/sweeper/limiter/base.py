@@ -72,6 +72,7 @@ class Limiter(Protocol):
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,
+        tolerance: float = 0.0,
     ) -> Grant | Denial: ...
 
     def close(self, scope: str, until: float, reason: Reason) -> float: ...

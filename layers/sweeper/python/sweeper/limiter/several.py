@@ -43,6 +43,8 @@ class SlotSource(Protocol):
         count: int = 1,
         adaptive: Adaptive | None = None,
         not_before: float | None = None,
+        *,
+        tolerance: float = 0.0,
     ) -> Grant | Denial: ...
 
     def give_back(self, scope: str, slot_at: float, interval: float) -> bool: ...
@@ -55,10 +57,12 @@ class SlotSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LimitAsk:
-    """One limit a call is held by: the key of its limiter item and its slots' spacing."""
+    """One limit a call is held by: the key of its limiter item, its slots' spacing and their
+    burst tolerance (`Quota.pacing`; 0: spacing only)."""
 
     key: str
     interval: float
+    tolerance: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +119,9 @@ def reserve_all(
                 continue  # its slot still fits the call's time
             if ask.key in held:
                 let_go(ask.key)
-            decision = limiter.reserve(ask.key, ask.interval, horizon, 1, None, send_at)
+            decision = limiter.reserve(
+                ask.key, ask.interval, horizon, 1, None, send_at, tolerance=ask.tolerance
+            )
             if isinstance(decision, Denial):
                 for key in list(held):
                     let_go(key)
