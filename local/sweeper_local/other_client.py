@@ -15,7 +15,6 @@ remaining of the window (what sweeper left untouched of the team's reserve).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 
 class OtherClient:
@@ -52,11 +51,3 @@ class OtherClient:
         """A real call was counted, leaving `remaining` of its window (below 0: over quota)."""
         if self.least_remaining is None or remaining < self.least_remaining:
             self.least_remaining = remaining
-
-    def audit(self) -> dict[str, Any]:
-        """Its figures, as the simulator's audit carries them."""
-        return {
-            "other_calls": self.calls,
-            "other_rejections": self.rejections,
-            "least_remaining": self.least_remaining,
-        }

@@ -787,7 +787,9 @@ class _VendorState:
                 max_in_flight=self._max_in_flight,
                 answered=tuple(self._answered),
                 calls_by_original_host=dict(self._calls_by_original_host),
-                **self._other.audit(),
+                other_calls=self._other.calls,
+                other_rejections=self._other.rejections,
+                least_remaining=self._other.least_remaining,
                 **self._by_limit(peak),
             )
 
