@@ -76,6 +76,7 @@ from sweeper.limiter.paired import (
     plan_block,
     stale_keys,
 )
+from sweeper.limiter.spend import SpendTally, share_seen
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -151,12 +152,19 @@ class DynamoLimiter:
         self._rates: dict[str, _KnownRate] = {}  # per scope, the adaptive rate last seen
         self._shared: dict[str, SharedItem] = {}  # per wide key, its item as last seen (paired)
         self._live: LiveLimitStore | None = None
+        self._spend: SpendTally | None = None
 
     def live(self) -> LiveLimitStore:
         """The operators' live limits on this table, read through its cache (live.py)."""
         if self._live is None:
             self._live = LiveLimitStore(self._client, self._table)
         return self._live
+
+    def spend(self) -> SpendTally:
+        """Sweeper's own calls per scope, counted on the scopes' items (spend.py)."""
+        if self._spend is None:
+            self._spend = SpendTally(self._client, self._table)
+        return self._spend
 
     @property
     def lead(self) -> float:
@@ -808,7 +816,8 @@ def _scope_state(scope: str, item: dict[str, Any]) -> ScopeState:
         return int(item[name]["N"]) / US if name in item else None
 
     reason = item.get("reason", {}).get("S")
-    return ScopeState(scope, num("tat"), num("closed_until"), reason, num("last_close_us"))
+    last = num("last_close_us")
+    return ScopeState(scope, num("tat"), num("closed_until"), reason, last, share_seen(item))
 
 
 def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:

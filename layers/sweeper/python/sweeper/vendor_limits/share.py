@@ -45,16 +45,6 @@ class QuotaShare:
     rate_per_second: float
     wait_seconds: float = 0.0  # > 0: only the reserve is left; the gate closes this long
 
-    @property
-    def own_percent(self) -> float:
-        """Sweeper's share of the quota in the window, in percent."""
-        return 100.0 * self.own_spent / self.quota if self.quota else 0.0
-
-    @property
-    def others_percent(self) -> float:
-        """The others' share of the quota in the window, in percent."""
-        return 100.0 * self.others_spent / self.quota if self.quota else 0.0
-
 
 def share_of(
     *,
