@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sweeper.vendor_limits.share import share_of
+from sweeper.vendor_limits.share import QuotaShare, share_of
 
 FLOOR = 0.001
+#: 600 per 10 s, told 60/s: the answers below change what they need.
+TOLD = {"quota": 600, "window_seconds": 10.0, "ceiling_per_second": 60.0}
+
+
+def _share(**answer: Any) -> QuotaShare:
+    """The split of one answer of `TOLD`'s quota (its figures overridden by `answer`)."""
+    return share_of(**{**TOLD, "floor_per_second": FLOOR, **answer})
 
 
 def test_others_spend_is_what_the_vendor_counts_beyond_sweepers_own() -> None:
     # Given 600 per 10 s, sweeper's own 300 in the window, and 120 remaining
-    share = share_of(
-        quota=600,
-        window_seconds=10,
-        remaining=120,
-        reset_seconds=1,
-        own_spent=300,
-        reserve=60,
-        ceiling_per_second=57,
-        floor_per_second=FLOOR,
-    )
+    share = _share(remaining=120, reset_seconds=1, own_spent=300, reserve=60)
     # Then the others spent 180, and sweeper may hold 600 - 60 - 180 = 360 per window
     assert (share.own_spent, share.others_spent) == (300, 180)
     assert share.rate_per_second == pytest.approx(36)
@@ -32,44 +31,17 @@ def test_others_spend_is_what_the_vendor_counts_beyond_sweepers_own() -> None:
 
 
 def test_the_pace_never_passes_the_told_and_learned_rate() -> None:
-    share = share_of(
-        quota=600,
-        window_seconds=10,
-        remaining=600,
-        reset_seconds=0,
-        own_spent=0,
-        reserve=0,
-        ceiling_per_second=20,
-        floor_per_second=FLOOR,
-    )
+    share = _share(remaining=600, reset_seconds=0, own_spent=0, reserve=0, ceiling_per_second=20)
     assert share.rate_per_second == 20
 
 
 def test_only_the_reserve_left_closes_the_gate_until_the_reset() -> None:
-    share = share_of(
-        quota=600,
-        window_seconds=10,
-        remaining=60,
-        reset_seconds=3,
-        own_spent=100,
-        reserve=60,
-        ceiling_per_second=60,
-        floor_per_second=FLOOR,
-    )
+    share = _share(remaining=60, reset_seconds=3, own_spent=100, reserve=60)
     assert share.wait_seconds == 3
 
 
 def test_others_spending_it_all_leave_sweeper_the_floor() -> None:
-    share = share_of(
-        quota=600,
-        window_seconds=10,
-        remaining=10,
-        reset_seconds=2,
-        own_spent=0,
-        reserve=60,
-        ceiling_per_second=60,
-        floor_per_second=FLOOR,
-    )
+    share = _share(remaining=10, reset_seconds=2, own_spent=0, reserve=60)
     assert share.rate_per_second == FLOOR
     assert share.wait_seconds == 2
 
@@ -90,7 +62,7 @@ def test_after_any_answers_the_pace_is_within_what_the_latest_leaves_less_the_re
 ) -> None:
     for quota, window, remaining, reset, own, fraction in answers:
         reserve = quota * fraction
-        share = share_of(
+        share = _share(
             quota=quota,
             window_seconds=window,
             remaining=remaining,
@@ -98,7 +70,6 @@ def test_after_any_answers_the_pace_is_within_what_the_latest_leaves_less_the_re
             own_spent=own,
             reserve=reserve,
             ceiling_per_second=ceiling,
-            floor_per_second=FLOOR,
         )
         left = min(max(remaining, 0), quota)
         # Then over a window sweeper takes at most what is left less the reserve, plus its
@@ -137,15 +108,8 @@ def test_paced_by_each_answer_sweeper_takes_what_the_others_leave_less_the_reser
             own.append(now)
             used = len(others) + len(own)
             peak = max(peak, used)
-            share = share_of(
-                quota=quota,
-                window_seconds=window,
-                remaining=quota - used,
-                reset_seconds=1,
-                own_spent=len(own),
-                reserve=reserve,
-                ceiling_per_second=60,
-                floor_per_second=FLOOR,
+            share = _share(
+                remaining=quota - used, reset_seconds=1, own_spent=len(own), reserve=reserve
             )
             rate = share.rate_per_second * headroom
     # Then the window never held more than the quota less the reserve
