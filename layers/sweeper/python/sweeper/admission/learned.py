@@ -140,12 +140,11 @@ class LearnedRate:
 
     def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
         self._inner.ended(request_sent_at, reading)
-        if reading is None or not reading.learned:
-            return
         try:
             if self._shared is not None and request_sent_at is not None:
-                self._shared.called()
-            self._apply(reading)
+                self._shared.called()  # the vendor counted it, whatever it answered
+            if reading is not None and reading.learned:
+                self._apply(reading)
         except LimiterError:
             # what was learned is lost for this answer only: the next one says it again
             logger.warning("the vendor's limits could not be held", extra=dict(self._ticket.ids))
