@@ -61,7 +61,9 @@ def test_the_benchmark_names_a_handler_for_each_limiter_mode() -> None:
 
 
 @pytest.mark.parametrize("baseline", [PerWorkerLimiter, NoLimiter])
-def test_a_baseline_takes_every_argument_the_limiter_protocol_names(baseline: type) -> None:
+def test_a_baseline_takes_every_argument_the_limiter_protocol_names(
+    baseline: type[PerWorkerLimiter | NoLimiter],
+) -> None:
     # The consumer calls reserve with the protocol's keywords (slack, tolerance): a baseline
     # missing one fails every reservation, and the benchmark's run settles nothing.
     wanted = list(inspect.signature(Limiter.reserve).parameters)
