@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 US = 1_000_000
-#: The scope's item lives a day after its last write, as its reservations keep it.
+#: The scope's item lives a day after its last write, as its reservations keep it (items.py,
+#: which imports this module to read the split, so its constant is not imported here).
 ITEM_TTL_SECONDS = 86_400
 #: An environment writes its calls at most once per this share of the vendor's window ...
 FLUSH_SHARE_OF_WINDOW = 0.05
