@@ -14,6 +14,8 @@ One DynamoDB item per scope holds the whole of its state:
 - `ar`, `ar_at`, `ar_v`, `ar_peak`, `ar_cut_at`: the adaptive rate of a scope whose quota is
   not known (its arithmetic is `sweeper.adaptive_rate`'s); a reservation at it is conditional
   on `ar_v`.
+- `sp`, `sh_own`, `sh_oth`, `sh_q`, `sh_at`: sweeper's own calls, counted fleet-wide, and a
+  shared quota's split as a consumer last saw it (`spend`).
 
 Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
 from idle to busy, no reads; a consumer whose slot is far from its batch's last look at an open
