@@ -24,6 +24,8 @@ vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
   span and the mean latency served (`mean_in_flight`, `mean_latency_seconds`);
 * the quota stated in every answer, in a dialect real vendors speak (`limit_dialect`:
   `sweeper_local.limit_dialects`); a GraphQL API charged in points (`sweeper_local.graphql_cost`);
+* another client spending a share of the same quota (`other_client_share`,
+  `sweeper_local.other_client`), seen in the Remaining the dialect states;
 * optional further limits beside the quota, for the rate benchmark (`FurtherLimits`): an
   app-wide sliding window over every call, and a cap on calls held at once; each 429 is
   counted per limit (`quota_rejections_by_limit`), with each limit's busiest window.
@@ -120,6 +122,7 @@ from sweeper_local.marketplace import (
     ListingsAudit,
     Marketplace,
 )
+from sweeper_local.other_client import OtherClient
 from sweeper_local.refunds import REFUNDS_PATH, Refunds
 
 logger = logging.getLogger(__name__)
@@ -216,6 +219,11 @@ class VendorAudit:
     answered: tuple[tuple[float, float], ...] = ()
     #: Calls of any contract that named the host they were for (a rehearsal), by that host.
     calls_by_original_host: dict[str, int] = field(default_factory=dict)
+    #: The other client's calls on the same quota (`other_client_share`), those the quota
+    #: refused, and the least any real call left remaining of its window (None: no quota).
+    other_calls: int = 0
+    other_rejections: int = 0
+    least_remaining: int | None = None
 
     def mean_in_flight(self, start: float | None = None, end: float | None = None) -> float:
         """Calls held at once (arrived, not yet answered), averaged over `start`..`end`: the
@@ -266,6 +274,9 @@ class VendorAudit:
             "max_calls_in_window_by_limit": self.max_calls_in_window_by_limit,
             "answered": [list(pair) for pair in self.answered],
             "calls_by_original_host": self.calls_by_original_host,
+            "other_calls": self.other_calls,
+            "other_rejections": self.other_rejections,
+            "least_remaining": self.least_remaining,
         }
 
     @classmethod
@@ -307,6 +318,11 @@ class VendorAudit:
             calls_by_original_host={
                 str(k): int(v) for k, v in data.get("calls_by_original_host", {}).items()
             },
+            other_calls=int(data.get("other_calls", 0)),
+            other_rejections=int(data.get("other_rejections", 0)),
+            least_remaining=(
+                None if data.get("least_remaining") is None else int(data["least_remaining"])
+            ),
         )
 
 
@@ -451,8 +467,10 @@ class _VendorState:
         seed: int,
         further: FurtherLimits | None = None,
         limit_dialect: Dialect = "plain",
+        other_client_share: float = 0.0,
     ) -> None:
         self.limit_dialect = limit_dialect
+        self._other_share = OtherClient(other_client_share).share  # checked
         self._further = further or FurtherLimits()
         self._quota = quota
         self._quota_scope = quota_scope
@@ -496,6 +514,7 @@ class _VendorState:
         self._app_window: deque[float] = deque()
         self._rejections_by_limit: Counter[str] = Counter()
         self._calls_by_original_host: Counter[str] = Counter()
+        self._other = OtherClient(self._other_share)
 
     def reset(self) -> None:
         """Back to the state the simulator was built with."""
@@ -625,9 +644,11 @@ class _VendorState:
             return None
         limit, period = self._quota
         window = self._windows.setdefault(scope, deque())
+        self._other.spend(scope, window, limit, period, now)
         while window and window[0] <= now - period:
             window.popleft()
         window.append(now)
+        self._other.called(limit - len(window))
         if len(window) <= limit:
             return None
         # Rejected calls count too, this one included: a call is next admitted once all but
@@ -766,6 +787,9 @@ class _VendorState:
                 max_in_flight=self._max_in_flight,
                 answered=tuple(self._answered),
                 calls_by_original_host=dict(self._calls_by_original_host),
+                other_calls=self._other.calls,
+                other_rejections=self._other.rejections,
+                least_remaining=self._other.least_remaining,
                 **self._by_limit(peak),
             )
 
@@ -1278,6 +1302,7 @@ class VendorSimulator:
         tls: ssl.SSLContext | None = None,
         limit_dialect: Dialect = "plain",
         graphql: PointsApi | None = None,
+        other_client_share: float = 0.0,
     ) -> None:
         #: The GraphQL API charged in points (sweeper_local.graphql_cost), on the same port.
         self.graphql = graphql or PointsApi(seed=seed)
@@ -1330,6 +1355,7 @@ class VendorSimulator:
             seed=seed,
             further=further_limits,
             limit_dialect=limit_dialect,
+            other_client_share=other_client_share,
         )
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -1648,6 +1674,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="state the quota in every answer: IETF RateLimit fields, X-RateLimit-*, Salesforce",
     )
     parser.add_argument(
+        "--other-client-share",
+        type=float,
+        default=0.0,
+        help="another client spends this share of the same quota, e.g. 0.3 (a shared key)",
+    )
+    parser.add_argument(
         "--graphql-bucket",
         type=_pair_arg(float, ":"),
         default=None,
@@ -1739,6 +1771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             quota_scope=args.scope,
             retry_after_ms_header=args.retry_after_ms_header,
             limit_dialect=args.limit_dialect,
+            other_client_share=args.other_client_share,
             graphql=PointsApi(
                 maximum=(args.graphql_bucket or (DEFAULT_MAXIMUM, 0))[0],
                 restore_rate=(args.graphql_bucket or (0, DEFAULT_RESTORE_RATE))[1],

@@ -24,6 +24,7 @@ from sweeper.limiter import GateReader, Reason
 from sweeper.limiter.live import LiveSource
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
+from sweeper.limiter.spend import SpendSource
 from sweeper.models import OutcomeClass
 from sweeper.observability import MetricSink
 from sweeper.vendor_reading import VendorReading
@@ -119,6 +120,7 @@ class Abilities:
     notes: ThrottleNotes | None = None  # routes a 429 to a wider limit
     rates: RateHolder | None = None  # holds a rate the vendor stated (learned.py)
     live: LiveSource | None = None  # holds the operators' live limits
+    spend: SpendSource | None = None  # counts sweeper's own calls fleet-wide (shared.py)
 
     @classmethod
     def of(cls, limiter: object) -> Abilities:
@@ -130,6 +132,7 @@ class Abilities:
             notes=limiter if isinstance(limiter, ThrottleNotes) else None,
             rates=limiter if isinstance(limiter, RateHolder) else None,
             live=limiter if isinstance(limiter, LiveSource) else None,
+            spend=limiter if isinstance(limiter, SpendSource) else None,
         )
 
 

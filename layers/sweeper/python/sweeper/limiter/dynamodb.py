@@ -14,6 +14,8 @@ One DynamoDB item per scope holds the whole of its state:
 - `ar`, `ar_at`, `ar_v`, `ar_peak`, `ar_cut_at`: the adaptive rate of a scope whose quota is
   not known (its arithmetic is `sweeper.adaptive_rate`'s); a reservation at it is conditional
   on `ar_v`.
+- `sp`, `sh_own`, `sh_oth`, `sh_q`, `sh_at`: sweeper's own calls, counted fleet-wide, and a
+  shared quota's split as a consumer last saw it (`spend`).
 
 Cost per acquisition: one conditional write (1 WCU) on the busy path, two when the bucket goes
 from idle to busy, no reads; a consumer whose slot is far from its batch's last look at an open
@@ -72,6 +74,7 @@ from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.live import LiveLimitStore
 from sweeper.limiter.paired import Want
 from sweeper.limiter.paired_writes import PairedWrites
+from sweeper.limiter.spend import SpendTally
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -108,6 +111,7 @@ class DynamoLimiter:
         self._gates = Gates(self._items, self._reservations)
         self._paired = PairedWrites(self._items)
         self._live: LiveLimitStore | None = None
+        self._spend: SpendTally | None = None
 
     @property
     def writes(self) -> int:
@@ -133,6 +137,12 @@ class DynamoLimiter:
         if self._live is None:
             self._live = LiveLimitStore(self._client, self._table)
         return self._live
+
+    def spend(self) -> SpendTally:
+        """Sweeper's own calls per scope, counted on the scopes' items (spend.py)."""
+        if self._spend is None:
+            self._spend = SpendTally(self._client, self._table)
+        return self._spend
 
     def leases(self) -> LeaseCap:
         """The concurrency caps' leases, on this limiter's table and client."""

@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import ScopeState
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
+from sweeper.limiter.spend import share_seen
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -52,7 +53,8 @@ def scope_state(scope: str, item: dict[str, Any]) -> ScopeState:
         return int(item[name]["N"]) / US if name in item else None
 
     reason = item.get("reason", {}).get("S")
-    return ScopeState(scope, num("tat"), num("closed_until"), reason, num("last_close_us"))
+    last = num("last_close_us")
+    return ScopeState(scope, num("tat"), num("closed_until"), reason, last, share_seen(item))
 
 
 class ScopeItems:
