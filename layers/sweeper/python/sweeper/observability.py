@@ -155,6 +155,7 @@ class Metric:
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
     LEARNED_CLOSURES = "LearnedClosures"  # the vendor said none remain until its reset
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed
+    BUDGET_DEFERRALS = "BudgetDeferrals"  # a record returned until its budget's next unit or window
     LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
     LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue
     LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time

@@ -56,6 +56,7 @@ from botocore.exceptions import ClientError
 from sweeper.adaptive_rate import Adaptive
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import MAX_GATES_PER_READ, Denial, Grant, Reason, ScopeState
+from sweeper.limiter.budget import BudgetBook
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.live import LiveLimitStore
@@ -151,6 +152,7 @@ class DynamoLimiter:
         self._rates: dict[str, _KnownRate] = {}  # per scope, the adaptive rate last seen
         self._shared: dict[str, SharedItem] = {}  # per wide key, its item as last seen (paired)
         self._live: LiveLimitStore | None = None
+        self._budgets: BudgetBook | None = None
 
     def live(self) -> LiveLimitStore:
         """The operators' live limits on this table, read through its cache (live.py)."""
@@ -653,6 +655,11 @@ class DynamoLimiter:
     def leases(self) -> LeaseCap:
         """The concurrency caps' leases, on this limiter's table and client."""
         return LeaseCap(self._client, self._table, clock=self._clock)
+
+    def budgets(self) -> BudgetBook:
+        """The budgets' counts, on this limiter's table and client (one book per limiter)."""
+        self._budgets = self._budgets or BudgetBook(self._client, self._table, clock=self._clock)
+        return self._budgets
 
     def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
         """Return an unused slot, if it is still the scope's last one taken: `tat` goes back an
