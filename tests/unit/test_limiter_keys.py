@@ -27,8 +27,9 @@ def _limit(name: str, key: str, **kind: object) -> dict[str, object]:
 RATE = {"rate": {"limit": 2, "period_seconds": 1}}
 BUDGET = {"limit": 1000, "period_seconds": 60}
 #: listings: a scope per store under its name, a call's seller under the API's host, a constant
-#: (IAM's wildcards in it) capped; the store and the constant each with a budget; listings-eu: the endpoint's one scope; listings-us: the policy's
-#: one scope (`{policy}`), a name that begins with another policy's.
+#: (IAM's wildcards in it) capped, the store and the constant each with a budget; listings-eu:
+#: the endpoint's one scope; listings-us: the policy's one scope (`{policy}`), a name that
+#: begins with another policy's.
 POLICIES = {
     "policies": [
         {
