@@ -23,7 +23,7 @@ down:
   is not made up: a burst spent to catch up would come back as a burst a window later.
 
 A unit taken for a call that is then not made (its other limits deferred it) goes back to a
-fixed window's count (`give_back`); its slot's time passes unused.
+fixed window's count (`give_back`), with its slot while no later unit was taken.
 """
 
 from __future__ import annotations
@@ -160,24 +160,34 @@ class BudgetBook:
         return Denial(self._clock() + BUDGET_RACE_RETRY_SECONDS, "budget")
 
     def give_back(self, taken: BudgetSlot) -> None:
-        """A unit taken for a call not made: back to its fixed window's count (one conditional
-        write; a rolling window's slot is only passed unused)."""
+        """A unit taken for a call not made: back to its fixed window's count, and its slot
+        too while no unit was taken after it (else what is left is spread again from the next
+        take on); a rolling window's slot is only passed unused. One conditional write, two
+        when a unit was taken since."""
         if taken.item_key.endswith("#rolling"):
             return
+        last = {":last": _n(taken.after.next_us), ":slot": _n(taken.slot_at * US)}
+        if not self._give(taken.item_key, "SET next_us = :slot", "next_us = :last", last):
+            self._give(taken.item_key, "", "spent > :none", {":none": _n(0)})
+        with self._lock:
+            self._seen.pop(taken.item_key, None)  # its count changed: the next write learns it
+
+    def _give(self, item_key: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+        """One unit off `item_key`'s count (and `update`) if `condition` holds: whether it did."""
         self.writes += 1
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key={"pk": {"S": taken.item_key}},
-                UpdateExpression="ADD spent :less",
-                ConditionExpression="spent > :none",
-                ExpressionAttributeValues={":less": {"N": "-1"}, ":none": {"N": "0"}},
+                Key={"pk": {"S": item_key}},
+                UpdateExpression=f"{update} ADD spent :less".strip(),
+                ConditionExpression=condition,
+                ExpressionAttributeValues={**values, ":less": _n(-1)},
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise LimiterError(f"budget give-back failed for {taken.item_key!r}") from exc
-        with self._lock:
-            self._seen.pop(taken.item_key, None)  # its count changed: the next write learns it
+                raise LimiterError(f"budget give-back failed for {item_key!r}") from exc
+            return False
+        return True
 
     def spent(self, key: str, rule: BudgetRule) -> int:
         """Units taken in `key`'s current window (a consistent read)."""
