@@ -50,8 +50,8 @@ from sweeper.models import ActionCall
 WRAPPERS: tuple[Callable[[Admission, Ticket], Admission], ...] = (
     AdaptiveRate.around,
     LearnedRate.around,
-    LiveLimits.around,
     BudgetPaced.around,
+    LiveLimits.around,
 )
 
 
