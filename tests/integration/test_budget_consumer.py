@@ -7,6 +7,7 @@ window, one every 0.125 s while demand exceeds it, and a call past them waits fo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +25,14 @@ from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.observability import CountingSink, Metric
 from sweeper_local.aws import LocalAws
 from sweeper_local.lambda_runtime import LocalLambdaContext
-from tests.integration.test_consumer_waits import START, Calls, FakeTime, Hidden, TopOfRange
+from tests.integration.test_consumer_waits import (
+    START,
+    Calls,
+    FakeTime,
+    Hidden,
+    Rig,
+    ScriptedLimiter,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -98,20 +106,12 @@ class BudgetRig:
         return len(claimed)
 
     def deps(self) -> ConsumerDeps:
-        return ConsumerDeps(
-            self.policy,
-            self.ledger,
-            self.calls,
-            self.time.utc,
-            self.metrics,
-            self.limiter,
-            self.hidden,
-            sleep=self.time.sleep,
-            now=lambda: self.time.now,
-            rng=TopOfRange(),
-            warm=lambda job, timeout_seconds: None,
-            monotonic=lambda: self.time.now,
+        """The fake-clock consumer's (test_consumer_waits.Rig), with the real limiter."""
+        scripted = ScriptedLimiter(self.time, [])
+        rig = Rig(
+            self.ledger, self.time, scripted, self.calls, self.hidden, self.metrics, self.policy
         )
+        return replace(rig.deps(), limiter=self.limiter)
 
 
 def test_a_budget_is_spent_evenly_and_never_past_its_reserve(
