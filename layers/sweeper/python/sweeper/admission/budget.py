@@ -24,14 +24,16 @@ from sweeper.config import LimitConfig
 from sweeper.errors import LimiterError
 from sweeper.limiter import Denial
 from sweeper.limiter.budget import BudgetBook, BudgetRule, BudgetSlot
+from sweeper.limits import SQS_MAX_VISIBILITY_TIMEOUT_SECONDS
 from sweeper.observability import Metric
 
 logger = logging.getLogger(__name__)
 
-#: A record whose budget is spent comes back at most this long later to look again (a day's
-#: window ends hours away; a message is hidden for at most 12 h, and a record kept out that
-#: long would hold its lease past any policy's).
-BUDGET_RECHECK_SECONDS = 900.0
+#: A record whose budget is spent goes back until the window's end, at most the longest SQS
+#: hides a message (12 h): so the message shows no earlier than the ledger's time for it, and
+#: a day's exhaustion costs a record one or two receives, not one every few minutes (each
+#: counts towards the queue's max_receive_count).
+BUDGET_RECHECK_SECONDS = float(SQS_MAX_VISIBILITY_TIMEOUT_SECONDS)
 
 
 def budget_rule(limit: LimitConfig) -> BudgetRule | None:
