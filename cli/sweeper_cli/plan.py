@@ -234,7 +234,7 @@ def render(plan: dict[str, object]) -> list[str]:
         f"timeout, 6 x timeout + window); {plan['recommended_visibility_timeout_seconds']} s at "
         "the recommended timeout",
         f"  drain            {'never' if drain is None else f'{drain} s'}",
-        *(f"  budget           {line}" for line in _lines(plan.get("budget"))),
+        *(f"  budget           {line}" for line in _lines(plan.get("budget_drain"))),
         f"  oldest age       {'unknown' if oldest is None else f'about {oldest} s'}",
         "  per job          " + ", ".join(f"{k} {v}" for k, v in requests.items()),
         "  $ per 1M jobs    " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()),

@@ -26,19 +26,19 @@ def test_a_backlog_within_one_window_drains_within_it_and_says_when() -> None:
     policy = _limited({**STORE, "budget": BUDGET})
     plan = make_plan(policy, _vendor(backlog=40_000, scopes=2))
     # Then the plan says each store's 20,000 drain within one window, in a quarter of a day
-    assert plan.budget == [
+    assert plan.budget_drain == [
         "budget of limit store: a backlog of 20000 calls a key drains within one window, "
         "in 6.0 h at its even pace"
     ]
-    assert plan.as_dict()["budget"] == plan.budget
-    assert f"  budget           {plan.budget[0]}" in render(plan.as_dict())
+    assert plan.as_dict()["budget_drain"] == plan.budget_drain
+    assert f"  budget           {plan.budget_drain[0]}" in render(plan.as_dict())
 
 
 def test_a_backlog_past_one_window_says_it_cannot_and_in_which_window_it_will() -> None:
     # Given 200,000 calls of one store under 80,000 a day
     plan = make_plan(_limited({**STORE, "budget": BUDGET}), _vendor(backlog=200_000))
     # Then the plan says one window cannot drain it, and that the third does, in 2.5 days
-    assert plan.budget == [
+    assert plan.budget_drain == [
         "budget of limit store: a backlog of 200000 calls a key cannot be drained within one "
         "window (80000 of 100000 per 86400 s budget (rolling)); it drains in 2.5 days at its "
         "even pace, in its 3rd window"
@@ -46,6 +46,6 @@ def test_a_backlog_past_one_window_says_it_cannot_and_in_which_window_it_will() 
 
 
 def test_a_plan_without_a_budget_or_a_backlog_says_nothing_of_one() -> None:
-    assert make_plan(_limited(STORE), _vendor(backlog=1000)).budget == []
-    assert make_plan(_limited({**STORE, "budget": BUDGET}), _vendor()).budget == []
-    assert "budget" not in make_plan(_limited(STORE), _vendor()).as_dict()
+    assert make_plan(_limited(STORE), _vendor(backlog=1000)).budget_drain == []
+    assert make_plan(_limited({**STORE, "budget": BUDGET}), _vendor()).budget_drain == []
+    assert "budget_drain" not in make_plan(_limited(STORE), _vendor()).as_dict()

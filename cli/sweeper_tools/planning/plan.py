@@ -193,7 +193,7 @@ class Plan:
     slack: list[dict[str, Any]] = field(default_factory=list)
     #: For a backlog under a limit with a budget: whether one window drains it, and when
     #: (`LimitRegime.drains`, a line each, the backlog spread over the limit's keys).
-    budget: list[str] = field(default_factory=list)
+    budget_drain: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[str]:
@@ -212,14 +212,14 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         """The plan's figures, with `errors` and `advisories`; `slack` only when one of its
-        rates has a slack, `budget` only for a backlog under a budget."""
+        rates has a slack, `budget_drain` only for a backlog under a budget."""
         figures = asdict(self)
         del figures["findings"]
         figures["errors"], figures["advisories"] = self.errors, self.advisories
         if not self.slack:
             del figures["slack"]
-        if not self.budget:
-            del figures["budget"]
+        if not self.budget_drain:
+            del figures["budget_drain"]
         return figures
 
 
@@ -314,7 +314,7 @@ def make_plan(
     interval = _schedule_interval(policy)
     findings += drain_findings(policy, given.arrival_per_second, throughput, drain, interval)
     oldest = None if drain is None or interval is None else drain + interval
-    budget = [
+    budget_drain = [
         line
         for limit in policy.limits
         if given.backlog
@@ -379,7 +379,7 @@ def make_plan(
         cost_per_million_jobs={k: round(v, 2) for k, v in per_million.items()},
         findings=findings,
         slack=[slack.as_dict() for slack in _slacks(policy)],
-        budget=budget,
+        budget_drain=budget_drain,
         limits=[ceiling.as_dict(throughput) for ceiling in ceilings],
         binding=binding,
     )
