@@ -159,6 +159,7 @@ class Metric:
     SHARED_QUOTA_OWN = "SharedQuotaOwnPercent"
     SHARED_QUOTA_OTHERS = "SharedQuotaOthersPercent"
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed
+    BUDGET_DEFERRALS = "BudgetDeferrals"  # a record returned until its budget's next unit or window
     LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
     LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue
     LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time

@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import GateReader, Reason
+from sweeper.limiter.budget import BudgetSource
 from sweeper.limiter.live import LiveSource
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
@@ -121,6 +122,7 @@ class Abilities:
     rates: RateHolder | None = None  # holds a rate the vendor stated (learned.py)
     live: LiveSource | None = None  # holds the operators' live limits
     spend: SpendSource | None = None  # counts sweeper's own calls fleet-wide (shared.py)
+    budgets: BudgetSource | None = None  # counts budgets (budget.py)
 
     @classmethod
     def of(cls, limiter: object) -> Abilities:
@@ -133,6 +135,7 @@ class Abilities:
             rates=limiter if isinstance(limiter, RateHolder) else None,
             live=limiter if isinstance(limiter, LiveSource) else None,
             spend=limiter if isinstance(limiter, SpendSource) else None,
+            budgets=limiter if isinstance(limiter, BudgetSource) else None,
         )
 
 

@@ -44,6 +44,9 @@ class RateTerm:
             limit, self.quota.slack_seconds, self.quota.rate_per_second, plain.rate_per_second
         )
 
+    def drain(self, limit: str, backlog_per_key: int) -> str | None:
+        return None
+
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:
         rate = figures.get("rate_per_second")

@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 from pydantic import Field, model_validator
 
 from sweeper.config.base import _Strict
+from sweeper.config.budget import BudgetConfig
 from sweeper.config.key_template import KEY_FIELD_RE as _FIELD_RE
 from sweeper.config.learn import Learn, check_learn_against_limit
 from sweeper.config.quota import Quota
@@ -64,11 +65,15 @@ class LimitConfig(_Strict):
     )
     #: Where the vendor states this limit in its answers (sweeper.config.learn).
     learn: Learn | None = None
+    #: Calls per day (or another window) spread evenly, a share kept (sweeper.config.budget).
+    budget: BudgetConfig | None = None
 
     @model_validator(mode="after")
     def _known_fields(self) -> Self:
-        if self.rate is None and self.max_in_flight is None:
-            raise ValueError(f"limit {self.name!r} needs a rate, a max_in_flight, or both")
+        if self.rate is None and self.max_in_flight is None and self.budget is None:
+            raise ValueError(
+                f"limit {self.name!r} needs a rate, a max_in_flight or a budget (or several)"
+            )
         for field in _FIELD_RE.findall(self.key):
             if field not in JOB_KEY_FIELDS and not _PARAM_RE.match(field):
                 raise ValueError(

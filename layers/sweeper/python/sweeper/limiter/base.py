@@ -20,8 +20,9 @@ from sweeper.adaptive_rate import Adaptive
 
 #: Why a gate is closed, or a reservation refused: "throttled" is a vendor's 429 with its
 #: Retry-After, "backoff" a 429 without one (sweeper's own doubling delay, backoff.close_delay),
-#: "paused" an operator's live pause of the limit (sweeper.limiter.live).
-Reason = Literal["rate", "throttled", "backoff", "auth", "paused"]
+#: "paused" an operator's live pause of the limit (sweeper.limiter.live), "budget" a budget's
+#: next unit not yet due, or its window spent (sweeper.limiter.budget).
+Reason = Literal["rate", "throttled", "backoff", "auth", "paused", "budget"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
+from sweeper.limiter.budget import BudgetBook
 from sweeper.limiter.gates import Gates, closed_gates, closed_scopes
 from sweeper.limiter.gcra import Reservations
 from sweeper.limiter.held import MILLI, HeldRates
@@ -112,6 +113,7 @@ class DynamoLimiter:
         self._paired = PairedWrites(self._items)
         self._live: LiveLimitStore | None = None
         self._spend: SpendTally | None = None
+        self._budgets: BudgetBook | None = None
 
     @property
     def writes(self) -> int:
@@ -147,6 +149,11 @@ class DynamoLimiter:
     def leases(self) -> LeaseCap:
         """The concurrency caps' leases, on this limiter's table and client."""
         return LeaseCap(self._client, self._table, clock=self._clock)
+
+    def budgets(self) -> BudgetBook:
+        """The budgets' counts, on this limiter's table and client (one book per limiter)."""
+        self._budgets = self._budgets or BudgetBook(self._client, self._table, clock=self._clock)
+        return self._budgets
 
     # -- the rate: GCRA slots (gcra) and the shared rate they are taken at (held) ----------------
 
