@@ -100,8 +100,9 @@ class JsonPathCondition(_RuleModel):
 
     @model_validator(mode="after")
     def _one_test(self) -> Self:
+        # A present rule dumped whole (a function's environment) carries equals = null.
         given = "equals" in self.model_fields_set
-        if given == (self.present is not None):
+        if (self.present and self.equals is not None) or not (self.present or given):
             raise ValueError(f"json_path {self.path!r}: give equals = ... or present = true")
         return self
 
