@@ -57,11 +57,11 @@ class Shopify:
 
     @property
     def policy(self) -> Policy:
-        return self.stack.policies["shopify-products"].policy
+        return self.stack.policies["shopify-graphql"].policy
 
     def learned_rates(self) -> dict[str, float]:
         """The rate (points a second) each store's limit holds in its limiter item."""
-        table = self.stack.policies["shopify-products"].resources.limiter_table
+        table = self.stack.policies["shopify-graphql"].resources.limiter_table
         scan = self.stack.stack.aws.dynamodb().scan(TableName=table)
         prefix = f"{SCOPE_KEY_PREFIX}shopify:"
         return {
