@@ -16,6 +16,8 @@ limits, not derived from GitHub's code.
 * `throttle_next(owner=..., status=403|429)` (`POST /_github/throttle?[owner=O][&times=N]
   [&retry_after=N][&status=S]`): the next calls answered as the secondary limit answers,
   counted apart (`forced_at`); `add_absent` is `POST /_github/absent?owner=O&repo=R&id=A`;
+  `spend(owner, calls)` (`POST /_github/spend?owner=O&calls=N`): another client of the same
+  installation spends that many of the owner's primary window;
 * `audit()` (`GET /_github_audit`): each counted call's arrival and points per owner, the 403s
   each limit caused, effects and calls per artifact.
 """
@@ -196,6 +198,17 @@ class GithubArtifacts:
             raise ValueError("times and retry_after_seconds must not be negative")
         with self._lock:
             self._forced.extend([_Forced(owner, status, retry_after_seconds)] * times)
+
+    def spend(self, owner: str, calls: int) -> None:
+        """Another client of the owner's installation spends `calls` of its primary window."""
+        if calls < 0:
+            raise ValueError("calls must not be negative")
+        with self._lock:
+            epoch = time.time()
+            core = self._cores.get(owner)
+            if core is None or epoch >= core.started + self.core[1]:
+                core = self._cores[owner] = _Core(epoch)
+            core.used = min(self.core[0], core.used + calls)
 
     def delete(self, method: str, path: str, authorization: str | None) -> GithubAnswer:
         """Decide one call to a `/repos/...` path as it arrives."""

@@ -1099,12 +1099,17 @@ _LISTINGS_CONTROLS: Final = {
 }
 
 
+_GITHUB_CONTROLS: Final = frozenset({"/_github/throttle", "/_github/absent", "/_github/spend"})
+
+
 def _github_control(github: GithubArtifacts, path: str, query: str) -> _Reply:
-    """`POST /_github/throttle?[owner=O][&times=N][&retry_after=N][&status=S]` and
-    `POST /_github/absent?owner=O&repo=R&id=A`."""
+    """`POST /_github/throttle?[owner=O][&times=N][&retry_after=N][&status=S]`,
+    `POST /_github/absent?owner=O&repo=R&id=A` and `POST /_github/spend?owner=O&calls=N`."""
     params = _query(query)
     try:
-        if path == "/_github/throttle":
+        if path == "/_github/spend":
+            github.spend(params["owner"], int(params["calls"]))
+        elif path == "/_github/throttle":
             github.throttle_next(
                 owner=params.get("owner"),
                 times=int(params.get("times", "1")),
@@ -1190,7 +1195,7 @@ class _Handler(FieldsHandler):
             reply = _Reply(200, body=json.dumps(server.github.audit().to_json()).encode())
         elif path == "/_graphql_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.graphql.audit().to_json()).encode())
-        elif path in ("/_github/throttle", "/_github/absent") and self.command == "POST":
+        elif path in _GITHUB_CONTROLS and self.command == "POST":
             reply = _github_control(server.github, path, query)
         elif path in _LISTINGS_CONTROLS and self.command == "POST":
             reply = _LISTINGS_CONTROLS[path](server.listings, query)
@@ -1635,6 +1640,11 @@ class VendorProcess:
         if owner is not None:
             query["owner"] = owner
         self._post(f"/_github/throttle?{urlencode(query)}")
+
+    def spend_github(self, owner: str, calls: int) -> None:
+        """What `POST /_github/spend` does: another client spends `calls` of the owner's
+        primary window."""
+        self._post(f"/_github/spend?{urlencode({'owner': owner, 'calls': str(calls)})}")
 
     def add_absent_artifact(self, owner: str, repo: str, artifact_id: str) -> None:
         """What `POST /_github/absent` does: an artifact that never existed."""
