@@ -1549,20 +1549,19 @@ def fetch_payments_audit(url: str, timeout_seconds: float = 10.0) -> PaymentsAud
         return PaymentsAudit.from_json(json.loads(response.read()))
 
 
+def _fetch_json(url: str, path: str, timeout_seconds: float) -> Any:
+    with urllib.request.urlopen(f"{url}{path}", timeout=timeout_seconds) as response:  # noqa: S310
+        return json.loads(response.read())
+
+
 def fetch_github_audit(url: str, timeout_seconds: float = 10.0) -> GithubAudit:
     """GitHub's artifacts API's audit of a simulator running elsewhere (`GET /_github_audit`)."""
-    with urllib.request.urlopen(  # noqa: S310 - a simulator's URL
-        f"{url}/_github_audit", timeout=timeout_seconds
-    ) as response:
-        return GithubAudit.from_json(json.loads(response.read()))
+    return GithubAudit.from_json(_fetch_json(url, "/_github_audit", timeout_seconds))
 
 
 def fetch_graphql_audit(url: str, timeout_seconds: float = 10.0) -> GraphqlAudit:
     """The GraphQL API's audit of a simulator running elsewhere (`GET /_graphql_audit`)."""
-    with urllib.request.urlopen(  # noqa: S310 - a simulator's URL
-        f"{url}/_graphql_audit", timeout=timeout_seconds
-    ) as response:
-        return GraphqlAudit.from_json(json.loads(response.read()))
+    return GraphqlAudit.from_json(_fetch_json(url, "/_graphql_audit", timeout_seconds))
 
 
 def fetch_listings_audit(url: str, timeout_seconds: float = 10.0) -> ListingsAudit:

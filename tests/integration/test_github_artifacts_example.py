@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from sweeper.actions.http import HttpActionConfig
 from sweeper.config import Policy, load_config
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
@@ -35,13 +34,12 @@ from sweeper_local.background import LocalConsoleStack
 from sweeper_local.github_artifacts import GithubAudit
 from sweeper_local.vendor import VendorProcess
 from tests.conftest import PgServer
+from tests.integration.examples import example_against, tenant_secrets, wait_for
 from tests.integration.examples import final_jobs as _final
-from tests.integration.examples import wait_for
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "github-artifacts.toml"
-TICK_SECONDS = 0.5
 DEADLINE_SECONDS = 60.0
 #: GitHub's primary limit for an installation, as the simulator states it: less than the
 #: example's told ceiling (15,000/h), so the pace sweeper holds is the learned one.
@@ -83,30 +81,13 @@ class Github:
 @pytest.fixture(scope="module")
 def github(pg_server: PgServer, pg_template: str) -> Iterator[Github]:
     config = load_config(EXAMPLE)
-    action = config.policies[0].action
-    assert isinstance(action, HttpActionConfig)
-    template = action.effective_auth.secret_template()
-    assert template is not None  # a token per owner
-    tokens = {template.arn_for(owner): f"ghs_{owner}" for owner in (*OWNERS, SPENT_OWNER)}
+    # an installation token per owner
+    tokens = tenant_secrets(config.policies[0], (*OWNERS, SPENT_OWNER), "ghs_")
     api = VendorProcess("--dialect", "github", "--github-core", f"{CORE[0]}/{int(CORE[1])}s")
     name = f"sweeper_github_{next(_databases)}"
-    url = pg_server.create_database(name, template=pg_template)
-    stack = LocalConsoleStack(
-        config,
-        config_path=str(EXAMPLE),
-        database_url=url,
-        api_url=api.url,
-        tick_seconds=TICK_SECONDS,
-        secret_values={arn: token for arn, token in tokens.items() if arn is not None},
-    )
-    try:
-        stack.start()
-        assert stack.stack.vendor is None  # GitHub is the process above
+    databases = (pg_server, pg_template, name)
+    with example_against(EXAMPLE, api, tokens, databases) as stack:
         yield Github(stack, api)
-    finally:
-        stack.stop()
-        api.stop()
-        pg_server.drop_database(name)
 
 
 @pytest.fixture

@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sweeper.actions.http import HttpActionConfig
 from sweeper.config import Policy, load_config
 from sweeper.ledger.store import Ledger
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
@@ -34,13 +32,12 @@ from sweeper_local.background import LocalConsoleStack
 from sweeper_local.graphql_cost import GRAPHQL_PATH
 from sweeper_local.vendor import VendorProcess
 from tests.conftest import PgServer
+from tests.integration.examples import example_against, tenant_secrets, wait_for
 from tests.integration.examples import final_jobs as _final
-from tests.integration.examples import wait_for
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "shopify-graphql.toml"
-TICK_SECONDS = 0.5
 DEADLINE_SECONDS = 60.0
 #: Each store's bucket: 200 points, restoring 50 a second (a quarter of the told 200/s); a
 #: productDelete costs 10, as the example reserves.
@@ -83,33 +80,15 @@ class Shopify:
 @pytest.fixture(scope="module")
 def shopify(pg_server: PgServer, pg_template: str) -> Iterator[Shopify]:
     config = load_config(EXAMPLE)
-    action = config.policies[0].action
-    assert isinstance(action, HttpActionConfig)
-    template = action.effective_auth.secret_template()
-    assert template is not None  # a token per store
-    tokens: dict[str, Any] = {template.arn_for(store): f"shpat_{store}" for store in STORES}
+    tokens = tenant_secrets(config.policies[0], STORES, "shpat_")  # a token per store
     api = VendorProcess(
         *("--dialect", "shopify-graphql", "--graphql-bucket", f"{BUCKET}:{RESTORE}"),
         *("--graphql-costs", f"{COST}-{COST}"),
     )
     name = f"sweeper_shopify_{next(_databases)}"
-    url = pg_server.create_database(name, template=pg_template)
-    stack = LocalConsoleStack(
-        config,
-        config_path=str(EXAMPLE),
-        database_url=url,
-        api_url=api.url,
-        tick_seconds=TICK_SECONDS,
-        secret_values=tokens,
-    )
-    try:
-        stack.start()
-        assert stack.stack.vendor is None  # Shopify is the process above
+    databases = (pg_server, pg_template, name)
+    with example_against(EXAMPLE, api, tokens, databases) as stack:
         yield Shopify(stack, api)
-    finally:
-        stack.stop()
-        api.stop()
-        pg_server.drop_database(name)
 
 
 @pytest.fixture
