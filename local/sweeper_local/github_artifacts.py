@@ -43,6 +43,8 @@ ARTIFACTS_PATH_RE: Final = re.compile(r"^/repos/([^/]+)/([^/]+)/actions/artifact
 DEFAULT_CORE: Final = (5000, 3600.0)
 DEFAULT_SECONDARY: Final = (900, 60.0)
 DEFAULT_MUTATION_COST: Final = 5
+#: The controls of a simulator running as its own process (`control`).
+CONTROL_PATHS: Final = frozenset({"/_github/throttle", "/_github/absent", "/_github/spend"})
 PRIMARY_MESSAGE: Final = "API rate limit exceeded for installation."
 SECONDARY_MESSAGE: Final = "You have exceeded a secondary rate limit."
 
@@ -209,6 +211,28 @@ class GithubArtifacts:
             if core is None or epoch >= core.started + self.core[1]:
                 core = self._cores[owner] = _Core(epoch)
             core.used = min(self.core[0], core.used + calls)
+
+    def control(self, path: str, params: Mapping[str, str]) -> int:
+        """`POST /_github/throttle?[owner=O][&times=N][&retry_after=N][&status=S]`,
+        `/_github/absent?owner=O&repo=R&id=A` or `/_github/spend?owner=O&calls=N`: the status
+        to answer (400 for a control it cannot read)."""
+        try:
+            if path == "/_github/spend":
+                self.spend(params["owner"], int(params["calls"]))
+            elif path == "/_github/throttle":
+                self.throttle_next(
+                    owner=params.get("owner"),
+                    times=int(params.get("times", "1")),
+                    retry_after_seconds=int(params.get("retry_after", "1")),
+                    status=int(params.get("status", "403")),
+                )
+            elif path == "/_github/absent":
+                self.add_absent(params["owner"], params["repo"], params["id"])
+            else:
+                return 404
+        except (KeyError, ValueError):
+            return 400
+        return 204
 
     def delete(self, method: str, path: str, authorization: str | None) -> GithubAnswer:
         """Decide one call to a `/repos/...` path as it arrives."""

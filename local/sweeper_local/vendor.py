@@ -108,6 +108,7 @@ from sweeper.actions.rehearsal import ORIGINAL_HOST_HEADER
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
 from sweeper_local.github_artifacts import (
+    CONTROL_PATHS,
     DEFAULT_CORE,
     DEFAULT_MUTATION_COST,
     DEFAULT_SECONDARY,
@@ -1099,30 +1100,6 @@ _LISTINGS_CONTROLS: Final = {
 }
 
 
-_GITHUB_CONTROLS: Final = frozenset({"/_github/throttle", "/_github/absent", "/_github/spend"})
-
-
-def _github_control(github: GithubArtifacts, path: str, query: str) -> _Reply:
-    """`POST /_github/throttle?[owner=O][&times=N][&retry_after=N][&status=S]`,
-    `POST /_github/absent?owner=O&repo=R&id=A` and `POST /_github/spend?owner=O&calls=N`."""
-    params = _query(query)
-    try:
-        if path == "/_github/spend":
-            github.spend(params["owner"], int(params["calls"]))
-        elif path == "/_github/throttle":
-            github.throttle_next(
-                owner=params.get("owner"),
-                times=int(params.get("times", "1")),
-                retry_after_seconds=int(params.get("retry_after", "1")),
-                status=int(params.get("status", "403")),
-            )
-        else:
-            github.add_absent(params["owner"], params["repo"], params["id"])
-    except (KeyError, ValueError):
-        return _Reply(400, "bad_control")
-    return _Reply(204)
-
-
 class _Handler(FieldsHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real API and urllib3's pool expect
     timeout = KEEP_ALIVE_SECONDS
@@ -1195,8 +1172,8 @@ class _Handler(FieldsHandler):
             reply = _Reply(200, body=json.dumps(server.github.audit().to_json()).encode())
         elif path == "/_graphql_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.graphql.audit().to_json()).encode())
-        elif path in _GITHUB_CONTROLS and self.command == "POST":
-            reply = _github_control(server.github, path, query)
+        elif path in CONTROL_PATHS and self.command == "POST":
+            reply = _Reply(server.github.control(path, _query(query)))
         elif path in _LISTINGS_CONTROLS and self.command == "POST":
             reply = _LISTINGS_CONTROLS[path](server.listings, query)
         elif path == "/_incident" and self.command == "POST":
