@@ -15,7 +15,7 @@ every environment follows it from its next reservation:
 - with a cost (`learn.cost`), a call takes its expected cost in slots of the rate (cost units
   per second) before it goes, and the answer's actual cost, when higher, takes the rest; a
   points bucket whose level (the vendor's) is below the next call's cost closes the gate until
-  it has restored that much.
+  it has restored that much, and its restore rate is the pace (never above the told rate).
 
 The rate is held where the adaptive rate is (the item's `ar`, conditional on its version:
 sweeper.limiter.dynamodb `hold_rate`), and reserved at through the same spec (`learned_spec`,
@@ -42,7 +42,7 @@ from sweeper.errors import LimiterError
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
 from sweeper.vendor_limits import Reader, policy_for
-from sweeper.vendor_limits.pace import learned_pace
+from sweeper.vendor_limits.pace import bucket_pace, learned_pace
 from sweeper.vendor_reading import LimitReading, VendorReading
 
 logger = logging.getLogger(__name__)
@@ -185,6 +185,9 @@ class LearnedRate:
         if cost.actual is not None:
             self._spend(math.ceil(cost.actual) - self._expected)  # what the estimate missed
         bucket = cost.bucket
+        restored = None if bucket is None else bucket_pace(self._ceiling, bucket)
+        if restored is not None:  # a bucket's pace is what it restores (the store's plan)
+            self._hold(max(MIN_LEARNED_RATE, restored * self._headroom), HOLD_WITHIN)
         if bucket is not None and bucket.level is not None and bucket.restore_rate:
             short = self._expected - bucket.level  # the next call's like cost, not yet there
             if short > 0:

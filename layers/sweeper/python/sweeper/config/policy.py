@@ -351,6 +351,11 @@ class Policy(_Strict):
             raise ValueError(f"limit names must differ: {names}")
         if any(limit.learn is not None for limit in self.further_limits):
             raise ValueError("learn is read for the first limit (the job's scope) only: move it")
+        if first.cost_per_call > 1:
+            raise ValueError(
+                f"limit {first.name!r} is the job's scope (listed first): a cost per call there "
+                "is learn.cost; cost_per_call is for a further limit"
+            )
         return self
 
     @model_validator(mode="after")
