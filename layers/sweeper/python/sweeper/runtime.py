@@ -5,6 +5,7 @@ Nothing here runs at import. Handlers call these factories; logic receives what 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -98,7 +99,24 @@ def ledger() -> Ledger:
         database_conninfo,
         prepare_threshold=current.database_prepare_threshold,
         wake=wake_store_of(current),
+        may_pause=current.ledger_may_pause,
     )
+
+
+def ends_ledger_run[**P, R](handler: Callable[P, R]) -> Callable[P, R]:
+    """A ledger function's handler: when it ends, returning or raising, its ledger ends the
+    run (`Ledger.end_run`: the session closes when the cluster may pause). A run that never
+    reached the ledger builds none."""
+
+    @functools.wraps(handler)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return handler(*args, **kwargs)
+        finally:
+            if ledger.cache_info().currsize:
+                ledger().end_run()
+
+    return run
 
 
 def wake_store_of(current: Settings) -> DynamoWakeStore | None:
