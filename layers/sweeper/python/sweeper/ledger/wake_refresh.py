@@ -1,0 +1,54 @@
+"""A full read of the ledger that raises the policy's wake item, by whichever run is connected.
+
+The producer makes one after each run that connected (read the item before the run, raise it
+after); discovery makes one at the end of each run, which connects on its schedule whatever is
+due. Either sets the item's `checked_at`, so an idle producer does not wake a cluster that may
+pause for a full read of its own while discovery runs at least every
+`producer_idle_check_seconds`. The rule is the producer's (sweeper.ledger.wake): the raise is
+made only when every write that lowered the item before it was read had ended before the full
+read's snapshot, and only on the version read, so a lowering made meanwhile wins; who reads
+changes nothing of that. A refresh that fails leaves the item early: a connection, never a miss.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sweeper.errors import LedgerError
+from sweeper.ledger.wake import Wake, WakeError
+
+if TYPE_CHECKING:
+    from sweeper.ledger.store import Ledger
+
+
+def read_wake(ledger: Ledger, policy: str) -> Wake | None:
+    """The policy's wake item; None without one or when it cannot be read (a producer run then
+    connects, and nothing raises it)."""
+    if ledger.wake is None:
+        return None
+    try:
+        return ledger.wake.read(policy)
+    except WakeError:
+        return None
+
+
+def raise_wake(ledger: Ledger, policy: str, read: Wake, checked_at: datetime) -> bool:
+    """Raise the item to the ledger's next claimable time, only when every write that lowered
+    it before `read` had ended by then and no lowering was counted since; `checked_at` is no
+    later than the moment `read` was taken. True when it was raised."""
+    try:
+        at, settled = ledger.next_wake(policy, read.writer)
+        return (
+            settled
+            and ledger.wake is not None
+            and ledger.wake.raise_to(policy, at, read.version, checked_at)
+        )
+    except (WakeError, LedgerError):
+        return False
+
+
+def refresh_wake(ledger: Ledger, policy: str, now: datetime) -> bool:
+    """A connected run's full read for the producer: read the item at `now`, then raise it."""
+    read = read_wake(ledger, policy)
+    return read is not None and raise_wake(ledger, policy, read, now)
