@@ -1,25 +1,31 @@
-"""Discovery's run, connected anyway, is a full read of the ledger for the producer's wake item:
-it raises the item to the ledger's next claimable time by the producer's own rule, so an idle
-producer need not wake a paused cluster for its trust-bound read while discovery runs at least
-every `producer_idle_check_seconds` (sweeper.ledger.wake_refresh)."""
+"""On a cluster that may pause, a run that connected ends with a full read of the ledger for the
+producer's wake item (sweeper.ledger.wake_refresh): discovery's, connected anyway, stands for
+the producer's trust-bound read; the consumer's, after the last job settles, spares the producer
+a wake-up at the settled leases' expiry. Each raises the item by the producer's own rule."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from functions.consumer import app as consumer_app
+from sweeper import runtime
 from sweeper.config import Policy, S3Discovery
 from sweeper.discovery.run import COMPLETE, run_discovery
 from sweeper.discovery.s3 import S3Source
 from sweeper.discovery.store import DiscoveryStore
 from sweeper.ledger.store import Ledger
-from sweeper.ledger.wake import DynamoWakeStore
+from sweeper.ledger.wake import DynamoWakeStore, may_skip
+from sweeper.ledger.wake_refresh import end_run
 from sweeper.models import JobStatus, NewJob
 from sweeper.producer import NOT_DUE, run_producer
 from sweeper_local.aws import LocalAws
+from tests.conftest import Pipeline
 from tests.fakes import FakePublisher
+from tests.integration.test_consumer import publish_all
 from tests.integration.test_wake import Counted
 
 pytestmark = pytest.mark.integration
@@ -43,6 +49,7 @@ def policy(local_aws: LocalAws, unique_name: str) -> Policy:
 
 
 def discover(policy: Policy, ledger: Ledger, client: Any, at: datetime) -> str:
+    """A discovery run as its handler makes it: the pass, then the end of the run."""
     assert isinstance(policy.discovery, S3Discovery)
     report = run_discovery(
         policy,
@@ -52,6 +59,7 @@ def discover(policy: Policy, ledger: Ledger, client: Any, at: datetime) -> str:
         clock=lambda: at,
         remaining_seconds=lambda: 100.0,
     )
+    end_run(ledger, policy.name, at)
     return report.stop_reason
 
 
@@ -68,7 +76,7 @@ def test_a_discovery_run_is_the_producers_full_read_within_its_trust_bound(
     # Given a producer that read the whole ledger at T0 (its only row is due in a day)
     counted = Counted(db_url)
     producer_ledger = Ledger(counted, wake=store)
-    other = Ledger(db_url, wake=store)
+    other = Ledger(db_url, wake=store, may_pause=True)
     other.schedule(
         policy.name, policy.version, lambda j: "s", [NewJob("t", "o", T0 + timedelta(days=1))], T0
     )
@@ -95,7 +103,7 @@ def test_a_write_the_item_never_heard_of_is_found_by_discoverys_full_read(
     due = T0 + timedelta(minutes=30)
     bare.schedule(policy.name, policy.version, lambda j: "s", [NewJob("t", "o", due)], T0)
     # When discovery runs at T0 + 10 min, within the producer's trust bound
-    discovery_ledger = Ledger(db_url, wake=store)
+    discovery_ledger = Ledger(db_url, wake=store, may_pause=True)
     assert (
         discover(policy, discovery_ledger, local_aws.s3(), T0 + timedelta(minutes=10)) == COMPLETE
     )
@@ -106,3 +114,39 @@ def test_a_write_the_item_never_heard_of_is_found_by_discoverys_full_read(
     assert bare.counts(policy.name)[JobStatus.LEASED] == 1
     for ledger in (producer_ledger, bare, discovery_ledger):
         ledger.close()
+
+
+def test_the_consumer_that_settles_a_release_spares_the_producer_the_leases_expiry(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given functions on a cluster that may pause, keeping the policy's wake item
+    monkeypatch.setenv("SWEEPER_WAKE_TABLE", pipeline.resources.limiter_table)
+    monkeypatch.setenv("SWEEPER_LEDGER_MAY_PAUSE", "1")
+    runtime.reset()
+    store = DynamoWakeStore(pipeline.aws.dynamodb(), pipeline.resources.limiter_table)
+    waking = Ledger(pipeline.env["SWEEPER_DATABASE_URL"], wake=store)
+    # ... and a release of due work: the producer's raise leaves the item at the leases' expiry
+    pipeline.seed(3)
+    records = publish_all(replace(pipeline, ledger=waking))
+    released = datetime.now(UTC)
+    expiry = released + timedelta(seconds=pipeline.policy.lease_seconds)
+    trust = timedelta(seconds=pipeline.policy.producer_idle_check_seconds)
+    assert not may_skip(store.read(pipeline.policy.name), expiry, trust)
+    # When the consumer settles every job of it
+    response = consumer_app.handler({"Records": records}, pipeline.lambda_context())
+    assert response["batchItemFailures"] == []
+    assert waking.counts(pipeline.policy.name)[JobStatus.SUCCEEDED] == 3
+    # Then the producer's run after that expiry trusts the item and does not wake the cluster
+    assert may_skip(store.read(pipeline.policy.name), expiry + timedelta(minutes=1), trust)
+    waking.close()
+
+
+def test_a_run_that_never_connected_does_not_connect_to_refresh(
+    db_url: str, store: DynamoWakeStore, policy: Policy
+) -> None:
+    # Given a function's ledger on a cluster that may pause, unused in this run (not due)
+    counted = Counted(db_url)
+    ledger = Ledger(counted, wake=store, may_pause=True)
+    # When the run ends, then the cluster is not woken for a refresh
+    end_run(ledger, policy.name, T0)
+    assert counted.connections == 0

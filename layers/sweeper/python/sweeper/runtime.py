@@ -39,6 +39,7 @@ from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
 from sweeper.ledger.wake import DynamoWakeStore
+from sweeper.ledger.wake_refresh import end_run
 from sweeper.limiter import DynamoLimiter, Limiter, closed_scopes
 from sweeper.observability import MetricSink
 from sweeper.producer import ClosedScopes, no_closed_scopes
@@ -105,8 +106,8 @@ def ledger() -> Ledger:
 
 def ends_ledger_run[**P, R](handler: Callable[P, R]) -> Callable[P, R]:
     """A ledger function's handler: when it ends, returning or raising, its ledger ends the
-    run (`Ledger.end_run`: the session closes when the cluster may pause). A run that never
-    reached the ledger builds none."""
+    run (sweeper.ledger.wake_refresh.end_run: on a cluster that may pause, the wake item
+    refreshed and the session closed). A run that never reached the ledger builds none."""
 
     @functools.wraps(handler)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -114,7 +115,7 @@ def ends_ledger_run[**P, R](handler: Callable[P, R]) -> Callable[P, R]:
             return handler(*args, **kwargs)
         finally:
             if ledger.cache_info().currsize:
-                ledger().end_run()
+                end_run(ledger(), settings().policy.name, utcnow())
 
     return run
 

@@ -15,7 +15,6 @@ from sweeper.config import Policy
 from sweeper.discovery.rows import Rejected, Source, check_row
 from sweeper.discovery.store import REJECTED_SAMPLE_MAX, CursorState, DiscoveryStore
 from sweeper.errors import CursorMovedError, DiscoveryFailedError, DiscoverySourceError
-from sweeper.ledger.wake_refresh import refresh_wake
 from sweeper.models import NewJob
 from sweeper.params import ParamsRules
 
@@ -121,9 +120,6 @@ def run_discovery(
         since = state.last_complete_at or state.pass_started_at
         report.lag_seconds = 0.0 if since is None else max(0.0, (clock() - since).total_seconds())
     store.finish_run(report.run_id, clock(), report.elapsed_seconds, report.stop_reason)
-    # Connected anyway: the producer's full read, so an idle producer need not wake the ledger
-    # for its own (sweeper.ledger.wake_refresh).
-    refresh_wake(store.ledger, policy.name, clock())
     if report.error is not None:
         raise DiscoveryFailedError(f"discovery run {report.run_id} failed: {report.error}", report)
     return report

@@ -119,6 +119,11 @@ class Executor:
             self._conn.close()
             self._conn = None
 
+    @property
+    def connected(self) -> bool:
+        """Whether a session is open (on a cluster that may pause: one opened in this run)."""
+        return self._conn is not None and not self._conn.closed
+
     def end_run(self) -> None:
         """A run (an invocation) ended: close the session when the cluster may pause, keep it
         otherwise (the next run of a warm environment reuses it)."""

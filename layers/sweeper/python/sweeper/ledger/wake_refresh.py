@@ -1,13 +1,17 @@
 """A full read of the ledger that raises the policy's wake item, by whichever run is connected.
 
 The producer makes one after each run that connected (read the item before the run, raise it
-after); discovery makes one at the end of each run, which connects on its schedule whatever is
-due. Either sets the item's `checked_at`, so an idle producer does not wake a cluster that may
-pause for a full read of its own while discovery runs at least every
-`producer_idle_check_seconds`. The rule is the producer's (sweeper.ledger.wake): the raise is
-made only when every write that lowered the item before it was read had ended before the full
-read's snapshot, and only on the version read, so a lowering made meanwhile wins; who reads
-changes nothing of that. A refresh that fails leaves the item early: a connection, never a miss.
+after). On a cluster that may pause, every other run that connected makes one as it ends
+(`end_run`), before it closes its session: discovery's (it connects on its schedule whatever is
+due) sets the item's `checked_at`, so an idle producer does not wake the cluster for a full read
+of its own while discovery runs at least every `producer_idle_check_seconds`; the consumer's,
+after the last job of a release settles, raises the item past the leases' expiry the producer's
+raise left in it, so no producer run wakes the cluster to find those leases settled.
+
+The rule is the producer's (sweeper.ledger.wake): the raise is made only when every write that
+lowered the item before it was read had ended before the full read's snapshot, and only on the
+version read, so a lowering made meanwhile wins; who reads changes nothing of that. A refresh
+that fails leaves the item early: a connection, never a miss.
 """
 
 from __future__ import annotations
@@ -52,3 +56,11 @@ def refresh_wake(ledger: Ledger, policy: str, now: datetime) -> bool:
     """A connected run's full read for the producer: read the item at `now`, then raise it."""
     read = read_wake(ledger, policy)
     return read is not None and raise_wake(ledger, policy, read, now)
+
+
+def end_run(ledger: Ledger, policy: str, now: datetime) -> None:
+    """A run of a function of `policy` ended: on a cluster that may pause, one that connected
+    refreshes the wake item, then its session is closed (`Ledger.end_run`)."""
+    if ledger.may_pause and ledger.connected:
+        refresh_wake(ledger, policy, now)
+    ledger.end_run()
