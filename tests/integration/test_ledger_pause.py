@@ -9,14 +9,17 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import boto3
 import psycopg
 import pytest
 
 from functions.consumer import app as consumer_app
 from sweeper import runtime
-from sweeper.config import Policy, load_settings
+from sweeper.config import Policy, SweeperConfig, load_settings
+from sweeper.endpoints import Endpoints
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob
+from sweeper.operator_api.backend import Backend
 from sweeper.scheduling import schedule_jobs
 from tests.conftest import Pipeline, load_event
 
@@ -160,3 +163,22 @@ def test_the_consumer_handler_leaves_no_session_when_the_cluster_may_pause(
     assert pipeline.ledger.counts("exports")[JobStatus.SUCCEEDED] == 2
     pipeline.ledger.close()
     assert sessions(pipeline.env["SWEEPER_DATABASE_URL"], expect=0) == 0
+
+
+@pytest.mark.parametrize("may_pause", [True, False])
+def test_the_operator_backend_ends_its_ledger_run_after_a_request(
+    db_url: str, may_pause: bool
+) -> None:
+    # Given the operator API's backend, whose request worked on the ledger
+    backend = Backend(
+        config=SweeperConfig(policies=[POLICY]),
+        endpoints=Endpoints("local", boto3.Session(), db_url),
+        open_ledger=lambda: Ledger(db_url, may_pause=may_pause),
+    )
+    work(backend.ledger)
+    # When the request ends
+    backend.end_run()
+    # Then its session is closed when the cluster may pause, and kept otherwise
+    expected = 0 if may_pause else 1
+    assert sessions(db_url, expect=expected) == expected
+    backend.ledger.close()
