@@ -127,6 +127,8 @@ _ON_MAIN: dict[str, tuple[float, list[tuple[str, int, float | None, int | None, 
         [("{host}/{tenant_id}", 4, 94.3, None, 377.2), ("{host}/{tenant_id}", 4, None, 20, 516.17)],
     ),
     "s3-exports.toml:s3-exports": (13202.0, [("{policy}:{tenant_id}", 4, 3300.5, None, 13202.0)]),
+    # Added since (issue 44): S3's own rate, as s3-exports.
+    "dumps.toml:dumps": (13202.0, [("{policy}:{tenant_id}", 4, 3300.5, None, 13202.0)]),
 }
 
 
