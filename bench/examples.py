@@ -53,6 +53,12 @@ class Example:
     skip: str | None = None
 
 
+#: Why an s3_delete example is not run.
+S3_LIMIT = (
+    "S3's 3,500 DELETE/s per prefix: the AWS emulator enforces none, and the local stack's "
+    "consumers come nowhere near it"
+)
+
 EXAMPLES: tuple[Example, ...] = (
     # 2/s per store under 40/s for the app: 25 stores, so that the app's limit binds.
     Example("listings", "listings.toml", "listings", 1000, 25),
@@ -75,9 +81,13 @@ EXAMPLES: tuple[Example, ...] = (
         "s3-exports",
         0,
         0,
-        skip="S3's 3,500 DELETE/s per prefix: the AWS emulator enforces none, and the local "
-        "stack's consumers come nowhere near it",
+        skip=S3_LIMIT,
     ),
+    Example("dumps", "dumps.toml", "dumps", 0, 0, skip=S3_LIMIT),
+    # 900 points a minute per owner at 5 a DELETE (3/s), 100 in flight: four owners, a minute.
+    Example("github-artifacts", "github-artifacts.toml", "github-artifacts", 720, 4),
+    # A store's GraphQL bucket, told 200 points/s at 10 a delete (20/s), its pace learned.
+    Example("shopify-graphql", "shopify-graphql.toml", "shopify-graphql", 600, 1),
     # The default delete contract, one global quota of 100/s at 2-5 ms.
     Example("plan-real-rates:one-scope", "plan-real-rates.toml", "one-scope", 2000, 5),
     Example(
@@ -127,8 +137,9 @@ def published_per_second(limit: LimitConfig, keys: int, mean_service: float) -> 
     """What a limit allows at `keys` busy keys as the vendor states it, before headroom: its
     rate, or its cap over the mean service time, the smaller."""
     allowed: list[float] = []
-    if limit.rate is not None:
-        allowed.append(limit.rate.limit / limit.rate.period_seconds)
+    rate = limit.call_rate  # a rate counted in points, in calls
+    if rate is not None:
+        allowed.append(rate.limit / rate.period_seconds)
     if limit.max_in_flight is not None:
         allowed.append(limit.max_in_flight / mean_service)
     return min(allowed) * keys
