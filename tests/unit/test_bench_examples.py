@@ -98,3 +98,12 @@ def test_requests_per_job_count_only_what_the_run_made() -> None:
         "dynamodb_failed_conditions_per_job": 1.0,
         "dynamodb_items_read_per_job": 2.0,
     }
+
+
+def test_a_limit_counted_in_points_binds_in_calls() -> None:
+    # Given github-artifacts: 900 points a minute per owner, a DELETE costing 5, four owners
+    example = _example("github-artifacts")
+    policy = example_policy(example)
+    # Then the secondary limit binds at 3 calls a second per owner, not 15
+    name, allowed = binding_limit(policy, example_plan(policy, example), example.tenants)
+    assert (name, allowed) == ("secondary", 12.0)
