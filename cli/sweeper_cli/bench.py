@@ -201,3 +201,30 @@ def bench_discovery(
         parts=parts or PARTS,
     )
     emit(result, as_json)
+
+
+@bench.command("examples")
+@click.option(
+    "--example",
+    "names",
+    multiple=True,
+    help="Run only this example (repeatable): a file's stem (listings) or stem:policy "
+    "(plan-real-rates:one-scope). Default: every one.",
+)
+@database_option
+@json_option
+@friendly_errors
+def bench_examples(names: tuple[str, ...], database_url: str | None, as_json: bool) -> None:
+    """Each docs/examples file as shipped, through the demo against the vendor simulator
+    enforcing its limits: utilization of its binding limit, 429s, and `sweeper plan`'s
+    throughput for the same scopes and latency, with the ratio measured/plan."""
+    with local_stack_required():
+        from sweeper_bench.examples import example_names, run_examples_bench
+
+    unknown = sorted(set(names) - set(example_names()))
+    if unknown:
+        raise click.BadParameter(
+            f"no example {', '.join(unknown)}; one of {', '.join(example_names())}",
+            param_hint="--example",
+        )
+    emit(run_examples_bench(names, database_url), as_json)

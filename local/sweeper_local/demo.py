@@ -16,6 +16,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,12 @@ from sweeper_local.action_targets import make_action_targets, put_action_objects
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import live_local_file
 from sweeper_local.demo_audit import (
+    SINCE_EVER,
+    aws_requests,
     contract_figures,
     key_stats,
+    requests_per_job,
+    settled_rate,
     vendor_audit,
     vendor_contract,
     vendor_utilization,
@@ -130,6 +135,11 @@ class DemoReport:
     #: The share of the quota the vendor saw used, from its audit (None without one): the
     #: demo's calls over the quota's rate across the span of their arrivals.
     vendor_utilization: float | None = None
+    #: Jobs settled per second from the first settlement to the last (the ledger's completion
+    #: times; None with fewer than two): what the pipeline carried, measured from its end.
+    settled_per_second: float | None = None
+    #: SQS and DynamoDB requests per job of the run, by `service:Operation` (None: moto).
+    aws_requests_per_job: dict[str, float] | None = None
     #: Per door: how many obligations came in by it (and what its source held besides).
     doors: list[dict[str, Any]] = field(default_factory=list)
     #: The local file written while the demo ran, or None (not asked, or another stack's).
@@ -325,6 +335,7 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
         before = vendor_audit(stack)
         calls_before = 0 if before is None else before.calls_total
         contract_before = contract_figures(stack, contract, policy)
+        aws_before = aws_requests(stack)
         with contextlib.ExitStack() as running:
             run = running.enter_context(
                 LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-")
@@ -353,9 +364,11 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
                 return final >= min(options.jobs, in_ledger)
 
             run.run(done, timeout_seconds=options.timeout_seconds)
+            settled = run.ledger.settled_between(policy_name, SINCE_EVER, datetime.now(UTC))
         counts = run.ledger_counts
         pending = counts[JobStatus.PENDING] + counts[JobStatus.LEASED]
         audit = vendor_audit(stack)
+        aws_per_job = requests_per_job(aws_before, aws_requests(stack), in_ledger)
         keys, per_object = key_stats(audit, policy_name)
         seen = contract_figures(stack, contract, policy)
         metrics = run.metrics()
@@ -405,6 +418,8 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             vendor_utilization=None
             if audit is None or contract != "delete"
             else vendor_utilization(audit.arrivals[calls_before:], policy.quota),
+            settled_per_second=settled_rate(settled),
+            aws_requests_per_job=aws_per_job,
         )
 
 

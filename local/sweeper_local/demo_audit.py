@@ -10,10 +10,13 @@ keeps none: its figures are None.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
 from sweeper.config import Policy, Quota
+from sweeper.errors import LocalStackError
+from sweeper.ledger.rows import Settled
 from sweeper_local.action_targets import audit_bucket, s3_delete_action
 from sweeper_local.github_artifacts import ARTIFACTS_PATH_RE
 from sweeper_local.graphql_cost import is_graphql_path
@@ -31,6 +34,9 @@ from sweeper_local.vendor import (
     fetch_listings_audit,
     fetch_payments_audit,
 )
+
+#: Before any job of a demo settled: its settlements are counted from here.
+SINCE_EVER = datetime(2000, 1, 1, tzinfo=UTC)
 
 #: The simulator's contracts a policy's action may call (sweeper_local.vendor), or a bucket of
 #: the AWS emulator (an s3_delete action's, sweeper_local.action_targets).
@@ -209,3 +215,29 @@ def key_stats(audit: VendorAudit | None, policy: str) -> tuple[int | None, int |
     ]
     ours = [keys for keys in ours if keys]
     return sum(len(k) for k in ours), max((len(k) for k in ours), default=0)
+
+
+def settled_rate(settled: Settled) -> float | None:
+    """Jobs settled per second between the first and the last settlement (None: too few)."""
+    if settled.count < 2 or settled.first is None or settled.last is None:
+        return None
+    span = (settled.last - settled.first).total_seconds()
+    return None if span <= 0 else round((settled.count - 1) / span, 3)
+
+
+def aws_requests(stack: LocalStack) -> dict[str, int] | None:
+    """The SQS and DynamoDB requests the stand-in served so far (None: moto counts none)."""
+    try:
+        return stack.aws.requests()
+    except LocalStackError:
+        return None
+
+
+def requests_per_job(
+    before: dict[str, int] | None, after: dict[str, int] | None, jobs: int
+) -> dict[str, float] | None:
+    """The requests made between two counts, per job, by `service:Operation`."""
+    if before is None or after is None or jobs <= 0:
+        return None
+    made = {name: count - before.get(name, 0) for name, count in after.items()}
+    return {name: round(count / jobs, 2) for name, count in sorted(made.items()) if count}

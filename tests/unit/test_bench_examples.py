@@ -1,0 +1,109 @@
+"""The examples benchmark's figures: which limit binds each example as the vendor states it, the
+rate a run carried from its settlements, and the command's one-line refusal of an unknown one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from click.testing import CliRunner
+
+from sweeper.ledger.rows import Settled
+from sweeper_bench.examples import (
+    EXAMPLES,
+    EXAMPLES_DIR,
+    Example,
+    binding_limit,
+    dynamodb_per_job,
+    example_names,
+    example_plan,
+    example_policy,
+)
+from sweeper_cli import main
+from sweeper_local.demo_audit import requests_per_job, settled_rate
+
+T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+
+def _example(name: str) -> Example:
+    return next(example for example in EXAMPLES if example.name == name)
+
+
+def test_the_listings_app_limit_binds_at_its_published_40_per_second_over_25_stores() -> None:
+    # Given the listings example as shipped, run over 25 stores (2/s each: 50/s)
+    example = _example("listings")
+    policy = example_policy(example)
+    # When its binding limit is read at the plan's keys
+    name, allowed = binding_limit(policy, example_plan(policy, example), example.tenants)
+    # Then the app's 40/s binds, before any headroom (the figure a user reads)
+    assert (name, allowed) == ("app", 40.0)
+
+
+def test_a_cap_binds_at_its_calls_in_flight_over_the_plans_mean_service_time() -> None:
+    # Given the refunds example: 100/s and 20 in flight per account, one account
+    example = _example("refunds")
+    policy = example_policy(example)
+    plan = example_plan(policy, example)
+    # When the binding limit is read
+    name, allowed = binding_limit(policy, plan, example.tenants)
+    # Then it is the smaller of the rate and 20 over the mean service time
+    assert allowed == pytest.approx(min(100.0, 20 / plan.mean_service_seconds))
+    assert name == ("account" if allowed == 100.0 else "inflight")
+
+
+def test_the_rate_carried_is_counted_from_the_first_settlement_to_the_last() -> None:
+    # Given 101 jobs settled over 4 s
+    settled = Settled(101, T0, T0 + timedelta(seconds=4))
+    # Then 100 intervals in 4 s: 25/s; and too few settlements say nothing
+    assert settled_rate(settled) == 25.0
+    assert settled_rate(Settled(1, T0, T0)) is None
+
+
+def test_every_example_file_is_run_or_skipped_with_a_reason() -> None:
+    # Every docs/examples file has at least one row, and a skipped one says why
+    names = {name for name in example_names() if ":" not in name}
+    shipped = {path.stem for path in EXAMPLES_DIR.glob("*.toml")}
+    assert shipped <= names
+    assert all(example.skip or example.jobs > 0 for example in EXAMPLES)
+
+
+def test_an_unknown_example_is_refused_in_one_line_naming_the_choices() -> None:
+    result = CliRunner().invoke(main, ["bench", "examples", "--example", "nope"])
+    assert result.exit_code == 2
+    assert "no example nope; one of listings" in result.output
+
+
+def test_requests_per_job_count_only_what_the_run_made() -> None:
+    # Given the stand-in's counts before and after a run of 4 jobs
+    before = {"dynamodb:PutItem": 10, "sqs:CreateQueue": 1}
+    after = {"dynamodb:PutItem": 14, "dynamodb:UpdateItem": 10, "sqs:CreateQueue": 1}
+    # Then each operation the run made, per job; none without both counts (moto keeps none)
+    assert requests_per_job(before, after, 4) == {
+        "dynamodb:PutItem": 1.0,
+        "dynamodb:UpdateItem": 2.5,
+    }
+    assert requests_per_job(None, after, 4) is None
+    # And the bench reads writes, their failed conditions and the items read from them
+    figures = dynamodb_per_job(
+        {
+            "dynamodb:PutItem": 1.0,
+            "dynamodb:UpdateItem": 5.5,
+            "dynamodb:UpdateItem:condition_failed": 1.0,
+            "dynamodb:BatchGetItem": 1.0,
+            "dynamodb:BatchGetItem:keys": 2.0,
+        }
+    )
+    assert figures == {
+        "dynamodb_writes_per_job": 6.5,
+        "dynamodb_failed_conditions_per_job": 1.0,
+        "dynamodb_items_read_per_job": 2.0,
+    }
+
+
+def test_a_limit_counted_in_points_binds_in_calls() -> None:
+    # Given github-artifacts: 900 points a minute per owner, a DELETE costing 5, four owners
+    example = _example("github-artifacts")
+    policy = example_policy(example)
+    # Then the secondary limit binds at 3 calls a second per owner, not 15
+    name, allowed = binding_limit(policy, example_plan(policy, example), example.tenants)
+    assert (name, allowed) == ("secondary", 12.0)
