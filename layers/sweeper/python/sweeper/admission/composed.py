@@ -75,6 +75,9 @@ class EveryLimit(TicketAdmission):
                 self._recheck_gates(got)
             wait = got.send_at - clocks.now()
             if wait > 0:
+                if not waited:  # a sleep to the slots is a wait, as one limit's (rate.py)
+                    waited = True
+                    clocks.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
                 clocks.sleep(wait)
             if clocks.now() - got.earliest > LATE_SLOT_TOLERANCE_SECONDS:
                 clocks.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
