@@ -17,6 +17,7 @@ delete API: a hand-written contract, not derived from any vendor's code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import threading
@@ -48,6 +49,26 @@ class GraphqlAudit:
     throttled_total: int
     points_charged: float
     effects_by_id: dict[str, int]
+    #: The bucket's level at the audit, restored to that instant, and the first call's arrival
+    #: (monotonic; None before it): what the restore rate's use is read from.
+    level: float = 0.0
+    first_call_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GraphqlAudit:
+        """Read what `to_json` wrote (`GET /_graphql_audit` of the simulator)."""
+        first = data.get("first_call_at")
+        return cls(
+            calls_total=int(data["calls_total"]),
+            throttled_total=int(data["throttled_total"]),
+            points_charged=float(data["points_charged"]),
+            effects_by_id={str(k): int(v) for k, v in data["effects_by_id"].items()},
+            level=float(data.get("level", 0.0)),
+            first_call_at=None if first is None else float(first),
+        )
 
 
 class PointsApi:
@@ -81,6 +102,7 @@ class PointsApi:
         self._effects: Counter[str] = Counter()
         self._calls = self._throttled = 0
         self._charged = 0.0
+        self._first_call_at: float | None = None
 
     def reset(self) -> None:
         with self._lock:
@@ -94,8 +116,9 @@ class PointsApi:
         with self._lock:
             self._calls += 1
             now = time.monotonic()
-            self._level = min(self.maximum, self._level + (now - self._at) * self.restore_rate)
-            self._at = now
+            if self._first_call_at is None:
+                self._first_call_at = now
+            self._restore(now)
             if self._level < self.requested_cost:
                 self._throttled += 1
                 return self._answer(None, None)
@@ -107,6 +130,10 @@ class PointsApi:
             self._deleted.add(product)
             self._effects[product] += 1
             return self._answer({"deletedProductId": product, "userErrors": []}, actual)
+
+    def _restore(self, now: float) -> None:
+        self._level = min(self.maximum, self._level + (now - self._at) * self.restore_rate)
+        self._at = now
 
     def _answer(self, deleted: dict[str, Any] | None, actual: int | None) -> GraphqlAnswer:
         cost = {
@@ -127,7 +154,15 @@ class PointsApi:
 
     def audit(self) -> GraphqlAudit:
         with self._lock:
-            return GraphqlAudit(self._calls, self._throttled, self._charged, dict(self._effects))
+            self._restore(time.monotonic())
+            return GraphqlAudit(
+                self._calls,
+                self._throttled,
+                self._charged,
+                dict(self._effects),
+                self._level,
+                self._first_call_at,
+            )
 
 
 _GONE: Final = {"field": ["id"], "message": "Product does not exist"}
