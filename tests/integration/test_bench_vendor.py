@@ -10,10 +10,12 @@ import urllib.request
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from sweeper_bench.rate import _stack
 from sweeper_bench.vendor import VENDOR_SCENARIOS
 from sweeper_bench.vendor_harness import VendorRunOptions
+from sweeper_cli import main
 from sweeper_local.graphql_cost import GRAPHQL_PATH, PointsApi
 from sweeper_local.vendor import VendorProcess, VendorSimulator, fetch_audit
 from tests.conftest import PgServer
@@ -119,3 +121,20 @@ def test_each_scenario_runs_briefly_and_its_counts_add_up(pg_server: PgServer) -
         assert answered <= points["points_charged"] <= 20 * answered
         assert points["effects"] <= answered
         assert points["points_utilization_of_restore_rate"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--scenario", "g"], "not built yet"),
+        (["--only", "limits", "--scenario", "e"], "needs the vendor part"),
+        (["--only", "vendor", "--scenario", "a"], "needs the limits part"),
+    ],
+)
+def test_the_cli_refuses_a_scenario_it_cannot_run_in_one_line(args: list[str], says: str) -> None:
+    # When a scenario is asked for that is not built, or beside a part that does not run it
+    result = CliRunner().invoke(main, ["bench", "rate", *args])
+    # Then the command says so in one line and runs nothing
+    assert result.exit_code == 2
+    assert says in result.output
+    assert "Traceback" not in result.output

@@ -605,6 +605,8 @@ def test_the_audit_round_trips_through_json() -> None:
         delays_seconds=(0.01, 0.02),
         max_in_flight=2,
         answered=((1.25, 1.5), (2.5, 2.75)),
+        quota_rejected_at=(2.5,),
+        quota_changed_at=(2.0,),
     )
     assert all(getattr(audit, f.name) != f.default for f in fields(audit))
     # When
