@@ -67,9 +67,10 @@ COST_RANGE = (1, 20)
 #: takes a higher actual cost from the answer and refunds nothing lower (docs/vendor-limits.md),
 #: so only the least cost paces by what was spent; anything above it pays for points unused.
 RESERVE_POINTS = COST_RANGE[0]
-#: (h) runs twice: told the restore rate as a rate of points (a 1 s window: its headroom, a
-#: tolerance of about one call), then told the bucket (its capacity: told_bucket_capacity).
-POINTS_TOLD = ("rate", "bucket")
+#: (h) runs twice, told the restore rate as a rate of points: a consumer waiting in place for
+#: its slot as long as the policy's default (throttle.max_wait_seconds, 2 s), then as long as
+#: the calls in flight may move the scope's next slot with their costs (cost_wait_seconds).
+POINTS_WAITS = ("default", "cost")
 
 Runner = Callable[[LocalStack, VendorRunOptions], dict[str, Any]]
 
@@ -255,26 +256,23 @@ def _graphql_action(url: str) -> HttpActionConfig:
     )
 
 
-def told_bucket_capacity(scenario: Scenario) -> int:
-    """The points sweeper may spend at once (its bucket's capacity), from the vendor's rule and
-    sweeper's own bound on calls in flight: the vendor runs a call only with its requested cost
-    (the highest) in the bucket, and each call in flight (at most environments x parallel
-    calls) may cost up to the highest cost less its reserve more than sweeper has counted."""
-    high = COST_RANGE[1]
+def cost_wait_seconds(scenario: Scenario, rate_per_second: float) -> float:
+    """How far the calls in flight may move the scope's next slot with their costs: each (at
+    most environments x parallel calls) may cost the highest cost less its reserve more than
+    it took, counted from its answer. A record whose slot lies further is returned to the
+    queue, and may not be back when its slot comes; one waiting this long keeps its place."""
     in_flight: int = (scenario.environments or 4) * scenario.parallel_calls
-    return int(DEFAULT_MAXIMUM) - high - (high - RESERVE_POINTS) * in_flight
+    return float(in_flight * (COST_RANGE[1] - RESERVE_POINTS) / rate_per_second)
 
 
-def _points_setup(seconds: float, told: str) -> VendorSetup:
-    """The vendor's bucket; sweeper told its restore rate in points (`told = "rate"`, a 1 s
-    window) or the bucket (`"bucket"`: told_bucket_capacity), learning each call's cost from
-    its answer and the bucket's level from `throttleStatus`."""
+def _points_setup(seconds: float, wait: str) -> VendorSetup:
+    """The vendor's bucket; sweeper told its restore rate in points (a 1 s window), learning
+    each call's cost from its answer and the bucket's level from `throttleStatus`, waiting in
+    place for a slot the policy's default (`wait = "default"`) or cost_wait_seconds."""
     scenario = _scenario("h", 1)
     restore = int(DEFAULT_RESTORE_RATE)
     low, high = COST_RANGE
-    rate: dict[str, Any] = {"limit": restore, "period_seconds": 1}
-    if told == "bucket":
-        rate |= {"algorithm": "bucket", "capacity": told_bucket_capacity(scenario)}
+    rate = Quota(limit=restore, period_seconds=1)
     mean_cost = (low + high) / 2
     learn = {
         "cost": {
@@ -299,13 +297,18 @@ def _points_setup(seconds: float, told: str) -> VendorSetup:
             }
         ),
         action=_graphql_action,
+        max_wait_seconds=(
+            None
+            if wait == "default"
+            else round(cost_wait_seconds(scenario, rate.rate_per_second), 1)
+        ),
         # the calls the bucket pays for in the run (what it holds, and restores), a quarter
         # more (rate.py's factor)
         backlog=int((DEFAULT_MAXIMUM + restore * seconds) / mean_cost * BACKLOG_FACTOR),
     )
 
 
-def _points_figures(run: VendorRun, told: str) -> dict[str, Any]:
+def _points_figures(run: VendorRun, wait: str) -> dict[str, Any]:
     """The restore rate's use: what the run spent less what it took from the bucket's level
     (full at the start), per second of the span, over the restore rate; 1.0 when every point
     restored was spent, whatever the bucket held."""
@@ -315,7 +318,7 @@ def _points_figures(run: VendorRun, told: str) -> dict[str, Any]:
     drawn = DEFAULT_MAXIMUM - points.level  # what the run took from the bucket's start
     spent = points.points_charged - drawn
     return {
-        "told": told,
+        "wait": wait,
         "points_utilization_of_restore_rate": round(spent / (DEFAULT_RESTORE_RATE * span), 3),
         "throttled_answers": points.throttled_total,
         "points_charged": run.graphql.points_charged,  # the run's, its end included
@@ -328,22 +331,21 @@ def _points_figures(run: VendorRun, told: str) -> dict[str, Any]:
 
 
 def run_points(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
-    """(h): see the module docstring; once told the restore rate as a rate, once told the
-    bucket (POINTS_TOLD)."""
+    """(h): see the module docstring; once with each of POINTS_WAITS."""
     runs = [
         _points_figures(
-            run_vendor(stack, _points_setup(options.seconds, told), seconds=options.seconds),
-            told,
+            run_vendor(stack, _points_setup(options.seconds, wait), seconds=options.seconds),
+            wait,
         )
-        for told in POINTS_TOLD
+        for wait in POINTS_WAITS
     ]
     return {
         "scenario": "h",
         "what": VENDOR_SCENARIOS["h"].what,
         "points_utilization_of_restore_rate": {
-            r["told"]: r["points_utilization_of_restore_rate"] for r in runs
+            r["wait"]: r["points_utilization_of_restore_rate"] for r in runs
         },
-        "throttled_answers": {r["told"]: r["throttled_answers"] for r in runs},
+        "throttled_answers": {r["wait"]: r["throttled_answers"] for r in runs},
         "targets": {"points_utilization_of_restore_rate_min": 0.90, "throttled_answers": 0},
         "runs": runs,
     }

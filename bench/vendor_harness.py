@@ -57,6 +57,9 @@ class VendorSetup:
     action: Callable[[str], HttpActionConfig] | None = None
     #: Jobs seeded; None: BACKLOG_FACTOR times what the scenario's rate lets through.
     backlog: int | None = None
+    #: The longest a consumer waits in place for a slot (throttle.max_wait_seconds); None:
+    #: the policy's default.
+    max_wait_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,14 @@ def run_vendor(
             limits=[setup.limit],
             action=(setup.action or delete_action)(vendor.url),
             consumer=_consumer(scenario, scenario.environments or 4, 10),
-            throttle=ThrottleConfig(reopen_jitter_seconds=0.05),
+            throttle=ThrottleConfig(
+                reopen_jitter_seconds=0.05,
+                **(
+                    {}
+                    if setup.max_wait_seconds is None
+                    else {"max_wait_seconds": setup.max_wait_seconds}
+                ),
+            ),
             lease_seconds=600,
         )
         if scenario.batch_size is None:
