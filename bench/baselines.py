@@ -36,6 +36,7 @@ class PerWorkerLimiter:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,  # its slots are now: nothing to cut
+        tolerance: float = 0.0,  # no burst: a baseline spaces (or grants) as it always did
     ) -> Grant | Denial:
         now = self._clock()
         slot = max(self._next.get(scope, now), now)
@@ -69,6 +70,7 @@ class NoLimiter:
         adaptive: Adaptive | None = None,
         *,
         slack: float = 0.0,  # its slots are now: nothing to cut
+        tolerance: float = 0.0,  # no burst: a baseline spaces (or grants) as it always did
     ) -> Grant | Denial:
         return Grant(self._clock(), max(1, count))  # every slot is now
 

@@ -19,6 +19,7 @@ The scenarios are registered in VENDOR_SCENARIOS, one line each (see there).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from sweeper_bench.rate import (
     Scenario,
     _stack,
 )
+from sweeper_bench.vendor_budget import run_budget
 from sweeper_bench.vendor_harness import (
     VendorRun,
     VendorRunOptions,
@@ -40,6 +42,7 @@ from sweeper_bench.vendor_harness import (
     utilization,
     vendor_base_args,
 )
+from sweeper_bench.vendor_shared import run_shared
 from sweeper_local.graphql_cost import DEFAULT_MAXIMUM, DEFAULT_RESTORE_RATE, GRAPHQL_PATH
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import VendorProcess
@@ -315,7 +318,8 @@ def _points_figures(run: VendorRun, wait: str) -> dict[str, Any]:
     points = run.graphql_at_end
     first = points.first_call_at if points.first_call_at is not None else run.started
     span = max(1e-9, run.ended - first)
-    drawn = DEFAULT_MAXIMUM - points.level  # what the run took from the bucket's start
+    # what the run took from the buckets' start (each store's: the scenario calls one)
+    drawn = sum(DEFAULT_MAXIMUM - level for level in points.levels.values())
     spent = points.points_charged - drawn
     return {
         "wait": wait,
@@ -323,7 +327,7 @@ def _points_figures(run: VendorRun, wait: str) -> dict[str, Any]:
         "throttled_answers": points.throttled_total,
         "points_charged": run.graphql.points_charged,  # the run's, its end included
         "points_per_second": round(points.points_charged / span, 2),
-        "bucket_level_at_end": round(points.level, 1),
+        "bucket_levels_at_end": {k: round(v, 1) for k, v in points.levels.items()},
         "graphql_calls": run.graphql.calls_total,
         "reserve_points": RESERVE_POINTS,
         **common_figures(run),
@@ -351,13 +355,31 @@ def run_points(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
     }
 
 
+def _shared(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
+    """(g), sweeper_bench.vendor_shared's, on the part's stack."""
+    return {
+        "scenario": "g",
+        "what": VENDOR_SCENARIOS["g"].what,
+        **run_shared(options.seconds, stack=stack),
+    }
+
+
+def _budget(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
+    """(i), sweeper_bench.vendor_budget's: one budget day of 60 s and the next day's start, on
+    a stack of its own (its length is the day's, not the part's)."""
+    figures = run_budget(options.database_url)
+    return {
+        "scenario": "i",
+        "what": VENDOR_SCENARIOS["i"].what,
+        **figures,
+        "targets": {"max_fraction_max": 0.80, "max_deviation_from_even_max": 0.05},
+    }
+
+
 #: The vendor part's scenarios, by letter: one line each. A runner takes the local stack and
 #: the VendorRunOptions and returns its figures with `targets` beside them. To add one, import
-#: its runner and add its line here (in letter order):
-#:   "g": VendorScenario("another client spends 30 % of the quota ...", run_shared),
-#:        from sweeper_bench.vendor_shared import run_shared
-#:   "i": VendorScenario("a budget of 6,000 calls per 60 s day, reserve 0.2 ...", run_budget),
-#:        from sweeper_bench.vendor_budget import run_budget
+#: its runner (or a wrapper of it, as (g) and (i) are) and add its line here, in letter order;
+#: a scenario's module builds on sweeper_bench.vendor_harness, never on this module.
 VENDOR_SCENARIOS: dict[str, VendorScenario] = {
     "e": VendorScenario(
         f"the quota not told ({LEARN_RATE_PER_SECOND}/s; told a ceiling of twice it), stated "
@@ -369,11 +391,13 @@ VENDOR_SCENARIOS: dict[str, VendorScenario] = {
         "one from its next answer",
         run_halved,
     ),
+    "g": VendorScenario("another client spends 30 % of the same quota (the IETF fields)", _shared),
     "h": VendorScenario(
         "a points bucket of 1,000 restoring 50/s, calls costing 1-20, the cost known from the "
         "answer",
         run_points,
     ),
+    "i": VendorScenario("a budget of 6,000 calls per 60 s day, 0.2 reserved", _budget),
 }
 
 
@@ -382,5 +406,6 @@ def run_vendor_part(
 ) -> list[dict[str, Any]]:
     """The chosen scenarios, in letter order, on one local stack (SQS and DynamoDB on the
     stand-in, as the real rates and several limits run)."""
+    options = dataclasses.replace(options, database_url=database_url)
     with _stack(database_url, lite=True) as stack:
         return [VENDOR_SCENARIOS[name].run(stack, options) for name in sorted(names)]

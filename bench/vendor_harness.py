@@ -43,6 +43,8 @@ class VendorRunOptions:
 
     seconds: float = 60.0
     periods: tuple[int, ...] = (1, 5)
+    #: The PostgreSQL the part's stack uses (a scenario that starts a stack of its own too).
+    database_url: str | None = None
 
 
 @dataclass(frozen=True)

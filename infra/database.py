@@ -51,8 +51,12 @@ APP_USERNAME = "sweeper_app_user"
 READER_USERNAME = "sweeper_reader_user"
 BACKUP_RETENTION_DAYS = 14
 SECRET_ROTATION_DAYS = 30
-#: Only used when the minimum capacity is 0; Aurora's own floor is 5 minutes.
-AUTO_PAUSE_AFTER_MINUTES = 15
+#: Only used when the minimum capacity is 0: Aurora pauses the instance after this long with no
+#: user connection (SecondsUntilAutoPause: 300 s, its default and its floor). Every function
+#: closes its session at the end of a run then (SWEEPER_LEDGER_MAY_PAUSE), and the producer
+#: connects only when work can be due, so each run keeps the cluster awake this long after it;
+#: a connection that comes later waits for the resume (about 15 s, Aurora's documentation).
+AUTO_PAUSE_AFTER_MINUTES = 5
 DATABASE_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 PROXY_IDLE_CLIENT_TIMEOUT_SECONDS = 900
 PROXY_MAX_CONNECTIONS_PERCENT = 90
@@ -85,6 +89,13 @@ class Database(Construct):
         #: What must be up before anything connects at deploy time (the migrations).
         self.ready = DependencyGroup()
         self.uses_proxy = options.rds_proxy
+        #: A new cluster at minimum 0 ACU pauses once no user connection is open; behind RDS
+        #: Proxy it never does (the proxy holds its own), and an imported one is not ours to say.
+        self.may_pause = (
+            not options.imports_database
+            and options.database_min_capacity_acu == 0
+            and not options.rds_proxy
+        )
         self.port = ec2.Port.tcp(
             options.database_port if options.imports_database else DATABASE_PORT
         )
@@ -296,6 +307,9 @@ class Database(Construct):
             environment |= {"SWEEPER_DATABASE_HOST": host, "SWEEPER_DATABASE_PORT": port}
         if self.uses_proxy:
             environment["SWEEPER_DATABASE_PREPARE"] = "off"
+        if self.may_pause:
+            # Each run closes its session: a warm environment's would keep the cluster awake.
+            environment["SWEEPER_LEDGER_MAY_PAUSE"] = "1"
         return environment
 
     def direct_environment(self) -> dict[str, str]:

@@ -110,7 +110,8 @@ def bench_ledger(
     "app limit of 30/s; b, 10 stores at 5/s under 100/s; c, one scope at 100/s with at most 10 "
     "calls in flight, vendor p50 300 ms; d, ten scopes at 10/s. Limits the vendor states: e, "
     "the quota not told, stated in the IETF fields; f, the vendor halves its limit mid-run; "
-    "h, a points bucket (the built ones: see sweeper_bench.vendor).",
+    "g, another client spends 30 % of the quota; h, a points bucket; i, a budget per day "
+    "(the built ones: sweeper_bench.vendor's VENDOR_SCENARIOS).",
 )
 @click.option(
     "--vendor-seconds",

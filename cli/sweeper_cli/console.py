@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from sweeper.operations.status import share_line
 from sweeper.operator_api.requests import MAX_ROWS, MAX_STUCK_AFTER_SECONDS
 from sweeper_cli.base import (
     actor_option,
@@ -63,6 +64,8 @@ def _print_status(item: dict[str, Any]) -> None:
             f"CLOSED until {gate['reopens_at']} ({gate['reason']})" if gate["closed"] else "open"
         )
         click.echo(f"  gate {gate['scope']:<10} {state}; {gate['unsettled_jobs']} unsettled")
+        if gate.get("share"):
+            click.echo(f"       {'':<10} {share_line(gate['share'])}")
     for closure in item.get("closed_limits") or []:
         click.echo(
             f"  limit {closure['limit']:<9} {closure['key']} CLOSED until "

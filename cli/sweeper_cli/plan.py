@@ -234,6 +234,7 @@ def render(plan: dict[str, object]) -> list[str]:
         f"timeout, 6 x timeout + window); {plan['recommended_visibility_timeout_seconds']} s at "
         "the recommended timeout",
         f"  drain            {'never' if drain is None else f'{drain} s'}",
+        *(f"  budget           {line}" for line in _lines(plan.get("budget_drain"))),
         f"  oldest age       {'unknown' if oldest is None else f'about {oldest} s'}",
         "  per job          " + ", ".join(f"{k} {v}" for k, v in requests.items()),
         "  $ per 1M jobs    " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()),
@@ -246,6 +247,11 @@ def render(plan: dict[str, object]) -> list[str]:
         assert isinstance(found, list)
         lines += [f"{label}: {text}" for text in found]
     return lines
+
+
+def _lines(value: object) -> list[str]:
+    """A plan's list of lines (none when it has none)."""
+    return [str(line) for line in value] if isinstance(value, list) else []
 
 
 def _derived_lines(plan: dict[str, object]) -> list[str]:

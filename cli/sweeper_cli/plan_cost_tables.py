@@ -10,6 +10,7 @@ def cost_tables(costs: dict[str, Any]) -> list[str]:
     proxy = costs["rds_proxy_per_month"]
     lines = ["At rest, per month (USD):", ""]
     lines += _table(costs["at_rest_per_month"])
+    lines += _awake(costs["paused_ledger_awake"])
     lines += [
         f"{proxy['name']}: {_basis(proxy)} = + {proxy['usd']:.2f}",
         "",
@@ -22,6 +23,21 @@ def cost_tables(costs: dict[str, Any]) -> list[str]:
         month = ", ".join(f"{name} {usd:.2f}" for name, usd in costs["per_month"].items())
         lines += ["", f"A month at {jobs:,} jobs (USD): {month}"]
     return lines
+
+
+def _awake(awake: dict[str, Any]) -> list[str]:
+    """What keeps a ledger that may pause awake: the paused columns' Aurora hours, by reason."""
+    lines = [
+        "",
+        f"Paused: awake {awake['hours']:,.2f} h a month at {awake['acu']:g} ACU (the cluster "
+        f"pauses {awake['pause_after_seconds']:g} s after its last session closes):",
+    ]
+    for wake in awake["wakes"]:
+        lines.append(
+            f"- {wake['name']}: {wake['per_month']:,.6g} a month x {wake['seconds_each']:g} s"
+            f" = {wake['hours']:,.2f} h"
+        )
+    return [*lines, ""]
 
 
 def _table(profiles: dict[str, Any]) -> list[str]:

@@ -28,6 +28,7 @@ metrics = Metrics(namespace=METRICS_NAMESPACE)
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)  # payloads may hold customer ids
+@runtime.ends_ledger_run  # no session kept between runs when the cluster may pause
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()
     schedule = parse(event=event, model=ScheduleEvent)

@@ -28,7 +28,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.operator_settings()
     backend = runtime.backend()
     backend.remaining_seconds = lambda: context.get_remaining_time_in_millis() / 1000 - 10
-    reply = serve_function_url(event, access=settings.operator_access, backend=backend)
+    try:
+        reply = serve_function_url(event, access=settings.operator_access, backend=backend)
+    finally:
+        backend.end_run()  # no session kept between requests when the cluster may pause
     metrics.add_dimension("access", settings.operator_access)
     metrics.add_metric(name=f"OperatorApi_{reply.outcome}", unit=MetricUnit.Count, value=1)
     logger.info("operator request", extra={"command": reply.command, "outcome": reply.outcome})

@@ -1,9 +1,10 @@
 """What the vendor saw of a demo's calls, by the contract its policy's action calls.
 
 The simulator's contracts each keep an audit (sweeper_local.vendor): the default delete
-contract counts calls, effects and idempotency keys by key, the listings marketplace and the
-payments provider their own; an s3_delete action's bucket shows its deletes as delete markers
-(sweeper_local.action_targets). An outside vendor keeps none: its figures are None.
+contract counts calls, effects and idempotency keys by key, the listings marketplace, the
+payments provider, GitHub's artifacts API and the GraphQL API their own; an s3_delete action's
+bucket shows its deletes as delete markers (sweeper_local.action_targets). An outside vendor
+keeps none: its figures are None.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from urllib.parse import urlsplit
 
 from sweeper.config import Policy, Quota
 from sweeper_local.action_targets import audit_bucket, s3_delete_action
+from sweeper_local.github_artifacts import ARTIFACTS_PATH_RE
+from sweeper_local.graphql_cost import is_graphql_path
 from sweeper_local.helpdesk import TICKETS_PREFIX
 from sweeper_local.marketplace import STORES_PREFIX
 from sweeper_local.refunds import REFUNDS_PATH
@@ -23,13 +26,17 @@ from sweeper_local.vendor import (
     VendorAudit,
     VendorSimulator,
     fetch_audit,
+    fetch_github_audit,
+    fetch_graphql_audit,
     fetch_listings_audit,
     fetch_payments_audit,
 )
 
 #: The simulator's contracts a policy's action may call (sweeper_local.vendor), or a bucket of
 #: the AWS emulator (an s3_delete action's, sweeper_local.action_targets).
-Contract = Literal["delete", "listings", "payments", "helpdesk", "refunds", "bucket"]
+Contract = Literal[
+    "delete", "listings", "payments", "helpdesk", "refunds", "github", "graphql", "bucket"
+]
 
 
 def _in_process_figures(
@@ -79,6 +86,10 @@ def vendor_contract(policy: Policy) -> Contract:
         return "helpdesk"
     if path == REFUNDS_PATH:
         return "refunds"
+    if ARTIFACTS_PATH_RE.match(path):
+        return "github"
+    if is_graphql_path(path):
+        return "graphql"
     return "delete"
 
 
@@ -139,6 +150,22 @@ def contract_figures(
             )
         if contract in ("helpdesk", "refunds"):
             return _in_process_figures(vendor, contract)
+        if contract == "github":
+            github = vendor.github.audit() if vendor else fetch_github_audit(url, 5)
+            return ContractFigures(
+                github.calls_total,
+                sum(github.effects_by_artifact.values()),
+                sum(github.refused_by_limit.values()),
+                max(github.effects_by_artifact.values(), default=0),
+            )
+        if contract == "graphql":
+            points = vendor.graphql.audit() if vendor else fetch_graphql_audit(url, 5)
+            return ContractFigures(
+                points.calls_total,
+                sum(points.effects_by_id.values()),
+                points.throttled_total,
+                max(points.effects_by_id.values(), default=0),
+            )
     except (OSError, ValueError, KeyError):
         return None  # an outside vendor without the simulator's audit
     audit = vendor_audit(stack)

@@ -1,13 +1,17 @@
 """A GraphQL API charged in points, Shopify-like, served by the vendor simulator beside its
 delete API: a hand-written contract, not derived from any vendor's code.
 
-* `POST /admin/api/graphql.json` with a JSON body `{"query": str, "variables": {"id": str}}`:
+* `POST /admin/api/graphql.json` with a JSON body `{"query": str, "variables": {"id": str}}`
+  (or `{"input": {"id": str}}`, as `productDelete(input: $input)` takes it):
   the product `id` is deleted once (`data.productDelete.deletedProductId`); a product already
   gone answers `data.productDelete = null` and a `userErrors` entry, without effect; a body
   that is not such JSON answers 400;
-* one bucket of points for every call: it holds `maximum` points, regains `restore_rate` per
-  second, and a call needs `requested_cost` points in it to run; it is then charged its actual
-  cost, drawn from `cost_range` (seeded; never above what it requested);
+* one bucket of points per store (the first label of the host a rehearsed call was for; one
+  for every call that names none), as Shopify keeps one per app and store: it holds `maximum`
+  points, regains `restore_rate` per second, and a call needs `requested_cost` points in it to
+  run; it is then charged its actual cost, drawn from `cost_range` (seeded; never above what
+  it requested);
+* the path may name an API version, as Shopify's do (`/admin/api/2025-01/graphql.json`);
 * every answer is HTTP 200 and states the cost in `extensions.cost` (`requestedQueryCost`,
   `actualQueryCost`, `throttleStatus {maximumAvailable, currentlyAvailable, restoreRate}`); a
   call the bucket cannot pay is throttled: no effect, `actualQueryCost: null` and
@@ -17,16 +21,17 @@ delete API: a hand-written contract, not derived from any vendor's code.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
+import re
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 GRAPHQL_PATH: Final = "/admin/api/graphql.json"
+_VERSIONED_PATH: Final = re.compile(r"^/admin/api/[0-9]{4}-[0-9]{2}/graphql\.json$")
 #: Shopify's standard bucket: 1,000 points, restoring 50 a second (the issue's target (h)).
 DEFAULT_MAXIMUM: Final = 1000.0
 DEFAULT_RESTORE_RATE: Final = 50.0
@@ -49,26 +54,17 @@ class GraphqlAudit:
     throttled_total: int
     points_charged: float
     effects_by_id: dict[str, int]
-    #: The bucket's level at the audit, restored to that instant, and the first call's arrival
-    #: (monotonic; None before it): what the restore rate's use is read from.
-    level: float = 0.0
+    #: Each store's bucket level at the audit, restored to that instant, and the first call's
+    #: arrival (monotonic; None before it): what the restore rate's use is read from.
+    levels: dict[str, float] = field(default_factory=dict)
     first_call_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GraphqlAudit:
-        """Read what `to_json` wrote (`GET /_graphql_audit` of the simulator)."""
-        first = data.get("first_call_at")
-        return cls(
-            calls_total=int(data["calls_total"]),
-            throttled_total=int(data["throttled_total"]),
-            points_charged=float(data["points_charged"]),
-            effects_by_id={str(k): int(v) for k, v in data["effects_by_id"].items()},
-            level=float(data.get("level", 0.0)),
-            first_call_at=None if first is None else float(first),
-        )
+        return cls(**data)
 
 
 class PointsApi:
@@ -97,7 +93,7 @@ class PointsApi:
 
     def _clear(self) -> None:
         self._rng = random.Random(f"{self._seed}/graphql-cost")
-        self._level, self._at = self.maximum, time.monotonic()
+        self._buckets: dict[str, tuple[float, float]] = {}  # store -> (level, read at)
         self._deleted: set[str] = set()
         self._effects: Counter[str] = Counter()
         self._calls = self._throttled = 0
@@ -108,8 +104,8 @@ class PointsApi:
         with self._lock:
             self._clear()
 
-    def call(self, body: bytes) -> GraphqlAnswer:
-        """Answer one POST's body."""
+    def call(self, body: bytes, store: str = "") -> GraphqlAnswer:
+        """Answer one POST's body, charged to `store`'s bucket."""
         product = _product_id(body)
         if product is None:
             return GraphqlAnswer(400, json.dumps({"errors": [{"message": "Bad Request"}]}).encode())
@@ -118,30 +114,32 @@ class PointsApi:
             now = time.monotonic()
             if self._first_call_at is None:
                 self._first_call_at = now
-            self._restore(now)
-            if self._level < self.requested_cost:
+            level, at = self._buckets.get(store, (self.maximum, now))
+            level = min(self.maximum, level + (now - at) * self.restore_rate)
+            if level < self.requested_cost:
+                self._buckets[store] = (level, now)
                 self._throttled += 1
-                return self._answer(None, None)
+                return self._answer(None, None, level)
             actual = self._rng.randint(*self.cost_range)
-            self._level -= actual
+            level -= actual
+            self._buckets[store] = (level, now)
             self._charged += actual
             if product in self._deleted:
-                return self._answer({"deletedProductId": None, "userErrors": [_GONE]}, actual)
+                gone = {"deletedProductId": None, "userErrors": [_GONE]}
+                return self._answer(gone, actual, level)
             self._deleted.add(product)
             self._effects[product] += 1
-            return self._answer({"deletedProductId": product, "userErrors": []}, actual)
+            return self._answer({"deletedProductId": product, "userErrors": []}, actual, level)
 
-    def _restore(self, now: float) -> None:
-        self._level = min(self.maximum, self._level + (now - self._at) * self.restore_rate)
-        self._at = now
-
-    def _answer(self, deleted: dict[str, Any] | None, actual: int | None) -> GraphqlAnswer:
+    def _answer(
+        self, deleted: dict[str, Any] | None, actual: int | None, level: float
+    ) -> GraphqlAnswer:
         cost = {
             "requestedQueryCost": self.requested_cost,
             "actualQueryCost": actual,
             "throttleStatus": {
                 "maximumAvailable": self.maximum,
-                "currentlyAvailable": int(self._level),
+                "currentlyAvailable": int(level),
                 "restoreRate": self.restore_rate,
             },
         }
@@ -154,18 +152,27 @@ class PointsApi:
 
     def audit(self) -> GraphqlAudit:
         with self._lock:
-            self._restore(time.monotonic())
+            now = time.monotonic()
+            levels = {
+                store: min(self.maximum, level + (now - at) * self.restore_rate)
+                for store, (level, at) in self._buckets.items()
+            }
             return GraphqlAudit(
                 self._calls,
                 self._throttled,
                 self._charged,
                 dict(self._effects),
-                self._level,
+                levels,
                 self._first_call_at,
             )
 
 
 _GONE: Final = {"field": ["id"], "message": "Product does not exist"}
+
+
+def is_graphql_path(path: str) -> bool:
+    """Whether `path` is the GraphQL API's, with or without an API version."""
+    return path == GRAPHQL_PATH or _VERSIONED_PATH.match(path) is not None
 
 
 def _product_id(body: bytes) -> str | None:
@@ -176,5 +183,7 @@ def _product_id(body: bytes) -> str | None:
     if not isinstance(document, dict) or not isinstance(document.get("query"), str):
         return None
     variables = document.get("variables")
+    if isinstance(variables, dict) and isinstance(variables.get("input"), dict):
+        variables = variables["input"]  # `productDelete(input: $input)`, as Shopify names it
     product = variables.get("id") if isinstance(variables, dict) else None
     return product if isinstance(product, str) and product else None

@@ -16,12 +16,30 @@ would be admitted (the oldest call that must leave the window has left it), roun
 from __future__ import annotations
 
 import math
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 Dialect = Literal["plain", "ratelimit", "x-ratelimit", "sforce"]
+#: What `--dialect` takes: a dialect, or a vendor's name for one. GitHub states its quota in
+#: `x-ratelimit-*` (its artifacts API always does); Shopify's GraphQL API states points in
+#: every body whatever the dialect of the quota, which it then states in no header.
+DIALECT_ALIASES: Final[dict[str, Dialect]] = {
+    "ietf": "ratelimit",
+    "github": "x-ratelimit",
+    "shopify-graphql": "plain",
+}
+DIALECT_NAMES: Final = (*get_args(Dialect), *DIALECT_ALIASES)
 #: The name of the simulator's one quota policy (IETF) and its resource (GitHub).
 POLICY_NAME: Final = "quota"
 RESOURCE_NAME: Final = "core"
+
+
+def dialect_named(name: str) -> Dialect:
+    """The dialect `--dialect NAME` means (ValueError for a name it does not know)."""
+    if name in DIALECT_ALIASES:
+        return DIALECT_ALIASES[name]
+    if name in get_args(Dialect):
+        return name  # type: ignore[return-value]
+    raise ValueError(f"unknown dialect {name!r}: one of {', '.join(DIALECT_NAMES)}")
 
 
 def check_dialect(dialect: Dialect, period_seconds: float | None) -> None:

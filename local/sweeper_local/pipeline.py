@@ -117,6 +117,8 @@ class LocalPipeline(Service):
             "SWEEPER_LIMITER_TABLE": self.resources.limiter_table,
             # The wake items live in the limiter table, as the CDK app keeps them.
             **({"SWEEPER_WAKE_TABLE": self.resources.limiter_table} if keep_wake else {}),
+            # ... and a ledger that may pause (the idle-ledger drill's): no session kept open.
+            **({"SWEEPER_LEDGER_MAY_PAUSE": "1"} if keep_wake else {}),
             "SWEEPER_DLQ_URL": self.resources.dlq_url,
             "POWERTOOLS_SERVICE_NAME": "sweeper",
             # What lets a rehearsal redirect the vendor calls (never set on AWS).

@@ -24,6 +24,8 @@ vendor's code. It speaks the contract `sweeper.actions.http.HttpAction` targets:
   span and the mean latency served (`mean_in_flight`, `mean_latency_seconds`);
 * the quota stated in every answer, in a dialect real vendors speak (`limit_dialect`:
   `sweeper_local.limit_dialects`); a GraphQL API charged in points (`sweeper_local.graphql_cost`);
+* another client spending a share of the same quota (`other_client_share`,
+  `sweeper_local.other_client`), seen in the Remaining the dialect states;
 * optional further limits beside the quota, for the rate benchmark (`FurtherLimits`): an
   app-wide sliding window over every call, and a cap on calls held at once; each 429 is
   counted per limit (`quota_rejections_by_limit`), with each limit's busiest window.
@@ -66,7 +68,13 @@ A call arriving is decided in this order, the first that applies answering it:
 5. the random 401, 503 and 500 rates;
 6. the request itself, after the latency; with `timeout_after_effect_rate` its answer is then lost.
 
-Run it as its own process: `python -m sweeper_local.vendor --port 8900 --rate 40/1s`.
+And GitHub's artifacts API of docs/examples/github-artifacts.toml (`github`,
+`GET /_github_audit`; `sweeper_local.github_artifacts`): `DELETE /repos/{owner}/{repo}/actions/
+artifacts/{id}`, a primary limit per owner stated in `x-ratelimit-*` (epoch resets) and a
+secondary limit in points, each refusing with 403.
+
+Run it as its own process: `python -m sweeper_local.vendor --port 8900 --rate 40/1s`, the
+dialect chosen with `--dialect github | shopify-graphql | ietf | x-ratelimit | sforce | plain`.
 """
 
 from __future__ import annotations
@@ -101,17 +109,31 @@ from urllib.parse import parse_qs, unquote, urlencode
 from sweeper.actions.rehearsal import ORIGINAL_HOST_HEADER
 from sweeper.config import Quota
 from sweeper.errors import ConfigError
+from sweeper_local.github_artifacts import (
+    CONTROL_PATHS,
+    DEFAULT_CORE,
+    DEFAULT_MUTATION_COST,
+    DEFAULT_SECONDARY,
+    GithubArtifacts,
+    GithubAudit,
+)
 from sweeper_local.graphql_cost import (
     DEFAULT_COST_RANGE,
     DEFAULT_MAXIMUM,
     DEFAULT_RESTORE_RATE,
-    GRAPHQL_PATH,
     GraphqlAudit,
     PointsApi,
+    is_graphql_path,
 )
 from sweeper_local.helpdesk import ORIGINAL_HOST_FIELD, TICKETS_PREFIX, HelpDesk, is_account_host
 from sweeper_local.http_fields import FieldsHandler
-from sweeper_local.limit_dialects import Dialect, check_dialect, limit_headers
+from sweeper_local.limit_dialects import (
+    DIALECT_NAMES,
+    Dialect,
+    check_dialect,
+    dialect_named,
+    limit_headers,
+)
 from sweeper_local.marketplace import (
     API_KEY_HEADER,
     DEFAULT_APP_RATE,
@@ -121,6 +143,7 @@ from sweeper_local.marketplace import (
     ListingsAudit,
     Marketplace,
 )
+from sweeper_local.other_client import OtherClient
 from sweeper_local.refunds import REFUNDS_PATH, Refunds
 
 logger = logging.getLogger(__name__)
@@ -217,6 +240,11 @@ class VendorAudit:
     answered: tuple[tuple[float, float], ...] = ()
     #: Calls of any contract that named the host they were for (a rehearsal), by that host.
     calls_by_original_host: dict[str, int] = field(default_factory=dict)
+    #: The other client's calls on the same quota (`other_client_share`), those the quota
+    #: refused, and the least any real call left remaining of its window (None: no quota).
+    other_calls: int = 0
+    other_rejections: int = 0
+    least_remaining: int | None = None
     #: The arrival of each call the quota refused (its `quota_rejections`), in order.
     quota_rejected_at: tuple[float, ...] = ()
     #: When a quota change scheduled by `schedule_quota` took effect (monotonic), in order.
@@ -271,6 +299,9 @@ class VendorAudit:
             "max_calls_in_window_by_limit": self.max_calls_in_window_by_limit,
             "answered": [list(pair) for pair in self.answered],
             "calls_by_original_host": self.calls_by_original_host,
+            "other_calls": self.other_calls,
+            "other_rejections": self.other_rejections,
+            "least_remaining": self.least_remaining,
             "quota_rejected_at": list(self.quota_rejected_at),
             "quota_changed_at": list(self.quota_changed_at),
         }
@@ -314,6 +345,11 @@ class VendorAudit:
             calls_by_original_host={
                 str(k): int(v) for k, v in data.get("calls_by_original_host", {}).items()
             },
+            other_calls=int(data.get("other_calls", 0)),
+            other_rejections=int(data.get("other_rejections", 0)),
+            least_remaining=(
+                None if data.get("least_remaining") is None else int(data["least_remaining"])
+            ),
             quota_rejected_at=tuple(float(t) for t in data.get("quota_rejected_at", ())),
             quota_changed_at=tuple(float(t) for t in data.get("quota_changed_at", ())),
         )
@@ -460,8 +496,10 @@ class _VendorState:
         seed: int,
         further: FurtherLimits | None = None,
         limit_dialect: Dialect = "plain",
+        other_client_share: float = 0.0,
     ) -> None:
         self.limit_dialect = limit_dialect
+        self._other_share = OtherClient(other_client_share).share  # checked
         self._further = further or FurtherLimits()
         self._quota = quota
         self._quota_scope = quota_scope
@@ -505,6 +543,7 @@ class _VendorState:
         self._app_window: deque[float] = deque()
         self._rejections_by_limit: Counter[str] = Counter()
         self._calls_by_original_host: Counter[str] = Counter()
+        self._other = OtherClient(self._other_share)
         self._quota_rejected_at: list[float] = []
         self._quota_changes: list[tuple[float, tuple[int, float]]] = []  # (at, quota), pending
         self._quota_changed_at: list[float] = []
@@ -652,9 +691,11 @@ class _VendorState:
             return None
         limit, period = self._quota
         window = self._windows.setdefault(scope, deque())
+        self._other.spend(scope, window, limit, period, now)
         while window and window[0] <= now - period:
             window.popleft()
         window.append(now)
+        self._other.called(limit - len(window))
         if len(window) <= limit:
             return None
         # Rejected calls count too, this one included: a call is next admitted once all but
@@ -794,6 +835,9 @@ class _VendorState:
                 max_in_flight=self._max_in_flight,
                 answered=tuple(self._answered),
                 calls_by_original_host=dict(self._calls_by_original_host),
+                other_calls=self._other.calls,
+                other_rejections=self._other.rejections,
+                least_remaining=self._other.least_remaining,
                 quota_rejected_at=tuple(sorted(self._quota_rejected_at)),
                 quota_changed_at=tuple(self._quota_changed_at),
                 **self._by_limit(peak),
@@ -1029,8 +1073,10 @@ class _Server(ThreadingHTTPServer):
         refunds: Refunds,
         helpdesk: HelpDesk,
         graphql: PointsApi,
+        github: GithubArtifacts,
     ) -> None:
         self.graphql = graphql
+        self.github = github
         self.refunds = refunds
         self.state = state
         self.payments = payments
@@ -1148,8 +1194,9 @@ class _Handler(FieldsHandler):
         if self.command == "POST" and path == REFUNDS_PATH:
             self._refunds(server)
             return
-        if self.command == "POST" and path == GRAPHQL_PATH:
-            self._graphql(server.graphql)
+        if self.command == "POST" and is_graphql_path(path):
+            # A store's bucket: the first label of its host (`{shop}.myshopify.com`)
+            self._graphql(server.graphql, (original_host or "").partition(".")[0])
             return
         self._discard_body()
         desk_host = self.fields.get(ORIGINAL_HOST_FIELD) or self.fields.get("host")
@@ -1158,6 +1205,11 @@ class _Handler(FieldsHandler):
                 self.command, path, desk_host, self.fields.get("authorization")
             )
             self._send(_Reply(desk.status, desk.error, desk.headers))
+            return
+        if path.startswith("/repos/"):
+            github = server.github.delete(self.command, path, self.fields.get("authorization"))
+            logger.debug("vendor %s artifact -> %d", self.command, github.status)
+            self._send(_Reply(github.status, headers=github.headers, body=github.body))
             return
         if path.startswith(STORES_PREFIX):
             answer = server.listings.delete(
@@ -1176,6 +1228,7 @@ class _Handler(FieldsHandler):
             server.refunds.reset()
             server.helpdesk.reset()
             server.graphql.reset()
+            server.github.reset()
             reply = _Reply(204)
         elif path == "/_payments_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.payments.audit().to_json()).encode())
@@ -1183,14 +1236,18 @@ class _Handler(FieldsHandler):
             reply = _Reply(200, body=json.dumps(server.listings.audit().to_json()).encode())
         elif path == "/_refunds_audit" and self.command == "GET":
             reply = _Reply(200, body=json.dumps(server.refunds.audit().to_json()).encode())
+        elif path == "/_github_audit" and self.command == "GET":
+            reply = _Reply(200, body=json.dumps(server.github.audit().to_json()).encode())
+        elif path == "/_graphql_audit" and self.command == "GET":
+            reply = _Reply(200, body=json.dumps(server.graphql.audit().to_json()).encode())
+        elif path in CONTROL_PATHS and self.command == "POST":
+            reply = _Reply(server.github.control(path, _query(query)))
         elif path in _LISTINGS_CONTROLS and self.command == "POST":
             reply = _LISTINGS_CONTROLS[path](server.listings, query)
         elif path == "/_incident" and self.command == "POST":
             reply = _incident_from_query(server.state, query)
         elif path == "/_quota" and self.command == "POST":
             reply = _quota_from_query(server.state, query)
-        elif path == "/_graphql_audit" and self.command == "GET":
-            reply = _Reply(200, body=json.dumps(server.graphql.audit().to_json()).encode())
         else:
             arrival = server.state.arrive(
                 self.command, path, self.fields.get("idempotency-key"), original_host
@@ -1242,12 +1299,12 @@ class _Handler(FieldsHandler):
         logger.debug("vendor POST %s -> %d", REFUNDS_PATH, answer.status)
         self._send(_Reply(answer.status, headers=answer.headers, body=answer.body))
 
-    def _graphql(self, graphql: PointsApi) -> None:
+    def _graphql(self, graphql: PointsApi, store: str) -> None:
         body = self._read_body()
         if body is None:
             self._send(_Reply(413, "body_too_large"))
             return
-        points = graphql.call(body)
+        points = graphql.call(body, store)
         self._send(_Reply(points.status, body=points.body))
 
     def _read_body(self) -> bytes | None:
@@ -1327,9 +1384,13 @@ class VendorSimulator:
         tls: ssl.SSLContext | None = None,
         limit_dialect: Dialect = "plain",
         graphql: PointsApi | None = None,
+        other_client_share: float = 0.0,
+        github: GithubArtifacts | None = None,
     ) -> None:
         #: The GraphQL API charged in points (sweeper_local.graphql_cost), on the same port.
         self.graphql = graphql or PointsApi(seed=seed)
+        #: GitHub's artifacts API (sweeper_local.github_artifacts), on the same port.
+        self.github = github or GithubArtifacts()
         #: The help desk's contract on the same port (sweeper_local.helpdesk); `tls` serves
         #: every contract over TLS (the help desk's hosts per account are https only).
         self.helpdesk = HelpDesk()
@@ -1379,6 +1440,7 @@ class VendorSimulator:
             seed=seed,
             further=further_limits,
             limit_dialect=limit_dialect,
+            other_client_share=other_client_share,
         )
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -1399,6 +1461,7 @@ class VendorSimulator:
             self.refunds,
             self.helpdesk,
             self.graphql,
+            self.github,
         )
         if self._tls is not None:
             server.socket = self._tls.wrap_socket(server.socket, server_side=True)
@@ -1507,6 +1570,7 @@ class VendorSimulator:
         self.listings.reset()
         self.refunds.reset()
         self.graphql.reset()
+        self.github.reset()
 
     def __enter__(self) -> Self:
         return self if self._server is not None else self.start()
@@ -1532,6 +1596,21 @@ def fetch_payments_audit(url: str, timeout_seconds: float = 10.0) -> PaymentsAud
         f"{url}/_payments_audit", timeout=timeout_seconds
     ) as response:
         return PaymentsAudit.from_json(json.loads(response.read()))
+
+
+def _fetch_json(url: str, path: str, timeout_seconds: float) -> Any:
+    with urllib.request.urlopen(f"{url}{path}", timeout=timeout_seconds) as response:  # noqa: S310
+        return json.loads(response.read())
+
+
+def fetch_github_audit(url: str, timeout_seconds: float = 10.0) -> GithubAudit:
+    """GitHub's artifacts API's audit of a simulator running elsewhere (`GET /_github_audit`)."""
+    return GithubAudit.from_json(_fetch_json(url, "/_github_audit", timeout_seconds))
+
+
+def fetch_graphql_audit(url: str, timeout_seconds: float = 10.0) -> GraphqlAudit:
+    """The GraphQL API's audit of a simulator running elsewhere (`GET /_graphql_audit`)."""
+    return GraphqlAudit.from_json(_fetch_json(url, "/_graphql_audit", timeout_seconds))
 
 
 def fetch_listings_audit(url: str, timeout_seconds: float = 10.0) -> ListingsAudit:
@@ -1591,11 +1670,6 @@ class VendorProcess:
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
             return float(json.loads(response.read())["at"])
 
-    def graphql_audit(self) -> GraphqlAudit:
-        """What `GET /_graphql_audit` returns: the GraphQL API's calls, throttles and points."""
-        with urllib.request.urlopen(f"{self.url}/_graphql_audit", timeout=10) as answer:  # noqa: S310
-            return GraphqlAudit.from_json(json.loads(answer.read()))
-
     def throttle_listings(
         self, scope: LimitScope, *, store: str | None = None, retry_after_seconds: int = 1
     ) -> None:
@@ -1605,6 +1679,33 @@ class VendorProcess:
         if store is not None:
             query["store"] = store
         self._post(f"/_listings/throttle?{urlencode(query)}")
+
+    def github_audit(self) -> GithubAudit:
+        return fetch_github_audit(self.url)
+
+    def graphql_audit(self) -> GraphqlAudit:
+        return fetch_graphql_audit(self.url)
+
+    def throttle_github(
+        self, *, owner: str | None = None, retry_after_seconds: int = 1, status: int = 403
+    ) -> None:
+        """What `POST /_github/throttle` does: GitHub's next call (of `owner`) answered as
+        its secondary limit answers, with `Retry-After`."""
+        query = {"retry_after": str(retry_after_seconds), "status": str(status)}
+        if owner is not None:
+            query["owner"] = owner
+        self._post(f"/_github/throttle?{urlencode(query)}")
+
+    def spend_github(self, owner: str, calls: int) -> None:
+        """What `POST /_github/spend` does: another client spends `calls` of the owner's
+        primary window."""
+        self._post(f"/_github/spend?{urlencode({'owner': owner, 'calls': str(calls)})}")
+
+    def add_absent_artifact(self, owner: str, repo: str, artifact_id: str) -> None:
+        """What `POST /_github/absent` does: an artifact that never existed."""
+        self._post(
+            f"/_github/absent?{urlencode({'owner': owner, 'repo': repo, 'id': artifact_id})}"
+        )
 
     def add_absent_listing(self, store: str, listing: str) -> None:
         """What `POST /_listings/absent` does: a listing that never existed."""
@@ -1687,6 +1788,10 @@ def _quota_arg(text: str) -> Quota:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _rate_pair(quota: Quota | None, default: tuple[int, float]) -> tuple[int, float]:
+    return default if quota is None else (quota.limit, quota.period_seconds)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve the simulator until SIGTERM or SIGINT; print its URL first."""
     parser = argparse.ArgumentParser(
@@ -1703,10 +1808,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="add X-RateLimit-Reset-Ms to the quota's 429s",
     )
     parser.add_argument(
+        "--dialect",
         "--limit-dialect",
-        choices=get_args(Dialect),
+        dest="limit_dialect",
+        choices=DIALECT_NAMES,
         default="plain",
-        help="state the quota in every answer: IETF RateLimit fields, X-RateLimit-*, Salesforce",
+        help=(
+            "how the quota is stated in every answer: ietf (RateLimit fields), x-ratelimit, "
+            "github (x-ratelimit, epoch resets; its artifacts API always speaks it), sforce, "
+            "shopify-graphql (points in extensions.cost: the GraphQL API always speaks it)"
+        ),
+    )
+    parser.add_argument(
+        "--github-core",
+        type=_quota_arg,
+        default=None,
+        help="GitHub's primary limit per owner, a fixed window, e.g. 5000/3600s",
+    )
+    parser.add_argument(
+        "--github-secondary",
+        type=_quota_arg,
+        default=None,
+        help="GitHub's secondary limit per owner in points, a sliding window, e.g. 900/60s",
+    )
+    parser.add_argument(
+        "--github-mutation-cost",
+        type=int,
+        default=DEFAULT_MUTATION_COST,
+        help="the points a DELETE costs against the secondary limit",
+    )
+    parser.add_argument(
+        "--other-client-share",
+        type=float,
+        default=0.0,
+        help="another client spends this share of the same quota, e.g. 0.3 (a shared key)",
     )
     parser.add_argument(
         "--graphql-bucket",
@@ -1799,7 +1934,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             quota=None if quota is None else (quota.limit, quota.period_seconds),
             quota_scope=args.scope,
             retry_after_ms_header=args.retry_after_ms_header,
-            limit_dialect=args.limit_dialect,
+            limit_dialect=dialect_named(args.limit_dialect),
+            other_client_share=args.other_client_share,
+            github=GithubArtifacts(
+                core=_rate_pair(args.github_core, DEFAULT_CORE),
+                secondary=_rate_pair(args.github_secondary, DEFAULT_SECONDARY),
+                mutation_cost=args.github_mutation_cost,
+            ),
             graphql=PointsApi(
                 maximum=(args.graphql_bucket or (DEFAULT_MAXIMUM, 0))[0],
                 restore_rate=(args.graphql_bucket or (0, DEFAULT_RESTORE_RATE))[1],

@@ -271,6 +271,14 @@ def lean(synth_variant: Callable[[dict[str, Any]], Synth]) -> Synth:
     return synth_variant({"config": "sweeper.toml", "network": "lean"})
 
 
+@pytest.fixture(scope="session")
+def paused_lean(synth_variant: Callable[[dict[str, Any]], Synth]) -> Synth:
+    """The shipped policy file, lean, on a new cluster that may pause (minimum 0 ACU, no proxy)."""
+    return synth_variant(
+        {"config": "sweeper.toml", "network": "lean", "database_min_capacity_acu": "0"}
+    )
+
+
 @pytest.fixture(scope="session", params=["default", "proxied", "imported", "lean"])
 def every_variant(request: pytest.FixtureRequest) -> Synth:
     variant: Synth = request.getfixturevalue(request.param)

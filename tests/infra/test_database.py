@@ -13,6 +13,8 @@ from infra.database import ADMIN_USERNAME, APP_USERNAME, DATABASE_NAME, READER_U
 from tests.infra.conftest import IMPORTED_CONTEXT, Synth
 
 RUNTIME_FUNCTIONS = ("Producer", "Consumer", "Redrive")
+#: What tells a function its ledger's cluster may pause (sweeper.config.Settings).
+MAY_PAUSE = "SWEEPER_LEDGER_MAY_PAUSE"
 
 
 @pytest.fixture(params=["default", "proxied"])
@@ -154,6 +156,33 @@ def test_scale_to_zero_pauses_the_cluster(proxied: Synth) -> None:
             }
         },
     )
+
+
+def test_a_cluster_that_may_pause_has_every_function_close_its_session_after_a_run(
+    paused_lean: Synth, default: Synth, proxied: Synth
+) -> None:
+    # Given a new cluster at minimum 0 ACU without a proxy: it pauses after 300 s (Aurora's
+    # floor) with no user connection
+    paused_lean.template.has_resource_properties(
+        "AWS::RDS::DBCluster",
+        {"ServerlessV2ScalingConfiguration": Match.object_like({"SecondsUntilAutoPause": 300})},
+    )
+    # Then every function that connects at run time is told to close its session at run end
+    runtime = _runtime_functions(paused_lean)
+    assert len(runtime) >= 6
+    assert all(variables.get(MAY_PAUSE) == "1" for variables in runtime.values())
+    # And none is where the cluster keeps a minimum, or a proxy holds the connections anyway
+    for synth in (default, proxied):
+        assert not any(MAY_PAUSE in variables for variables in _runtime_functions(synth).values())
+
+
+def _runtime_functions(synth: Synth) -> dict[str, dict[str, Any]]:
+    """The ledger functions' environments, but the migrations' (run once at a deploy)."""
+    return {
+        logical_id: function["Properties"]["Environment"]["Variables"]
+        for logical_id, function in _ledger_functions(synth).items()
+        if "Migration" not in logical_id
+    }
 
 
 def test_imported_database_is_reached_at_the_given_endpoint(imported: Synth) -> None:

@@ -14,9 +14,9 @@ from sweeper_tools.planning.costs import (
     alarm_metrics,
     at_rest,
     dashboards,
-    runs_per_month,
     scheduled_functions,
 )
+from sweeper_tools.planning.pause import AUTO_PAUSE_AFTER_SECONDS, runs_per_month
 from tests.infra.conftest import Synth
 
 
@@ -71,3 +71,15 @@ def test_the_plans_lean_profile_has_the_lean_synths_endpoints_and_nat(lean: Synt
     ]
     assert items["Interface endpoints"].quantity == len(interface) == 0
     assert len(lean.resources("AWS::EC2::NatGateway")) == NAT_GATEWAYS
+
+
+def test_the_plans_paused_ledger_pauses_when_the_synthesized_cluster_does(
+    paused_lean: Synth,
+) -> None:
+    # The plan's pause delay is the one the paused cluster is synthesized with
+    (cluster,) = paused_lean.resources("AWS::RDS::DBCluster").values()
+    scaling = cluster["Properties"]["ServerlessV2ScalingConfiguration"]
+    assert (scaling["MinCapacity"], scaling["SecondsUntilAutoPause"]) == (
+        0,
+        AUTO_PAUSE_AFTER_SECONDS,
+    )

@@ -79,7 +79,8 @@ def test_the_graphql_audit_is_served_with_the_bucket_level() -> None:
     # Then it says the call, its points and the level left (restored a little since)
     assert (audit.calls_total, audit.throttled_total, audit.points_charged) == (1, 0, 7.0)
     assert audit.effects_by_id == {"p1": 1}
-    assert 93.0 <= audit.level < 100.0
+    ((store, level),) = audit.levels.items()
+    assert 93.0 <= level < 100.0, store
     assert audit.first_call_at is not None
     assert PointsApi(maximum=100, restore_rate=1).audit().first_call_at is None
 
@@ -96,11 +97,11 @@ def _counts_add_up(run: dict[str, Any]) -> None:
 
 
 def test_each_scenario_runs_briefly_and_its_counts_add_up(pg_server: PgServer) -> None:
-    # Given every vendor scenario built, run for 5 s on the 1 s window
+    # Given the vendor scenarios of this module ((g) and (i) have their own), run for 5 s on
+    # the 1 s window
     with _stack(pg_server.admin_url, lite=True) as stack:
-        results = {name: s.run(stack, BRIEF) for name, s in VENDOR_SCENARIOS.items()}
+        results = {name: VENDOR_SCENARIOS[name].run(stack, BRIEF) for name in ("e", "f", "h")}
     # Then each printed its figures with its targets beside them, and its counts add up
-    assert set(results) >= {"e", "f", "h"}
     for name, result in results.items():
         assert result["scenario"] == name
         assert result["targets"], name
@@ -126,7 +127,7 @@ def test_each_scenario_runs_briefly_and_its_counts_add_up(pg_server: PgServer) -
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--scenario", "g"], "not built yet"),
+        (["--scenario", "j"], "not built yet"),
         (["--only", "limits", "--scenario", "e"], "needs the vendor part"),
         (["--only", "vendor", "--scenario", "a"], "needs the limits part"),
     ],

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sweeper.config import Policy
-from sweeper.limiter import DynamoLimiter
-from sweeper.limiter import dynamodb as dynamodb_limiter
+from sweeper.limiter import DynamoLimiter, paired_writes
+from sweeper.limiter.items import ScopeItems
 from sweeper.limiter.paired import (
     CLOSED_PREFIX,
     MAX_HOLES,
@@ -105,7 +105,7 @@ def test_a_write_that_would_grow_a_full_item_is_not_made_and_is_logged(
         _reserve(limiter, store)
     before = _item(local_aws, table)
     reached = item_bytes(SharedItem.parse(before))
-    monkeypatch.setattr(dynamodb_limiter, "SAFE_ITEM_BYTES", reached)
+    monkeypatch.setattr(paired_writes, "SAFE_ITEM_BYTES", reached)
     # When a fourth store asks: no write, the call is told to reserve its limits one by one,
     # and the wide key is logged with its outcome code
     with caplog.at_level(logging.WARNING), pytest.raises(PairedItemFull):
@@ -125,7 +125,7 @@ def test_a_call_whose_store_would_grow_a_full_item_holds_its_limits_one_by_one(
 ) -> None:
     # Given a policy whose two limits are paired on the app's item, and that item full
     p = two_limits(pipeline, monkeypatch, pipeline.vendor.url)
-    monkeypatch.setattr(dynamodb_limiter, "SAFE_ITEM_BYTES", 0)
+    monkeypatch.setattr(paired_writes, "SAFE_ITEM_BYTES", 0)
     p.seed(3, tenants=3)
     # When a batch runs
     with caplog.at_level(logging.WARNING):
@@ -149,7 +149,7 @@ def test_a_gap_one_consumer_skipped_is_booked_by_another_and_the_holes_stay_few(
     # called 0.4 s ago (its next slot 0.1 s ahead). Their lead is pinned: a measured lead grows
     # with the very write that grants the slot, so a bound read after it would not be the one
     # the slot was planned with
-    monkeypatch.setattr(DynamoLimiter, "lead", property(lambda _self: PINNED_LEAD))
+    monkeypatch.setattr(ScopeItems, "lead", property(lambda _self: PINNED_LEAD))
     clock = _Clock()
     first, second = (DynamoLimiter(local_aws.dynamodb(), table, clock=clock) for _ in range(2))
     called = _reserve(first, "s1")["s1"][0]

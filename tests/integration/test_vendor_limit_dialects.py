@@ -186,3 +186,33 @@ def test_a_product_deleted_twice_answers_a_user_error_without_a_second_effect(
         again = _mutate(http, sim.url, "gid://shopify/Product/9")
     assert again.document()["data"]["productDelete"]["userErrors"]
     assert points.audit().effects_by_id == {"gid://shopify/Product/9": 1}
+
+
+def test_the_simulator_process_takes_a_vendors_name_for_its_dialect(
+    http: urllib3.PoolManager,
+) -> None:
+    # Given the simulator run as its own process, its dialect named as a vendor's
+    ietf = VendorProcess("--rate", "7/10s", "--scope", "global", "--dialect", "ietf")
+    github = VendorProcess("--dialect", "github", "--github-core", "60/3600s")
+    try:
+        stated = _delete(http, ietf.url, 0)
+        artifact = http.request(
+            "DELETE",
+            f"{github.url}/repos/octo-org/ci/actions/artifacts/42",
+            headers={"Authorization": "Bearer ghs_x"},
+        )
+        delete = Answer.of(artifact.status, dict(artifact.headers), artifact.data)
+    finally:
+        ietf.stop()
+        github.stop()
+    # Then "ietf" states the IETF fields, and GitHub's API the owner's primary limit as GitHub
+    # does (an epoch reset, turned into a wait by the reader)
+    ietf_limit = SOURCES["ratelimit"][0].read(stated, time.time()).limit(POLICY_NAME)
+    assert ietf_limit is not None
+    assert (ietf_limit.quota, ietf_limit.remaining) == (7, 6)
+    assert delete.status == 204
+    core = SOURCES["x-ratelimit"][0].read(delete, time.time()).limit(RESOURCE_NAME)
+    assert core is not None
+    assert (core.quota, core.remaining) == (60, 59)
+    assert core.reset_seconds is not None
+    assert 3590 <= core.reset_seconds <= 3601

@@ -605,6 +605,9 @@ def test_the_audit_round_trips_through_json() -> None:
         delays_seconds=(0.01, 0.02),
         max_in_flight=2,
         answered=((1.25, 1.5), (2.5, 2.75)),
+        other_calls=4,
+        other_rejections=1,
+        least_remaining=2,
         quota_rejected_at=(2.5,),
         quota_changed_at=(2.0,),
     )

@@ -15,8 +15,20 @@ import sweeper
 
 PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
 #: What only a regime of `sweeper.admission` may know of the limiter.
-CAPABILITIES = {"GateReader", "PairedSource", "LeaseSource", "SlotSource", "ThrottleNotes"}
-REGIME_MODULES = {"sweeper.limiter.leases", "sweeper.limiter.paired", "sweeper.limiter.several"}
+CAPABILITIES = {
+    "GateReader",
+    "PairedSource",
+    "LeaseSource",
+    "SlotSource",
+    "ThrottleNotes",
+    "BudgetSource",
+}
+REGIME_MODULES = {
+    "sweeper.limiter.leases",
+    "sweeper.limiter.paired",
+    "sweeper.limiter.several",
+    "sweeper.limiter.budget",
+}
 MODULE_MOST_LINES = 500
 CONSUMER_MOST_LINES = 1000
 

@@ -1,9 +1,12 @@
 """The benchmark's baseline limiters (never used in production) do what the benchmark claims."""
 
+import inspect
+
 import pytest
 
 from sweeper import runtime
 from sweeper.limiter import Denial, Grant, ScopeState
+from sweeper.limiter.base import Limiter
 from sweeper_bench import baseline_consumer
 from sweeper_bench.baselines import NoLimiter, PerWorkerLimiter
 from sweeper_local.lambda_runtime import load_handler
@@ -55,3 +58,13 @@ def test_the_benchmark_names_a_handler_for_each_limiter_mode() -> None:
     for mode in ("per_worker", "off"):
         assert callable(load_handler(baseline_consumer.HANDLERS[mode]))
     assert isinstance(baseline_consumer.baseline("off"), NoLimiter)
+
+
+@pytest.mark.parametrize("baseline", [PerWorkerLimiter, NoLimiter])
+def test_a_baseline_takes_every_argument_the_limiter_protocol_names(
+    baseline: type[PerWorkerLimiter | NoLimiter],
+) -> None:
+    # The consumer calls reserve with the protocol's keywords (slack, tolerance): a baseline
+    # missing one fails every reservation, and the benchmark's run settles nothing.
+    wanted = list(inspect.signature(Limiter.reserve).parameters)
+    assert list(inspect.signature(baseline.reserve).parameters) == wanted

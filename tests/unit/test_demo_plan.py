@@ -132,6 +132,8 @@ def test_a_batch_above_ten_gets_the_one_second_window_lambda_requires() -> None:
         ("s3-exports", "bucket"),
         ("helpdesk", "helpdesk"),
         ("refunds", "refunds"),
+        ("github-artifacts", "github"),
+        ("shopify-graphql", "graphql"),
     ],
 )
 def test_the_demo_audits_a_worked_example_by_the_contract_its_action_calls(

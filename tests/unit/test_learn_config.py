@@ -48,11 +48,11 @@ def test_a_string_names_the_source() -> None:
 def test_a_table_with_a_pattern_is_short_for_a_pattern_source() -> None:
     learn = _learn(
         'learn = { header = "Sforce-Limit-Info", '
-        "pattern = 'api-usage=(?P<used>\\d+)/(?P<quota>\\d+)', budget = \"rolling\" }"
+        "pattern = 'api-usage=(?P<used>\\d+)/(?P<quota>\\d+)', reserve_fraction = 0.2 }"
     )
     assert isinstance(learn.source, PatternConfig)
     assert learn.source.header == "Sforce-Limit-Info"
-    assert learn.budget == "rolling"
+    assert learn.reserve_fraction == 0.2
 
 
 def test_githubs_limit_reads_epoch_resets_by_the_configured_names() -> None:
@@ -144,7 +144,7 @@ def test_a_reserve_is_a_count_or_a_share_of_the_quota() -> None:
         ("learn = { cost = { reserve = 0 } }", "(0, "),
         ('learn = { cost = { reserve = 1, actual = { json_path = "a..b" } } }', "json_path"),
         ("learn = { cost = { reserve = 1, actual = { } } }", "one of them"),
-        ('learn = { budget = "fixed" }', "needs a source"),
+        ('learn = { source = "ratelimit", budget = "fixed" }', "learn.budget is gone"),
         ('learn = { source = "ratelimit", surprise = 1 }', "surprise"),
     ],
 )

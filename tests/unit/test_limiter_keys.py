@@ -4,12 +4,14 @@ policy's confined patterns match no other policy's keys (sweeper.limiter.keys)."
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sweeper.admission.budget import budget_rule
 from sweeper.config import Policy, SweeperConfig
 from sweeper.limiter.dynamodb import DynamoLimiter
 from sweeper.limiter.keys import key_pattern, limiter_key_patterns, unconfined_limits
@@ -23,17 +25,19 @@ def _limit(name: str, key: str, **kind: object) -> dict[str, object]:
 
 
 RATE = {"rate": {"limit": 2, "period_seconds": 1}}
+BUDGET = {"limit": 1000, "period_seconds": 60}
 #: listings: a scope per store under its name, a call's seller under the API's host, a constant
-#: (IAM's wildcards in it) capped; listings-eu: the endpoint's one scope; listings-us: the policy's
-#: one scope (`{policy}`), a name that begins with another policy's.
+#: (IAM's wildcards in it) capped, the store and the constant each with a budget; listings-eu:
+#: the endpoint's one scope; listings-us: the policy's one scope (`{policy}`), a name that
+#: begins with another policy's.
 POLICIES = {
     "policies": [
         {
             "name": "listings",
             "limits": [
-                _limit("store", "{policy}:{tenant_id}", **RATE),
+                _limit("store", "{policy}:{tenant_id}", **RATE, budget=BUDGET),
                 _limit("seller", "{host}/{params.seller}", **RATE),
-                _limit("app", "app*?$", max_in_flight=4),
+                _limit("app", "app*?$", max_in_flight=4, budget=BUDGET),
             ],
             "action": {"api_url": "https://api.example.com"},
         },
@@ -62,19 +66,25 @@ def string_like(pattern: str) -> re.Pattern[str]:
 def written_keys(policy: Policy, tenant_id: str, object_id: str, seller: str) -> list[str]:
     """Every limiter item key the consumer's call writes, as the limiter builds it."""
     job = NewJob(tenant_id=tenant_id, object_id=object_id, due_at=datetime.now(UTC))
-    keys = [DynamoLimiter._key(scope_for(policy, job))["pk"]["S"]]
-    for limit in policy.further_limits:
-        key = limit.limiter_key(
-            policy=policy.name,
-            tenant_id=tenant_id,
-            object_id=object_id,
-            host=policy.action.scope_host,
-            params={"seller": seller},
-        )
-        if limit.rate is not None:
+    scope = scope_for(policy, job)
+    keys = [DynamoLimiter._key(scope)["pk"]["S"]]
+    for index, limit in enumerate(policy.limits):
+        key = scope
+        if index:
+            key = limit.limiter_key(
+                policy=policy.name,
+                tenant_id=tenant_id,
+                object_id=object_id,
+                host=policy.action.scope_host,
+                params={"seller": seller},
+            )
+        if index and limit.rate is not None:
             keys.append(DynamoLimiter._key(key)["pk"]["S"])
         if limit.max_in_flight is not None:
             keys.append(LeaseCap._key(key)["pk"]["S"])
+        rule = budget_rule(limit)
+        if rule is not None:
+            keys.append(rule.item_key(key, time.time()))
     return keys
 
 
@@ -100,8 +110,10 @@ def test_the_patterns_name_each_limit_by_its_policy_wide_prefix(policies: list[P
     listings, eu, us = policies
     assert limiter_key_patterns(listings) == [
         "scope#listings:*",  # a bucket per store, under the policy's name
+        "budget#listings:*",  # its budget's items, one per store and window
         "scope#seller:api.example.com/*",  # the host filled in, the seller a call's
         "lease#app:app${*}${?}${$}",  # a constant key, shared by design: as it is, escaped
+        "budget#app:app${*}${?}${$}#*",  # and its budget's windows
     ]
     assert limiter_key_patterns(eu) == ["scope#eu.example.com"]  # the endpoint's own
     assert limiter_key_patterns(us) == ["scope#listings-us"]  # the policy's one, exactly

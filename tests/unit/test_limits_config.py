@@ -101,7 +101,7 @@ def test_a_limit_header_value_naming_no_listed_limit_is_refused() -> None:
 
 
 def test_a_limit_needs_a_rate_or_a_cap_and_the_first_a_rate_alone() -> None:
-    with pytest.raises(ValueError, match="needs a rate, a max_in_flight, or both"):
+    with pytest.raises(ValueError, match="needs a rate, a max_in_flight or a budget"):
         LimitConfig(name="a", key="x")
     cap = LimitConfig(name="vendor", key="v", max_in_flight=10)
     with pytest.raises(ValueError, match="it needs a rate and no max_in_flight"):

@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from sweeper.config import load_config
 from sweeper_cli import main
-from sweeper_tools.planning import costs as plan_costs
 from sweeper_tools.planning.costs import (
     CostItem,
     Deployment,
@@ -24,6 +23,7 @@ from sweeper_tools.planning.costs import (
     stack_costs,
     total,
 )
+from sweeper_tools.planning.pause import awake_hours
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = REPO_ROOT / "sweeper.toml"
@@ -118,24 +118,16 @@ def test_the_lean_profile_drops_the_interface_endpoints_and_sends_sqs_through_th
     assert "Interface endpoint data" not in per_job_lean
 
 
-def test_a_ledger_that_may_pause_is_billed_only_while_runs_keep_it_awake(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_ledger_that_may_pause_is_billed_only_while_runs_keep_it_awake() -> None:
     config = load_config(SHIPPED)
-    # Given a producer that connects on every run (every 5 minutes): never paused
-    monkeypatch.setattr(plan_costs, "PRODUCER_CONNECTS_WHEN_IDLE", True)
+    # Given the shipped policy on a cluster that may pause
     paused = _items(at_rest(config, Deployment(min_acu=0)))
-    assert paused["Aurora Serverless v2"].usd == pytest.approx(43.80)
-    # When the producer no longer wakes an idle ledger (its wake item, sweeper.ledger.wake)
-    monkeypatch.undo()
-    assert not plan_costs.PRODUCER_CONNECTS_WHEN_IDLE
-    paused = _items(at_rest(config, Deployment(min_acu=0)))
-    # Then it is awake 15 minutes after each hourly discovery, daily retention, each of the
-    # four arrivals a day and each hourly full read of the idle producer (its trust bound,
-    # producer_idle_check_seconds), at 0.5 ACU
-    wakes = 730 + 730 / 24 + 4 * 730 / 24 + 730
-    assert paused["Aurora Serverless v2"].quantity == pytest.approx(0.5 * wakes * 0.25)
-    assert paused["Aurora Serverless v2"].usd == pytest.approx(0.5 * wakes * 0.25 * 0.12)
+    # Then it is billed 0.5 ACU for the hours its runs keep it awake (planning.pause:
+    # tests/unit/test_plan_pause.py), not the month
+    hours = awake_hours(config.policies)
+    assert 0 < hours < 730
+    assert paused["Aurora Serverless v2"].quantity == pytest.approx(0.5 * hours)
+    assert paused["Aurora Serverless v2"].usd == pytest.approx(0.5 * hours * 0.12)
 
 
 def test_per_million_jobs_prices_every_item_of_the_docs_table() -> None:
@@ -260,3 +252,24 @@ def test_the_cost_tables_in_docs_deploy_are_the_plans_output_for_the_shipped_pol
     documented = _tables(doc)
     for table in printed:
         assert table in documented, "docs/deploy.md's cost table differs from:\n" + "\n".join(table)
+    # And what keeps the paused ledger awake, as printed
+    assert_awake_lines_documented(result.output, doc)
+
+
+def awake_lines(output: str) -> list[str]:
+    """The plan's lines on what keeps a paused ledger awake: the heading and its list."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Paused: awake"))
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("- "):
+        end += 1
+    return lines[start:end]
+
+
+def assert_awake_lines_documented(output: str, doc: list[str]) -> None:
+    printed = awake_lines(output)
+    assert len(printed) > 1
+    at = [i for i, line in enumerate(doc) if line == printed[0]]
+    assert any(doc[i : i + len(printed)] == printed for i in at), (
+        "docs/deploy.md's awake lines differ from:\n" + "\n".join(printed)
+    )

@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from sweeper.operations.status import share_line
 from sweeper_cli.webconsole.backend import ACTIONS
 from sweeper_cli.webconsole.failures import failures_card
 
@@ -135,7 +136,9 @@ def overview(
                     if g["closed"]
                     else '<td class="open">open</td>'
                 )
-                + f"<td>{g['unsettled_jobs']} unsettled</td></tr>"
+                + f"<td>{g['unsettled_jobs']} unsettled</td>"
+                + (f'<td class="share">{e(share_line(g["share"]))}</td>' if g.get("share") else "")
+                + "</tr>"
                 for g in item["gates"]
             )
             or '<tr><td colspan="3">no scope holds work</td></tr>'

@@ -16,16 +16,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from sweeper.config import Policy, SweeperConfig
 from sweeper.models import OutcomeClass
-from sweeper.schedule_expression import RateSchedule, occurrences, parse_schedule
 from sweeper.scheduling import single_scope
+from sweeper_tools.planning.pause import (
+    AUTO_PAUSE_AFTER_SECONDS,
+    HOURS_PER_MONTH,
+    awake_hours,
+    connecting_runs,
+    ledger_wakes,
+    runs_per_month,
+)
 
-HOURS_PER_MONTH = 730.0
 GB = 1e9  # bytes; AWS bills data in GB
 
 # -- list prices, us-east-1, read 2026-12-07 ------------------------------------------------------
@@ -57,9 +62,9 @@ NAT_GATEWAYS = 1  # infra/network.py NAT_GATEWAY_COUNT
 AVAILABILITY_ZONES = 2  # infra/network.py MAX_AVAILABILITY_ZONES
 INTERFACE_ENDPOINT_SERVICES = 2  # SQS and Secrets Manager (the lean profile has none)
 DEFAULT_MIN_ACU = 0.5  # infra's database_min_capacity_acu default
-#: A cluster that resumes from 0 runs at this capacity at least, until it pauses again.
+#: A cluster that resumes from 0 runs at this capacity at least, until it pauses again; how
+#: long it is awake is `planning.pause`'s.
 MIN_ACTIVE_ACU = 0.5
-AUTO_PAUSE_AFTER_MINUTES = 15  # infra/database.py: pauses after this long without a connection
 RDS_PROXY_MIN_ACU = 8
 LEDGER_SECRETS = 3  # admin, application and reader users
 KMS_KEYS = 1
@@ -90,12 +95,6 @@ IDLE_METRICS_RETENTION = 3
 IDLE_POLLS_PER_MAPPING_MONTH = 5 * 3 * 60 * HOURS_PER_MONTH
 #: Lambda GB-seconds of one scheduled run that finds nothing to do (estimate: 0.5 s at 512 MB).
 IDLE_RUN_GB_SECONDS = 0.25
-#: Whether the producer connects to the ledger on every run, due work or not. It does not: it
-#: reads the policy's wake item first (sweeper.ledger.wake), so an idle ledger may pause; it
-#: still reads the ledger every `producer_idle_check_seconds` (awake_share counts those).
-PRODUCER_CONNECTS_WHEN_IDLE = False
-#: Times a day new work arrives and wakes a paused ledger ("a few times a day").
-ARRIVALS_PER_DAY = 4
 
 # -- per job: the code's known work ---------------------------------------------------------------
 #: Measured (tests/integration/test_batch_log.py: batches of 10 and of 100 accepted jobs): the
@@ -137,8 +136,19 @@ ACU_STEP = 0.5  # Aurora serverless v2 capacity moves in half-ACU steps
 #: profile's secret reads also cross the NAT: a few KB a run, under a cent a month, not billed.
 VENDOR_BYTES_PER_JOB = 2000
 SQS_BYTES_PER_JOB = 2000
-#: One GetSecretValue per scheduled run: an upper bound (a warm environment caches it).
+#: One GetSecretValue per run that connects to the ledger, an upper bound (a warm environment
+#: caches it for database_secret_max_age_seconds): the secret is read only to connect, and at
+#: rest a producer run with nothing due reads its wake item only, a redrive run with no dead
+#: letter nothing (planning.pause counts the runs that connect).
 SECRET_CALLS_PER_RUN = 1
+#: A consumer invocation's end on a cluster that may pause (sweeper.ledger.wake_refresh): the
+#: wake item read (strongly consistent, under 4 KB: one read unit) and raised (under 1 KB: one
+#: write unit), and the session it closes opened again by the next invocation. Estimate: 0.05 s
+#: of the function for that connection (TCP, TLS and SCRAM authentication, a few round trips
+#: inside the VPC); the secret stays cached (database_secret_max_age_seconds).
+WAKE_REFRESH_WRITES = 1
+WAKE_REFRESH_READS = 1
+LEDGER_CONNECT_SECONDS = 0.05
 #: Months a log group keeps its events (infra/function.py LOG_RETENTION, three months).
 LOG_RETENTION_MONTHS = 3
 
@@ -179,20 +189,6 @@ class Deployment:
     network: Network = Network.DEFAULT
 
 
-def runs_per_month(expression: str, timezone: str = "UTC") -> float:
-    """How often a schedule fires in an average month (a cron counted day by day over a week)."""
-    schedule = parse_schedule(expression, timezone)
-    if isinstance(schedule, RateSchedule):
-        return HOURS_PER_MONTH * 3600 / schedule.every.total_seconds()
-    monday = datetime(2026, 1, 5, tzinfo=UTC)  # any week serves
-    days = [monday + timedelta(days=n) for n in range(7)]
-    week = sum(
-        len(occurrences(expression, timezone, day, day + timedelta(days=1, seconds=-1)))
-        for day in days
-    )
-    return week / (7 * 24) * HOURS_PER_MONTH
-
-
 def dashboards(policies: Sequence[Policy]) -> int:
     """Each policy's own, which also draws the ledger's row; the stack has none
     (infra/observability)."""
@@ -209,18 +205,17 @@ def alarm_metrics(policy: Policy) -> int:
     return count
 
 
-def scheduled_functions(policy: Policy) -> list[tuple[str, str, bool, int]]:
-    """Each scheduled function of a policy: (expression, timezone, connects to the ledger when
-    there is nothing to do, custom metrics a run emits)."""
+def scheduled_functions(policy: Policy) -> list[tuple[str, str, int]]:
+    """Each scheduled function of a policy: (expression, timezone, custom metrics a run with
+    nothing to do emits). Which of its runs connect to the ledger is planning.pause's."""
     found = [
-        (policy.schedule, policy.timezone, PRODUCER_CONNECTS_WHEN_IDLE, IDLE_METRICS_PRODUCER),
-        # The redrive reads its dead-letter queue first: no dead letter, no connection.
-        (REDRIVE_SCHEDULE, "UTC", False, IDLE_METRICS_REDRIVE),
+        (policy.schedule, policy.timezone, IDLE_METRICS_PRODUCER),
+        (REDRIVE_SCHEDULE, "UTC", IDLE_METRICS_REDRIVE),
     ]
     if policy.discovery is not None:
-        found.append((policy.discovery.schedule, policy.timezone, True, IDLE_METRICS_DISCOVERY))
+        found.append((policy.discovery.schedule, policy.timezone, IDLE_METRICS_DISCOVERY))
     if policy.retention.enabled:
-        found.append((policy.retention.schedule, policy.timezone, True, IDLE_METRICS_RETENTION))
+        found.append((policy.retention.schedule, policy.timezone, IDLE_METRICS_RETENTION))
     return found
 
 
@@ -228,7 +223,7 @@ def idle_metrics(policy: Policy) -> float:
     """Custom metric-months a policy's scheduled runs emit in a month with nothing to do."""
     return sum(
         metrics * min(1.0, runs_per_month(e, tz) / HOURS_PER_MONTH)
-        for e, tz, _, metrics in scheduled_functions(policy)
+        for e, tz, metrics in scheduled_functions(policy)
     )
 
 
@@ -245,20 +240,6 @@ def consumer_traces_per_invocation(tracing: str) -> float:
     return CONSUMER_TRACES_PER_INVOCATION[tracing]
 
 
-def awake_share(policies: Sequence[Policy]) -> float:
-    """The share of a month a cluster with minimum 0 is awake: each run that connects (an idle
-    producer's every `producer_idle_check_seconds`), and each arrival of work, keeps it up for
-    the pause delay (overlaps counted twice: at most)."""
-    wakes = ARRIVALS_PER_DAY * HOURS_PER_MONTH / 24
-    for policy in policies:
-        found = scheduled_functions(policy)
-        wakes += sum(runs_per_month(e, tz) for e, tz, connects, _ in found if connects)
-        if not PRODUCER_CONNECTS_WHEN_IDLE:  # its trust bound: a full read that often anyway
-            every = HOURS_PER_MONTH * 3600 / policy.producer_idle_check_seconds
-            wakes += min(runs_per_month(policy.schedule, policy.timezone), every)
-    return min(1.0, wakes * AUTO_PAUSE_AFTER_MINUTES / 60 / HOURS_PER_MONTH)
-
-
 def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
     """The stack deployed with nothing to do, per month."""
     policies = config.policies
@@ -266,7 +247,7 @@ def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
     if deployment.min_acu > 0:
         acu_hours = deployment.min_acu * hours
     else:
-        acu_hours = MIN_ACTIVE_ACU * hours * awake_share(policies)
+        acu_hours = MIN_ACTIVE_ACU * awake_hours(policies)
     endpoints = 0 if deployment.network is Network.LEAN else INTERFACE_ENDPOINT_SERVICES
     runs = sum(runs_per_month(e, tz) for p in policies for e, tz, *_ in scheduled_functions(p))
     secrets = LEDGER_SECRETS + sum(1 for p in policies if p.intake.webhook)
@@ -298,7 +279,9 @@ def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
         CostItem("Secrets Manager secrets", secrets, "secrets", SECRET_MONTH_USD),
         CostItem(
             "Secrets Manager calls",
-            runs * SECRET_CALLS_PER_RUN / 10_000,
+            connecting_runs(policies, may_pause=deployment.min_acu == 0)
+            * SECRET_CALLS_PER_RUN
+            / 10_000,
             "10k calls",
             SECRETS_API_PER_10K_USD,
         ),
@@ -331,10 +314,12 @@ def per_million_jobs(
     deployment: Deployment,
     *,
     tracing: str = "passthrough",
+    consumer_memory_mb: int = 512,
 ) -> list[CostItem]:
     """A million jobs drained at the plan's throughput, with the plan's requests per job. The
     ledger is billed the capacity the drain needs beyond the minimum the month already pays;
-    X-Ray, the traces the consumer's `tracing` records."""
+    X-Ray, the traces the consumer's `tracing` records; on a cluster that may pause, what each
+    consumer invocation's end adds (`_run_ends`)."""
     network = deployment.network
     jobs = 1e6
     invocations = requests_per_job["lambda_invocations"] * jobs
@@ -398,7 +383,36 @@ def per_million_jobs(
         )
     if not lean:
         items.append(CostItem("Interface endpoint data", sqs_gb, "GB", INTERFACE_ENDPOINT_GB_USD))
+    if deployment.min_acu == 0:
+        items += _run_ends(invocations, consumer_memory_mb)
     return items
+
+
+def _run_ends(invocations: float, memory_mb: int) -> list[CostItem]:
+    """What a consumer invocation on a cluster that may pause adds as it ends
+    (sweeper.ledger.wake_refresh.end_run): the wake item's refresh, a strongly consistent
+    GetItem and a conditional write, each of an item under 1 KB (one unit), and a new session
+    for the next invocation."""
+    return [
+        CostItem(
+            "Wake item refresh writes",
+            invocations * WAKE_REFRESH_WRITES / 1e6,
+            "M write units",
+            DYNAMODB_WRITE_PER_MILLION_USD,
+        ),
+        CostItem(
+            "Wake item refresh reads",
+            invocations * WAKE_REFRESH_READS / 1e6,
+            "M read units",
+            DYNAMODB_READ_PER_MILLION_USD,
+        ),
+        CostItem(
+            "Ledger reconnects",
+            invocations * LEDGER_CONNECT_SECONDS * memory_mb / 1024,
+            "GB-s",
+            LAMBDA_ARM_GB_SECOND_USD,
+        ),
+    ]
 
 
 def total(items: Iterable[CostItem]) -> float:
@@ -427,9 +441,15 @@ def stack_costs(
     planned one; the file's first when None), and a month at `jobs_per_month`."""
     profiles = rest_profiles(min_acu)
     rest = {name: at_rest(config, d) for name, d in profiles.items()}
-    tracing = (policy or config.policies[0]).consumer.tracing
+    consumer = (policy or config.policies[0]).consumer
     million = {
-        name: per_million_jobs(requests_per_job, throughput_per_second, d, tracing=tracing)
+        name: per_million_jobs(
+            requests_per_job,
+            throughput_per_second,
+            d,
+            tracing=consumer.tracing,
+            consumer_memory_mb=consumer.memory_mb,
+        )
         for name, d in profiles.items()
     }
     month = {
@@ -441,6 +461,12 @@ def stack_costs(
             for name, items in rest.items()
         },
         "rds_proxy_per_month": rds_proxy().as_dict(),
+        "paused_ledger_awake": {
+            "acu": MIN_ACTIVE_ACU,
+            "pause_after_seconds": AUTO_PAUSE_AFTER_SECONDS,
+            "hours": round(awake_hours(config.policies), 3),
+            "wakes": [w.as_dict() for w in ledger_wakes(config.policies)],
+        },
         "per_million_jobs": {
             name: {"items": [i.as_dict() for i in items], "total_usd": round(total(items), 2)}
             for name, items in million.items()

@@ -191,6 +191,9 @@ class Plan:
     binding: str = "consumers"
     #: Each rate with a slack (`Slack.as_dict`): what its slack costs in rate.
     slack: list[dict[str, Any]] = field(default_factory=list)
+    #: For a backlog under a limit with a budget: whether one window drains it, and when
+    #: (`LimitRegime.drains`, a line each, the backlog spread over the limit's keys).
+    budget_drain: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[str]:
@@ -209,12 +212,14 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         """The plan's figures, with `errors` and `advisories`; `slack` only when one of its
-        rates has a slack."""
+        rates has a slack, `budget_drain` only for a backlog under a budget."""
         figures = asdict(self)
         del figures["findings"]
         figures["errors"], figures["advisories"] = self.errors, self.advisories
         if not self.slack:
             del figures["slack"]
+        if not self.budget_drain:
+            del figures["budget_drain"]
         return figures
 
 
@@ -309,6 +314,12 @@ def make_plan(
     interval = _schedule_interval(policy)
     findings += drain_findings(policy, given.arrival_per_second, throughput, drain, interval)
     oldest = None if drain is None or interval is None else drain + interval
+    budget_drain = [
+        line
+        for limit in policy.limits
+        if given.backlog
+        for line in regime_of(limit).drains(math.ceil(given.backlog / keys[limit.name]))
+    ]
 
     requests = {
         "sqs": 1 / SEND_BATCH + 2 / batch,  # send; receive and delete, one each per batch
@@ -368,6 +379,7 @@ def make_plan(
         cost_per_million_jobs={k: round(v, 2) for k, v in per_million.items()},
         findings=findings,
         slack=[slack.as_dict() for slack in _slacks(policy)],
+        budget_drain=budget_drain,
         limits=[ceiling.as_dict(throughput) for ceiling in ceilings],
         binding=binding,
     )

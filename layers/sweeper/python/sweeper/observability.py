@@ -154,7 +154,12 @@ class Metric:
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
     LEARNED_CLOSURES = "LearnedClosures"  # the vendor said none remain until its reset
+    #: A shared quota's split (sweeper.admission.shared): sweeper's and the others' share of
+    #: the quota in the vendor's window, in percent, as a consumer last saw it when it wrote
+    SHARED_QUOTA_OWN = "SharedQuotaOwnPercent"
+    SHARED_QUOTA_OTHERS = "SharedQuotaOthersPercent"
     GATE_DEFERRALS = "GateDeferrals"  # a record returned to the queue because its gate is closed
+    BUDGET_DEFERRALS = "BudgetDeferrals"  # a record returned until its budget's next unit or window
     LIMITER_WAITS = "LimiterWaits"  # a record that waited (in place or in the queue) for a token
     LIMITER_DEFERRALS = "LimiterDeferrals"  # ... of those, returned to the queue
     LATE_SLOTS = "LateSlots"  # slots let go unused because granted after their time

@@ -27,9 +27,10 @@ from typing import Any
 from sweeper.backpressure import in_flight_budget, republish_delay_seconds, window_seconds
 from sweeper.claim_bounds import claim_bounds, held_rows
 from sweeper.config import Policy
-from sweeper.errors import LedgerError, PublishError
+from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
-from sweeper.ledger.wake import Wake, WakeError, may_skip
+from sweeper.ledger.wake import may_skip
+from sweeper.ledger.wake_refresh import raise_wake, read_wake
 from sweeper.models import ClaimedJob, JobMessage
 from sweeper.sqs_queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
 
@@ -121,7 +122,7 @@ def run_producer(
     """
     batch_id = batch_id or new_batch_id()
     started = clock()
-    wake = None if connect_always else _read_wake(ledger, policy.name)
+    wake = None if connect_always else read_wake(ledger, policy.name)
     trusted_for = timedelta(seconds=policy.producer_idle_check_seconds)
     if wake is not None and may_skip(wake, started, trusted_for):
         return _stopped_before_work(policy, scheduled_at, batch_id, NOT_DUE)
@@ -137,7 +138,7 @@ def run_producer(
             closed_scopes=closed_scopes,
         )
         if wake is not None and not report.duplicate_invocation:
-            _raise_wake(ledger, policy.name, wake, started)
+            raise_wake(ledger, policy.name, wake, started)
     finally:
         if ledger.wake is not None:
             # No session is left open between runs: an idle cluster sees no connection.
@@ -156,29 +157,6 @@ def _stopped_before_work(
         duplicate_invocation=False,
         stop_reason=reason,
     )
-
-
-def _read_wake(ledger: Ledger, policy: str) -> Wake | None:
-    """The policy's wake item, read before the run; None without one or when it cannot be read
-    (the run then connects and raises nothing)."""
-    if ledger.wake is None:
-        return None
-    try:
-        return ledger.wake.read(policy)
-    except WakeError:
-        return None
-
-
-def _raise_wake(ledger: Ledger, policy: str, read: Wake, started: datetime) -> None:
-    """Raise the wake item to the ledger's next claimable time, only when every write that
-    lowered it before `read` had committed (or ended) by then and no lowering was counted since
-    (sweeper.ledger.wake). A raise not made leaves the item early, which costs a connection."""
-    try:
-        at, settled = ledger.next_wake(policy, read.writer)
-        if settled and ledger.wake is not None:
-            ledger.wake.raise_to(policy, at, read.version, started)
-    except (WakeError, LedgerError):
-        return
 
 
 def _run_connected(

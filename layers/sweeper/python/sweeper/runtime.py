@@ -5,6 +5,7 @@ Nothing here runs at import. Handlers call these factories; logic receives what 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from sweeper.intake.webhook import WebhookDeps
 from sweeper.ledger.connection import secret_conninfo
 from sweeper.ledger.store import Ledger
 from sweeper.ledger.wake import DynamoWakeStore
+from sweeper.ledger.wake_refresh import end_run
 from sweeper.limiter import DynamoLimiter, Limiter, closed_scopes
 from sweeper.observability import MetricSink
 from sweeper.producer import ClosedScopes, no_closed_scopes
@@ -98,7 +100,24 @@ def ledger() -> Ledger:
         database_conninfo,
         prepare_threshold=current.database_prepare_threshold,
         wake=wake_store_of(current),
+        may_pause=current.ledger_may_pause,
     )
+
+
+def ends_ledger_run[**P, R](handler: Callable[P, R]) -> Callable[P, R]:
+    """A ledger function's handler: when it ends, returning or raising, its ledger ends the
+    run (sweeper.ledger.wake_refresh.end_run: on a cluster that may pause, the wake item
+    refreshed and the session closed). A run that never reached the ledger builds none."""
+
+    @functools.wraps(handler)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return handler(*args, **kwargs)
+        finally:
+            if ledger.cache_info().currsize:
+                end_run(ledger(), settings().policy.name, utcnow())
+
+    return run
 
 
 def wake_store_of(current: Settings) -> DynamoWakeStore | None:

@@ -4,8 +4,9 @@ Outcome rules (`sweeper.actions.outcome_rules`) use it to class an answer by mor
 status, and the limits a vendor states in its answers may read the same fields. The interface:
 
 - `Answer`: the status, the headers (names compared without case) and the body's first bytes;
-- `HeaderEquals` / `JsonPathEquals`: one condition each, `holds(answer)` answers only whether
-  it matched, so a value read from an answer goes nowhere but into that comparison;
+- `HeaderEquals` / `JsonPathEquals` (and `HeaderPresent` / `JsonPathPresent`): one condition
+  each, `holds(answer)` answers only whether it matched, so a value read from an answer goes
+  nowhere but into that comparison;
 - `parse_json_path` / `json_value`: the path subset (`error.code`, `errors[0].type`, an
   optional leading `$`): dotted keys and `[index]`, nothing that filters, recurses or
   evaluates, so a path's cost is its length and it cannot fail at run time;
@@ -138,6 +139,28 @@ class HeaderEquals:
 
     def holds(self, answer: Answer) -> bool:
         return answer.header(self.name) == self.equals
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderPresent:
+    """The answer has header `name` (any case), whatever its value (GitHub's secondary limit
+    is a 403 with `Retry-After`; a 403 without one is a refusal)."""
+
+    name: str
+
+    def holds(self, answer: Answer) -> bool:
+        return answer.header(self.name) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class JsonPathPresent:
+    """The answer's body is JSON with a value other than null at `steps` (Shopify's
+    `userErrors[0]`: a mutation that failed)."""
+
+    steps: tuple[PathStep, ...]
+
+    def holds(self, answer: Answer) -> bool:
+        return json_value(answer.document(), self.steps) not in (MISSING, None)
 
 
 JsonScalar = str | int | float | bool | None

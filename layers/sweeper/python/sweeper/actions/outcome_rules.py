@@ -11,6 +11,11 @@ body, before its status alone decides (`action.outcomes` and the vendor contract
     header = { name = "Stripe-Should-Retry", equals = "false" }
     outcome = "permanent"
 
+    [[policies.action.outcome_rules]]      # GitHub's secondary limit: a 403 naming a wait
+    status = [403, 429]
+    header = { name = "retry-after", present = true }
+    outcome = "throttled"
+
 The first rule whose conditions all hold decides. A rule without `status` applies to every
 status but 2xx (an accepted call is reclassed only by a rule that names its status). What was
 matched never leaves the rule: the result carries the rule's `code` (else `http_<status>`) and,
@@ -21,14 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Self
+from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sweeper.actions.answer_match import (
     Answer,
     HeaderEquals,
+    HeaderPresent,
     JsonPathEquals,
+    JsonPathPresent,
     JsonScalar,
     header_number,
     parse_json_path,
@@ -50,10 +57,23 @@ class _RuleModel(BaseModel):
 
 
 class HeaderCondition(_RuleModel):
-    """`header = { name = "...", equals = "..." }`: the header's value, trimmed, is exactly it."""
+    """`header = { name = "...", equals = "..." }`: the header's value, trimmed, is exactly it;
+    `present = true` instead: the answer has the header, whatever its value."""
 
     name: str = Field(pattern=HEADER_NAME_PATTERN, max_length=128)
-    equals: str = Field(max_length=256)
+    equals: str | None = Field(default=None, max_length=256)
+    present: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _one_test(self) -> Self:
+        if (self.equals is None) == (self.present is None):
+            raise ValueError(f'header {self.name!r}: give equals = "..." or present = true')
+        return self
+
+    def compiled(self) -> HeaderEquals | HeaderPresent:
+        if self.equals is None:
+            return HeaderPresent(self.name)
+        return HeaderEquals(self.name, self.equals)
 
 
 class JsonPathCondition(_RuleModel):
@@ -61,7 +81,9 @@ class JsonPathCondition(_RuleModel):
     (same type: `equals = false` matches a JSON false, not the text "false") at the path."""
 
     path: str = Field(max_length=256)
-    equals: JsonScalar
+    equals: JsonScalar = None
+    #: `present = true` instead of `equals`: any value but null is there.
+    present: Literal[True] | None = None
 
     @field_validator("path")
     @classmethod
@@ -75,6 +97,20 @@ class JsonPathCondition(_RuleModel):
         if isinstance(value, str) and len(value) > 256:
             raise ValueError("json_path.equals is longer than 256 characters")
         return value
+
+    @model_validator(mode="after")
+    def _one_test(self) -> Self:
+        # A present rule dumped whole (a function's environment) carries equals = null.
+        given = "equals" in self.model_fields_set
+        if (self.present and self.equals is not None) or not (self.present or given):
+            raise ValueError(f"json_path {self.path!r}: give equals = ... or present = true")
+        return self
+
+    def compiled(self) -> JsonPathEquals | JsonPathPresent:
+        steps = parse_json_path(self.path)
+        if self.present:
+            return JsonPathPresent(steps)
+        return JsonPathEquals(steps, self.equals)
 
 
 class OutcomeRule(_RuleModel):
@@ -129,10 +165,13 @@ class RuledOutcome:
     retry_after_seconds: float | None
 
 
+_Condition = HeaderEquals | HeaderPresent | JsonPathEquals | JsonPathPresent
+
+
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     statuses: frozenset[int] | None
-    conditions: tuple[HeaderEquals | JsonPathEquals, ...]
+    conditions: tuple[_Condition, ...]
     outcome: OutcomeClass
     code: str | None
     retry_at_header: str | None
@@ -144,12 +183,11 @@ class OutcomeRules:
     def __init__(self, rules: Sequence[OutcomeRule]) -> None:
         compiled: list[_Compiled] = []
         for rule in rules:
-            conditions: list[HeaderEquals | JsonPathEquals] = []
+            conditions: list[_Condition] = []
             if rule.header is not None:
-                conditions.append(HeaderEquals(rule.header.name, rule.header.equals))
+                conditions.append(rule.header.compiled())
             if rule.json_path is not None:
-                steps = parse_json_path(rule.json_path.path)
-                conditions.append(JsonPathEquals(steps, rule.json_path.equals))
+                conditions.append(rule.json_path.compiled())
             compiled.append(
                 _Compiled(
                     rule.statuses,
@@ -167,7 +205,8 @@ class OutcomeRules:
     def reads_body(self, status: int) -> bool:
         """Whether a rule that may apply to `status` looks into the body (then it is read)."""
         return any(
-            _applies(rule, status) and any(isinstance(c, JsonPathEquals) for c in rule.conditions)
+            _applies(rule, status)
+            and any(isinstance(c, JsonPathEquals | JsonPathPresent) for c in rule.conditions)
             for rule in self._rules
         )
 

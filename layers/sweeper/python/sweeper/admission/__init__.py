@@ -5,9 +5,9 @@ admit, ended, close, done; `Permit`, `Deferral`, `Closure`), one module per regi
 it (`rate`: one rate, slots banked per batch in `bank`; `concurrency`: `max_in_flight` caps,
 leases handed on in `handoff`; `composed`: several limits, paired on one item in `pairing`;
 `adaptive`: a rate found from 429s, a wrapper; `learned`: a rate the vendor states, a
-wrapper), and this facade picks them from the policy's
-limits, once per batch (`admission_for`): slot banking and lease hand-off are the batch's
-state, shared by its threads. The consumer asks `BatchAdmission.call` for each record's
+wrapper; `budget`: calls per day spread evenly, a wrapper), and this facade picks them from
+the policy's limits, once per batch (`admission_for`): slot banking and lease hand-off are
+the batch's state, shared by its threads. The consumer asks `BatchAdmission.call` for each record's
 admission and never which regime it got.
 """
 
@@ -33,6 +33,7 @@ from sweeper.admission.base import (
     Permit,
     TimeLeft,
 )
+from sweeper.admission.budget import BudgetPaced
 from sweeper.admission.composed import EveryLimit
 from sweeper.admission.concurrency import Capped
 from sweeper.admission.learned import LearnedRate, learned_spec
@@ -49,6 +50,7 @@ from sweeper.models import ActionCall
 WRAPPERS: tuple[Callable[[Admission, Ticket], Admission], ...] = (
     AdaptiveRate.around,
     LearnedRate.around,
+    BudgetPaced.around,
     LiveLimits.around,
 )
 

@@ -21,9 +21,11 @@ from typing import Protocol, runtime_checkable
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import GateReader, Reason
+from sweeper.limiter.budget import BudgetSource
 from sweeper.limiter.live import LiveSource
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
+from sweeper.limiter.spend import SpendSource
 from sweeper.models import OutcomeClass
 from sweeper.observability import MetricSink
 from sweeper.vendor_reading import VendorReading
@@ -119,6 +121,8 @@ class Abilities:
     notes: ThrottleNotes | None = None  # routes a 429 to a wider limit
     rates: RateHolder | None = None  # holds a rate the vendor stated (learned.py)
     live: LiveSource | None = None  # holds the operators' live limits
+    spend: SpendSource | None = None  # counts sweeper's own calls fleet-wide (shared.py)
+    budgets: BudgetSource | None = None  # counts budgets (budget.py)
 
     @classmethod
     def of(cls, limiter: object) -> Abilities:
@@ -130,6 +134,8 @@ class Abilities:
             notes=limiter if isinstance(limiter, ThrottleNotes) else None,
             rates=limiter if isinstance(limiter, RateHolder) else None,
             live=limiter if isinstance(limiter, LiveSource) else None,
+            spend=limiter if isinstance(limiter, SpendSource) else None,
+            budgets=limiter if isinstance(limiter, BudgetSource) else None,
         )
 
 

@@ -41,6 +41,9 @@ class CapTerm:
     def slack(self, limit: str) -> Slack | None:
         return None
 
+    def drain(self, limit: str, backlog_per_key: int) -> str | None:
+        return None
+
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:
         calls = figures.get("max_in_flight")

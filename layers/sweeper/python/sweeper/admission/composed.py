@@ -6,13 +6,15 @@ call at a time, not banked; then a lease of each cap it is under (concurrency.py
 deferrals are as for one limit (rate.py), and a far call reads every limit's gate again just
 before it, in one request. Two rates whose wide key is a constant are reserved together on the
 wide limit's item instead (pairing.py, through rate.py's bank), and fall back to this when that
-item is too full. Which limit a 429 closes is the ticket's (ticket.py `throttled_keys`).
+item is too full. A scope that learns its rate (learned.py) is reserved at the rate it holds.
+Which limit a 429 closes is the ticket's (ticket.py `throttled_keys`).
 """
 
 from __future__ import annotations
 
 from sweeper.admission.base import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS, TimeLeft
 from sweeper.admission.concurrency import LEASE_RETRY_SECONDS, Leases
+from sweeper.admission.learned import learned_spec
 from sweeper.admission.ticket import Ticket, TicketAdmission
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS, Quota
 from sweeper.errors import LimiterError
@@ -44,6 +46,9 @@ class EveryLimit(TicketAdmission):
         asks = [
             LimitAsk(key, rate.interval_seconds, self._tolerance(rate)) for key, rate in t.rates()
         ]
+        learned = learned_spec(t.policy)
+        if learned is not None:  # the scope's rate is the one the vendor stated (learned.py)
+            asks[0] = LimitAsk(asks[0].key, asks[0].interval, 0.0, learned)
         waited = False
         lease_waits = 0
         while True:

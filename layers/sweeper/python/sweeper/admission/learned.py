@@ -10,10 +10,12 @@ every environment follows it from its next reservation:
   the answer that states it, a raise never past the told rate;
 - `remaining = 0` with a reset closes the scope's gate until the reset, for every consumer, as
   a Retry-After does;
+- a quota others spend too is split into sweeper's share and theirs, and paced at what they
+  leave less the reserve kept for them, the gate closed at the reserve (shared.py);
 - with a cost (`learn.cost`), a call takes its expected cost in slots of the rate (cost units
   per second) before it goes, and the answer's actual cost, when higher, takes the rest; a
   points bucket whose level (the vendor's) is below the next call's cost closes the gate until
-  it has restored that much.
+  it has restored that much, and its restore rate is the pace (never above the told rate).
 
 The rate is held where the adaptive rate is (the item's `ar`, conditional on its version:
 sweeper.limiter.dynamodb `hold_rate`), and reserved at through the same spec (`learned_spec`,
@@ -31,6 +33,7 @@ from typing import Final
 from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
 from sweeper.adaptive_rate import Adaptive
 from sweeper.admission.base import Admission, Closure, Deferral, Permit, RateHolder, TimeLeft
+from sweeper.admission.shared import SHARED_HOLD_WITHIN, SharedQuota
 from sweeper.admission.ticket import Ticket
 from sweeper.config import Policy
 from sweeper.config.learn import CostError, LearnConfig
@@ -39,7 +42,7 @@ from sweeper.errors import LimiterError
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
 from sweeper.vendor_limits import Reader, policy_for
-from sweeper.vendor_limits.pace import learned_pace
+from sweeper.vendor_limits.pace import bucket_pace, learned_pace
 from sweeper.vendor_reading import LimitReading, VendorReading
 
 logger = logging.getLogger(__name__)
@@ -119,6 +122,7 @@ class LearnedRate:
         self._ceiling = quota.limit / quota.period_seconds  # the told rate, before headroom
         self._headroom = quota.effective_headroom
         self._expected = 1
+        self._shared = SharedQuota.of(ticket, learn, self._window)
 
     def admit(self, time_left: TimeLeft) -> Permit | Deferral:
         t = self._ticket
@@ -136,10 +140,11 @@ class LearnedRate:
 
     def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
         self._inner.ended(request_sent_at, reading)
-        if reading is None or not reading.learned:
-            return
         try:
-            self._apply(reading)
+            if self._shared is not None and request_sent_at is not None:
+                self._shared.called()  # the vendor counted it, whatever it answered
+            if reading is not None and reading.learned:
+                self._apply(reading)
         except LimiterError:
             # what was learned is lost for this answer only: the next one says it again
             logger.warning("the vendor's limits could not be held", extra=dict(self._ticket.ids))
@@ -162,10 +167,17 @@ class LearnedRate:
                 LimitReading(stated.name, stated.quota, stated.window_seconds),
                 self._window,
             )
+            share = None
             if steady is not None and steady.rate_per_second > 0:
-                rate = max(MIN_LEARNED_RATE, steady.rate_per_second * self._headroom)
-                self._hold(rate)
-            if stated.remaining == 0 and stated.reset_seconds:
+                rate = steady.rate_per_second
+                if self._shared is not None:
+                    share = self._shared.pace(stated, rate, MIN_LEARNED_RATE)
+                rate = rate if share is None else share.rate_per_second
+                rate = max(MIN_LEARNED_RATE, rate * self._headroom)
+                self._hold(rate, HOLD_WITHIN if share is None else SHARED_HOLD_WITHIN)
+            if share is not None and share.wait_seconds:
+                self._close_for(share.wait_seconds)
+            elif stated.remaining == 0 and stated.reset_seconds:
                 self._close_for(stated.reset_seconds)
         cost = reading.cost
         if cost is None:
@@ -173,6 +185,9 @@ class LearnedRate:
         if cost.actual is not None:
             self._spend(math.ceil(cost.actual) - self._expected)  # what the estimate missed
         bucket = cost.bucket
+        restored = None if bucket is None else bucket_pace(self._ceiling, bucket)
+        if restored is not None:  # a bucket's pace is what it restores (the store's plan)
+            self._hold(max(MIN_LEARNED_RATE, restored * self._headroom), HOLD_WITHIN)
         if bucket is not None and bucket.level is not None and bucket.restore_rate:
             short = self._expected - bucket.level  # the next call's like cost, not yet there
             if short > 0:
@@ -190,9 +205,9 @@ class LearnedRate:
             )
         return reading.limits[0] if len(reading.limits) == 1 else reading.limit(self._name)
 
-    def _hold(self, rate: float) -> None:
+    def _hold(self, rate: float, within: float) -> None:
         t = self._ticket
-        if self._holder.hold_rate(t.job.scope, rate, within=HOLD_WITHIN):
+        if self._holder.hold_rate(t.job.scope, rate, within=within):
             t.slots.forget(t.job.scope)  # slots banked at the rate before are not used
 
     def _close_for(self, seconds: float) -> None:

@@ -44,11 +44,12 @@ class PairedLimits:
         if len(further) != 1 or Abilities.of(limiter).paired is None:
             return None
         wide = further[0]
-        if wide.rate is None or wide.max_in_flight is not None or "{" in wide.key:
+        rate = wide.call_rate
+        if rate is None or wide.max_in_flight is not None or "{" in wide.key:
             return None
         if policy.quota.adaptive_spec is not None:
             return None
-        return cls(f"{wide.name}:{wide.key}", wide.rate.interval_seconds, wide.rate.slack_seconds)
+        return cls(f"{wide.name}:{wide.key}", rate.interval_seconds, rate.slack_seconds)
 
 
 class PairedBank:

@@ -19,18 +19,21 @@ class RateTerm:
     """A limit's rate: `quota` calls a period per key."""
 
     quota: Quota
+    #: The points a call costs (`quota` is then in calls: the points over the cost).
+    cost: int = 1
     FIGURES: ClassVar[tuple[str, ...]] = ("rate_per_second",)
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:
-        return None if limit.rate is None else cls(limit.rate)
+        return None if limit.call_rate is None else cls(limit.call_rate, limit.cost_per_call)
 
     def claim_per_second(self, latency_p50: float | None) -> float | None:
         return self.quota.rate_per_second
 
     def allows(self) -> str:
         adaptive = " (adaptive)" if self.quota.adaptive else ""
-        return f"{self.quota.limit} calls per {self.quota.period_seconds:g} s{adaptive}"
+        points = f" ({self.cost} points each)" if self.cost > 1 else ""
+        return f"{self.quota.limit} calls per {self.quota.period_seconds:g} s{points}{adaptive}"
 
     def plan(self, mean_service: float | None) -> PlanTerm:
         rate = self.quota.rate_per_second
@@ -43,6 +46,9 @@ class RateTerm:
         return Slack(
             limit, self.quota.slack_seconds, self.quota.rate_per_second, plain.rate_per_second
         )
+
+    def drain(self, limit: str, backlog_per_key: int) -> str | None:
+        return None
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:

@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.admission.budget_terms import BudgetTerm
 from sweeper.admission.cap_terms import CapTerm
 from sweeper.admission.rate_terms import RateTerm
 from sweeper.admission.terms import LimitTerm, PlanTerm, Slack
 from sweeper.config import LimitConfig
 
 #: Every regime a limit may state, in the order a plan shows their figures.
-REGIMES: tuple[type[LimitTerm], ...] = (RateTerm, CapTerm)
+REGIMES: tuple[type[LimitTerm], ...] = (RateTerm, CapTerm, BudgetTerm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,11 @@ class LimitRegime:
         for term in planned:
             figures.update(term.figures)
         return PlanTerm(binding.per_second, binding.bound, binding.note, figures)
+
+    def drains(self, backlog_per_key: int) -> list[str]:
+        """What the plan says of a backlog of one key's calls, by each term that bounds it."""
+        found = (term.drain(self.limit.name, backlog_per_key) for term in self.terms)
+        return [line for line in found if line is not None]
 
     def slacks(self) -> list[Slack]:
         """What a slack costs each of its terms in rate."""

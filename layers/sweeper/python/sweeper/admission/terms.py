@@ -5,9 +5,10 @@ or both on one key). Beside what a consumer asks of it (`sweeper.admission.base.
 each regime answers three questions for the code that never calls the vendor, through a
 `LimitTerm`: how many calls one of its keys lets through per second for the producer's claim
 (`claim_per_second`), what one key allows as `status` and the console show it (`allows`), and
-what `sweeper plan` says of it (`plan`, `plan_line`, `slack`). One module per regime implements
-it (rate_terms.py, cap_terms.py); sweeper.admission.regimes picks them from a limit, and its
-callers (claim bounds, status, console, plan) never ask which kind a limit is.
+what `sweeper plan` says of it (`plan`, `plan_line`, `slack`, `drain`). One module per regime
+implements it (rate_terms.py, cap_terms.py, budget_terms.py); sweeper.admission.regimes picks
+them from a limit, and its callers (claim bounds, status, console, plan) never ask which kind
+a limit is.
 """
 
 from __future__ import annotations
@@ -82,6 +83,11 @@ class LimitTerm(Protocol):
 
     def slack(self, limit: str) -> Slack | None:
         """What a slack costs the regime in rate (None: it has none)."""
+        ...
+
+    def drain(self, limit: str, backlog_per_key: int) -> str | None:
+        """What `sweeper plan` says of a backlog of one key's calls under this regime, when
+        the regime bounds it by window (a budget; None: the plan's drain time says it all)."""
         ...
 
     @staticmethod

@@ -103,8 +103,8 @@ class Ticket:
         further one's."""
         rates = [(self.job.scope, self.policy.quota)]
         for limit, key in zip(self.policy.further_limits, self.keys[1:], strict=True):
-            if limit.rate is not None:
-                rates.append((key, limit.rate))
+            if limit.call_rate is not None:
+                rates.append((key, limit.call_rate))
         return rates
 
     def horizon(self, time_left: TimeLeft) -> float:

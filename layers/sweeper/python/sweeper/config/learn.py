@@ -5,7 +5,7 @@ how much of a shared quota sweeper leaves to others (`sweeper.vendor_limits` rea
     learn = "x-ratelimit"                    # X-RateLimit-Limit / -Remaining / -Reset
     learn = { source = "x-ratelimit", reset = "epoch", reserve_fraction = 0.2 }   # GitHub
     learn = { header = "Sforce-Limit-Info", pattern = 'api-usage=(?P<used>\\d+)/(?P<quota>\\d+)',
-              budget = "rolling", reserve_fraction = 0.2 }                         # Salesforce
+              reserve_fraction = 0.2 }                                            # Salesforce
     learn = { cost = { reserve = 10, actual = { json_path = "extensions.cost.actualQueryCost" },
                        bucket = "shopify" } }                                      # Shopify
 
@@ -211,8 +211,16 @@ class LearnConfig(_Strict):
     reserve_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
     reserve: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     cost: CostConfig | None = None
-    #: A budget per window (a day, or a rolling 24 h): spread evenly over the time left.
-    budget: Literal["fixed", "rolling"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_moved(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "budget" in data:
+            raise ValueError(
+                "learn.budget is gone: give the limit budget = { limit = N, window = "
+                '"fixed" | "rolling" } (sweeper.config.budget)'
+            )
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -235,8 +243,6 @@ class LearnConfig(_Strict):
             raise ValueError(
                 "learn: give reserve (a count) or reserve_fraction (a share), not both"
             )
-        if self.budget is not None and self.source is None:
-            raise ValueError("learn.budget spreads a stated quota: give a source")
         return self
 
     def reserved(self, quota: int) -> float:
@@ -293,13 +299,10 @@ Learn = Annotated[LearnConfig, BeforeValidator(_shorthand)]
 def check_learn_against_limit(
     learn: LearnConfig, limit_name: str, told_window_seconds: float | None
 ) -> None:
-    """What a limit's learn needs of the limit it is on (ValueError, one line): a budget or a
-    source that states no window needs the window from the limit's told rate or
-    `window_seconds`."""
+    """What a limit's learn needs of the limit it is on (ValueError, one line): a source that
+    states no window needs the window from the limit's told rate or `window_seconds`."""
     states_no_window = learn.source == "x-ratelimit" or isinstance(learn.source, PatternConfig)
-    if (learn.budget is not None or states_no_window) and not (
-        told_window_seconds or learn.window_seconds
-    ):
+    if states_no_window and not (told_window_seconds or learn.window_seconds):
         raise ValueError(
             f"limit {limit_name!r}: learn from {_describe(learn)} needs the window it counts "
             "over: give the limit a rate (its period) or learn.window_seconds"
@@ -307,6 +310,4 @@ def check_learn_against_limit(
 
 
 def _describe(learn: LearnConfig) -> str:
-    if learn.budget is not None:
-        return "a budget"
     return "a header pattern" if isinstance(learn.source, PatternConfig) else str(learn.source)

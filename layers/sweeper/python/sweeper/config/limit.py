@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 from pydantic import Field, model_validator
 
 from sweeper.config.base import _Strict
+from sweeper.config.budget import BudgetConfig
 from sweeper.config.key_template import KEY_FIELD_RE as _FIELD_RE
 from sweeper.config.learn import Learn, check_learn_against_limit
 from sweeper.config.quota import Quota
@@ -64,23 +65,48 @@ class LimitConfig(_Strict):
     )
     #: Where the vendor states this limit in its answers (sweeper.config.learn).
     learn: Learn | None = None
+    #: Calls per day (or another window) spread evenly, a share kept (sweeper.config.budget).
+    budget: BudgetConfig | None = None
+    #: What one call costs against `rate` when the vendor counts points, not calls (GitHub's
+    #: secondary limit: 900 points a minute, a mutation 5): a call takes this many. A
+    #: further limit's only (the first limit's cost varies by call: `learn.cost`).
+    cost_per_call: int = Field(default=1, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _known_fields(self) -> Self:
-        if self.rate is None and self.max_in_flight is None:
-            raise ValueError(f"limit {self.name!r} needs a rate, a max_in_flight, or both")
+        if self.rate is None and self.max_in_flight is None and self.budget is None:
+            raise ValueError(
+                f"limit {self.name!r} needs a rate, a max_in_flight or a budget (or several)"
+            )
         for field in _FIELD_RE.findall(self.key):
             if field not in JOB_KEY_FIELDS and not _PARAM_RE.match(field):
                 raise ValueError(
                     f"limit {self.name!r}: key uses unknown field {{{field}}} (known: "
                     f"{', '.join(sorted(JOB_KEY_FIELDS))}, params.NAME)"
                 )
+        points = self.cost_per_call
+        if points > 1 and (self.rate is None or points > self.rate.limit):
+            raise ValueError(
+                f"limit {self.name!r}: cost_per_call counts points of its rate: give a rate of "
+                f"at least {points} points"
+            )
         if self.learn is not None:
             if self.rate is not None and self.rate.adaptive:
                 raise ValueError(f"limit {self.name!r}: learn replaces adaptive; leave it out")
             told = None if self.rate is None else self.rate.period_seconds
             check_learn_against_limit(self.learn, self.name, told)
         return self
+
+    @property
+    def call_rate(self) -> Quota | None:
+        """`rate` in calls: its points over `cost_per_call` (or over the constant a learned
+        cost reserves), whole calls, at least one."""
+        reserve = None if self.learn is None or self.learn.cost is None else self.learn.cost.reserve
+        points = reserve if isinstance(reserve, int | float) else self.cost_per_call
+        if self.rate is None or points == 1:
+            return self.rate
+        calls = max(1, int(self.rate.limit // points))
+        return Quota.model_validate({**self.rate.model_dump(exclude_unset=True), "limit": calls})
 
     @property
     def uses_params(self) -> bool:

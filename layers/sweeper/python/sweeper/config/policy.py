@@ -248,8 +248,9 @@ class Policy(_Strict):
     producer_budget_seconds: float = Field(default=240.0, gt=0, le=LAMBDA_MAX_TIMEOUT_SECONDS)
     #: The wake item's trust bound (sweeper.ledger.wake): a scheduled producer run with nothing
     #: due by the item still reads the ledger when its last full read is this old, so a write
-    #: that did not lower the item (a bare `--database-url` command) is released within it. The
-    #: cluster may pause between those reads (docs/deploy.md).
+    #: that did not lower the item (a bare `--database-url` command) is released within it. On
+    #: a cluster that may pause, a run that connected ends with that read (discovery's
+    #: included: sweeper.ledger.wake_refresh); the cluster pauses between them (docs/deploy.md).
     producer_idle_check_seconds: int = Field(default=3600, ge=60, le=86_400)
     #: SendMessageBatch calls the producer has in flight at once (threads; each call is a wait on
     #: SQS). At most botocore's default connection pool (10), so no call waits for a connection.
@@ -351,6 +352,11 @@ class Policy(_Strict):
             raise ValueError(f"limit names must differ: {names}")
         if any(limit.learn is not None for limit in self.further_limits):
             raise ValueError("learn is read for the first limit (the job's scope) only: move it")
+        if first.cost_per_call > 1:
+            raise ValueError(
+                f"limit {first.name!r} is the job's scope (listed first): a cost per call there "
+                "is learn.cost; cost_per_call is for a further limit"
+            )
         return self
 
     @model_validator(mode="after")

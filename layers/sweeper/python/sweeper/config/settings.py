@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     #: makes work due earlier lowers it, and the producer skips the ledger while it is later
     #: than now. Unset: no item is kept, and the producer connects on every run.
     wake_table: str | None = None
+    #: The ledger's cluster may pause (minimum 0 ACU, no RDS Proxy): each run closes its
+    #: session at its end, so a warm environment does not keep the cluster awake.
+    ledger_may_pause: bool = False
     dlq_url: str | None = None
     intake_queue_url: str | None = None
     #: The webhook's replay markers (DynamoDB) and its signing secret (Secrets Manager).

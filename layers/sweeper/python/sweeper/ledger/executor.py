@@ -65,6 +65,7 @@ class Executor:
         prepare_threshold: int | None = 5,
         sleep: Callable[[float], None] = time.sleep,
         wake: WakeStore | None = None,
+        may_pause: bool = False,
     ) -> None:
         # prepare_threshold=None disables server-side prepared statements (needed behind RDS Proxy
         # or PgBouncer in transaction mode).
@@ -76,6 +77,10 @@ class Executor:
         #: Lowered by every write that can make work due earlier (sweeper.ledger.wake); None: the
         #: deployment keeps no wake item, and its producer connects on every run.
         self.wake = wake
+        #: The cluster may pause (Aurora Serverless v2 at minimum 0 ACU): it pauses only after
+        #: its auto-pause delay with no user connection, so a run closes its session at its end
+        #: (`end_run`) instead of a warm environment holding it until Lambda reclaims it.
+        self.may_pause = may_pause
 
     def _connection(self) -> psycopg.Connection[TupleRow]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -113,6 +118,17 @@ class Executor:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    @property
+    def connected(self) -> bool:
+        """Whether a session is open (on a cluster that may pause: one opened in this run)."""
+        return self._conn is not None and not self._conn.closed
+
+    def end_run(self) -> None:
+        """A run (an invocation) ended: close the session when the cluster may pause, keep it
+        otherwise (the next run of a warm environment reuses it)."""
+        if self.may_pause:
+            self.close()
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[TupleRow]]:

@@ -3,10 +3,11 @@
 A small package, split as Powertools splits a utility: `base` holds what every limiter speaks
 (`Grant`, `Denial`, `ScopeState`, the `Limiter` protocol, and `GateReader` for a limiter reading
 several gates at once), `dynamodb` the production limiter (one DynamoDB item per scope: its slots,
-its gate, its adaptive rate) and the producer's read of the closed gates, and `backoff` the
-throttle and retry delays. The arithmetic of the rate for a quota not known lives a floor below, in
-`sweeper.adaptive_rate`, which the policy models import too. This facade re-exports their public
-names (`Adaptive` included), so callers import from `sweeper.limiter` and not from a module.
+its gate, its adaptive rate; composed of `items`, `gcra`, `held`, `gates` and `paired_writes`)
+and the producer's read of the closed gates, and `backoff` the throttle and retry delays. The
+arithmetic of the rate for a quota not known lives a floor below, in `sweeper.adaptive_rate`,
+which the policy models import too. This facade re-exports their public names (`Adaptive`
+included), so callers import from `sweeper.limiter` and not from a module.
 """
 
 from sweeper.adaptive_rate import Adaptive

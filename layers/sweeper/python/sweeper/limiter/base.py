@@ -20,8 +20,9 @@ from sweeper.adaptive_rate import Adaptive
 
 #: Why a gate is closed, or a reservation refused: "throttled" is a vendor's 429 with its
 #: Retry-After, "backoff" a 429 without one (sweeper's own doubling delay, backoff.close_delay),
-#: "paused" an operator's live pause of the limit (sweeper.limiter.live).
-Reason = Literal["rate", "throttled", "backoff", "auth", "paused"]
+#: "paused" an operator's live pause of the limit (sweeper.limiter.live), "budget" a budget's
+#: next unit not yet due, or its window spent (sweeper.limiter.budget).
+Reason = Literal["rate", "throttled", "backoff", "auth", "paused", "budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +50,34 @@ class Denial:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareSeen:
+    """A shared quota's split as a consumer last worked it out (sweeper.limiter.spend): of
+    `quota`, sweeper's `own` calls and the `others'` in the vendor's window, at `seen_at`."""
+
+    quota: int
+    own: int
+    others: int
+    seen_at: float  # epoch seconds
+
+    @property
+    def own_percent(self) -> float:
+        """Sweeper's share of the quota in the window, in percent."""
+        return 100.0 * self.own / self.quota if self.quota else 0.0
+
+    @property
+    def others_percent(self) -> float:
+        """The others' share of the quota in the window, in percent."""
+        return 100.0 * self.others / self.quota if self.quota else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class ScopeState:
     scope: str
     next_slot_at: float | None
     closed_until: float | None
     reason: str | None
     last_close_seconds: float | None
+    share: ShareSeen | None = None  # a shared quota's split, when a consumer wrote one
 
     def closed(self, now: float) -> bool:
         return self.closed_until is not None and self.closed_until > now

@@ -1,7 +1,8 @@
 """The limiter table's keys, and the patterns of those one policy's consumer may touch.
 
 A limit's items are `scope#KEY` (its bucket and gate, `sweeper.limiter.dynamodb`) and
-`lease#KEY` (a concurrency cap's leases, `sweeper.limiter.leases`), where KEY is the job's scope
+`lease#KEY` (a concurrency cap's leases, `sweeper.limiter.leases`) and `budget#KEY#WINDOW` (a
+budget's count, `sweeper.limiter.budget`), where KEY is the job's scope
 for the first limit and `NAME:RENDERED` for each further one (`LimitConfig.limiter_key`). The
 CDK app confines each consumer's role to its own policy's keys (`dynamodb:LeadingKeys`), so a
 `python` callable running with that role can disturb no other policy's limits: a template's
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 SCOPE_KEY_PREFIX = "scope#"
 #: A concurrency cap's leases, one item per limiter key.
 LEASE_KEY_PREFIX = "lease#"
+#: A budget's count, one item per limiter key and window (sweeper.limiter.budget).
+BUDGET_KEY_PREFIX = "budget#"
 
 #: What IAM's StringLike reads as a wildcard or a variable, and how it writes each literally.
 _IAM_LITERAL = {"$": "${$}", "*": "${*}", "?": "${?}"}
@@ -55,13 +58,21 @@ def key_pattern(prefix: str, template: str, policy: Policy) -> str:
 def limiter_key_patterns(policy: Policy) -> list[str]:
     """The patterns of every limiter item the policy's consumer reads or writes."""
     patterns = [key_pattern(SCOPE_KEY_PREFIX, policy.scope.key_template, policy)]
-    for limit in policy.further_limits:
-        template = f"{limit.name}:{limit.key}"
-        if limit.rate is not None:
+    for index, limit in enumerate(policy.limits):
+        template = policy.scope.key_template if index == 0 else f"{limit.name}:{limit.key}"
+        if index and limit.rate is not None:
             patterns.append(key_pattern(SCOPE_KEY_PREFIX, template, policy))
         if limit.max_in_flight is not None:
             patterns.append(key_pattern(LEASE_KEY_PREFIX, template, policy))
+        if limit.budget is not None:
+            patterns.append(budget_pattern(template, policy))
     return list(dict.fromkeys(patterns))
+
+
+def budget_pattern(template: str, policy: Policy) -> str:
+    """The pattern of a budget's items: its key's, then `#` and the window (any)."""
+    pattern = key_pattern(BUDGET_KEY_PREFIX, template, policy)
+    return pattern if pattern.endswith("*") else pattern + "#*"
 
 
 def unconfined_limits(policy: Policy) -> list[str]:

@@ -63,6 +63,8 @@ class LimitAsk:
     key: str
     interval: float
     tolerance: float = 0.0
+    #: A rate held in the limit's item (a learned one): `interval` is then not used.
+    adaptive: Adaptive | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +122,7 @@ def reserve_all(
             if ask.key in held:
                 let_go(ask.key)
             decision = limiter.reserve(
-                ask.key, ask.interval, horizon, 1, None, send_at, tolerance=ask.tolerance
+                ask.key, ask.interval, horizon, 1, ask.adaptive, send_at, tolerance=ask.tolerance
             )
             if isinstance(decision, Denial):
                 for key in list(held):

@@ -1,10 +1,11 @@
-"""Where one policy stands (`sweeper status`): ledger counts and ages, queues, gates, the
-further limits' closed keys, the failing jobs and scopes, the last runs."""
+"""Where one policy stands (`sweeper status`): ledger counts and ages, queues, gates (with a
+shared quota's split: sweeper's share and the others'), the further limits' closed keys, the
+failing jobs and scopes, the last runs."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from sweeper.failing import (
 )
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import ScopeState
+from sweeper.limiter.base import ShareSeen
 from sweeper.models import NewJob
 from sweeper.operations.text import iso
 from sweeper.producer import on_consumers
@@ -52,12 +54,40 @@ def closed_limits(
 
 
 @dataclass(frozen=True, slots=True)
+class ShareView:
+    """A shared quota's split in the vendor's window, as a consumer last worked it out."""
+
+    quota: int
+    own: int
+    others: int
+    own_percent: float
+    others_percent: float
+    seen_at: str
+
+    @classmethod
+    def of(cls, seen: ShareSeen, tz: Any) -> ShareView:
+        at = datetime.fromtimestamp(seen.seen_at, tz).isoformat()
+        own, others = round(seen.own_percent, 1), round(seen.others_percent, 1)
+        return cls(seen.quota, seen.own, seen.others, own, others, at)
+
+
+def share_line(share: Mapping[str, Any]) -> str:
+    """How `status` and the console say a gate's `share` (a ShareView as its dict)."""
+    return (
+        f"shared quota: sweeper {share['own']} ({share['own_percent']:g} %), others "
+        f"{share['others']} ({share['others_percent']:g} %) of {share['quota']}, "
+        f"seen {share['seen_at']}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class GateView:
     scope: str
     closed: bool
     reopens_at: str | None
     reason: str | None
     unsettled_jobs: int
+    share: ShareView | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +165,9 @@ def policy_status(
             reopens = None
             if closed and seen.closed_until is not None:
                 reopens = datetime.fromtimestamp(seen.closed_until, now.tzinfo).isoformat()
-            gates.append(
-                GateView(scope, closed, reopens, seen.reason if closed else None, unsettled)
-            )
+            share = None if seen.share is None else ShareView.of(seen.share, now.tzinfo)
+            reason = seen.reason if closed else None
+            gates.append(GateView(scope, closed, reopens, reason, unsettled, share))
 
     limits = closed_limits(policy, closed_keys or (), now)
     failing = failures(

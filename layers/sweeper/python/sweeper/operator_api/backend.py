@@ -62,6 +62,12 @@ class Backend:
             self._ledger = self.open_ledger()
         return self._ledger
 
+    def end_run(self) -> None:
+        """A request ended: its ledger's session is closed when the cluster may pause (each
+        write it made lowered the wake item already; `Ledger.end_run`)."""
+        if self._ledger is not None:
+            self._ledger.end_run()
+
     def policy(self, name: str | None) -> Policy:
         """The named policy, or the only one; OperatorError otherwise."""
         if name is None:

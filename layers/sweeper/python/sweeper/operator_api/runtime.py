@@ -73,5 +73,6 @@ def backend() -> Backend:
             partial(conninfo_from, current),
             prepare_threshold=current.database_prepare_threshold,
             wake=wake_store_of(current),
+            may_pause=current.ledger_may_pause,
         ),
     )

@@ -8,7 +8,9 @@
 - `headers`: `X-RateLimit-*` (reset in seconds or epoch seconds) and a header with a pattern;
 - `cost`: a call's cost from a header or a JSON path (Shopify's GraphQL `extensions.cost`);
 - `pace`: the arithmetic a limiter needs from a reading: a learned ceiling, a shared quota,
-  a budget per day, and when a backlog drains.
+  a budget per day, and when a backlog drains;
+- `share`: the admission's pace under a quota others spend too (what they leave, less the
+  reserve).
 
 Each source is a `Source` (`read(answer, now_epoch)`); `Reader` reads an answer with several.
 Nothing here raises for what a vendor sent, and nothing keeps a header's or a body's text.

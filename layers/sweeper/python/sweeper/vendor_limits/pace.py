@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from sweeper.vendor_reading import LimitReading
+from sweeper.vendor_reading import BucketReading, LimitReading
 
 BudgetWindow = Literal["fixed", "rolling"]
 
@@ -51,6 +51,16 @@ def learned_pace(
     if remaining is not None and reset:
         return LearnedPace(min([*steady, remaining / reset]))
     return LearnedPace(min(steady)) if steady else None
+
+
+def bucket_pace(ceiling_per_second: float | None, bucket: BucketReading) -> float | None:
+    """The steady rate of a points bucket (Shopify's `throttleStatus`): what it restores a
+    second, never above the ceiling; None when the answer states no restore rate."""
+    if not bucket.restore_rate:
+        return None
+    if ceiling_per_second is None:
+        return bucket.restore_rate
+    return min(ceiling_per_second, bucket.restore_rate)
 
 
 @dataclass(frozen=True, slots=True)

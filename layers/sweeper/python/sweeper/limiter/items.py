@@ -1,0 +1,162 @@
+"""The limiter's items on DynamoDB: one per scope (`scope#KEY`), written with conditional updates.
+
+`ScopeItems` is what the limiter's parts share: every DynamoDB call they make, the write and read
+counts (the benchmark's cost figure), and the lead every reservation is made with, taken from the
+recent write round trips (sweeper.limiter.dynamodb's docstring says why).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from sweeper.errors import LimiterError
+from sweeper.limiter.base import ScopeState
+from sweeper.limiter.keys import SCOPE_KEY_PREFIX
+from sweeper.limiter.spend import share_seen
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+US = 1_000_000
+#: Limiter items of idle scopes expire (DynamoDB TTL) after this long.
+ITEM_TTL_SECONDS = 86_400
+#: A reservation that loses this many races in a row gives up with a short denial.
+MAX_RACES = 8
+#: The lead of a limiter that has not measured a write yet (its first round trip also opens
+#: the connection), and the most any lead may be: slower writes than this are an incident, not
+#: something to plan every slot around.
+FIRST_LEAD_SECONDS = 0.05
+MAX_LEAD_SECONDS = 0.25
+#: How many recent write round trips the lead is taken from (their slowest).
+LEAD_SAMPLES = 8
+
+
+def n(value: float | int) -> dict[str, str]:
+    """A DynamoDB number attribute, in whole units."""
+    return {"N": str(int(value))}
+
+
+def scope_key(scope: str) -> dict[str, Any]:
+    """The key of a scope's item."""
+    return {"pk": {"S": SCOPE_KEY_PREFIX + scope}}
+
+
+def scope_state(scope: str, item: dict[str, Any]) -> ScopeState:
+    """A scope's state as its item holds it ({}: no item yet, an open gate and no slot)."""
+
+    def num(name: str) -> float | None:
+        return int(item[name]["N"]) / US if name in item else None
+
+    reason = item.get("reason", {}).get("S")
+    last = num("last_close_us")
+    return ScopeState(scope, num("tat"), num("closed_until"), reason, last, share_seen(item))
+
+
+class ScopeItems:
+    """The limiter table's scope items as one process writes and reads them."""
+
+    def __init__(self, client: DynamoDBClient, table: str, clock: Callable[[], float]) -> None:
+        self._client = client
+        self._table = table
+        self.clock = clock
+        self.writes = 0  # conditional writes made, for the benchmark's cost figure
+        self.reads = 0
+        self._round_trips: deque[float] = deque(maxlen=LEAD_SAMPLES)
+
+    @property
+    def lead(self) -> float:
+        """How far ahead of now a reservation is made: the slowest recent write round trip."""
+        if not self._round_trips:
+            return FIRST_LEAD_SECONDS
+        return min(MAX_LEAD_SECONDS, max(self._round_trips))
+
+    def update(
+        self,
+        scope: str,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        returns: str,
+        names: dict[str, str] | None = None,
+    ) -> int | dict[str, Any] | None:
+        """Run a conditional update; the new tat (or 0) on success, the old item on failure."""
+        started = time.monotonic()
+        extra: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
+        try:
+            self.writes += 1
+            response = self._client.update_item(
+                TableName=self._table,
+                Key=scope_key(scope),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValues=returns,  # type: ignore[arg-type]
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                self._round_trips.append(time.monotonic() - started)
+                item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+                return item
+            raise LimiterError(f"limiter update failed for scope {scope!r}") from exc
+        self._round_trips.append(time.monotonic() - started)
+        attributes = response.get("Attributes", {})
+        return int(attributes["tat"]["N"]) if "tat" in attributes else 0
+
+    def read(self, scope: str) -> dict[str, Any]:
+        """The scope's item, read consistently ({} when it has none yet)."""
+        self.reads += 1
+        try:
+            item: dict[str, Any] = self._client.get_item(
+                TableName=self._table, Key=scope_key(scope), ConsistentRead=True
+            ).get("Item", {})
+        except ClientError as exc:
+            raise LimiterError(f"limiter read failed for scope {scope!r}") from exc
+        return item
+
+    def write(
+        self, scope: str, update: str, condition: str, values: dict[str, Any], failure: str
+    ) -> bool:
+        """Run a conditional update, its round trip not measured; False when its condition
+        failed (an error is raised as `failure`, e.g. "gate close failed")."""
+        try:
+            self.writes += 1
+            self._client.update_item(
+                TableName=self._table,
+                Key=scope_key(scope),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise LimiterError(f"{failure} for scope {scope!r}") from exc
+            return False
+        return True
+
+    def read_many(self, scopes: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
+        """The items of `scopes` (distinct) in one strongly consistent BatchGetItem, by their
+        key, and the keys DynamoDB returned unprocessed."""
+        self.reads += 1
+        try:
+            answer = self._client.batch_get_item(
+                RequestItems={
+                    self._table: {
+                        "Keys": [scope_key(scope) for scope in scopes],
+                        "ConsistentRead": True,
+                    }
+                }
+            )
+        except ClientError as exc:
+            raise LimiterError(f"limiter read failed for {len(scopes)} scopes") from exc
+        unprocessed: dict[str, Any] = dict(answer.get("UnprocessedKeys", {}))
+        skipped = {key["pk"]["S"] for key in unprocessed.get(self._table, {}).get("Keys", [])}
+        responses: dict[str, Any] = dict(answer.get("Responses", {}))
+        found = {item["pk"]["S"]: item for item in responses.get(self._table, [])}
+        return found, skipped
