@@ -19,7 +19,9 @@ The scenarios are registered in VENDOR_SCENARIOS, one line each (see there).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -367,11 +369,12 @@ def _shared(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
 def _budget(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
     """(i), sweeper_bench.vendor_budget's: one budget day of 60 s and the next day's start, on
     a stack of its own (its length is the day's, not the part's)."""
-    figures = run_budget(options.database_url)
+    with contextlib.redirect_stdout(sys.stderr):  # its own lines: stdout is --json's
+        figures = run_budget(options.database_url)
     return {
+        **figures,
         "scenario": "i",
         "what": VENDOR_SCENARIOS["i"].what,
-        **figures,
         "targets": {"max_fraction_max": 0.80, "max_deviation_from_even_max": 0.05},
     }
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from sweeper_bench import vendor as vendor_bench
 from sweeper_bench.rate import _stack
 from sweeper_bench.vendor import VENDOR_SCENARIOS
 from sweeper_bench.vendor_harness import VendorRunOptions
@@ -139,3 +140,21 @@ def test_the_cli_refuses_a_scenario_it_cannot_run_in_one_line(args: list[str], s
     assert result.exit_code == 2
     assert says in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_registered_scenario_that_prints_keeps_json_output_clean(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given (i)'s runner, which prints its own lines and names itself "budget"
+    def printing_budget(database_url: str | None = None) -> dict[str, Any]:
+        print("budget 6000/60s: spent ...")
+        return {"scenario": "budget", "spent": 1}
+
+    monkeypatch.setattr(vendor_bench, "run_budget", printing_budget)
+    # When the part runs it
+    result = VENDOR_SCENARIOS["i"].run(None, BRIEF)
+    # Then stdout (what --json prints to) holds none of its lines, and it is scenario (i)
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert "budget 6000/60s" in out.err
+    assert (result["scenario"], result["spent"]) == ("i", 1)
