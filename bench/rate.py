@@ -17,7 +17,9 @@ consumers never starve. Scenarios:
 - `limits` (issue 25's scenarios a-d, LIMIT_SCENARIOS): several limits per call, each enforced
   by the vendor, on a 1-second and a 5-second window: the binding limit's utilization, each
   limit's self-caused 429s and busiest window, DynamoDB writes per job; for a concurrency cap,
-  how full the vendor saw it kept (`_cap_figures`).
+  how full the vendor saw it kept (`_cap_figures`);
+- `vendor` (issue 43's scenarios e-j, sweeper_bench.vendor): limits the vendor states in its
+  answers, learned.
 
 Utilization = calls the vendor accepted per second, from its first call to the end of the run,
 divided by its quota. Timings on a shared machine are noisy: compare the scenarios of one run.
@@ -850,8 +852,9 @@ def _limits_summary(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 #: The parts of `bench rate`: the 15/s comparison with its baselines (moto), the adaptive rate
-#: at the same quota, the real rates and the several limits (the last three on lite_aws).
-PARTS = ("baselines", "adaptive", "real", "limits")
+#: at the same quota, the real rates, the several limits and the limits the vendor states (the
+#: last four on lite_aws).
+PARTS = ("baselines", "adaptive", "real", "limits", "vendor")
 
 
 def run_rate_bench(
@@ -864,6 +867,8 @@ def run_rate_bench(
     real_seconds: float = REAL_RATE_SECONDS,
     limit_names: tuple[str, ...] = tuple(LIMIT_SCENARIOS),
     limits_seconds: float = LIMITS_SECONDS,
+    vendor_names: tuple[str, ...] | None = None,
+    vendor_seconds: float = LIMITS_SECONDS,
 ) -> dict[str, Any]:
     """Every scenario of the chosen parts in one run; see the module docstring."""
     one = Quota.parse(quota)
@@ -923,6 +928,16 @@ def run_rate_bench(
                 )
                 for name in limit_names
             ]
+    if "vendor" in parts:
+        # imported here: its scenarios build on this module's
+        from sweeper_bench.vendor import VENDOR_SCENARIOS, VendorRunOptions, run_vendor_part
+
+        result["seconds_per_vendor_run"] = vendor_seconds
+        result["vendor"] = run_vendor_part(
+            tuple(VENDOR_SCENARIOS) if vendor_names is None else vendor_names,
+            VendorRunOptions(seconds=vendor_seconds),
+            database_url,
+        )
     result["targets"] = {
         "self_caused_429s": 0,
         "utilization_5s_window_min": 0.95,

@@ -92,22 +92,33 @@ def bench_ledger(
 @click.option(
     "--only",
     "parts",
-    type=click.Choice(["baselines", "adaptive", "real", "limits"]),
+    type=click.Choice(["baselines", "adaptive", "real", "limits", "vendor"]),
     multiple=True,
     help="Run only these parts (repeat for several): the comparison with the baselines at "
     "--quota on moto; the adaptive rate, not told that quota; the real rates (100/s on one "
-    "scope, 10 scopes at 50/s, vendor p50 150 ms); or the several limits' scenarios (see "
-    "--scenario). The last three run SQS and DynamoDB on the lite stand-in.",
+    "scope, 10 scopes at 50/s, vendor p50 150 ms); the several limits' scenarios, or the "
+    "limits the vendor states (see --scenario). The last four run SQS and DynamoDB on the "
+    "lite stand-in.",
 )
 @click.option(
     "--scenario",
     "limit_names",
-    type=click.Choice(["a", "b", "c", "d"]),
+    type=click.Choice(list("abcdefghij")),
     multiple=True,
-    help="The several limits' scenarios to run (repeat for several; all by default; alone, "
-    "only these run): a, 20 stores at 2/s under an app limit of 30/s; b, 10 stores at 5/s "
-    "under 100/s; c, one scope at 100/s with at most 10 calls in flight, vendor p50 300 ms; "
-    "d, ten scopes at 10/s. Each on a 1 s and a 5 s window.",
+    help="The scenarios to run (repeat for several; all of a part by default; alone, only "
+    "these run). Several limits, each on a 1 s and a 5 s window: a, 20 stores at 2/s under an "
+    "app limit of 30/s; b, 10 stores at 5/s under 100/s; c, one scope at 100/s with at most 10 "
+    "calls in flight, vendor p50 300 ms; d, ten scopes at 10/s. Limits the vendor states: e, "
+    "the quota not told, stated in the IETF fields; f, the vendor halves its limit mid-run; "
+    "g, another client spends 30 % of the quota; h, a points bucket; i, a budget per day "
+    "(the built ones: sweeper_bench.vendor's VENDOR_SCENARIOS).",
+)
+@click.option(
+    "--vendor-seconds",
+    default=60.0,
+    type=click.FloatRange(5),
+    show_default=True,
+    help="Each run of a vendor-stated limits scenario.",
 )
 @click.option(
     "--limits-seconds",
@@ -127,6 +138,7 @@ def bench_rate(
     parts: tuple[str, ...],
     limit_names: tuple[str, ...],
     limits_seconds: float,
+    vendor_seconds: float,
     database_url: str | None,
     as_json: bool,
 ) -> None:
@@ -136,18 +148,37 @@ def bench_rate(
     cost per job."""
     with local_stack_required():
         from sweeper_bench.rate import LIMIT_SCENARIOS, PARTS, run_rate_bench
+        from sweeper_bench.vendor import VENDOR_SCENARIOS
 
-    if limit_names and parts and "limits" not in parts:
-        raise click.BadParameter("--scenario needs the limits part", param_hint="--only")
+    chosen = tuple(dict.fromkeys(limit_names))
+    vendor_names = tuple(n for n in chosen if n not in LIMIT_SCENARIOS)
+    limit_names = tuple(n for n in chosen if n in LIMIT_SCENARIOS)
+    unbuilt = [n for n in vendor_names if n not in VENDOR_SCENARIOS]
+    if unbuilt:
+        raise click.BadParameter(
+            f"scenario {', '.join(unbuilt)} is not built yet: choose among "
+            f"{', '.join([*LIMIT_SCENARIOS, *VENDOR_SCENARIOS])}",
+            param_hint="--scenario",
+        )
+    named = {"limits": limit_names, "vendor": vendor_names}
+    for part, names in named.items():
+        if names and parts and part not in parts:
+            raise click.BadParameter(
+                f"--scenario {', '.join(names)} needs the {part} part", param_hint="--only"
+            )
+    if not parts and chosen:
+        parts = tuple(part for part, names in named.items() if names)
     result = run_rate_bench(
         consumers=consumers,
         seconds=seconds,
         real_seconds=real_seconds,
         quota=quota,
         database_url=database_url,
-        parts=parts or (("limits",) if limit_names else PARTS),
-        limit_names=tuple(dict.fromkeys(limit_names)) or tuple(LIMIT_SCENARIOS),
+        parts=parts or PARTS,
+        limit_names=limit_names or tuple(LIMIT_SCENARIOS),
         limits_seconds=limits_seconds,
+        vendor_names=vendor_names or None,
+        vendor_seconds=vendor_seconds,
     )
     emit(result, as_json)
 

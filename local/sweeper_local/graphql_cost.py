@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 GRAPHQL_PATH: Final = "/admin/api/graphql.json"
@@ -54,6 +54,10 @@ class GraphqlAudit:
     throttled_total: int
     points_charged: float
     effects_by_id: dict[str, int]
+    #: Each store's bucket level at the audit, restored to that instant, and the first call's
+    #: arrival (monotonic; None before it): what the restore rate's use is read from.
+    levels: dict[str, float] = field(default_factory=dict)
+    first_call_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -94,6 +98,7 @@ class PointsApi:
         self._effects: Counter[str] = Counter()
         self._calls = self._throttled = 0
         self._charged = 0.0
+        self._first_call_at: float | None = None
 
     def reset(self) -> None:
         with self._lock:
@@ -107,6 +112,8 @@ class PointsApi:
         with self._lock:
             self._calls += 1
             now = time.monotonic()
+            if self._first_call_at is None:
+                self._first_call_at = now
             level, at = self._buckets.get(store, (self.maximum, now))
             level = min(self.maximum, level + (now - at) * self.restore_rate)
             if level < self.requested_cost:
@@ -145,7 +152,19 @@ class PointsApi:
 
     def audit(self) -> GraphqlAudit:
         with self._lock:
-            return GraphqlAudit(self._calls, self._throttled, self._charged, dict(self._effects))
+            now = time.monotonic()
+            levels = {
+                store: min(self.maximum, level + (now - at) * self.restore_rate)
+                for store, (level, at) in self._buckets.items()
+            }
+            return GraphqlAudit(
+                self._calls,
+                self._throttled,
+                self._charged,
+                dict(self._effects),
+                levels,
+                self._first_call_at,
+            )
 
 
 _GONE: Final = {"field": ["id"], "message": "Product does not exist"}

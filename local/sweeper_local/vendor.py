@@ -245,6 +245,10 @@ class VendorAudit:
     other_calls: int = 0
     other_rejections: int = 0
     least_remaining: int | None = None
+    #: The arrival of each call the quota refused (its `quota_rejections`), in order.
+    quota_rejected_at: tuple[float, ...] = ()
+    #: When a quota change scheduled by `schedule_quota` took effect (monotonic), in order.
+    quota_changed_at: tuple[float, ...] = ()
 
     def mean_in_flight(self, start: float | None = None, end: float | None = None) -> float:
         """Calls held at once (arrived, not yet answered), averaged over `start`..`end`: the
@@ -298,6 +302,8 @@ class VendorAudit:
             "other_calls": self.other_calls,
             "other_rejections": self.other_rejections,
             "least_remaining": self.least_remaining,
+            "quota_rejected_at": list(self.quota_rejected_at),
+            "quota_changed_at": list(self.quota_changed_at),
         }
 
     @classmethod
@@ -344,6 +350,8 @@ class VendorAudit:
             least_remaining=(
                 None if data.get("least_remaining") is None else int(data["least_remaining"])
             ),
+            quota_rejected_at=tuple(float(t) for t in data.get("quota_rejected_at", ())),
+            quota_changed_at=tuple(float(t) for t in data.get("quota_changed_at", ())),
         )
 
 
@@ -536,6 +544,9 @@ class _VendorState:
         self._rejections_by_limit: Counter[str] = Counter()
         self._calls_by_original_host: Counter[str] = Counter()
         self._other = OtherClient(self._other_share)
+        self._quota_rejected_at: list[float] = []
+        self._quota_changes: list[tuple[float, tuple[int, float]]] = []  # (at, quota), pending
+        self._quota_changed_at: list[float] = []
 
     def reset(self) -> None:
         """Back to the state the simulator was built with."""
@@ -558,6 +569,20 @@ class _VendorState:
     def set_quota(self, quota: tuple[int, float]) -> None:
         with self._lock:
             self._quota = quota
+
+    def schedule_quota(self, quota: tuple[int, float], starts_in_seconds: float) -> float:
+        """The quota becomes `quota` for calls arriving from `starts_in_seconds` on (a vendor
+        that lowers or raises its limit mid-run); the monotonic time it takes effect."""
+        with self._lock:
+            at = time.monotonic() + starts_in_seconds
+            self._quota_changes.append((at, quota))
+            self._quota_changes.sort()
+        return at
+
+    def _apply_quota_changes(self, now: float) -> None:
+        while self._quota_changes and self._quota_changes[0][0] <= now:
+            at, self._quota = self._quota_changes.pop(0)
+            self._quota_changed_at.append(at)
 
     def start_incident(
         self,
@@ -600,6 +625,7 @@ class _VendorState:
             early = self._closure(now)
             if early is not None:
                 self._calls_during_closure += 1
+            self._apply_quota_changes(now)
             over_quota = self._admit(scope, now)  # every arriving call counts, closed or not
             stated = self._stated(scope, now)
             over_quota = self._admit_further(over_quota, early is not None, now)
@@ -735,6 +761,7 @@ class _VendorState:
             self._responses[reply.status] += 1
             if arrival.quota_rejected:
                 self._quota_rejections += 1
+                self._quota_rejected_at.append(arrival.at)
             if _is_accepted(reply.status):
                 self._accepted_by_scope.setdefault(arrival.scope, []).append(arrival.at)
             if arrival.lose_answer:
@@ -811,6 +838,8 @@ class _VendorState:
                 other_calls=self._other.calls,
                 other_rejections=self._other.rejections,
                 least_remaining=self._other.least_remaining,
+                quota_rejected_at=tuple(sorted(self._quota_rejected_at)),
+                quota_changed_at=tuple(self._quota_changed_at),
                 **self._by_limit(peak),
             )
 
@@ -1089,6 +1118,21 @@ def _incident_from_query(state: _VendorState, query: str) -> _Reply:
     return _Reply(200, body=json.dumps({"start": start, "end": end}).encode())
 
 
+def _quota_from_query(state: _VendorState, query: str) -> _Reply:
+    """`POST /_quota?limit=N&period=S[&starts_in=S]`: the quota changes then (`{"at": t}`)."""
+    params = _query(query)
+    try:
+        quota = (int(params["limit"]), float(params["period"]))
+        starts_in = float(params.get("starts_in", "0"))
+        if quota[0] < 1 or not 0 < quota[1] < math.inf or not 0 <= starts_in < math.inf:
+            raise ValueError(query)
+        check_dialect(state.limit_dialect, quota[1])
+    except (KeyError, ValueError):
+        return _Reply(400, "bad_quota")
+    at = state.schedule_quota(quota, starts_in)
+    return _Reply(200, body=json.dumps({"at": at}).encode())
+
+
 def _query(query: str) -> dict[str, str]:
     return {name: values[-1] for name, values in parse_qs(query).items()}
 
@@ -1202,6 +1246,8 @@ class _Handler(FieldsHandler):
             reply = _LISTINGS_CONTROLS[path](server.listings, query)
         elif path == "/_incident" and self.command == "POST":
             reply = _incident_from_query(server.state, query)
+        elif path == "/_quota" and self.command == "POST":
+            reply = _quota_from_query(server.state, query)
         else:
             arrival = server.state.arrive(
                 self.command, path, self.fields.get("idempotency-key"), original_host
@@ -1616,6 +1662,13 @@ class VendorProcess:
 
     def listings_audit(self) -> ListingsAudit:
         return fetch_listings_audit(self.url)
+
+    def schedule_quota(self, limit: int, period_seconds: float, starts_in: float) -> float:
+        """What `POST /_quota` does; returns when the new quota takes effect (monotonic)."""
+        query = urlencode({"limit": limit, "period": period_seconds, "starts_in": starts_in})
+        request = urllib.request.Request(f"{self.url}/_quota?{query}", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return float(json.loads(response.read())["at"])
 
     def throttle_listings(
         self, scope: LimitScope, *, store: str | None = None, retry_after_seconds: int = 1

@@ -2067,22 +2067,6 @@ def test_a_late_request_under_limits_taken_one_at_a_time_spends_a_slot_of_each(
     assert len(limiter.reserved) == 2 + 2 * spent
 
 
-@pytest.mark.parametrize(("ahead", "sleeps"), [(0.08, []), (0.15, [0.05])])
-def test_a_slot_of_a_long_slack_is_called_on_a_share_of_the_slack_before_its_time(
-    slack_rig: Rig, ahead: float, sleeps: list[float]
-) -> None:
-    # Given a slot 0.08 s or 0.15 s ahead, and a slack of 0.5 s: its window starts a fifth of
-    # the slack (0.1 s) before the slot (slots.EARLY_SHARE_OF_SLACK)
-    slack_rig.limiter.answers = [grant(ahead)]
-    # When the record is delivered
-    assert slack_rig.deliver() is False
-    # Then it is called at once, or after what is left of its wait, with no more writes
-    assert slack_rig.time.sleeps == [pytest.approx(s) for s in sleeps]
-    went = START + max(0.0, ahead - 0.1)
-    assert slack_rig.calls.sent_at == [pytest.approx(went)]
-    assert len(slack_rig.limiter.reserved) == 1
-
-
 def test_a_slot_of_a_short_slack_is_called_on_at_its_time(rig: Rig) -> None:
     # Given a slack shorter than the limiter's longest lead, and a slot 0.08 s ahead
     rig.policy = rig.policy.model_copy(

@@ -913,10 +913,9 @@ def test_an_interval_below_a_microsecond_still_spaces_slots_a_microsecond_apart(
 def test_with_a_slack_of_the_longest_lead_a_gate_is_checked_at_the_time_of_asking(
     local_aws: LocalAws, table: str
 ) -> None:
-    # What lets a consumer call on a slot a share of a long slack before its time
-    # (admission/bank.py EARLY_SHARE_OF_SLACK): no grant of such a rate lies before the end of a
-    # closure that was still on when it was asked. Given writes 0.24 s slower than usual (a
-    # lead of about that, MAX_LEAD_SECONDS at most), and two gates closed for the next 0.15 s
+    # A slack of the longest lead cuts the lead to nothing: no grant of such a rate lies before
+    # the end of a closure that was still on when it was asked. Given writes 0.24 s slower than
+    # usual (a lead of about that, MAX_LEAD_SECONDS at most), and two gates closed for 0.15 s
     limiter = DynamoLimiter(SlowWrites(local_aws.dynamodb(), 0.24), table)  # type: ignore[arg-type]
     limiter.reserve("lead", 0.000_001, horizon=1)
     assert 0.24 <= limiter.lead <= MAX_LEAD_SECONDS

@@ -608,6 +608,8 @@ def test_the_audit_round_trips_through_json() -> None:
         other_calls=4,
         other_rejections=1,
         least_remaining=2,
+        quota_rejected_at=(2.5,),
+        quota_changed_at=(2.0,),
     )
     assert all(getattr(audit, f.name) != f.default for f in fields(audit))
     # When

@@ -988,8 +988,8 @@ def test_a_banked_slot_of_a_rate_with_slack_is_used_within_its_slack_at_once() -
     sink = RecordingSink()
     clock = [NOW]
     slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], sink, slack_seconds=0.5)  # type: ignore[arg-type]
-    # RecordingLimiter's first grant, as the batch keeps it (moved `early`: see below)
-    first_slot = NOW + 10.0 + 1 - slots.early
+    # RecordingLimiter's first grant, as the batch keeps it
+    first_slot = NOW + 10.0 + 1
     slots.reserve("s", INTERVAL, 60, object())
     assert limiter.counts == [3]
     # When a thread asks 0.4 s after the second slot's time (long past the late tolerance)
@@ -1008,7 +1008,7 @@ def test_a_banked_slot_of_a_rate_with_slack_is_used_within_its_slack_at_once() -
     assert sink.metrics == [(Metric.LATE_SLOTS, "Count", 1)]
     assert len(limiter.counts) == 2  # a new write
     assert isinstance(fresh, Grant)
-    assert fresh.slot_at == NOW + 10.0 + 2 - slots.early
+    assert fresh.slot_at == NOW + 10.0 + 2
 
 
 def test_a_banked_slot_is_used_exactly_its_slack_and_tolerance_after_its_time() -> None:
@@ -1016,7 +1016,7 @@ def test_a_banked_slot_is_used_exactly_its_slack_and_tolerance_after_its_time() 
     clock = [NOW]
     slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], Sink(), slack_seconds=0.25)  # type: ignore[arg-type]
     slots.reserve("s", INTERVAL, 60, object())
-    second = NOW + 10.0 + 1 + INTERVAL - slots.early
+    second = NOW + 10.0 + 1 + INTERVAL
     clock[0] = second + slots.usable_for
     assert slots.reserve("s", INTERVAL, 60, object())[1] == Grant(second)
     assert limiter.counts == [3]
@@ -1164,46 +1164,17 @@ def test_a_paired_slot_spent_without_a_call_is_one_slot_of_both_limits() -> None
     assert limiter.item.tat == round((NOW + 0.5 + 0.01) * 1_000_000)
 
 
-def test_a_long_slack_moves_a_slots_window_a_share_of_the_slack_earlier_and_keeps_its_length() -> (
-    None
-):
-    # Given a rate with a slack of 0.5 s (at least the limiter's longest lead), and the
-    # limiter's next slots 0.05 s ahead, INTERVAL apart
-    limiter = RecordingLimiter(starts={"s": (0.05, INTERVAL)})
-    sink = RecordingSink()
-    clock = [NOW]
-    slots = BatchSlots(limiter, 3, {"s": 10}, lambda: clock[0], sink, slack_seconds=0.5)  # type: ignore[arg-type]
-    # When a thread asks
-    _, got = slots.reserve("s", INTERVAL, 60, object())
-    # Then its slot is called on from a fifth of the slack before the limiter's time: due now
-    assert slots.early == pytest.approx(slots_module.EARLY_SHARE_OF_SLACK * 0.5) == 0.1
-    assert isinstance(got, Grant)
-    assert got.slot_at == pytest.approx(NOW + 0.05 - 0.1)
-    # And the window ends as much earlier: a banked slot is used up to its slack and the
-    # tolerance after the moved time, so the window keeps the length the headroom paid for
-    second = NOW + 0.05 + INTERVAL - 0.1
-    assert slots.usable_for == pytest.approx(0.5 + LATE_SLOT_TOLERANCE_SECONDS)
-    clock[0] = second + slots.usable_for
-    _, kept = slots.reserve("s", INTERVAL, 60, object())
-    assert isinstance(kept, Grant)
-    assert kept.slot_at == pytest.approx(second)
-    clock[0] = second + INTERVAL + slots.usable_for + 0.001
-    slots.reserve("s", INTERVAL, 60, object())
-    assert sink.metrics == [(Metric.LATE_SLOTS, "Count", 1)]  # the third, let go
-
-
 @pytest.mark.parametrize(
     ("slack", "paired"),
     [
         (0.0, None),
-        # shorter than the limiter's longest lead: its write may check the gate against a time
-        # later than its answer, so a call moved earlier could go before a closure's end
         (0.2, None),
-        # paired limits: their calls may also take their slots one limit at a time
+        # a slack of at least the limiter's longest lead: still called on from the slot's time
+        (0.5, None),
         (0.5, PairedLimits("app:all", 0.02, 0.5)),
     ],
 )
-def test_slots_keep_the_limiters_time_without_a_long_slack_or_with_paired_limits(
+def test_a_batchs_slots_keep_the_limiters_time_whatever_its_slack(
     slack: float, paired: PairedLimits | None
 ) -> None:
     limiter = RecordingLimiter(starts={"s": (0.05, INTERVAL)})
@@ -1216,7 +1187,6 @@ def test_slots_keep_the_limiters_time_without_a_long_slack_or_with_paired_limits
         paired=paired,
         slack_seconds=slack,
     )
-    assert slots.early == 0.0
     if paired is None:
         _, got = slots.reserve("s", INTERVAL, 60, object())
         assert got == Grant(NOW + 0.05)

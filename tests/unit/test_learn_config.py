@@ -164,3 +164,19 @@ def test_a_source_without_a_window_needs_one_from_the_limit() -> None:
     check_learn_against_limit(learn, "core", 3600.0)  # a told rate's period serves
     windowed = _learn('learn = { source = "x-ratelimit", window_seconds = 3600 }')
     check_learn_against_limit(windowed, "core", None)
+
+
+@pytest.mark.parametrize(
+    ("learn", "shared"),
+    [
+        ({"source": "x-ratelimit"}, False),
+        ({"source": "x-ratelimit", "reserve": 0}, True),
+        ({"source": "x-ratelimit", "reserve": 100}, True),
+        ({"source": "x-ratelimit", "reserve_fraction": 0.2}, True),
+    ],
+)
+def test_a_quota_is_paced_as_shared_only_when_a_reserve_is_stated(
+    learn: dict[str, object], shared: bool
+) -> None:
+    # A quota no one said is shared is paced by the vendor's statement alone
+    assert LearnConfig.model_validate(learn).shared is shared

@@ -31,24 +31,12 @@ from sweeper.admission.base import (
 from sweeper.admission.handoff import LeaseHandOff
 from sweeper.admission.pairing import PairedBank, PairedLimits
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
-from sweeper.limiter import MAX_LEAD_SECONDS, Adaptive, Denial, Grant, Limiter, ScopeState
+from sweeper.limiter import Adaptive, Denial, Grant, Limiter, ScopeState
 from sweeper.observability import Metric, MetricSink
 
 #: With a slack, a block also covers the calls its scope is expected to start within the slack:
 #: their rate is taken from the last this many calls of the batch's scope.
 SLACK_RATE_SAMPLE = 8
-#: With a slack W, a slot the limiter placed at s is called on within [s - B, s - B + W] (and the
-#: late tolerance), B = this share of W, not within [s, s + W]: the window keeps its length, and
-#: every bound of `Quota.safe_headroom` asks only that each call arrive within an interval of
-#: that length around its slot, where it lies does not matter. A lease that comes while the
-#: batch's next slot is still ahead (the scope's pacer booked ahead by the environments' blocks)
-#: then carries its call at once instead of idling: in scenario (c), 117 of 2,520 calls held
-#: their lease a mean 34 ms for a slot that far ahead (docs/decisions.md, 2026-12-03). A slot
-#: lives B less of the limiter's time. Only where no call can go before a closure it was
-#: reserved after: a slack of at least the limiter's longest lead, so that the write checked the
-#: gate against the real time it was made, never later than its answer (its calls go after).
-#: Not for paired limits, whose calls may also take their slots one limit at a time.
-EARLY_SHARE_OF_SLACK = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +62,12 @@ class BatchSlots(LeaseHandOff, PairedBank):
     each thread that may ask within moments: at most the batch's records of that scope not yet
     called, and at most BLOCK_SPAN_SECONDS from the first slot to the last. A free thread comes
     for a banked slot whatever the scope of the batch's next record (`offer`, BankedFirst). The
-    slots keep the limiter's times, moved `early` with a long slack (EARLY_SHARE_OF_SLACK); a
-    banked slot whose time has passed beyond `usable_for` (the rate's slack and the late
-    tolerance) is let go, never used later. Within it, a thread takes the slot at once, with
-    no write and no wait (the rate's headroom paid for the slack: config/quota.py
-    `safe_headroom`), and a block also covers the calls of its
-    scope expected within the slack (SLACK_RATE_SAMPLE). A paired slot is both limits' slot, so it
-    is usable for the smaller of the two slacks. With `parallel_calls = 1` this is one slot
+    slots keep the limiter's times; a banked slot whose time has passed beyond `usable_for` (the
+    rate's slack and the late tolerance) is let go, never used later. Within it, a thread takes
+    the slot at once, with no write and no wait (the rate's headroom paid for the slack:
+    config/quota.py `safe_headroom`), and a block also covers the calls of its scope expected
+    within the slack (SLACK_RATE_SAMPLE). A paired slot is both limits' slot, so it is usable
+    for the smaller of the two slacks. With `parallel_calls = 1` this is one slot
     per write, as before. Shared by the batch's threads.
     """
 
@@ -103,13 +90,6 @@ class BatchSlots(LeaseHandOff, PairedBank):
         #: The rate's burst tolerance (`Quota.pacing`), passed on every write of this batch's
         #: own rate; none for paired limits, whose one write holds both limits' slots.
         self._tolerance = tolerance_seconds if paired is None else 0.0
-        #: How long before the limiter's time a slot of this batch may be called on (its
-        #: times are kept moved that much earlier: EARLY_SHARE_OF_SLACK).
-        self.early = (
-            EARLY_SHARE_OF_SLACK * slack_seconds
-            if paired is None and slack_seconds >= MAX_LEAD_SECONDS
-            else 0.0
-        )
         #: How long after its time a slot of this batch may still be called on.
         self.usable_for = slack_seconds + LATE_SLOT_TOLERANCE_SECONDS
         # per scope, when its last calls started (with a slack: the block covers those expected)
@@ -186,9 +166,6 @@ class BatchSlots(LeaseHandOff, PairedBank):
             slack=self._slack,
             tolerance=self._tolerance,
         )
-        if self.early and isinstance(decision, Grant):
-            # from here on every time of these slots is the moved one (EARLY_SHARE_OF_SLACK)
-            decision = Grant(decision.slot_at - self.early, decision.count, decision.interval)
         return requested, decision
 
     def _bank_if_open(

@@ -208,6 +208,7 @@ class LearnConfig(_Strict):
     #: limit has no told rate to take it from.
     window_seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     #: A shared quota: the share of it (or the count) sweeper leaves untouched for others.
+    #: Stating either (0 included) says others spend the quota too (`shared`).
     reserve_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
     reserve: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     cost: CostConfig | None = None
@@ -244,6 +245,11 @@ class LearnConfig(_Strict):
                 "learn: give reserve (a count) or reserve_fraction (a share), not both"
             )
         return self
+
+    @property
+    def shared(self) -> bool:
+        """Others spend this quota too: the limit states a reserve for them (0 included)."""
+        return self.reserve is not None or self.reserve_fraction > 0
 
     def reserved(self, quota: int) -> float:
         """How much of `quota` is left to others: `reserve`, or `reserve_fraction` of it."""

@@ -204,8 +204,7 @@ class Quota(_Strict):
           I - W - d apart.
 
         Each bound uses only that every call arrives within an interval of length a placed
-        alike around its slot, not where: a consumer that calls on a slot from B before its
-        time to W - B after (sweeper.admission.bank EARLY_SHARE_OF_SLACK) keeps them all.
+        alike around its slot, not where.
         """
         a = self.arrival_budget_seconds
         burst = self.burst if isinstance(self.burst, int) else 0
