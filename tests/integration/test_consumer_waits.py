@@ -1586,6 +1586,17 @@ def test_a_far_call_under_two_limits_reads_both_gates_in_one_request(rig: Rig) -
     assert rig.calls.sent_at == [pytest.approx(START + 1.5)]
 
 
+def test_a_call_under_two_limits_that_sleeps_to_its_slots_counts_as_a_limiter_wait(
+    rig: Rig,
+) -> None:
+    # When the job is delivered, both slots 1.5 s away and granted at once (no denial)
+    went_back, _ = two_limits_far_call(rig)
+    # Then its sleep to them counts as a wait, as one limit's does (rate.py): once
+    assert not went_back
+    assert rig.calls.sent_at == [pytest.approx(START + 1.5)]
+    assert rig.count(Metric.LIMITER_WAITS) == 1
+
+
 def test_a_far_call_whose_wider_limit_closed_is_not_made_and_waits_for_the_reopening(
     rig: Rig,
 ) -> None:

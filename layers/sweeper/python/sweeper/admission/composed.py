@@ -4,10 +4,11 @@ A call held by several rate limits (2/s per store and 40/s for the app) takes a 
 all within LIMITS_SPREAD_SECONDS before its send (`reserve_all`, sweeper.limiter.several), one
 call at a time, not banked; then a lease of each cap it is under (concurrency.py). Waits and
 deferrals are as for one limit (rate.py), and a far call reads every limit's gate again just
-before it, in one request. Two rates whose wide key is a constant are reserved together on the
-wide limit's item instead (pairing.py, through rate.py's bank), and fall back to this when that
-item is too full. A scope that learns its rate (learned.py) is reserved at the rate it holds.
-Which limit a 429 closes is the ticket's (ticket.py `throttled_keys`).
+before it, in one request. Two rates whose wide key is one for every call (a constant, `{host}`)
+are reserved together on the wide limit's item instead (pairing.py, through rate.py's bank), and
+fall back to this when that item is too full. A scope that learns its rate (learned.py) is
+reserved at the rate it holds. Which limit a 429 closes is the ticket's (ticket.py
+`throttled_keys`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ class EveryLimit(TicketAdmission):
                 self._recheck_gates(got)
             wait = got.send_at - clocks.now()
             if wait > 0:
+                if not waited:  # a sleep to the slots is a wait, as one limit's (rate.py)
+                    waited = True
+                    clocks.metrics.add_metric(Metric.LIMITER_WAITS, "Count", 1)
                 clocks.sleep(wait)
             if clocks.now() - got.earliest > LATE_SLOT_TOLERANCE_SECONDS:
                 clocks.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)

@@ -1,8 +1,9 @@
 """Paired limits: a policy's two rate limits reserved in one write, the batch's side.
 
-A policy whose calls are held by a narrow rate per scope and one wide rate with a constant key
-reserves both on the wide limit's item (sweeper.limiter.paired): one write gives a block of
-slots, each both limits' slot, to the scopes of the batch's records. A mixin of `BatchSlots`
+A policy whose calls are held by a narrow rate per scope and one wide rate whose key is the same
+for every call (a constant, or `{host}` / `{policy}` alone: one item) reserves both on the wide
+limit's item (sweeper.limiter.paired): one write gives a block of slots, each both limits'
+slot, to the scopes of the batch's records. A mixin of `BatchSlots`
 (bank.py), under its one lock; a call whose pair the item is too full to take holds its limits
 one at a time (composed.py).
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from sweeper.admission.base import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS, Abilities
-from sweeper.config import Policy
+from sweeper.config import Policy, reach
 from sweeper.limiter import Denial, Grant, Limiter
 from sweeper.limiter.paired import PairedSource, Want
 
@@ -30,7 +31,7 @@ def _step_us(interval: float) -> int:
 @dataclass(frozen=True, slots=True)
 class PairedLimits:
     """A policy's two rate limits reserved in one write (sweeper.limiter.paired): the job's
-    scope (narrow) and one further limit with a constant key (`wide`, its limiter key)."""
+    scope (narrow) and one further limit with one key for every call (`wide`, its limiter key)."""
 
     wide: str
     wide_interval: float
@@ -38,18 +39,23 @@ class PairedLimits:
 
     @classmethod
     def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
-        """The pair, when the policy has exactly two limits, both rates, the second's key a
-        constant, its quota not adaptive, and the limiter can reserve them together."""
+        """The pair, when the policy has exactly two limits, both rates, the second's key the
+        same for every call (a constant, or over `{host}` and `{policy}` alone: one item), its
+        quota not adaptive, and the limiter can reserve them together."""
         further = policy.further_limits
         if len(further) != 1 or Abilities.of(limiter).paired is None:
             return None
         wide = further[0]
         rate = wide.call_rate
-        if rate is None or wide.max_in_flight is not None or "{" in wide.key:
+        if rate is None or wide.max_in_flight is not None or reach(wide.key) != "policy":
             return None
         if policy.quota.adaptive_spec is not None:
             return None
-        return cls(f"{wide.name}:{wide.key}", rate.interval_seconds, rate.slack_seconds)
+        # the key every call's ticket renders for it (ticket.py `keys`): one item, one gate
+        key = wide.limiter_key(
+            policy=policy.name, tenant_id="", object_id="", host=policy.action.scope_host, params={}
+        )
+        return cls(key, rate.interval_seconds, rate.slack_seconds)
 
 
 class PairedBank:
