@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.config import ConsumerConfig, Policy, load_config
+from sweeper_cli.plan import render
 from sweeper_tools.planning.consumer_defaults import derived_consumer
 from sweeper_tools.planning.plan import PlanInput, make_plan
 from sweeper_tools.planning.slot_wait import fewest_binding_scopes, slot_wait_seconds
@@ -59,6 +60,11 @@ def test_the_plan_sizes_threads_for_the_service_time_and_the_stores_slot() -> No
     # not the rate's 35.24 (nor 8 / 0.0519 = 154/s by the service time alone)
     assert plan.calls_capacity_per_second == pytest.approx(31.4, abs=0.1)
     assert plan.binding == "consumers"
+    # and `sweeper plan` says what a call waits beside its service time
+    assert (
+        "  service time     0.0519 s mean, 0.07 s p95 (vendor + overhead), + 0.227 s a call "
+        "waits for a slot of a limit that does not bind" in render(plan.as_dict())
+    )
 
 
 def test_synth_sizes_listings_for_the_fewest_stores_at_which_the_app_binds() -> None:
