@@ -208,7 +208,7 @@ def render(plan: dict[str, object]) -> list[str]:
         *_limit_lines(plan),
         *_slack_lines(plan),
         f"  service time     {plan['mean_service_seconds']} s mean, "
-        f"{plan['p95_service_seconds']} s p95 (vendor + overhead)",
+        f"{plan['p95_service_seconds']} s p95 (vendor + overhead)" + _slot_wait(plan),
         f"  in flight needed {plan['needed_in_flight']} (p95: {plan['needed_in_flight_p95']})",
         *_derived_lines(plan),
         f"  configured       {plan['environments']} environment(s) x "
@@ -302,3 +302,11 @@ def _limit_lines(plan: dict[str, object]) -> list[str]:
     else:
         lines.append(f"  binds            limit {binding}, {plan['target_rate_per_second']}/s")
     return lines
+
+
+def _slot_wait(plan: dict[str, object]) -> str:
+    """What a call waits for a narrow key's slot besides its service time, when it does."""
+    wait = plan.get("slot_wait_seconds")
+    if not wait:
+        return ""
+    return f", + {wait} s a call waits for a slot of a limit that does not bind"

@@ -656,9 +656,11 @@ def test_fifty_stores_at_2_per_second_are_held_to_the_apps_40_and_the_plan_says_
     assert plan.binding == "app"
     # And each limit says how much of it the plan uses
     assert (store["used"], app["used"]) == (0.4, 1.0)
-    # And the slots a batch waits for and the calls in flight follow the 40/s, not the 100/s
+    # And the slots a batch waits for and the calls in flight follow the 40/s, not the 100/s:
+    # each store asked 0.8/s of its 2/s, a call waits 0.4 x 0.5 / 2 = 0.1 s for its store's
+    # slot besides its 0.1 s at the vendor: 40 x 0.2 = 8 in flight
     assert plan.batch_slots_seconds == pytest.approx(10 * 4 / 40)
-    assert plan.needed_in_flight == 4
+    assert plan.needed_in_flight == 8
     assert plan.warnings == []
 
 
@@ -684,7 +686,9 @@ def test_a_concurrency_cap_allows_its_calls_in_flight_over_the_service_time() ->
     assert concurrent["bound"] == "in flight"
     assert plan.binding == "concurrent"
     assert plan.target_rate_per_second == pytest.approx(33.333, abs=0.001)
-    assert plan.needed_in_flight == 10
+    # and the threads hold the 10 at the vendor and the calls waiting for their account's slot
+    # (each account asked 3.33/s of its 5/s: 0.667 x 0.2 / 2 = 0.067 s): 33.3 x 0.367 = 13
+    assert plan.needed_in_flight == 13
     assert plan.warnings == []
     # And one account at 100/s under that cap is never reached: the plan warns
     fast = _limited({**account, "rate": _rate(100)}, cap, reserved_concurrency=10)
@@ -697,16 +701,18 @@ def test_a_concurrency_cap_allows_its_calls_in_flight_over_the_service_time() ->
 
 
 def test_consumers_that_complete_less_than_every_limit_bind_and_warn_with_the_limit() -> None:
-    # Given one environment of one call at 0.1 s: 10 jobs/s under the app's 40
+    # Given one environment of one call at 0.1 s, each call waiting for its store's slot
+    # (at X/s, each of 50 stores asked X/50 a second of its 2: 0.5^2 / 100 = 0.0025 X s): it
+    # carries X = 1 / (0.1 + 0.0025 X), 8.28 jobs/s under the app's 40
     policy = _limited(STORE, APP, reserved_concurrency=1, max_concurrency=2, parallel_calls=1)
     plan = make_plan(policy, _vendor(scopes=50, cpu_seconds_per_job=0.0))
     assert plan.binding == "consumers"
-    assert plan.throughput_per_second == pytest.approx(10.0)
+    assert plan.throughput_per_second == pytest.approx(8.28)
     # Then one warning says so (the binding app limit is not warned about twice)
     (warning,) = plan.warnings
     assert "cannot reach its quota" in warning
     assert "against a rate of 40.0/s (limit app)" in warning
-    assert "  binds            the consumers, 10.0 jobs/s" in render(plan.as_dict())
+    assert "  binds            the consumers, 8.28 jobs/s" in render(plan.as_dict())
 
 
 def test_a_policy_without_limits_plans_and_prints_its_quota_as_its_one_limit() -> None:

@@ -6,11 +6,13 @@ each the policy leaves out is what the plan derives from that contract, as the d
 own consumer (sweeper_local.demo):
 
 - parallel calls: the plan's recommendation for the policy's environments (the calls its rate
-  needs in flight at the p95 service time, shared out; at most `MAX_PARALLEL_CALLS`), and never
-  more than a batch the policy sets. The rate is the most the limits let the policy call: with
-  a limit whose key is the same for every call (an app-wide one), its ceiling, however many
-  scopes are busy; else one busy scope's, as `sweeper plan` plans by default (synth does not
-  know how many tenants will be busy: more environments carry more);
+  needs in flight at the p95 service time and the wait for a narrow key's slot, shared out; at
+  most `MAX_PARALLEL_CALLS`), and never more than a batch the policy sets. The rate is the most
+  the limits let the policy call: with a limit whose key is the same for every call (an
+  app-wide one), its ceiling, planned at the fewest busy scopes that reach it (each scope's key
+  then busiest, its slot the longest wait: `slot_wait.fewest_binding_scopes`); else one busy
+  scope's, as `sweeper plan` plans by default (synth does not know how many tenants will be
+  busy: more environments carry more);
 - batch size: the most records of an SQS batch that needs no batching window, in whole rounds
   of the parallel calls, so that no thread idles through a batch's last round;
 - batching window: none, unless the batch is above SQS's size without one (then Lambda's 1 s);
@@ -30,10 +32,12 @@ from sweeper.config import ConsumerConfig, Policy, SweeperConfig
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS, MAX_BATCH_SIZE_WITHOUT_WINDOW
 from sweeper_tools.planning.limits import key_span
 from sweeper_tools.planning.plan import DEFAULT_OVERHEAD_SECONDS, PlanInput, make_plan
+from sweeper_tools.planning.slot_wait import fewest_binding_scopes
 
 #: The consumer's fields derived when a policy leaves them out, in the order the plan prints.
 DERIVED_FIELDS: Final = ("parallel_calls", "batch_size", "batch_window_seconds", "timeout_seconds")
-#: Scopes busy at once when an app-wide limit binds: enough that no limit keyed per scope does.
+#: Scopes busy at once when an app-wide limit binds and no limit keyed per scope states a rate
+#: (`fewest_binding_scopes` has no figure): enough that none of them binds.
 EVERY_SCOPE: Final = 1_000_000
 
 
@@ -56,7 +60,8 @@ def derived_consumer(
         overhead_seconds=overhead_seconds,
     )
     app_wide = any(not key_span(limit) for limit in policy.limits)
-    busiest = replace(vendor, scopes=EVERY_SCOPE) if app_wide else vendor
+    fewest = fewest_binding_scopes(policy) or EVERY_SCOPE
+    busiest = replace(vendor, scopes=fewest) if app_wide else vendor
     batch: int | None = given.get("batch_size")
     parallel: int | None = given.get("parallel_calls")
     if parallel is None:

@@ -7,8 +7,11 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   (limiter slot, idempotency record, ledger settlement: `overhead_seconds`). Vendor latency is
   taken as lognormal, fitted to the given p50 and p95.
 - In flight at most: environments (the smaller of reserved and maximum concurrency) times the
-  calls one environment makes at once (`parallel_calls`). By Little's law the consumers then
-  complete at most `in_flight / mean service time` jobs per second.
+  calls one environment makes at once (`parallel_calls`). A call holds its thread for its
+  service time and the wait for the slot of a limit keyed per scope that it is under
+  (`sweeper_tools.planning.slot_wait`: none for a limit with one key). By Little's law the
+  consumers then complete at most X = `in_flight / (mean service time + the wait at X)` jobs
+  per second, and the calls needed in flight are the rate times the time at the rate.
 - A call also costs the environment CPU (`cpu_seconds_per_job`: botocore building, signing and
   parsing the job's DynamoDB requests, the ledger update, the vendor call). Lambda gives an
   environment one vCPU at 1,769 MB and a proportional share below; its threads share it, and one
@@ -80,6 +83,7 @@ from sweeper_tools.planning.findings import (
     timeout_findings,
 )
 from sweeper_tools.planning.limits import limit_ceiling, planned_keys, unreachable
+from sweeper_tools.planning.slot_wait import calls_carry, wait_per_rate
 from sweeper_tools.planning.writes import IDEMPOTENCY_WRITES_PER_JOB, limiter_writes_per_job
 
 #: z of the 95th percentile of a normal distribution (the lognormal's fit).
@@ -194,6 +198,9 @@ class Plan:
     #: For a backlog under a limit with a budget: whether one window drains it, and when
     #: (`LimitRegime.drains`, a line each, the backlog spread over the limit's keys).
     budget_drain: list[str] = field(default_factory=list)
+    #: What a call waits for the slot of a limit keyed per scope that does not bind, at the
+    #: planned rate (`sweeper_tools.planning.slot_wait`): counted in the calls in flight.
+    slot_wait_seconds: float = 0.0
 
     @property
     def errors(self) -> list[str]:
@@ -254,19 +261,21 @@ def make_plan(
     mean_service = lognormal_mean(given.latency_p50_seconds, given.latency_p95_seconds)
     mean_service += given.overhead_seconds
     p95_service = given.latency_p95_seconds + given.overhead_seconds
-    in_flight = environments * parallel
-    calls_capacity = in_flight / mean_service
     keys = planned_keys(policy, given.scopes, given.keys)
     scopes = keys[policy.limits[0].name]  # the job's scope's keys busy at once
     ceilings = [limit_ceiling(limit, keys[limit.name], mean_service) for limit in policy.limits]
     tightest = min(ceilings, key=lambda ceiling: ceiling.ceiling_per_second)
     target = tightest.ceiling_per_second
+    per_rate = wait_per_rate(policy, keys, target)  # a call's wait for its slots, per call/s
+    held = per_rate * target
+    in_flight = environments * parallel
+    calls_capacity = calls_carry(in_flight, mean_service, per_rate)
     memory_mb = given.memory_mb or consumer.memory_mb
     cpu = cpu_bound(memory_mb, environments, target, given.cpu_seconds_per_job)
     capacity = min(calls_capacity, cpu.capacity)
     throughput = min(target, capacity)
-    needed = math.ceil(target * mean_service)
-    needed_p95 = math.ceil(target * p95_service)
+    needed = math.ceil(target * (mean_service + held))
+    needed_p95 = math.ceil(target * (p95_service + held))
     findings = scopes_finding(policy, given.scopes, scopes) + learned_rate(policy)
     binding = tightest.name if capacity >= target else "consumers"
 
@@ -382,6 +391,7 @@ def make_plan(
         budget_drain=budget_drain,
         limits=[ceiling.as_dict(throughput) for ceiling in ceilings],
         binding=binding,
+        slot_wait_seconds=round(held, 4),
     )
 
 
