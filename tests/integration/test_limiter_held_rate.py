@@ -40,3 +40,21 @@ def test_a_held_rate_spaces_the_next_slot_by_the_new_interval_for_every_consumer
     assert not one.hold_rate("scope-a", 50.0, unset_only=True)
     assert not one.hold_rate("scope-a", 2.01, within=0.01)
     assert one.writes == writes
+
+
+def test_a_rate_held_only_from_the_start_is_not_written_once_another_was_learned(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope started at 1 call a second by one consumer
+    one, other = (DynamoLimiter(local_aws.dynamodb(), table) for _ in range(2))
+    assert one.hold_rate("scope-a", 1.0, unset_only=True)
+    # When another consumer learns 10 a second, and the first is told to leave the start
+    assert other.hold_rate("scope-a", 10.0)
+    assert not one.hold_rate("scope-a", 50.0, only_from=1.0)
+    # Then the learned rate stands: the next slot is a tenth of a second after the last
+    first = _slot(other)
+    assert _slot(other) - first == pytest.approx(0.1, abs=0.002)
+    # And from the start itself the scope is raised
+    assert one.hold_rate("scope-b", 1.0, unset_only=True)
+    assert one.hold_rate("scope-b", 50.0, only_from=1.0)
+    assert not one.hold_rate("scope-b", 60.0, only_from=1.0)

@@ -105,7 +105,13 @@ class RateHolder(Protocol):
     """A limiter that holds a scope's rate as a vendor stated it (sweeper.admission.learned)."""
 
     def hold_rate(
-        self, scope: str, rate: float, *, unset_only: bool = False, within: float = 0.0
+        self,
+        scope: str,
+        rate: float,
+        *,
+        unset_only: bool = False,
+        within: float = 0.0,
+        only_from: float | None = None,
     ) -> bool: ...
 
 

@@ -17,6 +17,13 @@ every environment follows it from its next reservation:
   points bucket whose level (the vendor's) is below the next call's cost closes the gate until
   it has restored that much, and its restore rate is the pace (never above the told rate).
 
+A scope starts from the vendor's first answer: until one is read, it is paced at one call per
+round trip of the vendor (`start_rate`: the policy's stated p95 latency, else the longest a call
+may take with the action's timeouts), never at the told rate, which may be above what the vendor
+allows (its first window would be overspent before it said so). The first answer moves it: to
+the rate it states, or, stating nothing this scope paces by, to the told rate (once: only from
+the start, so a silent answer never undoes a rate another answer stated).
+
 The rate is held where the adaptive rate is (the item's `ar`, conditional on its version:
 sweeper.limiter.dynamodb `hold_rate`), and reserved at through the same spec (`learned_spec`,
 which never climbs on its own). Why a wrapper and not a regime: what is learned changes the
@@ -97,6 +104,21 @@ def learned_spec(policy: Policy) -> Adaptive | None:
     )
 
 
+def start_rate(policy: Policy) -> float:
+    """The rate a learned scope starts at, before any answer: one call per round trip of the
+    vendor, its stated p95 latency (`action.latency_p95_seconds`), else the longest a call may
+    take (`action.call_seconds`, its timeouts); never above the told rate. A limit counting
+    costs starts at the told rate still: its slots are cost units, a call takes several at
+    once (their pace is the first answer's bucket, its level the gate)."""
+    told = policy.quota.rate_per_second
+    limit = learned_limit(policy)
+    if limit is not None and limit.learn is not None and limit.learn.cost is not None:
+        return told
+    latency = policy.action.latency
+    round_trip = policy.action.call_seconds if latency is None else latency[1]
+    return max(min(MIN_LEARNED_RATE, told), min(told, 1.0 / round_trip))
+
+
 class LearnedRate:
     """`inner`'s admission, with the scope paced and gated by what the vendor states."""
 
@@ -123,12 +145,13 @@ class LearnedRate:
         self._headroom = quota.effective_headroom
         self._expected = 1
         self._shared = SharedQuota.of(ticket, learn, self._window)
+        self._start = start_rate(ticket.policy)
 
     def admit(self, time_left: TimeLeft) -> Permit | Deferral:
         t = self._ticket
-        # a scope no consumer has paced yet starts at the told rate (a LimiterError returns the
-        # record, as a reservation's does)
-        self._holder.hold_rate(t.job.scope, t.policy.quota.rate_per_second, unset_only=True)
+        # a scope no consumer has paced yet starts at one call per round trip, until an answer
+        # says more (a LimiterError returns the record, as a reservation's does)
+        self._holder.hold_rate(t.job.scope, self._start, unset_only=True)
         admitted = self._inner.admit(time_left)
         if isinstance(admitted, Permit) and self._learn.cost is not None:
             try:
@@ -143,8 +166,9 @@ class LearnedRate:
         try:
             if self._shared is not None and request_sent_at is not None:
                 self._shared.called()  # the vendor counted it, whatever it answered
-            if reading is not None and reading.learned:
-                self._apply(reading)
+            paced = reading is not None and reading.learned and self._apply(reading)
+            if reading is not None and not paced:
+                self._leave_start()
         except LimiterError:
             # what was learned is lost for this answer only: the next one says it again
             logger.warning("the vendor's limits could not be held", extra=dict(self._ticket.ids))
@@ -159,7 +183,9 @@ class LearnedRate:
 
     # -- what an answer teaches --------------------------------------------------------------
 
-    def _apply(self, reading: VendorReading) -> None:
+    def _apply(self, reading: VendorReading) -> bool:
+        """Pace and gate the scope by `reading`; True when it held a rate (stated a pace)."""
+        paced = False
         stated = self._stated(reading)
         if stated is not None:
             steady = learned_pace(
@@ -175,23 +201,34 @@ class LearnedRate:
                 rate = rate if share is None else share.rate_per_second
                 rate = max(MIN_LEARNED_RATE, rate * self._headroom)
                 self._hold(rate, HOLD_WITHIN if share is None else SHARED_HOLD_WITHIN)
+                paced = True
             if share is not None and share.wait_seconds:
                 self._close_for(share.wait_seconds)
             elif stated.remaining == 0 and stated.reset_seconds:
                 self._close_for(stated.reset_seconds)
         cost = reading.cost
         if cost is None:
-            return
+            return paced
         if cost.actual is not None:
             self._spend(math.ceil(cost.actual) - self._expected)  # what the estimate missed
         bucket = cost.bucket
         restored = None if bucket is None else bucket_pace(self._ceiling, bucket)
         if restored is not None:  # a bucket's pace is what it restores (the store's plan)
             self._hold(max(MIN_LEARNED_RATE, restored * self._headroom), HOLD_WITHIN)
+            paced = True
         if bucket is not None and bucket.level is not None and bucket.restore_rate:
             short = self._expected - bucket.level  # the next call's like cost, not yet there
             if short > 0:
                 self._close_for(short / bucket.restore_rate)
+        return paced
+
+    def _leave_start(self) -> None:
+        """An answer that stated no pace for this scope: a scope still at its start goes to
+        the told rate (only from the start: a rate another answer stated stands)."""
+        t = self._ticket
+        told = t.policy.quota.rate_per_second
+        if self._holder.hold_rate(t.job.scope, told, only_from=self._start):
+            t.slots.forget(t.job.scope)
 
     def _stated(self, reading: VendorReading) -> LimitReading | None:
         """The limit the reading states for this scope's limit: an IETF policy by name or
@@ -230,4 +267,4 @@ class LearnedRate:
         t.limiter.reserve(t.job.scope, quota.interval_seconds, COST_HORIZON_SECONDS, units, spec)
 
 
-__all__ = ["LearnedRate", "learned_spec", "reader_for"]
+__all__ = ["LearnedRate", "learned_spec", "reader_for", "start_rate"]

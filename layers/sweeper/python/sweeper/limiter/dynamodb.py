@@ -182,10 +182,18 @@ class DynamoLimiter:
         return self._rates.cut(scope, adaptive)
 
     def hold_rate(
-        self, scope: str, rate: float, *, unset_only: bool = False, within: float = 0.0
+        self,
+        scope: str,
+        rate: float,
+        *,
+        unset_only: bool = False,
+        within: float = 0.0,
+        only_from: float | None = None,
     ) -> bool:
         """Hold `rate` as the scope's shared rate; True when it changed it (`HeldRates.hold`)."""
-        return self._rates.hold(scope, rate, unset_only=unset_only, within=within)
+        return self._rates.hold(
+            scope, rate, unset_only=unset_only, within=within, only_from=only_from
+        )
 
     # -- two limits on the wide limit's item (paired_writes) ---------------------------------------
 

@@ -133,18 +133,29 @@ class HeldRates:
         return last.rate if last else adaptive.floor
 
     def hold(
-        self, scope: str, rate: float, *, unset_only: bool = False, within: float = 0.0
+        self,
+        scope: str,
+        rate: float,
+        *,
+        unset_only: bool = False,
+        within: float = 0.0,
+        only_from: float | None = None,
     ) -> bool:
         """Hold `rate` (calls per second, a vendor's statement: sweeper.admission.learned) as
         the scope's shared rate; every consumer reserves at it from its next reservation (its
         write, conditional on the version it knew, fails once and learns it). With
-        `unset_only`, only when the scope holds no rate yet. No write when this process knows
-        the scope at that rate already (within a `within` share). Its next slot moves to the
-        new interval after the last. True when it changed the rate."""
+        `unset_only`, only when the scope holds no rate yet; with `only_from`, only while it
+        holds that rate (a start no answer has moved yet: the write is conditional on the
+        version). No write when this process knows the scope at that rate already (within a
+        `within` share). Its next slot moves to the new interval after the last. True when it
+        changed the rate."""
         for _ in range(MAX_RACES):
             known = self._rates.get(scope)
             if known is not None and (unset_only or abs(known.rate - rate) <= within * rate):
                 return False
+            moved = known is not None and round(known.rate * MILLI) != int((only_from or 0) * MILLI)
+            if only_from is not None and moved:
+                return False  # moved from the start already (an answer stated a rate)
             now = int(self._items.clock() * US)
             version = 0 if known is None else known.version
             # the next slot is the new interval after the last, not the old one: later when
