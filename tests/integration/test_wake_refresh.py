@@ -150,3 +150,22 @@ def test_a_run_that_never_connected_does_not_connect_to_refresh(
     # When the run ends, then the cluster is not woken for a refresh
     end_run(ledger, policy.name, T0)
     assert counted.connections == 0
+
+
+def test_a_refresh_that_fails_unexpectedly_still_closes_the_runs_session(
+    db_url: str, store: DynamoWakeStore, policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a function's ledger on a cluster that may pause, connected in this run, whose wake
+    # store then fails to read in a way no adapter expected
+    ledger = Ledger(Counted(db_url), wake=store, may_pause=True)
+    ledger.schedule(policy.name, policy.version, lambda j: "s", [NewJob("t", "o", T0)], T0)
+    assert ledger.connected
+
+    def broken(name: str) -> None:
+        raise RuntimeError("the store broke")
+
+    monkeypatch.setattr(store, "read", broken)
+    # When the run ends, then the error is the run's, and the session is closed all the same
+    with pytest.raises(RuntimeError):
+        end_run(ledger, policy.name, T0)
+    assert not ledger.connected

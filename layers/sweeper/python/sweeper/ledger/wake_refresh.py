@@ -60,7 +60,10 @@ def refresh_wake(ledger: Ledger, policy: str, now: datetime) -> bool:
 
 def end_run(ledger: Ledger, policy: str, now: datetime) -> None:
     """A run of a function of `policy` ended: on a cluster that may pause, one that connected
-    refreshes the wake item, then its session is closed (`Ledger.end_run`)."""
-    if ledger.may_pause and ledger.connected:
-        refresh_wake(ledger, policy, now)
-    ledger.end_run()
+    refreshes the wake item, then its session is closed (`Ledger.end_run`), whatever the
+    refresh raised: an open session would keep the cluster awake."""
+    try:
+        if ledger.may_pause and ledger.connected:
+            refresh_wake(ledger, policy, now)
+    finally:
+        ledger.end_run()
