@@ -27,6 +27,7 @@ from sweeper.admission.base import (
     BLOCK_SHARE_OF_THREADS,
     BLOCK_SPAN_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
+    CostSlots,
 )
 from sweeper.admission.handoff import LeaseHandOff
 from sweeper.admission.pairing import PairedBank, PairedLimits
@@ -82,8 +83,13 @@ class BatchSlots(LeaseHandOff, PairedBank):
         paired: PairedLimits | None = None,
         slack_seconds: float = 0.0,
         tolerance_seconds: float = 0.0,
+        costs: tuple[CostSlots, int] | None = None,
     ) -> None:
         self.paired = paired
+        #: With `costs` (a limiter that weighs slots, and a call's cost in units of the rate):
+        #: each slot weighs that many units, taken in its write (sweeper.admission.costs).
+        self._costs = costs[0] if costs is not None and costs[1] > 1 else None
+        self.units = costs[1] if self._costs is not None and costs is not None else 1
         if paired is not None:
             slack_seconds = min(slack_seconds, paired.wide_slack)
         self._slack = slack_seconds
@@ -136,7 +142,7 @@ class BatchSlots(LeaseHandOff, PairedBank):
                 if paired is not None:
                     wants, most = self._paired_block(scope, interval, paired)
                     closures = Counter(self._closures)
-                count = self._block_size(scope, interval)
+                count = self._block_size(scope, interval * self.units)
                 closed_before = self._closures[scope]
             if paired is not None:
                 return self._reserve_paired(scope, holder, horizon, paired, wants, most, closures)
@@ -156,6 +162,18 @@ class BatchSlots(LeaseHandOff, PairedBank):
         """One reservation write of up to `count` slots of `scope` (its caller holds the
         scope's lock, never the batch's), and when it was asked."""
         requested = self._now()
+        if self._costs is not None:  # each slot weighs the call's cost
+            weighed = self._costs.reserve(
+                scope,
+                interval,
+                horizon,
+                count,
+                self._adaptive,
+                slack=self._slack,
+                tolerance=self._tolerance,
+                units=self.units,
+            )
+            return requested, weighed
         # with a slack, its slots are usable that long after their time: the lead is cut
         decision = self._limiter.reserve(
             scope,
@@ -194,7 +212,7 @@ class BatchSlots(LeaseHandOff, PairedBank):
             with self._lock:
                 if self._live_bank(scope):
                     return False
-                count = self._block_size(scope, interval)
+                count = self._block_size(scope, interval * self.units)
                 closed_before = self._closures[scope]
             requested, decision = self._write_block(scope, interval, horizon, count)
             if not isinstance(decision, Grant):
