@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from sweeper import runtime
+from sweeper.adaptive_rate import Adaptive
 from sweeper.config import Policy
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.limiter.items import US
@@ -36,7 +37,8 @@ def test_a_weighted_slot_moves_the_next_one_by_its_units(local_aws: LocalAws, ta
     first = limiter.reserve("s", 0.1, 10.0, units=5)
     second = limiter.reserve("s", 0.1, 10.0)
     # Then the second slot is 5 intervals after the first
-    assert isinstance(first, Grant) and isinstance(second, Grant)
+    assert isinstance(first, Grant)
+    assert isinstance(second, Grant)
     assert second.slot_at - first.slot_at == pytest.approx(0.5, abs=1e-6)
 
 
@@ -69,6 +71,28 @@ def test_a_refund_never_moves_the_next_slot_before_now(local_aws: LocalAws, tabl
     # And a scope already idle has nothing to give back
     now[0] += 1.0
     assert not limiter.refund("s", 2, 0.1)
+
+
+def test_a_refund_at_a_rate_its_process_never_reserved_at_gives_nothing(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope held at 10 units a second, where one consumer took 4 units at that rate
+    now = [T0]
+    spec = Adaptive(floor=0.001, cap=10.0, increase=0.0, cut=1.0, cooldown=1.0)
+    a = DynamoLimiter(local_aws.dynamodb(), table, clock=lambda: now[0])
+    b = DynamoLimiter(local_aws.dynamodb(), table, clock=lambda: now[0])
+    a.hold_rate("s", 10.0)
+    assert isinstance(a.reserve("s", 0.1, 10.0, adaptive=spec, units=4), Grant)
+    tat = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#s"}})["Item"]
+    # When a consumer that never reserved at the held rate is asked to refund 3 units
+    # Then it gives nothing back (its guess of the spacing would be the floor's, 1,000 s a unit)
+    assert not b.refund("s", 3, 0.1, spec)
+    item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#s"}})["Item"]
+    assert item["tat"] == tat["tat"]
+    # And the one that reserved gives back 3 units at the rate held
+    assert a.refund("s", 3, 0.1, spec)
+    item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#s"}})["Item"]
+    assert int(tat["tat"]["N"]) - int(item["tat"]["N"]) == 3 * US // 10
 
 
 def test_a_lower_cost_is_refunded_through_the_consumer(

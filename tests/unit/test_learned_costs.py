@@ -134,7 +134,7 @@ def _call(
 ) -> None:
     """One call of the scope: admitted, answered with `answer`, finished."""
     clocks = Clocks(lambda _: None, lambda: NOW, lambda: 0.0, random.Random(0), _Sink())
-    batch = admission_for(policy, item, clocks, 1, {SCOPE: 1})  # type: ignore[arg-type]
+    batch = admission_for(policy, item, clocks, 1, {SCOPE: 1})
     admission = batch.call(_job(n, params), {})
     assert isinstance(admission.admit(lambda: None), Permit)
     admission.ended(None, VendorReading(cost=answer))

@@ -232,8 +232,10 @@ class Reservations:
             return False
         for _ in range(MAX_RACES):
             real = int(self._items.clock() * US)
-            step = self._rates.guard(scope, adaptive, real).step if adaptive else 0
-            back = units * (step or max(1, round(interval * US)))
+            guard = self._rates.guard(scope, adaptive, real) if adaptive else None
+            if guard is not None and guard.version == 0:
+                return False  # a rate this process has not reserved at: nothing of it to give
+            back = units * (guard.step if guard else max(1, round(interval * US)))
             result = self._items.update(
                 scope,
                 "SET tat = tat - :d",
