@@ -16,6 +16,7 @@ by the batch's threads, never locked across a write. The batch's concurrency lea
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import Counter, deque
@@ -88,8 +89,11 @@ class BatchSlots(LeaseHandOff, PairedBank):
         self.paired = paired
         #: With `costs` (a limiter that weighs slots, and a call's cost in units of the rate):
         #: each slot weighs that many units, taken in its write (sweeper.admission.costs).
-        self._costs = costs[0] if costs is not None and costs[1] > 1 else None
-        self.units = costs[1] if self._costs is not None and costs is not None else 1
+        self.units = 1
+        self._weighed: Callable[..., Grant | Denial] | None = None
+        if costs is not None and costs[1] > 1:
+            self.units = costs[1]
+            self._weighed = functools.partial(costs[0].reserve, units=self.units)
         if paired is not None:
             slack_seconds = min(slack_seconds, paired.wide_slack)
         self._slack = slack_seconds
@@ -162,20 +166,8 @@ class BatchSlots(LeaseHandOff, PairedBank):
         """One reservation write of up to `count` slots of `scope` (its caller holds the
         scope's lock, never the batch's), and when it was asked."""
         requested = self._now()
-        if self._costs is not None:  # each slot weighs the call's cost
-            weighed = self._costs.reserve(
-                scope,
-                interval,
-                horizon,
-                count,
-                self._adaptive,
-                slack=self._slack,
-                tolerance=self._tolerance,
-                units=self.units,
-            )
-            return requested, weighed
         # with a slack, its slots are usable that long after their time: the lead is cut
-        decision = self._limiter.reserve(
+        decision = (self._weighed or self._limiter.reserve)(
             scope,
             interval,
             horizon,
