@@ -8,21 +8,17 @@ simulator's points bucket (sweeper.admission.costs).
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import pytest
 
-from sweeper import runtime
 from sweeper.adaptive_rate import Adaptive
-from sweeper.config import Policy
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.limiter.items import US
 from sweeper_local.aws import LocalAws
-from sweeper_local.graphql_cost import GRAPHQL_PATH, PointsApi
+from sweeper_local.graphql_cost import PointsApi
 from sweeper_local.vendor import VendorSimulator
 from tests.conftest import Pipeline
-from tests.integration.test_learned_answers import GRAPHQL_THROTTLED, PRODUCT_DELETE
-from tests.integration.test_learned_limits import learning, run, scope_item
+from tests.integration.test_learned_limits import learning, paying_points, run, scope_item
 
 pytestmark = pytest.mark.integration
 
@@ -103,18 +99,7 @@ def test_a_lower_cost_is_refunded_through_the_consumer(
     points = PointsApi(maximum=1000, restore_rate=10, cost_range=(1, 1), requested_cost=15)
     with VendorSimulator(graphql=points) as vendor:
         p = learning(pipeline, monkeypatch, vendor, "ratelimit", told=(10, 1.0))
-        data = p.policy.model_dump(exclude={"quota", "scope"})
-        data["limits"][0]["learn"] = {"cost": {"reserve": 15, "bucket": "shopify"}}
-        data["action"].update(
-            method="POST",
-            url_template=f"{{api_url}}{GRAPHQL_PATH}",
-            body={"query": PRODUCT_DELETE, "variables": {"id": "{object_id}"}},
-            outcome_rules=[GRAPHQL_THROTTLED],
-        )
-        policy = Policy.model_validate(data)
-        monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-        runtime.reset()
-        p = replace(p, policy=policy)
+        p = paying_points(p, monkeypatch, {"reserve": 15, "bucket": "shopify"})
         # When four jobs are called, one at a time
         started = time.time()
         assert run(p, 4) == 4
