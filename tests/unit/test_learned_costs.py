@@ -177,9 +177,7 @@ def test_a_throttled_answer_keeps_the_reservation_and_closes_the_gate() -> None:
 
 
 #: An answer: (requested, actual as a share of it, currentlyAvailable, restoreRate).
-ANSWERS = st.tuples(
-    st.integers(1, 100), st.floats(0, 1), st.integers(0, 1000), st.integers(1, 500)
-)
+ANSWERS = st.tuples(st.integers(1, 100), st.floats(0, 1), st.integers(0, 1000), st.integers(1, 500))
 
 
 @given(st.integers(1, 40), st.lists(ANSWERS, min_size=1, max_size=12))
