@@ -94,6 +94,8 @@ class DemoOptions:
     #: Where to write the demo stack's endpoints while it runs (as `local up` does), so that
     #: the console commands and a sender reach it; removed at the end. None: not written.
     local_file: Path | None = None
+    #: Hold each consumer environment to the CPU share Lambda gives its memory (the rate bench's).
+    cap_consumer_cpu: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,8 @@ class DemoReport:
     #: once the doors were done. Either short of `jobs`: the demo is not final (`problem`).
     refused: int = 0
     in_ledger: int | None = None
+    #: The largest peak resident memory a consumer environment reported, MiB (0: none).
+    consumer_max_rss_mb: float = 0.0
 
     def problem(self) -> str | None:
         """What made the demo fall short, as one actionable line (None: every job final)."""
@@ -338,7 +342,13 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
         aws_before = aws_requests(stack)
         with contextlib.ExitStack() as running:
             run = running.enter_context(
-                LocalPipeline(stack, policy, prefix="sweeper-demo", log_prefix="sweeper-demo-")
+                LocalPipeline(
+                    stack,
+                    policy,
+                    prefix="sweeper-demo",
+                    log_prefix="sweeper-demo-",
+                    cap_consumer_cpu=options.cap_consumer_cpu,
+                )
             )
             if options.sources:
                 _serve_hints(running, stack, policy, run.log_file)
@@ -420,6 +430,7 @@ def run_demo(options: DemoOptions, progress: Any = None) -> DemoReport:
             else vendor_utilization(audit.arrivals[calls_before:], policy.quota),
             settled_per_second=settled_rate(settled),
             aws_requests_per_job=aws_per_job,
+            consumer_max_rss_mb=round(run.source.stats.max_rss_mb, 1),
         )
 
 
