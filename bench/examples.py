@@ -22,7 +22,8 @@ from typing import Any
 
 from sweeper.config import LimitConfig, Policy, load_config
 from sweeper_bench.process_cpu import by_role, snapshot
-from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, DemoOptions, run_demo
+from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, run_demo
+from sweeper_local.demo_report import DemoOptions
 from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.limits import planned_keys
 from sweeper_tools.planning.plan import Plan, PlanInput, make_plan
@@ -227,6 +228,7 @@ def run_example(
         # the largest peak resident memory a consumer environment reached (Lambda's "Max Memory
         # Used"), beside the memory it was given
         "consumer_max_rss_mb": report.consumer_max_rss_mb,
+        "consumer_cpu_ms_per_job": report.consumer_cpu_ms_per_job,
         "all_final": report.all_final,
         "binding_limit": binding,
         "binding_per_second": round(published, 3),
