@@ -20,9 +20,26 @@ from typing import Literal
 from sweeper.config.base import _Strict
 
 AutomaticRedrive = Literal["scheduled", "throttled", "off"]
+#: How often the schedule runs the redrive, by `automatic` (None: never). One minute is
+#: EventBridge Scheduler's finest rate.
+SCHEDULE_PERIOD_SECONDS: dict[AutomaticRedrive, int | None] = {
+    "scheduled": 15 * 60,
+    "throttled": 60,
+    "off": None,
+}
 
 
 class RedriveConfig(_Strict):
     """What the redrive function's schedule does (see the module docstring)."""
 
     automatic: AutomaticRedrive = "scheduled"
+
+    @property
+    def period_seconds(self) -> int | None:
+        """How often the schedule runs the redrive (None: no schedule)."""
+        return SCHEDULE_PERIOD_SECONDS[self.automatic]
+
+    @property
+    def watches(self) -> bool:
+        """A scheduled run moves only throttled letters, waiting for their reopening."""
+        return self.automatic == "throttled"
