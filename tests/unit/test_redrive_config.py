@@ -3,8 +3,10 @@
 import pytest
 from pydantic import ValidationError
 
-from sweeper.config import ConsumerConfig, Policy
+from sweeper.config import ConsumerConfig, Policy, SweeperConfig
 from sweeper.config.redrive import RedriveConfig
+from sweeper_tools.planning.costs import Deployment, at_rest, total
+from sweeper_tools.planning.pause import runs_per_month
 
 
 def test_two_receives_are_accepted_when_the_event_source_never_outruns_the_function() -> None:
@@ -38,4 +40,18 @@ def test_the_automatic_redrive_is_todays_schedule_unless_a_policy_asks() -> None
 
 def test_an_unknown_automatic_redrive_is_refused() -> None:
     with pytest.raises(ValidationError, match="automatic"):
-        Policy.model_validate({"name": "exports", "redrive": {"automatic": "always"}})
+        Policy.model_validate({"name": "exports", "redrive": {"automatic": "off"}})
+
+
+def test_the_throttled_option_costs_a_run_a_minute_at_rest() -> None:
+    # Given one policy without the option, and the same with it
+    today = SweeperConfig(policies=[Policy(name="exports")])
+    watching = SweeperConfig(
+        policies=[Policy.model_validate({"name": "exports", "redrive": {"automatic": "throttled"}})]
+    )
+    # Then the plan counts a redrive run a minute (Scheduler's finest rate), for under $0.20
+    extra = total(at_rest(watching, Deployment())) - total(at_rest(today, Deployment()))
+    assert runs_per_month("rate(1 minute)", "UTC") - runs_per_month("rate(15 minutes)", "UTC") == (
+        40_880
+    )
+    assert 0 < extra < 0.20

@@ -65,7 +65,6 @@ class Watch:
 def scheduled_watch(config: RedriveConfig, actor: str, started: float) -> Watch | None:
     """The run's watch when its schedule runs the throttled letters' redrive (else None: an
     operator's request, or a policy without the option, decides as always)."""
-    period = config.period_seconds
-    if not config.watches or period is None or actor != SCHEDULE_ACTOR:
+    if not config.watches or actor != SCHEDULE_ACTOR:
         return None
-    return Watch.for_period(period, started)
+    return Watch.for_period(config.period_seconds, started)

@@ -7,8 +7,7 @@
 - `"throttled"`: every minute; a run returns after one read of the DLQ's depth when it is empty,
   else moves back the letters whose job died of a limit (sweeper.redrive_auto), waiting in place
   for the limit's reopening when it falls within the run, paced by the limit; the letters that
-  died otherwise wait for an operator (`sweeper redrive`);
-- `"off"`: no schedule; every redrive is asked for.
+  died otherwise wait for an operator (`sweeper redrive`).
 
 An operator's redrive (`sweeper redrive`, the operator API) decides the same way whatever is set.
 """
@@ -19,14 +18,10 @@ from typing import Literal
 
 from sweeper.config.base import _Strict
 
-AutomaticRedrive = Literal["scheduled", "throttled", "off"]
-#: How often the schedule runs the redrive, by `automatic` (None: never). One minute is
-#: EventBridge Scheduler's finest rate.
-SCHEDULE_PERIOD_SECONDS: dict[AutomaticRedrive, int | None] = {
-    "scheduled": 15 * 60,
-    "throttled": 60,
-    "off": None,
-}
+AutomaticRedrive = Literal["scheduled", "throttled"]
+#: How often the schedule runs the redrive, by `automatic`. One minute is EventBridge
+#: Scheduler's finest rate.
+SCHEDULE_PERIOD_SECONDS: dict[AutomaticRedrive, int] = {"scheduled": 15 * 60, "throttled": 60}
 
 
 class RedriveConfig(_Strict):
@@ -35,9 +30,15 @@ class RedriveConfig(_Strict):
     automatic: AutomaticRedrive = "scheduled"
 
     @property
-    def period_seconds(self) -> int | None:
-        """How often the schedule runs the redrive (None: no schedule)."""
+    def period_seconds(self) -> int:
+        """How often the schedule runs the redrive."""
         return SCHEDULE_PERIOD_SECONDS[self.automatic]
+
+    @property
+    def schedule_expression(self) -> str:
+        """The schedule's EventBridge rate (infra/redrive.py)."""
+        minutes = self.period_seconds // 60
+        return f"rate({minutes} minute{'s' if minutes > 1 else ''})"
 
     @property
     def watches(self) -> bool:
