@@ -54,6 +54,9 @@ class Redrive(Construct):
         pipeline.dead_letter_queue.grant_consume_messages(self.function.role)
         pipeline.queue.grant_send_messages(self.function.role)
         tables.grant_gate_reader(self.function.role)
+        if policy.redrive.watches:
+            # An empty DLQ's run keeps watch when a gate closed lately (sweeper.redrive_auto).
+            tables.grant_gate_scanner(self.function.role)
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
         self.function.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the throttle gate)")
         self.schedule = self.function.run_on_schedule(

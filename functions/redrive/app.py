@@ -8,6 +8,7 @@ report, so the function's error alarm fires.
 """
 
 import time
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -16,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sweeper import observability, runtime
 from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
+from sweeper.limiter.gates import closed_gates
 from sweeper.observability import METRICS_NAMESPACE, add_counts
 from sweeper.redrive import request_from_event, run_redrive
 from sweeper.redrive_auto import scheduled_watch
@@ -59,7 +61,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         default_rate_per_second=policy.quota.rate_per_second,
         actor=actor,
         limits=LimitLook(policy, runtime.limiter().live()),
-        watch=scheduled_watch(policy.redrive, actor, time.monotonic()),
+        watch=scheduled_watch(
+            policy.redrive,
+            actor,
+            time.monotonic(),
+            partial(closed_gates, runtime.dynamodb_client(), settings.require("limiter_table")),
+        ),
     )
     add_counts(metrics, report.metrics())
     logger.info("redrive run", extra=report.as_dict())

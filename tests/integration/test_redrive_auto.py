@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from sweeper import runtime
 from sweeper.config import Policy
 from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue
 from sweeper.limiter import DynamoLimiter
+from sweeper.limiter.gates import closed_gates
 from sweeper.models import OutcomeClass
 from sweeper.redrive import RedriveReport, RedriveRequest
 from sweeper.redrive_auto import Watch
@@ -84,8 +86,9 @@ def died(pipeline: Pipeline, i: int, *, code: str, outcome: OutcomeClass | None 
 
 
 def watching(pipeline: Pipeline, clock: WallClock, **kw: Any) -> tuple[RedriveReport, Moves]:
-    """A scheduled run of the throttled letters' redrive, on `clock`."""
+    """A scheduled run of the throttled letters' redrive, on `clock`, started every minute."""
     dlq = Moves(pipeline, clock)
+    closed_since = partial(closed_gates, pipeline.aws.dynamodb(), pipeline.resources.limiter_table)
     report = redrive(
         pipeline,
         RedriveRequest(policy="exports"),
@@ -94,7 +97,7 @@ def watching(pipeline: Pipeline, clock: WallClock, **kw: Any) -> tuple[RedriveRe
         sleep=clock.sleep,
         monotonic=clock.monotonic,
         actor="redrive-schedule",
-        watch=Watch(until=clock.mono + WINDOW_SECONDS),
+        watch=Watch.for_period(60, clock.mono, closed_since),
         **kw,
     )
     return report, dlq
@@ -194,6 +197,36 @@ def test_a_run_on_an_empty_dlq_returns_after_reading_its_depth(pipeline: Pipelin
     # When a scheduled run looks
     report, dlq = watching(pipeline, clock)
     # Then it received nothing and slept not at all: one GetQueueAttributes
+    assert (report.stop_reason, dlq.receives, clock.slept) == ("empty", 0, [])
+
+
+def test_an_empty_dlq_is_watched_when_a_gate_reopened_lately(pipeline: Pipeline) -> None:
+    # Given an empty DLQ and the scope's gate, reopened 5 s ago
+    clock = WallClock()
+    close_gate(pipeline, clock.epoch - 5)
+    # ... and a letter deferred to that reopening dying 3 s into the run
+    dead = partial(
+        pipeline.aws.sqs().send_message, QueueUrl=pipeline.resources.dlq_url, MessageBody=body(0)
+    )
+    pipeline.seed(1)
+    died(pipeline, 0, code="wait_throttled")
+    clock.on_sleep.append(lambda: None)
+    clock.on_sleep.append(lambda: None)
+    clock.on_sleep.append(dead)
+    # When a scheduled run looks
+    report, dlq = watching(pipeline, clock)
+    # Then it kept watch and moved the letter within a poll of its landing
+    assert report.moved == 1
+    assert dlq.moved_at[0] - (clock.epoch - clock.mono + 1000.0 + 3.0) <= 1.0 + 0.01
+
+
+def test_an_empty_dlq_is_not_watched_long_after_a_reopening(pipeline: Pipeline) -> None:
+    # Given an empty DLQ and the scope's gate, reopened two minutes ago
+    clock = WallClock()
+    close_gate(pipeline, clock.epoch - 120)
+    # When a scheduled run looks
+    report, dlq = watching(pipeline, clock)
+    # Then it returned at once
     assert (report.stop_reason, dlq.receives, clock.slept) == ("empty", 0, [])
 
 

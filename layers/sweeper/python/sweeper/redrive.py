@@ -210,8 +210,12 @@ def run_redrive(
     """
     started = monotonic()
     name = request.policy or policy
+    alerted = False
     if watch is not None and dlq.depth() == 0:
-        return RedriveReport(policy=name, dry_run=request.dry_run, stop_reason="empty")
+        # Nothing to move; a record deferred to a gate's reopening may still die at it.
+        alerted = watch.gate_closed_lately(clock().timestamp())
+        if not alerted:
+            return RedriveReport(policy=name, dry_run=request.dry_run, stop_reason="empty")
     run = _Run(
         request=request,
         policy=name,
@@ -228,6 +232,7 @@ def run_redrive(
         actor=actor,
         limits=limits,
         watch=watch,
+        incident=alerted,
     )
     log = RedriveLog(
         ledger,

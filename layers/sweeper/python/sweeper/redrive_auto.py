@@ -5,7 +5,10 @@ leaves `wait_<reason>` as the job's last code (sweeper.consumer.delivery), a 429
 outcome `throttled`. With the option, the redrive function runs every minute (EventBridge
 Scheduler's finest rate), and each scheduled run is a `Watch`:
 
-- it reads the DLQ's depth first (one GetQueueAttributes) and returns when it is empty: a few ms;
+- it reads the DLQ's depth first (one GetQueueAttributes); when the DLQ is empty it returns,
+  unless a limiter gate closed within its last period (one Scan of the limiter table: the items
+  closed now or reopened since): a record deferred to a reopening may still die at it. Idle, a
+  run is those two reads, a few ms;
 - a letter whose job died of a limit moves back once every limit of the job is open and its
   time has come (never before); a reopening that falls within the run (the shared limiter
   item's `closed_until`, or the job's next attempt) is waited for in place, then the letters
@@ -22,9 +25,11 @@ function's reserved concurrency is 1).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sweeper.config.redrive import RedriveConfig
+from sweeper.limiter import ScopeState
 from sweeper.models import LedgerTarget, OutcomeClass
 from sweeper.redrive_log import SCHEDULE_ACTOR
 
@@ -48,23 +53,47 @@ def died_of_limit(view: LedgerTarget) -> bool:
     return view.last_outcome is OutcomeClass.THROTTLED
 
 
+#: The gates closed after an instant (epoch seconds): now, or reopened since (closed_gates).
+ClosedSince = Callable[[float], Sequence[ScopeState]]
+
+
+def _none_closed(since: float) -> Sequence[ScopeState]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Watch:
     """A scheduled run of the throttled letters' redrive: it waits for a reopening, and keeps
-    watch for new letters, until `until` (on the run's monotonic clock)."""
+    watch for new letters, until `until` (on the run's monotonic clock). `closed_since` reads
+    the gates closed since an instant; a run on an empty DLQ keeps watch when one was within
+    `lookback_seconds`."""
 
     until: float
     poll_seconds: float = WATCH_POLL_SECONDS
+    closed_since: ClosedSince = _none_closed
+    lookback_seconds: float = 0.0
 
     @classmethod
-    def for_period(cls, period_seconds: float, started: float) -> Watch:
+    def for_period(
+        cls, period_seconds: float, started: float, closed_since: ClosedSince = _none_closed
+    ) -> Watch:
         """The window of a run started at `started` by a schedule every `period_seconds`."""
-        return cls(until=started + max(0.0, period_seconds - WATCH_MARGIN_SECONDS))
+        return cls(
+            until=started + max(0.0, period_seconds - WATCH_MARGIN_SECONDS),
+            closed_since=closed_since,
+            lookback_seconds=float(period_seconds),
+        )
+
+    def gate_closed_lately(self, now: float) -> bool:
+        """Was a gate closed within the lookback (closed now, or reopened since)?"""
+        return bool(self.closed_since(now - self.lookback_seconds))
 
 
-def scheduled_watch(config: RedriveConfig, actor: str, started: float) -> Watch | None:
+def scheduled_watch(
+    config: RedriveConfig, actor: str, started: float, closed_since: ClosedSince
+) -> Watch | None:
     """The run's watch when its schedule runs the throttled letters' redrive (else None: an
     operator's request, or a policy without the option, decides as always)."""
     if not config.watches or actor != SCHEDULE_ACTOR:
         return None
-    return Watch.for_period(config.period_seconds, started)
+    return Watch.for_period(config.period_seconds, started, closed_since)
