@@ -37,10 +37,16 @@ class LocalRedrive(Service):
         log_file: str | None = None,
         *,
         every_seconds: float | None = None,
+        first_run_seconds: float | None = None,
         function_name: str | None = None,
     ) -> None:
+        """`first_run_seconds`: when the first run comes after the start (one period by
+        default); the runs then follow every `every_seconds` from it."""
         self.policy = policy
         self.every_seconds = every_seconds or float(policy.redrive.period_seconds)
+        self.first_run_seconds = (
+            self.every_seconds if first_run_seconds is None else first_run_seconds
+        )
         self.function_name = function_name or f"sweeper-{policy.name}-redrive"
         self._environment = ExecutionEnvironment("redrive", env, log_file)
         self._stop = threading.Event()
@@ -54,14 +60,19 @@ class LocalRedrive(Service):
         return self
 
     def _tick(self) -> None:
-        anchor = time.monotonic()
+        first = time.monotonic() + self.first_run_seconds
         runs = 0
         while not self._stop.is_set():
+            at = first + runs * self.every_seconds
             runs += 1
-            at = anchor + runs * self.every_seconds  # the first run one period after the start
             if self._stop.wait(max(0.0, at - time.monotonic())):
                 return
-            self.fire()
+            try:
+                self.fire()
+            except Exception:
+                if self._stop.is_set():
+                    return  # `stop` ended the run's environment under it
+                raise
 
     def fire(self) -> Invocation:
         """One scheduled run now; its report kept in `runs`."""
