@@ -5,12 +5,14 @@ processes, SQS and DynamoDB on the stand-in, PostgreSQL) calls a vendor simulato
 every call for THROTTLE_SECONDS (429, with Retry-After) from the moment the 300 jobs are
 published. With `consumer.max_receive_count = 2` a record may wait once (a receive) and be
 called once; the rest of the throttle sends it to the DLQ. The policy's redrive is
-`automatic = "throttled"`, run by its schedule every REDRIVE_EVERY_SECONDS as on AWS
+`automatic = "throttled"`, run by its schedule every minute as on AWS
 (sweeper_local.redrive_runner; its first run FIRST_RUN_SECONDS into the throttle); no operator.
 
-Two variants, one run each: the vendor's Retry-After says the throttle's time left (`told`), or
-RETRY_AFTER_SHORT_SECONDS throughout, less than the throttle (`short`: sweeper reopens and is
-refused again, as a vendor that underestimates its own incident makes it).
+Three variants, one run each, in this order: the vendor's Retry-After says the throttle's time
+left (`told`), or RETRY_AFTER_SHORT_SECONDS throughout, less than the throttle (`short`: sweeper
+reopens and is refused again, as a vendor that underestimates its own incident makes it); and
+`short` with today's schedule (`short_scheduled`: `automatic = "scheduled"`, a run every 15
+minutes, its first as the others'), the comparison.
 
 Figures: the dead letters (each job whose letter the redrive moved, and those left in the DLQ),
 for each the seconds from the reopening (the vendor's end of the throttle) to its last return
@@ -39,7 +41,7 @@ from sweeper.config import (
     ScopeConfig,
     ThrottleConfig,
 )
-from sweeper.config.redrive import RedriveConfig
+from sweeper.config.redrive import AutomaticRedrive, RedriveConfig
 from sweeper.dead_letters import queue_depth
 from sweeper.limiter.gates import closed_gates
 from sweeper.models import JobStatus
@@ -61,19 +63,23 @@ RATE_PER_SECOND = 50
 VENDOR_LATENCY_SECONDS = 0.05
 #: The `short` variant's Retry-After, said on every 429 of the throttle.
 RETRY_AFTER_SHORT_SECONDS = 5
-VARIANTS: dict[str, int | None] = {"told": None, "short": RETRY_AFTER_SHORT_SECONDS}
-#: The redrive's schedule, as on AWS (`rate(1 minute)`), and its first run into the throttle.
-REDRIVE_EVERY_SECONDS = 60.0
+#: Each variant: the vendor's Retry-After (None: the time left) and the redrive's option.
+VARIANTS: dict[str, tuple[int | None, AutomaticRedrive]] = {
+    "told": (None, "throttled"),
+    "short": (RETRY_AFTER_SHORT_SECONDS, "throttled"),
+    "short_scheduled": (RETRY_AFTER_SHORT_SECONDS, "scheduled"),
+}
+#: The redrive's first run into the throttle; the next ones follow its schedule, as on AWS.
 FIRST_RUN_SECONDS = 30.0
 #: After the throttle, the run ends when every job is final, or after this long.
-SETTLE_TIMEOUT_SECONDS = 150.0
+SETTLE_TIMEOUT_SECONDS = 90.0
 BACK_WITHIN_SECONDS = 10.0
 #: The redrive's line for each letter moved back (sweeper.redrive), and its time's format.
 MOVED_MESSAGE = "dead letter moved"
 POWERTOOLS_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f%z"
 
 
-def _policy(vendor_url: str) -> Policy:
+def _policy(vendor_url: str, automatic: AutomaticRedrive) -> Policy:
     return Policy(
         name=f"redrive-{secrets.token_hex(3)}",
         limits=[
@@ -94,7 +100,7 @@ def _policy(vendor_url: str) -> Policy:
             max_receive_count=MAX_RECEIVE_COUNT,
         ),
         throttle=ThrottleConfig(reopen_jitter_seconds=0.05),
-        redrive=RedriveConfig(automatic="throttled"),
+        redrive=RedriveConfig(automatic=automatic),
         lease_seconds=600,
     )
 
@@ -133,7 +139,7 @@ def back_figures(moved: list[tuple[str, float]], left: int, reopening: float) ->
 
 def run_variant(stack: LocalStack, variant: str) -> dict[str, Any]:
     """One throttle of THROTTLE_SECONDS with the variant's Retry-After; its figures."""
-    retry_after = VARIANTS[variant]
+    retry_after, automatic = VARIANTS[variant]
     vendor = VendorProcess(
         *("--rate", f"{RATE_PER_SECOND}/1s", "--scope", "global"),
         *("--latency", str(VENDOR_LATENCY_SECONDS), "--seed", "7"),
@@ -143,7 +149,7 @@ def run_variant(stack: LocalStack, variant: str) -> dict[str, Any]:
     ).name
     offset = time.time() - time.monotonic()  # one machine: the vendor's monotonic clock is ours
     try:
-        policy = _policy(vendor.url)
+        policy = _policy(vendor.url, automatic)
         with LocalPipeline(
             stack,
             policy,
@@ -157,7 +163,6 @@ def run_variant(stack: LocalStack, variant: str) -> dict[str, Any]:
                 policy,
                 {**run.env, "POWERTOOLS_LOG_LEVEL": "INFO"},
                 redrive_log,
-                every_seconds=REDRIVE_EVERY_SECONDS,
                 first_run_seconds=FIRST_RUN_SECONDS,
             )
             start, end = vendor.start_incident(THROTTLE_SECONDS, retry_after=retry_after)
@@ -180,6 +185,8 @@ def run_variant(stack: LocalStack, variant: str) -> dict[str, Any]:
     return {
         "variant": variant,
         "retry_after_seconds": retry_after if retry_after is not None else "time left",
+        "automatic": automatic,
+        "redrive_every_seconds": policy.redrive.period_seconds,
         **back_figures(list(moves(redrive_log)), left, reopening),
         "last_gate_reopening_after_throttle_seconds": max(
             (round(g.closed_until - reopening, 2) for g in gates if g.closed_until is not None),
@@ -226,7 +233,6 @@ def run_reopening(stack: LocalStack, options: Any = None) -> dict[str, Any]:
         "throttle_seconds": THROTTLE_SECONDS,
         "jobs": JOBS,
         "max_receive_count": MAX_RECEIVE_COUNT,
-        "redrive_every_seconds": REDRIVE_EVERY_SECONDS,
         "back_after_reopening_seconds_max": {
             r["variant"]: r["back_after_reopening_seconds_max"] for r in runs
         },
