@@ -20,6 +20,7 @@ from sweeper.limiter.gates import closed_gates
 from sweeper.models import OutcomeClass
 from sweeper.redrive import RedriveReport, RedriveRequest
 from sweeper.redrive_auto import Watch
+from sweeper_local.redrive_runner import LocalRedrive
 from tests.conftest import Pipeline, load_event
 from tests.integration.test_redrive import body, dead_letters, key, redrive, work_queue_bodies
 
@@ -260,3 +261,21 @@ def test_the_schedule_leaves_a_letter_that_died_otherwise_and_an_operator_moves_
     # Then the schedule left it for the operator, whose run moved it
     assert (scheduled["moved"], scheduled["kept_for_operator"], scheduled["left"]) == (0, 1, 1)
     assert (asked["moved"], asked["kept_for_operator"], asked["left"]) == (1, 0, 0)
+
+
+def test_the_local_stack_runs_the_redrive_on_its_schedule(pipeline: Pipeline) -> None:
+    # Given the policy's automatic redrive and a letter whose job waited for its slot
+    policy = Policy.model_validate(
+        {**pipeline.policy.model_dump(), "redrive": {"automatic": "throttled"}}
+    )
+    dead_letters(pipeline, 1)
+    died(pipeline, 0, code="wait_rate")
+    env = {**pipeline.env, "SWEEPER_POLICY": policy.model_dump_json()}
+    # When the local stack's schedule runs it (its first run at once), and no one else
+    with LocalRedrive(policy, env, every_seconds=60.0, first_run_seconds=0.0):
+        deadline = time.monotonic() + 60
+        moved: list[str] = []
+        while not moved and time.monotonic() < deadline:
+            moved = work_queue_bodies(pipeline)
+    # Then the letter is back on the work queue
+    assert moved == [body(0)]
