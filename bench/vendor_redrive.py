@@ -42,9 +42,8 @@ from sweeper.config import (
     ThrottleConfig,
 )
 from sweeper.config.redrive import AutomaticRedrive, RedriveConfig
-from sweeper.dead_letters import queue_depth
 from sweeper.limiter.gates import closed_gates
-from sweeper.models import JobStatus
+from sweeper.models import JobMessage, JobStatus
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.redrive_runner import LocalRedrive
 from sweeper_local.stack import LocalStack
@@ -120,21 +119,36 @@ def moves(log_file: str) -> Iterator[tuple[str, float]]:
                 yield str(record["operation_key"]), at.timestamp()
 
 
-def back_figures(moved: list[tuple[str, float]], left: int, reopening: float) -> dict[str, Any]:
-    """Each dead letter's last return after the reopening (epoch seconds), the largest."""
+def back_figures(
+    moved: list[tuple[str, float]], left: set[str], reopening: float
+) -> dict[str, Any]:
+    """Each dead letter's last return after the reopening (epoch seconds), the largest; a
+    letter still in the DLQ (`left`, its keys) is not back."""
     last: dict[str, float] = {}
     for key, at in moved:
         last[key] = max(at, last.get(key, at))
-    back = sorted(max(0.0, at - reopening) for at in last.values())
+    back = sorted(max(0.0, at - reopening) for key, at in last.items() if key not in left)
     return {
-        "dead_letters": len(last) + left,
+        "dead_letters": len(set(last) | left),
         "moves": len(moved),
         "moved_more_than_once": len(moved) - len(last),
-        "left_in_dlq": left,
-        "back_after_reopening_seconds_max": round(back[-1], 2) if back else None,
+        "left_in_dlq": len(left),
+        "every_dead_letter_back": not left,
+        "back_after_reopening_seconds_max": round(back[-1], 2) if back and not left else None,
         "back_after_reopening_seconds_p50": round(back[len(back) // 2], 2) if back else None,
         "moved_before_reopening": sum(1 for at in last.values() if at < reopening),
     }
+
+
+def keys_left(sqs: Any, dlq_url: str) -> set[str]:
+    """The operation keys of the letters in the DLQ at the end (each received once, hidden)."""
+    keys: set[str] = set()
+    while True:
+        got = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+        letters = got.get("Messages", [])
+        if not letters:
+            return keys
+        keys.update(JobMessage.model_validate_json(m["Body"]).key for m in letters)
 
 
 def run_variant(stack: LocalStack, variant: str) -> dict[str, Any]:
@@ -173,7 +187,7 @@ def run_variant(stack: LocalStack, variant: str) -> dict[str, Any]:
                     timeout_seconds=THROTTLE_SECONDS + SETTLE_TIMEOUT_SECONDS,
                 )
             finished = time.time()
-            left = queue_depth(stack.aws.sqs(), run.resources.dlq_url)[0]
+            left = keys_left(stack.aws.sqs(), run.resources.dlq_url)
             # the scope's gate: its last closure's end stays on its item
             gates = closed_gates(stack.aws.dynamodb(), run.resources.limiter_table, 0.0)
         audit = vendor.audit()

@@ -82,9 +82,12 @@ class LocalRedrive(Service):
             function_name=self.function_name,
             timeout_seconds=REDRIVE_TIMEOUT_SECONDS,
         )
-        if result.error is not None and not self._stop.is_set():
-            log.warning("redrive %s failed: %s", self.function_name, result.error)
-        self.runs.append((started, result.response, result.error))
+        error = result.error
+        if error is not None and self._stop.is_set():
+            error = "stopped with the stack"  # a run keeping watch ends with its environment
+        elif error is not None:
+            log.warning("redrive %s failed: %s", self.function_name, error)
+        self.runs.append((started, result.response, error))
         return result
 
     def stop(self) -> None:

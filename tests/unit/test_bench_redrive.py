@@ -34,10 +34,19 @@ def test_a_letter_moved_twice_counts_once_at_its_last_return(tmp_path: Path) -> 
     log.write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
     moved = list(moves(str(log)))
     reopening = moved[1][1] - 3.25  # 14:01:00
-    # When the figures are read, with one letter still in the DLQ
-    figures = back_figures(moved, 1, reopening)
-    # Then three dead letters; the last return 3.25 s after the reopening
-    assert figures["dead_letters"] == 3
+    # When the figures are read
+    figures = back_figures(moved, set(), reopening)
+    # Then two dead letters; the last return 3.25 s after the reopening
+    assert figures["dead_letters"] == 2
     assert (figures["moves"], figures["moved_more_than_once"]) == (3, 1)
     assert figures["back_after_reopening_seconds_max"] == 3.25
     assert figures["moved_before_reopening"] == 0
+
+
+def test_a_letter_left_in_the_dlq_is_not_back() -> None:
+    # Given a letter moved during the throttle that died again, still in the DLQ at the end
+    figures = back_figures([("a", 100.0)], {"a", "b"}, 160.0)
+    # Then two dead letters, not every one back, and no return time to state
+    assert (figures["dead_letters"], figures["left_in_dlq"]) == (2, 2)
+    assert not figures["every_dead_letter_back"]
+    assert figures["back_after_reopening_seconds_max"] is None
