@@ -242,10 +242,28 @@ def bench_discovery(
     help="Run only this example (repeatable): a file's stem (listings) or stem:policy "
     "(plan-real-rates:one-scope). Default: every one.",
 )
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(128, 10240),
+    default=None,
+    help="Run each consumer at this memory instead of the policy's (with --cap-cpu, at its "
+    "CPU share).",
+)
+@click.option(
+    "--cap-cpu",
+    is_flag=True,
+    help="Hold each consumer environment to the CPU share Lambda gives its memory.",
+)
 @database_option
 @json_option
 @friendly_errors
-def bench_examples(names: tuple[str, ...], database_url: str | None, as_json: bool) -> None:
+def bench_examples(
+    names: tuple[str, ...],
+    memory_mb: int | None,
+    cap_cpu: bool,
+    database_url: str | None,
+    as_json: bool,
+) -> None:
     """Each docs/examples file as shipped, through the demo against the vendor simulator
     enforcing its limits: utilization of its binding limit, 429s, and `sweeper plan`'s
     throughput for the same scopes and latency, with the ratio measured/plan."""
@@ -258,4 +276,4 @@ def bench_examples(names: tuple[str, ...], database_url: str | None, as_json: bo
             f"no example {', '.join(unknown)}; one of {', '.join(example_names())}",
             param_hint="--example",
         )
-    emit(run_examples_bench(names, database_url), as_json)
+    emit(run_examples_bench(names, database_url, memory_mb=memory_mb, cap_cpu=cap_cpu), as_json)
