@@ -10,7 +10,10 @@ the local cadence another period (a benchmark's); the runs keep their reports.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import threading
 import time
 from datetime import UTC, datetime
@@ -50,6 +53,7 @@ class LocalRedrive(Service):
         self.function_name = function_name or f"sweeper-{policy.name}-redrive"
         self._environment = ExecutionEnvironment("redrive", env, log_file)
         self._stop = threading.Event()
+        self._running = threading.Event()  # a run is being invoked
         self._thread: threading.Thread | None = None
         #: Each run: (epoch seconds it started, what it returned or None, its error or None).
         self.runs: list[tuple[float, dict[str, Any] | None, str | None]] = []
@@ -67,21 +71,20 @@ class LocalRedrive(Service):
             runs += 1
             if self._stop.wait(max(0.0, at - time.monotonic())):
                 return
-            try:
-                self.fire()
-            except Exception:
-                if self._stop.is_set():
-                    return  # `stop` ended the run's environment under it
-                raise
+            self.fire()
 
     def fire(self) -> Invocation:
         """One scheduled run now; its report kept in `runs`."""
         started = time.time()
-        result = self._environment.invoke(
-            scheduler_event(self.policy.name, datetime.now(UTC).replace(microsecond=0)),
-            function_name=self.function_name,
-            timeout_seconds=REDRIVE_TIMEOUT_SECONDS,
-        )
+        self._running.set()
+        try:
+            result = self._environment.invoke(
+                scheduler_event(self.policy.name, datetime.now(UTC).replace(microsecond=0)),
+                function_name=self.function_name,
+                timeout_seconds=REDRIVE_TIMEOUT_SECONDS,
+            )
+        finally:
+            self._running.clear()
         error = result.error
         if error is not None and self._stop.is_set():
             error = "stopped with the stack"  # a run keeping watch ends with its environment
@@ -92,7 +95,12 @@ class LocalRedrive(Service):
 
     def stop(self) -> None:
         self._stop.set()
-        self._environment.close()  # a run keeping watch ends with its process
+        pid = self._environment.pid
+        if self._running.is_set() and pid is not None:
+            # A run keeping watch ends with its environment, killed as Lambda's timeout would;
+            # the runner's own thread then finds it gone and cleans up.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if self._thread is not None:
             self._thread.join(timeout=REDRIVE_TIMEOUT_SECONDS)
-        self._environment.close()  # one started by a run that began as the stop came
+        self._environment.close()
