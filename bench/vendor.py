@@ -45,6 +45,7 @@ from sweeper_bench.vendor_harness import (
     utilization,
     vendor_base_args,
 )
+from sweeper_bench.vendor_redrive import REOPENING, run_reopening
 from sweeper_bench.vendor_shared import run_shared
 from sweeper_local.graphql_cost import DEFAULT_MAXIMUM, DEFAULT_RESTORE_RATE, GRAPHQL_PATH
 from sweeper_local.stack import LocalStack
@@ -377,6 +378,7 @@ VENDOR_SCENARIOS: dict[str, VendorScenario] = {
         run_points,
     ),
     "i": VendorScenario("a budget of 6,000 calls per 60 s day, 0.2 reserved", _budget),
+    "j": VendorScenario(REOPENING, run_reopening),
 }
 
 
