@@ -110,8 +110,9 @@ def bench_ledger(
     "app limit of 30/s; b, 10 stores at 5/s under 100/s; c, one scope at 100/s with at most 10 "
     "calls in flight, vendor p50 300 ms; d, ten scopes at 10/s. Limits the vendor states: e, "
     "the quota not told, stated in the IETF fields; f, the vendor halves its limit mid-run; "
-    "g, another client spends 30 % of the quota; h, a points bucket; i, a budget per day "
-    "(the built ones: sweeper_bench.vendor's VENDOR_SCENARIOS).",
+    "g, another client spends 30 % of the quota; h, a points bucket; i, a budget per day; j, "
+    "a 60 s throttle that fills the DLQ, redriven at the reopening (sweeper_bench.vendor's "
+    "VENDOR_SCENARIOS).",
 )
 @click.option(
     "--vendor-seconds",
