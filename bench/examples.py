@@ -10,7 +10,9 @@ time per call (`LOCAL_CALL_OVERHEAD_SECONDS`, as the demo plans its own policy).
 
 Utilization is of the binding limit as the vendor publishes it (its rate times the keys busy, or
 a cap of N in flight over the plan's mean service time), before any headroom: the figure a user
-reads. The ratio is measured over the plan's throughput.
+reads. The ratio is measured over the plan's throughput. A limit whose rate is learned from the
+vendor's answers is read, and planned, at the rate the simulator's answers state (`stated`),
+not at the ceiling the file tells: that is the rate sweeper paces by and the vendor enforces.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sweeper.config import LimitConfig, Policy, load_config
 from sweeper_bench.process_cpu import by_role, snapshot
 from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, run_demo
 from sweeper_local.demo_report import DemoOptions
+from sweeper_local.github_artifacts import DEFAULT_CORE
 from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.limits import planned_keys
 from sweeper_tools.planning.plan import Plan, PlanInput, make_plan
@@ -55,6 +58,9 @@ class Example:
     skip: str | None = None
     #: Where `file` is: docs/examples, or the repository's root for the shipped sweeper.toml.
     directory: Path = EXAMPLES_DIR
+    #: Limits whose rate is learned, at the rate the simulator's answers state: (limit name,
+    #: calls, period seconds) each.
+    stated: tuple[tuple[str, int, float], ...] = ()
 
 
 #: Why an s3_delete example is not run.
@@ -89,7 +95,15 @@ EXAMPLES: tuple[Example, ...] = (
     ),
     Example("dumps", "dumps.toml", "dumps", 0, 0, skip=S3_LIMIT),
     # 900 points a minute per owner at 5 a DELETE (3/s), 100 in flight: four owners, a minute.
-    Example("github-artifacts", "github-artifacts.toml", "github-artifacts", 720, 4),
+    # The primary limit is learned: the simulator's answers state GitHub's 5,000 an hour.
+    Example(
+        "github-artifacts",
+        "github-artifacts.toml",
+        "github-artifacts",
+        720,
+        4,
+        stated=(("core", *DEFAULT_CORE),),
+    ),
     # A store's GraphQL bucket, told 200 points/s at 10 a delete (20/s), its pace learned.
     Example("shopify-graphql", "shopify-graphql.toml", "shopify-graphql", 600, 1),
     # The default delete contract, one global quota of 100/s at 2-5 ms.
@@ -167,6 +181,20 @@ def example_policy(example: Example) -> Policy:
     return deployed_config(load_config(example.directory / example.file)).policy(example.policy)
 
 
+def as_stated(policy: Policy, example: Example) -> Policy:
+    """The policy with each learned limit of the example at the rate its vendor states."""
+    if not example.stated:
+        return policy
+    data = policy.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    data.pop("quota", None)  # stated by its [[limits]]: the first is the scope and quota
+    data.pop("scope", None)
+    rates = {name: (calls, period) for name, calls, period in example.stated}
+    for limit in data["limits"]:
+        if limit["name"] in rates:
+            limit["rate"]["limit"], limit["rate"]["period_seconds"] = rates[limit["name"]]
+    return Policy.model_validate(data).model_copy(update={"consumer": policy.consumer})
+
+
 def example_plan(policy: Policy, example: Example) -> Plan:
     """`sweeper plan` of the policy at the example's scopes and the simulator's latency, with
     the local stack's own time per call."""
@@ -196,8 +224,9 @@ def run_example(
     if memory_mb is not None:
         consumer = policy.consumer.model_copy(update={"memory_mb": memory_mb})
         policy = policy.model_copy(update={"consumer": consumer})
-    plan = example_plan(policy, example)
-    binding, published = binding_limit(policy, plan, example.tenants)
+    stated = as_stated(policy, example)  # the demo runs the file's; the row reads the vendor's
+    plan = example_plan(stated, example)
+    binding, published = binding_limit(stated, plan, example.tenants)
     cpu_before, busy_before = snapshot(), machine_ticks()
     report = run_demo(
         DemoOptions(

@@ -13,6 +13,7 @@ from sweeper_bench.examples import (
     EXAMPLES,
     EXAMPLES_DIR,
     Example,
+    as_stated,
     binding_limit,
     dynamodb_per_job,
     example_names,
@@ -49,6 +50,24 @@ def test_a_cap_binds_at_its_calls_in_flight_over_the_plans_mean_service_time() -
     # Then it is the smaller of the rate and 20 over the mean service time
     assert allowed == pytest.approx(min(100.0, 20 / plan.mean_service_seconds))
     assert name == ("account" if allowed == 100.0 else "inflight")
+
+
+def test_a_learned_limit_is_read_and_planned_at_the_rate_the_vendor_states() -> None:
+    # Given github-artifacts over 4 owners: its primary limit learned from the answers (the file
+    # tells Enterprise Cloud's 15,000 an hour), which state GitHub's 5,000 an hour per owner
+    example = _example("github-artifacts")
+    shipped = example_policy(example)
+    stated = as_stated(shipped, example)
+    # When its binding limit and plan are read at the rate the vendor states
+    plan = example_plan(stated, example)
+    name, allowed = binding_limit(stated, plan, example.tenants)
+    # Then the primary binds at 4 x 5,000 an hour (not the secondary's 4 x 3/s), and the plan
+    # paces at it; the demo still runs the file as shipped
+    assert (name, allowed) == ("core", pytest.approx(4 * 5000 / 3600))
+    assert plan.binding == "core"
+    assert plan.throughput_per_second == pytest.approx(5.55, abs=0.01)
+    assert shipped.limits[0].rate is not None
+    assert shipped.limits[0].rate.limit == 15000
 
 
 def test_the_rate_carried_is_counted_from_the_first_settlement_to_the_last() -> None:

@@ -19,6 +19,7 @@ from sweeper.config import Policy, load_config
 from sweeper_tools.planning.batch import TURNOVER_SHARE
 from sweeper_tools.planning.consumer_defaults import deployed_policy
 from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.planning.slot_wait import fewest_binding_scopes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 #: Examples whose batch is not a user's choice: plan-real-rates.toml states the shapes
@@ -51,4 +52,22 @@ def test_an_example_that_sets_its_batch_sets_the_one_its_plan_recommends(policy:
     assert plan.turnover_share <= TURNOVER_SHARE, (
         f"{policy.name}: batch {plan.batch_size}, the plan recommends {plan.recommended_batch_size}"
     )
+    assert plan.timeout_seconds >= plan.recommended_timeout_seconds
+
+
+def test_the_listings_example_sets_the_batch_its_plan_recommends_where_the_app_binds() -> None:
+    # Given listings.toml as shipped, planned at the marketplace's latency and the fewest busy
+    # stores at which the app's 40/s binds (21: each store's key then the busiest it is), as
+    # synth sizes its threads
+    policy = deployed_policy(load_config(EXAMPLES / "listings.toml").policy("listings"))
+    stores = fewest_binding_scopes(policy)
+    assert stores == 21
+    assert policy.action.latency == (0.02, 0.04)
+    vendor = PlanInput(latency_p50_seconds=0.02, latency_p95_seconds=0.04, scopes=stores)
+    plan = make_plan(policy, vendor)
+    # Then a batch holds records of every busy store, over long enough that its turnovers cost
+    # at most the plan's share (a batch of 10 held 10 stores: 10 x 1.762/s, just an
+    # environment's share of the app's 35.24/s, with 35 % of the rate in turnovers)
+    assert plan.batch_size == plan.recommended_batch_size
+    assert plan.turnover_share <= TURNOVER_SHARE
     assert plan.timeout_seconds >= plan.recommended_timeout_seconds
