@@ -24,6 +24,7 @@ from sweeper.config import LimitConfig, Policy, load_config
 from sweeper_bench.process_cpu import by_role, snapshot
 from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, run_demo
 from sweeper_local.demo_report import DemoOptions
+from sweeper_local.graphql_cost import STANDARD_STORE_RESTORE_RATE
 from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.limits import planned_keys
 from sweeper_tools.planning.plan import Plan, PlanInput, make_plan
@@ -55,6 +56,9 @@ class Example:
     skip: str | None = None
     #: Where `file` is: docs/examples, or the repository's root for the shipped sweeper.toml.
     directory: Path = EXAMPLES_DIR
+    #: Limits whose told rate is a ceiling the product learns below (a Shopify store's restore
+    #: rate): each limit's name and the points a second the simulator's vendor restores.
+    vendor_points: tuple[tuple[str, float], ...] = ()
 
 
 #: Why an s3_delete example is not run.
@@ -90,8 +94,16 @@ EXAMPLES: tuple[Example, ...] = (
     Example("dumps", "dumps.toml", "dumps", 0, 0, skip=S3_LIMIT),
     # 900 points a minute per owner at 5 a DELETE (3/s), 100 in flight: four owners, a minute.
     Example("github-artifacts", "github-artifacts.toml", "github-artifacts", 720, 4),
-    # A store's GraphQL bucket, told 200 points/s at 10 a delete (20/s), its pace learned.
-    Example("shopify-graphql", "shopify-graphql.toml", "shopify-graphql", 600, 1),
+    # A store's GraphQL bucket, told 200 points/s at 10 a delete as a ceiling, its pace learned
+    # from the simulator's store: Shopify's Standard plan, 100 points/s (10 deletes a second).
+    Example(
+        "shopify-graphql",
+        "shopify-graphql.toml",
+        "shopify-graphql",
+        600,
+        1,
+        vendor_points=(("points", STANDARD_STORE_RESTORE_RATE),),
+    ),
     # The default delete contract, one global quota of 100/s at 2-5 ms.
     Example("plan-real-rates:one-scope", "plan-real-rates.toml", "one-scope", 2000, 5),
     Example(
@@ -151,8 +163,12 @@ def published_per_second(limit: LimitConfig, keys: int, mean_service: float) -> 
     return min(allowed) * keys
 
 
-def binding_limit(policy: Policy, plan: Plan, scopes: int) -> tuple[str, float]:
-    """The limit with the smallest published allowance at the plan's keys, and that allowance."""
+def binding_limit(
+    policy: Policy, plan: Plan, scopes: int, example: Example | None = None
+) -> tuple[str, float]:
+    """The limit with the smallest published allowance at the plan's keys, and that allowance
+    (a learned limit's at what the example's vendor restores, where that is below its told)."""
+    policy = policy if example is None else vendor_taught(policy, example)
     keys = planned_keys(policy, scopes, {})
     allowed = {
         limit.name: published_per_second(limit, keys[limit.name], plan.mean_service_seconds)
@@ -160,6 +176,21 @@ def binding_limit(policy: Policy, plan: Plan, scopes: int) -> tuple[str, float]:
     }
     name = min(allowed, key=allowed.__getitem__)
     return name, allowed[name]
+
+
+def vendor_taught(policy: Policy, example: Example) -> Policy:
+    """The policy at the rates its learned limits reach against the example's vendor: each
+    named limit's told points a second lowered to what the vendor restores (the pace its
+    answers teach), as `sweeper plan` of a file that told that rate would plan it."""
+    restored = dict(example.vendor_points)
+    if not restored:
+        return policy
+    data = policy.model_dump(exclude_unset=True)
+    for limit in data["limits"]:
+        if limit["name"] in restored:
+            limit["rate"]["limit"] = min(limit["rate"]["limit"], restored[limit["name"]])
+    data["quota"] = data["limits"][0]["rate"]
+    return Policy.model_validate(data)
 
 
 def example_policy(example: Example) -> Policy:
@@ -177,7 +208,7 @@ def example_plan(policy: Policy, example: Example) -> Plan:
         scopes=max(1, example.tenants),
         overhead_seconds=LOCAL_CALL_OVERHEAD_SECONDS,
     )
-    return make_plan(policy, given)
+    return make_plan(vendor_taught(policy, example), given)
 
 
 def run_example(
@@ -197,7 +228,7 @@ def run_example(
         consumer = policy.consumer.model_copy(update={"memory_mb": memory_mb})
         policy = policy.model_copy(update={"consumer": consumer})
     plan = example_plan(policy, example)
-    binding, published = binding_limit(policy, plan, example.tenants)
+    binding, published = binding_limit(policy, plan, example.tenants, example)
     cpu_before, busy_before = snapshot(), machine_ticks()
     report = run_demo(
         DemoOptions(
