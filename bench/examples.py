@@ -27,6 +27,7 @@ from sweeper_bench.process_cpu import by_role, snapshot
 from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, run_demo
 from sweeper_local.demo_report import DemoOptions
 from sweeper_local.github_artifacts import DEFAULT_CORE
+from sweeper_local.graphql_cost import STANDARD_STORE_RESTORE_RATE
 from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.limits import planned_keys
 from sweeper_tools.planning.plan import Plan, PlanInput, make_plan
@@ -104,8 +105,16 @@ EXAMPLES: tuple[Example, ...] = (
         4,
         stated=(("core", *DEFAULT_CORE),),
     ),
-    # A store's GraphQL bucket, told 200 points/s at 10 a delete (20/s), its pace learned.
-    Example("shopify-graphql", "shopify-graphql.toml", "shopify-graphql", 600, 1),
+    # A store's GraphQL bucket, told 200 points/s at 10 a delete as a ceiling, its pace learned
+    # from the simulator's store: Shopify's Standard plan, 100 points/s (10 deletes a second).
+    Example(
+        "shopify-graphql",
+        "shopify-graphql.toml",
+        "shopify-graphql",
+        600,
+        1,
+        stated=(("points", int(STANDARD_STORE_RESTORE_RATE), 1.0),),
+    ),
     # The default delete contract, one global quota of 100/s at 2-5 ms.
     Example("plan-real-rates:one-scope", "plan-real-rates.toml", "one-scope", 2000, 5),
     Example(

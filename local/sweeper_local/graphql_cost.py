@@ -36,6 +36,13 @@ _VERSIONED_PATH: Final = re.compile(r"^/admin/api/[0-9]{4}-[0-9]{2}/graphql\.jso
 DEFAULT_MAXIMUM: Final = 1000.0
 DEFAULT_RESTORE_RATE: Final = 50.0
 DEFAULT_COST_RANGE: Final = (1, 20)
+#: The store the local stack's simulator serves (docs/examples/shopify-graphql.toml's): a
+#: store on Shopify's Standard plan as its rate-limit page states it today, restoring 100
+#: points a second (Advanced 200, Plus 1,000, Enterprise 2,000), its bucket 20 seconds of that
+#: (as the 1,000 at 50 Shopify once published); a productDelete requests 10 and is charged 10.
+STANDARD_STORE_MAXIMUM: Final = 2000.0
+STANDARD_STORE_RESTORE_RATE: Final = 100.0
+PRODUCT_DELETE_COST: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,17 @@ class PointsApi:
         self._calls = self._throttled = 0
         self._charged = 0.0
         self._first_call_at: float | None = None
+
+    @classmethod
+    def standard_store(cls, seed: int = 0) -> PointsApi:
+        """A Standard plan's store charging a productDelete's cost (see the constants)."""
+        cost = (PRODUCT_DELETE_COST, PRODUCT_DELETE_COST)
+        return cls(
+            maximum=STANDARD_STORE_MAXIMUM,
+            restore_rate=STANDARD_STORE_RESTORE_RATE,
+            cost_range=cost,
+            seed=seed,
+        )
 
     def reset(self) -> None:
         with self._lock:

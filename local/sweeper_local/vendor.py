@@ -1387,8 +1387,9 @@ class VendorSimulator:
         other_client_share: float = 0.0,
         github: GithubArtifacts | None = None,
     ) -> None:
-        #: The GraphQL API charged in points (sweeper_local.graphql_cost), on the same port.
-        self.graphql = graphql or PointsApi(seed=seed)
+        #: The GraphQL API charged in points (sweeper_local.graphql_cost), on the same port: a
+        #: Standard plan's store unless given.
+        self.graphql = graphql or PointsApi.standard_store(seed)
         #: GitHub's artifacts API (sweeper_local.github_artifacts), on the same port.
         self.github = github or GithubArtifacts()
         #: The help desk's contract on the same port (sweeper_local.helpdesk); `tls` serves

@@ -22,6 +22,7 @@ from sweeper_bench.examples import (
 )
 from sweeper_cli import main
 from sweeper_local.demo_audit import requests_per_job, settled_rate
+from sweeper_local.vendor import VendorSimulator
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
@@ -126,3 +127,19 @@ def test_a_limit_counted_in_points_binds_in_calls() -> None:
     # Then the secondary limit binds at 3 calls a second per owner, not 15
     name, allowed = binding_limit(policy, example_plan(policy, example), example.tenants)
     assert (name, allowed) == ("secondary", 12.0)
+
+
+def test_the_shopify_store_binds_at_what_the_simulated_store_restores_not_the_ceiling() -> None:
+    # Given shopify-graphql: told 200 points/s as a ceiling, its pace learned from the store's
+    # answers, run against the simulator's store (Shopify's Standard plan: 100 points/s, a
+    # productDelete charged 10)
+    example = _example("shopify-graphql")
+    stated = as_stated(example_policy(example), example)
+    plan = example_plan(stated, example)
+    store = VendorSimulator().graphql
+    per_call = store.restore_rate / store.requested_cost
+    # Then the store's restore rate binds, in calls: 10 a second, not the told 20
+    assert binding_limit(stated, plan, example.tenants) == ("points", per_call)
+    assert per_call == 10.0
+    # And the plan is of the rate the store's answers teach, not of the told ceiling
+    assert 0.9 * per_call <= plan.throughput_per_second <= per_call
