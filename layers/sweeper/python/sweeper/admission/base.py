@@ -22,6 +22,7 @@ from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import GateReader, Reason
 from sweeper.limiter.budget import BudgetSource
+from sweeper.limiter.held import HeldRate
 from sweeper.limiter.live import LiveSource
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
@@ -113,6 +114,8 @@ class RateHolder(Protocol):
         within: float = 0.0,
         only_from: float | None = None,
     ) -> bool: ...
+
+    def held_rate(self, scope: str) -> HeldRate | None: ...
 
 
 @dataclass(frozen=True, slots=True)
