@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -133,13 +134,22 @@ def _closed(limiter: DynamoLimiter, clock: _Clock) -> bool:
     return limiter.state(SCOPE).closed(clock.now)
 
 
+def _paced_at(
+    local_aws: LocalAws, table: str, quota: int
+) -> tuple[_Clock, _Recording, BatchAdmission]:
+    """One environment whose scope was paced at `quota` a second by an answer."""
+    clock = _Clock()
+    limiter, batch = _env(local_aws, table, clock)
+    _call(batch, clock, _says(quota, remaining=quota // 2))
+    limiter.log.clear()
+    return clock, limiter, batch
+
+
 def test_nothing_remaining_at_the_pace_held_leaves_the_gate_open(
     local_aws: LocalAws, table: str
 ) -> None:
     # Given a scope paced at the 25 a second the vendor stated
-    clock = _Clock()
-    limiter, batch = _env(local_aws, table, clock)
-    _call(batch, clock, _says(25, remaining=10))
+    clock, limiter, batch = _paced_at(local_aws, table, 25)
     # When an answer at that pace says the window holds all 25 (remaining 0, reset in 1 s)
     _call(batch, clock, _says(25, remaining=0))
     # Then the window is full, not over: the gate stays open, the next call goes at the pace
@@ -153,10 +163,7 @@ def test_nothing_remaining_at_a_lower_pace_than_held_closes_the_gate_before_the_
     local_aws: LocalAws, table: str
 ) -> None:
     # Given a scope paced at 50 a second
-    clock = _Clock()
-    limiter, batch = _env(local_aws, table, clock)
-    _call(batch, clock, _says(50, remaining=40))
-    limiter.log.clear()
+    clock, limiter, batch = _paced_at(local_aws, table, 50)
     # When the vendor halves its limit and its answer says nothing remains
     _call(batch, clock, _says(25, remaining=0))
     # Then the gate is closed until the reset, before the lower rate is written (the closure
@@ -177,47 +184,51 @@ def test_nothing_remaining_beyond_what_sweepers_own_pace_spends_closes_the_gate(
     assert _closed(limiter, clock)
 
 
-def _bank_at_fifty(
-    local_aws: LocalAws, table: str, clock: _Clock
-) -> tuple[tuple[Admission, float], DynamoLimiter, BatchAdmission, float]:
-    """Two environments paced at 50 a second, each with a block of slots banked; the first
-    has a call out (its answer not yet back), the second has made one."""
+@dataclass
+class _Lowered:
+    """Two environments paced at 50 a second, each with a block of slots banked, after the
+    first read the vendor's answer stating 5 a second (something remaining: no closure)."""
+
+    clock: _Clock
+    other: DynamoLimiter  # the second environment's limiter
+    second: BatchAdmission
+    sent: float  # the second environment's call, from its block at 50 a second
+
+
+def _lowered_by_the_first(local_aws: LocalAws, table: str) -> _Lowered:
+    clock = _Clock()
     _, first = _env(local_aws, table, clock)
     other, second = _env(local_aws, table, clock)
     _call(first, clock, _says(50, remaining=40))
-    out = _admit(first, clock)
+    out, out_sent = _admit(first, clock)  # its answer comes back after the second's call
     sent = _call(second, clock, _says(50, remaining=39))
-    return out, other, second, sent
+    _end(out, out_sent, _says(5, remaining=3))
+    return _Lowered(clock, other, second, sent)
 
 
 def test_a_lowering_another_environment_held_drops_the_slots_banked_at_the_old_rate(
     local_aws: LocalAws, table: str
 ) -> None:
-    # Given two environments at 50 a second, the second with slots banked at that pace
-    clock = _Clock()
-    out, _, second, sent = _bank_at_fifty(local_aws, table, clock)
-    # When the vendor states 5 a second (something remains: no closure), read first by the
-    # first environment, then by the second from the answer to a call it had banked
-    _end(out[0], out[1], _says(5, remaining=3))
-    banked, banked_sent = _admit(second, clock)
+    # Given two environments at 50 a second, the first has read the vendor's 5 a second
+    env = _lowered_by_the_first(local_aws, table)
+    # When the second reads it too, from the answer to a call it had banked
+    banked, banked_sent = _admit(env.second, env.clock)
     _end(banked, banked_sent, _says(5, remaining=2))
     # Then the second's next call waits the new interval after the last slot taken, not the
     # old one: what it had banked at 50 a second was dropped
-    assert banked_sent - sent < 0.1  # taken from its bank before it knew
-    later = _call(second, clock, None)
+    assert banked_sent - env.sent < 0.1  # taken from its bank before it knew
+    later = _call(env.second, env.clock, None)
     assert later - banked_sent >= 0.9 / 5
 
 
 def test_a_lowering_read_from_the_shared_item_drops_the_slots_banked_at_the_old_rate(
     local_aws: LocalAws, table: str
 ) -> None:
-    # Given two environments at 50 a second, the second with slots banked at that pace
-    clock = _Clock()
-    out, other, second, sent = _bank_at_fifty(local_aws, table, clock)
-    # When the first holds the vendor's 5 a second, and the second looks at its gate (as a
-    # call whose slot is further than the lead does), reading the scope's item
-    _end(out[0], out[1], _says(5, remaining=3))
-    other.state(SCOPE)
+    # Given two environments at 50 a second, the first has held the vendor's 5 a second
+    env = _lowered_by_the_first(local_aws, table)
+    # When the second looks at its gate (as a call whose slot is further than the lead does),
+    # reading the scope's item
+    env.other.state(SCOPE)
     # Then the second's next admission drops its banked slots: its call waits the new interval
-    later = _call(second, clock, None)
-    assert later - sent >= 0.9 / 5
+    later = _call(env.second, env.clock, None)
+    assert later - env.sent >= 0.9 / 5
