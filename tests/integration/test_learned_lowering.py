@@ -12,12 +12,20 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from sweeper.admission import Admission, BatchAdmission, Clocks, Permit, admission_for
+from sweeper.admission import (
+    Admission,
+    BatchAdmission,
+    Clocks,
+    Deferral,
+    Permit,
+    admission_for,
+)
 from sweeper.config import Policy
 from sweeper.limiter import DynamoLimiter, Reason
 from sweeper.models import ActionCall
@@ -36,11 +44,15 @@ class _Clock:
 
     def __init__(self) -> None:
         self.now = float(int(time.time()))
+        self.during: Callable[[], None] | None = None
 
     def __call__(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        during, self.during = self.during, None
+        if during is not None:  # what another thread does while this one waits
+            during()
         self.now += max(0.0, seconds)
 
 
@@ -93,10 +105,9 @@ def _env(local_aws: LocalAws, table: str, clock: _Clock) -> tuple[_Recording, Ba
 _calls = iter(range(1_000_000))
 
 
-def _admit(batch: BatchAdmission, clock: _Clock) -> tuple[Admission, float]:
-    """One call admitted, and its send time (on the fake clock)."""
+def _job() -> ActionCall:
     n = next(_calls)
-    job = ActionCall(
+    return ActionCall(
         key=f"k{n}",
         idempotency_key=f"i{n}",
         policy="p",
@@ -107,7 +118,11 @@ def _admit(batch: BatchAdmission, clock: _Clock) -> tuple[Admission, float]:
         attempt=1,
         batch_id="b",
     )
-    admission = batch.call(job, {})
+
+
+def _admit(batch: BatchAdmission, clock: _Clock) -> tuple[Admission, float]:
+    """One call admitted, and its send time (on the fake clock)."""
+    admission = batch.call(_job(), {})
     assert isinstance(admission.admit(lambda: None), Permit)
     return admission, clock.now
 
@@ -170,6 +185,22 @@ def test_nothing_remaining_at_a_lower_pace_than_held_closes_the_gate_before_the_
     # is what stops every consumer's calls at the old pace)
     assert _closed(limiter, clock)
     assert limiter.log == ["close", "hold"]
+
+
+def test_a_call_waiting_for_its_slot_when_its_batch_reads_a_lowering_goes_back(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope paced at 50 a second, one call out, another waiting for its banked slot
+    clock, _, batch = _paced_at(local_aws, table, 50)
+    out, out_sent = _admit(batch, clock)
+    waiting = batch.call(_job(), {})
+    # When, while it waits, the call out comes back: the vendor halved its limit, nothing
+    # remains
+    clock.during = lambda: _end(out, out_sent, _says(25, remaining=0))
+    admitted = waiting.admit(lambda: None)
+    # Then the waiting call is not sent at the old pace: it goes back until the reopening
+    assert isinstance(admitted, Deferral)
+    assert admitted.reason == "throttled"
 
 
 def test_nothing_remaining_beyond_what_sweepers_own_pace_spends_closes_the_gate(
