@@ -22,12 +22,14 @@ from typing import Any
 
 from sweeper.config import LimitConfig, Policy, load_config
 from sweeper_bench.process_cpu import by_role, snapshot
-from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, DemoOptions, run_demo
+from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, run_demo
+from sweeper_local.demo_report import DemoOptions
 from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.limits import planned_keys
 from sweeper_tools.planning.plan import Plan, PlanInput, make_plan
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "docs" / "examples"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES_DIR = REPO_ROOT / "docs" / "examples"
 #: The loopback round trip of a contract that adds no latency of its own (p50, p95).
 LOOPBACK_LATENCY = (0.003, 0.005)
 #: The stand-in's request counts (sweeper_local.lite_aws) that are writes, failed conditions of
@@ -51,6 +53,8 @@ class Example:
     latency: tuple[float, float] = LOOPBACK_LATENCY
     #: Why it is not run (None: run).
     skip: str | None = None
+    #: Where `file` is: docs/examples, or the repository's root for the shipped sweeper.toml.
+    directory: Path = EXAMPLES_DIR
 
 
 #: Why an s3_delete example is not run.
@@ -98,6 +102,8 @@ EXAMPLES: tuple[Example, ...] = (
         0,
         skip="ten scopes at 50/s are 500 calls a second: beyond the local stack on two cores",
     ),
+    # The shipped sweeper.toml: 40/s per tenant at 0.8 of it, one busy tenant.
+    Example("shipped", "sweeper.toml", "exports", 1200, 1, directory=REPO_ROOT),
 )
 
 
@@ -158,7 +164,7 @@ def binding_limit(policy: Policy, plan: Plan, scopes: int) -> tuple[str, float]:
 
 def example_policy(example: Example) -> Policy:
     """The example's policy as synth deploys it."""
-    return deployed_config(load_config(EXAMPLES_DIR / example.file)).policy(example.policy)
+    return deployed_config(load_config(example.directory / example.file)).policy(example.policy)
 
 
 def example_plan(policy: Policy, example: Example) -> Plan:
@@ -174,12 +180,22 @@ def example_plan(policy: Policy, example: Example) -> Plan:
     return make_plan(policy, given)
 
 
-def run_example(example: Example, database_url: str | None) -> dict[str, Any]:
-    """One example's row: measured, planned, and their ratio."""
+def run_example(
+    example: Example,
+    database_url: str | None,
+    *,
+    memory_mb: int | None = None,
+    cap_cpu: bool = False,
+) -> dict[str, Any]:
+    """One example's row: measured, planned, and their ratio. `memory_mb` replaces the
+    consumer's memory; `cap_cpu` holds each environment to that memory's CPU share."""
     row: dict[str, Any] = {"example": example.name}
     if example.skip is not None:
         return row | {"skipped": example.skip}
     policy = example_policy(example)
+    if memory_mb is not None:
+        consumer = policy.consumer.model_copy(update={"memory_mb": memory_mb})
+        policy = policy.model_copy(update={"consumer": consumer})
     plan = example_plan(policy, example)
     binding, published = binding_limit(policy, plan, example.tenants)
     cpu_before, busy_before = snapshot(), machine_ticks()
@@ -192,6 +208,7 @@ def run_example(example: Example, database_url: str | None) -> dict[str, Any]:
             database_url=database_url,
             timeout_seconds=max(120.0, 4 * example.jobs / plan.throughput_per_second),
             sources=("sql",),
+            cap_consumer_cpu=cap_cpu,
         )
     )
     cpu = by_role(cpu_before, snapshot(), os.getpid(), {})
@@ -205,7 +222,13 @@ def run_example(example: Example, database_url: str | None) -> dict[str, Any]:
             "parallel_calls": policy.consumer.parallel_calls,
             "batch_size": policy.consumer.batch_size,
             "batch_window_seconds": policy.consumer.batch_window_seconds,
+            "memory_mb": policy.consumer.memory_mb,
+            "cpu_capped": cap_cpu,
         },
+        # the largest peak resident memory a consumer environment reached (Lambda's "Max Memory
+        # Used"), beside the memory it was given
+        "consumer_max_rss_mb": report.consumer_max_rss_mb,
+        "consumer_cpu_ms_per_job": report.consumer_cpu_ms_per_job,
         "all_final": report.all_final,
         "binding_limit": binding,
         "binding_per_second": round(published, 3),
@@ -230,12 +253,19 @@ def run_example(example: Example, database_url: str | None) -> dict[str, Any]:
 
 
 def run_examples_bench(
-    names: tuple[str, ...] = (), database_url: str | None = None
+    names: tuple[str, ...] = (),
+    database_url: str | None = None,
+    *,
+    memory_mb: int | None = None,
+    cap_cpu: bool = False,
 ) -> dict[str, Any]:
     """Every example (or those named), one after another, with the machine's load."""
     chosen = [e for e in EXAMPLES if not names or e.name in names or e.file[:-5] in names]
     before = os.getloadavg()
-    rows = [run_example(example, database_url) for example in chosen]
+    rows = [
+        run_example(example, database_url, memory_mb=memory_mb, cap_cpu=cap_cpu)
+        for example in chosen
+    ]
     return {
         "examples": rows,
         "overhead_seconds": LOCAL_CALL_OVERHEAD_SECONDS,

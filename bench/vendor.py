@@ -11,8 +11,9 @@ sweeper.admission.learned). Each prints its figures with the targets beside them
 - (f) the vendor halves its limit mid-run and says so from its next answer: the 429s beside the
   calls in flight at the change, and the utilization of the new limit from two of its windows
   after the change;
-- (h) a points bucket (Shopify's: 1,000 points restoring 50/s, each call costing 1-20, its cost
-  known only from its answer): the share of the restore rate spent, and the throttled answers.
+- (h) a points bucket (Shopify's: 1,000 points restoring 50/s, each call requesting 20 and
+  costing 1-20, its cost known only from its answer): the share of the restore rate spent, and
+  the throttled answers.
 
 The scenarios are registered in VENDOR_SCENARIOS, one line each (see there).
 """
@@ -44,6 +45,7 @@ from sweeper_bench.vendor_harness import (
     utilization,
     vendor_base_args,
 )
+from sweeper_bench.vendor_redrive import REOPENING, run_reopening
 from sweeper_bench.vendor_shared import run_shared
 from sweeper_local.graphql_cost import DEFAULT_MAXIMUM, DEFAULT_RESTORE_RATE, GRAPHQL_PATH
 from sweeper_local.stack import LocalStack
@@ -68,14 +70,10 @@ GRAPHQL_THROTTLED = {
 }
 #: (h): each call costs 1-20 points (uniform, the simulator's default), known from its answer.
 COST_RANGE = (1, 20)
-#: (h): the cost a call reserves before it goes: the least a call can cost. The learned limit
-#: takes a higher actual cost from the answer and refunds nothing lower (docs/vendor-limits.md),
-#: so only the least cost paces by what was spent; anything above it pays for points unused.
-RESERVE_POINTS = COST_RANGE[0]
-#: (h) runs twice, told the restore rate as a rate of points: a consumer waiting in place for
-#: its slot as long as the policy's default (throttle.max_wait_seconds, 2 s), then as long as
-#: the calls in flight may move the scope's next slot with their costs (cost_wait_seconds).
-POINTS_WAITS = ("default", "cost")
+#: (h): the cost a call reserves before it goes: its requested cost, as a user states it (the
+#: query's `requestedQueryCost`, which every answer states: the simulator requests its highest
+#: cost). The answer's lower actual cost gives the rest back (sweeper.admission.costs).
+REQUESTED_POINTS = COST_RANGE[1]
 
 Runner = Callable[[LocalStack, VendorRunOptions], dict[str, Any]]
 
@@ -261,19 +259,10 @@ def _graphql_action(url: str) -> HttpActionConfig:
     )
 
 
-def cost_wait_seconds(scenario: Scenario, rate_per_second: float) -> float:
-    """How far the calls in flight may move the scope's next slot with their costs: each (at
-    most environments x parallel calls) may cost the highest cost less its reserve more than
-    it took, counted from its answer. A record whose slot lies further is returned to the
-    queue, and may not be back when its slot comes; one waiting this long keeps its place."""
-    in_flight: int = (scenario.environments or 4) * scenario.parallel_calls
-    return float(in_flight * (COST_RANGE[1] - RESERVE_POINTS) / rate_per_second)
-
-
-def _points_setup(seconds: float, wait: str) -> VendorSetup:
-    """The vendor's bucket; sweeper told its restore rate in points (a 1 s window), learning
-    each call's cost from its answer and the bucket's level from `throttleStatus`, waiting in
-    place for a slot the policy's default (`wait = "default"`) or cost_wait_seconds."""
+def _points_setup(seconds: float) -> VendorSetup:
+    """The vendor's bucket; sweeper told its restore rate in points (a 1 s window), each call
+    reserving its requested cost and corrected by the actual one its answer states, the
+    bucket's level read from `throttleStatus`; the policy's default wait in place."""
     scenario = _scenario("h", 1)
     restore = int(DEFAULT_RESTORE_RATE)
     low, high = COST_RANGE
@@ -281,7 +270,7 @@ def _points_setup(seconds: float, wait: str) -> VendorSetup:
     mean_cost = (low + high) / 2
     learn = {
         "cost": {
-            "reserve": RESERVE_POINTS,
+            "reserve": REQUESTED_POINTS,
             "actual": {"json_path": "extensions.cost.actualQueryCost"},
             "bucket": "shopify",
         }
@@ -302,18 +291,13 @@ def _points_setup(seconds: float, wait: str) -> VendorSetup:
             }
         ),
         action=_graphql_action,
-        max_wait_seconds=(
-            None
-            if wait == "default"
-            else round(cost_wait_seconds(scenario, rate.rate_per_second), 1)
-        ),
         # the calls the bucket pays for in the run (what it holds, and restores), a quarter
         # more (rate.py's factor)
         backlog=int((DEFAULT_MAXIMUM + restore * seconds) / mean_cost * BACKLOG_FACTOR),
     )
 
 
-def _points_figures(run: VendorRun, wait: str) -> dict[str, Any]:
+def _points_figures(run: VendorRun) -> dict[str, Any]:
     """The restore rate's use: what the run spent less what it took from the bucket's level
     (full at the start), per second of the span, over the restore rate; 1.0 when every point
     restored was spent, whatever the bucket held."""
@@ -324,36 +308,29 @@ def _points_figures(run: VendorRun, wait: str) -> dict[str, Any]:
     drawn = sum(DEFAULT_MAXIMUM - level for level in points.levels.values())
     spent = points.points_charged - drawn
     return {
-        "wait": wait,
         "points_utilization_of_restore_rate": round(spent / (DEFAULT_RESTORE_RATE * span), 3),
         "throttled_answers": points.throttled_total,
         "points_charged": run.graphql.points_charged,  # the run's, its end included
         "points_per_second": round(points.points_charged / span, 2),
         "bucket_levels_at_end": {k: round(v, 1) for k, v in points.levels.items()},
         "graphql_calls": run.graphql.calls_total,
-        "reserve_points": RESERVE_POINTS,
+        "reserve_points": REQUESTED_POINTS,
         **common_figures(run),
     }
 
 
 def run_points(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
-    """(h): see the module docstring; once with each of POINTS_WAITS."""
-    runs = [
-        _points_figures(
-            run_vendor(stack, _points_setup(options.seconds, wait), seconds=options.seconds),
-            wait,
-        )
-        for wait in POINTS_WAITS
-    ]
+    """(h): see the module docstring."""
+    figures = _points_figures(
+        run_vendor(stack, _points_setup(options.seconds), seconds=options.seconds)
+    )
     return {
         "scenario": "h",
         "what": VENDOR_SCENARIOS["h"].what,
-        "points_utilization_of_restore_rate": {
-            r["wait"]: r["points_utilization_of_restore_rate"] for r in runs
-        },
-        "throttled_answers": {r["wait"]: r["throttled_answers"] for r in runs},
+        "points_utilization_of_restore_rate": figures["points_utilization_of_restore_rate"],
+        "throttled_answers": figures["throttled_answers"],
         "targets": {"points_utilization_of_restore_rate_min": 0.90, "throttled_answers": 0},
-        "runs": runs,
+        "runs": [figures],
     }
 
 
@@ -401,6 +378,7 @@ VENDOR_SCENARIOS: dict[str, VendorScenario] = {
         run_points,
     ),
     "i": VendorScenario("a budget of 6,000 calls per 60 s day, 0.2 reserved", _budget),
+    "j": VendorScenario(REOPENING, run_reopening),
 }
 
 

@@ -14,7 +14,6 @@ from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.pipeline import Pipeline
 from infra.tables import Tables
 
-REDRIVE_SCHEDULE_EXPRESSION = "rate(15 minutes)"
 REDRIVE_TIMEOUT_SECONDS = 300
 REDRIVE_MEMORY_MB = 512
 #: One redrive at a time per policy: two would race for the same dead letters.
@@ -55,8 +54,11 @@ class Redrive(Construct):
         pipeline.dead_letter_queue.grant_consume_messages(self.function.role)
         pipeline.queue.grant_send_messages(self.function.role)
         tables.grant_gate_reader(self.function.role)
+        if policy.redrive.watches:
+            # An empty DLQ's run keeps watch when a gate closed lately (sweeper.redrive_auto).
+            tables.grant_gate_scanner(self.function.role)
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
         self.function.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the throttle gate)")
         self.schedule = self.function.run_on_schedule(
-            REDRIVE_SCHEDULE_EXPRESSION, "run the redrive"
+            policy.redrive.schedule_expression, "run the redrive"
         )

@@ -110,8 +110,9 @@ def bench_ledger(
     "app limit of 30/s; b, 10 stores at 5/s under 100/s; c, one scope at 100/s with at most 10 "
     "calls in flight, vendor p50 300 ms; d, ten scopes at 10/s. Limits the vendor states: e, "
     "the quota not told, stated in the IETF fields; f, the vendor halves its limit mid-run; "
-    "g, another client spends 30 % of the quota; h, a points bucket; i, a budget per day "
-    "(the built ones: sweeper_bench.vendor's VENDOR_SCENARIOS).",
+    "g, another client spends 30 % of the quota; h, a points bucket; i, a budget per day; j, "
+    "a 60 s throttle that fills the DLQ, redriven at the reopening (sweeper_bench.vendor's "
+    "VENDOR_SCENARIOS).",
 )
 @click.option(
     "--vendor-seconds",
@@ -242,10 +243,28 @@ def bench_discovery(
     help="Run only this example (repeatable): a file's stem (listings) or stem:policy "
     "(plan-real-rates:one-scope). Default: every one.",
 )
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(128, 10240),
+    default=None,
+    help="Run each consumer at this memory instead of the policy's (with --cap-cpu, at its "
+    "CPU share).",
+)
+@click.option(
+    "--cap-cpu",
+    is_flag=True,
+    help="Hold each consumer environment to the CPU share Lambda gives its memory.",
+)
 @database_option
 @json_option
 @friendly_errors
-def bench_examples(names: tuple[str, ...], database_url: str | None, as_json: bool) -> None:
+def bench_examples(
+    names: tuple[str, ...],
+    memory_mb: int | None,
+    cap_cpu: bool,
+    database_url: str | None,
+    as_json: bool,
+) -> None:
     """Each docs/examples file as shipped, through the demo against the vendor simulator
     enforcing its limits: utilization of its binding limit, 429s, and `sweeper plan`'s
     throughput for the same scopes and latency, with the ratio measured/plan."""
@@ -258,4 +277,4 @@ def bench_examples(names: tuple[str, ...], database_url: str | None, as_json: bo
             f"no example {', '.join(unknown)}; one of {', '.join(example_names())}",
             param_hint="--example",
         )
-    emit(run_examples_bench(names, database_url), as_json)
+    emit(run_examples_bench(names, database_url, memory_mb=memory_mb, cap_cpu=cap_cpu), as_json)

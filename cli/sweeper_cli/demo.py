@@ -127,7 +127,8 @@ def demo(
     """
     policy = _team_policy(config_path, policy_name, consumers, batch_size, parallel_calls, rate)
     with local_stack_required():
-        from sweeper_local.demo import DemoOptions, run_demo
+        from sweeper_local.demo import run_demo
+        from sweeper_local.demo_report import DemoOptions
         from sweeper_local.doors import DOORS
 
     options = DemoOptions(

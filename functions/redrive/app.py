@@ -1,10 +1,14 @@
 """Redrive Lambda: dead letters back to the work queue when the ledger and the gate say so.
 
 Invoked by its schedule (the scheduler's EventBridge-shaped event: a plain run for this policy)
-or on demand with a `RedriveRequest` (events/redrive_request.json). A run that met dead letters
-it could not handle raises after logging its report, so the function's error alarm fires.
+or on demand with a `RedriveRequest` (events/redrive_request.json). With `[policies.redrive]
+automatic = "throttled"` a scheduled run is a `Watch` of the throttled letters for its minute
+(sweeper.redrive_auto). A run that met dead letters it could not handle raises after logging its
+report, so the function's error alarm fires.
 """
 
+import time
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -13,8 +17,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sweeper import observability, runtime
 from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
+from sweeper.limiter.gates import closed_gates
 from sweeper.observability import METRICS_NAMESPACE, add_counts
 from sweeper.redrive import request_from_event, run_redrive
+from sweeper.redrive_auto import scheduled_watch
 from sweeper.redrive_limits import LimitLook
 from sweeper.redrive_log import function_actor
 
@@ -43,6 +49,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     dlq = SqsDeadLetterQueue(
         runtime.sqs_client(), settings.require("dlq_url"), settings.require("queue_url")
     )
+    actor = function_actor(event)
     report = run_redrive(
         request,
         runtime.ledger(),
@@ -52,8 +59,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         clock=runtime.utcnow,
         remaining_seconds=runtime.remaining_budget(context, REDRIVE_BUDGET_SECONDS),
         default_rate_per_second=policy.quota.rate_per_second,
-        actor=function_actor(event),
+        actor=actor,
         limits=LimitLook(policy, runtime.limiter().live()),
+        watch=scheduled_watch(
+            policy.redrive,
+            actor,
+            time.monotonic(),
+            partial(closed_gates, runtime.dynamodb_client(), settings.require("limiter_table")),
+        ),
     )
     add_counts(metrics, report.metrics())
     logger.info("redrive run", extra=report.as_dict())

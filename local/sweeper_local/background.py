@@ -1,10 +1,11 @@
 """`sweeper local up` / `local down`: the local stack as a background service for the console.
 
 `LocalConsoleStack` runs, for every policy of the policy file: its queue and DLQ, the consumer
-(the local event source feeding worker processes), and a producer ticker invoking the producer
-handler at the times the policy's schedule names (or every `tick_seconds`). A watcher reads each
-policy's paused flag from the ledger once a second and pauses or resumes its event source, as
-`sweeper pause` disables the event source mapping on AWS. `serve` runs it until SIGTERM and writes
+(the local event source feeding worker processes), a producer ticker invoking the producer
+handler at the times the policy's schedule names (or every `tick_seconds`), and its redrive on
+its schedule (sweeper_local.redrive_runner). A watcher reads each policy's paused flag from the
+ledger once a second and pauses or resumes its event source, as `sweeper pause` disables the
+event source mapping on AWS. `serve` runs it until SIGTERM and writes
 the local file that every command reads; `start_background` spawns `serve` detached.
 """
 
@@ -41,6 +42,7 @@ from sweeper_local.aws import LOCAL_REGION, PipelineResources
 from sweeper_local.intake import LocalIntake
 from sweeper_local.lambda_runtime import LAYER_PATH_VARIABLE, Invocation
 from sweeper_local.pipeline import LocalPipeline
+from sweeper_local.redrive_runner import LocalRedrive
 from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
@@ -61,6 +63,7 @@ log = logging.getLogger(__name__)
 class _PolicyRuntime:
     pipeline: LocalPipeline
     intake: LocalIntake
+    redrive: LocalRedrive
     paused: bool = False
     ticks: int = 0
 
@@ -184,10 +187,12 @@ class LocalConsoleStack(Service):
             prefix=self.prefix,
             log_file=self.log_file,
         )
-        self.policies[policy.name] = _PolicyRuntime(pipeline, intake)
+        redrive = LocalRedrive(policy, pipeline.env, self.log_file)  # on its schedule's period
+        self.policies[policy.name] = _PolicyRuntime(pipeline, intake, redrive)
         if self.intake_consumers:
             intake.source.start()  # its environments cold-start while the pipeline's do
         pipeline.start()
+        redrive.start()
         if self.intake_consumers:
             intake.start()
 
@@ -314,6 +319,7 @@ class LocalConsoleStack(Service):
             if self.webhook is not None:
                 self.webhook.stop()
             for runtime in self.policies.values():
+                runtime.redrive.stop()
                 with contextlib.suppress(Exception):  # its error was reported as it happened
                     runtime.intake.stop()
                 with contextlib.suppress(Exception):

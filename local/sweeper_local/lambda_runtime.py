@@ -21,6 +21,7 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import resource
 import signal
 import sys
 import threading
@@ -212,6 +213,14 @@ class Invocation:
     #: bounds one environment on Lambda, whose CPU share follows its memory. 0 when unknown (an
     #: environment that died or was killed).
     cpu_seconds: float = 0.0
+    #: The environment's process's peak resident memory so far, MiB (Lambda reports its "Max
+    #: Memory Used" the same way, per environment). 0 when unknown.
+    max_rss_mb: float = 0.0
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MiB (Linux reports `ru_maxrss` in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def parse_emf(output: str) -> dict[str, float]:
@@ -254,7 +263,9 @@ def invoke(
         sys.stdout.flush()
     status = InvocationStatus.SUCCEEDED if error is None else InvocationStatus.FUNCTION_ERROR
     cpu = time.process_time() - cpu_started
-    return Invocation(response, error, time.monotonic() - started, status, cpu)
+    return Invocation(
+        response, error, time.monotonic() - started, status, cpu, max_rss_mb=peak_rss_mb()
+    )
 
 
 def init_worker(

@@ -90,11 +90,13 @@ class PollerStats:
     #: environments' processes, sweeper_bench.process_cpu).
     busy_seconds: float = 0.0  # summed invocation durations: what Lambda bills as duration
     cpu_seconds: float = 0.0  # summed CPU time of the invocations' environments
+    max_rss_mb: float = 0.0  # the largest peak resident memory an environment reported
 
     def add(self, invocation: Invocation, delivered: int, failed: int) -> None:
         self.invocations += 1
         self.busy_seconds += invocation.duration_seconds
         self.cpu_seconds += invocation.cpu_seconds
+        self.max_rss_mb = max(self.max_rss_mb, invocation.max_rss_mb)
         self.records_delivered += delivered
         self.records_failed += failed
         self.records_deleted += delivered - failed

@@ -1651,10 +1651,14 @@ class VendorProcess:
     def audit(self) -> VendorAudit:
         return fetch_audit(self.url)
 
-    def start_incident(self, seconds: float, starts_in: float = 0.0) -> tuple[float, float]:
-        """What `POST /_incident` does; returns the incident's (start, end), monotonic."""
+    def start_incident(
+        self, seconds: float, starts_in: float = 0.0, retry_after: int | None = None
+    ) -> tuple[float, float]:
+        """What `POST /_incident` does; returns the incident's (start, end), monotonic. Its
+        429s say Retry-After `retry_after`, by default the whole seconds left of it."""
+        told = "" if retry_after is None else f"&retry_after={retry_after}"
         request = urllib.request.Request(  # noqa: S310 - our own loopback simulator
-            f"{self.url}/_incident?seconds={seconds}&starts_in={starts_in}", method="POST"
+            f"{self.url}/_incident?seconds={seconds}&starts_in={starts_in}{told}", method="POST"
         )
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
             body = json.loads(response.read())

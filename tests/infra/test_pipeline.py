@@ -115,8 +115,9 @@ def test_consumer_reports_partial_batch_failures_with_the_configured_batching(
 
 
 def test_function_timeouts_and_consumer_memory_follow_the_policy(proxied: Synth) -> None:
-    # exports keeps the default memory, stale-sessions sets 1024 MB
-    assert [p.consumer.memory_mb for p in proxied.config.policies] == [512, 1024]
+    # exports states its vendor's latency and sets no memory: synth derives the least whose CPU
+    # carries its rate (planning.consumer_defaults); stale-sessions sets 1024 MB
+    assert [p.consumer.memory_mb for p in proxied.config.policies] == [320, 1024]
     for policy in proxied.config.policies:
         prefix = _policy_prefix(policy)
         consumer = proxied.function(f"^{prefix}ConsumerFunction[0-9A-F]{{8}}$")["Properties"]

@@ -115,7 +115,7 @@ def test_each_scenario_runs_briefly_and_its_counts_add_up(pg_server: PgServer) -
     assert halved["quota_changed"]
     assert halved["429s_before_change"] + halved["429s_after_change"] == halved["self_caused_429s"]
     assert halved["new_quota"] == "25/1s"
-    assert [r["wait"] for r in results["h"]["runs"]] == ["default", "cost"]
+    assert [r["reserve_points"] for r in results["h"]["runs"]] == [20]  # the requested cost
     for points in results["h"]["runs"]:
         _counts_add_up(points)
         answered = points["graphql_calls"] - points["throttled_answers"]

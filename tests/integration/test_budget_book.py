@@ -75,3 +75,25 @@ def test_a_unit_given_back_is_counted_out_and_taken_again(local_aws: LocalAws, t
     other = BudgetBook(local_aws.dynamodb(), table)
     assert isinstance(other.take("k", rule, horizon=1e9), BudgetSlot)
     assert book.spent("k", rule) == 2
+
+
+def test_a_unit_given_back_leaves_the_line_where_its_take_found_it(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given 100 a window of an hour (a slot every 36 s), its first unit taken at the start,
+    # and a call 14 s behind the line taking the next (made up at once: within 1 % of the hour)
+    now = [1_800_057_600.0]
+    rule = BudgetRule(spendable=100, period_seconds=3600.0)
+    book = BudgetBook(local_aws.dynamodb(), table, clock=lambda: now[0])
+    assert isinstance(book.take("k", rule, horizon=2.0), BudgetSlot)
+    now[0] += 50.0
+    late = book.take("k", rule, horizon=2.0)
+    assert isinstance(late, BudgetSlot)
+    assert late.slot_at == now[0]
+    # When its call is not made and the unit is given back
+    book.give_back(late)
+    # Then the next call takes the same unit from the same line, the 14 s still to make up
+    again = book.take("k", rule, horizon=2.0)
+    assert isinstance(again, BudgetSlot)
+    assert (again.slot_at, again.after) == (late.slot_at, late.after)
+    assert book.spent("k", rule) == 2

@@ -14,11 +14,11 @@ from sweeper_cli import main
 from sweeper_local.demo import (
     PROBE_CALLS,
     PROBE_TENANT,
-    DemoOptions,
     demo_policy,
     measure_latency,
     run_demo,
 )
+from sweeper_local.demo_report import DemoOptions
 from sweeper_local.doors import DEMO_STRAY_KEYS
 from sweeper_local.vendor import VendorProcess, VendorSimulator
 from tests.conftest import PgServer

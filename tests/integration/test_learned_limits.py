@@ -84,6 +84,23 @@ def vendor_in(request: pytest.FixtureRequest) -> Iterator[Any]:
         sim.stop()
 
 
+def paying_points(p: Pipeline, monkeypatch: pytest.MonkeyPatch, cost: Any) -> Pipeline:
+    """The learning pipeline's limit counting points (`learn.cost`), its action a GraphQL
+    `productDelete` whose throttled answers (HTTP 200) are classed by an outcome rule."""
+    data = p.policy.model_dump(exclude={"quota", "scope"})
+    data["limits"][0]["learn"] = {"cost": cost}
+    data["action"].update(
+        method="POST",
+        url_template=f"{{api_url}}{GRAPHQL_PATH}",
+        body={"query": PRODUCT_DELETE, "variables": {"id": "{object_id}"}},
+        outcome_rules=[GRAPHQL_THROTTLED],
+    )
+    policy = Policy.model_validate(data)
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    runtime.reset()
+    return replace(p, policy=policy)
+
+
 def held_rate(p: Pipeline) -> float:
     """The rate the policy's scope item holds (calls per second)."""
     item = scope_item(p)
@@ -203,26 +220,8 @@ def test_a_call_takes_its_cost_in_points_and_the_bucket_never_throttles(
     points = PointsApi(maximum=60, restore_rate=20, cost_range=(5, 15), requested_cost=15)
     with VendorSimulator(graphql=points) as vendor:
         p = learning(pipeline, monkeypatch, vendor, "ratelimit", told=(20, 1.0))
-        data = p.policy.model_dump()
-        data["limits"][0]["learn"] = {
-            "cost": {
-                "reserve": 15,
-                "actual": {"json_path": "extensions.cost.actualQueryCost"},
-                "bucket": "shopify",
-            }
-        }
-        data["action"].update(
-            method="POST",
-            url_template=f"{{api_url}}{GRAPHQL_PATH}",
-            body={"query": PRODUCT_DELETE, "variables": {"id": "{object_id}"}},
-            outcome_rules=[GRAPHQL_THROTTLED],
-        )
-        data.pop("quota")
-        data.pop("scope")
-        policy = Policy.model_validate(data)
-        monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-        runtime.reset()
-        p = replace(p, policy=policy)
+        cost = {"reserve": 15, "actual": {"json_path": "extensions.cost.actualQueryCost"}}
+        p = paying_points(p, monkeypatch, {**cost, "bucket": "shopify"})
         # When twelve jobs are called, four at a time, in three batches
         for _ in range(3):
             run(p, 4)

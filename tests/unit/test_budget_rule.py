@@ -4,6 +4,7 @@ holds more than the budget less its reserve; under demand beyond it, the spend i
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 
 import pytest
@@ -154,3 +155,72 @@ def test_a_slot_beyond_the_horizon_is_refused_unwritten_until_it_comes() -> None
 def test_a_reserve_that_leaves_nothing_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="leaves sweeper no call"):
         BudgetConfig(limit=1, reserve_fraction=0.5)
+
+
+def takers_over_a_day(
+    rule: BudgetRule, takers: int, cycle: float, join_every: float
+) -> list[float]:
+    """A fleet's calls over one fixed window, on a fake clock: `takers` threads join one every
+    `join_every` seconds from the window's start (environments starting, batches arriving);
+    each asks for a unit, calls at its slot, and asks again `cycle` seconds after it. The
+    slots granted, in order."""
+    start = DAY_START
+    asks = [(start + i * join_every, i) for i in range(takers)]
+    heapq.heapify(asks)
+    item, slots = BudgetItem(), list[float]()
+    while asks:
+        now, taker = heapq.heappop(asks)
+        got = next_slot(rule, item, now, horizon=2.0)
+        if isinstance(got, Denial):
+            if got.retry_at < start + rule.period_seconds:
+                heapq.heappush(asks, (got.retry_at, taker))
+            continue
+        slot, item = got
+        slots.append(slot)
+        heapq.heappush(asks, (slot + cycle, taker))
+    return slots
+
+
+def test_a_slow_start_is_made_up_and_the_day_follows_the_even_line() -> None:
+    # Given 4,800 of 6,000 a 60 s day (80/s), and 40 takers that can make 100/s once all have
+    # joined, joining one every 50 ms: the first 1.6 s make fewer calls than the pace, and
+    # leave the line some 47 calls behind (within 1 % of the day's 4,800, the catch-up's)
+    rule = rule_of(BudgetConfig(limit=6000, period_seconds=60, reserve_fraction=0.2))
+    # When the fleet calls through the day
+    slots = takers_over_a_day(rule, takers=40, cycle=0.4, join_every=0.05)
+    # Then the day spends its 4,800, the reserve untouched
+    assert len(slots) == 4800
+    # And the calls made by any time are never ahead of an even pace from the first call (one
+    # call's slack), and from the first tenth of the day on within 5 % of it (the slow start
+    # made up, not spread over the rest of the day)
+    first, end = slots[0], DAY_START + 60
+    for k, slot in enumerate(slots):
+        even = 4800 * (slot - first) / (end - first)
+        assert k + 1 <= even + 1.001
+        if slot - first >= (end - first) / 10:
+            assert k + 1 >= 0.95 * even, f"{k + 1} calls by {slot - DAY_START:.2f} s, even {even}"
+
+
+def test_after_an_idle_spell_at_most_a_hundredth_of_the_window_goes_at_once() -> None:
+    # Given 4,800 a 60 s day paced from its start, then nobody calling for 20 s
+    rule = rule_of(BudgetConfig(limit=6000, period_seconds=60, reserve_fraction=0.2))
+    item = BudgetItem()
+    for _ in range(10):
+        got = next_slot(rule, item, DAY_START, horizon=2.0)
+        assert not isinstance(got, Denial)
+        item = got[1]
+    # When calls come back all at once, at 30 s
+    now, at_once = DAY_START + 30, 0
+    while True:
+        got = next_slot(rule, item, now, horizon=2.0)
+        assert not isinstance(got, Denial)
+        slot, item = got
+        if slot > now:
+            break
+        at_once += 1
+    # Then what they may make up at once is 1 % of the window's time, 0.6 s at the pace of
+    # what is left (4,790 over the 30.6 s from there: 94 calls), then that pace goes on
+    assert abs(at_once - 0.6 * 4790 / 30.6) <= 1
+    after = next_slot(rule, item, slot, horizon=2.0)
+    assert not isinstance(after, Denial)
+    assert after[0] - slot == pytest.approx(30.6 / 4790, rel=0.01)

@@ -52,7 +52,9 @@ def test_a_policy_stating_its_vendor_gets_the_consumer_its_plan_derives() -> Non
 
 def test_what_a_policy_sets_is_kept_and_the_rest_derived_around_it() -> None:
     # Every field set: the policy's own consumer, unchanged
-    own = _policy(parallel_calls=2, batch_size=4, batch_window_seconds=3, timeout_seconds=40)
+    own = _policy(
+        parallel_calls=2, batch_size=4, batch_window_seconds=3, timeout_seconds=40, memory_mb=512
+    )
     assert derived_consumer(own) == own.consumer
     # A batch smaller than the calls the rate needs caps them
     assert derived_consumer(_policy(batch_size=2)).parallel_calls == 2
@@ -60,6 +62,20 @@ def test_what_a_policy_sets_is_kept_and_the_rest_derived_around_it() -> None:
     assert derived_consumer(_policy(parallel_calls=4)).batch_size == 8
     # A timeout set is kept whatever the batch needs
     assert derived_consumer(_policy(timeout_seconds=90)).timeout_seconds == 90
+
+
+def test_the_memory_is_the_least_whose_cpu_share_carries_the_rate() -> None:
+    # 47.15 jobs/s at 10 ms of CPU each over 4 environments, each at most 0.7 busy: 0.168 vCPU
+    # an environment, 298 MB at 1,769 MB a vCPU, in 64 MB steps
+    assert derived_consumer(_policy()).memory_mb == 320
+    # Four times the rate needs four times the CPU (188.6/s: 0.674 vCPU, 1,192 MB)
+    fast = Policy.model_validate({**CONTRACT, "quota": {"limit": 200, "period_seconds": 1}})
+    assert derived_consumer(fast).memory_mb == 1216
+    # A slow vendor's few jobs need little CPU: never below twice the measured resident memory
+    slow = Policy.model_validate({**CONTRACT, "quota": {"limit": 5, "period_seconds": 1}})
+    assert derived_consumer(slow).memory_mb == 256
+    # Memory a policy sets is its own
+    assert derived_consumer(_policy(memory_mb=2048)).memory_mb == 2048
 
 
 def test_a_policy_stating_no_latency_keeps_the_defaults() -> None:
@@ -90,8 +106,8 @@ def test_plan_prints_the_consumer_it_derives(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (
         "  derived          parallel_calls 3, batch_size 9, batch_window_seconds 0, "
-        "timeout_seconds 18 (from the limits and the vendor's latency; set [consumer] to "
-        "override)" in result.output
+        "timeout_seconds 18, memory_mb 320 (from the limits and the vendor's latency; set "
+        "[consumer] to override)" in result.output
     )
     assert "  configured       4 environment(s) x 3 call(s)" in result.output
 

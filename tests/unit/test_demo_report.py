@@ -74,7 +74,7 @@ def test_a_report_without_doors_has_no_door_table() -> None:
 
 def test_a_demo_falls_short_when_jobs_were_refused_or_never_reached_the_ledger() -> None:
     # Given the counts of a demo whose doors refused some jobs, or lost some
-    from sweeper_local.demo import demo_problem, refused_at_doors
+    from sweeper_local.demo_report import demo_problem, refused_at_doors
     from sweeper_local.doors import DoorReport
 
     doors = [DoorReport("sql", 5, 0, 5, 0, 1), DoorReport("s3", 5, 5, 2, 0, 1)]

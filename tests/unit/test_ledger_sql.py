@@ -35,7 +35,7 @@ FINGERPRINTS = {
     "FINISH_RUN": "3409c08d9f403362",
     "INSERT_ACTION": "9ab58e9ba3a7ab59",
     "INSPECT_JOBS": "6b5a350cbff5e501",
-    "JOBS_FOR_REDRIVE": "848352b2d0ada667",
+    "JOBS_FOR_REDRIVE": "527b4ca381d8616f",  # with last_error_code (why a letter died)
     "LAST_RUN_AT_OR_BEFORE": "2b039769c2095b9a",
     "MARK_FAILED": "8c6f0a2bb5148bcc",
     "MARK_SUCCEEDED": "06d50ad4f6ffb4c6",

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from sweeper.config import load_config
 from sweeper_cli import main
+from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.costs import (
     CostItem,
     Deployment,
@@ -29,11 +30,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = REPO_ROOT / "sweeper.toml"
 #: The vendor latency the docs' tables are printed at (it binds nothing at the shipped policy).
 DOCS_PLAN_ARGS = ["plan", "--config", str(SHIPPED), "--latency-p50", "0.2"]
-#: The plan's per-job figures for the shipped policy (4 environments of 512 MB at 32 jobs/s).
+#: The plan's per-job figures for the shipped policy (4 environments of 256 MB at 32 jobs/s).
 SHIPPED_REQUESTS = {
     "sqs": 0.3,
     "lambda_invocations": 0.1,
-    "lambda_gb_seconds": 0.0625,
+    "lambda_gb_seconds": 0.0312,
     "dynamodb_writes": 2.6,
     "dynamodb_reads": 0.0,
 }
@@ -222,7 +223,9 @@ def test_the_json_plan_carries_the_same_stack_cost() -> None:
     assert result.exit_code == 0, result.output
     costs = json.loads(result.output)["stack_cost"]
     assert costs["jobs_per_month"] == 2_000_000
-    expected = stack_costs(load_config(SHIPPED), SHIPPED_REQUESTS, 32.0, jobs_per_month=2_000_000)
+    # of the policy as synth deploys it (its consumer's memory derived)
+    deployed = deployed_config(load_config(SHIPPED))
+    expected = stack_costs(deployed, SHIPPED_REQUESTS, 32.0, jobs_per_month=2_000_000)
     assert costs == expected
     assert not math.isnan(costs["per_month"]["paused + lean"])
 

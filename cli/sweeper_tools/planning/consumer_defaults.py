@@ -17,7 +17,12 @@ own consumer (sweeper_local.demo):
   of the parallel calls, so that no thread idles through a batch's last round;
 - batching window: none, unless the batch is above SQS's size without one (then Lambda's 1 s);
 - timeout: what the plan says a batch so sized needs (`BatchNeed.timeout_seconds`) when one
-  scope alone is busy, its slots the slowest to come.
+  scope alone is busy, its slots the slowest to come;
+- memory: the least that carries the planned rate on the CPU share Lambda gives it (the plan's
+  CPU rule, `planning.cpu`: its environments' CPU at most `CPU_BUSY_SHARE` busy), in steps of
+  `MEMORY_STEP_MB`, and never below `MIN_DERIVED_MEMORY_MB`. Lambda bills a consumer's
+  GB-seconds whether it computes or waits for its slots, so memory beyond what its CPU needs is
+  paid for by every job.
 
 What the policy sets is kept. A policy that states no latency keeps the defaults. Synth deploys
 `deployed_policy` (the CDK app's pipeline), `sweeper plan` plans it, the demo sizes by it.
@@ -25,17 +30,43 @@ What the policy sets is kept. A policy that states no latency keeps the defaults
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, Final
 
 from sweeper.config import ConsumerConfig, Policy, SweeperConfig
-from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS, MAX_BATCH_SIZE_WITHOUT_WINDOW
+from sweeper.limits import (
+    LAMBDA_MAX_TIMEOUT_SECONDS,
+    MAX_BATCH_SIZE_WITHOUT_WINDOW,
+    MB_PER_VCPU,
+)
+from sweeper_tools.planning.cpu import cpu_bound
 from sweeper_tools.planning.limits import key_span
-from sweeper_tools.planning.plan import DEFAULT_OVERHEAD_SECONDS, PlanInput, make_plan
+from sweeper_tools.planning.plan import (
+    DEFAULT_CPU_SECONDS_PER_JOB,
+    DEFAULT_OVERHEAD_SECONDS,
+    Plan,
+    PlanInput,
+    make_plan,
+)
 from sweeper_tools.planning.slot_wait import fewest_binding_scopes
 
 #: The consumer's fields derived when a policy leaves them out, in the order the plan prints.
-DERIVED_FIELDS: Final = ("parallel_calls", "batch_size", "batch_window_seconds", "timeout_seconds")
+DERIVED_FIELDS: Final = (
+    "parallel_calls",
+    "batch_size",
+    "batch_window_seconds",
+    "timeout_seconds",
+    "memory_mb",
+)
+#: The least memory a consumer is derived: twice the largest peak resident memory measured of a
+#: consumer environment (95 MiB in `sweeper bench examples --example shipped`, which reports
+#: `consumer_max_rss_mb`: the runtime, boto3, Powertools and psycopg loaded, four calls at
+#: once), rounded up to a multiple of 128 MB, so that a larger answer or a few more clients
+#: never meet Lambda's out-of-memory end.
+MIN_DERIVED_MEMORY_MB: Final = 256
+#: The derived memory's steps (Lambda takes any whole MB from 128 to 10,240).
+MEMORY_STEP_MB: Final = 64
 #: Scopes busy at once when an app-wide limit binds and no limit keyed per scope states a rate
 #: (`fewest_binding_scopes` has no figure): enough that none of them binds.
 EVERY_SCOPE: Final = 1_000_000
@@ -78,9 +109,27 @@ def derived_consumer(
     if timeout is None:
         need = make_plan(sized, vendor).recommended_timeout_seconds
         timeout = min(LAMBDA_MAX_TIMEOUT_SECONDS, need)
+    memory: int | None = given.get("memory_mb")
+    if memory is None:
+        memory = derived_memory(make_plan(sized, busiest if app_wide else vendor))
     return ConsumerConfig.model_validate(
-        {**sized.consumer.model_dump(exclude_unset=True), "timeout_seconds": timeout}
+        {
+            **sized.consumer.model_dump(exclude_unset=True),
+            "timeout_seconds": timeout,
+            "memory_mb": memory,
+        }
     )
+
+
+def derived_memory(plan: Plan, cpu_seconds_per_job: float = DEFAULT_CPU_SECONDS_PER_JOB) -> int:
+    """The least memory whose CPU share carries the plan's rate on its environments at the
+    plan's CPU per job (`planning.cpu`), in `MEMORY_STEP_MB` steps, at least
+    `MIN_DERIVED_MEMORY_MB` and at most one vCPU's (more environments carry more beyond it)."""
+    cpu = cpu_bound(
+        plan.memory_mb, plan.environments, plan.target_rate_per_second, cpu_seconds_per_job
+    )
+    needed = math.ceil(cpu.needed_vcpu * MB_PER_VCPU / MEMORY_STEP_MB) * MEMORY_STEP_MB
+    return max(MIN_DERIVED_MEMORY_MB, min(MB_PER_VCPU, needed))
 
 
 def deployed_policy(policy: Policy) -> Policy:

@@ -78,7 +78,6 @@ PIPELINE_ALARM_METRICS = 16 + 2 + 4
 INTAKE_ALARM_METRICS = 3  # + 1 with the webhook
 DISCOVERY_ALARM_METRICS = 3
 RETENTION_ALARM_METRICS = 3
-REDRIVE_SCHEDULE = "rate(15 minutes)"  # infra/redrive.py REDRIVE_SCHEDULE_EXPRESSION
 #: The custom metrics a scheduled run sends with nothing to do (functions/*/app.py, one
 #: `policy` dimension): a run sends only the counts that are not zero (observability's
 #: `add_counts`), and the oldest eligible age only when something is due. So an idle producer
@@ -210,7 +209,8 @@ def scheduled_functions(policy: Policy) -> list[tuple[str, str, int]]:
     nothing to do emits). Which of its runs connect to the ledger is planning.pause's."""
     found = [
         (policy.schedule, policy.timezone, IDLE_METRICS_PRODUCER),
-        (REDRIVE_SCHEDULE, "UTC", IDLE_METRICS_REDRIVE),
+        # as infra/redrive.py schedules it: every 15 minutes, or every minute (its option)
+        (policy.redrive.schedule_expression, "UTC", IDLE_METRICS_REDRIVE),
     ]
     if policy.discovery is not None:
         found.append((policy.discovery.schedule, policy.timezone, IDLE_METRICS_DISCOVERY))

@@ -395,6 +395,8 @@ class LedgerTarget:
     params: Mapping[str, Any] = field(default_factory=dict)
     #: Seconds the job has been snoozed in all (migration 0011).
     snoozed_seconds: float = 0.0
+    #: The code of its last unsettled delivery (a wait: `wait_<reason>`); read by redrive only.
+    last_error_code: str | None = None
 
     def callable_at(self, now: datetime) -> bool:
         """The one rule for a call: pending or leased, and its due time, next attempt and

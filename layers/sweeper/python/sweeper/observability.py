@@ -131,6 +131,7 @@ class Metric:
     REDRIVE_DROPPED_SETTLED = "DroppedSettled"
     REDRIVE_KEPT_TERMINAL = "KeptTerminal"
     REDRIVE_KEPT_CLOSED = "KeptClosed"
+    REDRIVE_KEPT_FOR_OPERATOR = "KeptForOperator"
     REDRIVE_ERRORS = "RedriveErrors"
     # retention (the scheduled prune)
     PRUNED_JOBS = "PrunedJobs"

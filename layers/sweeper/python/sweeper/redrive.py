@@ -16,9 +16,12 @@ Each dead letter is decided by its job's row in the ledger (one query per receiv
 | body unreadable, or names no job                | stays, counted as an error (the run fails)   |
 | body disagrees with its key's ledger row        | stays, counted as an error (the run fails)   |
 
-The scheduled run is the automatic redrive of throttled letters: a letter whose job died of a
-limit is kept while any of its limits is closed or paused live, and moved back, paced, by the
-first run after every one has reopened (never before); on demand the rule is the same.
+The scheduled run (every 15 minutes) decides as above: a letter whose job died of a limit is
+kept while any of its limits is closed or paused live, and moved back, paced, by the first run
+after every one has reopened (never before); on demand the rule is the same. With `[policies.
+redrive] automatic = "throttled"` the schedule runs every minute and a scheduled run is a
+`Watch` (sweeper.redrive_auto): it moves only the letters whose job died of a limit, waiting in
+place for a reopening within the run, and leaves the rest for an operator.
 
 Moves are paced at `rate_per_second` and stop before the time budget runs out. Messages that
 stay are hidden while the run works (so none is examined twice) and released at the end.
@@ -44,6 +47,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.limiter import ScopeState
 from sweeper.models import JobMessage, JobStatus, LedgerTarget, OutcomeClass
 from sweeper.observability import Metric
+from sweeper.redrive_auto import Watch, died_of_limit
 from sweeper.redrive_limits import LimitLook
 from sweeper.redrive_log import RedriveLog
 
@@ -107,6 +111,10 @@ class RedriveReport:
     kept_not_due: int = 0
     #: Letters of jobs under a limit closed or paused live: left in the DLQ until it reopens.
     kept_closed: int = 0
+    #: A watching run's letters whose job died otherwise than of a limit: left for an operator.
+    kept_for_operator: int = 0
+    #: A watching run's seconds spent waiting in place for reopenings.
+    waited_seconds: float = 0.0
     not_matching: int = 0
     errors: int = 0
     left: int = 0  # messages in the DLQ after the run
@@ -125,6 +133,7 @@ class RedriveReport:
             (Metric.REDRIVE_DROPPED_SETTLED, self.dropped_settled),
             (Metric.REDRIVE_KEPT_TERMINAL, self.kept_terminal),
             (Metric.REDRIVE_KEPT_CLOSED, self.kept_closed),
+            (Metric.REDRIVE_KEPT_FOR_OPERATOR, self.kept_for_operator),
             (Metric.REDRIVE_ERRORS, self.errors),
         ]
 
@@ -151,11 +160,27 @@ class _Run:
     actor: str
     #: Received and neither moved nor deleted: released (visible again) when the run ends.
     held: dict[str, DeadLetter] = field(default_factory=dict)
-    gates: dict[str, bool] = field(default_factory=dict)
+    #: The gates read, by key (a watching run reads them afresh per page and per reopening).
+    gates: dict[str, ScopeState] = field(default_factory=dict)
+    #: Every key found closed during the run (the report's `closed_scopes`).
+    closed: set[str] = field(default_factory=set)
     next_move_at: float = 0.0
     #: The job's limits beside its scope's, and their live pauses (None: the scope's gate only).
     limits: LimitLook | None = None
     paused: list[str] | None = None  # read once per run, at its first letter that could move
+    #: A scheduled run of the throttled letters' redrive (None: every other run).
+    watch: Watch | None = None
+    #: A watching run's letters waiting in place for their time (epoch seconds).
+    awaiting: list[_Awaiting] = field(default_factory=list)
+    #: A watching run met a throttled letter: it keeps watch until its window ends.
+    incident: bool = False
+
+
+@dataclass(frozen=True)
+class _Awaiting:
+    letter: DeadLetter
+    message: JobMessage
+    at: float
 
 
 def run_redrive(
@@ -173,6 +198,7 @@ def run_redrive(
     progress: Callable[[RedriveReport], None] | None = None,
     actor: str,
     limits: LimitLook | None = None,
+    watch: Watch | None = None,
 ) -> RedriveReport:
     """Work off the DLQ once; see the module docstring. Queue or ledger failures raise.
 
@@ -180,9 +206,16 @@ def run_redrive(
     and for each terminal job retried: the operator who asked (`sweeper redrive`, the operator
     API's caller) or the function itself (`redrive_log.function_actor`). `limits`: the job's
     further limits' gates and the live pauses are read too (else only the scope's gate).
+    `watch`: a scheduled run of the throttled letters' redrive (sweeper.redrive_auto).
     """
     started = monotonic()
     name = request.policy or policy
+    alerted = False
+    if watch is not None and dlq.depth() == 0:
+        # Nothing to move; a record deferred to a gate's reopening may still die at it.
+        alerted = watch.gate_closed_lately(clock().timestamp())
+        if not alerted:
+            return RedriveReport(policy=name, dry_run=request.dry_run, stop_reason="empty")
     run = _Run(
         request=request,
         policy=name,
@@ -198,6 +231,8 @@ def run_redrive(
         next_move_at=started,
         actor=actor,
         limits=limits,
+        watch=watch,
+        incident=alerted,
     )
     log = RedriveLog(
         ledger,
@@ -214,12 +249,13 @@ def run_redrive(
 
     try:
         run.report.stop_reason = _work(run, page_done)
+        run.report.kept_closed += len(run.awaiting)  # their time did not come within the run
     finally:
         if run.held:
             dlq.release(list(run.held.values()))
         log.page(run.report)  # what a page cut short by an error did
     run.report.left = dlq.depth()
-    run.report.closed_scopes = sorted(scope for scope, closed in run.gates.items() if closed)
+    run.report.closed_scopes = sorted(run.closed)
     run.report.paused_limits = run.paused or []
     run.report.elapsed_seconds = round(monotonic() - started, 3)
     log.finish(run.report)
@@ -234,9 +270,16 @@ def _work(run: _Run, progress: Callable[[RedriveReport], None] | None) -> str:
         left = run.remaining_seconds()
         if left < MIN_REMAINING_SECONDS:
             return "budget"
+        if run.watch is not None:
+            _refresh(run)
         letters = run.dlq.receive(SQS_MAX_BATCH, math.ceil(left) + VISIBILITY_MARGIN_SECONDS)
         if not letters:
-            return "drained"
+            if run.watch is None:
+                return "drained"
+            ended = _keep_watch(run, run.watch)
+            if ended is not None:
+                return ended
+            continue
         run.held.update((letter.message_id, letter) for letter in letters)
         messages: dict[str, JobMessage] = {}
         for letter in letters:
@@ -305,6 +348,14 @@ def _decide(
     if terminal and not request.include_terminal:
         report.kept_terminal += 1
         return None
+    if run.watch is not None:
+        if not died_of_limit(view):
+            report.kept_for_operator += 1
+            return None
+        at = _time_comes(run, view)
+        if at is not None:
+            _await(run, letter, message, view, at)
+            return None
     if _closed(run, view):
         report.kept_closed += 1
         return None
@@ -312,6 +363,8 @@ def _decide(
         # Moved now, it would only be acknowledged uncalled: it waits here for its time.
         report.kept_not_due += 1
         return None
+    if run.watch is not None:
+        run.incident = True
     if request.dry_run:
         report.moved += 1
         report.retried_terminal += int(terminal)
@@ -345,15 +398,92 @@ def _matches(request: RedriveRequest, policy: str, message: JobMessage, view: Le
 
 
 def _closed(run: _Run, view: LedgerTarget) -> bool:
-    """Is a limit of the job closed now, or paused live? Each gate read once per run."""
+    """Is a limit of the job closed now, or paused live? Each gate read once per run (per page
+    and per reopening in a watching run)."""
+    if _paused(run):
+        return True
+    now = run.clock().timestamp()
+    closed = [key for key, state in _gates(run, view).items() if state.closed(now)]
+    run.closed.update(closed)
+    return bool(closed)
+
+
+def _paused(run: _Run) -> bool:
+    if run.limits is None:
+        return False
+    if run.paused is None:
+        run.paused = run.limits.paused()
+    return bool(run.paused)
+
+
+def _gates(run: _Run, view: LedgerTarget) -> dict[str, ScopeState]:
     keys = [view.scope]
     if run.limits is not None:
-        if run.paused is None:
-            run.paused = run.limits.paused()
-        if run.paused:
-            return True
         keys += run.limits.further_keys(view)
     for key in keys:
         if key not in run.gates:
-            run.gates[key] = run.gate(key).closed(run.clock().timestamp())
-    return any(run.gates[key] for key in keys)
+            run.gates[key] = run.gate(key)
+    return {key: run.gates[key] for key in keys}
+
+
+# -- a watching run (sweeper.redrive_auto) ------------------------------------------------------
+
+
+def _time_comes(run: _Run, view: LedgerTarget) -> float | None:
+    """When a throttled letter may move, if later than now (epoch seconds): the last of its
+    limits' reopenings and its job's own time. None: now, or never known (a live pause)."""
+    if _paused(run):
+        return None
+    now = run.clock().timestamp()
+    closed = {key: state for key, state in _gates(run, view).items() if state.closed(now)}
+    run.closed.update(closed)
+    ends = [state.closed_until for state in closed.values() if state.closed_until is not None]
+    if view.early_at(run.clock()):
+        ends.append(view.not_before.timestamp())
+    at = max(ends, default=now)
+    return at if at > now else None
+
+
+def _await(
+    run: _Run, letter: DeadLetter, message: JobMessage, view: LedgerTarget, at: float
+) -> None:
+    """Wait in place for `at` if it falls within the run's window; else keep the letter."""
+    assert run.watch is not None
+    if run.monotonic() + (at - run.clock().timestamp()) <= run.watch.until:
+        run.awaiting.append(_Awaiting(letter, message, at))
+        run.incident = True
+    elif _closed(run, view):
+        run.report.kept_closed += 1
+    else:
+        run.report.kept_not_due += 1
+
+
+def _refresh(run: _Run) -> None:
+    """Read the gates and pauses afresh: a reopening may have come, or a new closure."""
+    run.gates.clear()
+    run.paused = None
+
+
+def _keep_watch(run: _Run, watch: Watch) -> str | None:
+    """The DLQ looked empty: wait for the first reopening awaited and decide its letters again,
+    or look again after a poll while the window lasts; a stop reason when the run ends."""
+    if run.awaiting:
+        at = min(waiting.at for waiting in run.awaiting)
+        wait = max(0.0, at - run.clock().timestamp())
+        if run.remaining_seconds() - wait < MIN_REMAINING_SECONDS:
+            return "budget"
+        run.sleep(wait)
+        run.report.waited_seconds = round(run.report.waited_seconds + wait, 3)
+        due = [waiting for waiting in run.awaiting if waiting.at <= at]
+        run.awaiting = [waiting for waiting in run.awaiting if waiting.at > at]
+        _refresh(run)
+        views = run.ledger.jobs_for_redrive(sorted({w.message.key for w in due}))
+        for waiting in due:
+            stop = _decide(run, waiting.letter, waiting.message, views.get(waiting.message.key))
+            if stop is not None:
+                return stop
+        return None
+    if run.incident and run.monotonic() + watch.poll_seconds < watch.until:
+        run.sleep(watch.poll_seconds)
+        return None
+    return "drained"

@@ -36,6 +36,7 @@ from sweeper.admission.base import (
 from sweeper.admission.budget import BudgetPaced
 from sweeper.admission.composed import EveryLimit
 from sweeper.admission.concurrency import Capped
+from sweeper.admission.costs import slot_units
 from sweeper.admission.learned import LearnedRate, learned_spec
 from sweeper.admission.live import LiveLimits
 from sweeper.admission.pairing import PairedLimits
@@ -74,6 +75,12 @@ class BatchAdmission:
         policy = self._policy = LiveLimits.rated(policy, self._abilities, clocks)
         quota = policy.quota
         paired = PairedLimits.of(policy, limiter)
+        further = policy.further_limits
+        #: Several rates not paired on one item: one slot of each, a call at a time.
+        self._every_limit = paired is None and any(limit.rate is not None for limit in further)
+        # a call's slot weighs its cost in the bank's own writes (costs.py), not in paired or
+        # several limits' writes
+        costs = None if paired is not None or self._every_limit else self._abilities.costs
         self.slots = BatchSlots(
             limiter,
             parallel_calls,
@@ -84,10 +91,8 @@ class BatchAdmission:
             paired,
             quota.slack_seconds,
             quota.pacing().tolerance_seconds,
+            None if costs is None else (costs, slot_units(policy)),
         )
-        further = policy.further_limits
-        #: Several rates not paired on one item: one slot of each, a call at a time.
-        self._every_limit = paired is None and any(limit.rate is not None for limit in further)
         #: Only concurrency caps beside the scope's rate.
         self._capped = paired is None and bool(further) and not self._every_limit
 

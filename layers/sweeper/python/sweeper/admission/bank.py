@@ -16,6 +16,7 @@ by the batch's threads, never locked across a write. The batch's concurrency lea
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import Counter, deque
@@ -27,6 +28,7 @@ from sweeper.admission.base import (
     BLOCK_SHARE_OF_THREADS,
     BLOCK_SPAN_SECONDS,
     GATE_RECHECK_LEAD_SECONDS,
+    CostSlots,
 )
 from sweeper.admission.handoff import LeaseHandOff
 from sweeper.admission.pairing import PairedBank, PairedLimits
@@ -83,8 +85,16 @@ class BatchSlots(LeaseHandOff, PairedBank):
         paired: PairedLimits | None = None,
         slack_seconds: float = 0.0,
         tolerance_seconds: float = 0.0,
+        costs: tuple[CostSlots, int] | None = None,
     ) -> None:
         self.paired = paired
+        #: With `costs` (a limiter that weighs slots, and a call's cost in units of the rate):
+        #: each slot weighs that many units, taken in its write (sweeper.admission.costs).
+        self.units = 1
+        self._weighed: Callable[..., Grant | Denial] | None = None
+        if costs is not None and costs[1] > 1:
+            self.units = costs[1]
+            self._weighed = functools.partial(costs[0].reserve, units=self.units)
         if paired is not None:
             slack_seconds = min(slack_seconds, paired.wide_slack)
         self._slack = slack_seconds
@@ -138,7 +148,7 @@ class BatchSlots(LeaseHandOff, PairedBank):
                 if paired is not None:
                     wants, most = self._paired_block(scope, interval, paired)
                     closures = Counter(self._closures)
-                count = self._block_size(scope, interval)
+                count = self._block_size(scope, interval * self.units)
                 closed_before = self._closures[scope]
             if paired is not None:
                 return self._reserve_paired(scope, holder, horizon, paired, wants, most, closures)
@@ -159,7 +169,7 @@ class BatchSlots(LeaseHandOff, PairedBank):
         scope's lock, never the batch's), and when it was asked."""
         requested = self._now()
         # with a slack, its slots are usable that long after their time: the lead is cut
-        decision = self._limiter.reserve(
+        decision = (self._weighed or self._limiter.reserve)(
             scope,
             interval,
             horizon,
@@ -196,7 +206,7 @@ class BatchSlots(LeaseHandOff, PairedBank):
             with self._lock:
                 if self._live_bank(scope):
                     return False
-                count = self._block_size(scope, interval)
+                count = self._block_size(scope, interval * self.units)
                 closed_before = self._closures[scope]
             requested, decision = self._write_block(scope, interval, horizon, count)
             if not isinstance(decision, Grant):

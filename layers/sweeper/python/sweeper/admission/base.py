@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from sweeper.adaptive_rate import Adaptive
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
-from sweeper.limiter import GateReader, Reason
+from sweeper.limiter import Denial, GateReader, Grant, Reason
 from sweeper.limiter.budget import BudgetSource
 from sweeper.limiter.held import HeldRate
 from sweeper.limiter.live import LiveSource
@@ -118,6 +119,29 @@ class RateHolder(Protocol):
     def held_rate(self, scope: str) -> HeldRate | None: ...
 
 
+@runtime_checkable
+class CostSlots(Protocol):
+    """A limiter whose slots may weigh several units of a rate (a call's cost), and that gives
+    back units a call reserved and did not spend (sweeper.admission.costs)."""
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+        not_before: float | None = None,
+        slack: float = 0.0,
+        tolerance: float = 0.0,
+        units: int = 1,
+    ) -> Grant | Denial: ...
+
+    def refund(
+        self, scope: str, units: int, interval: float, adaptive: Adaptive | None = None
+    ) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Abilities:
     """What a batch's limiter can do beyond the `Limiter` protocol, asked once, here: a regime
@@ -132,6 +156,7 @@ class Abilities:
     live: LiveSource | None = None  # holds the operators' live limits
     spend: SpendSource | None = None  # counts sweeper's own calls fleet-wide (shared.py)
     budgets: BudgetSource | None = None  # counts budgets (budget.py)
+    costs: CostSlots | None = None  # weighs a slot by a call's cost, refunds it (costs.py)
 
     @classmethod
     def of(cls, limiter: object) -> Abilities:
@@ -145,6 +170,7 @@ class Abilities:
             live=limiter if isinstance(limiter, LiveSource) else None,
             spend=limiter if isinstance(limiter, SpendSource) else None,
             budgets=limiter if isinstance(limiter, BudgetSource) else None,
+            costs=limiter if isinstance(limiter, CostSlots) else None,
         )
 
 

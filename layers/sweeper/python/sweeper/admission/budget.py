@@ -3,13 +3,13 @@
 A call under limits with a `budget` (sweeper.config.budget) takes one unit of each budget's
 window first (sweeper.limiter.budget: one conditional write on the window's item, counted for
 the fleet), at the slot the budget's rule gives: what is left of `limit x (1 - reserve)`,
-spread evenly over the time left in a fixed window; one every `period / spendable` in a
-rolling one. A slot within the throttle's longest wait is waited for in place; one further, or
-a spent window, sends the record back with the reason "budget" (the ledger's `wait_budget`),
-for at most BUDGET_RECHECK_SECONDS. Then the wrapped regime admits the call (its rate slot,
-its leases); when it defers the call, the units taken go back. Why a wrapper: a budget only
-decides when a call may start, as a pause does; every other regime's slot and lease is taken
-after it, unchanged.
+spread evenly over the time left in a fixed window (slots passed unused made up within 1 % of
+the window); one every `period / spendable` in a rolling one. A slot within the throttle's
+longest wait is waited for in place; one further, or a spent window, sends the record back
+with the reason "budget" (the ledger's `wait_budget`), for at most BUDGET_RECHECK_SECONDS.
+Then the wrapped regime admits the call (its rate slot, its leases); when it defers the call,
+the units taken go back. Why a wrapper: a budget only decides when a call may start, as a
+pause does; every other regime's slot and lease is taken after it, unchanged.
 """
 
 from __future__ import annotations

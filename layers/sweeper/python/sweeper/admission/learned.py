@@ -18,10 +18,11 @@ every environment follows it from its next reservation:
   (`BatchSlots.paced_at`: the rate's version on the item against the one the bank knew);
 - a quota others spend too is split into sweeper's share and theirs, and paced at what they
   leave less the reserve kept for them, the gate closed at the reserve (shared.py);
-- with a cost (`learn.cost`), a call takes its expected cost in slots of the rate (cost units
-  per second) before it goes, and the answer's actual cost, when higher, takes the rest; a
-  points bucket whose level (the vendor's) is below the next call's cost closes the gate until
-  it has restored that much, and its restore rate is the pace (never above the told rate).
+- with a cost (`learn.cost`), a call takes its expected cost in units of the rate (cost units
+  per second) with its slot, and the answer's actual cost corrects it both ways (costs.py); a
+  points bucket whose level (the vendor's) is below the next call's requested cost closes the
+  gate until it has restored that much, and its restore rate is the pace (never above the
+  told rate).
 
 A scope starts from the vendor's first answer: until one is read, it is paced at one call per
 round trip of the vendor (`start_rate`: the policy's stated p95 latency, else the longest a call
@@ -46,6 +47,7 @@ from typing import Final
 from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
 from sweeper.adaptive_rate import Adaptive
 from sweeper.admission.base import Admission, Closure, Deferral, Permit, RateHolder, TimeLeft
+from sweeper.admission.costs import correct, correction, next_cost
 from sweeper.admission.shared import SHARED_HOLD_WITHIN, SharedQuota
 from sweeper.admission.ticket import Ticket
 from sweeper.config import Policy
@@ -68,9 +70,6 @@ MIN_LEARNED_RATE: Final = 0.001
 #: would otherwise cost a write per call. Below the rate's headroom (at least 5 %), so a
 #: lowering the vendor states is always followed within the headroom.
 HOLD_WITHIN: Final = 0.01
-#: How far ahead the slots a call's cost takes may lie (seconds): they are spent, not waited
-#: for; a gate closed refuses them.
-COST_HORIZON_SECONDS: Final = 3600.0
 
 
 def learned_limit(policy: Policy) -> LimitConfig | None:
@@ -151,6 +150,7 @@ class LearnedRate:
         self._ceiling = quota.limit / quota.period_seconds  # the told rate, before headroom
         self._headroom = quota.effective_headroom
         self._expected = 1
+        self._reserved = 1  # the units this call holds of its scope's rate (costs.py)
         self._shared = SharedQuota.of(ticket, learn, self._window)
         self._start = start_rate(ticket.policy)
 
@@ -166,7 +166,9 @@ class LearnedRate:
                 self._expected = max(1, math.ceil(self._learn.cost.expected(t.job.params)))
             except CostError as exc:
                 logger.warning("cost unknown: one unit taken", extra={**t.ids, "code": exc.code})
-            self._spend(self._expected - 1)  # the call's own slot is the first unit
+            taken = t.slots.units  # what the call's slot weighed
+            self._reserved = max(taken, self._expected)
+            correct(t, self._expected - taken, learned_spec(t.policy))
         return admitted
 
     def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
@@ -229,15 +231,16 @@ class LearnedRate:
         cost = reading.cost
         if cost is None:
             return paced
-        if cost.actual is not None:
-            self._spend(math.ceil(cost.actual) - self._expected)  # what the estimate missed
+        units = correction(self._reserved, cost.actual)  # both ways: what the estimate missed
+        correct(self._ticket, units, learned_spec(self._ticket.policy))
+        self._reserved += units
         bucket = cost.bucket
         restored = None if bucket is None else bucket_pace(self._ceiling, bucket)
         if restored is not None:  # a bucket's pace is what it restores (the store's plan)
             self._hold(max(MIN_LEARNED_RATE, restored * self._headroom), HOLD_WITHIN)
             paced = True
         if bucket is not None and bucket.level is not None and bucket.restore_rate:
-            short = self._expected - bucket.level  # the next call's like cost, not yet there
+            short = next_cost(self._expected, cost.requested) - bucket.level  # not there yet
             if short > 0:
                 self._close_for(short / bucket.restore_rate)
         return paced
@@ -276,15 +279,6 @@ class LearnedRate:
         t.limiter.close(t.job.scope, now + min(seconds, MAX_RETRY_AT_SECONDS), "throttled")
         t.slots.forget(t.job.scope)  # this batch's banked slots are not used meanwhile
         t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
-
-    def _spend(self, units: int) -> None:
-        """Take `units` more slots of the scope's rate, unused: a call's cost beyond one."""
-        if units <= 0:
-            return
-        t = self._ticket
-        spec = learned_spec(t.policy)
-        quota = t.policy.quota
-        t.limiter.reserve(t.job.scope, quota.interval_seconds, COST_HORIZON_SECONDS, units, spec)
 
 
 __all__ = ["LearnedRate", "learned_spec", "reader_for", "start_rate"]

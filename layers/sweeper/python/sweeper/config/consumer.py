@@ -32,6 +32,15 @@ MIN_CONSUMER_TIMEOUT_SECONDS = 7
 DEFAULT_CONSUMER_MEMORY_MB = 512
 #: The most records one environment calls at once (`consumer.parallel_calls`).
 MAX_PARALLEL_CALLS = 10
+#: AWS's advice for an SQS event source ("set the maxReceiveCount on the source queue's redrive
+#: policy to at least 5"): a batch the poller received and Lambda throttled comes back with a
+#: receive spent. It holds where that can happen: a cautious start, whose event source maximum
+#: (Lambda's floor, 2) is above its reserved concurrency (1).
+AWS_ADVISED_MIN_RECEIVES = 5
+#: Fewer receives than this are refused anywhere: a record waits for a closed gate or its slot
+#: by going back to the queue (a receive, sweeper.consumer.delivery), so it needs one receive to
+#: wait and one to be called.
+MIN_RECEIVES = 2
 
 
 class ConsumerConfig(_Strict):
@@ -55,7 +64,10 @@ class ConsumerConfig(_Strict):
     timeout_seconds: int = Field(
         default=60, ge=MIN_CONSUMER_TIMEOUT_SECONDS, le=LAMBDA_MAX_TIMEOUT_SECONDS
     )
-    max_receive_count: int = Field(default=5, ge=5, le=1000)
+    #: Receives before a message moves to the DLQ: at least AWS_ADVISED_MIN_RECEIVES, or down to
+    #: MIN_RECEIVES where the event source's maximum is at most the reserved concurrency (the
+    #: poller then receives no batch Lambda would throttle; `_receives_within_advice`).
+    max_receive_count: int = Field(default=AWS_ADVISED_MIN_RECEIVES, le=1000)
     #: Records of one batch called at the same time by one environment (threads; the work is
     #: waiting on the vendor). 1 calls them one after another. Every call still takes its slot
     #: from the shared limiter, so this raises what one environment can do, never the rate.
@@ -102,6 +114,23 @@ class ConsumerConfig(_Strict):
                 "keep receiving while invocations are throttled (the one exception: "
                 f"reserved_concurrency = 1 with max_concurrency = {MIN_MAXIMUM_CONCURRENCY}, "
                 "Lambda's floor, for a cautious start)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _receives_within_advice(self) -> Self:
+        if self.max_receive_count < MIN_RECEIVES:
+            raise ValueError(
+                f"max_receive_count must be at least {MIN_RECEIVES}: a record waiting for a "
+                "closed gate or its slot goes back to the queue (a receive) before its call"
+            )
+        if self.max_receive_count < AWS_ADVISED_MIN_RECEIVES and self.single_environment:
+            raise ValueError(
+                f"max_receive_count below {AWS_ADVISED_MIN_RECEIVES} needs max_concurrency <= "
+                "reserved_concurrency: with reserved_concurrency = 1 and max_concurrency = "
+                f"{MIN_MAXIMUM_CONCURRENCY} the event source receives batches Lambda throttles, "
+                f"each a receive (AWS advises at least {AWS_ADVISED_MIN_RECEIVES}); raise "
+                "reserved_concurrency to 2 or keep max_receive_count at 5"
             )
         return self
 

@@ -122,9 +122,11 @@ class BucketConfig(_Strict):
 
 
 class CostConfig(_Strict):
-    """What a call costs: `reserve` (a constant or `"{params.NAME}"`) is taken before the call;
-    `actual` (a header or a JSON path) corrects it from the answer; `bucket` resynchronises the
-    level from the vendor's (`"shopify"`: its `throttleStatus`)."""
+    """What a call costs: `reserve` (a constant, the query's requested cost when the vendor
+    states one, or `"{params.NAME}"`) is taken with the call's slot; `actual` (a header or a
+    JSON path) corrects it from the answer both ways, a lower cost given back
+    (sweeper.admission.costs); `bucket` resynchronises the level from the vendor's
+    (`"shopify"`: its `throttleStatus`)."""
 
     reserve: float | str
     actual: ValueAtConfig | None = None

@@ -22,6 +22,7 @@ from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
 from sweeper.config.limit import SHORTHAND_LIMIT_NAME, LimitConfig
 from sweeper.config.quota import Quota
+from sweeper.config.redrive import RedriveConfig
 from sweeper.config.retired import drop_retired_keys
 from sweeper.errors import ConfigError
 from sweeper.limits import (
@@ -242,6 +243,8 @@ class Policy(_Strict):
     retention: RetentionConfig = RetentionConfig()
     smoke: SmokeConfig | None = None
     intake: IntakeConfig = IntakeConfig()
+    #: What the redrive function's schedule does (sweeper.config.redrive).
+    redrive: RedriveConfig = RedriveConfig()
     max_attempts: int = Field(default=8, ge=1, le=100)
     lease_seconds: int = Field(default=900, ge=10, le=86_400)
     page_size: int = Field(default=1000, ge=1, le=10_000)

@@ -7,6 +7,7 @@ letters). What is called, under which scope, comes from these rows, never from a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, LiteralString
 
@@ -165,7 +166,8 @@ class ConsumerLedger(Executor):
         if not keys:
             return {}
         rows = self._execute(settle_sql.JOBS_FOR_REDRIVE, {"keys": list(keys)})
-        return {target.operation_key: target for target in map(_target, rows)}
+        targets = (replace(_target(row[:-1]), last_error_code=row[-1]) for row in rows)
+        return {target.operation_key: target for target in targets}
 
 
 def _target(row: TupleRow) -> LedgerTarget:

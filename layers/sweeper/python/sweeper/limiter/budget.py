@@ -12,18 +12,27 @@ per process, so the races are between environments only.
 The rule (`next_slot`, a pure function), with `S = limit x (1 - reserve_fraction)` rounded
 down:
 
-- **fixed** window [start, end): a call's slot is `max(now, next)`; with `left = S - spent`
-  units left it is granted when `left >= 1` and the slot is before `end`, and the next slot is
-  `slot + (end - slot) / left`: what is left, spread evenly over the time left. The window
-  never holds more than S calls (the reserve is never spent): a call past them is refused
-  until `end`, the next window.
+- **fixed** window [start, end): the window's first call starts its even line at its time;
+  after it, `next` is where the line stands. A call's slot is `max(now, next)`; with
+  `left = S - spent` units left it is granted when `left >= 1` and the slot is before `end`,
+  and the line moves on from `base = max(next, now - C)` to `base + (end - base) / left`: what
+  is left, spread evenly over the time left. C = `catch_up_share x period` (1 % of the window,
+  BUDGET_CATCH_UP_SHARE): slots the line passed with no call to take them (the fleet starting,
+  a batch's turnover) are made up by the next calls at once, up to C of them; time unused
+  beyond C is given up, and what is left is spread over the rest of the window. So while the
+  fleet can keep up, the calls made are never ahead of the line (one call) nor behind it by
+  more than C of it (1 % of the window's S); after an idle spell the first calls go at once,
+  at most C's worth (the limit's rate, if any, paces them). The window never holds more than
+  S calls (the reserve is never spent): a call past them is refused until `end`, the next
+  window.
 - **rolling** window of length P: each call leaves the window P after it was made, so the unit
   it spent comes back then. Slots are `P / S` apart, always: a unit is spent only once the one
   spent a window before it has come back, so any P seconds hold at most S calls. Time not used
   is not made up: a burst spent to catch up would come back as a burst a window later.
 
 A unit taken for a call that is then not made (its other limits deferred it) goes back to a
-fixed window's count (`give_back`), with its slot while no later unit was taken.
+fixed window's count (`give_back`), and the line to where the take found it while no later
+unit was taken.
 """
 
 from __future__ import annotations
@@ -54,6 +63,10 @@ BUDGET_RACE_RETRY_SECONDS = 0.05
 MAX_ITEMS_SEEN = 1024
 #: A window's item expires (DynamoDB TTL) this long after the window ends.
 BUDGET_ITEM_KEPT_SECONDS = 86_400
+#: How far behind its even line a fixed window's calls may make up at once, as a share of the
+#: window: the spend stays within 1 % of the window's budget of the line while calls keep up
+#: (a fifth of issue 43's ±5 %), and a burst after an idle spell is at most that 1 %.
+BUDGET_CATCH_UP_SHARE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +102,13 @@ class BudgetItem:
 
 @dataclass(frozen=True, slots=True)
 class BudgetSlot:
-    """A unit taken: the call's slot (epoch seconds), the item it was counted in, and the item
-    the take left (`after`)."""
+    """A unit taken: the call's slot (epoch seconds), the item it was counted in, the item the
+    take left (`after`), and where the take found the line (`line_us`, the item's `next_us`)."""
 
     slot_at: float
     item_key: str
     after: BudgetItem
+    line_us: int
 
 
 def next_slot(
@@ -106,17 +120,19 @@ def next_slot(
     slot_us = max(now_us, item.next_us)
     window = rule.window_of(now)
     if window is None:
+        base_us = slot_us
         step_us = math.ceil(rule.period_seconds * US / rule.spendable)
-        end_us = None
     else:
         end_us = int(window[1] * US)
         left = rule.spendable - item.spent
         if left < 1 or slot_us >= end_us:
             return Denial(end_us / US, "budget")
-        step_us = math.ceil((end_us - slot_us) / left)
+        catch_up_us = int(BUDGET_CATCH_UP_SHARE * rule.period_seconds * US)
+        base_us = slot_us if item.next_us == 0 else max(item.next_us, now_us - catch_up_us)
+        step_us = math.ceil((end_us - base_us) / left)
     if slot_us - now_us > horizon * US:
         return Denial(slot_us / US, "budget")
-    return slot_us / US, BudgetItem(item.spent + 1, slot_us + step_us)
+    return slot_us / US, BudgetItem(item.spent + 1, base_us + step_us)
 
 
 @runtime_checkable
@@ -155,19 +171,19 @@ class BudgetBook:
                     if len(self._seen) >= MAX_ITEMS_SEEN:
                         self._seen.clear()  # past windows' items: a hint only, as any
                     self._seen[item_key] = after
-                    return BudgetSlot(slot_at, item_key, after)
+                    return BudgetSlot(slot_at, item_key, after, seen.next_us)
                 self._seen[item_key] = current
         return Denial(self._clock() + BUDGET_RACE_RETRY_SECONDS, "budget")
 
     def give_back(self, taken: BudgetSlot) -> None:
-        """A unit taken for a call not made: back to its fixed window's count, and its slot
-        too while no unit was taken after it (else what is left is spread again from the next
-        take on); a rolling window's slot is only passed unused. One conditional write, two
-        when a unit was taken since."""
+        """A unit taken for a call not made: back to its fixed window's count, and the line to
+        where the take found it while no unit was taken after it (else what is left is spread
+        again from the next take on); a rolling window's slot is only passed unused. One
+        conditional write, two when a unit was taken since."""
         if taken.item_key.endswith("#rolling"):
             return
-        last = {":last": _n(taken.after.next_us), ":slot": _n(taken.slot_at * US)}
-        if not self._give(taken.item_key, "SET next_us = :slot", "next_us = :last", last):
+        last = {":last": _n(taken.after.next_us), ":line": _n(taken.line_us)}
+        if not self._give(taken.item_key, "SET next_us = :line", "next_us = :last", last):
             self._give(taken.item_key, "", "spent > :none", {":none": _n(0)})
         with self._lock:
             self._seen.pop(taken.item_key, None)  # its count changed: the next write learns it

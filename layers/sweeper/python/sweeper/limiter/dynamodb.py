@@ -167,11 +167,19 @@ class DynamoLimiter:
         not_before: float | None = None,
         slack: float = 0.0,
         tolerance: float = 0.0,
+        units: int = 1,
     ) -> Grant | Denial:
-        """Reserve the next `count` slots of `scope` (`Reservations.reserve`)."""
+        """Reserve the next `count` slots of `scope`, each `units` intervals long
+        (`Reservations.reserve`)."""
         return self._reservations.reserve(
-            scope, interval, horizon, count, adaptive, not_before, slack, tolerance
+            scope, interval, horizon, count, adaptive, not_before, slack, tolerance, units
         )
+
+    def refund(
+        self, scope: str, units: int, interval: float, adaptive: Adaptive | None = None
+    ) -> bool:
+        """Give back `units` intervals a call reserved and did not use (`Reservations.refund`)."""
+        return self._reservations.refund(scope, units, interval, adaptive)
 
     def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
         """Return an unused slot if it is still the scope's last (`Reservations.give_back`)."""

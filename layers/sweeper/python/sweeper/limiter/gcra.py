@@ -38,8 +38,13 @@ class Reservations:
         not_before: float | None = None,
         slack: float = 0.0,
         tolerance: float = 0.0,
+        units: int = 1,
     ) -> Grant | Denial:
         """Reserve the next `count` slots of `scope` (fewer if not all fall within `horizon`).
+
+        With `units` each slot weighs that many intervals (a call that costs that many units
+        of the rate, sweeper.admission.costs): the next slot is `units` intervals after it, so
+        what the call costs is taken in the same write as its slot, never after it.
 
         With `tolerance` (tau, seconds: the rate's `Quota.pacing().tolerance_seconds`) the first
         slot is `max(tat - tau, now)`: slots that went unused up to tau ago are granted now, a
@@ -81,7 +86,7 @@ class Reservations:
                 now = max(now, int(not_before * US))
             reach = real + horizon_us
             guard = self._rates.guard(scope, adaptive, real) if adaptive else None
-            step = guard.step if guard else max(1, round(interval * US))
+            step = (guard.step if guard else max(1, round(interval * US))) * max(1, units)
             want = max(1, min(fits, horizon_us // step + 1))
             # Busy if the last tat seen is still ahead, or if the last write found the bucket
             # busy: other consumers moved it on since (a backlog several consumers share), which
@@ -213,6 +218,48 @@ class Reservations:
             return True
         if result:
             self._last_tat[scope] = int(result["tat"]["N"]) if "tat" in result else 0
+        return False
+
+    def refund(
+        self, scope: str, units: int, interval: float, adaptive: Adaptive | None = None
+    ) -> bool:
+        """Give back `units` intervals a call reserved and the vendor did not charge (its
+        actual cost was lower): `tat` moves back by them, never before now, so every consumer's
+        next slot comes that much earlier. A scope already idle (`tat` at or before now) has
+        nothing ahead to give back. One write, two when the refund reaches now. Returns whether
+        anything was given back."""
+        if units <= 0:
+            return False
+        for _ in range(MAX_RACES):
+            real = int(self._items.clock() * US)
+            guard = self._rates.guard(scope, adaptive, real) if adaptive else None
+            if guard is not None and guard.version == 0:
+                return False  # a rate this process has not reserved at: nothing of it to give
+            back = units * (guard.step if guard else max(1, round(interval * US)))
+            result = self._items.update(
+                scope,
+                "SET tat = tat - :d",
+                "tat >= :floor",
+                {":d": n(back), ":floor": n(real + back)},
+                returns="UPDATED_NEW",
+            )
+            if isinstance(result, int):
+                self._last_tat[scope] = result
+                self._last_grant.pop(scope, None)
+                return True
+            if not result or "tat" not in result:
+                return False  # no slot taken yet: nothing to give back
+            seen = int(result["tat"]["N"])
+            if seen <= real:
+                return False  # idle: the units are back already
+            # less than the refund ahead of now: the scope is idle from now
+            result = self._items.update(
+                scope, "SET tat = :now", "tat = :seen", {":now": n(real), ":seen": n(seen)}, "NONE"
+            )
+            if isinstance(result, int):
+                self._last_tat[scope] = real
+                self._last_grant.pop(scope, None)
+                return True
         return False
 
     def hint(self, scope: str, item: dict[str, Any], asked: float) -> None:
