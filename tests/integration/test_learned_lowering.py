@@ -31,10 +31,11 @@ from sweeper.limiter import DynamoLimiter, Reason
 from sweeper.models import ActionCall
 from sweeper.vendor_reading import LimitReading, VendorReading
 from sweeper_local.aws import LocalAws
+from tests.calls import action_call
 
 pytestmark = pytest.mark.integration
 
-SCOPE = "quota:p"
+SCOPE = "p"  # the key "{policy}" of policy "p"
 #: The ceiling sweeper is told (the vendor states less): calls per second.
 TOLD = 100
 
@@ -106,18 +107,7 @@ _calls = iter(range(1_000_000))
 
 
 def _job() -> ActionCall:
-    n = next(_calls)
-    return ActionCall(
-        key=f"k{n}",
-        idempotency_key=f"i{n}",
-        policy="p",
-        policy_version=1,
-        tenant_id="t",
-        object_id=f"o{n}",
-        scope=SCOPE,
-        attempt=1,
-        batch_id="b",
-    )
+    return action_call("p", "t", f"o{next(_calls)}")  # its scope is the policy's name
 
 
 def _admit(batch: BatchAdmission, clock: _Clock) -> tuple[Admission, float]:
