@@ -22,6 +22,7 @@ from sweeper.adaptive_rate import Adaptive
 from sweeper.admission import Clocks, Permit, admission_for
 from sweeper.config import Policy
 from sweeper.limiter import Denial, Grant, ScopeState
+from sweeper.limiter.held import HeldRate
 from sweeper.models import ActionCall
 from sweeper.vendor_reading import BucketReading, CostReading, VendorReading
 
@@ -85,6 +86,9 @@ class _PointsItem:
         changed = self.rate != rate
         self.rate = rate
         return changed
+
+    def held_rate(self, scope: str) -> HeldRate | None:
+        return None if self.rate is None else HeldRate(self.rate, 1)
 
     def close(self, scope: str, until: float, reason: str) -> float:
         self.closed_until = max(until, self.closed_until or until)

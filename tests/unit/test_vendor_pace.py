@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sweeper.vendor_limits.full import window_over
 from sweeper.vendor_limits.pace import (
     Drain,
     LearnedPace,
@@ -61,9 +62,15 @@ READINGS = st.builds(
     name=st.just("p"),
     quota=st.none() | st.integers(0, 10_000),
     window_seconds=st.none() | st.floats(0.001, 86_400),
-    remaining=st.none() | st.integers(0, 10_000),
+    remaining=st.none() | st.just(0) | st.integers(0, 10_000),  # 0: the window spent
     reset_seconds=st.none() | st.floats(0, 86_400),
 )
+
+
+#: The rate's headroom a learned limit holds its pace at (a 1 s window's, as in (e) and (f)).
+HEADROOM = 0.943
+#: The share within which a stated rate is the one held (sweeper.admission.learned.HOLD_WITHIN).
+WITHIN = 0.01
 
 
 @given(st.none() | st.floats(0.001, 10_000), st.lists(READINGS, min_size=1, max_size=8))
@@ -71,8 +78,29 @@ def test_after_any_answers_the_pace_is_within_the_ceiling_and_the_latest_answer(
     ceiling: float | None, readings: list[LimitReading]
 ) -> None:
     # Given any sequence of answers, the pace after each is computed from that answer alone
+    held: float | None = None  # the pace the limiter holds (headroom applied), none at first
     for reading in readings:
         pace = learned_pace(ceiling, reading)
+        steady = learned_pace(ceiling, LimitReading("p", reading.quota, reading.window_seconds))
+        stated = None if steady is None else steady.rate_per_second
+        over = window_over(
+            reading,
+            held_per_second=held,
+            stated_per_second=stated,
+            headroom=HEADROOM,
+            window_seconds=reading.window_seconds or 1.0,
+            within=WITHIN,
+        )
+        # Then nothing remaining leaves the gate open only at a pace held no faster than the
+        # latest answer allows (its window full at that pace, not over)
+        if reading.remaining == 0 and reading.reset_seconds and not over:
+            assert held is not None
+            assert stated is not None
+            assert held <= stated * HEADROOM * (1 + WITHIN)
+        if reading.remaining != 0:
+            assert not over  # what remains never closes the gate
+        if stated is not None and stated > 0:
+            held = stated * HEADROOM
         if pace is None:
             continue
         # Then it never passes the ceiling, nor what the latest answer allows
@@ -85,6 +113,19 @@ def test_after_any_answers_the_pace_is_within_the_ceiling_and_the_latest_answer(
                 assert pace.wait_seconds == reading.reset_seconds
             else:
                 assert pace.rate_per_second <= reading.remaining / reading.reset_seconds
+
+
+def test_nothing_remaining_at_the_pace_held_is_a_full_window_not_an_over_one() -> None:
+    # Given 25 a second held at its headroom, an answer saying the 25 are in the window
+    full = LimitReading("p", quota=25, window_seconds=1, remaining=0, reset_seconds=1)
+    over = {"stated_per_second": 25.0, "headroom": HEADROOM, "window_seconds": 1.0}
+    # Then at the pace held, the window is full: sweeper's own calls fill it
+    assert not window_over(full, held_per_second=25 * HEADROOM, **over)
+    # And held faster (the answer halves the limit), or far slower (others spent the 25), or
+    # with no pace held yet, it is over: the gate closes until the reset
+    assert window_over(full, held_per_second=50 * HEADROOM, **over)
+    assert window_over(full, held_per_second=5.0, **over)
+    assert window_over(full, held_per_second=None, **over)
 
 
 # --- a shared quota --------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from sweeper.admission.handoff import LeaseHandOff
 from sweeper.admission.pairing import PairedBank, PairedLimits
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.limiter import Adaptive, Denial, Grant, Limiter, ScopeState
+from sweeper.limiter.held import HeldRate
 from sweeper.observability import Metric, MetricSink
 
 #: With a slack, a block also covers the calls its scope is expected to start within the slack:
@@ -120,6 +121,7 @@ class BatchSlots(LeaseHandOff, PairedBank):
         self._writing: dict[str, threading.Lock] = {}  # per scope: one reservation at a time
         self._closures: Counter[str] = Counter()  # per scope: how often `forget` was called
         self._coming: dict[int, str] = {}  # thread id -> scope of the banked slot it was offered
+        self._paced: dict[str, HeldRate] = {}  # per scope: its held rate at the last admission
         self._init_hand_off()
 
     def reserve(
@@ -389,6 +391,21 @@ class BatchSlots(LeaseHandOff, PairedBank):
                 self._calling -= 1
             else:
                 self._pending[scope] -= 1
+
+    def paced_at(self, scope: str, held: HeldRate | None) -> bool:
+        """An admission of `scope` knows its shared rate `held` (sweeper.admission.learned): if
+        it is a lowering since the batch's last admission of the scope (a newer version, a
+        lower rate), what the batch banked at the old rate is not used (`forget`: its threads
+        look at the gate again). True when it was dropped."""
+        if held is None:
+            return False
+        with self._lock:
+            before = self._paced.get(scope)
+            self._paced[scope] = held
+            if before is None or held.version <= before.version or held.rate >= before.rate:
+                return False
+            self._forget(scope)
+            return True
 
     def forget(self, scope: str) -> None:
         """The gate of `scope` closed: banked slots are not used, and no earlier look at it

@@ -23,6 +23,7 @@ from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import Denial, GateReader, Grant, Reason
 from sweeper.limiter.budget import BudgetSource
+from sweeper.limiter.held import HeldRate
 from sweeper.limiter.live import LiveSource
 from sweeper.limiter.paired import PairedSource
 from sweeper.limiter.several import LeaseSource, SlotSource, ThrottleNotes
@@ -114,6 +115,8 @@ class RateHolder(Protocol):
         within: float = 0.0,
         only_from: float | None = None,
     ) -> bool: ...
+
+    def held_rate(self, scope: str) -> HeldRate | None: ...
 
 
 @runtime_checkable

@@ -9,7 +9,13 @@ every environment follows it from its next reservation:
   (`vendor_limits.pace.learned_pace`), the rate's headroom applied: a lowering is held from
   the answer that states it, a raise never past the told rate;
 - `remaining = 0` with a reset closes the scope's gate until the reset, for every consumer, as
-  a Retry-After does;
+  a Retry-After does, when the window is over: not when it is full at the pace already held
+  (sweeper.vendor_limits.full: sweeper's own calls at that pace fill it, and the next slot
+  finds one of them gone). The gate is closed before the rate is written: on a lowering, the
+  closure is what stops the fleet's calls at the old pace;
+- a lowering, once this process knows it (its own write, or another consumer's read from the
+  scope's item), drops what the batch banked at the old rate at its next admission
+  (`BatchSlots.paced_at`: the rate's version on the item against the one the bank knew);
 - a quota others spend too is split into sweeper's share and theirs, and paced at what they
   leave less the reserve kept for them, the gate closed at the reserve (shared.py);
 - with a cost (`learn.cost`), a call takes its expected cost in units of the rate (cost units
@@ -51,6 +57,7 @@ from sweeper.errors import LimiterError
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
 from sweeper.vendor_limits import Reader, policy_for
+from sweeper.vendor_limits.full import window_over
 from sweeper.vendor_limits.pace import bucket_pace, learned_pace
 from sweeper.vendor_reading import LimitReading, VendorReading
 
@@ -152,6 +159,7 @@ class LearnedRate:
         # a scope no consumer has paced yet starts at one call per round trip, until an answer
         # says more (a LimiterError returns the record, as a reservation's does)
         self._holder.hold_rate(t.job.scope, self._start, unset_only=True)
+        t.slots.paced_at(t.job.scope, self._holder.held_rate(t.job.scope))
         admitted = self._inner.admit(time_left)
         if isinstance(admitted, Permit) and self._learn.cost is not None:
             try:
@@ -190,24 +198,36 @@ class LearnedRate:
         paced = False
         stated = self._stated(reading)
         if stated is not None:
+            scope = self._ticket.job.scope
+            held = self._holder.held_rate(scope)  # the pace before this answer
             steady = learned_pace(
                 self._ceiling,
                 LimitReading(stated.name, stated.quota, stated.window_seconds),
                 self._window,
             )
             share = None
+            rate = None
             if steady is not None and steady.rate_per_second > 0:
                 rate = steady.rate_per_second
                 if self._shared is not None:
                     share = self._shared.pace(stated, rate, MIN_LEARNED_RATE)
                 rate = rate if share is None else share.rate_per_second
                 rate = max(MIN_LEARNED_RATE, rate * self._headroom)
-                self._hold(rate, HOLD_WITHIN if share is None else SHARED_HOLD_WITHIN)
-                paced = True
             if share is not None and share.wait_seconds:
                 self._close_for(share.wait_seconds)
-            elif stated.remaining == 0 and stated.reset_seconds:
+            elif stated.reset_seconds and window_over(
+                stated,
+                held_per_second=None if held is None else held.rate,
+                stated_per_second=None if steady is None else steady.rate_per_second,
+                headroom=self._headroom,
+                window_seconds=stated.window_seconds or self._window,
+                within=HOLD_WITHIN,
+            ):
                 self._close_for(stated.reset_seconds)
+            if rate is not None:
+                self._hold(rate, HOLD_WITHIN if share is None else SHARED_HOLD_WITHIN)
+                self._ticket.slots.paced_at(scope, self._holder.held_rate(scope))
+                paced = True
         cost = reading.cost
         if cost is None:
             return paced

@@ -97,6 +97,14 @@ class OneRate(TicketAdmission):
                     # call could arrive in the next slot's window. Let it go, take another.
                     clocks.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
                     continue
+                if not slots.covers(scope, decision.slot_at):
+                    # The batch saw the gate close while this call waited for its slot (an
+                    # answer's 429, or a lowering learned.py closed on): no earlier look
+                    # counts. Look again rather than call on a slot of the old pace.
+                    self.look_at_gate()
+                    if clocks.now() - decision.slot_at > usable:
+                        clocks.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
+                        continue
             now = clocks.now()
             if now - decision.slot_at > LATE_SLOT_TOLERANCE_SECONDS and not slots.covers(
                 scope, now

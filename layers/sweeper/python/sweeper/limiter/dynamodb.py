@@ -60,7 +60,7 @@ from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 from sweeper.limiter.budget import BudgetBook
 from sweeper.limiter.gates import Gates, closed_gates, closed_scopes
 from sweeper.limiter.gcra import Reservations
-from sweeper.limiter.held import MILLI, HeldRates
+from sweeper.limiter.held import MILLI, HeldRate, HeldRates
 from sweeper.limiter.items import (
     FIRST_LEAD_SECONDS,
     ITEM_TTL_SECONDS,
@@ -202,6 +202,10 @@ class DynamoLimiter:
         return self._rates.hold(
             scope, rate, unset_only=unset_only, within=within, only_from=only_from
         )
+
+    def held_rate(self, scope: str) -> HeldRate | None:
+        """The scope's shared rate as this process last saw it (`HeldRates.held`)."""
+        return self._rates.held(scope)
 
     # -- two limits on the wide limit's item (paired_writes) ---------------------------------------
 

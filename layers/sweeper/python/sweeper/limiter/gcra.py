@@ -270,6 +270,7 @@ class Reservations:
         scopes at 10/s, four environments): half the failed reservations were an idle write
         tried on a scope that another consumer had made busy since this one's last write,
         0.4-1.3 s before."""
+        self._rates.seen(scope, item)  # and of its rate, when another consumer changed it
         if "tat" not in item:
             return
         tat = int(item["tat"]["N"])

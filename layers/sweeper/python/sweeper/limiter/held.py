@@ -27,6 +27,15 @@ class _KnownRate:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldRate:
+    """A scope's shared rate as this process last saw its item hold it: calls per second, and
+    the rate's version there (it grows with every change, by any consumer)."""
+
+    rate: float
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class RateGuard:
     """A reservation at the adaptive rate: its spacing (µs) and the rate's known version."""
 
@@ -71,6 +80,12 @@ class HeldRates:
             )
         return update, condition + " AND ar_v = :ar_v", {**values, ":ar_v": n(guard.version)}
 
+    def held(self, scope: str) -> HeldRate | None:
+        """The scope's rate and version as this process last saw them (no request); None
+        before it has seen any."""
+        known = self._rates.get(scope)
+        return None if known is None else HeldRate(known.rate, known.version)
+
     def settle(self, scope: str, guard: RateGuard | None) -> None:
         """A guarded reservation was written: a first one set the scope's rate."""
         if guard is not None and guard.version == 0:
@@ -86,6 +101,15 @@ class HeldRates:
         rate = int(item["ar"]["N"]) / MILLI
         self._rates[scope] = _KnownRate(rate, int(item["ar_at"]["N"]), version, peak)
         return version
+
+    def seen(self, scope: str, item: dict[str, Any]) -> None:
+        """A read of the scope's item (a look at its gate): a rate newer than the one this
+        process knows is learned, so that a lowering another consumer held is known here
+        before this process's next write (sweeper.admission.learned drops the slots banked
+        at the old rate). An item no newer changes nothing."""
+        known = self._rates.get(scope)
+        if "ar_v" in item and (known is None or int(item["ar_v"]["N"]) > known.version):
+            self.learn(scope, item)
 
     def cut(self, scope: str, adaptive: Adaptive) -> float:
         """A 429 arrived: cut the scope's shared rate (once per cooldown); returns the rate now.

@@ -10,7 +10,8 @@
 - `pace`: the arithmetic a limiter needs from a reading: a learned ceiling, a shared quota,
   a budget per day, and when a backlog drains;
 - `share`: the admission's pace under a quota others spend too (what they leave, less the
-  reserve).
+  reserve);
+- `full`: whether `remaining = 0` is the window full at sweeper's own pace, or over it.
 
 Each source is a `Source` (`read(answer, now_epoch)`); `Reader` reads an answer with several.
 Nothing here raises for what a vendor sent, and nothing keeps a header's or a body's text.
