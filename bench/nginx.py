@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,9 @@ def run_nginx_bench(
                 timeout_seconds=max(120.0, 4 * jobs / RATE_PER_SECOND),
             )
         )
-        calls = [(at, status) for at, status, uri in nginx.requests() if PROBE_TENANT not in uri]
-    accepted = [at for at, status in calls if status != "429"]
+        calls = [call for call in nginx.requests() if PROBE_TENANT not in call[2]]
+    accepted = [at for at, status, _ in calls if status != "429"]
+    per_path = Counter(uri for _, _, uri in calls)
     return {
         "nginx": f"limit_req {RATE_PER_SECOND} r/s, no burst",
         "retry_after": retry_after,
@@ -70,6 +72,9 @@ def run_nginx_bench(
         "succeeded": report.succeeded,
         "calls": len(calls),
         "refused_429": len(calls) - len(accepted),
+        # each job's object is one path: more calls than paths are calls sent again
+        "paths": len(per_path),
+        "paths_called_more_than_once": {path: n for path, n in per_path.most_common() if n > 1},
         "bucket_use": bucket_use(accepted, RATE_PER_SECOND),
         "consumers": CONSUMERS,
         "load_before": [round(x, 2) for x in before],
