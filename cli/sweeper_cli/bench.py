@@ -278,3 +278,20 @@ def bench_examples(
             param_hint="--example",
         )
     emit(run_examples_bench(names, database_url, memory_mb=memory_mb, cap_cpu=cap_cpu), as_json)
+
+
+@bench.command("nginx")
+@click.option(
+    "--retry-after", is_flag=True, help="nginx sends Retry-After: 1 with each 429 it answers."
+)
+@click.option("--jobs", type=click.IntRange(2, 100_000), default=300, show_default=True)
+@database_option
+@json_option
+@friendly_errors
+def bench_nginx(retry_after: bool, jobs: int, database_url: str | None, as_json: bool) -> None:
+    """The demo against nginx's limit_req at 15 r/s without burst (a leaky bucket sweeper did not
+    write), told the bucket: the calls nginx refused, and the share of its rate used."""
+    with local_stack_required():
+        from sweeper_bench.nginx import run_nginx_bench
+
+    emit(run_nginx_bench(retry_after=retry_after, jobs=jobs, database_url=database_url), as_json)
