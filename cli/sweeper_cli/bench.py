@@ -149,18 +149,10 @@ def bench_rate(
     cost per job."""
     with local_stack_required():
         from sweeper_bench.rate import LIMIT_SCENARIOS, PARTS, run_rate_bench
-        from sweeper_bench.vendor import VENDOR_SCENARIOS
 
     chosen = tuple(dict.fromkeys(limit_names))
     vendor_names = tuple(n for n in chosen if n not in LIMIT_SCENARIOS)
     limit_names = tuple(n for n in chosen if n in LIMIT_SCENARIOS)
-    unbuilt = [n for n in vendor_names if n not in VENDOR_SCENARIOS]
-    if unbuilt:
-        raise click.BadParameter(
-            f"scenario {', '.join(unbuilt)} is not built yet: choose among "
-            f"{', '.join([*LIMIT_SCENARIOS, *VENDOR_SCENARIOS])}",
-            param_hint="--scenario",
-        )
     named = {"limits": limit_names, "vendor": vendor_names}
     for part, names in named.items():
         if names and parts and part not in parts:
