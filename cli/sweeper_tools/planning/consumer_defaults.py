@@ -105,13 +105,15 @@ def derived_consumer(
     sized = _sized(
         policy, given, parallel_calls=parallel, batch_size=batch, batch_window_seconds=window
     )
+    # one scope busy for the timeout (its slots the slowest), the busiest for the memory: the
+    # same plan unless an app-wide limit binds
+    sized_plan = make_plan(sized, vendor)
     timeout: int | None = given.get("timeout_seconds")
     if timeout is None:
-        need = make_plan(sized, vendor).recommended_timeout_seconds
-        timeout = min(LAMBDA_MAX_TIMEOUT_SECONDS, need)
+        timeout = min(LAMBDA_MAX_TIMEOUT_SECONDS, sized_plan.recommended_timeout_seconds)
     memory: int | None = given.get("memory_mb")
     if memory is None:
-        memory = derived_memory(make_plan(sized, busiest if app_wide else vendor))
+        memory = derived_memory(make_plan(sized, busiest) if app_wide else sized_plan)
     return ConsumerConfig.model_validate(
         {
             **sized.consumer.model_dump(exclude_unset=True),
