@@ -108,11 +108,17 @@ def test_each_scenario_runs_briefly_and_its_counts_add_up(pg_server: PgServer) -
     for name, result in results.items():
         assert result["scenario"] == name
         assert result["targets"], name
-    for run in results["e"]["runs"] + results["f"]["runs"]:
+    runs = results["e"]["runs"] + results["f"]["runs"]
+    for run in runs:
         statuses = run["responses_by_status"]
         assert sum(statuses.values()) == run["calls"]  # every call was answered, once
         _counts_add_up(run)
-        assert run["utilization_whole_run"] > 0.0
+        # the utilization counts the calls the vendor accepted: some exactly when any was (a
+        # run whose environments are still starting at its 5th second, on a machine busy with
+        # the rest of the suite, has called nothing yet)
+        accepted = run["calls"] - statuses.get("429", 0)
+        assert (run["utilization_whole_run"] > 0.0) == (accepted > 0)
+    assert any(run["calls"] for run in runs)  # the scenarios called the vendor
     (halved,) = results["f"]["runs"]
     assert halved["quota_changed"]
     assert halved["429s_before_change"] + halved["429s_after_change"] == halved["self_caused_429s"]
