@@ -309,3 +309,16 @@ def test_a_call_whose_gate_another_environment_closed_on_a_lowering_is_not_sent(
     # Then the second's call goes back until the reopening
     assert isinstance(admitted, Deferral)
     assert admitted.reason == "throttled"
+
+
+def test_a_slot_granted_before_a_lowering_within_the_headroom_is_still_spent(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given two environments at 50 a second, the second waiting for a slot of that pace
+    env = _second_waiting(local_aws, table)
+    # When the first writes the vendor's 49 a second: the old pace, its headroom applied, is
+    # still within what the vendor allows
+    admitted = _admit_while_the_first_reads(env, _says(49, remaining=30))
+    # Then the second's call goes on its slot (only the slots banked after it are dropped)
+    assert isinstance(admitted, Permit)
+    assert env.clock.now - env.sent < 0.1

@@ -19,10 +19,10 @@ every environment follows it from its next reservation:
 - every call looks at the scope's item just before it goes (`_last_look`: one strongly
   consistent GetItem, no write): a gate closed since its slot was granted sends the record
   back until the reopening; a rate lowered since its admission began (another consumer read
-  the vendor's answer first) gives the slot up unused and admits the call again at the new
-  rate. So no call goes on the old state once the lowering is on the item: the calls sent at
-  the old pace after a change are those sent before any answer said it, and in the moments an
-  answer takes to be read and written;
+  the vendor's answer first), below what the old pace needs, gives the slot up unused and
+  admits the call again at the new rate. No call goes on the old state once the lowering is
+  on the item: those sent at the old pace after a change are sent before any answer says it,
+  or while an answer is read and written;
 - a quota others spend too is split into sweeper's share and theirs, and paced at what they
   leave less the reserve kept for them, the gate closed at the reserve (shared.py);
 - with a cost (`learn.cost`), a call takes its expected cost in units of the rate (cost units
@@ -188,8 +188,9 @@ class LearnedRate:
         """Just before the call goes on its slot (`Ticket.last_look`): read the scope's item,
         strongly consistent, which learns a rate another consumer wrote (`HeldRates.seen`).
         Its gate closed: the record goes back until the reopening (Deferring). Its rate lower
-        than when this admission began: the slot, paced at the old rate, is given up with what
-        the batch banked at it, and the call admitted again (StaleSlot). The read itself late
+        than when this admission began, below what the vendor now allows at the old pace
+        (`_lowered`): the slot is given up with what the batch banked at that pace, and the
+        call admitted again (StaleSlot). The read itself late
         past the slot's use: another slot, as for any slot let go late."""
         t = self._ticket
         clocks, slots, scope = t.clocks, t.slots, t.job.scope
@@ -199,7 +200,7 @@ class LearnedRate:
         slots.looked(look, {scope: state}, answered)
         t.gate_closed(state, answered)
         held = self._holder.held_rate(scope)
-        if _lowered(self._granted, held):
+        if _lowered(self._granted, held, self._headroom):
             slots.paced_at(scope, held)
             clocks.metrics.add_metric(Metric.STALE_SLOTS, "Count", 1)
             raise StaleSlot(f"scope {scope}: its rate was lowered since its slot was granted")
@@ -330,11 +331,15 @@ class LearnedRate:
         t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
 
 
-def _lowered(before: HeldRate | None, now: HeldRate | None) -> bool:
-    """Whether the rate held `now` is a lowering since `before` (a newer version, a lower rate)."""
+def _lowered(before: HeldRate | None, now: HeldRate | None, headroom: float) -> bool:
+    """Whether the rate held `now` is a lowering since `before` that a slot paced at `before`
+    would overspend: a newer version whose rate, before its `headroom`, is below the rate held
+    `before` (the old pace is faster than the vendor now allows). A smaller lowering, as a
+    shared quota's pace moves by a few percent, takes only the headroom of the calls already
+    granted, as the slots banked before it are dropped at the next admission."""
     if before is None or now is None:
         return False
-    return now.version > before.version and now.rate < before.rate
+    return now.version > before.version and now.rate < before.rate * headroom
 
 
 __all__ = ["LearnedRate", "learned_spec", "reader_for", "start_rate"]
