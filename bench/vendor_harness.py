@@ -196,12 +196,15 @@ def utilization(audit: VendorAudit, per_second: float, start: float, end: float)
     return round(accepted_between(audit, start, end) / (per_second * (end - start)), 3)
 
 
-def dynamodb_per_job(requests: dict[str, int] | None, settled: int) -> dict[str, float]:
-    """DynamoDB write and read requests per settled job over the span (the limiter's and the
-    idempotency records'; rate.py's figures of the same names); empty when uncounted."""
+def dynamodb_per_job(run: VendorRun) -> dict[str, float]:
+    """DynamoDB write and read requests over the measured span per call the vendor accepted in
+    it (a job's one effect; the limiter's requests and the idempotency records'); rate.py's
+    figures of the same names. Empty when uncounted. Consumers still calling after the span
+    (their batches' last records) are left out of both."""
+    requests = run.requests
     if requests is None:
         return {}
-    jobs = max(1, settled)
+    jobs = max(1, accepted_between(run.audit, run.started, run.ended))
 
     def per_job(operations: tuple[str, ...]) -> float:
         return round(sum(requests.get(f"dynamodb:{op}", 0) for op in operations) / jobs, 3)
@@ -218,9 +221,6 @@ def common_figures(run: VendorRun) -> dict[str, Any]:
     audit = run.audit
     first = audit.arrivals[0] if audit.arrivals else run.started
     effects = list(audit.effects_by_key.values()) + list(run.graphql.effects_by_id.values())
-    settled = run.ledger_counts.get(JobStatus.SUCCEEDED.value, 0) + run.ledger_counts.get(
-        JobStatus.FAILED.value, 0
-    )
     return {
         "calls": audit.calls_total + run.graphql.calls_total,
         "responses_by_status": {str(k): v for k, v in audit.responses_by_status.items()},
@@ -230,7 +230,8 @@ def common_figures(run: VendorRun) -> dict[str, Any]:
         "seeded": run.seeded,
         "published": run.published,
         "ledger": run.ledger_counts,
-        "settled": settled,
+        "settled": run.ledger_counts.get(JobStatus.SUCCEEDED.value, 0)
+        + run.ledger_counts.get(JobStatus.FAILED.value, 0),
         "effects": sum(effects),
         "most_effects_on_one_object": max(effects, default=0),
         "learned_closures": int(run.metrics.get(Metric.LEARNED_CLOSURES, 0)),
@@ -240,5 +241,5 @@ def common_figures(run: VendorRun) -> dict[str, Any]:
         "late_sends": int(run.metrics.get(Metric.LATE_SENDS, 0)),
         "limiter_deferrals": int(run.metrics.get(Metric.LIMITER_DEFERRALS, 0)),
         "calls_per_second": _per_second(audit.arrivals),
-        **dynamodb_per_job(run.requests, settled),
+        **dynamodb_per_job(run),
     }
