@@ -276,23 +276,25 @@ def _second_waiting(local_aws: LocalAws, table: str) -> _Waiting:
     return _Waiting(clock, out, out_sent, second, sent)
 
 
-def _admit_while_the_first_reads(env: _Waiting, reading: VendorReading) -> Permit | Deferral:
-    """The second's next call, admitted while (during its wait for its slot) the first
-    environment's answer comes back with `reading` and the first writes what it says."""
+def _admit_while_the_first_reads(
+    local_aws: LocalAws, table: str, reading: VendorReading
+) -> tuple[_Waiting, Permit | Deferral]:
+    """Given two environments at 50 a second, the second waiting for a slot of that pace
+    (`_second_waiting`): its next call, admitted while (during its wait for its slot) the
+    first environment's answer comes back with `reading` and the first writes what it says."""
+    env = _second_waiting(local_aws, table)
     waiting = env.second.call(_job(), {})
     env.clock.during = lambda: _end(env.out, env.out_sent, reading)
-    return waiting.admit(lambda: None)
+    return env, waiting.admit(lambda: None)
 
 
 def test_a_slot_granted_before_another_environment_wrote_a_lowering_is_not_spent_at_the_old_rate(
     local_aws: LocalAws, table: str
 ) -> None:
-    # Given two environments at 50 a second, the second waiting for a slot of that pace
-    env = _second_waiting(local_aws, table)
-    # When the first writes the vendor's 5 a second (something remaining: no closure) before
-    # the slot comes
-    admitted = _admit_while_the_first_reads(env, _says(5, remaining=3))
-    # Then the second's call is not sent on it: its slot is given back, and it goes at the new
+    # When the first writes the vendor's 5 a second (something remaining: no closure) while
+    # the second waits for a slot of 50 a second
+    env, admitted = _admit_while_the_first_reads(local_aws, table, _says(5, remaining=3))
+    # Then the second's call is not sent on it: the slot is given up, the call goes at the new
     # pace
     assert isinstance(admitted, Permit)
     assert env.clock.now - env.sent >= 0.9 / 5
@@ -301,11 +303,9 @@ def test_a_slot_granted_before_another_environment_wrote_a_lowering_is_not_spent
 def test_a_call_whose_gate_another_environment_closed_on_a_lowering_is_not_sent(
     local_aws: LocalAws, table: str
 ) -> None:
-    # Given two environments at 50 a second, the second waiting for a slot of that pace
-    env = _second_waiting(local_aws, table)
     # When the first reads that the vendor halved its limit and nothing remains, and closes
-    # the gate, before the slot comes
-    admitted = _admit_while_the_first_reads(env, _says(25, remaining=0))
+    # the gate, while the second waits for a slot of 50 a second
+    _, admitted = _admit_while_the_first_reads(local_aws, table, _says(25, remaining=0))
     # Then the second's call goes back until the reopening
     assert isinstance(admitted, Deferral)
     assert admitted.reason == "throttled"
@@ -314,11 +314,9 @@ def test_a_call_whose_gate_another_environment_closed_on_a_lowering_is_not_sent(
 def test_a_slot_granted_before_a_lowering_within_the_headroom_is_still_spent(
     local_aws: LocalAws, table: str
 ) -> None:
-    # Given two environments at 50 a second, the second waiting for a slot of that pace
-    env = _second_waiting(local_aws, table)
-    # When the first writes the vendor's 49 a second: the old pace, its headroom applied, is
-    # still within what the vendor allows
-    admitted = _admit_while_the_first_reads(env, _says(49, remaining=30))
+    # When the first writes the vendor's 49 a second while the second waits for a slot of 50
+    # a second: the old pace, its headroom applied, is within what the vendor allows
+    env, admitted = _admit_while_the_first_reads(local_aws, table, _says(49, remaining=30))
     # Then the second's call goes on its slot (only the slots banked after it are dropped)
     assert isinstance(admitted, Permit)
     assert env.clock.now - env.sent < 0.1
