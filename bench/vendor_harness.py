@@ -162,7 +162,9 @@ def run_vendor(
             requests = _diff(_aws_requests(stack), requests_before)
             graphql_at_end = vendor.graphql_audit()
             published = run.totals.published
-            metrics = run.metrics()
+        # once the consumers stopped: a batch flushes its metrics when it ends, and those
+        # running at the span's end (a change mid-run among their records) end after it
+        metrics = run.metrics()
         audit, graphql = vendor.audit(), vendor.graphql_audit()
     finally:
         vendor.stop()
