@@ -27,7 +27,7 @@ from sweeper.admission import (
     admission_for,
 )
 from sweeper.config import Policy
-from sweeper.limiter import DynamoLimiter, Reason
+from sweeper.limiter import DynamoLimiter, Reason, ScopeState
 from sweeper.models import ActionCall
 from sweeper.vendor_reading import LimitReading, VendorReading
 from sweeper_local.aws import LocalAws
@@ -320,3 +320,30 @@ def test_a_slot_granted_before_a_lowering_within_the_headroom_is_still_spent(
     # Then the second's call goes on its slot (only the slots banked after it are dropped)
     assert isinstance(admitted, Permit)
     assert env.clock.now - env.sent < 0.1
+
+
+class _SlowReads(DynamoLimiter):
+    """The limiter, each gate read taking 0.1 s of the fake clock (a loaded environment)."""
+
+    def __init__(self, *args: Any, clock: _Clock, **kwargs: Any) -> None:
+        super().__init__(*args, clock=clock, **kwargs)
+        self._fake = clock
+
+    def state(self, scope: str) -> ScopeState:
+        self._fake.now += 0.1
+        return super().state(scope)
+
+
+def test_a_last_look_that_makes_the_first_call_late_still_lets_it_go(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope at its start (one call per round trip), whose gate reads are slow
+    clock = _Clock()
+    limiter = _SlowReads(local_aws.dynamodb(), table, clock=clock)
+    clocks = Clocks(clock.sleep, clock, clock, random.Random(0), _Sink())
+    batch = admission_for(_policy(), limiter, clocks, 10, {SCOPE: 40})
+    # When its first call's last look ends past the slot's use
+    admitted = batch.call(_job(), {}).admit(lambda: None)
+    # Then the call goes (a late request spends another slot afterwards), rather than wait a
+    # round trip for the next slot at the start's pace
+    assert isinstance(admitted, Permit)

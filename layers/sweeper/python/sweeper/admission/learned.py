@@ -184,14 +184,16 @@ class LearnedRate:
             return self._costed(admitted)
         return Deferral(0.0, "rate")
 
-    def _last_look(self, slot_at: float, usable_for: float) -> None:
+    def _last_look(self) -> None:
         """Just before the call goes on its slot (`Ticket.last_look`): read the scope's item,
         strongly consistent, which learns a rate another consumer wrote (`HeldRates.seen`).
         Its gate closed: the record goes back until the reopening (Deferring). Its rate lower
         than when this admission began, below what the vendor now allows at the old pace
         (`_lowered`): the slot is given up with what the batch banked at that pace, and the
-        call admitted again (StaleSlot). The read itself late
-        past the slot's use: another slot, as for any slot let go late."""
+        call admitted again (StaleSlot). A read slow enough to make the call late does not
+        give its slot up: the call goes, and a request that left late spends another slot
+        (`TicketAdmission.late`); given up, a scope at its start (a call per round trip) would
+        wait a round trip more for the answer that says its rate."""
         t = self._ticket
         clocks, slots, scope = t.clocks, t.slots, t.job.scope
         look = slots.gates_to_read(scope, clocks.now(), 1)
@@ -204,9 +206,6 @@ class LearnedRate:
             slots.paced_at(scope, held)
             clocks.metrics.add_metric(Metric.STALE_SLOTS, "Count", 1)
             raise StaleSlot(f"scope {scope}: its rate was lowered since its slot was granted")
-        if answered - slot_at > usable_for:
-            clocks.metrics.add_metric(Metric.LATE_SLOTS, "Count", 1)
-            raise StaleSlot(f"scope {scope}: its slot passed during the last look")
 
     def _costed(self, admitted: Permit | Deferral) -> Permit | Deferral:
         """A permit's call takes its expected cost with its slot (costs.py)."""

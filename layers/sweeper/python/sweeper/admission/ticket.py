@@ -84,10 +84,9 @@ class Ticket:
         self.holder = secrets.token_hex(6)
         self.leases: list[tuple[str, int, str]] = []  # (key, index, holder named in its item)
         self.lease_cap: LeaseCap | None = None
-        #: A wrapper's look just before the call goes (learned.py), called with the slot's time
-        #: and how long after it the slot may be used: it may send the record back (Deferring)
-        #: or give the slot up for another (StaleSlot). None: the call goes on its slot.
-        self.last_look: Callable[[float, float], None] | None = None
+        #: A wrapper's look just before the call goes (learned.py): it may send the record
+        #: back (Deferring) or give the slot up for another (StaleSlot). None: the call goes.
+        self.last_look: Callable[[], None] | None = None
 
     @cached_property
     def keys(self) -> list[str]:
@@ -134,7 +133,7 @@ class Ticket:
         `spend_late` gives up a slot for it. A wrapper's `last_look` comes first: it may keep
         the call from going on this slot (it raises)."""
         if self.last_look is not None:
-            self.last_look(slot_at, usable_for)
+            self.last_look()
         clocks = self.clocks
         self.called = True
         self.sent_at = clocks.now()
