@@ -198,7 +198,7 @@ def utilization(audit: VendorAudit, per_second: float, start: float, end: float)
     return round(accepted_between(audit, start, end) / (per_second * (end - start)), 3)
 
 
-def dynamodb_per_job(run: VendorRun) -> dict[str, float]:
+def dynamodb_per_job(run: VendorRun) -> dict[str, Any]:
     """DynamoDB write and read requests over the measured span per call the vendor accepted in
     it (a job's one effect; the limiter's requests and the idempotency records'); rate.py's
     figures of the same names. Empty when uncounted. Consumers still calling after the span
@@ -214,6 +214,8 @@ def dynamodb_per_job(run: VendorRun) -> dict[str, float]:
     return {
         "dynamodb_writes_per_job": per_job(DYNAMODB_WRITES),
         "dynamodb_reads_per_job": per_job(DYNAMODB_READS),
+        "accepted_in_span": jobs,
+        "dynamodb_requests": {k: v for k, v in sorted(requests.items()) if "dynamodb" in k},
     }
 
 
