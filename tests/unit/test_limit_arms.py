@@ -145,34 +145,30 @@ def test_a_limit_stating_no_regime_names_each_the_union_has() -> None:
         LimitConfig.model_validate({"name": "a", "key": "x", "regimes": []})
 
 
-def test_a_regime_stated_twice_on_one_limit_is_one_line(tmp_path: Path) -> None:
-    # Given a limit with a cap spelled of today and again as an arm
+def _refused(tmp_path: Path, limit_table: str) -> str:
+    """The one line a policy file of one limit (`limit_table`, its lines) is refused with."""
     path = tmp_path / "sweeper.toml"
-    path.write_text(
-        '[[policies]]\nname = "p"\n[[policies.limits]]\nname = "app"\nkey = "app"\n'
-        "rate = { limit = 2, period_seconds = 1 }\nmax_in_flight = 3\n"
-        'regimes = [{ regime = "max_in_flight", max_in_flight = 4 }]\n',
-        encoding="utf-8",
-    )
-    # Then the file is refused in one line naming the limit and the regime
+    path.write_text(f'[[policies]]\nname = "p"\n[[policies.limits]]\n{limit_table}', "utf-8")
     with pytest.raises(ConfigError) as refused:
         load_config(path)
     message = str(refused.value)
     assert "\n" not in message
-    assert "limit 'app' states max_in_flight twice: keep one" in message
+    return message
+
+
+def test_a_regime_stated_twice_on_one_limit_is_one_line(tmp_path: Path) -> None:
+    # Given a limit with a cap spelled of today and again as an arm
+    table = (
+        'name = "app"\nkey = "app"\nrate = { limit = 2, period_seconds = 1 }\n'
+        'max_in_flight = 3\nregimes = [{ regime = "max_in_flight", max_in_flight = 4 }]\n'
+    )
+    # Then the file is refused in one line naming the limit and the regime
+    assert "limit 'app' states max_in_flight twice: keep one" in _refused(tmp_path, table)
 
 
 def test_an_unknown_regime_names_the_known_ones(tmp_path: Path) -> None:
-    path = tmp_path / "sweeper.toml"
-    path.write_text(
-        '[[policies]]\nname = "p"\n[[policies.limits]]\nname = "app"\nkey = "app"\n'
-        'regimes = [{ regime = "burst", burst = 5 }]\n',
-        encoding="utf-8",
-    )
-    with pytest.raises(ConfigError) as refused:
-        load_config(path)
-    message = str(refused.value)
-    assert "\n" not in message
+    table = 'name = "app"\nkey = "app"\nregimes = [{ regime = "burst", burst = 5 }]\n'
+    message = _refused(tmp_path, table)
     assert "'burst'" in message
     assert "'rate', 'max_in_flight', 'budget'" in message
 
@@ -300,22 +296,16 @@ def test_a_new_regime_is_its_arm_its_terms_and_one_line_in_each_union(tmp_path: 
 
 
 def test_a_bad_value_in_an_arm_is_named_where_the_file_writes_it(tmp_path: Path) -> None:
-    # Given a file of today's spelling with a bad value in each regime
-    path = tmp_path / "sweeper.toml"
-    path.write_text(
-        '[[policies]]\nname = "p"\n[[policies.limits]]\nname = "store"\nkey = "{tenant_id}"\n'
-        "rate = { limit = 2, period_seconds = 1 }\n"
-        '[[policies.limits]]\nname = "app"\nkey = "app"\n'
-        "rate = { limit = 0, period_seconds = 1 }\ncost_per_call = 0\nmax_in_flight = 0\n"
-        "budget = { limit = 10, reserve_fraction = 1.5 }\n",
-        encoding="utf-8",
+    # Given a limit of today's spelling with a bad value in each regime
+    table = (
+        'name = "app"\nkey = "app"\nrate = { limit = 0, period_seconds = 1 }\n'
+        "cost_per_call = 0\nmax_in_flight = 0\nbudget = { limit = 10, reserve_fraction = 1.5 }\n"
     )
     # Then each error names the field as the table writes it, not the arm it loads as
-    with pytest.raises(ConfigError) as refused:
-        load_config(path)
-    assert str(refused.value).split(": ", 1)[1].split("; ") == [
-        "policies.0.limits.1.rate.limit: Input should be greater than 0",
-        "policies.0.limits.1.cost_per_call: Input should be greater than or equal to 1",
-        "policies.0.limits.1.max_in_flight: Input should be greater than or equal to 1",
-        "policies.0.limits.1.budget.reserve_fraction: Input should be less than 1",
+    assert _refused(tmp_path, table).split(": ", 1)[1].split("; ") == [
+        "policies.0.quota.limit: Input should be greater than 0",
+        "policies.0.limits.0.rate.limit: Input should be greater than 0",
+        "policies.0.limits.0.cost_per_call: Input should be greater than or equal to 1",
+        "policies.0.limits.0.max_in_flight: Input should be greater than or equal to 1",
+        "policies.0.limits.0.budget.reserve_fraction: Input should be less than 1",
     ]
