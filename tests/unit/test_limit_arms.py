@@ -309,3 +309,27 @@ def test_a_bad_value_in_an_arm_is_named_where_the_file_writes_it(tmp_path: Path)
         "policies.0.limits.0.max_in_flight: Input should be greater than or equal to 1",
         "policies.0.limits.0.budget.reserve_fraction: Input should be less than 1",
     ]
+
+
+def test_an_arm_given_a_limit_takes_the_place_of_its_regimes_arm_or_stands_beside_them() -> None:
+    # Given a limit of a rate of points and a cap (an operator's live rate replaces the rate)
+    limit = LimitConfig.model_validate(
+        {
+            "name": "app",
+            "key": "app",
+            "rate": {"limit": 90, "period_seconds": 1},
+            "cost_per_call": 3,
+            "max_in_flight": 2,
+        }
+    )
+    slower = RateArm(rate=Quota(limit=30, period_seconds=1), cost_per_call=3)
+    # Then the rate is replaced in its place, the cap kept
+    assert limit.with_arm(slower).regimes == (slower, CapArm(max_in_flight=2))
+    # and a regime it did not state stands in the union's order
+    budget = BudgetArm(budget=BudgetConfig(limit=600))
+    capped = LimitConfig.model_validate({"name": "app", "key": "app", "max_in_flight": 2})
+    assert capped.with_arm(budget).with_arm(slower).regimes == (
+        slower,
+        CapArm(max_in_flight=2),
+        budget,
+    )

@@ -208,10 +208,10 @@ class LimitConfig(_Strict):
         return next((arm for arm in self.regimes if isinstance(arm, kind)), None)
 
     def with_arm(self, arm: Arm) -> LimitConfig:
-        """The limit with `arm` in place of its arm of the same regime (an operator's live
-        rate, sweeper.admission.live)."""
-        arms = tuple(arm if mine.regime == arm.regime else mine for mine in self.regimes)
-        return self.model_copy(update={"regimes": arms})
+        """The limit with `arm` in place of its arm of the same regime, or beside its others
+        when it states none (an operator's live rate, sweeper.admission.live)."""
+        arms = [mine for mine in self.regimes if mine.regime != arm.regime]
+        return self.model_copy(update={"regimes": tuple(sorted([*arms, arm], key=_union_order))})
 
     # Today's spellings, read: the views the regimes' own modules (sweeper.admission) use.
 
