@@ -333,3 +333,22 @@ def test_an_arm_given_a_limit_takes_the_place_of_its_regimes_arm_or_stands_besid
         CapArm(max_in_flight=2),
         budget,
     )
+
+
+def test_a_limit_dumps_as_a_policy_file_writes_it() -> None:
+    # Given a limit of a rate of points and a cap, stated as arms
+    arms = (
+        RateArm(rate=Quota(limit=900, period_seconds=60), cost_per_call=5),
+        CapArm(max_in_flight=9),
+    )
+    limit = LimitConfig.model_validate({"name": "app", "key": "app", "regimes": arms})
+    # Then it dumps in today's spelling (what a function's environment and a reader of the
+    # dump see), only what was set when asked so
+    assert limit.model_dump(exclude_unset=True) == {
+        "name": "app",
+        "key": "app",
+        "rate": {"limit": 900, "period_seconds": 60.0},
+        "cost_per_call": 5,
+        "max_in_flight": 9,
+    }
+    assert limit.model_dump()["learn"] is None

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar, Union, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from sweeper.config.base import _Strict
 from sweeper.config.budget import BudgetConfig
@@ -58,10 +58,6 @@ def reach(template: str) -> Reach:
     if fields <= TENANT_FIELDS:
         return "tenant"
     return "call"
-
-
-def _tag(arm: type[Arm]) -> str:
-    return arm.tag()
 
 
 # Adding a regime: write its arm under sweeper/config/regimes/ (a subclass of Arm with its own
@@ -109,8 +105,8 @@ def _arms_of_the_table(data: Any) -> Any:
 def as_written(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     """A validation error's location in a limit's arm, as a policy file writes it on the
     limit's table: `regimes.0.rate.rate.limit` is `rate.limit`, `regimes.1.rate.cost_per_call`
-    is `cost_per_call` (an arm's tag, one of no known regime, is left as it is)."""
-    tags = {_tag(arm) for arm in ARMS}
+    is `cost_per_call`. A location under an unknown regime's tag is left as it is."""
+    tags = {arm.tag() for arm in ARMS}
     for at in range(len(loc) - 2):
         regimes, index, tag = loc[at : at + 3]
         if regimes == "regimes" and isinstance(index, int) and tag in tags:
@@ -137,7 +133,7 @@ def told_rate(table: Mapping[str, Any]) -> Any | None:
 def _union_order(arm: Any) -> int:
     """Where an arm (a table or a model) stands in the union; one of no known regime, last."""
     tag = arm.get("regime") if isinstance(arm, Mapping) else getattr(arm, "regime", None)
-    tags = [_tag(known) for known in ARMS]
+    tags = [known.tag() for known in ARMS]
     return tags.index(tag) if tag in tags else len(tags)
 
 
@@ -177,7 +173,7 @@ class LimitConfig(_Strict):
     @model_validator(mode="after")
     def _known_fields(self) -> Self:
         if not self.regimes:
-            tags = [f"a {_tag(arm)}" for arm in ARMS]
+            tags = [f"a {arm.tag()}" for arm in ARMS]
             either = f"{', '.join(tags[:-1])} or {tags[-1]}" if len(tags) > 1 else tags[0]
             raise ValueError(f"limit {self.name!r} needs {either} (or several)")
         stated = [arm.regime for arm in self.regimes]
@@ -202,6 +198,18 @@ class LimitConfig(_Strict):
             told = None if self.rate is None else self.rate.period_seconds
             check_learn_against_limit(self.learn, self.name, told)
         return self
+
+    @model_serializer(mode="wrap")
+    def _as_a_file_writes_it(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A limit dumps as a policy file writes it, each arm's fields on the limit's table
+        (`rate = ...`, `max_in_flight = N`): what a function's environment carries, and what
+        loads again as the same arms."""
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        for arm in data.pop("regimes", None) or ():
+            data.update({field: value for field, value in arm.items() if field != "regime"})
+        return data
 
     def arm(self, kind: type[A]) -> A | None:
         """The limit's arm of one regime (None: it does not state that regime)."""
