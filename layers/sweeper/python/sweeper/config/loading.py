@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 
 from sweeper.config.base import _Strict
+from sweeper.config.limit import as_written
 from sweeper.config.policy import Policy
 from sweeper.errors import ConfigError
 
@@ -43,7 +44,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     """Every problem, each naming its field, without echoing the input values."""
     lines = []
     for err in exc.errors():
-        where = ".".join(str(part) for part in err["loc"]) or "(root)"
+        where = ".".join(str(part) for part in as_written(err["loc"])) or "(root)"
         lines.append(f"{where}: {err['msg']}")
     return "; ".join(lines)
 
