@@ -37,6 +37,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.models import ActionCall, Job, JobStatus, NewJob, identity_values, operation_key
 from sweeper.params import ParamsError, ParamsRules
 from sweeper.scheduling import schedule_jobs
+from sweeper_tools.deploy import deploy_for
 
 #: How often the ledger (and the vendor's audit) is read while the canary travels.
 POLL_SECONDS = 0.1
@@ -172,7 +173,7 @@ def run_smoke(
     assert policy.smoke is not None
     key = canary_key(policy, canary)
     _check_canary_call(policy, canary, key)
-    report = SmokeReport(policy.name, key, action=policy.action.describe())
+    report = SmokeReport(policy.name, key, action=deploy_for(policy.action).describe())
     timeline = _Timeline(report, monotonic)
     limit = policy.smoke.timeout_seconds if timeout_seconds is None else timeout_seconds
     try:
@@ -208,7 +209,7 @@ def _check_canary_call(policy: Policy, canary: NewJob, key: str) -> None:
         # A canary's params, where obligations carry them (per-obligation params, issue 24).
         params=dict(canary.params),
     )
-    problem = policy.action.call_problem(call)
+    problem = deploy_for(policy.action).call_problem(call)
     if problem is not None:
         raise OperatorError(
             f"policy {policy.name}: its action could not send a smoke canary ({problem}): the "
@@ -256,7 +257,7 @@ def _travel(
 
     # hops 3-5: consumer, vendor, ledger, as they are seen. The "vendor" is whatever the
     # action's kind calls (the vendor, a bucket, a function, a callable): named by its kind.
-    target = policy.action.target
+    target = deploy_for(policy.action).target
     deadline = timeline.monotonic() + limit
     while True:
         job = _read(ledger, key, timeline, 4)

@@ -47,6 +47,7 @@ from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
 from sweeper_local.webhook import LocalWebhook
+from sweeper_tools.deploy import deploy_for
 from sweeper_tools.planning.consumer_defaults import deployed_config
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
@@ -168,7 +169,7 @@ class LocalConsoleStack(Service):
         # What its action calls, where nothing exists locally yet (an s3_delete action's bucket).
         make_action_targets(self.stack.aws, policy)
         # The team's own action code (a python kind), where its layer would put it on Lambda.
-        code = configured.action.layer_dir(Path(self.config_path).resolve().parent)
+        code = deploy_for(configured.action).layer_dir(Path(self.config_path).resolve().parent)
         pipeline = LocalPipeline(
             self.stack,
             policy,
