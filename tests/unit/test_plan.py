@@ -828,13 +828,6 @@ def test_a_limit_whose_key_another_policy_holds_too_is_not_judged_by_one_policys
     assert len(limit_warnings(policy, sharing=[apart])) == 1
 
 
-def test_the_fields_one_policy_fills_alike_are_the_schedulers_policy_wide_ones() -> None:
-    from sweeper.scheduling import POLICY_WIDE_SCOPE_FIELDS
-    from sweeper_tools.planning.limits import POLICY_CONSTANT_FIELDS
-
-    assert POLICY_CONSTANT_FIELDS == POLICY_WIDE_SCOPE_FIELDS
-
-
 def test_a_limit_beyond_what_the_consumers_complete_is_never_reached() -> None:
     # Given one environment of 2 calls at a measured 0.1 s: about 16 jobs/s with the overhead
     slow = _limited(

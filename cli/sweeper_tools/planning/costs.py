@@ -21,7 +21,6 @@ from typing import Any
 
 from sweeper.config import Policy, SweeperConfig
 from sweeper.models import OutcomeClass
-from sweeper.scheduling import single_scope
 from sweeper_tools.planning.pause import (
     AUTO_PAUSE_AFTER_SECONDS,
     HOURS_PER_MONTH,
@@ -30,6 +29,7 @@ from sweeper_tools.planning.pause import (
     ledger_wakes,
     runs_per_month,
 )
+from sweeper_tools.planning.scope import single_scope
 
 GB = 1e9  # bytes; AWS bills data in GB
 

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 
 from sweeper.config import Policy, S3Discovery, SweeperConfig
-from sweeper.scheduling import single_scope
 from sweeper_tools.deploy import deploy_for
+from sweeper_tools.planning.scope import single_scope
 
 #: CloudFormation's limits on one template.
 CFN_MAX_RESOURCES = 500

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -50,22 +49,6 @@ def scope_for(policy: Policy, job: NewJob) -> str:
         object_id=job.object_id,
         host=policy.action.scope_host,
     )
-
-
-#: Template fields that take one value per policy (the policy's name, its API's host).
-POLICY_WIDE_SCOPE_FIELDS = frozenset({"policy", "host"})
-
-
-def single_scope(policy: Policy) -> str | None:
-    """The one limiter scope every job of the policy shares, or None if jobs have their own.
-
-    A template over the policy and host only (kinds global, credential, endpoint) gives one
-    scope per policy; one naming the tenant or object gives a scope per tenant or object.
-    """
-    fields = set(re.findall(r"{(\w+)}", policy.scope.key_template))
-    if not fields <= POLICY_WIDE_SCOPE_FIELDS:
-        return None
-    return scope_for(policy, NewJob(tenant_id="", object_id="", due_at=datetime.now(UTC)))
 
 
 #: The CSV header: these columns in this order; due_at and params may be left out.
