@@ -61,7 +61,8 @@ def schedule(
     """
     from sweeper.errors import InputError
     from sweeper.params import ParamsRules
-    from sweeper.scheduling import decode_input, parse_jobs, schedule_jobs
+    from sweeper.scheduling import schedule_jobs
+    from sweeper_tools.obligation_file import decode_input, parse_jobs
 
     name = str(getattr(source, "name", "-"))
     chosen: Any = fmt or ("csv" if name.endswith(".csv") else "jsonl")
