@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any, Self
 
 from sweeper.config import Policy, SweeperConfig, load_config
-from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION, LocalFile, PolicyEndpoints, read_local_file
+from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.errors import LedgerError, LocalStackError, OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.observability import CountingSink
@@ -48,6 +48,7 @@ from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
 from sweeper_local.webhook import LocalWebhook
 from sweeper_tools.deploy import deploy_for
+from sweeper_tools.endpoints import LOCAL_CONSUMER_FUNCTION, read_local_file, write_local_file
 from sweeper_tools.planning.consumer_defaults import deployed_config
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
@@ -361,7 +362,7 @@ def serve(
         visibility_timeout_seconds=visibility_timeout_seconds,
         secret_values=secret_values,
     ) as stack:
-        stack.local_file().write(state_file)
+        write_local_file(stack.local_file(), state_file)
         try:
             while not stopping.wait(0.5):
                 failure = stack.failure()

@@ -34,6 +34,7 @@ from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
+from sweeper_tools.endpoints import write_local_file
 
 POLICY = "exports"
 #: The scenarios' policy file: one policy, one global scope, short leases and timeouts.
@@ -349,5 +350,5 @@ def run_scenario(
             database_url=database_url,
             tick_seconds=1.0 if name == "dlq" else None,
         ) as stack:
-            stack.local_file().write(local_file)
+            write_local_file(stack.local_file(), local_file)
             return scenario(stack, local_file, echo=echo)

@@ -20,6 +20,7 @@ from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_local.scenarios import SCENARIO_CONFIG
+from sweeper_tools.endpoints import write_local_file
 from sweeper_tools.ramp import RampFigures, decide
 from sweeper_tools.smoke import run_smoke
 from tests.integration.conftest import StartConsole
@@ -108,11 +109,16 @@ def test_a_smoke_names_the_consumer_when_no_consumer_reads_the_queue(
     found = LocalFile.model_validate_json(local_file.read_text())
     where = found.policies["exports"]
     detached = tmp_path / "detached.json"
-    found.model_copy(
-        update={
-            "policies": {"exports": PolicyEndpoints(**{**where.model_dump(), "queue_url": unread})}
-        }
-    ).write(detached)
+    write_local_file(
+        found.model_copy(
+            update={
+                "policies": {
+                    "exports": PolicyEndpoints(**{**where.model_dump(), "queue_url": unread})
+                }
+            }
+        ),
+        detached,
+    )
     # When the smoke runs
     report, stderr = run(detached, "smoke", "--timeout", "3", code=1)
     # Then it fails at the consumer, says so in one line, and still deletes its canary
