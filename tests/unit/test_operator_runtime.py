@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from infra.operator_api import config_file_text
 from sweeper.config import SweeperConfig, load_config
 from sweeper.errors import ConfigError
-from sweeper.operator_api.runtime import OperatorSettings, config_file_text
+from sweeper.operator_api.runtime import OperatorSettings
 
 
 @pytest.fixture
