@@ -38,11 +38,6 @@ def _batch(
 class RetentionLedger(Executor):
     """The retention side of `sweeper.ledger.store.Ledger`."""
 
-    def prune_batch(self, before: datetime, limit: int, policy: str | None = None) -> int:
-        """Delete one batch of succeeded rows completed before `before` (failed ones are kept:
-        `prune_settled_batch` takes their cutoff); how many."""
-        return self.prune_settled_batch(before, limit, policy)[0]
-
     def prune_settled_batch(
         self,
         before: datetime,
