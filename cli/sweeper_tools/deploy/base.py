@@ -96,7 +96,7 @@ def secret_read(*arns: str) -> Grant:
     for arn in arns:
         if is_secret_template(arn):
             # a secret per tenant: every secret under the template's fixed path, no more
-            resources.append(parse_secret_template(arn).grant_resource)
+            resources.append(f"{parse_secret_template(arn).before}*")
             reason = "a secret per tenant: the secrets under the template's own fixed path"
             continue
         suffix = arn.rsplit("-", 1)[-1]

@@ -60,15 +60,6 @@ def _known(name: str) -> bool:
     )
 
 
-def param_names(text: str) -> set[str]:
-    """The params `text` names."""
-    return {
-        name.removeprefix(PARAMS_PREFIX)
-        for name in PLACEHOLDER_RE.findall(text)
-        if name.startswith(PARAMS_PREFIX)
-    }
-
-
 def field_value(name: str, job: ActionCall, api_url: str = "") -> Any:
     """The JSON value of field `name` for `job`; TemplateError when a param is missing."""
     match name:
