@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from sweeper.config import Policy
 from sweeper.errors import OperatorError, SweeperError
@@ -182,7 +182,8 @@ def run_smoke(
         pass
     finally:
         try:
-            report.cleaned_up = ledger.delete_canary(
+            report.cleaned_up = delete_canary(
+                ledger,
                 key,
                 policy=policy.name,
                 tenant_id=canary.tenant_id,
@@ -308,3 +309,29 @@ def _read(ledger: Ledger, key: str, timeline: _Timeline, hop: int) -> Job:
     if job is None:
         raise timeline.fail(hop, "the canary's row is gone (pruned or deleted meanwhile?)")
     return job
+
+
+# `sweeper smoke`'s cleanup: its canary row, in any status, and its job events, in one statement.
+# Only a row under the policy's sandbox tenant whose object id carries the canary prefix matches,
+# so a mistyped key can never delete a customer's obligation.
+DELETE_CANARY: Final = """
+WITH gone AS (
+    DELETE FROM sweeper_jobs
+    WHERE operation_key = %(key)s AND policy = %(policy)s AND tenant_id = %(tenant_id)s
+      AND starts_with(object_id, %(prefix)s)
+    RETURNING id
+), events AS (
+    DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
+)
+SELECT id FROM gone
+"""
+
+
+def delete_canary(ledger: Ledger, key: str, *, policy: str, tenant_id: str, prefix: str) -> bool:
+    """Delete a smoke canary (and its job events) in any status; whether it was there."""
+    with ledger.transaction() as conn:
+        rows = conn.execute(
+            DELETE_CANARY,
+            {"key": key, "policy": policy, "tenant_id": tenant_id, "prefix": prefix},
+        ).fetchall()
+    return bool(rows)

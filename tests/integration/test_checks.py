@@ -22,7 +22,7 @@ from sweeper_cli import main
 from sweeper_local.scenarios import SCENARIO_CONFIG
 from sweeper_tools.endpoints import write_local_file
 from sweeper_tools.ramp import RampFigures, decide
-from sweeper_tools.smoke import run_smoke
+from sweeper_tools.smoke import delete_canary, run_smoke
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration
@@ -246,13 +246,13 @@ def test_the_canary_cleanup_deletes_only_a_sandbox_canary(ledger: Ledger) -> Non
     keys = [f"exports:{j.tenant_id}:{j.object_id}:v1" for j in jobs]
 
     def delete(key: str) -> bool:
-        return ledger.delete_canary(
-            key, policy="exports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
+        return delete_canary(
+            ledger, key, policy="exports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
         )
 
     # When the canary is asked for under another policy, then each as the canary
-    other_policy = ledger.delete_canary(
-        keys[2], policy="imports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
+    other_policy = delete_canary(
+        ledger, keys[2], policy="imports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
     )
     deleted = [delete(key) for key in keys]
     # Then only the canary went; the others are untouched

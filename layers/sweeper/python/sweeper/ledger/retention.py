@@ -66,11 +66,3 @@ class RetentionLedger(Executor):
     ) -> int:
         """Delete one batch of run records scheduled before `before`; how many."""
         return len(self._execute(retention_sql.PRUNE_RUNS, _batch(before, limit, policy, step)))
-
-    def delete_canary(self, key: str, *, policy: str, tenant_id: str, prefix: str) -> bool:
-        """Delete a smoke canary (and its job events) in any status; whether it was there."""
-        rows = self._execute(
-            retention_sql.DELETE_CANARY,
-            {"key": key, "policy": policy, "tenant_id": tenant_id, "prefix": prefix},
-        )
-        return bool(rows)
