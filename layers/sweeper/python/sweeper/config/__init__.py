@@ -67,7 +67,6 @@ from sweeper.limits import (
     LAMBDA_MIN_MEMORY_MB,
     MAX_PUBLISH_CONCURRENCY,
     MB_PER_VCPU,
-    vcpu_for,
 )
 
 __all__ = [
@@ -117,5 +116,4 @@ __all__ = [
     "load_settings",
     "reach",
     "template_fields",
-    "vcpu_for",
 ]
