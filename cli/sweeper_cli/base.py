@@ -20,10 +20,11 @@ import click
 from click.core import ParameterSource
 from pydantic import ValidationError
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.config.loading import describe_validation_error
 from sweeper.errors import SweeperError
 from sweeper.redaction import redact
+from sweeper_tools.policy_file import load_config
 
 if TYPE_CHECKING:
     from sweeper.endpoints import Endpoints

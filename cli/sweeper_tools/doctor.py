@@ -27,9 +27,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from sweeper.actions.base import ActionContext
-from sweeper.config import SweeperConfig, load_config
+from sweeper.config import SweeperConfig
 from sweeper.errors import ConfigError, OperatorError
 from sweeper_tools.deploy import deploy_for
+from sweeper_tools.policy_file import load_config
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Self
 
-from sweeper.config import Policy, SweeperConfig, load_config
+from sweeper.config import Policy, SweeperConfig
 from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.errors import LedgerError, LocalStackError, OperatorError
 from sweeper.ledger.store import Ledger
@@ -50,6 +50,7 @@ from sweeper_local.webhook import LocalWebhook
 from sweeper_tools.deploy import deploy_for
 from sweeper_tools.endpoints import LOCAL_CONSUMER_FUNCTION, read_local_file, write_local_file
 from sweeper_tools.planning.consumer_defaults import deployed_config
+from sweeper_tools.policy_file import load_config
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
 PAUSE_POLL_SECONDS = 1.0

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 
-from sweeper.config import MIN_CONSUMER_TIMEOUT_SECONDS, load_config
+from sweeper.config import MIN_CONSUMER_TIMEOUT_SECONDS
 from sweeper.dead_letters import queue_depth
 from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
@@ -57,6 +57,7 @@ from sweeper_local.postgres import LocalPostgres
 from sweeper_local.scenarios import SCENARIO_CONFIG, ScenarioError, catch_up_scenario, dlq_scenario
 from sweeper_local.vendor import VendorAudit, VendorSimulator
 from sweeper_tools.endpoints import LOCAL_CONSUMER_FUNCTION, write_local_file
+from sweeper_tools.policy_file import load_config
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef

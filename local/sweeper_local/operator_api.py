@@ -23,7 +23,6 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sweeper.config import load_config
 from sweeper.endpoints import LocalFile
 from sweeper.ledger.roles import READER_ROLE
 from sweeper.ledger.store import Ledger
@@ -31,6 +30,7 @@ from sweeper.operator_api.commands import Backend
 from sweeper.operator_api.service import Access, function_url_response, serve_function_url
 from sweeper_tools.endpoints import resolve, wake_store, write_local_file
 from sweeper_tools.operator_client import OPERATOR_URL_OUTPUT, READ_ONLY_URL_OUTPUT
+from sweeper_tools.policy_file import load_config
 
 LOCAL_ACCOUNT = "000000000000"
 _CREDENTIAL_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([A-Za-z0-9]+)/")

@@ -26,7 +26,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
 from sweeper.errors import LimiterError, LocalStackError
 from sweeper.ledger.store import Ledger
@@ -35,6 +34,7 @@ from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
 from sweeper_tools.endpoints import write_local_file
+from sweeper_tools.policy_file import load_config
 
 POLICY = "exports"
 #: The scenarios' policy file: one policy, one global scope, short leases and timeouts.

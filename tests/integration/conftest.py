@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import load_config
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.scenarios import SCENARIO_CONFIG
 from sweeper_tools.endpoints import write_local_file
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 
 StartConsole = Callable[..., tuple[LocalConsoleStack, Path]]

@@ -16,7 +16,6 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import load_config
 from sweeper.endpoints import Endpoints
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
@@ -32,6 +31,7 @@ from sweeper_tools.operator_client import (
     READ_ONLY_URL_OUTPUT,
     OperatorApiClient,
 )
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 from tests.integration.conftest import StartConsole, module_console
 

@@ -28,7 +28,6 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
@@ -44,6 +43,7 @@ from sweeper_local.poller import run_until
 from sweeper_local.scenarios import SCENARIO_CONFIG
 from sweeper_tools.endpoints import resolve, write_local_file
 from sweeper_tools.operator_client import OperatorApiClient
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer, _db_counter
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sweeper.config import load_config
 from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
@@ -20,6 +19,7 @@ from sweeper.scheduling import scope_for
 from sweeper_cli import main
 from sweeper_local.aws import LOCAL_REGION, LocalAws, provision
 from sweeper_tools.endpoints import write_local_file
+from sweeper_tools.policy_file import load_config
 
 LISTINGS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "listings.toml"
 #: The app limit's limiter key: `NAME:KEY`, the key being the marketplace's host.

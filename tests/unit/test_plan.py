@@ -215,7 +215,7 @@ SHIPPED_PLANS = [
 def test_the_shipped_policy_reaches_its_quota_with_the_timeout_its_batch_needs(
     args: list[str],
 ) -> None:
-    from sweeper.config import load_config
+    from sweeper_tools.policy_file import load_config
 
     result = CliRunner().invoke(
         main, ["plan", "--config", "sweeper.toml", "--json", *args], prog_name="sweeper"
