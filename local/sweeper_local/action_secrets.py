@@ -23,7 +23,7 @@ from sweeper.actions.http_auth import BasicAuth, HeaderAuth, OAuth2Auth
 from sweeper.actions.secret_template import SecretTemplate
 from sweeper.actions.templates import TENANT_FIELD
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
+from sweeper_local.errors import LocalStackError
 from sweeper_local.vendor import VendorSimulator
 
 #: The environment variable with an outside vendor's secret values (never a command-line flag:

@@ -31,16 +31,17 @@ from typing import Any, Self
 
 from sweeper.config import Policy, SweeperConfig
 from sweeper.endpoints import LocalFile, PolicyEndpoints
-from sweeper.errors import LedgerError, LocalStackError, OperatorError
+from sweeper.errors import LedgerError, OperatorError
 from sweeper.ledger.store import Ledger
-from sweeper.observability import CountingSink
 from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.action_targets import make_action_targets
 from sweeper_local.aws import LOCAL_REGION, PipelineResources
+from sweeper_local.errors import LocalStackError
 from sweeper_local.intake import LocalIntake
 from sweeper_local.lambda_runtime import LAYER_PATH_VARIABLE, Invocation
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.redrive_runner import LocalRedrive
 from sweeper_local.rehearsal import check_rehearsal

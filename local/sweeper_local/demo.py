@@ -23,10 +23,9 @@ from typing import Any
 from sweeper.actions.http import HttpAction
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.endpoints import LocalFile, PolicyEndpoints
-from sweeper.errors import LocalStackError
 from sweeper.limits import MAX_BATCH_SIZE_WITHOUT_WINDOW
 from sweeper.models import ActionCall, JobStatus
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.action_targets import make_action_targets, put_action_objects
 from sweeper_local.aws import LOCAL_REGION
@@ -44,7 +43,9 @@ from sweeper_local.demo_audit import (
 )
 from sweeper_local.demo_report import DemoOptions, DemoReport, demo_problem, refused_at_doors
 from sweeper_local.doors import feed_doors
+from sweeper_local.errors import LocalStackError
 from sweeper_local.intake import LocalIntake
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.stack import LocalStack

@@ -15,7 +15,7 @@ from typing import Final
 
 from sweeper.actions.rehearsal import Rehearsal
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
+from sweeper_local.errors import LocalStackError
 from sweeper_tools.deploy import deploy_for
 
 #: The variable that tells a pipeline's functions where a rehearsal sends every vendor call.

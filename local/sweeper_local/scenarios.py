@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sweeper.dead_letters import queue_depth
-from sweeper.errors import LimiterError, LocalStackError
+from sweeper.errors import LimiterError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
+from sweeper_local.errors import LocalStackError
 from sweeper_tools.endpoints import write_local_file
 from sweeper_tools.policy_file import load_config
 

@@ -21,10 +21,11 @@ from sweeper.intake.replay import PENDING_LEASE_SECONDS, Claim, DynamoReplayMark
 from sweeper.intake.send import QueueBacklog
 from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse, handle_webhook
 from sweeper.ledger.store import Ledger
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper.sqs_queue import OutgoingMessage, Publisher, SqsPublisher, SqsVisibility
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.webhook import sign
 
 SECRET = "webhook-secret-for-tests"
