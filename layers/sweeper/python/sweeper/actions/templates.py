@@ -105,18 +105,6 @@ def check_body_template(template: Any, depth: int = 0) -> list[str]:
     return problems
 
 
-def body_fields(template: Any) -> set[str]:
-    """The fields a (checked) body template names."""
-    if isinstance(template, dict):
-        return set().union(*(body_fields(value) for value in template.values()))
-    if isinstance(template, list):
-        return set().union(*(body_fields(item) for item in template))
-    if isinstance(template, str):
-        match = BODY_FIELD_RE.fullmatch(template)
-        return {match.group(1)} if match else set()
-    return set()
-
-
 def fill_body(template: Any, value_of: Callable[[str], Any]) -> Any:
     """A copy of a checked body template with each `{field}` string replaced by its value."""
     if isinstance(template, dict):
