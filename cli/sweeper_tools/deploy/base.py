@@ -72,6 +72,11 @@ class Preflight:
     fix: str | None = None
 
 
+def unreadable(name: str, reason: str, fix: str | None = None) -> list[Preflight]:
+    """A preflight that could not tell (a warning): what was in the way, and how to check."""
+    return [Preflight(name, None, f"could not be read: {reason}", fix)]
+
+
 @dataclass(frozen=True, slots=True)
 class KindCheck:
     """One finding of `sweeper doctor` about a kind's config (e.g. its secret is readable, its

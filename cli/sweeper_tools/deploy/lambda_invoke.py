@@ -11,7 +11,14 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.actions.lambda_invoke import LambdaActionConfig
-from sweeper_tools.deploy.base import AwsService, DeployKind, Grant, NetworkPath, Preflight
+from sweeper_tools.deploy.base import (
+    AwsService,
+    DeployKind,
+    Grant,
+    NetworkPath,
+    Preflight,
+    unreadable,
+)
 
 
 class LambdaDeploy(DeployKind[LambdaActionConfig]):
@@ -64,14 +71,11 @@ class LambdaDeploy(DeployKind[LambdaActionConfig]):
                         "deploy it first, or correct action.function_arn / qualifier",
                     )
                 ]
-            return [
-                Preflight(
-                    name,
-                    None,
-                    f"could not be read: {code}",
-                    "let the deploying identity call GetFunctionConfiguration, or check by hand",
-                )
-            ]
+            return unreadable(
+                name,
+                code,
+                "let the deploying identity call GetFunctionConfiguration, or check by hand",
+            )
         except BotoCoreError as exc:
-            return [Preflight(name, None, f"could not be read: {type(exc).__name__}")]
+            return unreadable(name, type(exc).__name__)
         return [Preflight(name, True, "exists")]

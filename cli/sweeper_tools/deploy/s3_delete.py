@@ -12,7 +12,14 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.actions.s3_delete import S3DeleteActionConfig
-from sweeper_tools.deploy.base import AwsService, DeployKind, Grant, NetworkPath, Preflight
+from sweeper_tools.deploy.base import (
+    AwsService,
+    DeployKind,
+    Grant,
+    NetworkPath,
+    Preflight,
+    unreadable,
+)
 
 
 class S3DeleteDeploy(DeployKind[S3DeleteActionConfig]):
@@ -64,14 +71,9 @@ class S3DeleteDeploy(DeployKind[S3DeleteActionConfig]):
                 return [
                     Preflight(name, False, "does not exist", "create it, or correct action.bucket")
                 ]
-            return [
-                Preflight(
-                    name,
-                    None,
-                    f"could not be read: {code}",
-                    "let the deploying identity call HeadBucket on it, or check it by hand",
-                )
-            ]
+            return unreadable(
+                name, code, "let the deploying identity call HeadBucket on it, or check it by hand"
+            )
         except BotoCoreError as exc:
-            return [Preflight(name, None, f"could not be read: {type(exc).__name__}")]
+            return unreadable(name, type(exc).__name__)
         return [Preflight(name, True, "reachable")]
