@@ -16,7 +16,7 @@ from sweeper import runtime
 from sweeper.config import Policy
 from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue
 from sweeper.limiter import DynamoLimiter
-from sweeper.limiter.gates import closed_gates
+from sweeper.limiter.gates import closed_gates_after
 from sweeper.models import OutcomeClass
 from sweeper.redrive import RedriveReport, RedriveRequest
 from sweeper.redrive_auto import Watch
@@ -86,10 +86,15 @@ def died(pipeline: Pipeline, i: int, *, code: str, outcome: OutcomeClass | None 
     )
 
 
-def watching(pipeline: Pipeline, clock: WallClock, **kw: Any) -> tuple[RedriveReport, Moves]:
-    """A scheduled run of the throttled letters' redrive, on `clock`, started every minute."""
+def watching(
+    pipeline: Pipeline, clock: WallClock, client: Any = None, **kw: Any
+) -> tuple[RedriveReport, Moves]:
+    """A scheduled run of the throttled letters' redrive, on `clock`, started every minute,
+    reading the closed gates as the function does (through `client`, if given)."""
     dlq = Moves(pipeline, clock)
-    closed_since = partial(closed_gates, pipeline.aws.dynamodb(), pipeline.resources.limiter_table)
+    closed_since = partial(
+        closed_gates_after, client or pipeline.aws.dynamodb(), pipeline.resources.limiter_table
+    )
     report = redrive(
         pipeline,
         RedriveRequest(policy="exports"),
