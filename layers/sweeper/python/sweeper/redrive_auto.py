@@ -11,7 +11,7 @@ Scheduler's finest rate), and each scheduled run is a `Watch`:
   sweeper.limiter.closures, raised by every gate close) and Scans the limiter table for the
   gates closed now or reopened since only when that end is after its period's start. Idle, a
   run is those two reads, a few ms and one read unit, whatever the number of limiter keys (a
-  Scan reads every item: at 100,000 keys of ~100 bytes, ~1,250 read units a run);
+  Scan reads every item: at 100,000 keys of ~100 bytes, ~1,220 read units a run);
 - a letter whose job died of a limit moves back once every limit of the job is open and its
   time has come (never before); a reopening that falls within the run (the shared limiter
   item's `closed_until`, or the job's next attempt) is waited for in place, then the letters
