@@ -2,15 +2,15 @@
 closed gates (the watching redrive, the producer) read it first and Scan the limiter table only
 when a closure ends after the instant they ask about; every gate close raises it, never lowers it.
 
-Requests are counted on the real client (botocore's `before-call` event), against the DynamoDB
-stand-in (or moto).
+Requests are counted on the real client (`recording`), against the DynamoDB stand-in (or moto);
+a watching redrive that finds a gate closed lately Scans
+(test_redrive_auto.py::test_an_empty_dlq_is_watched_when_a_gate_reopened_lately).
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 import pytest
@@ -28,23 +28,17 @@ from sweeper.producer import run_producer
 from sweeper_local.aws import LocalAws
 from tests.conftest import Pipeline, load_event
 from tests.fakes import FakePublisher
-from tests.integration.test_redrive import body
-from tests.integration.test_redrive_auto import WallClock, close_gate, died, watching
+from tests.integration.test_redrive_auto import (
+    WallClock,
+    automatic_in_functions,
+    close_gate,
+    recording,
+    watching,
+)
 
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 12, 7, 2, 0, tzinfo=UTC)
-
-
-def recording(client: Any) -> list[str]:
-    """The DynamoDB operations `client` sends from now on, by name, one per request."""
-    sent: list[str] = []
-
-    def note(model: Any, **_: Any) -> None:
-        sent.append(model.name)
-
-    client.meta.events.register("before-call.dynamodb", note)
-    return sent
 
 
 # -- the watching redrive ------------------------------------------------------------------------
@@ -54,11 +48,7 @@ def test_an_idle_watching_redrive_reads_the_marker_and_scans_nothing(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the policy's automatic redrive, an empty DLQ and no gate ever closed
-    policy = Policy.model_validate(
-        {**pipeline.policy.model_dump(), "redrive": {"automatic": "throttled"}}
-    )
-    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-    runtime.reset()
+    automatic_in_functions(pipeline, monkeypatch)
     sent = recording(runtime.dynamodb_client())
     # When its schedule runs the redrive function
     report = redrive_app.handler(
@@ -68,26 +58,6 @@ def test_an_idle_watching_redrive_reads_the_marker_and_scans_nothing(
     assert report["stop_reason"] == "empty"
     assert "Scan" not in sent
     assert sent == ["GetItem"]
-
-
-def test_a_watching_redrive_scans_after_a_gate_closed_and_finds_it(pipeline: Pipeline) -> None:
-    # Given an empty DLQ and the scope's gate, reopened 5 s ago (within the run's last minute)
-    clock = WallClock()
-    close_gate(pipeline, clock.epoch - 5)
-    # ... and a letter deferred to that reopening dying 3 s into the run
-    dead = partial(
-        pipeline.aws.sqs().send_message, QueueUrl=pipeline.resources.dlq_url, MessageBody=body(0)
-    )
-    pipeline.seed(1)
-    died(pipeline, 0, code="wait_throttled")
-    clock.on_sleep.extend([lambda: None, lambda: None, dead])
-    client = pipeline.aws.dynamodb()
-    sent = recording(client)
-    # When a scheduled run looks
-    report, _ = watching(pipeline, clock, client)
-    # Then it read the marker, scanned for the gate, kept watch and moved the letter
-    assert sent[:2] == ["GetItem", "Scan"]
-    assert report.moved == 1
 
 
 def test_a_closure_ended_before_the_runs_minute_stops_the_scans(pipeline: Pipeline) -> None:

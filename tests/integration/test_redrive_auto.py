@@ -109,6 +109,26 @@ def watching(
     return report, dlq
 
 
+def automatic_in_functions(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The functions run the policy with its automatic redrive (a new cold start)."""
+    policy = Policy.model_validate(
+        {**pipeline.policy.model_dump(), "redrive": {"automatic": "throttled"}}
+    )
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    runtime.reset()
+
+
+def recording(client: Any) -> list[str]:
+    """The DynamoDB operations `client` sends from now on, by name, one per request."""
+    sent: list[str] = []
+
+    def note(model: Any, **_: Any) -> None:
+        sent.append(model.name)
+
+    client.meta.events.register("before-call.dynamodb", note)
+    return sent
+
+
 def close_gate(pipeline: Pipeline, until: float) -> None:
     DynamoLimiter(pipeline.aws.dynamodb(), pipeline.resources.limiter_table).close(
         "exports", until, "throttled"
@@ -219,9 +239,13 @@ def test_an_empty_dlq_is_watched_when_a_gate_reopened_lately(pipeline: Pipeline)
     clock.on_sleep.append(lambda: None)
     clock.on_sleep.append(lambda: None)
     clock.on_sleep.append(dead)
+    client = pipeline.aws.dynamodb()
+    sent = recording(client)
     # When a scheduled run looks
-    report, dlq = watching(pipeline, clock)
-    # Then it kept watch and moved the letter within a poll of its landing
+    report, dlq = watching(pipeline, clock, client)
+    # Then it read the latest closure's end, Scanned for the gate (it ended within the run's
+    # minute), kept watch and moved the letter within a poll of its landing
+    assert sent[:2] == ["GetItem", "Scan"]
     assert report.moved == 1
     assert dlq.moved_at[0] - (clock.epoch - clock.mono + 1000.0 + 3.0) <= 1.0 + 0.01
 
@@ -251,11 +275,7 @@ def test_the_schedule_leaves_a_letter_that_died_otherwise_and_an_operator_moves_
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the policy's automatic redrive, and a letter of a job whose call timed out
-    policy = Policy.model_validate(
-        {**pipeline.policy.model_dump(), "redrive": {"automatic": "throttled"}}
-    )
-    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-    runtime.reset()
+    automatic_in_functions(pipeline, monkeypatch)
     dead_letters(pipeline, 1)
     died(pipeline, 0, code="raised:Timeout", outcome=OutcomeClass.UNKNOWN)
     # When its schedule runs the redrive, then an operator asks for one
