@@ -193,14 +193,17 @@ def test_the_patterns_name_each_limit_by_its_policy_wide_prefix(policies: list[P
         "budget#app:app${*}${?}${$}#*",  # and its budget's windows
         "scope#sellers:*",  # a seller's cap a 429 names: its gate, its leases
         "lease#sellers:*",
+        "closures#latest",  # the latest closure's end, one item every gate close raises
     ]
-    assert limiter_key_patterns(eu) == ["scope#eu.example.com"]  # the endpoint's own
-    assert limiter_key_patterns(us) == ["scope#listings-us"]  # the policy's one, exactly
+    # the endpoint's own, and the policy's one, exactly
+    assert limiter_key_patterns(eu) == ["scope#eu.example.com", "closures#latest"]
+    assert limiter_key_patterns(us) == ["scope#listings-us", "closures#latest"]
     assert limiter_key_patterns(refunds) == [
         "scope#refunds:*",
         "scope#day:refunds:*",  # a day's budget a 429 names: its gate, its windows
         "budget#day:refunds:*",
         "lease#stores:refunds:*",  # a cap no 429 names: its leases, no gate
+        "closures#latest",
     ]
     assert unconfined_limits(listings) == unconfined_limits(eu) == unconfined_limits(us) == []
 
@@ -214,3 +217,37 @@ def test_a_scope_beginning_with_a_per_call_field_is_named_unconfined(
     )
     assert key_pattern("scope#", "{tenant_id}/x", tenant_scoped) == "scope#*"
     assert unconfined_limits(tenant_scoped) == ["{tenant_id}/x"]
+
+
+class _UpdatedKeys:
+    """A DynamoDB client that accepts every update and notes the key it names."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def update_item(self, **request: object) -> dict[str, object]:
+        key = request["Key"]
+        assert isinstance(key, dict)
+        self.keys.append(key["pk"]["S"])
+        return {}
+
+
+@given(tenant_id=ids, object_id=ids, seller=ids)
+def test_every_key_a_gate_close_writes_is_granted_the_latest_closure_included(
+    policies: list[Policy], tenant_id: str, object_id: str, seller: str
+) -> None:
+    # Given each policy's consumer limiter, and the keys a 429 on a call closes
+    for policy in policies:
+        job = NewJob(tenant_id=tenant_id, object_id=object_id, due_at=datetime.now(UTC))
+        call = action_call(policy.name, tenant_id, object_id, seller=seller)
+        call = call.model_copy(update={"scope": scope_for(policy, job)})
+        client = _UpdatedKeys()
+        limiter = DynamoLimiter(client, "limiter")  # type: ignore[arg-type]
+        # When the limiter closes each of their gates
+        for key in closed_keys(policy, call):
+            limiter.close(key, time.time() + 5, "throttled")
+        # Then it raised the latest closure's marker, and wrote only keys its role is granted
+        granted = [string_like(x) for x in limiter_key_patterns(policy)]
+        assert "closures#latest" in client.keys
+        for key in client.keys:
+            assert any(p.fullmatch(key) for p in granted), key

@@ -12,9 +12,10 @@ its first per-call field (`{tenant_id}`, `{object_id}`, `{params.*}`) becomes th
 
 Some keys are shared with other policies by design, and are granted as they are: `{host}` (every
 policy calling one API shares its endpoint limit) and a constant key (`"app"`, a vendor's
-app-wide limit). A scope template that begins with a per-call field (`{tenant_id}` alone) has
-no prefix to confine: its pattern is every scope key, and `unconfined_limits` names it so that
-synth can say so.
+app-wide limit), and `closures#latest`, the latest closure's end, which every gate close
+raises (sweeper.limiter.closures). A scope template that begins with a per-call field
+(`{tenant_id}` alone) has no prefix to confine: its pattern is every scope key, and
+`unconfined_limits` names it so that synth can say so.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ SCOPE_KEY_PREFIX = "scope#"
 LEASE_KEY_PREFIX = "lease#"
 #: A budget's count, one item per limiter key and window (sweeper.limiter.budget).
 BUDGET_KEY_PREFIX = "budget#"
+#: The latest closure's end, one item for the table (sweeper.limiter.closures): every gate
+#: close raises it, so every consumer is granted it, as it is.
+CLOSURES_KEY = "closures#latest"
 
 #: What IAM's StringLike reads as a wildcard or a variable, and how it writes each literally.
 _IAM_LITERAL = {"$": "${$}", "*": "${*}", "?": "${?}"}
@@ -67,6 +71,7 @@ def limiter_key_patterns(policy: Policy) -> list[str]:
             patterns.append(key_pattern(LEASE_KEY_PREFIX, template, policy))
         if limit.budget is not None:
             patterns.append(budget_pattern(template, policy))
+    patterns.append(CLOSURES_KEY)  # the first limit's gate is closed by a 429 (`has_gate`)
     return list(dict.fromkeys(patterns))
 
 
