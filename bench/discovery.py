@@ -79,9 +79,14 @@ def _figures(report: DiscoveryReport) -> dict[str, Any]:
         "unchanged": report.unchanged,
         "pages": report.pages,
         "seconds": report.elapsed_seconds,
-        "rows_per_second": round(report.rows_per_second),
+        "rows_per_second": _per_second(report.scanned, report.elapsed_seconds),
         "stop_reason": report.stop_reason,
     }
+
+
+def _per_second(rows: int, seconds: float) -> int:
+    """Rows read per second of the run, 0 for a run that took no time."""
+    return round(rows / seconds) if seconds > 0 else 0
 
 
 def _sql(
@@ -141,7 +146,7 @@ def _budgeted(
         "ledger_distinct_keys": distinct,
         "every_row_once": scanned == inserted == held == distinct == rows and read_twice == 0,
         "seconds": round(seconds, 3),
-        "rows_per_second": round(scanned / seconds) if seconds > 0 else 0,
+        "rows_per_second": _per_second(scanned, seconds),
     }
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweeper.config import LimitConfig, Policy, load_config
+from sweeper.config import LimitConfig, Policy
 from sweeper_bench.process_cpu import by_role, snapshot
 from sweeper_local.demo import LOCAL_CALL_OVERHEAD_SECONDS, run_demo
 from sweeper_local.demo_report import DemoOptions
@@ -31,6 +31,7 @@ from sweeper_local.graphql_cost import STANDARD_STORE_RESTORE_RATE
 from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.limits import planned_keys
 from sweeper_tools.planning.plan import Plan, PlanInput, make_plan
+from sweeper_tools.policy_file import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO_ROOT / "docs" / "examples"

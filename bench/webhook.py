@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sweeper.config import Policy
-from sweeper.observability import CountingSink
 from sweeper_local.aws import LocalAws, provision_intake
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.webhook import LocalWebhook, local_webhook_deps, post_signed
 
 POLICY = Policy(name="bench")

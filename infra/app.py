@@ -22,8 +22,8 @@ from infra.packaging import REPO_ROOT
 from infra.stack import SweeperStack
 from infra.stack_size import STACK_RESOURCE_LIMIT_CONTEXT, check, report
 from layers.build import DEPS_LAYER_DIR, is_up_to_date
-from sweeper.config import load_config
 from sweeper.errors import ConfigError
+from sweeper_tools.policy_file import load_config
 
 DEFAULT_OUTDIR = "cdk.out"
 CDK_JSON = REPO_ROOT / "cdk.json"

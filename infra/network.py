@@ -18,7 +18,7 @@ from constructs import Construct, DependencyGroup
 
 from infra.nag import acknowledge
 from infra.options import DeploymentOptions
-from sweeper.actions.base import AwsService
+from sweeper_tools.deploy.base import AwsService
 
 VPC_CIDR = "10.40.0.0/16"
 MAX_AVAILABILITY_ZONES = 2

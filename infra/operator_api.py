@@ -28,7 +28,6 @@ from infra.packaging import CONFIG_FILE_PATH, config_layer
 from infra.pipeline import Pipeline
 from infra.tables import Tables
 from sweeper.config import SweeperConfig
-from sweeper.operator_api.runtime import config_file_text
 
 READ_TIMEOUT_SECONDS = 60
 #: A redrive may take its budget (the CLI's default 600 s) inside Lambda's 900 s.
@@ -212,3 +211,9 @@ def _describe(stack: Stack) -> iam.PolicyStatement:
     return iam.PolicyStatement(
         actions=["cloudformation:DescribeStacks"], resources=[stack.stack_id]
     )
+
+
+def config_file_text(config: SweeperConfig) -> str:
+    """What the config layer holds: only what the policy file set (a discriminator such as
+    `discovery.kind` stays, though it equals its default), validated again when read."""
+    return config.model_dump_json(exclude_unset=True)

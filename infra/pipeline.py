@@ -30,6 +30,7 @@ from sweeper.config import Policy
 from sweeper.errors import ConfigError
 from sweeper.limiter.keys import unconfined_limits
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
+from sweeper_tools.deploy import deploy_for
 from sweeper_tools.event_source import check_policy_event_source
 from sweeper_tools.planning.plan import limit_warnings, quota_warning
 
@@ -60,7 +61,7 @@ class Pipeline(Construct):
         self.policy = policy
         self.sharing = list(sharing)
         self.policy_dir = policy_dir or REPO_ROOT
-        for error in policy.action.synth_errors(self.policy_dir):
+        for error in deploy_for(policy.action).synth_errors(self.policy_dir):
             raise ConfigError(f"policy {policy.name}: {error}")
         consumer_config = policy.consumer
         visibility_seconds = consumer_config.visibility_timeout_seconds
@@ -160,10 +161,10 @@ class Pipeline(Construct):
             Annotations.of(self).add_warning_v2("sweeper:LimitUnreachable", warning)
 
     def _grant_action_access(self, ledger: LedgerAccess) -> None:
-        """What the policy's action kind says it needs (sweeper.actions.base): its IAM
+        """What the policy's action kind says it needs (sweeper_tools.deploy): its IAM
         statements, its AWS APIs' endpoints and its vendor's ports, besides the consumer's own
         DynamoDB and SQS. Nothing here knows one kind from another."""
-        action = self.policy.action
+        action = deploy_for(self.policy.action)
         network = ledger.network
         for warning in action.synth_warnings():
             Annotations.of(self).add_warning_v2(

@@ -13,6 +13,7 @@ from constructs import Construct
 from infra.ledger_function import LedgerAccess, LedgerFunction
 from infra.pipeline import Pipeline
 from infra.tables import Tables
+from sweeper_tools.deploy.redrive import redrive_schedule
 
 REDRIVE_TIMEOUT_SECONDS = 300
 REDRIVE_MEMORY_MB = 512
@@ -60,5 +61,5 @@ class Redrive(Construct):
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
         self.function.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the throttle gate)")
         self.schedule = self.function.run_on_schedule(
-            policy.redrive.schedule_expression, "run the redrive"
+            redrive_schedule(policy.redrive), "run the redrive"
         )

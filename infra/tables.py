@@ -16,7 +16,7 @@ from constructs import Construct
 from sweeper.config import Policy
 from sweeper.consumer.idempotency import idempotency_key_prefix
 from sweeper.ledger.wake import wake_key
-from sweeper.limiter.keys import limiter_key_patterns
+from sweeper.limiter.keys import CLOSURES_KEY, limiter_key_patterns
 from sweeper.limiter.live import live_key
 
 #: Powertools' DynamoDBPersistenceLayer defaults: key attribute and expiry attribute.
@@ -99,8 +99,11 @@ class Tables(Construct):
         self.limiter.grant(grantee, "dynamodb:GetItem")
 
     def grant_gate_scanner(self, grantee: iam.IGrantable) -> None:
-        """List the closed gates (the producer passes over their scopes' rows)."""
+        """List the closed gates (the producer passes over their scopes' rows): the latest
+        closure's end first (GetItem on that one item, sweeper.limiter.closures), then a Scan
+        only when a closure ends after the instant asked about."""
         self.limiter.grant(grantee, "dynamodb:Scan")
+        _grant_items(grantee, self.limiter, ("dynamodb:GetItem",), [CLOSURES_KEY])
 
     def grant_consumer(self, grantee: iam.IGrantable, policy: Policy) -> None:
         """What a policy's consumer does: its own idempotency records (Powertools writes

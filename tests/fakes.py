@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 
 from sweeper.errors import PublishError
+from sweeper.ledger.store import Ledger
 from sweeper.sqs_queue import OutgoingMessage
 
 
@@ -32,3 +34,15 @@ class FakePublisher:
             failed = [m.entry_id for m in messages if m.entry_id in self.fail_ids]
             self.sent.extend(m for m in messages if m.entry_id not in self.fail_ids)
             return failed
+
+
+def unexpired_leases(ledger: Ledger, policy: str, now: datetime) -> int:
+    """The policy's leased rows whose lease has not expired at `now`: what was in flight."""
+    with ledger.transaction() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM sweeper_jobs"
+            " WHERE policy = %s AND status = 'leased' AND lease_expires_at > %s",
+            (policy, now),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -20,10 +20,11 @@ import click
 from click.core import ParameterSource
 from pydantic import ValidationError
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.config.loading import describe_validation_error
 from sweeper.errors import SweeperError
 from sweeper.redaction import redact
+from sweeper_tools.policy_file import load_config
 
 if TYPE_CHECKING:
     from sweeper.endpoints import Endpoints
@@ -332,7 +333,7 @@ class Console:
         database_url: str | None,
         config_path: str,
     ) -> None:
-        from sweeper.endpoints import resolve
+        from sweeper_tools.endpoints import resolve
 
         self.endpoints: Endpoints = resolve(
             local_file=local_file,
@@ -351,11 +352,12 @@ class Console:
     @property
     def ledger(self) -> Any:
         from sweeper.ledger.store import Ledger
+        from sweeper_tools.endpoints import wake_store
 
         if self._ledger is None:
             url = self.endpoints.require_database()
             # An operator's write lowers the policy's wake item, as every writer's does.
-            self._ledger = Ledger(url, wake=self.endpoints.wake_store())
+            self._ledger = Ledger(url, wake=wake_store(self.endpoints))
         return self._ledger
 
     def policy(self, name: str | None) -> Policy:
@@ -467,7 +469,7 @@ def through_api() -> bool:
 
 def api_client(target: dict[str, Any]) -> Any:
     """The operator API's client for the target (`--stack` and the operator's AWS session)."""
-    from sweeper.endpoints import resolve
+    from sweeper_tools.endpoints import operator_api_outputs, resolve
     from sweeper_tools.operator_client import OperatorApiClient
 
     endpoints = resolve(
@@ -477,7 +479,7 @@ def api_client(target: dict[str, Any]) -> Any:
         profile=target.get("profile"),
         stack=target.get("stack"),
     )
-    return OperatorApiClient.from_outputs(endpoints.session, endpoints.operator_api_outputs())
+    return OperatorApiClient.from_outputs(endpoints.session, operator_api_outputs(endpoints))
 
 
 def execute(

@@ -63,7 +63,7 @@ def ramp_check(policy_name: str | None, hours: float, as_json: bool, **target: A
                 ) from exc
         else:
             figures = figures_from_cloudwatch(
-                console.endpoints.cloudwatch(), policy.name, start, end
+                console.endpoints.client("cloudwatch"), policy.name, start, end
             )
     decision = decide(figures, policy.consumer, policy.quota.rate_per_second)
     if as_json:

@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from sweeper.operations.status import share_line
 from sweeper.operator_api.requests import MAX_ROWS, MAX_STUCK_AFTER_SECONDS
 from sweeper_cli.base import (
     actor_option,
@@ -22,6 +21,7 @@ from sweeper_cli.base import (
     target_options,
 )
 from sweeper_cli.failures import print_failures
+from sweeper_cli.shares import share_line
 
 
 @main.command()

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from sweeper.config import Policy, Quota, load_config
+from sweeper.config import Policy, Quota
 from sweeper.limits import MAX_BATCH_SIZE
 from sweeper_cli.base import (
     database_option,
@@ -20,6 +20,7 @@ from sweeper_cli.base import (
     local_stack_required,
     main,
 )
+from sweeper_tools.policy_file import load_config
 
 #: The doors of sweeper_local.doors.DOORS, named here so that `--help` works without the harness
 #: (a test checks the two agree).

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from sweeper.config import load_config
 from sweeper.redaction import redact
 from sweeper_cli.base import (
     config_option,
@@ -22,6 +21,7 @@ from sweeper_cli.base import (
     main,
 )
 from sweeper_tools.event_source import check_policy_event_source
+from sweeper_tools.policy_file import load_config
 
 
 @main.group()

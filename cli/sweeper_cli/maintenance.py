@@ -31,7 +31,6 @@ from sweeper_cli.base import (
 @friendly_errors
 def migrate(database_url: str | None) -> None:
     """Apply the ledger's pending migrations (safe to run concurrently)."""
-    from sweeper.ledger.migrate import current_version
     from sweeper.ledger.migrate import migrate as apply
 
     if not database_url:
@@ -125,3 +124,17 @@ def doctor(
     click.echo(render(results, as_json))
     if any(r.status == "fail" for r in results):
         sys.exit(1)
+
+
+def current_version(conninfo: str) -> int:
+    """The highest applied migration, 0 for an empty database."""
+    from sweeper.ledger.migrate import connect
+
+    with connect(conninfo) as conn:
+        exists = conn.execute("SELECT to_regclass('sweeper_schema_version')").fetchone()
+        if exists is None or exists[0] is None:
+            return 0
+        row = conn.execute(
+            "SELECT coalesce(max(version), 0) FROM sweeper_schema_version"
+        ).fetchone()
+        return int(row[0]) if row else 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -29,6 +30,10 @@ from sweeper_cli.base import (
     target_options,
     through_api,
 )
+
+if TYPE_CHECKING:
+    from sweeper.operator_api.backend import Backend
+    from sweeper.operator_api.requests import CatchUpRequest
 
 
 @main.command()
@@ -61,7 +66,8 @@ def schedule(
     """
     from sweeper.errors import InputError
     from sweeper.params import ParamsRules
-    from sweeper.scheduling import decode_input, parse_jobs, schedule_jobs
+    from sweeper.scheduling import schedule_jobs
+    from sweeper_tools.obligation_file import decode_input, parse_jobs
 
     name = str(getattr(source, "name", "-"))
     chosen: Any = fmt or ("csv" if name.endswith(".csv") else "jsonl")
@@ -185,7 +191,6 @@ def catch_up(
     if through_api():
         data = execute(request, target=target)
     else:
-        from sweeper.operator_api.changes import missed_run_count
         from sweeper.operator_api.commands import run_command
 
         with open_console(**target) as console:
@@ -252,3 +257,12 @@ def retry(
         click.echo(json.dumps(data))
         return
     click.echo(f"policy {data['policy']}: {data['retried']} job(s) back to pending")
+
+
+def missed_run_count(backend: Backend, request: CatchUpRequest) -> int:
+    """How many runs a catch-up would release (the direct path's progress bar length)."""
+    from sweeper.operations.missed import missed_runs
+
+    policy = backend.policy(request.policy)
+    until = (request.until or backend.clock()).astimezone(UTC)
+    return len(missed_runs(policy, backend.ledger, request.since.astimezone(UTC), until))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from sweeper_cli.base import (
     target_options,
     through_api,
 )
+
+if TYPE_CHECKING:
+    from sweeper.operator_api.backend import Backend
 
 
 @main.command()
@@ -85,7 +88,6 @@ def redrive(
     some letter could not be handled.
     """
     from sweeper.models import OutcomeClass
-    from sweeper.operator_api.changes import dlq_depth
     from sweeper.operator_api.requests import RedriveCommand
 
     request = RedriveCommand(
@@ -114,3 +116,13 @@ def redrive(
             err=True,
         )
         sys.exit(1)
+
+
+def dlq_depth(backend: Backend, policy_name: str | None) -> int:
+    """Messages in the policy's DLQ (the direct path's progress bar length)."""
+    from sweeper.dead_letters import queue_depth
+
+    where = backend.endpoints.policy(backend.policy(policy_name).name)
+    if where.dlq_url is None:
+        return 0
+    return queue_depth(backend.endpoints.sqs(), where.dlq_url)[0]

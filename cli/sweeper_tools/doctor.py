@@ -27,8 +27,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from sweeper.actions.base import ActionContext
-from sweeper.config import SweeperConfig, load_config
+from sweeper.config import SweeperConfig
 from sweeper.errors import ConfigError, OperatorError
+from sweeper_tools.deploy import deploy_for
+from sweeper_tools.policy_file import load_config
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -315,11 +317,11 @@ def check_stack(cloudformation: Any, stack: str) -> CheckResult:
 def check_action_targets(
     config: SweeperConfig, client: Callable[[str], Any], policy_dir: Path
 ) -> list[CheckResult]:
-    """What each policy's action kind calls is there (sweeper.actions.base.ActionKind.preflight):
+    """What each policy's action kind calls is there (sweeper_tools.deploy, `preflight`):
     the bucket reachable, the function present, the callable importable."""
     results = []
     for policy in config.policies:
-        for found in policy.action.preflight(client, policy_dir):
+        for found in deploy_for(policy.action).preflight(client, policy_dir):
             status = Status.OK if found.ok else Status.FAIL if found.ok is False else Status.WARN
             results.append(
                 CheckResult(
@@ -385,7 +387,7 @@ def check_actions(config: SweeperConfig, secretsmanager: Any) -> list[CheckResul
     return [
         CheckResult(f"{policy.name}: {found.name}", Status(found.status), found.detail, found.fix)
         for policy in config.policies
-        for found in policy.action.doctor_checks(context, ACTION_CHECK_TIMEOUT_SECONDS)
+        for found in deploy_for(policy.action).doctor_checks(context, ACTION_CHECK_TIMEOUT_SECONDS)
     ]
 
 

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from sweeper.config import Policy
 from sweeper.errors import OperatorError, SweeperError
@@ -37,6 +37,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.models import ActionCall, Job, JobStatus, NewJob, identity_values, operation_key
 from sweeper.params import ParamsError, ParamsRules
 from sweeper.scheduling import schedule_jobs
+from sweeper_tools.deploy import deploy_for
 
 #: How often the ledger (and the vendor's audit) is read while the canary travels.
 POLL_SECONDS = 0.1
@@ -172,7 +173,7 @@ def run_smoke(
     assert policy.smoke is not None
     key = canary_key(policy, canary)
     _check_canary_call(policy, canary, key)
-    report = SmokeReport(policy.name, key, action=policy.action.describe())
+    report = SmokeReport(policy.name, key, action=deploy_for(policy.action).describe())
     timeline = _Timeline(report, monotonic)
     limit = policy.smoke.timeout_seconds if timeout_seconds is None else timeout_seconds
     try:
@@ -181,7 +182,8 @@ def run_smoke(
         pass
     finally:
         try:
-            report.cleaned_up = ledger.delete_canary(
+            report.cleaned_up = delete_canary(
+                ledger,
                 key,
                 policy=policy.name,
                 tenant_id=canary.tenant_id,
@@ -208,7 +210,7 @@ def _check_canary_call(policy: Policy, canary: NewJob, key: str) -> None:
         # A canary's params, where obligations carry them (per-obligation params, issue 24).
         params=dict(canary.params),
     )
-    problem = policy.action.call_problem(call)
+    problem = deploy_for(policy.action).call_problem(call)
     if problem is not None:
         raise OperatorError(
             f"policy {policy.name}: its action could not send a smoke canary ({problem}): the "
@@ -256,7 +258,7 @@ def _travel(
 
     # hops 3-5: consumer, vendor, ledger, as they are seen. The "vendor" is whatever the
     # action's kind calls (the vendor, a bucket, a function, a callable): named by its kind.
-    target = policy.action.target
+    target = deploy_for(policy.action).target
     deadline = timeline.monotonic() + limit
     while True:
         job = _read(ledger, key, timeline, 4)
@@ -307,3 +309,29 @@ def _read(ledger: Ledger, key: str, timeline: _Timeline, hop: int) -> Job:
     if job is None:
         raise timeline.fail(hop, "the canary's row is gone (pruned or deleted meanwhile?)")
     return job
+
+
+# `sweeper smoke`'s cleanup: its canary row, in any status, and its job events, in one statement.
+# Only a row under the policy's sandbox tenant whose object id carries the canary prefix matches,
+# so a mistyped key can never delete a customer's obligation.
+DELETE_CANARY: Final = """
+WITH gone AS (
+    DELETE FROM sweeper_jobs
+    WHERE operation_key = %(key)s AND policy = %(policy)s AND tenant_id = %(tenant_id)s
+      AND starts_with(object_id, %(prefix)s)
+    RETURNING id
+), events AS (
+    DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
+)
+SELECT id FROM gone
+"""
+
+
+def delete_canary(ledger: Ledger, key: str, *, policy: str, tenant_id: str, prefix: str) -> bool:
+    """Delete a smoke canary (and its job events) in any status; whether it was there."""
+    with ledger.transaction() as conn:
+        rows = conn.execute(
+            DELETE_CANARY,
+            {"key": key, "policy": policy, "tenant_id": tenant_id, "prefix": prefix},
+        ).fetchall()
+    return bool(rows)

@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sweeper import observability, runtime
 from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
-from sweeper.limiter.gates import closed_gates
+from sweeper.limiter.gates import closed_gates_after
 from sweeper.observability import METRICS_NAMESPACE, add_counts
 from sweeper.redrive import request_from_event, run_redrive
 from sweeper.redrive_auto import scheduled_watch
@@ -65,7 +65,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             policy.redrive,
             actor,
             time.monotonic(),
-            partial(closed_gates, runtime.dynamodb_client(), settings.require("limiter_table")),
+            partial(
+                closed_gates_after, runtime.dynamodb_client(), settings.require("limiter_table")
+            ),
         ),
     )
     add_counts(metrics, report.metrics())

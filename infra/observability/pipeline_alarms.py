@@ -33,7 +33,7 @@ from infra.pipeline import Pipeline
 from infra.redrive import Redrive
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
-from sweeper.scheduling import single_scope
+from sweeper_tools.planning.scope import single_scope
 
 #: The backlog alarm waits this many periods: a large page published at once is not an incident.
 BACKLOG_EVALUATION_PERIODS = 3

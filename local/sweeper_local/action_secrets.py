@@ -23,7 +23,7 @@ from sweeper.actions.http_auth import BasicAuth, HeaderAuth, OAuth2Auth
 from sweeper.actions.secret_template import SecretTemplate
 from sweeper.actions.templates import TENANT_FIELD
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
+from sweeper_local.errors import LocalStackError
 from sweeper_local.vendor import VendorSimulator
 
 #: The environment variable with an outside vendor's secret values (never a command-line flag:
@@ -67,8 +67,16 @@ def missing_local_secrets(policies: list[Policy], given: Mapping[str, Any]) -> l
 
 def _tenant_values(template: SecretTemplate, given: Mapping[str, Any]) -> dict[str, Any]:
     """Each tenant's value in `given`, keyed by the tenant."""
-    tenants = {arn: template.tenant_of(arn) for arn in given}
+    tenants = {arn: _tenant_of(template, arn) for arn in given}
     return {tenant: given[arn] for arn, tenant in tenants.items() if tenant is not None}
+
+
+def _tenant_of(template: SecretTemplate, arn: str) -> str | None:
+    """The tenant whose secret `arn` is (the inverse of `template.arn_for`), else None."""
+    if not (arn.startswith(template.before) and arn.endswith(template.after)):
+        return None
+    tenant = arn[len(template.before) : len(arn) - len(template.after)]
+    return tenant if template.arn_for(tenant) == arn else None
 
 
 def _stored(raw: Any) -> str:

@@ -21,7 +21,7 @@ import boto3
 from botocore.config import Config as BotoConfig
 
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
+from sweeper_local.errors import LocalStackError
 from sweeper_local.lite_aws import REQUESTS_PATH
 from sweeper_local.postgres import START_TIMEOUT_SECONDS, free_port
 from sweeper_local.service import Service

@@ -29,25 +29,29 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Self
 
-from sweeper.config import Policy, SweeperConfig, load_config
-from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION, LocalFile, PolicyEndpoints, read_local_file
-from sweeper.errors import LedgerError, LocalStackError, OperatorError
+from sweeper.config import Policy, SweeperConfig
+from sweeper.endpoints import LocalFile, PolicyEndpoints
+from sweeper.errors import LedgerError, OperatorError
 from sweeper.ledger.store import Ledger
-from sweeper.observability import CountingSink
 from sweeper.redaction import redact
 from sweeper.schedule_expression import occurrences
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.action_targets import make_action_targets
 from sweeper_local.aws import LOCAL_REGION, PipelineResources
+from sweeper_local.errors import LocalStackError
 from sweeper_local.intake import LocalIntake
 from sweeper_local.lambda_runtime import LAYER_PATH_VARIABLE, Invocation
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.redrive_runner import LocalRedrive
 from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.service import Service
 from sweeper_local.stack import LocalStack
 from sweeper_local.webhook import LocalWebhook
+from sweeper_tools.deploy import deploy_for
+from sweeper_tools.endpoints import LOCAL_CONSUMER_FUNCTION, read_local_file, write_local_file
 from sweeper_tools.planning.consumer_defaults import deployed_config
+from sweeper_tools.policy_file import load_config
 
 #: How often the watcher reads the paused flags (one primary-key read per policy).
 PAUSE_POLL_SECONDS = 1.0
@@ -168,7 +172,7 @@ class LocalConsoleStack(Service):
         # What its action calls, where nothing exists locally yet (an s3_delete action's bucket).
         make_action_targets(self.stack.aws, policy)
         # The team's own action code (a python kind), where its layer would put it on Lambda.
-        code = configured.action.layer_dir(Path(self.config_path).resolve().parent)
+        code = deploy_for(configured.action).layer_dir(Path(self.config_path).resolve().parent)
         pipeline = LocalPipeline(
             self.stack,
             policy,
@@ -360,7 +364,7 @@ def serve(
         visibility_timeout_seconds=visibility_timeout_seconds,
         secret_values=secret_values,
     ) as stack:
-        stack.local_file().write(state_file)
+        write_local_file(stack.local_file(), state_file)
         try:
             while not stopping.wait(0.5):
                 failure = stack.failure()

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.limits import vcpu_for
+from sweeper_tools.planning.cpu import vcpu_for
 
 __all__ = ["PERIOD_US", "CpuCap", "CpuCaps", "vcpu_for"]
 

@@ -23,10 +23,9 @@ from typing import Any
 from sweeper.actions.http import HttpAction
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota
 from sweeper.endpoints import LocalFile, PolicyEndpoints
-from sweeper.errors import LocalStackError
 from sweeper.limits import MAX_BATCH_SIZE_WITHOUT_WINDOW
 from sweeper.models import ActionCall, JobStatus
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper_local.action_secrets import LOCAL_SECRETS_ENV, parse_local_secrets, with_local_secrets
 from sweeper_local.action_targets import make_action_targets, put_action_objects
 from sweeper_local.aws import LOCAL_REGION
@@ -44,12 +43,15 @@ from sweeper_local.demo_audit import (
 )
 from sweeper_local.demo_report import DemoOptions, DemoReport, demo_problem, refused_at_doors
 from sweeper_local.doors import feed_doors
+from sweeper_local.errors import LocalStackError
 from sweeper_local.intake import LocalIntake
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.rehearsal import check_rehearsal
 from sweeper_local.stack import LocalStack
 from sweeper_local.vendor import QuotaScope
 from sweeper_local.webhook import LocalWebhook
+from sweeper_tools.endpoints import write_local_file
 from sweeper_tools.planning.consumer_defaults import derived_consumer
 
 CONSUMER_TIMEOUT_SECONDS = 30
@@ -362,29 +364,32 @@ def _write_local_file(
     config = Path(folder) / "sweeper.toml"
     config.write_text(policy_toml(run.policy), encoding="utf-8")
     policy = run.policy.name
-    LocalFile(
-        pid=os.getpid(),
-        database_url=stack.database_url,
-        aws_endpoint_url=stack.aws.endpoint_url,
-        service_endpoint_urls=stack.aws.service_endpoint_urls(),
-        region=LOCAL_REGION,
-        vendor_url=stack.api_url,
-        limiter_table=run.resources.limiter_table,
-        idempotency_table=run.resources.idempotency_table,
-        log_file=run.log_file,
-        config=str(config),
-        policies={
-            policy: PolicyEndpoints(
-                queue_url=run.resources.queue_url,
-                dlq_url=run.resources.dlq_url,
-                consumer_function=run.consumer_function_name,
-                producer_function=run.producer_function_name,
-                intake_queue_url=stack.intake_queue_urls.get(policy),
-            )
-        },
-        webhook_url=stack.webhook_url,
-        webhook_secret=stack.webhook_secret,
-    ).write(path)
+    write_local_file(
+        LocalFile(
+            pid=os.getpid(),
+            database_url=stack.database_url,
+            aws_endpoint_url=stack.aws.endpoint_url,
+            service_endpoint_urls=stack.aws.service_endpoint_urls(),
+            region=LOCAL_REGION,
+            vendor_url=stack.api_url,
+            limiter_table=run.resources.limiter_table,
+            idempotency_table=run.resources.idempotency_table,
+            log_file=run.log_file,
+            config=str(config),
+            policies={
+                policy: PolicyEndpoints(
+                    queue_url=run.resources.queue_url,
+                    dlq_url=run.resources.dlq_url,
+                    consumer_function=run.consumer_function_name,
+                    producer_function=run.producer_function_name,
+                    intake_queue_url=stack.intake_queue_urls.get(policy),
+                )
+            },
+            webhook_url=stack.webhook_url,
+            webhook_secret=stack.webhook_secret,
+        ),
+        path,
+    )
     running.callback(_remove, path)
     return path
 

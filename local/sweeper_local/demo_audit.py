@@ -15,9 +15,9 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from sweeper.config import Policy, Quota
-from sweeper.errors import LocalStackError
 from sweeper.ledger.rows import Settled
 from sweeper_local.action_targets import audit_bucket, s3_delete_action
+from sweeper_local.errors import LocalStackError
 from sweeper_local.github_artifacts import ARTIFACTS_PATH_RE
 from sweeper_local.graphql_cost import is_graphql_path
 from sweeper_local.helpdesk import TICKETS_PREFIX

@@ -27,11 +27,11 @@ from sweeper.discovery.run import COMPLETE, DiscoveryReport, run_discovery
 from sweeper.discovery.s3 import S3Source
 from sweeper.discovery.sql import SqlSource
 from sweeper.discovery.store import DiscoveryStore
-from sweeper.errors import LocalStackError
 from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob
 from sweeper.sqs_queue import SqsPublisher
+from sweeper_local.errors import LocalStackError
 from sweeper_local.sources import (
     BUCKET_PREFIX,
     KEY_TEMPLATE,

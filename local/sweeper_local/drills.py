@@ -34,9 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 
-from sweeper.config import MIN_CONSUMER_TIMEOUT_SECONDS, load_config
+from sweeper.config import MIN_CONSUMER_TIMEOUT_SECONDS
 from sweeper.dead_letters import queue_depth
-from sweeper.endpoints import LOCAL_CONSUMER_FUNCTION
 from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob
@@ -57,6 +56,8 @@ from sweeper_local.poller import RECEIVE_WAIT_SECONDS, to_event_record
 from sweeper_local.postgres import LocalPostgres
 from sweeper_local.scenarios import SCENARIO_CONFIG, ScenarioError, catch_up_scenario, dlq_scenario
 from sweeper_local.vendor import VendorAudit, VendorSimulator
+from sweeper_tools.endpoints import LOCAL_CONSUMER_FUNCTION, write_local_file
+from sweeper_tools.policy_file import load_config
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
@@ -722,8 +723,8 @@ def calls_to(run: DrillRun, targets: Sequence[str]) -> int:
 
 def operator_backend(run: DrillRun) -> Backend:
     """The operator's commands (`sweeper cancel`, `redrive`, ...) against the drill's stack."""
-    from sweeper.endpoints import resolve
     from sweeper.operator_api.commands import Backend
+    from sweeper_tools.endpoints import resolve
 
     return Backend(
         config=run.console.config,
@@ -1079,7 +1080,7 @@ def _drill_stack(drill: Drill, database_url: str | None) -> Iterator[DrillRun]:
         console.stack.vendor_quota = policy.quota
         parts.enter_context(console)
         local_file = Path(folder) / "local.json"
-        console.local_file().write(local_file)
+        write_local_file(console.local_file(), local_file)
         run = DrillRun(console, local_file, postgres, echo=_quiet)
         parts.callback(run.close)
         yield run

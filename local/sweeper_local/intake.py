@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Self
 
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
 from sweeper.intake.webhook import WebhookDeps
 from sweeper.observability import MetricSink
 from sweeper_local.aws import IntakeResources, provision_intake
+from sweeper_local.errors import LocalStackError
 from sweeper_local.pipeline import WARM_TIMEOUT_SECONDS
 from sweeper_local.poller import EventSourceConfig, LocalEventSource
 from sweeper_local.service import Service

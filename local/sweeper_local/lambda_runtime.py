@@ -39,9 +39,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from sweeper.errors import LocalStackError
 from sweeper_local import preload
 from sweeper_local.cpu_cap import CpuCap, CpuCaps, vcpu_for
+from sweeper_local.errors import LocalStackError
 
 #: How long a cold start may take locally (imports on a busy machine) before it is a failure.
 INIT_TIMEOUT_SECONDS = 120.0

@@ -17,7 +17,7 @@ from typing import Self
 
 import urllib3
 
-from sweeper.errors import LocalStackError
+from sweeper_local.errors import LocalStackError
 from sweeper_local.postgres import free_port
 from sweeper_local.service import Service
 

@@ -23,13 +23,14 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sweeper.config import load_config
-from sweeper.endpoints import LocalFile, resolve
+from sweeper.endpoints import LocalFile
 from sweeper.ledger.roles import READER_ROLE
 from sweeper.ledger.store import Ledger
 from sweeper.operator_api.commands import Backend
 from sweeper.operator_api.service import Access, function_url_response, serve_function_url
+from sweeper_tools.endpoints import resolve, wake_store, write_local_file
 from sweeper_tools.operator_client import OPERATOR_URL_OUTPUT, READ_ONLY_URL_OUTPUT
+from sweeper_tools.policy_file import load_config
 
 LOCAL_ACCOUNT = "000000000000"
 _CREDENTIAL_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([A-Za-z0-9]+)/")
@@ -96,7 +97,7 @@ class OperatorApiStandIn:
         self.backends: dict[Access, Backend] = {
             "read": Backend(config, endpoints, lambda: Ledger(reader_url)),
             "operate": Backend(
-                config, endpoints, lambda: Ledger(database_url, wake=endpoints.wake_store())
+                config, endpoints, lambda: Ledger(database_url, wake=wake_store(endpoints))
             ),
         }
         self.backend = self.backends["operate"]
@@ -131,7 +132,7 @@ class OperatorApiStandIn:
 
     def write_local_file(self, path: Path) -> Path:
         """A local stack file that names this stand-in as the operator API."""
-        self.local.model_copy(update={"operator_api": self.urls}).write(path)
+        write_local_file(self.local.model_copy(update={"operator_api": self.urls}), path)
         return path
 
     def answer(self, request: BaseHTTPRequestHandler) -> None:

@@ -17,12 +17,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from sweeper.config import Policy
-from sweeper.errors import LedgerError, LocalStackError
+from sweeper.errors import LedgerError
 from sweeper.ledger.store import Ledger
 from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION, PipelineResources, provision
+from sweeper_local.errors import LocalStackError
 from sweeper_local.lambda_runtime import ExecutionEnvironment, Invocation, metrics_from_log
 from sweeper_local.poller import EventSourceConfig, LocalEventSource
 from sweeper_local.rehearsal import REHEARSAL_URL_VARIABLE

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sweeper.errors import LocalStackError
 from sweeper_local.cpu_cap import CpuCaps
+from sweeper_local.errors import LocalStackError
 from sweeper_local.lambda_runtime import ExecutionEnvironment, Invocation, InvocationStatus
 from sweeper_tools.event_source import check_sqs_event_source
 

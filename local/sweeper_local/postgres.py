@@ -25,7 +25,7 @@ from typing import Self
 import psycopg
 from psycopg import sql
 
-from sweeper.errors import LocalStackError
+from sweeper_local.errors import LocalStackError
 from sweeper_local.service import Service
 
 START_TIMEOUT_SECONDS = 30.0

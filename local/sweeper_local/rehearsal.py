@@ -15,7 +15,8 @@ from typing import Final
 
 from sweeper.actions.rehearsal import Rehearsal
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
+from sweeper_local.errors import LocalStackError
+from sweeper_tools.deploy import deploy_for
 
 #: The variable that tells a pipeline's functions where a rehearsal sends every vendor call.
 REHEARSAL_URL_VARIABLE: Final = "SWEEPER_REHEARSAL_URL"
@@ -38,7 +39,7 @@ def check_rehearsal(policies: Sequence[Policy], api_url: str | None) -> None:
     refused = [
         f"policy {policy.name}: {problem}"
         for policy in policies
-        if (problem := policy.action.rehearsal_problem()) is not None
+        if (problem := deploy_for(policy.action).rehearsal_problem()) is not None
     ]
     if refused:
         raise LocalStackError(

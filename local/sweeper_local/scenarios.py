@@ -26,14 +26,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
-from sweeper.errors import LimiterError, LocalStackError
+from sweeper.errors import LimiterError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
+from sweeper_local.errors import LocalStackError
+from sweeper_tools.endpoints import write_local_file
+from sweeper_tools.policy_file import load_config
 
 POLICY = "exports"
 #: The scenarios' policy file: one policy, one global scope, short leases and timeouts.
@@ -349,5 +351,5 @@ def run_scenario(
             database_url=database_url,
             tick_seconds=1.0 if name == "dlq" else None,
         ) as stack:
-            stack.local_file().write(local_file)
+            write_local_file(stack.local_file(), local_file)
             return scenario(stack, local_file, echo=echo)

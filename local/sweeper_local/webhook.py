@@ -24,7 +24,7 @@ from sweeper.config import Policy
 from sweeper.intake.replay import DynamoReplayMarkers
 from sweeper.intake.secrets import RotatingSecret
 from sweeper.intake.send import QueueBacklog
-from sweeper.intake.signature import sign
+from sweeper.intake.signature import SCHEME, digest
 from sweeper.intake.webhook import (
     PATH_RE,
     RETRY_AFTER_SECONDS,
@@ -213,3 +213,8 @@ def post_signed(
             return response.status, json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The header value a sender puts on `body` at `timestamp`."""
+    return f"t={timestamp},{SCHEME}={digest(secret, timestamp, body)}"

@@ -15,7 +15,7 @@ from aws_cdk.assertions import Template
 
 from infra.network import VPC_CIDR, Network
 from infra.options import DeploymentOptions
-from sweeper.actions.base import AwsService
+from sweeper_tools.deploy.base import AwsService
 from tests.infra.conftest import FIXTURES, Synth
 
 CLIENT_SECRET = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:sweeper/payments_oauth"

@@ -12,8 +12,8 @@ import pytest
 from aws_cdk import App
 
 from infra.options import DeploymentOptions
-from sweeper.config import load_config
 from sweeper.errors import ConfigError
+from sweeper_tools.policy_file import load_config
 from tests.infra.conftest import FIXTURES, REPO_ROOT
 
 

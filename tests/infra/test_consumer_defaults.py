@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper_tools.planning.consumer_defaults import derived_consumer
+from sweeper_tools.policy_file import load_config
 from tests.infra.conftest import FIXTURES, Synth
 
 

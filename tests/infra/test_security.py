@@ -10,6 +10,7 @@ from infra.network import VPC_CIDR
 from infra.tables import IDEMPOTENCY_ACTIONS, LIMITER_ACTIONS, WAKE_ACTIONS
 from sweeper.config import HttpActionConfig
 from sweeper.ledger.wake import wake_key
+from sweeper.limiter.keys import CLOSURES_KEY
 from tests.infra.conftest import Synth
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -250,6 +251,17 @@ def test_the_producer_may_only_scan_the_limiter_for_closed_gates(default: Synth)
     for statement in statements:
         if "dynamodb:Scan" in set(_as_list(statement["Action"])):
             assert limiter in json.dumps(statement["Resource"])
+    # It reads the latest closure's end before it Scans (sweeper.limiter.closures), and its
+    # wake item: GetItem on those two items only
+    read_keys = sorted(
+        key
+        for statement in statements
+        if "dynamodb:GetItem" in _as_list(statement["Action"])
+        for key in _as_list(
+            statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+        )
+    )
+    assert read_keys == sorted([CLOSURES_KEY, wake_key("exports")])
     variables = default.environment(r"^PipelineexportsProducerFunction[0-9A-F]{8}$")
     assert variables["SWEEPER_LIMITER_TABLE"] == {"Ref": limiter}
 

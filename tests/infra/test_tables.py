@@ -134,9 +134,10 @@ def _leading_keys(statement: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize(
     ("variant", "policy", "limiter_keys"),
     [
-        ("default", "exports", ["scope#exports:*"]),  # a bucket per tenant, `{policy}:{tenant_id}`
-        ("proxied", "exports", ["scope#exports"]),  # one bucket for the policy, `{policy}`
-        ("proxied", "stale-sessions", ["scope#stale-sessions"]),
+        # a bucket per tenant, `{policy}:{tenant_id}`; and the latest closure's end
+        ("default", "exports", ["scope#exports:*", "closures#latest"]),
+        ("proxied", "exports", ["scope#exports", "closures#latest"]),  # one, `{policy}`
+        ("proxied", "stale-sessions", ["scope#stale-sessions", "closures#latest"]),
     ],
 )
 def test_each_consumer_may_touch_only_its_own_policys_items(
@@ -206,9 +207,13 @@ def test_a_limit_shared_by_design_is_granted_by_its_own_key(
     shared_a = _limit_grants(_consumer_table_grants(synth, "shared-a")["Limiter"])
     shared_b = _limit_grants(_consumer_table_grants(synth, "shared-b")["Limiter"])
     # Then each holds the shared key by its name, and shared-b nothing else of shared-a's
-    assert [_leading_keys(s) for s in shared_b] == [["scope#shared-b:*", "scope#app:shared-app"]]
+    assert [_leading_keys(s) for s in shared_b] == [
+        ["scope#shared-b:*", "scope#app:shared-app", "closures#latest"]
+    ]
     # And shared-a's scope has no prefix to confine it to: every scope key, and synth says so
-    assert [_leading_keys(s) for s in shared_a] == [["scope#*", "scope#app:shared-app"]]
+    assert [_leading_keys(s) for s in shared_a] == [
+        ["scope#*", "scope#app:shared-app", "closures#latest"]
+    ]
     found = Annotations.from_stack(synth.stack).find_warning(
         "*", Match.string_like_regexp("may touch every limiter scope")
     )

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import load_config
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.scenarios import SCENARIO_CONFIG
+from sweeper_tools.endpoints import write_local_file
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 
 StartConsole = Callable[..., tuple[LocalConsoleStack, Path]]
@@ -42,7 +43,7 @@ def start_console(db_url: str, console_config: Path, tmp_path: Path) -> Iterator
         ).start()
         started.append(stack)
         local_file = tmp_path / "local.json"
-        stack.local_file().write(local_file)
+        write_local_file(stack.local_file(), local_file)
         return stack, local_file
 
     yield start
@@ -66,7 +67,7 @@ def module_console(
     ).start()
     try:
         local_file = folder / "local.json"
-        stack.local_file().write(local_file)
+        write_local_file(stack.local_file(), local_file)
         yield local_file, db_url
     finally:
         stack.stop()

@@ -10,11 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sweeper.actions.http import HttpActionConfig
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.models import Job, JobStatus
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.vendor import VendorProcess, VendorSimulator
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 
 FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED})

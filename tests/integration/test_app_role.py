@@ -1,6 +1,6 @@
 """The application role (migration 0004): the functions' DML works, DDL does not.
 
-Against the real local PostgreSQL, connected as a login user that `ensure_app_login` makes, as
+Against the real local PostgreSQL, connected as a login user that `ensure_login` makes, as
 the migrations function does on AWS. (The local server trusts every local login, so the password
 itself is not checked here; the role's rights are.)
 """
@@ -17,7 +17,7 @@ import pytest
 from psycopg import errors, sql
 
 from sweeper.errors import LedgerError
-from sweeper.ledger.roles import APP_ROLE, ensure_app_login
+from sweeper.ledger.roles import APP_ROLE, ensure_login
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 
@@ -63,7 +63,7 @@ def grants_of(db_url: str, role: str) -> tuple[set[str], set[str], Any]:
 def app_user(db_url: str) -> Iterator[str]:
     """A login user made as on AWS (roles are per server: a name of its own, dropped after)."""
     name = f"sweeper_app_t{uuid.uuid4().hex[:8]}"
-    assert ensure_app_login(db_url, name, "generated-password") is True
+    assert ensure_login(db_url, name, "generated-password", APP_ROLE) is True
     yield name
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
@@ -108,7 +108,7 @@ def test_the_app_user_does_what_the_functions_and_operators_do(app_ledger: Ledge
     assert ledger.pause("exports", "ops", "drill", T0)
     assert ledger.resume("exports", "ops", "drill over", T0)
     assert ledger.retry_failed("exports", "ops", T0) == [claimed[1].operation_key]
-    assert ledger.prune_batch(T0 + timedelta(days=1), 100) == 1
+    assert ledger.prune_settled_batch(T0 + timedelta(days=1), 100)[0] == 1
     assert ledger.prune_runs_batch(T0 + timedelta(days=1), 100) == 1
     # Then every table was read and written, as the statements intend
     counts = ledger.counts("exports")
@@ -163,7 +163,7 @@ def test_a_table_a_later_migration_adds_is_granted_too(db_url: str, app_url: str
 def test_ensuring_the_login_again_keeps_it_and_refuses_the_migrating_user(
     db_url: str, app_user: str
 ) -> None:
-    assert ensure_app_login(db_url, app_user, "rotated-password") is False
+    assert ensure_login(db_url, app_user, "rotated-password", APP_ROLE) is False
     with psycopg.connect(db_url) as conn:
         member = conn.execute(
             "SELECT pg_has_role(%s, %s, 'MEMBER')", (app_user, APP_ROLE)
@@ -172,4 +172,4 @@ def test_ensuring_the_login_again_keeps_it_and_refuses_the_migrating_user(
     assert member == (True,)
     assert me is not None
     with pytest.raises(LedgerError, match="migrating user itself"):
-        ensure_app_login(db_url, me[0], "anything")
+        ensure_login(db_url, me[0], "anything", APP_ROLE)

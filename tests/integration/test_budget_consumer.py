@@ -22,9 +22,10 @@ from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.budget import BudgetBook, BudgetRule
 from sweeper.models import JobMessage, JobStatus, NewJob
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper_local.aws import LocalAws
 from sweeper_local.lambda_runtime import LocalLambdaContext
+from sweeper_local.metric_totals import CountingSink
 from tests.integration.test_consumer_waits import (
     START,
     Calls,

@@ -20,8 +20,9 @@ from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_local.scenarios import SCENARIO_CONFIG
+from sweeper_tools.endpoints import write_local_file
 from sweeper_tools.ramp import RampFigures, decide
-from sweeper_tools.smoke import run_smoke
+from sweeper_tools.smoke import delete_canary, run_smoke
 from tests.integration.conftest import StartConsole
 
 pytestmark = pytest.mark.integration
@@ -108,11 +109,16 @@ def test_a_smoke_names_the_consumer_when_no_consumer_reads_the_queue(
     found = LocalFile.model_validate_json(local_file.read_text())
     where = found.policies["exports"]
     detached = tmp_path / "detached.json"
-    found.model_copy(
-        update={
-            "policies": {"exports": PolicyEndpoints(**{**where.model_dump(), "queue_url": unread})}
-        }
-    ).write(detached)
+    write_local_file(
+        found.model_copy(
+            update={
+                "policies": {
+                    "exports": PolicyEndpoints(**{**where.model_dump(), "queue_url": unread})
+                }
+            }
+        ),
+        detached,
+    )
     # When the smoke runs
     report, stderr = run(detached, "smoke", "--timeout", "3", code=1)
     # Then it fails at the consumer, says so in one line, and still deletes its canary
@@ -240,13 +246,13 @@ def test_the_canary_cleanup_deletes_only_a_sandbox_canary(ledger: Ledger) -> Non
     keys = [f"exports:{j.tenant_id}:{j.object_id}:v1" for j in jobs]
 
     def delete(key: str) -> bool:
-        return ledger.delete_canary(
-            key, policy="exports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
+        return delete_canary(
+            ledger, key, policy="exports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
         )
 
     # When the canary is asked for under another policy, then each as the canary
-    other_policy = ledger.delete_canary(
-        keys[2], policy="imports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
+    other_policy = delete_canary(
+        ledger, keys[2], policy="imports", tenant_id=SANDBOX, prefix="sweeper-smoke-"
     )
     deleted = [delete(key) for key in keys]
     # Then only the canary went; the others are untouched

@@ -117,7 +117,7 @@ def test_inspect_retry_and_prune_against_the_local_stack(
 
 
 def load_policy(local_file: Path) -> Any:
-    from sweeper.config import load_config
+    from sweeper_tools.policy_file import load_config
 
     config = json.loads(local_file.read_text())["config"]
     return load_config(config).policy("exports")

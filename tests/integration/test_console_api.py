@@ -16,8 +16,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import load_config
-from sweeper.endpoints import Endpoints, resolve
+from sweeper.endpoints import Endpoints
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
@@ -26,11 +25,13 @@ from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_cli.webconsole.backend import ApiBackend, LedgerBackend, ledger_backend
 from sweeper_local.operator_api import OperatorApiStandIn
+from sweeper_tools.endpoints import resolve
 from sweeper_tools.operator_client import (
     OPERATOR_URL_OUTPUT,
     READ_ONLY_URL_OUTPUT,
     OperatorApiClient,
 )
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 from tests.integration.conftest import StartConsole, module_console
 

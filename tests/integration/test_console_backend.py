@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from sweeper.config import Policy, SweeperConfig, load_config
+from sweeper.config import Policy, SweeperConfig
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, closed_gates
@@ -19,6 +19,7 @@ from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper_cli.webconsole import page
 from sweeper_cli.webconsole.backend import LedgerBackend
 from sweeper_local.aws import LocalAws, provision
+from sweeper_tools.policy_file import load_config
 
 pytestmark = pytest.mark.integration
 

@@ -28,9 +28,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from sweeper.config import load_config
 from sweeper.dead_letters import queue_depth
-from sweeper.endpoints import resolve
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob, OutcomeClass
@@ -43,7 +41,9 @@ from sweeper_local.background import LocalConsoleStack
 from sweeper_local.operator_api import OperatorApiStandIn
 from sweeper_local.poller import run_until
 from sweeper_local.scenarios import SCENARIO_CONFIG
+from sweeper_tools.endpoints import resolve, write_local_file
 from sweeper_tools.operator_client import OperatorApiClient
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer, _db_counter
 
 pytestmark = pytest.mark.integration
@@ -117,7 +117,7 @@ def console(
     config = load_config(config_path)
     stack = LocalConsoleStack(config, config_path=str(config_path), database_url=db_url).start()
     local_file = folder / "local.json"
-    stack.local_file().write(local_file)
+    write_local_file(stack.local_file(), local_file)
     ledger = Ledger(db_url)
     try:
         yield from _prepared(stack, config, ledger, db_url, local_file)

@@ -34,7 +34,7 @@ def test_console_serves_the_ledger_at_the_url_it_prints_and_stops_on_ctrl_c(
     ledger: Ledger, db_url: str, tmp_path: Path
 ) -> None:
     # Given a ledger with a pending job of the sample policy file's policy
-    from sweeper.config import load_config
+    from sweeper_tools.policy_file import load_config
 
     policy = load_config(REPO / "sweeper.toml").policies[0]
     ledger.schedule(policy.name, 1, lambda j: policy.name, [NewJob("t1", "o1", _now())], _now())

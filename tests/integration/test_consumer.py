@@ -27,9 +27,10 @@ from sweeper.models import (
     OutcomeClass,
     operation_key,
 )
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper.producer import run_producer
 from sweeper.scheduling import schedule_jobs, scope_for
+from sweeper_local.metric_totals import CountingSink
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration

@@ -53,9 +53,10 @@ from sweeper.models import (
     NewJob,
     OutcomeClass,
 )
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper.sqs_queue import Hide
 from sweeper_local.lambda_runtime import LocalLambdaContext
+from sweeper_local.metric_totals import CountingSink
 
 pytestmark = pytest.mark.integration
 

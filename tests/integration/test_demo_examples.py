@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper_cli import main
+from sweeper_tools.policy_file import load_config
 
 pytestmark = pytest.mark.integration
 

@@ -9,13 +9,13 @@ import secrets
 import pytest
 
 from sweeper.config import Policy
-from sweeper.errors import LocalStackError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus
-from sweeper.observability import CountingSink
 from sweeper_local.aws import LocalAws
 from sweeper_local.doors import DEMO_STRAY_KEYS, DOORS, feed_doors, split
+from sweeper_local.errors import LocalStackError
 from sweeper_local.intake import LocalIntake
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.stack import LocalStack
 from sweeper_local.webhook import LocalWebhook
 

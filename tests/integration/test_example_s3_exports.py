@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.config import S3Discovery, load_config
+from sweeper.config import S3Discovery
 from sweeper.discovery.run import run_discovery
 from sweeper.discovery.s3 import S3Source
 from sweeper.discovery.store import DiscoveryStore
@@ -25,6 +25,7 @@ from sweeper_local.action_targets import make_action_targets
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 
 pytestmark = pytest.mark.integration

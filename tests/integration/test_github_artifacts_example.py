@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
@@ -33,6 +33,7 @@ from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.github_artifacts import GithubAudit
 from sweeper_local.vendor import VendorProcess
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 from tests.integration.examples import example_against, tenant_secrets, wait_for
 from tests.integration.examples import final_jobs as _final

@@ -30,7 +30,7 @@ from functions.consumer import app as consumer_app
 from functions.producer import app as producer_app
 from sweeper import runtime
 from sweeper.actions.secret_template import SecretTemplate
-from sweeper.config import HttpActionConfig, Policy, load_config
+from sweeper.config import HttpActionConfig, Policy
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import Job, JobStatus, NewJob, OutcomeClass, operation_key
@@ -41,6 +41,7 @@ from sweeper_local.helpdesk import HELPDESK_SUFFIX, HelpDesk
 from sweeper_local.lambda_runtime import LocalLambdaContext
 from sweeper_local.pipeline import scheduler_event
 from sweeper_local.vendor import VendorSimulator
+from sweeper_tools.policy_file import load_config
 from tests.conftest import function_env, load_event
 from tests.tls import trusted_server_context
 

@@ -27,12 +27,13 @@ from sweeper.intake.process import IntakeDeps, process_intake_batch
 from sweeper.intake.send import send_hints
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob, id_problem
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper.returns import LEDGER_RETURN_BASE_SECONDS
 from sweeper.scheduling import schedule_jobs
 from sweeper.sqs_queue import Hide, SqsPublisher
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.poller import to_event_record
 
 POLICY = Policy(name="exports")

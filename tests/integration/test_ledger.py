@@ -475,7 +475,7 @@ def test_a_prune_of_one_policy_keeps_another_policys_rows(ledger: Ledger) -> Non
         add(ledger, 1, policy=policy)
         (job,) = ledger.claim(policy, "b-1", T0, LEASE, 10)
         assert ledger.mark_succeeded(job.operation_key, OutcomeClass.ACCEPTED, T0)
-    assert ledger.prune_batch(T0 + timedelta(days=1), 100, "exports") == 1
+    assert ledger.prune_settled_batch(T0 + timedelta(days=1), 100, "exports")[0] == 1
     assert ledger.counts("imports")[JobStatus.SUCCEEDED] == 1
     assert ledger.counts("exports")[JobStatus.SUCCEEDED] == 0
 

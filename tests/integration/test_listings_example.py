@@ -25,13 +25,14 @@ import pytest
 
 from sweeper.actions.http import HttpActionConfig
 from sweeper.actions.http_auth import HeaderAuth
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.models import Job, JobStatus, NewJob, OutcomeClass, operation_key
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.marketplace import ListingsAudit
 from sweeper_local.vendor import LISTINGS_API_KEYS_ENV, VendorProcess
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 from tests.integration.examples import final_jobs as _final
 from tests.integration.examples import wait_for

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import load_config
 from sweeper.ledger.migrate import migrate
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob
@@ -23,6 +22,7 @@ from sweeper_local.aws import LocalAws
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.poller import EventSourceConfig, LocalEventSource, run_until
 from sweeper_local.postgres import LocalPostgres
+from sweeper_tools.policy_file import load_config
 from tests.event_source_handlers import JOURNAL_ENV
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,7 @@ from click.testing import CliRunner
 
 from sweeper.actions.http import HttpActionConfig
 from sweeper.actions.http_auth import OAuth2Auth
-from sweeper.config import Policy, load_config
-from sweeper.errors import LocalStackError
+from sweeper.config import Policy
 from sweeper_cli.base import main
 from sweeper_local.action_secrets import (
     LOCAL_SECRETS_ENV,
@@ -22,7 +21,9 @@ from sweeper_local.action_secrets import (
     with_local_secrets,
 )
 from sweeper_local.aws import LocalAws
+from sweeper_local.errors import LocalStackError
 from sweeper_local.vendor import VendorSimulator
+from sweeper_tools.policy_file import load_config
 
 pytestmark = pytest.mark.integration
 

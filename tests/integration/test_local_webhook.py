@@ -10,8 +10,8 @@ import pytest
 
 from sweeper.config import IntakeConfig, Policy
 from sweeper.intake.webhook import WebhookDeps
-from sweeper.observability import CountingSink
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
+from sweeper_local.metric_totals import CountingSink
 from sweeper_local.webhook import LocalWebhook, local_webhook_deps, post_signed
 
 POLICY = Policy(name="exports", intake=IntakeConfig(max_body_bytes=1024))

@@ -9,8 +9,9 @@ import psycopg
 import pytest
 
 from sweeper.errors import MigrationError
-from sweeper.ledger.migrate import current_version, load_migrations, migrate
+from sweeper.ledger.migrate import load_migrations, migrate
 from sweeper.models import Job, JobStatus, OutcomeClass
+from sweeper_cli.maintenance import current_version
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,13 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import load_config
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
 from sweeper.operator_api.service import serve
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli import main
 from sweeper_local.operator_api import OperatorApiStandIn
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 from tests.integration.conftest import StartConsole, module_console
 

@@ -33,10 +33,12 @@ from sweeper.models import (
     operation_key,
     params_digest,
 )
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper.params import ParamsRules
-from sweeper.scheduling import parse_jobs, schedule_jobs
+from sweeper.scheduling import schedule_jobs
 from sweeper.sqs_queue import SqsVisibility
+from sweeper_local.metric_totals import CountingSink
+from sweeper_tools.obligation_file import parse_jobs
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import deps_with, failed_ids, publish_all
 from tests.integration.test_discovery_s3 import bucket  # noqa: F401  (a fixture)

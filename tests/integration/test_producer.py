@@ -21,7 +21,7 @@ from sweeper.operations import policy_status
 from sweeper.producer import MIN_REMAINING_SECONDS, on_consumers, run_producer
 from sweeper.sqs_queue import OutgoingMessage, Publisher, SqsPublisher
 from sweeper_local.aws import LocalAws, provision
-from tests.fakes import FakePublisher
+from tests.fakes import FakePublisher, unexpired_leases
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +114,7 @@ def test_in_flight_never_exceeds_the_cap_derived_from_rate_and_lease(ledger: Led
     second = run(ledger, policy, FakePublisher(), scheduled_at=T0 + timedelta(minutes=1))
     assert (first.published, first.stop_reason) == (20, "in_flight_cap")
     assert second.published == 0
-    assert ledger.count_in_flight("exports", T0) == 20
+    assert unexpired_leases(ledger, "exports", T0) == 20
 
 
 def test_expired_leases_are_reclaimed_and_published_again(ledger: Ledger) -> None:
@@ -615,7 +615,7 @@ def test_status_shows_the_work_on_consumers_as_the_producers_budget_counts_it(
     # Then it shows the six the consumers hold, the figure the producer's budget compares with,
     # not every unexpired lease (ten)
     assert status.leased_in_flight == on_consumers(ledger, SLOW, now) == 6
-    assert ledger.count_in_flight(SLOW.name, now) == 10
+    assert unexpired_leases(ledger, SLOW.name, now) == 10
 
 
 def throttle(ledger: Ledger, keys: list[str], *, at: datetime, until: timedelta) -> None:

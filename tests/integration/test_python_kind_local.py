@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import load_config
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass, operation_key
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
+from sweeper_tools.policy_file import load_config
 
 pytestmark = pytest.mark.integration
 

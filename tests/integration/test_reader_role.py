@@ -1,6 +1,6 @@
 """The reader role (migration 0014): the read-only operator API's login reads, and changes nothing.
 
-Against the real local PostgreSQL, connected as a login user that `ensure_reader_login` makes,
+Against the real local PostgreSQL, connected as a login user that `ensure_login` makes,
 as the migrations function does on AWS for the reader's own secret.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 
 from sweeper.errors import LedgerError
-from sweeper.ledger.roles import APP_ROLE, READER_ROLE, ensure_app_login, ensure_reader_login
+from sweeper.ledger.roles import APP_ROLE, READER_ROLE, ensure_login
 from sweeper.operator_api.requests import READ_COMMANDS
 from sweeper.operator_api.service import serve
 from sweeper_local.operator_api import OperatorApiStandIn
@@ -47,7 +47,7 @@ def _drop(db_url: str, name: str) -> None:
 def reader_url(db_url: str) -> Iterator[str]:
     """A reader login made as on AWS (roles are per server: a name of its own, dropped after)."""
     name = f"sweeper_reader_t{uuid.uuid4().hex[:8]}"
-    assert ensure_reader_login(db_url, name, "generated-password") is True
+    assert ensure_login(db_url, name, "generated-password", READER_ROLE) is True
     yield as_user(db_url, name)
     _drop(db_url, name)
 
@@ -120,11 +120,11 @@ def test_every_read_command_runs_as_the_reader(start_console: StartConsole, db_u
 def test_a_login_of_one_role_is_never_made_a_member_of_the_other(db_url: str) -> None:
     # Given an application user
     name = f"sweeper_app_t{uuid.uuid4().hex[:8]}"
-    ensure_app_login(db_url, name, "generated-password")
+    ensure_login(db_url, name, "generated-password", APP_ROLE)
     try:
         # When the reader's secret names it, it is refused (the reader would hold DML)
         with pytest.raises(LedgerError, match=APP_ROLE):
-            ensure_reader_login(db_url, name, "generated-password")
+            ensure_login(db_url, name, "generated-password", READER_ROLE)
         with psycopg.connect(db_url) as conn:
             member = conn.execute(
                 "SELECT pg_has_role(%s, %s, 'MEMBER')", (name, READER_ROLE)

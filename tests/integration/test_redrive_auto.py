@@ -16,7 +16,7 @@ from sweeper import runtime
 from sweeper.config import Policy
 from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue
 from sweeper.limiter import DynamoLimiter
-from sweeper.limiter.gates import closed_gates
+from sweeper.limiter.gates import closed_gates_after
 from sweeper.models import OutcomeClass
 from sweeper.redrive import RedriveReport, RedriveRequest
 from sweeper.redrive_auto import Watch
@@ -86,10 +86,15 @@ def died(pipeline: Pipeline, i: int, *, code: str, outcome: OutcomeClass | None 
     )
 
 
-def watching(pipeline: Pipeline, clock: WallClock, **kw: Any) -> tuple[RedriveReport, Moves]:
-    """A scheduled run of the throttled letters' redrive, on `clock`, started every minute."""
+def watching(
+    pipeline: Pipeline, clock: WallClock, client: Any = None, **kw: Any
+) -> tuple[RedriveReport, Moves]:
+    """A scheduled run of the throttled letters' redrive, on `clock`, started every minute,
+    reading the closed gates as the function does (through `client`, if given)."""
     dlq = Moves(pipeline, clock)
-    closed_since = partial(closed_gates, pipeline.aws.dynamodb(), pipeline.resources.limiter_table)
+    closed_since = partial(
+        closed_gates_after, client or pipeline.aws.dynamodb(), pipeline.resources.limiter_table
+    )
     report = redrive(
         pipeline,
         RedriveRequest(policy="exports"),
@@ -102,6 +107,26 @@ def watching(pipeline: Pipeline, clock: WallClock, **kw: Any) -> tuple[RedriveRe
         **kw,
     )
     return report, dlq
+
+
+def automatic_in_functions(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The functions run the policy with its automatic redrive (a new cold start)."""
+    policy = Policy.model_validate(
+        {**pipeline.policy.model_dump(), "redrive": {"automatic": "throttled"}}
+    )
+    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
+    runtime.reset()
+
+
+def recording(client: Any) -> list[str]:
+    """The DynamoDB operations `client` sends from now on, by name, one per request."""
+    sent: list[str] = []
+
+    def note(model: Any, **_: Any) -> None:
+        sent.append(model.name)
+
+    client.meta.events.register("before-call.dynamodb", note)
+    return sent
 
 
 def close_gate(pipeline: Pipeline, until: float) -> None:
@@ -214,9 +239,13 @@ def test_an_empty_dlq_is_watched_when_a_gate_reopened_lately(pipeline: Pipeline)
     clock.on_sleep.append(lambda: None)
     clock.on_sleep.append(lambda: None)
     clock.on_sleep.append(dead)
+    client = pipeline.aws.dynamodb()
+    sent = recording(client)
     # When a scheduled run looks
-    report, dlq = watching(pipeline, clock)
-    # Then it kept watch and moved the letter within a poll of its landing
+    report, dlq = watching(pipeline, clock, client)
+    # Then it read the latest closure's end, Scanned for the gate (it ended within the run's
+    # minute), kept watch and moved the letter within a poll of its landing
+    assert sent[:2] == ["GetItem", "Scan"]
     assert report.moved == 1
     assert dlq.moved_at[0] - (clock.epoch - clock.mono + 1000.0 + 3.0) <= 1.0 + 0.01
 
@@ -246,11 +275,7 @@ def test_the_schedule_leaves_a_letter_that_died_otherwise_and_an_operator_moves_
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the policy's automatic redrive, and a letter of a job whose call timed out
-    policy = Policy.model_validate(
-        {**pipeline.policy.model_dump(), "redrive": {"automatic": "throttled"}}
-    )
-    monkeypatch.setenv("SWEEPER_POLICY", policy.model_dump_json())
-    runtime.reset()
+    automatic_in_functions(pipeline, monkeypatch)
     dead_letters(pipeline, 1)
     died(pipeline, 0, code="raised:Timeout", outcome=OutcomeClass.UNKNOWN)
     # When its schedule runs the redrive, then an operator asks for one

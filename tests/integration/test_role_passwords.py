@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from sweeper.ledger.roles import ensure_app_login, ensure_reader_login
+from sweeper.ledger.roles import APP_ROLE, READER_ROLE, ensure_login
 
 pytestmark = pytest.mark.integration
 
@@ -85,15 +85,15 @@ def _stored(conn: psycopg.Connection[Any], name: str) -> str:
     return str(row[0])
 
 
-@pytest.mark.parametrize("ensure", [ensure_app_login, ensure_reader_login])
+@pytest.mark.parametrize("role", [APP_ROLE, READER_ROLE])
 def test_creating_and_updating_a_login_never_sends_its_password(
-    db_url: str, recorded: list[str], ensure: Any
+    db_url: str, recorded: list[str], role: str
 ) -> None:
     name = f"sweeper_pw_t{uuid.uuid4().hex[:8]}"
     try:
         # When a login is created, then given a new password
-        assert ensure(db_url, name, PASSWORD) is True
-        assert ensure(db_url, name, PASSWORD + "-rotated") is False
+        assert ensure_login(db_url, name, PASSWORD, role) is True
+        assert ensure_login(db_url, name, PASSWORD + "-rotated", role) is False
         # Then no statement sent held either password, and the role statements were sent
         assert any("CREATE ROLE" in statement for statement in recorded)
         assert any("ALTER ROLE" in statement for statement in recorded)

@@ -110,6 +110,9 @@ class PagedScans:
         self._client = client
         self.pages = 0
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)  # the latest closure's GetItem, as it is
+
     def scan(self, **kwargs: Any) -> Any:
         self.pages += 1
         return self._client.scan(**kwargs, Limit=1)

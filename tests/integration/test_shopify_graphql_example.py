@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 from sweeper.models import Job, JobStatus, NewJob, OutcomeClass, operation_key
@@ -31,6 +31,7 @@ from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.graphql_cost import GRAPHQL_PATH
 from sweeper_local.vendor import VendorProcess
+from sweeper_tools.policy_file import load_config
 from tests.conftest import PgServer
 from tests.integration.examples import example_against, tenant_secrets, wait_for
 from tests.integration.examples import final_jobs as _final

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.ledger.view_sql import RETRYING_BY_CODE
 from sweeper.limiter import DynamoLimiter, closed_gates
@@ -26,6 +26,7 @@ from sweeper_cli.webconsole import page
 from sweeper_cli.webconsole.backend import LedgerBackend
 from sweeper_local.aws import LocalAws
 from sweeper_local.operator_api import OperatorApiStandIn
+from sweeper_tools.policy_file import load_config
 from tests.integration.conftest import StartConsole
 from tests.integration.test_status_limits import local_file_for
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sweeper.config import load_config
 from sweeper.endpoints import LocalFile, PolicyEndpoints
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
@@ -19,6 +18,8 @@ from sweeper.models import NewJob
 from sweeper.scheduling import scope_for
 from sweeper_cli import main
 from sweeper_local.aws import LOCAL_REGION, LocalAws, provision
+from sweeper_tools.endpoints import write_local_file
+from sweeper_tools.policy_file import load_config
 
 LISTINGS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "listings.toml"
 #: The app limit's limiter key: `NAME:KEY`, the key being the marketplace's host.
@@ -39,26 +40,29 @@ def local_file_for(
     policy = load_config(str(config)).policy(name)
     resources = provision(local_aws.sqs(), local_aws.dynamodb(), policy, prefix=unique_name)
     path = tmp_path / "local.json"
-    LocalFile(
-        pid=os.getpid(),
-        database_url=db_url,
-        aws_endpoint_url=local_aws.endpoint_url,
-        service_endpoint_urls=local_aws.service_endpoint_urls(),
-        region=LOCAL_REGION,
-        vendor_url=None,
-        limiter_table=resources.limiter_table,
-        idempotency_table=resources.idempotency_table,
-        log_file=None,
-        config=str(config),
-        policies={
-            name: PolicyEndpoints(
-                queue_url=resources.queue_url,
-                dlq_url=resources.dlq_url,
-                consumer_function=f"sweeper-{name}-consumer",
-                producer_function=f"sweeper-{name}-producer",
-            )
-        },
-    ).write(path)
+    write_local_file(
+        LocalFile(
+            pid=os.getpid(),
+            database_url=db_url,
+            aws_endpoint_url=local_aws.endpoint_url,
+            service_endpoint_urls=local_aws.service_endpoint_urls(),
+            region=LOCAL_REGION,
+            vendor_url=None,
+            limiter_table=resources.limiter_table,
+            idempotency_table=resources.idempotency_table,
+            log_file=None,
+            config=str(config),
+            policies={
+                name: PolicyEndpoints(
+                    queue_url=resources.queue_url,
+                    dlq_url=resources.dlq_url,
+                    consumer_function=f"sweeper-{name}-consumer",
+                    producer_function=f"sweeper-{name}-producer",
+                )
+            },
+        ),
+        path,
+    )
     return path
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sweeper.config import SweeperConfig, load_config
+from sweeper.config import SweeperConfig
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.base import ShareSeen
@@ -20,6 +20,7 @@ from sweeper_cli import main
 from sweeper_cli.webconsole import page
 from sweeper_cli.webconsole.backend import LedgerBackend
 from sweeper_local.aws import LocalAws
+from sweeper_tools.policy_file import load_config
 from tests.integration.test_status_limits import LISTINGS, local_file_for
 
 

@@ -26,16 +26,30 @@ pytestmark = pytest.mark.integration
 
 
 class Refusing:
-    """Answers every DELETE 429, naming `scope` in X-RateLimit-Scope when it is set, and with
-    `retry_after` (seconds) in Retry-After when that is."""
+    """Answers every DELETE 429 (or its first `refusals`, the later ones 204), naming `scope`
+    in X-RateLimit-Scope when it is set, and with `retry_after` (seconds) in Retry-After when
+    that is; `arrivals`: when each DELETE came (epoch seconds)."""
 
     def __init__(self) -> None:
         self.scope: str | None = None
         self.retry_after: int | None = None
+        self.refusals: int | None = None
+        self.arrivals: list[float] = []
+        lock = threading.Lock()
         refusing = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_DELETE(self) -> None:
+                with lock:
+                    refusing.arrivals.append(time.time())
+                    refused = refusing.refusals is None or (
+                        len(refusing.arrivals) <= refusing.refusals
+                    )
+                if not refused:
+                    self.send_response(204)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 self.send_response(429)
                 if refusing.scope is not None:
                     self.send_header("X-RateLimit-Scope", refusing.scope)
@@ -51,6 +65,10 @@ class Refusing:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
 
 @pytest.fixture
 def refusing() -> Iterator[Refusing]:
@@ -58,8 +76,7 @@ def refusing() -> Iterator[Refusing]:
     try:
         yield vendor
     finally:
-        vendor.server.shutdown()
-        vendor.server.server_close()
+        vendor.close()
 
 
 def two_limits(p: Pipeline, monkeypatch: pytest.MonkeyPatch, url: str) -> Pipeline:

@@ -14,7 +14,6 @@ import pytest
 
 from sweeper.actions.http import HttpActionConfig
 from sweeper.actions.http_auth import HeaderAuth
-from sweeper.config import load_config
 from sweeper_local.action_secrets import with_local_secrets
 from sweeper_local.aws import LocalAws
 from sweeper_local.marketplace import max_in_window
@@ -24,6 +23,7 @@ from sweeper_local.vendor import (
     VendorSimulator,
     fetch_listings_audit,
 )
+from sweeper_tools.policy_file import load_config
 
 pytestmark = pytest.mark.integration
 

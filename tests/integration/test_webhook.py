@@ -19,13 +19,14 @@ from sweeper.config import IntakeConfig, Policy
 from sweeper.intake.process import IntakeDeps, process_intake_batch
 from sweeper.intake.replay import PENDING_LEASE_SECONDS, Claim, DynamoReplayMarkers
 from sweeper.intake.send import QueueBacklog
-from sweeper.intake.signature import sign
 from sweeper.intake.webhook import WebhookDeps, WebhookRequest, WebhookResponse, handle_webhook
 from sweeper.ledger.store import Ledger
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper.sqs_queue import OutgoingMessage, Publisher, SqsPublisher, SqsVisibility
 from sweeper_local.aws import IntakeResources, LocalAws, provision_intake
 from sweeper_local.lambda_runtime import LocalLambdaContext, load_handler
+from sweeper_local.metric_totals import CountingSink
+from sweeper_local.webhook import sign
 
 SECRET = "webhook-secret-for-tests"
 POLICY = Policy(name="exports", intake=IntakeConfig(max_body_bytes=2048, max_hints_per_request=5))

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from sweeper.actions.base import NetworkPath
 from sweeper.actions.contract import Answer, Call, NotSent, result_of_answer
 from sweeper.actions.lambda_invoke import (
     LambdaActionConfig,
@@ -18,6 +17,8 @@ from sweeper.actions.lambda_invoke import (
 from sweeper.actions.python_call import PythonActionConfig, PythonCallAction
 from sweeper.actions.s3_delete import S3DeleteAction, S3DeleteActionConfig
 from sweeper.models import ActionCall, OutcomeClass
+from sweeper_tools.deploy import deploy_for
+from sweeper_tools.deploy.base import NetworkPath
 
 FUNCTION = "arn:aws:lambda:eu-west-1:111122223333:function:acme-cleanup"
 
@@ -104,12 +105,12 @@ def test_a_callable_that_cannot_be_imported_closes_the_scope_without_a_call() ->
 
 
 def test_the_python_kind_needs_no_grant_nor_path_beyond_the_consumers() -> None:
-    assert python_config().grants() == ()
-    assert python_config().network_path() == NetworkPath()
+    assert deploy_for(python_config()).grants() == ()
+    assert deploy_for(python_config()).network_path() == NetworkPath()
 
 
 def test_the_package_path_is_read_against_the_policy_files_directory(tmp_path: Path) -> None:
-    assert python_config().layer_dir(tmp_path) == (tmp_path / "pkg").resolve()
+    assert deploy_for(python_config()).layer_dir(tmp_path) == (tmp_path / "pkg").resolve()
 
 
 def test_a_lambda_function_that_raised_not_sent_is_transient_else_unknown() -> None:
@@ -144,7 +145,7 @@ def test_the_invoke_apis_own_errors_are_classified(
 
 
 def test_the_lambda_kind_may_invoke_its_function_versions_and_aliases_only() -> None:
-    (grant,) = LambdaActionConfig(function_arn=FUNCTION).grants()
+    (grant,) = deploy_for(LambdaActionConfig(function_arn=FUNCTION)).grants()
     assert grant.actions == ("lambda:InvokeFunction",)
     assert grant.resources == (FUNCTION, f"{FUNCTION}:*")
 

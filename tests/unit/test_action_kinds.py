@@ -11,11 +11,12 @@ import pytest
 from pydantic import ValidationError
 
 import sweeper
-from sweeper.actions.base import ActionKind, AwsService, Grant, NetworkPath
+from sweeper.actions.base import ActionKind
 from sweeper.actions.http_outcomes import outcomes_for
-from sweeper.actions.templates import body_fields
 from sweeper.config import KINDS, HttpActionConfig, Policy, SweeperConfig
 from sweeper.models import OutcomeClass
+from sweeper_tools.deploy import deploy_for
+from sweeper_tools.deploy.base import AwsService, Grant, NetworkPath
 from tests.unit.test_import_graph import import_graph
 
 PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
@@ -53,29 +54,30 @@ def test_every_kind_is_registered_under_its_own_name() -> None:
 
 
 def test_the_http_kind_grants_only_reading_its_token_secret() -> None:
-    assert HttpActionConfig(auth_secret_arn=TOKEN).grants() == (
+    assert deploy_for(HttpActionConfig(auth_secret_arn=TOKEN)).grants() == (
         Grant(actions=("secretsmanager:GetSecretValue",), resources=(TOKEN,)),
     )
-    assert HttpActionConfig().grants() == ()
+    assert deploy_for(HttpActionConfig()).grants() == ()
 
 
 def test_a_partial_secret_arn_is_granted_with_its_random_suffix_matched() -> None:
     partial = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:sweeper/api"
-    (grant,) = HttpActionConfig(auth_secret_arn=partial).grants()
+    (grant,) = deploy_for(HttpActionConfig(auth_secret_arn=partial)).grants()
     assert grant.resources == (f"{partial}-??????",)
 
 
 def test_the_http_kind_reaches_its_vendor_port_and_secrets_manager_only_with_a_secret() -> None:
     with_token = HttpActionConfig(api_url="https://api.example.com:8443", auth_secret_arn=TOKEN)
-    assert with_token.network_path() == NetworkPath(
+    assert deploy_for(with_token).network_path() == NetworkPath(
         aws_services=frozenset({AwsService.SECRETS_MANAGER}), internet_ports=(8443,)
     )
-    assert HttpActionConfig().network_path() == NetworkPath(internet_ports=(443,))
+    assert deploy_for(HttpActionConfig()).network_path() == NetworkPath(internet_ports=(443,))
 
 
 def test_the_http_kind_reaches_its_schemes_default_port_when_api_url_names_none() -> None:
     plain = HttpActionConfig(api_url="http://vendor.internal", allow_plain_http=True)
-    assert (plain.vendor_port, HttpActionConfig().vendor_port) == (80, 443)
+    assert deploy_for(plain).network_path().internet_ports == (80,)
+    assert deploy_for(HttpActionConfig()).network_path().internet_ports == (443,)
 
 
 def test_the_http_kind_plans_with_its_timeouts_and_measured_latency_only() -> None:
@@ -144,7 +146,6 @@ def test_a_graphql_query_in_a_body_is_text_and_its_variables_are_filled() -> Non
     config = HttpActionConfig(body={"query": query, "variables": {"id": "{object_id}"}})
     # Then the query is kept as text and the variable is the job's field
     assert config.body == {"query": query, "variables": {"id": "{object_id}"}}
-    assert body_fields(config.body) == {"object_id"}
 
 
 def test_a_body_template_of_whole_fields_and_literals_is_accepted() -> None:
@@ -209,10 +210,10 @@ def test_a_plain_http_token_url_is_refused_unless_allowed() -> None:
 )
 def test_each_auth_mode_grants_reading_its_own_secret_only(auth: dict[str, str]) -> None:
     config = HttpActionConfig(auth=auth)
-    assert config.grants() == (
+    assert deploy_for(config).grants() == (
         Grant(actions=("secretsmanager:GetSecretValue",), resources=(TOKEN,)),
     )
-    assert config.network_path().aws_services == {AwsService.SECRETS_MANAGER}
+    assert deploy_for(config).network_path().aws_services == {AwsService.SECRETS_MANAGER}
 
 
 def test_an_oauth2_token_endpoint_elsewhere_opens_its_port_too() -> None:
@@ -220,7 +221,7 @@ def test_an_oauth2_token_endpoint_elsewhere_opens_its_port_too() -> None:
         api_url="https://api.example.com",
         auth={**OAUTH, "token_url": "https://auth.example.com:9443/token"},
     )
-    assert config.network_path().internet_ports == (443, 9443)
+    assert deploy_for(config).network_path().internet_ports == (443, 9443)
 
 
 def test_snooze_may_be_named_in_the_outcome_table() -> None:

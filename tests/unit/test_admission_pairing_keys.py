@@ -16,8 +16,9 @@ import pytest
 
 from sweeper.admission import Clocks, admission_for
 from sweeper.admission.pairing import PairedLimits
-from sweeper.config import LimitConfig, Policy, load_config
+from sweeper.config import LimitConfig, Policy
 from sweeper.limiter import ScopeState
+from sweeper_tools.policy_file import load_config
 
 LISTINGS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "listings.toml"
 

@@ -5,15 +5,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sweeper.config import (
-    ConsumerConfig,
-    HttpActionConfig,
-    Policy,
-    Quota,
-    Settings,
-    load_config,
-)
+from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, Settings
 from sweeper.errors import ConfigError
+from sweeper_tools.policy_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

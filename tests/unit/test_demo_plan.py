@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import Policy, Quota, load_config
+from sweeper.config import Policy, Quota
 from sweeper_cli import main
 from sweeper_local.demo import (
     LOCAL_CALL_OVERHEAD_SECONDS,
@@ -17,6 +17,7 @@ from sweeper_local.demo import (
 )
 from sweeper_local.demo_audit import vendor_contract, vendor_utilization
 from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.policy_file import load_config
 
 RATE = Quota(limit=100, period_seconds=1)
 

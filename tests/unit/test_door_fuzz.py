@@ -22,7 +22,7 @@ from sweeper.discovery.s3 import S3Source
 from sweeper.errors import HintRejectedError, InputError
 from sweeper.intake.hints import hint_messages, parse_queue_body, parse_webhook_body
 from sweeper.models import NewJob, id_problem
-from sweeper.scheduling import parse_jobs
+from sweeper_tools.obligation_file import parse_jobs
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 LONG_AGO = datetime(2026, 1, 1, tzinfo=UTC)

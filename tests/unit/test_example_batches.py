@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from sweeper.config import Policy, load_config
+from sweeper.config import Policy
 from sweeper_tools.planning.batch import TURNOVER_SHARE
 from sweeper_tools.planning.consumer_defaults import deployed_policy
 from sweeper_tools.planning.plan import PlanInput, make_plan
 from sweeper_tools.planning.slot_wait import fewest_binding_scopes
+from sweeper_tools.policy_file import load_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 #: Examples whose batch is not a user's choice: plan-real-rates.toml states the shapes

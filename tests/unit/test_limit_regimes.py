@@ -17,10 +17,11 @@ from sweeper.admission import regimes
 from sweeper.admission.regimes import regime_of
 from sweeper.admission.terms import PlanTerm, Slack
 from sweeper.claim_bounds import claim_bounds
-from sweeper.config import LimitConfig, Policy, load_config
+from sweeper.config import LimitConfig, Policy
 from sweeper.operator_api.reads import limits_of
 from sweeper_cli.plan import render
 from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.policy_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 GIVEN = PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=0.3, scopes=4)

@@ -3,14 +3,18 @@
 The producer's claim bounds, `status`, the console and `sweeper plan` read a limit through its
 regime (`sweeper.admission.regimes.regime_of`); only the regimes' modules and the config read a
 limit's regime fields. Every module is parsed, not imported. A regime field is any field of
-`LimitConfig` beyond its name and key (`rate`, `max_in_flight`, and whatever a new regime adds),
-so a new regime's field is watched as soon as it is declared. Read as a limit's are:
+`LimitConfig` beyond its name and key (`regimes`, `learn`), any field of a regime's config arm
+(`rate`, `cost_per_call`, `max_in_flight`, `budget`: each arm of the union
+`sweeper.config.limit.RegimeArm`, so a new regime's fields are watched as soon as its arm is in
+the union), and any view or accessor `LimitConfig` gives of them (`call_rate`, `arm`), so that
+none is a way around. Read as a limit's are:
 
 - `X.FIELD is None` / `is not None`: the question "which kind is it?";
 - `X.FIELD.anything`: reading into a regime's config (`limit.rate.limit`);
 - `X.FIELD` where X names a limit (`limit`, `first`, `policy.limits[0]`). `policy.max_in_flight`
   is the policy's claim size, not a limit's field;
-- `D["FIELD"]` / `D.get("FIELD")`: the plan's figures of a regime, read by a renderer.
+- `D["FIELD"]` / `D.get("FIELD")`: the plan's figures of a regime, read by a renderer;
+- an arm's class named at all (`RateArm`, `Arm`, `RegimeArm`): a regime asked by its config.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sweeper
 import sweeper_cli
 import sweeper_tools
 from sweeper.config import LimitConfig
+from sweeper.config.limit import ARMS
 
 PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
 #: The regimes' own modules and the config that declares their fields may read them.
@@ -32,7 +37,16 @@ KNOWN: dict[str, str] = {
     # limiter's keys, in the limiter package, below the admission that imports it.
     "sweeper/limiter/keys.py": "the limiter items each regime owns, for IAM",
 }
-FIELDS = frozenset(LimitConfig.model_fields) - {"name", "key"}
+#: What every limit has, whatever its regimes: its name, key and the key's rendering.
+COMMON = frozenset({"name", "key", "uses_params", "render", "limiter_key", "model_config"})
+#: The limit's own fields, its arms' fields, and the views and accessors it defines of them.
+FIELDS = (
+    frozenset(LimitConfig.model_fields)
+    | {field for arm in ARMS for field in arm.model_fields if field != "regime"}
+    | {name for name in vars(LimitConfig) if not name.startswith("_")}
+) - COMMON
+#: The arms' classes, and the union of them: named only where a regime is owned.
+ARM_NAMES = frozenset({"Arm", "RegimeArm", *(arm.__name__ for arm in ARMS)})
 
 
 def _limit_like(node: ast.expr) -> bool:
@@ -41,6 +55,8 @@ def _limit_like(node: ast.expr) -> bool:
 
 
 def _asks(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name | ast.alias):
+        return (node.id if isinstance(node, ast.Name) else node.name) in ARM_NAMES
     if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute):
         is_none = all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops)
         return is_none and node.left.attr in FIELDS
@@ -105,6 +121,11 @@ def test_a_limits_kind_asked_in_any_of_the_ways_is_seen() -> None:
         "rows = policy.limits[0].max_in_flight / latency",
         'flight = figures["max_in_flight"]',
         'rate = row.get("rate")',
+        "x = limit.call_rate",
+        "arm = first.arm(CapArm)",
+        "from sweeper.config.regimes import RateArm",
+        "xs = [arm.budget for arm in limit.regimes]",
+        "x = limit.cost_per_call",
     ]
     fine = ["cap = policy.max_in_flight", "rate = last.rate", "x = limits['name']"]
     # Then every asking is seen, and nothing else

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import LimitConfig, Policy, Quota, load_config
+from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.errors import ConfigError
+from sweeper_tools.policy_file import load_config
 
 TWO_LIMITS = """
 [[policies]]

@@ -15,10 +15,10 @@ from sweeper.config import (
     Policy,
     Quota,
     ScopeConfig,
-    load_config,
 )
 from sweeper_cli.plan import render
 from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.policy_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,21 +9,25 @@ from pathlib import Path
 
 from sweeper.endpoints import LocalFile
 from sweeper_local.background import live_local_file
+from sweeper_tools.endpoints import write_local_file
 
 
 def write(path: Path, pid: int) -> None:
-    LocalFile(
-        pid=pid,
-        database_url="postgresql://localhost/x",
-        aws_endpoint_url="http://127.0.0.1:1",
-        region="us-east-1",
-        vendor_url=None,
-        limiter_table="l",
-        idempotency_table="i",
-        log_file=None,
-        config="sweeper.toml",
-        policies={},
-    ).write(path)
+    write_local_file(
+        LocalFile(
+            pid=pid,
+            database_url="postgresql://localhost/x",
+            aws_endpoint_url="http://127.0.0.1:1",
+            region="us-east-1",
+            vendor_url=None,
+            limiter_table="l",
+            idempotency_table="i",
+            log_file=None,
+            config="sweeper.toml",
+            policies={},
+        ),
+        path,
+    )
 
 
 def test_a_file_whose_stack_runs_is_live_and_one_whose_stack_ended_is_not(tmp_path: Path) -> None:

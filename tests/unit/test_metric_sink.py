@@ -14,7 +14,8 @@ import pytest
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics.exceptions import MetricUnitError
 
-from sweeper.observability import CountingSink, Metric, SummedCounts, add_counts
+from sweeper.observability import Metric, SummedCounts, add_counts
+from sweeper_local.metric_totals import CountingSink
 
 
 @pytest.mark.parametrize("unit", ["Count", "Seconds", "Milliseconds"])

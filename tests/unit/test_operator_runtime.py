@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import SweeperConfig, load_config
+from infra.operator_api import config_file_text
+from sweeper.config import SweeperConfig
 from sweeper.errors import ConfigError
-from sweeper.operator_api.runtime import OperatorSettings, config_file_text
+from sweeper.operator_api.runtime import OperatorSettings
+from sweeper_tools.policy_file import load_config
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from sweeper.config import Policy, S3Discovery, SmokeConfig, SqlDiscovery
 from sweeper.errors import InputError, OperatorError
 from sweeper.models import JobMessage, OutcomeClass, identity_values, operation_key, params_digest
 from sweeper.params import MAX_PARAMS_BYTES, ParamsError, ParamsRules
-from sweeper.scheduling import parse_jobs
 from sweeper_cli.base import OUTCOMES
+from sweeper_tools.obligation_file import parse_jobs
 from sweeper_tools.smoke import canary_for, canary_key
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

@@ -215,7 +215,7 @@ SHIPPED_PLANS = [
 def test_the_shipped_policy_reaches_its_quota_with_the_timeout_its_batch_needs(
     args: list[str],
 ) -> None:
-    from sweeper.config import load_config
+    from sweeper_tools.policy_file import load_config
 
     result = CliRunner().invoke(
         main, ["plan", "--config", "sweeper.toml", "--json", *args], prog_name="sweeper"
@@ -826,13 +826,6 @@ def test_a_limit_whose_key_another_policy_holds_too_is_not_judged_by_one_policys
         update={"name": "elsewhere"}
     )
     assert len(limit_warnings(policy, sharing=[apart])) == 1
-
-
-def test_the_fields_one_policy_fills_alike_are_the_schedulers_policy_wide_ones() -> None:
-    from sweeper.scheduling import POLICY_WIDE_SCOPE_FIELDS
-    from sweeper_tools.planning.limits import POLICY_CONSTANT_FIELDS
-
-    assert POLICY_CONSTANT_FIELDS == POLICY_WIDE_SCOPE_FIELDS
 
 
 def test_a_limit_beyond_what_the_consumers_complete_is_never_reached() -> None:

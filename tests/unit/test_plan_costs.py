@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import load_config
 from sweeper_cli import main
 from sweeper_tools.planning.consumer_defaults import deployed_config
 from sweeper_tools.planning.costs import (
@@ -25,6 +24,7 @@ from sweeper_tools.planning.costs import (
     total,
 )
 from sweeper_tools.planning.pause import awake_hours
+from sweeper_tools.policy_file import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = REPO_ROOT / "sweeper.toml"

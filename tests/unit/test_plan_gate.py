@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from sweeper.config import load_config
 from sweeper_cli import main
+from sweeper_tools.policy_file import load_config
 
 #: Every policy file the project ships: the deployed one and the documented examples.
 SHIPPED_FILES = ["sweeper.toml", *sorted(str(p) for p in Path("docs/examples").glob("*.toml"))]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweeper.config import Policy, S3Discovery, load_config
+from sweeper.config import Policy, S3Discovery
 from sweeper_cli import main
 from sweeper_tools.planning.pause import (
     AUTO_PAUSE_AFTER_SECONDS,
@@ -19,6 +19,7 @@ from sweeper_tools.planning.pause import (
     connecting_runs,
     policy_wakes,
 )
+from sweeper_tools.policy_file import load_config
 from tests.unit.test_plan_costs import _tables, assert_awake_lines_documented
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from sweeper.config import load_config
 from sweeper_cli import main
 from sweeper_tools.planning.stack_estimate import CFN_MAX_OUTPUTS, estimate, policy_stack_id
+from sweeper_tools.policy_file import load_config
 
 RICH = Path("tests/infra/fixtures/rich_policy.toml")
 LATENCY = ["--latency-p50", "0.15", "--latency-p95", "0.4"]

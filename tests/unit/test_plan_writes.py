@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from sweeper.config import load_config
 from sweeper.consumer import dynamodb_idempotent, guard_with_idempotency, job_idempotency_config
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper_tools.planning.plan import PlanInput, make_plan
@@ -18,6 +17,7 @@ from sweeper_tools.planning.writes import (
     dynamodb_writes_per_job,
     limiter_block,
 )
+from sweeper_tools.policy_file import load_config
 
 SHIPPED = Path(__file__).resolve().parents[2] / "sweeper.toml"
 WRITE_UNIT_BYTES = 1024

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sweeper.observability import CountingSink, Metric
+from sweeper.observability import Metric
 from sweeper.returns import (
     FULL_TIMEOUT_RECEIVES,
     LEDGER_RETURN_CAP_SECONDS,
@@ -19,6 +19,7 @@ from sweeper.returns import (
     return_soon,
 )
 from sweeper.sqs_queue import Hide, SqsVisibility
+from sweeper_local.metric_totals import CountingSink
 
 
 class Recording:

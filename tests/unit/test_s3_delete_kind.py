@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sweeper.actions.base import AwsService, NetworkPath
 from sweeper.actions.s3_delete import (
     S3_DELETES_PER_SECOND_PER_PREFIX,
     BadKeyError,
@@ -21,6 +20,8 @@ from sweeper.actions.s3_delete import (
 )
 from sweeper.config import Policy
 from sweeper.models import ActionCall, OutcomeClass
+from sweeper_tools.deploy import deploy_for
+from sweeper_tools.deploy.base import AwsService, NetworkPath
 
 TEMPLATE = "exports/{tenant_id}/{object_id+}"
 
@@ -97,7 +98,7 @@ def test_the_template_must_start_with_a_fixed_prefix_and_name_known_fields() -> 
 
 
 def test_the_grants_are_delete_under_the_prefix_and_a_listing_of_it_only() -> None:
-    delete, listing = config().grants()
+    delete, listing = deploy_for(config()).grants()
     assert (delete.actions, delete.resources, delete.conditions) == (
         ("s3:DeleteObject",),
         ("arn:aws:s3:::acme-exports/exports/*",),
@@ -112,7 +113,9 @@ def test_the_grants_are_delete_under_the_prefix_and_a_listing_of_it_only() -> No
 
 
 def test_the_path_is_the_s3_endpoint_and_nothing_through_nat() -> None:
-    assert config().network_path() == NetworkPath(aws_services=frozenset({AwsService.S3}))
+    assert deploy_for(config()).network_path() == NetworkPath(
+        aws_services=frozenset({AwsService.S3})
+    )
 
 
 def test_a_policy_without_a_quota_takes_s3s_per_prefix_rate() -> None:

@@ -13,9 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sweeper.config import S3Discovery, load_config
+from sweeper.config import S3Discovery
 from sweeper.discovery.s3 import _SEGMENTS, key_pattern
 from sweeper.errors import ConfigError
+from sweeper_tools.policy_file import load_config
 
 DISCOVERY = 'discovery = {{ kind = "s3", bucket = "my-bucket", key_template = "{}" }}'
 ACTION = 'action = {{ kind = "s3_delete", bucket = "acme", key_template = "{}" }}'

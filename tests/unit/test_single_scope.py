@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.config import HttpActionConfig, Policy, ScopeConfig
-from sweeper.scheduling import single_scope
+from sweeper_tools.planning.scope import single_scope
 
 API = HttpActionConfig(api_url="https://api.example.com:8443")
 

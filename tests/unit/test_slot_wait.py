@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.config import ConsumerConfig, Policy, load_config
+from sweeper.config import ConsumerConfig, Policy
 from sweeper_cli.plan import render
 from sweeper_tools.planning.consumer_defaults import derived_consumer
 from sweeper_tools.planning.plan import PlanInput, make_plan
 from sweeper_tools.planning.slot_wait import fewest_binding_scopes, slot_wait_seconds
+from sweeper_tools.policy_file import load_config
 
 LISTINGS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "listings.toml"
 VENDOR = PlanInput(latency_p50_seconds=0.02, latency_p95_seconds=0.04, scopes=25)

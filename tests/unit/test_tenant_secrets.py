@@ -20,6 +20,7 @@ from sweeper.actions.http import HttpAction
 from sweeper.actions.secret_template import parse_secret_template
 from sweeper.config import HttpActionConfig, Policy
 from sweeper.models import OutcomeClass
+from sweeper_tools.deploy import deploy_for
 from tests.unit.test_url_authority import job_for
 
 ACCOUNT = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:"
@@ -102,7 +103,9 @@ def test_a_tenant_that_is_not_a_safe_name_fragment_has_no_secret(tenant: str) ->
 
 
 def test_a_secret_template_is_granted_on_its_fixed_path_only() -> None:
-    (grant,) = HttpActionConfig(auth={"type": "bearer", "secret_arn": TEMPLATE}).grants()
+    (grant,) = deploy_for(
+        HttpActionConfig(auth={"type": "bearer", "secret_arn": TEMPLATE})
+    ).grants()
     assert grant.actions == ("secretsmanager:GetSecretValue",)
     assert grant.resources == (f"{ACCOUNT}sweeper/helpdesk/*",)
     assert grant.wildcard_reason
@@ -193,6 +196,6 @@ def test_doctor_reads_no_secret_without_a_tenant_and_says_so() -> None:
     secrets = Secrets({})
     config = HttpActionConfig(auth={"type": "basic", "secret_arn": TEMPLATE})
     context = ActionContext(secrets=secrets, secret_max_age_seconds=300)
-    (check,) = config.doctor_checks(context, 1.0)
+    (check,) = deploy_for(config).doctor_checks(context, 1.0)
     assert (check.status, secrets.reads) == ("warn", [])
     assert "per tenant" in check.detail

@@ -8,7 +8,8 @@ import hmac
 import pytest
 
 from sweeper.errors import SignatureError
-from sweeper.intake.signature import sign, verify
+from sweeper.intake.signature import verify
+from sweeper_local.webhook import sign
 
 SECRET = "s3cret-for-tests"
 BODY = b'{"tenant_id":"t1","object_id":"o1"}'

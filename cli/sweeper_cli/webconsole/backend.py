@@ -338,9 +338,10 @@ class ApiBackend:
 def api_backend(endpoints: Endpoints, config: SweeperConfig) -> ApiBackend:
     """The page's backend for `--stack` without a database URL: the stack's operator API, as
     the principal of the operator's own AWS session."""
+    from sweeper_tools.endpoints import operator_api_outputs
     from sweeper_tools.operator_client import OperatorApiClient, caller_arn
 
-    client = OperatorApiClient.from_outputs(endpoints.session, endpoints.operator_api_outputs())
+    client = OperatorApiClient.from_outputs(endpoints.session, operator_api_outputs(endpoints))
     return ApiBackend(
         client,
         [p.name for p in config.policies],

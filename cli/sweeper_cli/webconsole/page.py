@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from sweeper.operations.status import share_line
+from sweeper_cli.shares import share_line
 from sweeper_cli.webconsole.backend import ACTIONS
 from sweeper_cli.webconsole.failures import failures_card
 

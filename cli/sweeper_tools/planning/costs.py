@@ -21,7 +21,7 @@ from typing import Any
 
 from sweeper.config import Policy, SweeperConfig
 from sweeper.models import OutcomeClass
-from sweeper.scheduling import single_scope
+from sweeper_tools.deploy.redrive import redrive_schedule
 from sweeper_tools.planning.pause import (
     AUTO_PAUSE_AFTER_SECONDS,
     HOURS_PER_MONTH,
@@ -30,6 +30,7 @@ from sweeper_tools.planning.pause import (
     ledger_wakes,
     runs_per_month,
 )
+from sweeper_tools.planning.scope import single_scope
 
 GB = 1e9  # bytes; AWS bills data in GB
 
@@ -210,7 +211,7 @@ def scheduled_functions(policy: Policy) -> list[tuple[str, str, int]]:
     found = [
         (policy.schedule, policy.timezone, IDLE_METRICS_PRODUCER),
         # as infra/redrive.py schedules it: every 15 minutes, or every minute (its option)
-        (policy.redrive.schedule_expression, "UTC", IDLE_METRICS_REDRIVE),
+        (redrive_schedule(policy.redrive), "UTC", IDLE_METRICS_REDRIVE),
     ]
     if policy.discovery is not None:
         found.append((policy.discovery.schedule, policy.timezone, IDLE_METRICS_DISCOVERY))

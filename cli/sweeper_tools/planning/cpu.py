@@ -5,12 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sweeper.limits import MB_PER_VCPU, vcpu_for
+from sweeper.limits import MB_PER_VCPU
 
 #: The share of an environment's CPU the plan fills. Busier, its threads are woken late for
 #: their slots (measured here: with the machine 0.57-0.67 busy, under 0.3 % of slots were let go
 #: late; at 0.99 busy, 1.6 slots per call).
 CPU_BUSY_SHARE = 0.7
+
+
+def vcpu_for(memory_mb: int) -> float:
+    """The vCPU share Lambda gives a function of this memory."""
+    return memory_mb / MB_PER_VCPU
 
 
 @dataclass(frozen=True, slots=True)

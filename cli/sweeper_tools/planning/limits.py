@@ -21,9 +21,8 @@ from sweeper.config import LimitConfig, Policy
 from sweeper.errors import ConfigError
 
 #: Key fields that render alike for every call of one policy: a limit keyed by these alone has
-#: one key per policy (an app-wide limit when its key is a constant). The same as
-#: sweeper.scheduling.POLICY_WIDE_SCOPE_FIELDS (a unit test checks), not imported from there:
-#: scheduling brings the ledger with it, and synth reads this module.
+#: one key per policy (an app-wide limit when its key is a constant), and a scope template
+#: over these alone one scope per policy (sweeper_tools.planning.scope.single_scope).
 POLICY_CONSTANT_FIELDS = frozenset({"policy", "host"})
 _KEY_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 

@@ -62,6 +62,7 @@ from sweeper.admission.terms import Slack
 from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, Policy
 from sweeper.errors import ConfigError
 from sweeper.schedule_expression import RateSchedule, parse_schedule
+from sweeper_tools.deploy import deploy_for
 from sweeper_tools.planning.batch import Turnover, batch_need
 from sweeper_tools.planning.costs import (
     DYNAMODB_READ_PER_MILLION_USD,
@@ -353,7 +354,7 @@ def make_plan(
     kind = policy.action
     return Plan(
         policy=policy.name,
-        action=f"{kind.describe()}, one call up to {kind.call_seconds:g} s",
+        action=f"{deploy_for(kind).describe()}, one call up to {kind.call_seconds:g} s",
         target_rate_per_second=round(target, 3),
         mean_service_seconds=round(mean_service, 4),
         p95_service_seconds=round(p95_service, 4),

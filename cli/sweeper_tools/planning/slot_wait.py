@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from sweeper.admission.regimes import regime_of
 from sweeper.config import Policy
 from sweeper_tools.planning.limits import key_span, limit_ceiling
 
@@ -49,9 +50,9 @@ def wait_per_rate(policy: Policy, keys: Mapping[str, int], rate_per_second: floa
     per_rate = [0.0]
     for limit in policy.limits:
         count = keys[limit.name]
-        if count <= 1 or limit.call_rate is None:
+        pacing = regime_of(limit).pacing()
+        if count <= 1 or pacing is None:
             continue
-        pacing = limit.call_rate.pacing()
         interval = pacing.interval_seconds
         if rate_per_second * interval / count >= 1 - _EPSILON:
             continue  # the limit binds: its slots are the rate itself

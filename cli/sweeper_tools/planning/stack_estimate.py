@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass
 
 from sweeper.config import Policy, S3Discovery, SweeperConfig
-from sweeper.scheduling import single_scope
+from sweeper_tools.deploy import deploy_for
+from sweeper_tools.planning.scope import single_scope
 
 #: CloudFormation's limits on one template.
 CFN_MAX_RESOURCES = 500
@@ -92,7 +93,7 @@ class StackEstimate:
 
 def policy_stack_resources(policy: Policy) -> int:
     """The resources of the policy's nested stack."""
-    path = policy.action.network_path()
+    path = deploy_for(policy.action).network_path()
     pipeline = PIPELINE_RESOURCES
     if not path.internet_ports:
         pipeline += ACTION_EXTRA_PER_SERVICE * len(path.aws_services)
@@ -112,7 +113,7 @@ def policy_stack_resources(policy: Policy) -> int:
 
 def _reaches_s3(policy: Policy) -> bool:
     return isinstance(policy.discovery, S3Discovery) or (
-        "s3" in policy.action.network_path().aws_services
+        "s3" in deploy_for(policy.action).network_path().aws_services
     )
 
 

@@ -1,37 +1,27 @@
-"""Where the operator's commands reach: the local stack's file, or a deployed stack on AWS.
+"""Where an operator command reaches: a deployed stack's outputs, or the local stack's file.
 
-`sweeper local up` writes `.sweeper/local.json` (a `LocalFile`); when it is present every command
-uses its database URL, AWS endpoint, queues and tables. Otherwise the commands use AWS (`--region`,
-`--profile`), the deployed stack's outputs (`--stack`) for queues, functions and tables, and
-`--database-url` for the ledger. The commands run the same code either way.
+The operator API's function builds its `Endpoints` from its environment; the CLI resolves one
+from `.sweeper/local.json` (a `LocalFile`, which `sweeper local up` writes) or from AWS
+(`sweeper_tools.endpoints.resolve`). The commands run the same code either way.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from sweeper.errors import OperatorError
-from sweeper.ledger.wake import DynamoWakeStore
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sqs import SQSClient
-
-DEFAULT_LOCAL_FILE = ".sweeper/local.json"
-DEFAULT_STACK = "Sweeper"
-#: The local stack names each policy's consumer like this (the deployed one is in the outputs).
-LOCAL_CONSUMER_FUNCTION = "sweeper-{policy}-consumer"
 
 
 class PolicyEndpoints(BaseModel):
@@ -74,27 +64,6 @@ class LocalFile(BaseModel):
     #: (`OperatorApiUrl`, `OperatorApiReadOnlyUrl`); None when none runs.
     operator_api: dict[str, str] | None = None
 
-    def write(self, path: Path) -> None:
-        """Write atomically: a reader sees the old file or the whole new one."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_text(self.model_dump_json(indent=2), encoding="utf-8")
-        partial.replace(path)
-
-
-def read_local_file(path: Path) -> LocalFile | None:
-    """The local stack's file, or None when there is none."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    try:
-        return LocalFile.model_validate(json.loads(text))
-    except (ValueError, ValidationError) as exc:
-        raise OperatorError(
-            f"{path} is not a local stack file; remove it or run `sweeper local up`"
-        ) from exc
-
 
 def pascal_case(name: str) -> str:
     """`data-exports` -> `DataExports`, as the CDK app names each policy's outputs."""
@@ -115,7 +84,8 @@ class Endpoints:
     local: LocalFile | None = None
     _outputs: dict[str, str] | None = field(default=None, repr=False)
 
-    def _client(self, service: str, config: BotoConfig | None = None) -> Any:
+    def client(self, service: str, config: BotoConfig | None = None) -> Any:
+        """A boto3 client of `service` at this target (untyped: for services without stubs)."""
         try:
             return self.session.client(  # type: ignore[call-overload]
                 service,
@@ -129,33 +99,19 @@ class Endpoints:
             ) from exc
 
     def sqs(self) -> SQSClient:
-        client: SQSClient = self._client("sqs")
+        client: SQSClient = self.client("sqs")
         return client
 
     def dynamodb(self) -> DynamoDBClient:
-        client: DynamoDBClient = self._client("dynamodb")
+        client: DynamoDBClient = self.client("dynamodb")
         return client
-
-    def wake_store(self) -> DynamoWakeStore | None:
-        """The policies' wake items beside this ledger (sweeper.ledger.wake): in the limiter
-        table; an operator's write lowers them like any other. None when no stack is in reach
-        (a bare database URL without AWS): its writes lower nothing (docs/architecture.md)."""
-        try:
-            table = self.limiter_table()
-        except OperatorError:
-            return None
-        return None if table is None else DynamoWakeStore(self.dynamodb(), table)
 
     def s3(self) -> Any:
         """An S3 client (discovery's `ListsObjects`; the S3 stubs are not a dependency)."""
-        return self._client("s3")
-
-    def cloudwatch(self) -> Any:
-        """A CloudWatch client (untyped: the project installs no CloudWatch stubs)."""
-        return self._client("cloudwatch")
+        return self.client("s3")
 
     def lambda_client(self, config: BotoConfig | None = None) -> LambdaClient:
-        client: LambdaClient = self._client("lambda", config)
+        client: LambdaClient = self.client("lambda", config)
         return client
 
     @property
@@ -174,7 +130,7 @@ class Endpoints:
         """The deployed stack's outputs (read once)."""
         if self._outputs is None:
             try:
-                stacks = self._client("cloudformation").describe_stacks(StackName=self.stack)
+                stacks = self.client("cloudformation").describe_stacks(StackName=self.stack)
             except (ClientError, BotoCoreError) as exc:
                 raise OperatorError(
                     f"cannot read the outputs of stack {self.stack!r}: {type(exc).__name__} "
@@ -201,58 +157,7 @@ class Endpoints:
             intake_dlq_url=outputs.get(f"{prefix}IntakeDeadLetterQueueUrl"),
         )
 
-    def operator_api_outputs(self) -> dict[str, str]:
-        """The outputs naming the operator API's URLs (the stack's, or the local stand-in's)."""
-        if self.local is not None:
-            return dict(self.local.operator_api or {})
-        return self.outputs()
-
     def limiter_table(self) -> str | None:
         if self.local is not None:
             return self.local.limiter_table
         return self.outputs().get("LimiterTableName")
-
-
-def resolve(
-    *,
-    local_file: str | None,
-    database_url: str | None,
-    region: str | None,
-    profile: str | None,
-    stack: str | None,
-) -> Endpoints:
-    """The local stack when its file exists, else AWS."""
-    path = Path(local_file or DEFAULT_LOCAL_FILE)
-    local = read_local_file(path)
-    if local is not None:
-        _check_alive(local, path)
-        session = boto3.Session(
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",  # noqa: S106 - the local emulator's fixed key
-            region_name=local.region,
-        )
-        return Endpoints(
-            "local",
-            session,
-            database_url or local.database_url,
-            endpoint_url=local.aws_endpoint_url,
-            service_endpoint_urls=dict(local.service_endpoint_urls),
-            local=local,
-        )
-    try:
-        session = boto3.Session(region_name=region, profile_name=profile)
-    except BotoCoreError as exc:
-        raise OperatorError(f"AWS session: {exc}") from exc
-    return Endpoints("aws", session, database_url, stack=stack or DEFAULT_STACK)
-
-
-def _check_alive(local: LocalFile, path: Path) -> None:
-    try:
-        os.kill(local.pid, 0)
-    except ProcessLookupError as exc:
-        raise OperatorError(
-            f"{path} names a local stack that is not running (pid {local.pid}); "
-            "run `sweeper local down` to clean up, then `sweeper local up`"
-        ) from exc
-    except PermissionError:
-        pass  # it exists, under another user

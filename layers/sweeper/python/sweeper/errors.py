@@ -100,10 +100,6 @@ class RetryableActionError(ActionError):
     """The outcome may change on a later attempt (throttled, transient, unknown, auth)."""
 
 
-class PermanentActionError(ActionError):
-    """The request itself is wrong; no later attempt can succeed."""
-
-
 class TokenError(SweeperError):
     """The vendor's API token cannot be had, or cannot be sent (`code`: a short reason).
 
@@ -113,10 +109,6 @@ class TokenError(SweeperError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-class LocalStackError(SweeperError):
-    """A part of the local stack (database, AWS emulator, simulator) could not start."""
 
 
 class InputError(SweeperError):

@@ -30,11 +30,6 @@ MB_PER_VCPU = 1769
 MAX_PUBLISH_CONCURRENCY = 10
 
 
-def vcpu_for(memory_mb: int) -> float:
-    """The vCPU share Lambda gives a function of this memory."""
-    return memory_mb / MB_PER_VCPU
-
-
 def recommended_visibility_timeout_seconds(
     function_timeout_seconds: int, batch_window_seconds: int
 ) -> int:

@@ -251,19 +251,3 @@ class SummedCounts:
         traceback: TracebackType | None,
     ) -> None:
         self.flush()  # what was counted before an error is emitted too
-
-
-class CountingSink:
-    """A MetricSink that keeps totals in memory (tests, the local stack).
-
-    As strict about units as Powertools' Metrics: a unit CloudWatch does not know raises there
-    (MetricUnitError, failing the invocation), so it raises here too.
-    """
-
-    def __init__(self) -> None:
-        self.totals: dict[str, float] = {}
-
-    def add_metric(self, name: str, unit: str, value: float) -> None:
-        if unit not in CLOUDWATCH_UNITS:
-            raise ValueError(f"metric {name}: {unit!r} is not a CloudWatch unit")
-        self.totals[name] = self.totals.get(name, 0.0) + value

@@ -6,9 +6,12 @@ outcome `throttled`. With the option, the redrive function runs every minute (Ev
 Scheduler's finest rate), and each scheduled run is a `Watch`:
 
 - it reads the DLQ's depth first (one GetQueueAttributes); when the DLQ is empty it returns,
-  unless a limiter gate closed within its last period (one Scan of the limiter table: the items
-  closed now or reopened since): a record deferred to a reopening may still die at it. Idle, a
-  run is those two reads, a few ms;
+  unless a limiter gate closed within its last period: a record deferred to a reopening may
+  still die at it. It asks the latest closure's end first (one GetItem of `closures#latest`,
+  sweeper.limiter.closures, raised by every gate close) and Scans the limiter table for the
+  gates closed now or reopened since only when that end is after its period's start. Idle, a
+  run is those two reads, a few ms and one read unit, whatever the number of limiter keys (a
+  Scan reads every item: at 100,000 keys of ~100 bytes, ~1,220 read units a run);
 - a letter whose job died of a limit moves back once every limit of the job is open and its
   time has come (never before); a reopening that falls within the run (the shared limiter
   item's `closed_until`, or the job's next attempt) is waited for in place, then the letters
@@ -53,7 +56,8 @@ def died_of_limit(view: LedgerTarget) -> bool:
     return view.last_outcome is OutcomeClass.THROTTLED
 
 
-#: The gates closed after an instant (epoch seconds): now, or reopened since (closed_gates).
+#: The gates closed after an instant (epoch seconds): now, or reopened since
+#: (`closed_gates_after`: a Scan only when the latest closure ends after it).
 ClosedSince = Callable[[float], Sequence[ScopeState]]
 
 

@@ -1,11 +1,11 @@
-"""What every action kind provides, and the plain data the CDK app and the planner read from it.
+"""What every action kind provides at run time, and the plain data the planner reads from it.
 
 An action kind is a provider, as Powertools' idempotency persistence layers are: one module per
 kind under `sweeper.actions` holds its config model (a subclass of `ActionKind`, one member of
 the discriminated union in `sweeper.config.action`), its implementation (an `Action`), its
-outcome mapping, the IAM grants and network path it needs (`Grant`, `NetworkPath`: plain data,
-since the product never imports aws_cdk; the CDK app turns them into statements, endpoints and
-security-group rules) and its defaults for `sweeper plan` (`PlanDefaults`). The runtime builds
+outcome mapping and its defaults for `sweeper plan` (`PlanDefaults`). What only a deploy asks
+of a kind (its IAM grants, network path, synth and doctor checks) is its deploy-time provider,
+with the operator tools (`sweeper_tools.deploy`), not in the layer. The runtime builds
 whatever kind a policy names through `ActionKind.build`; nothing outside the kind's module
 branches on the kind.
 
@@ -15,19 +15,16 @@ derives from `ActionKind`, which carries the policy models' strictness itself.
 
 from __future__ import annotations
 
-import enum
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sweeper.actions.answer_match import Answer
 from sweeper.actions.rehearsal import Rehearsal
-from sweeper.actions.secret_template import is_secret_template, parse_secret_template
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.models import ActionCall, ActionResult
 from sweeper.vendor_reading import VendorReading
@@ -60,44 +57,6 @@ OutcomeName = Literal[
 ]
 
 
-class AwsService(enum.StrEnum):
-    """An AWS API a kind's implementation calls from the consumer, reached through a VPC
-    endpoint of the CDK app's network (gateway or interface, the app knows which)."""
-
-    SECRETS_MANAGER = "secretsmanager"
-    S3 = "s3"
-    LAMBDA = "lambda"
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """One IAM statement the consumer's role needs: these actions on these resources (ARNs)."""
-
-    actions: tuple[str, ...]
-    resources: tuple[str, ...]
-    #: IAM conditions as (operator, key, values), e.g. ("StringLike", "s3:prefix", ("a/*",)).
-    conditions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    #: Why a resource with a wildcard is as narrow as it can be (the CDK app states it to
-    #: cdk-nag for exactly those resources); required when a resource holds one.
-    wildcard_reason: str = ""
-
-    def condition_block(self) -> dict[str, dict[str, list[str]]]:
-        """The conditions as an IAM policy's Condition block."""
-        block: dict[str, dict[str, list[str]]] = {}
-        for operator, key, values in self.conditions:
-            block.setdefault(operator, {})[key] = list(values)
-        return block
-
-
-@dataclass(frozen=True, slots=True)
-class NetworkPath:
-    """Where the consumer must reach for a kind: AWS APIs through endpoints, and hosts outside
-    AWS (a vendor) on these TCP ports, through NAT."""
-
-    aws_services: frozenset[AwsService] = frozenset()
-    internet_ports: tuple[int, ...] = ()
-
-
 @dataclass(frozen=True, slots=True)
 class PlanDefaults:
     """What `sweeper plan` (and synth's quota check) assume for a kind when the policy does not
@@ -109,54 +68,6 @@ class PlanDefaults:
     #: it names none. None: the policy-wide default.
     quota_limit: int | None = None
     quota_period_seconds: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class Preflight:
-    """One thing `sweeper doctor` checked for a kind before a deploy: `ok` is None when it could
-    not tell (a warning), False when the deploy would work but every call would fail."""
-
-    name: str
-    ok: bool | None
-    detail: str
-    fix: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class KindCheck:
-    """One finding of `sweeper doctor` about a kind's config (e.g. its secret is readable, its
-    token endpoint answers): `ok`, `warn` (could not be verified from here) or `fail`, and the
-    one-line fix. Never carries a secret."""
-
-    name: str
-    status: Literal["ok", "warn", "fail"]
-    detail: str
-    fix: str = ""
-
-
-#: A Secrets Manager ARN ends with six random characters after the name's last hyphen.
-_COMPLETE_SECRET_ARN_SUFFIX_LENGTH = 6
-
-
-def secret_read(*arns: str) -> Grant:
-    """GetSecretValue on these secrets, named by complete or partial ARN (a partial one, without
-    the six random characters, is matched by `-??????`), and nothing else."""
-    resources: list[str] = []
-    reason = ""
-    for arn in arns:
-        if is_secret_template(arn):
-            # a secret per tenant: every secret under the template's fixed path, no more
-            resources.append(parse_secret_template(arn).grant_resource)
-            reason = "a secret per tenant: the secrets under the template's own fixed path"
-            continue
-        suffix = arn.rsplit("-", 1)[-1]
-        complete = "-" in arn and len(suffix) == _COMPLETE_SECRET_ARN_SUFFIX_LENGTH
-        resources.append(arn if complete else f"{arn}-??????")
-    return Grant(
-        actions=("secretsmanager:GetSecretValue",),
-        resources=tuple(resources),
-        wildcard_reason=reason,
-    )
 
 
 class AnswerReader(Protocol):
@@ -221,14 +132,6 @@ class ActionKind(BaseModel, ABC):
     def build(self, context: ActionContext) -> Action:
         """The production implementation of this config (built once per cold start)."""
 
-    @abstractmethod
-    def grants(self) -> tuple[Grant, ...]:
-        """The IAM statements the consumer needs to carry out this kind, and nothing more."""
-
-    @abstractmethod
-    def network_path(self) -> NetworkPath:
-        """Where the consumer must be able to reach."""
-
     @property
     @abstractmethod
     def call_seconds(self) -> float:
@@ -259,52 +162,6 @@ class ActionKind(BaseModel, ABC):
         """What a throttled answer may name its limit by, mapped to the policy's limit names
         (the http kind's `limit_header_values`); none by default."""
         return {}
-
-    def describe(self) -> str:
-        """One line naming what the action does (`sweeper plan`, `smoke`): never a secret."""
-        return f"{self.kind}: {self.target}"
-
-    def doctor_checks(self, context: ActionContext, timeout_seconds: float) -> list[KindCheck]:
-        """What `sweeper doctor` verifies of this config from the operator's account, without
-        any effect (reading its secrets, asking for a token); none by default."""
-        return []
-
-    def call_problem(self, job: ActionCall) -> str | None:
-        """Why `job` could not be sent (a template field it lacks), as a short code; None when
-        it could. Sends nothing (`sweeper smoke` asks this of its canary before releasing)."""
-        return None
-
-    def synth_warnings(self) -> list[str]:
-        """What the CDK app should say at synth about this config (e.g. a plain-HTTP vendor)."""
-        return []
-
-    @property
-    def target(self) -> str:
-        """What the consumer calls, in words for `smoke` and `doctor` ("the vendor")."""
-        return "the vendor"
-
-    def layer_dir(self, policy_dir: Path) -> Path | None:
-        """A directory of the team's own code that the CDK app ships as a layer of its own
-        (and the local stack puts on the consumer's path); relative paths in the policy are
-        resolved against `policy_dir`, the policy file's directory. None: no such code."""
-        return None
-
-    def synth_errors(self, policy_dir: Path) -> list[str]:
-        """What makes `make synth` fail for this config, one line each (e.g. code that cannot
-        be imported)."""
-        return []
-
-    def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
-        """`sweeper doctor`'s checks of what this kind calls (`client(service)` builds a boto3
-        client of the target account): read-only."""
-        return []
-
-    def rehearsal_problem(self) -> str | None:
-        """Why a rehearsal against `--api-url` could not send every call of this config there
-        or to the local stack's own stand-ins (the local stack then refuses to start it); None
-        when it can. A kind that does not say is refused: a new kind is not trusted to stay
-        local."""
-        return f"the {self.kind} kind does not say where its calls go in a rehearsal"
 
 
 class LazyClient:

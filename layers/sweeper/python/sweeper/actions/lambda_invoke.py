@@ -2,10 +2,9 @@
 
 The kind's module (see sweeper.actions.base): its config (`LambdaActionConfig`), its
 implementation (`LambdaInvokeAction`), its outcome mapping (the function's answer through
-`sweeper.actions.contract`; the Invoke API's own errors through `classify_invoke_error`), its
-grant (`lambda:InvokeFunction` on that function, its versions and aliases, nothing else), its
-network path (the Lambda interface endpoint) and its plan defaults (none: the function's
-latency is measured).
+`sweeper.actions.contract`; the Invoke API's own errors through `classify_invoke_error`) and its
+plan defaults (none: the function's latency is measured); its grant and network path are its
+deploy-time provider (`sweeper_tools.deploy.lambda_invoke`).
 
 The event is `contract.Call.to_payload()`; the function returns `contract.Answer`'s JSON shape.
 A function that raised is answered by Lambda with `FunctionError`: its `errorType` `NotSent`
@@ -17,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal
 
 from botocore.config import Config
@@ -33,11 +31,7 @@ from sweeper.actions.base import (
     Action,
     ActionContext,
     ActionKind,
-    AwsService,
-    Grant,
     LazyClient,
-    NetworkPath,
-    Preflight,
 )
 from sweeper.actions.contract import (
     BAD_ANSWER,
@@ -95,23 +89,6 @@ class LambdaActionConfig(ActionKind):
     def build(self, context: ActionContext) -> Action:
         return LambdaInvokeAction(self)
 
-    def grants(self) -> tuple[Grant, ...]:
-        """InvokeFunction on the function and its versions and aliases; nothing else."""
-        return (
-            Grant(
-                actions=("lambda:InvokeFunction",),
-                resources=(self.function_arn, f"{self.function_arn}:*"),
-                wildcard_reason=(
-                    "InvokeFunction on the team's own function and its versions and aliases "
-                    "only (ARN:qualifier), the qualifier being the team's to move"
-                ),
-            ),
-        )
-
-    def network_path(self) -> NetworkPath:
-        """The Lambda API through the VPC's interface endpoint; nothing through NAT."""
-        return NetworkPath(aws_services=frozenset({AwsService.LAMBDA}))
-
     @property
     def call_seconds(self) -> float:
         return self.connect_timeout_seconds + self.read_timeout_seconds
@@ -123,46 +100,6 @@ class LambdaActionConfig(ActionKind):
     @property
     def scope_host(self) -> str:
         return f"{self.function_name}.lambda"
-
-    @property
-    def target(self) -> str:
-        return f"function {self.function_name}"
-
-    def rehearsal_problem(self) -> str | None:
-        """None: its Lambda client follows the local stack's AWS endpoint (the emulator, where
-        the team's function does not run: each call fails there, none reaches AWS)."""
-        return None
-
-    def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
-        """The function exists (GetFunctionConfiguration), at the qualifier when set."""
-        name = f"function {self.function_name}"
-        request: dict[str, Any] = {"FunctionName": self.function_arn}
-        if self.qualifier:
-            request["Qualifier"] = self.qualifier
-        try:
-            client("lambda").get_function_configuration(**request)
-        except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", "unknown"))
-            if code == "ResourceNotFoundException":
-                return [
-                    Preflight(
-                        name,
-                        False,
-                        "does not exist" + (f" at {self.qualifier}" if self.qualifier else ""),
-                        "deploy it first, or correct action.function_arn / qualifier",
-                    )
-                ]
-            return [
-                Preflight(
-                    name,
-                    None,
-                    f"could not be read: {code}",
-                    "let the deploying identity call GetFunctionConfiguration, or check by hand",
-                )
-            ]
-        except BotoCoreError as exc:
-            return [Preflight(name, None, f"could not be read: {type(exc).__name__}")]
-        return [Preflight(name, True, "exists")]
 
 
 def classify_invoke_error(exc: ClientError) -> ActionResult:

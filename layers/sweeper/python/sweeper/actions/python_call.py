@@ -2,24 +2,19 @@
 
 The kind's module (see sweeper.actions.base): its config (`PythonActionConfig`), its
 implementation (`PythonCallAction`), its outcome mapping (`sweeper.actions.contract`: the
-callable's `Answer`, `NotSent` transient, any other exception unknown), its grants and network
-path (none beyond the consumer's own: what the callable reaches, the team grants it), and its
-code: `package_path` (relative to the policy file) is shipped by the CDK app as a layer of its
-own, so `module` imports in the consumer as it does locally. `make synth` and `sweeper doctor`
-import the callable in a child process first: one that cannot be imported fails synth with one
-line naming it.
+callable's `Answer`, `NotSent` transient, any other exception unknown), and its code:
+`package_path` (relative to the policy file) is shipped by the CDK app as a layer of its own, so
+`module` imports in the consumer as it does locally. Its deploy-time provider
+(`sweeper_tools.deploy.python_call`) ships that layer and imports the callable at synth and in
+`sweeper doctor` first.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -27,27 +22,9 @@ from sweeper.actions.base import (
     Action,
     ActionContext,
     ActionKind,
-    Grant,
-    NetworkPath,
-    Preflight,
 )
 from sweeper.actions.contract import Call, result_of_answer, result_of_exception
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
-
-#: How long the child process that imports the callable at synth may take.
-IMPORT_CHECK_TIMEOUT_SECONDS: Final = 60
-
-# Run in a child process: imports `module`, checks `function` is callable; exit 3 when it is
-# not, 4 with the exception's type name when the import fails.
-_IMPORT_CHECK: Final = """
-import importlib, sys
-try:
-    target = getattr(importlib.import_module(sys.argv[1]), sys.argv[2], None)
-except BaseException as exc:
-    print(type(exc).__name__)
-    sys.exit(4)
-sys.exit(0 if callable(target) else 3)
-"""
 
 
 class PythonActionConfig(ActionKind):
@@ -74,67 +51,9 @@ class PythonActionConfig(ActionKind):
     def build(self, context: ActionContext) -> Action:
         return PythonCallAction(self)
 
-    def grants(self) -> tuple[Grant, ...]:
-        """Nothing beyond the consumer's own role."""
-        return ()
-
-    def network_path(self) -> NetworkPath:
-        """Nothing beyond the consumer's own (DynamoDB, SQS)."""
-        return NetworkPath()
-
     @property
     def call_seconds(self) -> float:
         return self.timeout_seconds
-
-    @property
-    def target(self) -> str:
-        return f"callable {self.callable}"
-
-    def rehearsal_problem(self) -> str | None:
-        return (
-            f"its python callable {self.callable} makes calls of its own, which the local "
-            "stack cannot send to --api-url"
-        )
-
-    def layer_dir(self, policy_dir: Path) -> Path:
-        return (policy_dir / self.package_path).resolve()
-
-    def synth_errors(self, policy_dir: Path) -> list[str]:
-        problem = self.import_problem(policy_dir)
-        return [] if problem is None else [problem]
-
-    def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
-        problem = self.import_problem(policy_dir)
-        name = f"callable {self.callable}"
-        if problem is None:
-            return [Preflight(name, True, f"importable from {self.package_path}")]
-        return [Preflight(name, False, problem, "correct action.callable or package_path")]
-
-    def import_problem(self, policy_dir: Path) -> str | None:
-        """Why the callable cannot be imported from `package_path`, in one line; None when it
-        can. Imported in a child process, so the team's module never runs in the caller's."""
-        folder = self.layer_dir(policy_dir)
-        where = f"action.callable {self.callable} (package_path {self.package_path})"
-        if not folder.is_dir():
-            return f"{where}: package_path is not a directory next to the policy file"
-        path = os.pathsep.join([str(folder), *(p for p in sys.path if p)])
-        try:
-            done = subprocess.run(  # noqa: S603 - our interpreter, fixed code, no shell
-                [sys.executable, "-c", _IMPORT_CHECK, self.module, self.function],
-                capture_output=True,
-                text=True,
-                timeout=IMPORT_CHECK_TIMEOUT_SECONDS,
-                env={**os.environ, "PYTHONPATH": path},
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return f"{where}: importing it took longer than {IMPORT_CHECK_TIMEOUT_SECONDS} s"
-        if done.returncode == 0:
-            return None
-        if done.returncode == 3:
-            return f"{where}: {self.function} is not a callable of {self.module}"
-        error = (done.stdout.strip().splitlines() or ["an error"])[-1][:80]
-        return f"{where} cannot be imported ({error})"
 
 
 class PythonCallAction:

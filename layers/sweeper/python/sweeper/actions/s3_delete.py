@@ -1,10 +1,9 @@
 """The `s3_delete` action kind: delete one object of the team's own bucket per job.
 
 The kind's module (see sweeper.actions.base): its config (`S3DeleteActionConfig`), its
-implementation (`S3DeleteAction`), its outcome mapping (`classify_client_error`), its grants
-(`s3:DeleteObject` on the key template's fixed prefix; `s3:ListBucket` on the bucket for keys
-under that prefix only), its network path (S3's gateway endpoint) and its plan defaults (S3's
-published rate of 3,500 DELETE/s per partitioned prefix as the default quota).
+implementation (`S3DeleteAction`), its outcome mapping (`classify_client_error`) and its
+plan defaults (S3's published rate of 3,500 DELETE/s per partitioned prefix as the default
+quota); its grants and network path are its deploy-time provider (`sweeper_tools.deploy.s3_delete`).
 
 The key comes from `key_template` over `{tenant_id}`, `{object_id}` and `{params.NAME}`. A field
 fills one path segment (no "/"); a field written `{name+}` may fill several (`2026/11/a.csv`).
@@ -25,7 +24,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal
 
 from botocore.config import Config
@@ -42,12 +40,8 @@ from sweeper.actions.base import (
     Action,
     ActionContext,
     ActionKind,
-    AwsService,
-    Grant,
     LazyClient,
-    NetworkPath,
     PlanDefaults,
-    Preflight,
 )
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.s3_key_templates import check_fields_apart
@@ -120,30 +114,6 @@ class S3DeleteActionConfig(ActionKind):
     def build(self, context: ActionContext) -> Action:
         return S3DeleteAction(self)
 
-    def grants(self) -> tuple[Grant, ...]:
-        """DeleteObject under the prefix; ListBucket (for the existence check) for keys
-        under the prefix only. Nothing to read an object's content, nothing else."""
-        bucket_arn = f"arn:aws:s3:::{self.bucket}"
-        return (
-            Grant(
-                actions=("s3:DeleteObject",),
-                resources=(f"{bucket_arn}/{self.prefix}*",),
-                wildcard_reason=(
-                    "DeleteObject only below the key template's fixed prefix: the keys under it "
-                    "are the obligations, found at run time, never known when deploying"
-                ),
-            ),
-            Grant(
-                actions=("s3:ListBucket",),
-                resources=(bucket_arn,),
-                conditions=(("StringLike", "s3:prefix", (f"{self.prefix}*",)),),
-            ),
-        )
-
-    def network_path(self) -> NetworkPath:
-        """S3 through the VPC's gateway endpoint; nothing through NAT."""
-        return NetworkPath(aws_services=frozenset({AwsService.S3}))
-
     @property
     def call_seconds(self) -> float:
         # Two requests (the listing, then the delete), each with its own timeouts.
@@ -152,37 +122,6 @@ class S3DeleteActionConfig(ActionKind):
     @property
     def scope_host(self) -> str:
         return f"{self.bucket}.s3"
-
-    @property
-    def target(self) -> str:
-        return f"bucket {self.bucket}"
-
-    def rehearsal_problem(self) -> str | None:
-        """None: its S3 client follows the local stack's AWS endpoint (the emulator's S3)."""
-        return None
-
-    def preflight(self, client: Callable[[str], Any], policy_dir: Path) -> list[Preflight]:
-        """The bucket exists and this identity reaches it (HeadBucket)."""
-        name = f"bucket {self.bucket}"
-        try:
-            client("s3").head_bucket(Bucket=self.bucket)
-        except ClientError as exc:
-            code = _code(exc)
-            if code in {"404", "NoSuchBucket", "NotFound"}:
-                return [
-                    Preflight(name, False, "does not exist", "create it, or correct action.bucket")
-                ]
-            return [
-                Preflight(
-                    name,
-                    None,
-                    f"could not be read: {code}",
-                    "let the deploying identity call HeadBucket on it, or check it by hand",
-                )
-            ]
-        except BotoCoreError as exc:
-            return [Preflight(name, None, f"could not be read: {type(exc).__name__}")]
-        return [Preflight(name, True, "reachable")]
 
 
 def fixed_prefix(template: str) -> str:

@@ -61,18 +61,6 @@ class SecretTemplate:
             return None
         return arn
 
-    @property
-    def grant_resource(self) -> str:
-        """What the consumer may read: every secret under the template's fixed path."""
-        return f"{self.before}*"
-
-    def tenant_of(self, arn: str) -> str | None:
-        """The tenant whose secret `arn` is (the inverse of `arn_for`), else None."""
-        if not (arn.startswith(self.before) and arn.endswith(self.after)):
-            return None
-        tenant = arn[len(self.before) : len(arn) - len(self.after)]
-        return tenant if self.arn_for(tenant) == arn else None
-
 
 def parse_secret_template(arn: str) -> SecretTemplate:
     """`arn` checked as a secret template (the module's rules); ValueError naming the rule."""

@@ -60,15 +60,6 @@ def _known(name: str) -> bool:
     )
 
 
-def param_names(text: str) -> set[str]:
-    """The params `text` names."""
-    return {
-        name.removeprefix(PARAMS_PREFIX)
-        for name in PLACEHOLDER_RE.findall(text)
-        if name.startswith(PARAMS_PREFIX)
-    }
-
-
 def field_value(name: str, job: ActionCall, api_url: str = "") -> Any:
     """The JSON value of field `name` for `job`; TemplateError when a param is missing."""
     match name:
@@ -112,18 +103,6 @@ def check_body_template(template: Any, depth: int = 0) -> list[str]:
     elif not (template is None or isinstance(template, bool | int | float)):
         problems.append(f"body holds a {type(template).__name__}, not a JSON value")
     return problems
-
-
-def body_fields(template: Any) -> set[str]:
-    """The fields a (checked) body template names."""
-    if isinstance(template, dict):
-        return set().union(*(body_fields(value) for value in template.values()))
-    if isinstance(template, list):
-        return set().union(*(body_fields(item) for item in template))
-    if isinstance(template, str):
-        match = BODY_FIELD_RE.fullmatch(template)
-        return {match.group(1)} if match else set()
-    return set()
 
 
 def fill_body(template: Any, value_of: Callable[[str], Any]) -> Any:

@@ -5,7 +5,8 @@ admit, ended, close, done; `Permit`, `Deferral`, `Closure`), one module per regi
 it (`rate`: one rate, slots banked per batch in `bank`; `concurrency`: `max_in_flight` caps,
 leases handed on in `handoff`; `composed`: several limits, paired on one item in `pairing`;
 `adaptive`: a rate found from 429s, a wrapper; `learned`: a rate the vendor states, a
-wrapper; `budget`: calls per day spread evenly, a wrapper), and this facade picks them from
+wrapper; `budget`: calls per day spread evenly, a wrapper; `limit_gates`: the gate of a limit
+with no rate that a 429 can name, a wrapper), and this facade picks them from
 the policy's limits, once per batch (`admission_for`): slot banking and lease hand-off are
 the batch's state, shared by its threads. The consumer asks `BatchAdmission.call` for each record's
 admission and never which regime it got.
@@ -38,6 +39,7 @@ from sweeper.admission.composed import EveryLimit
 from sweeper.admission.concurrency import Capped
 from sweeper.admission.costs import slot_units
 from sweeper.admission.learned import LearnedRate, learned_spec
+from sweeper.admission.limit_gates import LimitGates
 from sweeper.admission.live import LiveLimits
 from sweeper.admission.pairing import PairedLimits
 from sweeper.admission.rate import OneRate
@@ -95,6 +97,8 @@ class BatchAdmission:
         )
         #: Only concurrency caps beside the scope's rate.
         self._capped = paired is None and bool(further) and not self._every_limit
+        #: The gates of limits with no rate that a 429 can name, looked at for the batch.
+        self._gates = LimitGates(policy, limiter, self._abilities.gates, clocks)
 
     @property
     def used(self) -> int:
@@ -119,7 +123,7 @@ class BatchAdmission:
             if self.slots.paired is not None:
                 rate.on_full = EveryLimit(ticket).take
             admission = Capped(rate) if self._capped else rate
-        wrapped: Admission = admission
+        wrapped = self._gates.around(admission, ticket)  # innermost: obeyed after a permit
         for around in WRAPPERS:
             wrapped = around(wrapped, ticket)
         return wrapped

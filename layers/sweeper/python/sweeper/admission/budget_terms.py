@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self
 from sweeper.admission.terms import PlanTerm, Slack
 from sweeper.config import LimitConfig
 from sweeper.config.budget import BudgetConfig
+from sweeper.config.regimes import Arm, BudgetArm
 from sweeper.vendor_limits.pace import budget_drain
 
 
@@ -25,11 +26,13 @@ class BudgetTerm:
     """A limit's budget: `spendable` calls of a key per window, paced evenly."""
 
     budget: BudgetConfig
+    ARM: ClassVar[type[Arm]] = BudgetArm
     FIGURES: ClassVar[tuple[str, ...]] = ("budget_per_window", "budget_window_seconds")
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:
-        return None if limit.budget is None else cls(limit.budget)
+        arm = limit.arm(BudgetArm)
+        return None if arm is None else cls(arm.budget)
 
     @property
     def _per_second(self) -> float:
@@ -76,6 +79,9 @@ class BudgetTerm:
             f"drained within one window ({budget.describe()}); it drains {when}, "
             f"in its {_ordinal(windows)} window"
         )
+
+    def pacing(self) -> None:
+        return None
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 
 from sweeper.admission.terms import PlanTerm, Slack
 from sweeper.config import LimitConfig
+from sweeper.config.regimes import Arm, CapArm
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,11 +21,13 @@ class CapTerm:
     """A limit's cap: `calls` at the vendor at once per key, fleet-wide."""
 
     calls: int
+    ARM: ClassVar[type[Arm]] = CapArm
     FIGURES: ClassVar[tuple[str, ...]] = ("max_in_flight", "in_flight_per_second")
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:
-        return None if limit.max_in_flight is None else cls(limit.max_in_flight)
+        arm = limit.arm(CapArm)
+        return None if arm is None else cls(arm.max_in_flight)
 
     def claim_per_second(self, latency_p50: float | None) -> float | None:
         return None if latency_p50 is None else self.calls / latency_p50
@@ -42,6 +45,9 @@ class CapTerm:
         return None
 
     def drain(self, limit: str, backlog_per_key: int) -> str | None:
+        return None
+
+    def pacing(self) -> None:
         return None
 
     @staticmethod

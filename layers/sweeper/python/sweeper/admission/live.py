@@ -17,6 +17,7 @@ from sweeper.admission.around import Around
 from sweeper.admission.base import Abilities, Admission, Clocks, Deferral, Permit, TimeLeft
 from sweeper.admission.ticket import Ticket
 from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.config.regimes import RateArm
 from sweeper.errors import ConfigError, OperatorError
 from sweeper.limiter.live import LiveLimit
 from sweeper.observability import Metric
@@ -66,10 +67,12 @@ def live_policy(policy: Policy, changes: Mapping[str, LiveLimit]) -> Policy:
     limits: list[LimitConfig] = []
     for limit in policy.limits:
         change = changes.get(limit.name)
-        if change is None or limit.rate is None or change.rate_limit is None:
+        arm = limit.arm(RateArm)
+        if change is None or arm is None or change.rate_limit is None:
             limits.append(limit)
             continue
-        limits.append(limit.model_copy(update={"rate": live_quota(limit.rate, change)}))
+        # the rate's own arm, its cost per call kept, at the live rate
+        limits.append(limit.with_arm(arm.model_copy(update={"rate": live_quota(arm.rate, change)})))
     update: dict[str, object] = {"limits": limits}
     first = limits[0].rate
     if first is not None:

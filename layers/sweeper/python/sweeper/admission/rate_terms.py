@@ -12,6 +12,8 @@ from typing import Any, ClassVar, Self
 
 from sweeper.admission.terms import PlanTerm, Slack
 from sweeper.config import LimitConfig, Quota
+from sweeper.config.regimes import Arm, RateArm
+from sweeper.pacing_rule import Pacing
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,11 +23,14 @@ class RateTerm:
     quota: Quota
     #: The points a call costs (`quota` is then in calls: the points over the cost).
     cost: int = 1
+    ARM: ClassVar[type[Arm]] = RateArm
     FIGURES: ClassVar[tuple[str, ...]] = ("rate_per_second",)
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:
-        return None if limit.call_rate is None else cls(limit.call_rate, limit.cost_per_call)
+        arm = limit.arm(RateArm)
+        rate = limit.call_rate  # the arm's points in calls (a learned cost's reserve counted)
+        return None if arm is None or rate is None else cls(rate, arm.cost_per_call)
 
     def claim_per_second(self, latency_p50: float | None) -> float | None:
         return self.quota.rate_per_second
@@ -49,6 +54,9 @@ class RateTerm:
 
     def drain(self, limit: str, backlog_per_key: int) -> str | None:
         return None
+
+    def pacing(self) -> Pacing | None:
+        return self.quota.pacing()
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:

@@ -1,7 +1,9 @@
 """A limit's regimes, picked from its config: what the producer, `status` and the plan ask of it.
 
 `REGIMES` is the union: each regime's terms (sweeper.admission.terms) pick themselves from a
-`LimitConfig` (`of`), so a new regime is its module and one line here. `regime_of` gives a
+`LimitConfig` (`of`: the limit's arm of the regime). It lists the same regimes, in the same
+order, as the config's union of arms (`sweeper.config.limit.RegimeArm`): a new regime is its
+arm, its terms, and one line in each. `regime_of` gives a
 limit's `LimitRegime`, which puts its terms together: a limit with a rate and a cap allows the
 smaller of the two. Callers iterate the limits and ask the regime; none asks which kind it is.
 """
@@ -18,9 +20,15 @@ from sweeper.admission.cap_terms import CapTerm
 from sweeper.admission.rate_terms import RateTerm
 from sweeper.admission.terms import LimitTerm, PlanTerm, Slack
 from sweeper.config import LimitConfig
+from sweeper.pacing_rule import Pacing
 
-#: Every regime a limit may state, in the order a plan shows their figures.
-REGIMES: tuple[type[LimitTerm], ...] = (RateTerm, CapTerm, BudgetTerm)
+#: Every regime a limit may state, in the order a plan shows their figures: one line each, as
+#: in the config's union (`RegimeArm`), each term naming its arm.
+REGIMES: tuple[type[LimitTerm], ...] = (
+    RateTerm,
+    CapTerm,
+    BudgetTerm,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,10 @@ class LimitRegime:
         """What the plan says of a backlog of one key's calls, by each term that bounds it."""
         found = (term.drain(self.limit.name, backlog_per_key) for term in self.terms)
         return [line for line in found if line is not None]
+
+    def pacing(self) -> Pacing | None:
+        """The spacing of one key's slots, by the first term that spaces them (None: none)."""
+        return next((p for term in self.terms if (p := term.pacing()) is not None), None)
 
     def slacks(self) -> list[Slack]:
         """What a slack costs each of its terms in rate."""

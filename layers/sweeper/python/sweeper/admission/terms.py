@@ -6,9 +6,9 @@ each regime answers three questions for the code that never calls the vendor, th
 `LimitTerm`: how many calls one of its keys lets through per second for the producer's claim
 (`claim_per_second`), what one key allows as `status` and the console show it (`allows`), and
 what `sweeper plan` says of it (`plan`, `plan_line`, `slack`, `drain`). One module per regime
-implements it (rate_terms.py, cap_terms.py, budget_terms.py); sweeper.admission.regimes picks
-them from a limit, and its callers (claim bounds, status, console, plan) never ask which kind
-a limit is.
+implements it (rate_terms.py, cap_terms.py, budget_terms.py), each naming its config arm
+(`ARM`, sweeper.config.regimes); sweeper.admission.regimes picks them from a limit, and its
+callers (claim bounds, status, console, plan) never ask which kind a limit is.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Self
 
 from sweeper.config import LimitConfig
+from sweeper.config.regimes import Arm
+from sweeper.pacing_rule import Pacing
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class Slack:
 class LimitTerm(Protocol):
     """One regime of one limit, as the producer, `status` and the plan see it."""
 
+    #: The regime's config arm (sweeper.config.regimes): a member of the config's union.
+    ARM: ClassVar[type[Arm]]
     #: The keys of its plan figures (`sweeper plan --json` shows them, None where a limit does
     #: not state the regime).
     FIGURES: ClassVar[tuple[str, ...]]
@@ -88,6 +92,11 @@ class LimitTerm(Protocol):
     def drain(self, limit: str, backlog_per_key: int) -> str | None:
         """What `sweeper plan` says of a backlog of one key's calls under this regime, when
         the regime bounds it by window (a budget; None: the plan's drain time says it all)."""
+        ...
+
+    def pacing(self) -> Pacing | None:
+        """The slots one key's calls are spaced by (None: the regime spaces none), for the
+        plan's wait for a slot."""
         ...
 
     @staticmethod

@@ -38,7 +38,7 @@ from sweeper.config.limit import (
     reach,
     template_fields,
 )
-from sweeper.config.loading import SweeperConfig, describe_validation_error, load_config
+from sweeper.config.loading import SweeperConfig, describe_validation_error
 from sweeper.config.policy import (
     LEASE_DRAIN_FRACTION,
     MIN_SETTLED_JOB_RETENTION_DAYS,
@@ -67,7 +67,6 @@ from sweeper.limits import (
     LAMBDA_MIN_MEMORY_MB,
     MAX_PUBLISH_CONCURRENCY,
     MB_PER_VCPU,
-    vcpu_for,
 )
 
 __all__ = [
@@ -113,9 +112,7 @@ __all__ = [
     "SweeperConfig",
     "ThrottleConfig",
     "describe_validation_error",
-    "load_config",
     "load_settings",
     "reach",
     "template_fields",
-    "vcpu_for",
 ]

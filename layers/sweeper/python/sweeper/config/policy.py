@@ -20,7 +20,7 @@ from sweeper.config.action import KINDS, ActionConfig, HttpActionConfig
 from sweeper.config.base import _Strict
 from sweeper.config.consumer import ConsumerConfig
 from sweeper.config.discovery import DiscoveryConfig
-from sweeper.config.limit import SHORTHAND_LIMIT_NAME, LimitConfig
+from sweeper.config.limit import SHORTHAND_LIMIT_NAME, LimitConfig, told_rate
 from sweeper.config.quota import Quota
 from sweeper.config.redrive import RedriveConfig
 from sweeper.config.retired import drop_retired_keys
@@ -313,8 +313,9 @@ class Policy(_Strict):
         if not isinstance(first, dict):
             return data
         filled = dict(data)
-        if first.get("rate") is not None:
-            filled.setdefault("quota", first["rate"])
+        rate = told_rate(first)
+        if rate is not None:
+            filled.setdefault("quota", rate)
         filled.setdefault("scope", {"template": first.get("key")})
         return filled
 

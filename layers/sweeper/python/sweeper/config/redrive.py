@@ -35,12 +35,6 @@ class RedriveConfig(_Strict):
         return SCHEDULE_PERIOD_SECONDS[self.automatic]
 
     @property
-    def schedule_expression(self) -> str:
-        """The schedule's EventBridge rate (infra/redrive.py)."""
-        minutes = self.period_seconds // 60
-        return f"rate({minutes} minute{'s' if minutes > 1 else ''})"
-
-    @property
     def watches(self) -> bool:
         """A scheduled run moves only throttled letters, waiting for their reopening."""
         return self.automatic == "throttled"

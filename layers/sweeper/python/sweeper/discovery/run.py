@@ -62,10 +62,6 @@ class DiscoveryReport:
         data["scheduled_at"] = self.scheduled_at.isoformat()
         return data
 
-    @property
-    def rows_per_second(self) -> float:
-        return self.scanned / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
-
 
 def discovery_run_id(policy: str, source: str, scheduled_at: datetime) -> str:
     """The run's identity: policy, source and scheduled time (a repeat delivery has the same)."""

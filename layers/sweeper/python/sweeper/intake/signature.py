@@ -32,12 +32,8 @@ class VerifiedSignature:
     digest: str
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    """The header value a sender puts on `body` at `timestamp`."""
-    return f"t={timestamp},{SCHEME}={_digest(secret, timestamp, body)}"
-
-
-def _digest(secret: str, timestamp: int, body: bytes) -> str:
+def digest(secret: str, timestamp: int, body: bytes) -> str:
+    """The v1 value of `body` at `timestamp` under `secret` (what a sender signs with)."""
     message = str(timestamp).encode("ascii") + b"." + body
     return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
@@ -84,7 +80,7 @@ def verify(
     # one matched.
     matched = [
         expected
-        for expected in (_digest(secret, timestamp, body) for secret in secrets)
+        for expected in (digest(secret, timestamp, body) for secret in secrets)
         for d in digests
         if hmac.compare_digest(d, expected)
     ]

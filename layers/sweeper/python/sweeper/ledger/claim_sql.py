@@ -157,12 +157,6 @@ WHERE id = ANY(%(ids)s) AND status = ANY(%(from)s) AND lease_owner = %(owner)s
 RETURNING id
 """
 
-# Unexpired leases of one policy: what is in flight (sweeper_jobs_leased_expiry).
-COUNT_IN_FLIGHT: Final = """
-SELECT count(*) FROM sweeper_jobs
-WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(now)s
-"""
-
 # Leased rows of one policy the consumers may still hold: not reclaimable yet and not sent back
 # to wait (a deferred row's next_attempt_at is ahead, its message hidden until then). The depth
 # the producer's budget is compared with (sweeper.backpressure; sweeper_jobs_leased_expiry).

@@ -178,10 +178,6 @@ class ProducerLedger(Executor):
         )
         return len(rows)
 
-    def count_in_flight(self, policy: str, now: datetime) -> int:
-        rows = self._execute(claim_sql.COUNT_IN_FLIGHT, {"policy": policy, "now": now})
-        return int(rows[0][0])
-
     def count_on_consumers(self, policy: str, now: datetime, expired_before: datetime) -> int:
         """Leased rows not reclaimable by `expired_before` and not deferred past `now`."""
         rows = self._execute(

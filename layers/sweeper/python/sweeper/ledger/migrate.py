@@ -64,7 +64,7 @@ def load_migrations() -> list[Migration]:
 def migrate(conninfo: str) -> list[int]:
     """Apply every pending migration in one transaction; return the versions applied now."""
     migrations = load_migrations()
-    with _connect(conninfo, autocommit=True) as conn, conn.transaction():
+    with connect(conninfo, autocommit=True) as conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         conn.execute(CREATE_VERSION_TABLE)
         applied = {row[0]: (row[1], row[2]) for row in conn.execute(SELECT_APPLIED)}
@@ -92,19 +92,7 @@ def migrate(conninfo: str) -> list[int]:
         return done
 
 
-def current_version(conninfo: str) -> int:
-    """The highest applied migration, 0 for an empty database."""
-    with _connect(conninfo) as conn:
-        exists = conn.execute("SELECT to_regclass('sweeper_schema_version')").fetchone()
-        if exists is None or exists[0] is None:
-            return 0
-        row = conn.execute(
-            "SELECT coalesce(max(version), 0) FROM sweeper_schema_version"
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-
-def _connect(conninfo: str, *, autocommit: bool = False) -> psycopg.Connection[TupleRow]:
+def connect(conninfo: str, *, autocommit: bool = False) -> psycopg.Connection[TupleRow]:
     """A connection, or a LedgerError saying where and why, without the credentials."""
     try:
         return psycopg.connect(conninfo, autocommit=autocommit, application_name="sweeper")

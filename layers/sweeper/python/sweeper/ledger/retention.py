@@ -38,11 +38,6 @@ def _batch(
 class RetentionLedger(Executor):
     """The retention side of `sweeper.ledger.store.Ledger`."""
 
-    def prune_batch(self, before: datetime, limit: int, policy: str | None = None) -> int:
-        """Delete one batch of succeeded rows completed before `before` (failed ones are kept:
-        `prune_settled_batch` takes their cutoff); how many."""
-        return self.prune_settled_batch(before, limit, policy)[0]
-
     def prune_settled_batch(
         self,
         before: datetime,
@@ -71,11 +66,3 @@ class RetentionLedger(Executor):
     ) -> int:
         """Delete one batch of run records scheduled before `before`; how many."""
         return len(self._execute(retention_sql.PRUNE_RUNS, _batch(before, limit, policy, step)))
-
-    def delete_canary(self, key: str, *, policy: str, tenant_id: str, prefix: str) -> bool:
-        """Delete a smoke canary (and its job events) in any status; whether it was there."""
-        rows = self._execute(
-            retention_sql.DELETE_CANARY,
-            {"key": key, "policy": policy, "tenant_id": tenant_id, "prefix": prefix},
-        )
-        return bool(rows)

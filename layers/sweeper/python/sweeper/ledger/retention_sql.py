@@ -90,18 +90,3 @@ WITH old AS (
     )
     + "SELECT id FROM gone\n"
 )
-
-# `sweeper smoke`'s cleanup: its canary row, in any status, and its job events, in one statement.
-# Only a row under the policy's sandbox tenant whose object id carries the canary prefix matches,
-# so a mistyped key can never delete a customer's obligation.
-DELETE_CANARY: Final = """
-WITH gone AS (
-    DELETE FROM sweeper_jobs
-    WHERE operation_key = %(key)s AND policy = %(policy)s AND tenant_id = %(tenant_id)s
-      AND starts_with(object_id, %(prefix)s)
-    RETURNING id
-), events AS (
-    DELETE FROM sweeper_job_events e USING gone WHERE e.job_id = gone.id
-)
-SELECT id FROM gone
-"""

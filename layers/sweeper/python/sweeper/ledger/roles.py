@@ -88,13 +88,3 @@ def ensure_login(conninfo: str, username: str, password: str, role: str) -> bool
         conn.execute(sql.SQL(ALTER_LOGIN).format(user=user, verifier=verifier))
         conn.execute(sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), user=user))
         return False
-
-
-def ensure_app_login(conninfo: str, username: str, password: str) -> bool:
-    """The application secret's user, in `sweeper_app`; True when it was created."""
-    return ensure_login(conninfo, username, password, APP_ROLE)
-
-
-def ensure_reader_login(conninfo: str, username: str, password: str) -> bool:
-    """The reader secret's user, in `sweeper_reader`; True when it was created."""
-    return ensure_login(conninfo, username, password, READER_ROLE)

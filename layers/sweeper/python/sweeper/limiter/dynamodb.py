@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 from sweeper.limiter.budget import BudgetBook
+from sweeper.limiter.closures import LatestClosure
 from sweeper.limiter.gates import Gates, closed_gates, closed_scopes
 from sweeper.limiter.gcra import Reservations
 from sweeper.limiter.held import MILLI, HeldRate, HeldRates
@@ -109,7 +110,7 @@ class DynamoLimiter:
         self._items = ScopeItems(client, table, clock)
         self._rates = HeldRates(self._items)
         self._reservations = Reservations(self._items, self._rates)
-        self._gates = Gates(self._items, self._reservations)
+        self._gates = Gates(self._items, self._reservations, LatestClosure(client, table))
         self._paired = PairedWrites(self._items)
         self._live: LiveLimitStore | None = None
         self._spend: SpendTally | None = None

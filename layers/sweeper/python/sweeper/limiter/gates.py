@@ -1,5 +1,6 @@
 """The throttle gates on the scopes' items (`closed_until`, `reason`), the 429 notes of a wider
-limit, and the reads of the gates: one scope's, several in one request, every closed one."""
+limit, and the reads of the gates: one scope's, several in one request, every closed one (after
+a look at the latest closure's end, sweeper.limiter.closures)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import MAX_GATES_PER_READ, Reason, ScopeState
+from sweeper.limiter.closures import LatestClosure, latest_closure
 from sweeper.limiter.gcra import Reservations
 from sweeper.limiter.items import ITEM_TTL_SECONDS, US, ScopeItems, n, scope_state
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
@@ -21,9 +23,12 @@ if TYPE_CHECKING:
 class Gates:
     """The scopes' gates, closed and read; each read also hints the reservations' regime."""
 
-    def __init__(self, items: ScopeItems, reservations: Reservations) -> None:
+    def __init__(
+        self, items: ScopeItems, reservations: Reservations, latest: LatestClosure
+    ) -> None:
         self._items = items
         self._reservations = reservations
+        self._latest = latest
 
     def note_throttle(self, scope: str, source: str, within: float) -> bool:
         """A 429 from `source` (a narrower limit's key) under the wider limit `scope`: one
@@ -46,7 +51,10 @@ class Gates:
         return isinstance(result, dict)
 
     def close(self, scope: str, until: float, reason: Reason) -> float:
-        """Close the gate until `until` (never shortens a closure); returns the closure's end."""
+        """Close the gate until `until` (never shortens a closure); returns the closure's end.
+        The latest closure's marker is raised first: it may err early, never late."""
+        if self._latest.raise_to(until, f"gate close failed for scope {scope!r}"):
+            self._items.writes += 1
         now = self._items.clock()
         written = self._items.write(
             scope,
@@ -98,19 +106,31 @@ class Gates:
 
 
 def closed_scopes(client: DynamoDBClient, table: str, now: float) -> set[str]:
-    """Every scope whose gate is closed at `now`: one Scan of the limiter table (an item per
-    scope used within a day, about 100 bytes each), eventually consistent.
+    """Every scope whose gate is closed at `now` (`closed_gates_after(now)`): the latest
+    closure's end (one GetItem), and only when it is after `now` a Scan of the limiter table
+    (an item per limiter key used within a day, about 100 bytes each), eventually consistent.
 
     For the producer, which passes over their rows: a closure it does not see yet only means
     rows are claimed that the consumer returns, as without this read.
     """
-    return {gate.scope for gate in closed_gates(client, table, now)}
+    return {gate.scope for gate in closed_gates_after(client, table, now)}
+
+
+def closed_gates_after(client: DynamoDBClient, table: str, since: float) -> list[ScopeState]:
+    """`closed_gates(since)`, read only when a closure ends after `since`: the latest closure's
+    end is read first (one GetItem, sweeper.limiter.closures), and the table is Scanned only
+    when it is later. The marker is at least every closure's end, so nothing is left out."""
+    latest = latest_closure(client, table)
+    if latest is None or round(latest * US) <= int(since * US):
+        return []
+    return closed_gates(client, table, since)
 
 
 def closed_gates(client: DynamoDBClient, table: str, now: float) -> list[ScopeState]:
-    """Every limiter key closed at `now`, with its closure's end, reason and length: the read
-    `closed_scopes` makes (one Scan, eventually consistent), for `sweeper status`, which names
-    a closed further limit (`NAME:KEY`) as well as a closed scope. No `tat`: not read."""
+    """Every limiter key closed at `now`, with its closure's end, reason and length: one Scan,
+    eventually consistent, whatever the marker says. `sweeper status` reads it so (an operator's
+    read, on demand), and names a closed further limit (`NAME:KEY`) as well as a closed scope;
+    the scheduled readers go through `closed_gates_after`. No `tat`: not read."""
     closed: list[ScopeState] = []
     start: dict[str, Any] | None = None
     while True:

@@ -5,7 +5,7 @@ failing jobs and scopes, the last runs."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -69,15 +69,6 @@ class ShareView:
         at = datetime.fromtimestamp(seen.seen_at, tz).isoformat()
         own, others = round(seen.own_percent, 1), round(seen.others_percent, 1)
         return cls(seen.quota, seen.own, seen.others, own, others, at)
-
-
-def share_line(share: Mapping[str, Any]) -> str:
-    """How `status` and the console say a gate's `share` (a ShareView as its dict)."""
-    return (
-        f"shared quota: sweeper {share['own']} ({share['own_percent']:g} %), others "
-        f"{share['others']} ({share['others_percent']:g} %) of {share['quota']}, "
-        f"seen {share['seen_at']}"
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,16 +107,6 @@ def redrive(backend: Backend, request: RedriveCommand, *, actor: str) -> dict[st
     return report.as_dict()
 
 
-def dlq_depth(backend: Backend, policy_name: str | None) -> int:
-    """Messages in the policy's DLQ (the direct path's progress bar length)."""
-    from sweeper.dead_letters import queue_depth
-
-    where = backend.endpoints.policy(backend.policy(policy_name).name)
-    if where.dlq_url is None:
-        return 0
-    return queue_depth(backend.endpoints.sqs(), where.dlq_url)[0]
-
-
 def _switch(backend: Backend, policy: Policy) -> Any:
     """The consumer's event source mappings on AWS; None locally (the stack polls the flag)."""
     from sweeper.pause_switch import EventSourceSwitch
@@ -242,15 +232,6 @@ def catch_up(backend: Backend, request: CatchUpRequest, *, actor: str) -> dict[s
         progress=progress,
     )
     return report.as_dict()
-
-
-def missed_run_count(backend: Backend, request: CatchUpRequest) -> int:
-    """How many runs a catch-up would release (the direct path's progress bar length)."""
-    from sweeper.operations.missed import missed_runs
-
-    policy = backend.policy(request.policy)
-    until = (request.until or backend.clock()).astimezone(UTC)
-    return len(missed_runs(policy, backend.ledger, request.since.astimezone(UTC), until))
 
 
 def prune(backend: Backend, request: PruneRequest, *, actor: str) -> dict[str, Any]:

@@ -47,12 +47,6 @@ class OperatorSettings(Settings):
             raise ConfigError(f"{self.config_file}: {describe_validation_error(exc)}") from exc
 
 
-def config_file_text(config: SweeperConfig) -> str:
-    """What the config layer holds: only what the policy file set (a discriminator such as
-    `discovery.kind` stays, though it equals its default), validated again when read."""
-    return config.model_dump_json(exclude_unset=True)
-
-
 @lru_cache(maxsize=1)
 def operator_settings() -> OperatorSettings:
     try:
