@@ -190,6 +190,29 @@ def in_flight_at(run: VendorRun, instant: float) -> int:
     return sum(1 for at in run.audit.arrivals if at < instant and at not in answered)
 
 
+def first_answer_after(run: VendorRun, instant: float) -> float | None:
+    """When the vendor first answered a call that arrived from `instant` on: the first answer
+    that can state a change made then (an earlier call's answer states the quota it arrived
+    under). None: no such answer."""
+    return min((answer for at, answer in run.audit.answered if at >= instant), default=None)
+
+
+def _rejections_after_change(run: VendorRun, changed: float) -> dict[str, Any]:
+    """(f): the 429s of calls arriving from the change on, split by whether they arrived before
+    the vendor's first answer that could state the new limit (no rule could know of it then)
+    or after it (sent before the fleet had followed that answer), with their times."""
+    after = [at for at in run.audit.quota_rejected_at if at >= changed]
+    told = first_answer_after(run, changed)
+    before_told = [at for at in after if told is None or at < told]
+    return {
+        "429s_after_change": len(after),
+        "first_answer_after_change_seconds": None if told is None else round(told - changed, 3),
+        "429s_before_its_first_answer": len(before_told),
+        "429s_after_its_first_answer": len(after) - len(before_told),
+        "429s_after_change_at_seconds": [round(at - changed, 3) for at in after],
+    }
+
+
 def run_halved(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
     """(f): see the module docstring."""
     runs = []
@@ -205,7 +228,7 @@ def run_halved(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
         changed: float = run.during
         new_per_second = LEARN_RATE_PER_SECOND * period // 2 / period
         settled_from = changed + SETTLE_WINDOWS * period
-        after = [at for at in run.audit.quota_rejected_at if at >= changed]
+        rejected = _rejections_after_change(run, changed)
         runs.append(
             {
                 "window_seconds": period,
@@ -213,8 +236,8 @@ def run_halved(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
                 "new_quota": f"{LEARN_RATE_PER_SECOND * period // 2}/{period}s",
                 "quota_changed": bool(run.audit.quota_changed_at),
                 "in_flight_at_change": in_flight_at(run, changed),
-                "429s_after_change": len(after),
-                "429s_before_change": run.audit.quota_rejections - len(after),
+                **rejected,
+                "429s_before_change": run.audit.quota_rejections - rejected["429s_after_change"],
                 "utilization_before_change": utilization(
                     run.audit,
                     LEARN_RATE_PER_SECOND,
@@ -233,6 +256,8 @@ def run_halved(stack: LocalStack, options: VendorRunOptions) -> dict[str, Any]:
         "429s_vs_in_flight_at_change": [
             [r["429s_after_change"], r["in_flight_at_change"]] for r in runs
         ],
+        # of those 429s, the calls that arrived before any answer could state the change
+        "429s_before_first_answer_of_change": [r["429s_before_its_first_answer"] for r in runs],
         "utilization_of_new_limit": [
             r[f"utilization_of_new_limit_from_{SETTLE_WINDOWS}_windows_after"] for r in runs
         ],

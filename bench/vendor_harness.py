@@ -21,9 +21,13 @@ from sweeper.models import JobStatus
 from sweeper.observability import Metric
 from sweeper_bench.rate import (
     BACKLOG_FACTOR,
+    DYNAMODB_READS,
+    DYNAMODB_WRITES,
     VENDOR_LATENCY_SIGMA,
     Scenario,
+    _aws_requests,
     _consumer,
+    _diff,
     _per_second,
     _planned_batch,
 )
@@ -81,6 +85,9 @@ class VendorRun:
     metrics: dict[str, float]
     #: What the scenario's `during` returned (called as the measured span starts).
     during: Any = None
+    #: SQS and DynamoDB requests by operation over the measured span (the lite stand-in's
+    #: count; None on another endpoint).
+    requests: dict[str, int] | None = None
 
 
 def delete_action(url: str) -> HttpActionConfig:
@@ -147,13 +154,17 @@ def run_vendor(
             rehearsal_url=vendor.url,  # the scenario's own vendor, not the stack's
         ) as run:
             run.seed(backlog, tenants=max(10, scenario.scopes), spread_seconds=1)
+            requests_before = _aws_requests(stack)
             started = time.monotonic()
             stated = None if during is None else during(vendor)
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
+            requests = _diff(_aws_requests(stack), requests_before)
             graphql_at_end = vendor.graphql_audit()
             published = run.totals.published
-            metrics = run.metrics()
+        # once the consumers stopped: a batch flushes its metrics when it ends, and those
+        # running at the span's end (a change mid-run among their records) end after it
+        metrics = run.metrics()
         audit, graphql = vendor.audit(), vendor.graphql_audit()
     finally:
         vendor.stop()
@@ -168,6 +179,7 @@ def run_vendor(
         ledger_counts={status.value: n for status, n in run.ledger_counts.items() if n},
         metrics=metrics,
         during=stated,
+        requests=requests,
     )
 
 
@@ -186,9 +198,30 @@ def utilization(audit: VendorAudit, per_second: float, start: float, end: float)
     return round(accepted_between(audit, start, end) / (per_second * (end - start)), 3)
 
 
+def dynamodb_per_job(run: VendorRun) -> dict[str, Any]:
+    """DynamoDB write and read requests over the measured span per call the vendor accepted in
+    it (a job's one effect; the limiter's requests and the idempotency records'); rate.py's
+    figures of the same names. Empty when uncounted. Consumers still calling after the span
+    (their batches' last records) are left out of both."""
+    requests = run.requests
+    if requests is None:
+        return {}
+    jobs = max(1, accepted_between(run.audit, run.started, run.ended))
+
+    def per_job(operations: tuple[str, ...]) -> float:
+        return round(sum(requests.get(f"dynamodb:{op}", 0) for op in operations) / jobs, 3)
+
+    return {
+        "dynamodb_writes_per_job": per_job(DYNAMODB_WRITES),
+        "dynamodb_reads_per_job": per_job(DYNAMODB_READS),
+        "accepted_in_span": jobs,
+        "dynamodb_requests": {k: v for k, v in sorted(requests.items()) if "dynamodb" in k},
+    }
+
+
 def common_figures(run: VendorRun) -> dict[str, Any]:
     """What every vendor scenario prints beside its own figures: the calls, how the vendor
-    answered them, how the ledger ended, and the effects per object."""
+    answered them, how the ledger ended, the effects per object and DynamoDB's requests."""
     audit = run.audit
     first = audit.arrivals[0] if audit.arrivals else run.started
     effects = list(audit.effects_by_key.values()) + list(run.graphql.effects_by_id.values())
@@ -206,9 +239,11 @@ def common_figures(run: VendorRun) -> dict[str, Any]:
         "effects": sum(effects),
         "most_effects_on_one_object": max(effects, default=0),
         "learned_closures": int(run.metrics.get(Metric.LEARNED_CLOSURES, 0)),
+        "stale_slots": int(run.metrics.get(Metric.STALE_SLOTS, 0)),
         # where a run loses its pace on this machine (rate.py's figures of the same names)
         "late_slots": int(run.metrics.get(Metric.LATE_SLOTS, 0)),
         "late_sends": int(run.metrics.get(Metric.LATE_SENDS, 0)),
         "limiter_deferrals": int(run.metrics.get(Metric.LIMITER_DEFERRALS, 0)),
         "calls_per_second": _per_second(audit.arrivals),
+        **dynamodb_per_job(run),
     }

@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from sweeper_bench import vendor as vendor_bench
 from sweeper_bench.rate import LIMIT_SCENARIOS, _stack
 from sweeper_bench.vendor import VENDOR_SCENARIOS
-from sweeper_bench.vendor_harness import VendorRunOptions
+from sweeper_bench.vendor_harness import VendorRun, VendorRunOptions
 from sweeper_cli import main
 from sweeper_cli.bench import bench_rate
-from sweeper_local.graphql_cost import GRAPHQL_PATH, PointsApi
-from sweeper_local.vendor import VendorProcess, VendorSimulator, fetch_audit
+from sweeper_local.graphql_cost import GRAPHQL_PATH, GraphqlAudit, PointsApi
+from sweeper_local.vendor import VendorAudit, VendorProcess, VendorSimulator, fetch_audit
 from tests.conftest import PgServer
 
 pytestmark = pytest.mark.integration
@@ -99,6 +99,43 @@ def _counts_add_up(run: dict[str, Any]) -> None:
     assert statuses.get("429", 0) == run["self_caused_429s"]
 
 
+def _run_of(arrivals: list[float], answered: list[float], rejected: list[float]) -> VendorRun:
+    """A run whose vendor saw `arrivals`, answered each at `answered`, its quota refusing
+    those arriving at `rejected`."""
+    audit = VendorAudit(
+        calls_total=len(arrivals),
+        calls_by_key={},
+        effects_by_key={},
+        effects_total=0,
+        responses_by_status={},
+        throttled_total=len(rejected),
+        max_calls_in_window=0,
+        window_seconds=1.0,
+        arrivals=tuple(arrivals),
+        answered=tuple(sorted(zip(arrivals, answered, strict=True), key=lambda a: a[1])),
+        quota_rejections=len(rejected),
+        quota_rejected_at=tuple(rejected),
+    )
+    graphql = GraphqlAudit(0, 0, 0.0, {})
+    return VendorRun(audit, graphql, graphql, 0.0, 10.0, 0, 0, {}, {})
+
+
+def test_the_429s_after_a_change_are_split_at_the_first_answer_that_could_state_it() -> None:
+    # Given calls around a change at 5.0: two held across it, three arriving after it, the
+    # first answer to a call that arrived after it coming at 5.15
+    arrivals = [4.8, 4.9, 5.02, 5.1, 5.2]
+    answered = [5.05, 5.1, 5.2, 5.15, 5.35]
+    run = _run_of(arrivals, answered, rejected=[5.02, 5.1, 5.2])
+    # When (f) reads the 429s after the change
+    figures = vendor_bench._rejections_after_change(run, 5.0)
+    # Then those arriving before that answer could be known by no rule; the rest came after it
+    assert vendor_bench.in_flight_at(run, 5.0) == 2
+    assert figures["429s_after_change"] == 3
+    assert figures["first_answer_after_change_seconds"] == 0.15
+    assert figures["429s_before_its_first_answer"] == 2
+    assert figures["429s_after_its_first_answer"] == 1
+
+
 def test_each_scenario_runs_briefly_and_its_counts_add_up(pg_server: PgServer) -> None:
     # Given the vendor scenarios of this module ((g) and (i) have their own), run for 5 s on
     # the 1 s window
@@ -122,6 +159,8 @@ def test_each_scenario_runs_briefly_and_its_counts_add_up(pg_server: PgServer) -
     (halved,) = results["f"]["runs"]
     assert halved["quota_changed"]
     assert halved["429s_before_change"] + halved["429s_after_change"] == halved["self_caused_429s"]
+    split = halved["429s_before_its_first_answer"] + halved["429s_after_its_first_answer"]
+    assert split == halved["429s_after_change"]
     assert halved["new_quota"] == "25/1s"
     assert [r["reserve_points"] for r in results["h"]["runs"]] == [20]  # the requested cost
     for points in results["h"]["runs"]:

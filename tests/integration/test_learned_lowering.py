@@ -27,7 +27,7 @@ from sweeper.admission import (
     admission_for,
 )
 from sweeper.config import Policy
-from sweeper.limiter import DynamoLimiter, Reason
+from sweeper.limiter import DynamoLimiter, Reason, ScopeState
 from sweeper.models import ActionCall
 from sweeper.vendor_reading import LimitReading, VendorReading
 from sweeper_local.aws import LocalAws
@@ -230,16 +230,15 @@ def _lowered_by_the_first(local_aws: LocalAws, table: str) -> _Lowered:
 def test_a_lowering_another_environment_held_drops_the_slots_banked_at_the_old_rate(
     local_aws: LocalAws, table: str
 ) -> None:
-    # Given two environments at 50 a second, the first has read the vendor's 5 a second
+    # Given two environments at 50 a second, the first has held the vendor's 5 a second
     env = _lowered_by_the_first(local_aws, table)
-    # When the second reads it too, from the answer to a call it had banked
-    banked, banked_sent = _admit(env.second, env.clock)
-    _end(banked, banked_sent, _says(5, remaining=2))
-    # Then the second's next call waits the new interval after the last slot taken, not the
-    # old one: what it had banked at 50 a second was dropped
-    assert banked_sent - env.sent < 0.1  # taken from its bank before it knew
+    # When the second calls twice more, its block banked at 50 a second
+    banked = _call(env.second, env.clock, _says(5, remaining=2))
     later = _call(env.second, env.clock, None)
-    assert later - banked_sent >= 0.9 / 5
+    # Then neither goes on a slot of the old pace: its last look read the lowering, the bank
+    # was dropped, and each waits the new interval after the last slot taken
+    assert banked - env.sent >= 0.9 / 5
+    assert later - banked >= 0.9 / 5
 
 
 def test_a_lowering_read_from_the_shared_item_drops_the_slots_banked_at_the_old_rate(
@@ -253,3 +252,98 @@ def test_a_lowering_read_from_the_shared_item_drops_the_slots_banked_at_the_old_
     # Then the second's next admission drops its banked slots: its call waits the new interval
     later = _call(env.second, env.clock, None)
     assert later - env.sent >= 0.9 / 5
+
+
+@dataclass
+class _Waiting:
+    """Two environments at 50 a second: the first has a call out, the second has just called
+    and holds its block's next slot at that pace, covered by its last look at the gate."""
+
+    clock: _Clock
+    out: Admission  # the first environment's call, its answer not back yet
+    out_sent: float
+    second: BatchAdmission
+    sent: float  # the second environment's last call
+
+
+def _second_waiting(local_aws: LocalAws, table: str) -> _Waiting:
+    clock = _Clock()
+    _, first = _env(local_aws, table, clock)
+    _, second = _env(local_aws, table, clock)
+    _call(first, clock, _says(50, remaining=40))
+    out, out_sent = _admit(first, clock)
+    sent = _call(second, clock, _says(50, remaining=39))
+    return _Waiting(clock, out, out_sent, second, sent)
+
+
+def _admit_while_the_first_reads(
+    local_aws: LocalAws, table: str, reading: VendorReading
+) -> tuple[_Waiting, Permit | Deferral]:
+    """Given two environments at 50 a second, the second waiting for a slot of that pace
+    (`_second_waiting`): its next call, admitted while (during its wait for its slot) the
+    first environment's answer comes back with `reading` and the first writes what it says."""
+    env = _second_waiting(local_aws, table)
+    waiting = env.second.call(_job(), {})
+    env.clock.during = lambda: _end(env.out, env.out_sent, reading)
+    return env, waiting.admit(lambda: None)
+
+
+def test_a_slot_granted_before_another_environment_wrote_a_lowering_is_not_spent_at_the_old_rate(
+    local_aws: LocalAws, table: str
+) -> None:
+    # When the first writes the vendor's 5 a second (something remaining: no closure) while
+    # the second waits for a slot of 50 a second
+    env, admitted = _admit_while_the_first_reads(local_aws, table, _says(5, remaining=3))
+    # Then the second's call is not sent on it: the slot is given up, the call goes at the new
+    # pace
+    assert isinstance(admitted, Permit)
+    assert env.clock.now - env.sent >= 0.9 / 5
+
+
+def test_a_call_whose_gate_another_environment_closed_on_a_lowering_is_not_sent(
+    local_aws: LocalAws, table: str
+) -> None:
+    # When the first reads that the vendor halved its limit and nothing remains, and closes
+    # the gate, while the second waits for a slot of 50 a second
+    _, admitted = _admit_while_the_first_reads(local_aws, table, _says(25, remaining=0))
+    # Then the second's call goes back until the reopening
+    assert isinstance(admitted, Deferral)
+    assert admitted.reason == "throttled"
+
+
+def test_a_slot_granted_before_a_lowering_within_the_headroom_is_still_spent(
+    local_aws: LocalAws, table: str
+) -> None:
+    # When the first writes the vendor's 49 a second while the second waits for a slot of 50
+    # a second: the old pace, its headroom applied, is within what the vendor allows
+    env, admitted = _admit_while_the_first_reads(local_aws, table, _says(49, remaining=30))
+    # Then the second's call goes on its slot (only the slots banked after it are dropped)
+    assert isinstance(admitted, Permit)
+    assert env.clock.now - env.sent < 0.1
+
+
+class _SlowReads(DynamoLimiter):
+    """The limiter, each gate read taking 0.1 s of the fake clock (a loaded environment)."""
+
+    def __init__(self, *args: Any, clock: _Clock, **kwargs: Any) -> None:
+        super().__init__(*args, clock=clock, **kwargs)
+        self._fake = clock
+
+    def state(self, scope: str) -> ScopeState:
+        self._fake.now += 0.1
+        return super().state(scope)
+
+
+def test_a_last_look_that_makes_the_first_call_late_still_lets_it_go(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope at its start (one call per round trip), whose gate reads are slow
+    clock = _Clock()
+    limiter = _SlowReads(local_aws.dynamodb(), table, clock=clock)
+    clocks = Clocks(clock.sleep, clock, clock, random.Random(0), _Sink())
+    batch = admission_for(_policy(), limiter, clocks, 10, {SCOPE: 40})
+    # When its first call's last look ends past the slot's use
+    admitted = batch.call(_job(), {}).admit(lambda: None)
+    # Then the call goes (a late request spends another slot afterwards), rather than wait a
+    # round trip for the next slot at the start's pace
+    assert isinstance(admitted, Permit)

@@ -155,6 +155,9 @@ class Metric:
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
     LEARNED_CLOSURES = "LearnedClosures"  # the vendor said none remain until its reset
+    #: a learned scope's slot given up at its last look: granted at a rate another consumer has
+    #: lowered since (sweeper.admission.learned); the call was admitted again
+    STALE_SLOTS = "StaleSlots"
     #: A shared quota's split (sweeper.admission.shared): sweeper's and the others' share of
     #: the quota in the vendor's window, in percent, as a consumer last saw it when it wrote
     SHARED_QUOTA_OWN = "SharedQuotaOwnPercent"

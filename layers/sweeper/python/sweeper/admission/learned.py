@@ -16,6 +16,13 @@ every environment follows it from its next reservation:
 - a lowering, once this process knows it (its own write, or another consumer's read from the
   scope's item), drops what the batch banked at the old rate at its next admission
   (`BatchSlots.paced_at`: the rate's version on the item against the one the bank knew);
+- every call looks at the scope's item just before it goes (`_last_look`: one strongly
+  consistent GetItem, no write): a gate closed since its slot was granted sends the record
+  back until the reopening; a rate lowered since its admission began (another consumer read
+  the vendor's answer first), below what the old pace needs, gives the slot up unused and
+  admits the call again at the new rate. No call goes on the old state once the lowering is
+  on the item: those sent at the old pace after a change are sent before any answer says it,
+  or while an answer is read and written;
 - a quota others spend too is split into sweeper's share and theirs, and paced at what they
   leave less the reserve kept for them, the gate closed at the reserve (shared.py);
 - with a cost (`learn.cost`), a call takes its expected cost in units of the rate (cost units
@@ -49,11 +56,12 @@ from sweeper.adaptive_rate import Adaptive
 from sweeper.admission.base import Admission, Closure, Deferral, Permit, RateHolder, TimeLeft
 from sweeper.admission.costs import correct, correction, next_cost
 from sweeper.admission.shared import SHARED_HOLD_WITHIN, SharedQuota
-from sweeper.admission.ticket import Ticket
+from sweeper.admission.ticket import StaleSlot, Ticket
 from sweeper.config import Policy
 from sweeper.config.learn import CostError, LearnConfig
 from sweeper.config.limit import LimitConfig
 from sweeper.errors import LimiterError
+from sweeper.limiter.held import HeldRate
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
 from sweeper.vendor_limits import Reader, policy_for
@@ -70,6 +78,10 @@ MIN_LEARNED_RATE: Final = 0.001
 #: would otherwise cost a write per call. Below the rate's headroom (at least 5 %), so a
 #: lowering the vendor states is always followed within the headroom.
 HOLD_WITHIN: Final = 0.01
+#: How often a call's admission starts again because the rate its slot was granted at was
+#: lowered before it went (each time a newer rate another consumer wrote): past it, the record
+#: goes back to the queue at once rather than wait for yet another slot.
+MAX_READMISSIONS: Final = 3
 
 
 def learned_limit(policy: Policy) -> LimitConfig | None:
@@ -153,14 +165,51 @@ class LearnedRate:
         self._reserved = 1  # the units this call holds of its scope's rate (costs.py)
         self._shared = SharedQuota.of(ticket, learn, self._window)
         self._start = start_rate(ticket.policy)
+        self._granted: HeldRate | None = None  # the rate as this admission began
+        ticket.last_look = self._last_look
 
     def admit(self, time_left: TimeLeft) -> Permit | Deferral:
         t = self._ticket
-        # a scope no consumer has paced yet starts at one call per round trip, until an answer
-        # says more (a LimiterError returns the record, as a reservation's does)
-        self._holder.hold_rate(t.job.scope, self._start, unset_only=True)
-        t.slots.paced_at(t.job.scope, self._holder.held_rate(t.job.scope))
-        admitted = self._inner.admit(time_left)
+        for _ in range(MAX_READMISSIONS + 1):
+            # a scope no consumer has paced yet starts at one call per round trip, until an
+            # answer says more (a LimiterError returns the record, as a reservation's does)
+            self._holder.hold_rate(t.job.scope, self._start, unset_only=True)
+            self._granted = self._holder.held_rate(t.job.scope)  # what its slot is paced at
+            t.slots.paced_at(t.job.scope, self._granted)
+            try:
+                admitted = self._inner.admit(time_left)
+            except StaleSlot:
+                t.release_leases()  # taken beside the slot given up (a cap): taken again
+                continue
+            return self._costed(admitted)
+        return Deferral(0.0, "rate")
+
+    def _last_look(self) -> None:
+        """Just before the call goes on its slot (`Ticket.last_look`): read the scope's item,
+        strongly consistent, which learns a rate another consumer wrote (`HeldRates.seen`).
+        Its gate closed: the record goes back until the reopening (Deferring). Its rate lower
+        than when this admission began, below what the vendor now allows at the old pace
+        (`_lowered`): the slot is given up with what the batch banked at that pace, and the
+        call admitted again (StaleSlot). A read slow enough to make the call late does not
+        give its slot up: the call goes, and a request that left late spends another slot
+        (`TicketAdmission.late`); given up, a scope at its start (a call per round trip) would
+        wait a round trip more for the answer that says its rate."""
+        t = self._ticket
+        clocks, slots, scope = t.clocks, t.slots, t.job.scope
+        look = slots.gates_to_read(scope, clocks.now(), 1)
+        state = t.limiter.state(scope)
+        answered = clocks.now()
+        slots.looked(look, {scope: state}, answered)
+        t.gate_closed(state, answered)
+        held = self._holder.held_rate(scope)
+        if _lowered(self._granted, held, self._headroom):
+            slots.paced_at(scope, held)
+            clocks.metrics.add_metric(Metric.STALE_SLOTS, "Count", 1)
+            raise StaleSlot(f"scope {scope}: its rate was lowered since its slot was granted")
+
+    def _costed(self, admitted: Permit | Deferral) -> Permit | Deferral:
+        """A permit's call takes its expected cost with its slot (costs.py)."""
+        t = self._ticket
         if isinstance(admitted, Permit) and self._learn.cost is not None:
             try:
                 self._expected = max(1, math.ceil(self._learn.cost.expected(t.job.params)))
@@ -279,6 +328,17 @@ class LearnedRate:
         t.limiter.close(t.job.scope, now + min(seconds, MAX_RETRY_AT_SECONDS), "throttled")
         t.slots.forget(t.job.scope)  # this batch's banked slots are not used meanwhile
         t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
+
+
+def _lowered(before: HeldRate | None, now: HeldRate | None, headroom: float) -> bool:
+    """Whether the rate held `now` is a lowering since `before` that a slot paced at `before`
+    would overspend: a newer version whose rate, before its `headroom`, is below the rate held
+    `before` (the old pace is faster than the vendor now allows). A smaller lowering, as a
+    shared quota's pace moves by a few percent, takes only the headroom of the calls already
+    granted, as the slots banked before it are dropped at the next admission."""
+    if before is None or now is None:
+        return False
+    return now.version > before.version and now.rate < before.rate * headroom
 
 
 __all__ = ["LearnedRate", "learned_spec", "reader_for", "start_rate"]

@@ -29,7 +29,7 @@ from sweeper.admission.base import (
     TimeLeft,
 )
 from sweeper.config import Policy, Quota
-from sweeper.errors import LimiterError
+from sweeper.errors import LimiterError, SweeperError
 from sweeper.limiter import Denial, Limiter, Reason, ScopeState, close_delay
 from sweeper.limiter.leases import LeaseCap
 from sweeper.models import ActionCall, OutcomeClass
@@ -45,6 +45,12 @@ logger = logging.getLogger(__name__)
 #: mean from hand-off to the lease taken; 0.24 / 0.69 ms with it), time the vendor's cap
 #: stands one call short.
 HAND_OFF_YIELD_SECONDS = 0.001
+
+
+class StaleSlot(SweeperError):
+    """Raised by a call's last look (`Ticket.last_look`) when its slot was granted under a
+    state of its limit that has changed since (sweeper.admission.learned): the slot is given up
+    unused and the call is admitted again, under the new state."""
 
 
 class Ticket:
@@ -78,6 +84,9 @@ class Ticket:
         self.holder = secrets.token_hex(6)
         self.leases: list[tuple[str, int, str]] = []  # (key, index, holder named in its item)
         self.lease_cap: LeaseCap | None = None
+        #: A wrapper's look just before the call goes (learned.py): it may send the record
+        #: back (Deferring) or give the slot up for another (StaleSlot). None: the call goes.
+        self.last_look: Callable[[], None] | None = None
 
     @cached_property
     def keys(self) -> list[str]:
@@ -121,7 +130,10 @@ class Ticket:
     def let_go(self, slot_at: float, usable_for: float, spend_late: Callable[[], None]) -> None:
         """The call goes now, for its slot at `slot_at`, which it may use up to `usable_for`
         after: its request must have left by then (`leave_by`, on clocks.monotonic), else
-        `spend_late` gives up a slot for it."""
+        `spend_late` gives up a slot for it. A wrapper's `last_look` comes first: it may keep
+        the call from going on this slot (it raises)."""
+        if self.last_look is not None:
+            self.last_look()
         clocks = self.clocks
         self.called = True
         self.sent_at = clocks.now()
