@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 from sweeper.admission import regimes
 from sweeper.admission.terms import PlanTerm, Slack
 from sweeper.claim_bounds import claim_bounds
-from sweeper.config import LimitConfig, Policy, Quota, SweeperConfig, load_config
+from sweeper.config import LimitConfig, Policy, Quota, SweeperConfig
 from sweeper.config import limit as limit_module
 from sweeper.config.budget import BudgetConfig
 from sweeper.config.limit import ARMS
@@ -33,6 +33,7 @@ from sweeper.errors import ConfigError
 from sweeper.operator_api.reads import limits_of
 from sweeper_cli.plan import render
 from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.policy_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 GIVEN = PlanInput(latency_p50_seconds=0.1, latency_p95_seconds=0.3, scopes=4)
