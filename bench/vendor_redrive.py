@@ -73,7 +73,7 @@ FIRST_RUN_SECONDS = 30.0
 #: After the throttle, the run ends when every job is final, or after this long.
 SETTLE_TIMEOUT_SECONDS = 90.0
 BACK_WITHIN_SECONDS = 10.0
-#: The redrive's line for each letter moved back (sweeper.redrive), and its time's format.
+#: The redrive's line for each letter moved back (sweeper.redrive.run), and its time's format.
 MOVED_MESSAGE = "dead letter moved"
 POWERTOOLS_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f%z"
 

@@ -56,7 +56,7 @@ class Redrive(Construct):
         pipeline.queue.grant_send_messages(self.function.role)
         tables.grant_gate_reader(self.function.role)
         if policy.redrive.watches:
-            # An empty DLQ's run keeps watch when a gate closed lately (sweeper.redrive_auto).
+            # An empty DLQ's run keeps watch when a gate closed lately (sweeper.redrive.auto).
             tables.grant_gate_scanner(self.function.role)
         # DynamoDB is a gateway endpoint: its traffic leaves for the service's prefix list.
         self.function.allow_https_to(ledger.network.dynamodb_peer, "DynamoDB (the throttle gate)")

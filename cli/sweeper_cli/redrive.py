@@ -120,7 +120,7 @@ def redrive(
 
 def dlq_depth(backend: Backend, policy_name: str | None) -> int:
     """Messages in the policy's DLQ (the direct path's progress bar length)."""
-    from sweeper.dead_letters import queue_depth
+    from sweeper.redrive.letters import queue_depth
 
     where = backend.endpoints.policy(backend.policy(policy_name).name)
     if where.dlq_url is None:

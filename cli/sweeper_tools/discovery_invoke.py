@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sweeper.release import invoke_scheduled_function
+from sweeper.producer.release import invoke_scheduled_function
 
 
 def invoke_discovery(

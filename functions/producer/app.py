@@ -11,8 +11,8 @@ from sweeper import observability, runtime
 from sweeper.errors import ConfigError
 from sweeper.events import ScheduleEvent
 from sweeper.observability import METRICS_NAMESPACE, Metric, add_counts
-from sweeper.producer import run_producer
-from sweeper.release import release_batch_id
+from sweeper.producer.release import release_batch_id
+from sweeper.producer.run import run_producer
 
 logger = Logger()
 tracer = observability.tracer()

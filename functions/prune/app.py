@@ -1,7 +1,8 @@
 """Prune Lambda: EventBridge Scheduler → delete the policy's old ledger metadata, then exit.
 
-Retention per the policy's `retention` settings (sweeper.retention), in small batches within its
-budget; a run the budget stopped says so in its PruneIncomplete metric, and the next run goes on.
+Retention per the policy's `retention` settings (sweeper.prune.retention), in small batches within
+its budget; a run the budget stopped says so in its PruneIncomplete metric, and the next run goes
+on.
 """
 
 from typing import Any
@@ -14,7 +15,7 @@ from sweeper import observability, runtime
 from sweeper.errors import ConfigError
 from sweeper.events import ScheduleEvent
 from sweeper.observability import METRICS_NAMESPACE, add_counts
-from sweeper.retention import run_retention
+from sweeper.prune.retention import run_retention
 
 logger = Logger()
 tracer = observability.tracer()

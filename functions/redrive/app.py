@@ -3,7 +3,7 @@
 Invoked by its schedule (the scheduler's EventBridge-shaped event: a plain run for this policy)
 or on demand with a `RedriveRequest` (events/redrive_request.json). With `[policies.redrive]
 automatic = "throttled"` a scheduled run is a `Watch` of the throttled letters for its minute
-(sweeper.redrive_auto). A run that met dead letters it could not handle raises after logging its
+(sweeper.redrive.auto). A run that met dead letters it could not handle raises after logging its
 report, so the function's error alarm fires.
 """
 
@@ -15,14 +15,14 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sweeper import observability, runtime
-from sweeper.dead_letters import SqsDeadLetterQueue
 from sweeper.errors import ConfigError
 from sweeper.limiter.gates import closed_gates_after
 from sweeper.observability import METRICS_NAMESPACE, add_counts
-from sweeper.redrive import request_from_event, run_redrive
-from sweeper.redrive_auto import scheduled_watch
-from sweeper.redrive_limits import LimitLook
-from sweeper.redrive_log import function_actor
+from sweeper.redrive.auto import scheduled_watch
+from sweeper.redrive.letters import SqsDeadLetterQueue
+from sweeper.redrive.limits import LimitLook
+from sweeper.redrive.log import function_actor
+from sweeper.redrive.run import request_from_event, run_redrive
 
 #: The run stops well before this (and before Lambda's own timeout, whichever is first).
 REDRIVE_BUDGET_SECONDS = 240.0

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import psycopg
 
-from sweeper.dead_letters import queue_depth
 from sweeper.ledger.wake import lower_in
 from sweeper.models import ClaimedJob, Job, JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
+from sweeper.redrive.letters import queue_depth
 from sweeper.scheduling import schedule_jobs
 
 if TYPE_CHECKING:

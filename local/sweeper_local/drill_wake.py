@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from sweeper.producer import NOT_DUE
+from sweeper.producer.run import NOT_DUE
 
 if TYPE_CHECKING:
     from sweeper_local.drills import DrillRun

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import psycopg
 
 from sweeper.config import MIN_CONSUMER_TIMEOUT_SECONDS
-from sweeper.dead_letters import queue_depth
 from sweeper.errors import LedgerError, SweeperError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob
 from sweeper.observability import Metric
 from sweeper.operations import pause_policy, resume_policy
+from sweeper.redrive.letters import queue_depth
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.aws import LOCAL_REGION
 from sweeper_local.background import LocalConsoleStack

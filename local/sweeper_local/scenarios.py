@@ -26,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from sweeper.dead_letters import queue_depth
 from sweeper.errors import LimiterError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob
+from sweeper.redrive.letters import queue_depth
 from sweeper.scheduling import schedule_jobs
 from sweeper_local.background import LocalConsoleStack
 from sweeper_local.errors import LocalStackError

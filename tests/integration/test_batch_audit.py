@@ -17,7 +17,7 @@ from sweeper.audit import BatchReport, batch_audit
 from sweeper.config import ConsumerConfig, HttpActionConfig, Policy, Quota, RetryConfig
 from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob, OutcomeClass
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from sweeper_cli import main
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack

@@ -1,5 +1,5 @@
-"""The producer's claims under several limits (sweeper.claim_bounds): every limit bounds them,
-a closed limit's rows keep their time, and tenants take turns under a shared limit."""
+"""The producer's claims under several limits (sweeper.producer.claim_bounds): every limit bounds
+them, a closed limit's rows keep their time, and tenants take turns under a shared limit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobMessage, NewJob, OutcomeClass
-from sweeper.producer import LIMIT_CLOSED, ProducerReport, run_producer
+from sweeper.producer.run import LIMIT_CLOSED, ProducerReport, run_producer
 from sweeper.scheduling import scope_for
 from tests.fakes import FakePublisher
 
@@ -62,8 +62,8 @@ def seed(ledger: Ledger, policy: Policy, counts: dict[str, int]) -> None:
 
 def consumers_settled_fast(ledger: Ledger, policy: Policy, n: int, at: datetime) -> None:
     """`n` jobs settled at `at`: the consumers' achieved rate is high, so the in-flight budget
-    is what the limits allow, not the floor (sweeper.backpressure). Run before any other row
-    is scheduled (the claim takes the history's rows alone)."""
+    is what the limits allow, not the floor (sweeper.producer.backpressure). Run before any other
+    row is scheduled (the claim takes the history's rows alone)."""
     jobs = [NewJob(HISTORY, f"h{i:05d}", at - timedelta(minutes=1)) for i in range(n)]
     ledger.schedule(policy.name, 1, lambda j: "history", jobs, at - timedelta(minutes=1))
     claimed = ledger.claim(policy.name, "history", at - timedelta(seconds=2), timedelta(hours=1), n)

@@ -24,7 +24,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, closed_scopes
 from sweeper.limiter.closures import latest_closure
 from sweeper.models import JobMessage, NewJob
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from sweeper_local.aws import LocalAws
 from tests.conftest import Pipeline, load_event
 from tests.fakes import FakePublisher

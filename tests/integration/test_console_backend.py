@@ -155,7 +155,7 @@ def test_the_overview_lists_each_action_with_its_actor_reason_and_progress(
 ) -> None:
     from datetime import timedelta
 
-    from sweeper.prune import prune
+    from sweeper.prune.run import prune
 
     # Given a hold by ana, and a prune by bo that deleted two old settled jobs in two batches
     backend.act(

@@ -28,10 +28,10 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from sweeper.dead_letters import queue_depth
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobStatus, NewJob, OutcomeClass
+from sweeper.redrive.letters import queue_depth
 from sweeper.scheduling import schedule_jobs
 from sweeper_cli.webconsole.backend import ApiBackend, ledger_backend
 from sweeper_cli.webconsole.guard import TOKEN_HEADER

@@ -11,7 +11,7 @@ from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.models import ControlAction, JobSelection, NewJob, OutcomeClass
 from sweeper.operations import activity, control_jobs, job_history, search_jobs
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from tests.fakes import FakePublisher
 
 pytestmark = pytest.mark.integration

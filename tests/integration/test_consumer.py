@@ -28,7 +28,7 @@ from sweeper.models import (
     operation_key,
 )
 from sweeper.observability import Metric
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from sweeper.scheduling import schedule_jobs, scope_for
 from sweeper_local.metric_totals import CountingSink
 from tests.conftest import Pipeline, load_event

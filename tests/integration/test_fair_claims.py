@@ -9,12 +9,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from sweeper.backpressure import republish_delay_seconds
 from sweeper.config import Policy, Quota
 from sweeper.ledger import claim_sql
 from sweeper.ledger.store import CLAIM_FALLBACK_PAGES, CLAIM_WINDOW_PAGES, Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
-from sweeper.producer import run_producer
+from sweeper.producer.backpressure import republish_delay_seconds
+from sweeper.producer.run import run_producer
 from tests.fakes import FakePublisher, unexpired_leases
 
 pytestmark = pytest.mark.integration

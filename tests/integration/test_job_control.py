@@ -25,7 +25,7 @@ from sweeper.models import (
 )
 from sweeper.operations import control_jobs, policy_status
 from sweeper.operations.jobs import CONFIRM_ABOVE
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from sweeper_cli import main
 from tests.conftest import Pipeline
 from tests.fakes import FakePublisher

@@ -19,7 +19,7 @@ from sweeper.operations import (
     retry_jobs,
 )
 from sweeper.operations.missed import catch_up, missed_runs
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from tests.fakes import FakePublisher
 
 pytestmark = pytest.mark.integration

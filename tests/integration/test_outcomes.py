@@ -26,7 +26,7 @@ from sweeper.consumer import ConsumerDeps, guard_with_idempotency, process_batch
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import JobMessage, JobStatus, OutcomeClass
 from sweeper.observability import Metric
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from sweeper.sqs_queue import Hide
 from sweeper_local.metric_totals import CountingSink
 from tests.conftest import Pipeline, load_event

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from sweeper import backpressure
-from sweeper.backpressure import floor as budget_floor
-from sweeper.backpressure import republish_delay_seconds
 from sweeper.config import ConsumerConfig, Policy, Quota
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobMessage, JobStatus, NewJob, OutcomeClass
 from sweeper.operations import policy_status
-from sweeper.producer import MIN_REMAINING_SECONDS, on_consumers, run_producer
+from sweeper.producer import backpressure
+from sweeper.producer.backpressure import floor as budget_floor
+from sweeper.producer.backpressure import republish_delay_seconds
+from sweeper.producer.run import MIN_REMAINING_SECONDS, on_consumers, run_producer
 from sweeper.sqs_queue import OutgoingMessage, Publisher, SqsPublisher
 from sweeper_local.aws import LocalAws, provision
 from tests.fakes import FakePublisher, unexpired_leases
@@ -451,7 +451,8 @@ def test_entries_rejected_in_concurrent_calls_are_released_and_counted(
     assert len(set(drain(sqs, resources.queue_url))) == 92
 
 
-# -- backpressure: the budget follows what the consumers settle (sweeper.backpressure) ----------
+# -- backpressure: the budget follows what the consumers settle (sweeper.producer.backpressure)
+# ----------
 
 #: The demo's shape: 40/s for a 120 s lease (cap 2,400), consumers timing out at 30 s (a 180 s
 #: visibility timeout), four environments of ten.

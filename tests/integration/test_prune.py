@@ -15,7 +15,7 @@ from sweeper.config import Policy
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
-from sweeper.prune import PruneReport, failed_retention, prune
+from sweeper.prune.run import PruneReport, failed_retention, prune
 
 pytestmark = pytest.mark.integration
 

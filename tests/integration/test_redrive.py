@@ -15,12 +15,12 @@ import psycopg
 import pytest
 
 from functions.redrive import app as redrive_app
-from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue, queue_depth
 from sweeper.errors import QueueError, RedriveIncompleteError
 from sweeper.limiter import DynamoLimiter
 from sweeper.models import ControlAction, JobMessage, JobSelection, JobStatus, OutcomeClass
 from sweeper.operations import control_jobs
-from sweeper.redrive import (
+from sweeper.redrive.letters import DeadLetter, SqsDeadLetterQueue, queue_depth
+from sweeper.redrive.run import (
     MIN_REMAINING_SECONDS,
     VISIBILITY_MARGIN_SECONDS,
     RedriveReport,
@@ -360,13 +360,13 @@ def test_a_dead_letter_that_disagrees_with_its_ledger_row_stays_and_fails_the_ru
     other_scope = json.loads(body(0)) | {"scope": "elsewhere"}
     dead_letters(pipeline, 1, extra=[json.dumps(forged), json.dumps(other_scope)])
     # When redriving
-    with caplog.at_level(logging.ERROR, logger="sweeper.redrive"):
+    with caplog.at_level(logging.ERROR, logger="sweeper.redrive.run"):
         report = redrive(pipeline)
     # Then the genuine letter moves, each forged one stays and is counted as an error
     assert (report.moved, report.errors, report.left) == (1, 2, 2)
     assert work_queue_bodies(pipeline) == [body(0)]
     # and each is logged with its ids and the names of the fields that differ, not their values
-    logged = [r for r in caplog.records if r.name == "sweeper.redrive"]
+    logged = [r for r in caplog.records if r.name == "sweeper.redrive.run"]
     assert sorted(getattr(r, "fields", []) for r in logged) == [["object_id"], ["scope"]]
     assert {getattr(r, "operation_key", None) for r in logged} == {key(0)}
     assert all(getattr(r, "message_id", None) for r in logged)
@@ -482,7 +482,7 @@ def test_a_terminal_job_redriven_is_retried_under_the_callers_name(pipeline: Pip
 
 
 def test_the_scheduled_function_records_itself_and_an_invoke_says_so() -> None:
-    from sweeper.redrive_log import INVOKE_ACTOR, SCHEDULE_ACTOR, function_actor
+    from sweeper.redrive.log import INVOKE_ACTOR, SCHEDULE_ACTOR, function_actor
 
     assert (
         function_actor(load_event("scheduler_event.json")) == SCHEDULE_ACTOR == "redrive-schedule"
@@ -501,7 +501,7 @@ def test_letters_that_cannot_be_handled_stay_counted_one_by_one_and_the_rest_mov
     pipeline.ledger.mark_succeeded(key(3), OutcomeClass.ACCEPTED, datetime.now(UTC))
     dlq = Recording(pipeline)
     # When redriving
-    with caplog.at_level(logging.INFO, logger="sweeper.redrive"):
+    with caplog.at_level(logging.INFO, logger="sweeper.redrive.run"):
         report = redrive(pipeline, dlq=dlq)
     # Then each bad letter is one error and stays; the good ones move or are dropped; the
     # readable ones were examined; only the letters that stay are released
@@ -510,7 +510,7 @@ def test_letters_that_cannot_be_handled_stay_counted_one_by_one_and_the_rest_mov
     assert sorted(work_queue_bodies(pipeline)) == sorted(body(i) for i in range(3))
     assert len(dlq.released) == 3
     # and each diagnostic names the message (and the key, once read), never the body
-    records = [r for r in caplog.records if r.name == "sweeper.redrive"]
+    records = [r for r in caplog.records if r.name == "sweeper.redrive.run"]
     errors = [r for r in records if r.levelno == logging.ERROR]
     assert len(errors) == 3
     assert all(getattr(r, "message_id", None) for r in records)

@@ -14,12 +14,12 @@ import pytest
 from functions.redrive import app as redrive_app
 from sweeper import runtime
 from sweeper.config import Policy
-from sweeper.dead_letters import DeadLetter, SqsDeadLetterQueue
 from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.gates import closed_gates_after
 from sweeper.models import OutcomeClass
-from sweeper.redrive import RedriveReport, RedriveRequest
-from sweeper.redrive_auto import Watch
+from sweeper.redrive.auto import Watch
+from sweeper.redrive.letters import DeadLetter, SqsDeadLetterQueue
+from sweeper.redrive.run import RedriveReport, RedriveRequest
 from sweeper_local.redrive_runner import LocalRedrive
 from tests.conftest import Pipeline, load_event
 from tests.integration.test_redrive import body, dead_letters, key, redrive, work_queue_bodies

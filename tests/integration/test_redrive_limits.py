@@ -11,8 +11,8 @@ from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.config.limit import SHORTHAND_LIMIT_NAME
 from sweeper.limiter import DynamoLimiter
 from sweeper.limiter.live import LiveLimit, LiveLimitStore
-from sweeper.redrive import RedriveRequest
-from sweeper.redrive_limits import LimitLook
+from sweeper.redrive.limits import LimitLook
+from sweeper.redrive.run import RedriveRequest
 from tests.conftest import Pipeline, load_event
 from tests.integration.test_redrive import dead_letters, redrive, work_queue_bodies
 

@@ -15,7 +15,7 @@ from sweeper.config import RetentionConfig
 from sweeper.errors import ConfigError
 from sweeper.ledger.store import Ledger
 from sweeper.models import JobStatus, NewJob, OutcomeClass
-from sweeper.retention import BUDGET, DONE, RETENTION_ACTOR, RETENTION_REASON, run_retention
+from sweeper.prune.retention import BUDGET, DONE, RETENTION_ACTOR, RETENTION_REASON, run_retention
 from tests.conftest import Pipeline, load_event
 
 pytestmark = pytest.mark.integration

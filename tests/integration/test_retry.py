@@ -16,7 +16,7 @@ from sweeper import runtime
 from sweeper.consumer import process_batch
 from sweeper.models import ActionCall, ActionResult, JobMessage, JobStatus, OutcomeClass
 from sweeper.operations import retry_jobs
-from sweeper.redrive import RedriveRequest
+from sweeper.redrive.run import RedriveRequest
 from tests.conftest import Pipeline
 from tests.integration.test_consumer import deps_with, failed_ids, invoke, publish_all
 from tests.integration.test_redrive import redrive

@@ -13,7 +13,7 @@ from sweeper.errors import LimiterError
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import DynamoLimiter, closed_scopes
 from sweeper.models import JobMessage, JobStatus, NewJob, operation_key
-from sweeper.producer import run_producer
+from sweeper.producer.run import run_producer
 from sweeper_local.aws import LocalAws
 from tests.fakes import FakePublisher
 

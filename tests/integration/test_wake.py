@@ -15,7 +15,7 @@ from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.ledger.wake import NEVER, WAKE_EARLY, DynamoWakeStore, lower_in, wake_key
 from sweeper.models import ControlAction, JobSelection, JobStatus, NewJob, OutcomeClass
-from sweeper.producer import NOT_DUE, run_producer
+from sweeper.producer.run import NOT_DUE, run_producer
 from sweeper_local.aws import LocalAws
 from tests.fakes import FakePublisher
 

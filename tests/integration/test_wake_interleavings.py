@@ -31,7 +31,7 @@ from sweeper.config import Policy
 from sweeper.ledger.store import Ledger
 from sweeper.ledger.wake import DynamoWakeStore, Wake, may_skip
 from sweeper.models import ControlAction, JobSelection, NewJob, OutcomeClass, operation_key
-from sweeper.producer import NOT_DUE, run_producer
+from sweeper.producer.run import NOT_DUE, run_producer
 from sweeper.sqs_queue import OutgoingMessage
 from sweeper_local.aws import LocalAws
 from tests.fakes import FakePublisher

@@ -21,7 +21,7 @@ from sweeper.ledger.store import Ledger
 from sweeper.ledger.wake import DynamoWakeStore, may_skip
 from sweeper.ledger.wake_refresh import end_run
 from sweeper.models import JobStatus, NewJob
-from sweeper.producer import NOT_DUE, run_producer
+from sweeper.producer.run import NOT_DUE, run_producer
 from sweeper_local.aws import LocalAws
 from tests.conftest import Pipeline
 from tests.fakes import FakePublisher

@@ -1,18 +1,19 @@
-"""The in-flight budget's arithmetic (sweeper.backpressure); the ledger's side is integration."""
+"""The in-flight budget's arithmetic (sweeper.producer.backpressure); the ledger's side is
+integration."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sweeper.backpressure import (
+from sweeper.config import ConsumerConfig, Policy, Quota
+from sweeper.ledger.rows import Settled
+from sweeper.producer.backpressure import (
     achieved_rate,
     floor,
     in_flight_budget,
     republish_delay_seconds,
     window_seconds,
 )
-from sweeper.config import ConsumerConfig, Policy, Quota
-from sweeper.ledger.rows import Settled
 
 T0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 #: 40/s for a 120 s lease: the quota's formula is 2,400, the window 60 s, the floor 150.

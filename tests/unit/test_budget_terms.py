@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from sweeper.claim_bounds import claim_bounds, horizon_seconds
 from sweeper.config import Policy
 from sweeper.operator_api.reads import limits_of
+from sweeper.producer.claim_bounds import claim_bounds, horizon_seconds
 from tests.unit.test_limit_regimes import _two_limits
 
 #: An app-wide budget of 100,000 calls a UTC day, a fifth kept: 80,000 a day, 0.926/s.

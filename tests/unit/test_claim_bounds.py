@@ -1,12 +1,12 @@
-"""What the producer's claims may take under a policy's limits (sweeper.claim_bounds)."""
+"""What the producer's claims may take under a policy's limits (sweeper.producer.claim_bounds)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sweeper.backpressure import floor
-from sweeper.claim_bounds import ClaimBounds, HeldRows, claim_bounds, held_rows
 from sweeper.config import Policy, Quota, ScopeConfig
+from sweeper.producer.backpressure import floor
+from sweeper.producer.claim_bounds import ClaimBounds, HeldRows, claim_bounds, held_rows
 
 
 def rate(per_second: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from sweeper.errors import OperatorError
-from sweeper.release import invoke_producer
+from sweeper.producer.release import invoke_producer
 from sweeper_tools.discovery_invoke import invoke_discovery
 
 AT = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)

@@ -23,7 +23,6 @@ from pydantic.fields import FieldInfo
 
 from sweeper.admission import regimes
 from sweeper.admission.terms import PlanTerm, Slack
-from sweeper.claim_bounds import claim_bounds
 from sweeper.config import LimitConfig, Policy, Quota, SweeperConfig
 from sweeper.config import limit as limit_module
 from sweeper.config.budget import BudgetConfig
@@ -31,6 +30,7 @@ from sweeper.config.limit import ARMS
 from sweeper.config.regimes import Arm, BudgetArm, CapArm, RateArm
 from sweeper.errors import ConfigError
 from sweeper.operator_api.reads import limits_of
+from sweeper.producer.claim_bounds import claim_bounds
 from sweeper_cli.plan import render
 from sweeper_tools.planning.plan import PlanInput, make_plan
 from sweeper_tools.policy_file import load_config

@@ -16,9 +16,9 @@ import pytest
 from sweeper.admission import regimes
 from sweeper.admission.regimes import regime_of
 from sweeper.admission.terms import PlanTerm, Slack
-from sweeper.claim_bounds import claim_bounds
 from sweeper.config import LimitConfig, Policy
 from sweeper.operator_api.reads import limits_of
+from sweeper.producer.claim_bounds import claim_bounds
 from sweeper_cli.plan import render
 from sweeper_tools.planning.plan import PlanInput, make_plan
 from sweeper_tools.policy_file import load_config

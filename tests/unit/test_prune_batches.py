@@ -1,10 +1,11 @@
-"""The batch loop the operator's prune and the scheduled retention share (sweeper.retention)."""
+"""The batch loop the operator's prune and the scheduled retention share
+(sweeper.prune.retention)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sweeper.retention import delete_in_batches
+from sweeper.prune.retention import delete_in_batches
 
 
 def batches_of(sizes: list[int], seen: list[str], name: str) -> Callable[[], int]:

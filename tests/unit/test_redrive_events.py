@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from sweeper.errors import RedriveIncompleteError
 from sweeper.models import OutcomeClass
-from sweeper.redrive import RedriveReport, RedriveRequest, request_from_event
+from sweeper.redrive.run import RedriveReport, RedriveRequest, request_from_event
 from tests.conftest import load_event
 
 

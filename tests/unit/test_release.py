@@ -10,7 +10,7 @@ import pytest
 
 from sweeper.config import Policy
 from sweeper.events import ScheduleEvent
-from sweeper.release import next_run, release_event
+from sweeper.producer.release import next_run, release_event
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 NOW = datetime(2026, 11, 29, 2, 3, 17, 250_000, tzinfo=UTC)

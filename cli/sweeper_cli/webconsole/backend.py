@@ -356,9 +356,9 @@ def ledger_backend(
     gates; with a database URL only, the ledger (queues and gates are then not read)."""
     if endpoints.mode != "local":
         return LedgerBackend(config, ledger, operator=operator, target="ledger")
-    from sweeper.dead_letters import queue_depth
     from sweeper.limiter import DynamoLimiter
     from sweeper.operator_api.backend import closures_reader
+    from sweeper.redrive.letters import queue_depth
 
     sqs = endpoints.sqs()
 

@@ -42,7 +42,7 @@ from sweeper.ledger.wake import DynamoWakeStore
 from sweeper.ledger.wake_refresh import end_run
 from sweeper.limiter import DynamoLimiter, Limiter, closed_scopes
 from sweeper.observability import MetricSink
-from sweeper.producer import ClosedScopes, no_closed_scopes
+from sweeper.producer.run import ClosedScopes, no_closed_scopes
 from sweeper.sqs_queue import SqsPublisher, SqsVisibility
 
 if TYPE_CHECKING:

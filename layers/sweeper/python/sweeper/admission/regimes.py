@@ -50,7 +50,7 @@ class LimitRegime:
 
     def claim_share(self, horizon: float, latency_p50: float | None) -> ClaimShare:
         """The rows one key takes within `horizon` seconds: the tightest term's (see
-        sweeper.claim_bounds); a cap counts only with a planned latency (p50)."""
+        sweeper.producer.claim_bounds); a cap counts only with a planned latency (p50)."""
         figures = [term.claim_per_second(latency_p50) for term in self.terms]
         rows = [max(1, math.floor(fig * horizon)) for fig in figures if fig is not None]
         return ClaimShare(min(rows) if rows else None, None in figures)

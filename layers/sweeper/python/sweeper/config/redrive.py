@@ -1,11 +1,11 @@
 """How a policy's redrive runs on its own (`[policies.redrive]`, `RedriveConfig`).
 
-`automatic` names what the redrive function's schedule does (sweeper.redrive; infra/redrive.py):
+`automatic` names what the redrive function's schedule does (sweeper.redrive.run; infra/redrive.py):
 
 - `"scheduled"` (the default): every 15 minutes, every dead letter the ledger and the limits let
   go back is moved (a throttled one once its limits have reopened);
 - `"throttled"`: every minute; a run returns after one read of the DLQ's depth when it is empty,
-  else moves back the letters whose job died of a limit (sweeper.redrive_auto), waiting in place
+  else moves back the letters whose job died of a limit (sweeper.redrive.auto), waiting in place
   for the limit's reopening when it falls within the run, paced by the limit; the letters that
   died otherwise wait for an operator (`sweeper redrive`).
 

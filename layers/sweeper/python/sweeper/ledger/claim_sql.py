@@ -8,8 +8,8 @@ from `sweeper.models.TRANSITIONS`), so a stale worker can never move a row the w
 from typing import Final
 
 # Return leases that expired at or before %(expired_before)s to pending (the producer passes a time
-# one visibility timeout after the last publish: sweeper.backpressure). SKIP LOCKED: a row a
-# consumer is settling right now is left to it. Uses sweeper_jobs_leased_expiry; a page at a time.
+# one visibility timeout after the last publish: sweeper.producer.backpressure). SKIP LOCKED: a row
+# a consumer is settling right now is left to it. Uses sweeper_jobs_leased_expiry; a page at a time.
 RECLAIM_EXPIRED: Final = """
 WITH expired AS (
     SELECT id FROM sweeper_jobs
@@ -42,8 +42,8 @@ RETURNING j.id
 # Per-scope cap: a scope never holds more than %(scope_cap)s unexpired leases (NULL: no cap), its
 # rows counted in the order they would be taken, so a capped scope leaves its room to the others.
 # Rows of the scopes in %(closed)s (gate closed) and of the tenants in %(closed_tenants)s (a
-# closed key of a tenant-keyed limit, sweeper.claim_bounds) are passed over, unchanged: their
-# due time and attempts stay as they are (a filter, so a closed scope's due rows ahead of a
+# closed key of a tenant-keyed limit, sweeper.producer.claim_bounds) are passed over, unchanged:
+# their due time and attempts stay as they are (a filter, so a closed scope's due rows ahead of a
 # tenant's first open one add to the cost; a closed tenant takes no share of the page).
 #
 # Locking: the candidates are read without locks (a window function cannot lock); then, in turn
@@ -159,7 +159,8 @@ RETURNING id
 
 # Leased rows of one policy the consumers may still hold: not reclaimable yet and not sent back
 # to wait (a deferred row's next_attempt_at is ahead, its message hidden until then). The depth
-# the producer's budget is compared with (sweeper.backpressure; sweeper_jobs_leased_expiry).
+# the producer's budget is compared with (sweeper.producer.backpressure;
+# sweeper_jobs_leased_expiry).
 COUNT_ON_CONSUMERS: Final = """
 SELECT count(*) FROM sweeper_jobs
 WHERE policy = %(policy)s AND status = 'leased' AND lease_expires_at > %(expired_before)s

@@ -1,6 +1,6 @@
 """The producer's part of the ledger: its runs, and claiming, releasing and reclaiming leases.
 
-Called by `sweeper.producer` (and discovery's runs, the webhook intake's claim). Each claim
+Called by `sweeper.producer.run` (and discovery's runs, the webhook intake's claim). Each claim
 commits before anything is published, so no lock is ever held across a network call.
 """
 

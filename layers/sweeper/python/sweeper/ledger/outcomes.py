@@ -1,6 +1,6 @@
 """The consumer's part of the ledger: the rows its messages name, and settling them.
 
-Called by `sweeper.consumer` (and `sweeper.redrive`, which reads the same rows for its dead
+Called by `sweeper.consumer` (and `sweeper.redrive.run`, which reads the same rows for its dead
 letters). What is called, under which scope, comes from these rows, never from a message body.
 """
 

@@ -1,5 +1,5 @@
-"""Retention's part of the ledger: pruning settled history in batches (`sweeper.retention`,
-`sweeper.prune`), and deleting the smoke check's canary (`sweeper_tools.smoke`).
+"""Retention's part of the ledger: pruning settled history in batches (`sweeper.prune.retention`,
+`sweeper.prune.run`), and deleting the smoke check's canary (`sweeper_tools.smoke`).
 
 Each prune batch takes the prune's operator action (`action_id`, recorded before the first
 batch) and records its step in the statement that deletes it (migration 0015).

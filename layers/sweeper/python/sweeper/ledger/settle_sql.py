@@ -188,7 +188,7 @@ SELECT snoozed_seconds FROM moved
 
 # What redrive needs to decide on a dead letter: one query per received batch. The same rows
 # as the consumer's read (TARGET_COLUMNS), counting nothing, and the last error code: why the
-# letter died (a wait for a limit, `wait_<reason>`, or an answer's code; sweeper.redrive_auto).
+# letter died (a wait for a limit, `wait_<reason>`, or an answer's code; sweeper.redrive.auto).
 JOBS_FOR_REDRIVE: Final = (
     "SELECT"
     + TARGET_COLUMNS

@@ -1,6 +1,6 @@
 """Chosen jobs: inspect the terminal, stuck and held ones, retry terminal ones, and job control
 (cancel, hold, unhold, postpone); each change recorded in the ledger with who did it. Prune is
-`sweeper.prune`."""
+`sweeper.prune.run`."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from sweeper.action_log import ActionLog
 from sweeper.config import Policy
 from sweeper.errors import OperatorError
 from sweeper.ledger.store import Ledger
-from sweeper.producer import PAUSED, new_batch_id, run_producer
+from sweeper.producer.run import PAUSED, new_batch_id, run_producer
 from sweeper.schedule_expression import occurrences
 from sweeper.sqs_queue import Publisher
 

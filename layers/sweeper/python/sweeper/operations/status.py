@@ -23,7 +23,7 @@ from sweeper.limiter import ScopeState
 from sweeper.limiter.base import ShareSeen
 from sweeper.models import NewJob
 from sweeper.operations.text import iso
-from sweeper.producer import on_consumers
+from sweeper.producer.run import on_consumers
 from sweeper.scheduling import scope_for
 
 GateState = Callable[[str], ScopeState]

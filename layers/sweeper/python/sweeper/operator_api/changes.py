@@ -61,10 +61,10 @@ def redrive(backend: Backend, request: RedriveCommand, *, actor: str) -> dict[st
     """Dead letters back to the work queue, as the redrive function does."""
     import time
 
-    from sweeper.dead_letters import SqsDeadLetterQueue
     from sweeper.operator_api.limits import live_store
-    from sweeper.redrive import RedriveReport, RedriveRequest, run_redrive
-    from sweeper.redrive_limits import LimitLook
+    from sweeper.redrive.letters import SqsDeadLetterQueue
+    from sweeper.redrive.limits import LimitLook
+    from sweeper.redrive.run import RedriveReport, RedriveRequest, run_redrive
 
     policy = backend.policy(request.policy)
     where = backend.endpoints.policy(policy.name)
@@ -170,7 +170,7 @@ def release_report(backend: Backend, policy: Policy) -> dict[str, Any]:
     """The producer's report of a release now (also `smoke`'s canary release)."""
     from botocore.config import Config as BotoConfig
 
-    from sweeper.release import invoke_producer, release_now
+    from sweeper.producer.release import invoke_producer, release_now
     from sweeper.sqs_queue import SqsPublisher
 
     where = backend.endpoints.policy(policy.name)
@@ -237,8 +237,8 @@ def catch_up(backend: Backend, request: CatchUpRequest, *, actor: str) -> dict[s
 def prune(backend: Backend, request: PruneRequest, *, actor: str) -> dict[str, Any]:
     """Delete old settled rows in small batches, each its own short transaction, recorded
     first; failed jobs only past their policy's retention (all policies: the longest)."""
-    from sweeper.prune import PruneReport, failed_retention
-    from sweeper.prune import prune as run_prune
+    from sweeper.prune.run import PruneReport, failed_retention
+    from sweeper.prune.run import prune as run_prune
 
     chosen = [backend.policy(request.policy)] if request.policy else backend.config.policies
 

@@ -36,8 +36,8 @@ PAGE_RUNS_DAYS = 7
 
 def status(backend: Backend, request: StatusRequest) -> dict[str, Any]:
     """Per policy: jobs by status, oldest eligible age, queues, gates, the last runs."""
-    from sweeper.dead_letters import queue_depth
     from sweeper.operations.status import policy_status
+    from sweeper.redrive.letters import queue_depth
 
     policies = (
         [backend.policy(request.policy)]
@@ -78,7 +78,7 @@ def status(backend: Backend, request: StatusRequest) -> dict[str, Any]:
 
 def next_run_at(backend: Backend, policy: Policy) -> datetime | None:
     """When the policy's producer runs next (the local stack's tick when it has one)."""
-    from sweeper.release import next_run
+    from sweeper.producer.release import next_run
 
     now = backend.clock()
     local = backend.endpoints.local
@@ -225,7 +225,7 @@ def policy_overview(
 
 def overview(backend: Backend, request: OverviewRequest) -> dict[str, Any]:
     """The console page's summary of one policy, with the target's queues and gates."""
-    from sweeper.dead_letters import queue_depth
+    from sweeper.redrive.letters import queue_depth
 
     policy = backend.policy(request.policy)
     sqs = backend.endpoints.sqs()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from sweeper.config.redrive import RedriveConfig
 from sweeper.limiter import ScopeState
 from sweeper.models import LedgerTarget, OutcomeClass
-from sweeper.redrive_log import SCHEDULE_ACTOR
+from sweeper.redrive.log import SCHEDULE_ACTOR
 
 #: The prefix of the code a wait leaves (`_return_in(..., code=f"wait_{reason}")`).
 WAIT_PREFIX = "wait_"

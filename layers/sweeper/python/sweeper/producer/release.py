@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sweeper.config import Policy
 from sweeper.errors import ConfigError, OperatorError
 from sweeper.ledger.store import Ledger
-from sweeper.producer import ProducerReport, run_producer
+from sweeper.producer.run import ProducerReport, run_producer
 from sweeper.schedule_expression import RateSchedule, parse_schedule
 from sweeper.sqs_queue import Publisher
 

@@ -20,7 +20,7 @@ from sweeper.config.policy import DEFAULT_FAILED_JOB_RETENTION_DAYS
 from sweeper.errors import OperatorError
 from sweeper.ledger.retention import PruneStep
 from sweeper.ledger.store import Ledger
-from sweeper.retention import delete_in_batches
+from sweeper.prune.retention import delete_in_batches
 
 #: Rows per prune transaction: small enough that no lock is held for long.
 PRUNE_BATCH_ROWS = 1000

@@ -162,7 +162,7 @@ def delete_in_batches(
     """Call each of `deletes` (one batch a call, returning the rows it deleted) in turn until
     a batch deletes fewer than `batch_rows`, then the next; `after()` once each batch is done.
     No batch starts when `room()` says no: False then, True when every kind ran out of rows.
-    The operator's prune (`sweeper.prune`) and the scheduled retention share it."""
+    The operator's prune (`sweeper.prune.run`) and the scheduled retention share it."""
     for delete in deletes:
         while True:
             if not room():

@@ -1,9 +1,9 @@
 """How much work a policy may leave on its consumers; when an expired lease may be published again.
 
-The limits' formula (`sweeper.claim_bounds`: what the tightest limit over the whole policy uses
-in half a lease; a policy whose limits are all per tenant has none, the claim holding each scope
-to its own) assumes the consumers keep up with the limits. When they run slower (a slow vendor,
-few environments, an emulator), work published on that assumption outlives its lease, is
+The limits' formula (`sweeper.producer.claim_bounds`: what the tightest limit over the whole policy
+uses in half a lease; a policy whose limits are all per tenant has none, the claim holding each
+scope to its own) assumes the consumers keep up with the limits. When they run slower (a slow
+vendor, few environments, an emulator), work published on that assumption outlives its lease, is
 reclaimed and published again while its first message still waits, and the queue deepens: a
 reclaim storm. So each producer run sizes its budget from what the ledger shows is happening:
 
@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sweeper.claim_bounds import claim_bounds
 from sweeper.config import LEASE_DRAIN_FRACTION, Policy
 from sweeper.ledger.rows import Settled
+from sweeper.producer.claim_bounds import claim_bounds
 
 #: The floor is at least this share of the limits' formula.
 FLOOR_FRACTION = 1 / 16
@@ -61,7 +61,7 @@ def window_seconds(policy: Policy) -> float:
 
 def formula(policy: Policy) -> int:
     """What the limits drain within half a lease: the tightest policy-wide limit's rows
-    (sweeper.claim_bounds), or one scope's when no limit covers the whole policy."""
+    (sweeper.producer.claim_bounds), or one scope's when no limit covers the whole policy."""
     cap = claim_bounds(policy).policy_cap
     return policy.max_in_flight if cap is None else cap
 

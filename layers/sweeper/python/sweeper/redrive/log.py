@@ -19,7 +19,7 @@ from sweeper.ledger.store import Ledger
 
 
 class RedriveReport(Protocol):
-    """What a step reads of `sweeper.redrive.RedriveReport` (that module imports this one)."""
+    """What a step reads of `sweeper.redrive.run.RedriveReport` (that module imports this one)."""
 
     dry_run: bool
     moved: int

@@ -9,7 +9,7 @@ Each dead letter is decided by its job's row in the ledger (one query per receiv
 | failed (terminal)                               | stays, unless terminal jobs are included:    |
 |                                                 | then retried in the ledger and moved         |
 | a limit of its job closed, or paused live       | stays (`kept_closed`) until every limit is   |
-|                                                 | open and unpaused (sweeper.redrive_limits)   |
+|                                                 | open and unpaused (sweeper.redrive.limits)   |
 | pending or leased, its time not come (due,      | stays (`kept_not_due`) until the ledger      |
 | next attempt or postponement ahead)             | allows a call (LedgerTarget.callable_at)     |
 | pending or leased, gate open                    | moved: SendMessage (same body), then delete  |
@@ -20,7 +20,7 @@ The scheduled run (every 15 minutes) decides as above: a letter whose job died o
 kept while any of its limits is closed or paused live, and moved back, paced, by the first run
 after every one has reopened (never before); on demand the rule is the same. With `[policies.
 redrive] automatic = "throttled"` the schedule runs every minute and a scheduled run is a
-`Watch` (sweeper.redrive_auto): it moves only the letters whose job died of a limit, waiting in
+`Watch` (sweeper.redrive.auto): it moves only the letters whose job died of a limit, waiting in
 place for a reopening within the run, and leaves the rest for an operator.
 
 Moves are paced at `rate_per_second` and stop before the time budget runs out. Messages that
@@ -40,16 +40,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sweeper.dead_letters import SQS_MAX_BATCH, DeadLetter, DeadLetterQueue
 from sweeper.errors import RedriveIncompleteError
 from sweeper.events import ScheduleEvent
 from sweeper.ledger.store import Ledger
 from sweeper.limiter import ScopeState
 from sweeper.models import JobMessage, JobStatus, LedgerTarget, OutcomeClass
 from sweeper.observability import Metric
-from sweeper.redrive_auto import Watch, died_of_limit
-from sweeper.redrive_limits import LimitLook
-from sweeper.redrive_log import RedriveLog
+from sweeper.redrive.auto import Watch, died_of_limit
+from sweeper.redrive.letters import SQS_MAX_BATCH, DeadLetter, DeadLetterQueue
+from sweeper.redrive.limits import LimitLook
+from sweeper.redrive.log import RedriveLog
 
 logger = logging.getLogger(__name__)
 
@@ -202,11 +202,11 @@ def run_redrive(
 ) -> RedriveReport:
     """Work off the DLQ once; see the module docstring. Queue or ledger failures raise.
 
-    `actor` is who the ledger records, per page that changed something (`sweeper.redrive_log`),
+    `actor` is who the ledger records, per page that changed something (`sweeper.redrive.log`),
     and for each terminal job retried: the operator who asked (`sweeper redrive`, the operator
     API's caller) or the function itself (`redrive_log.function_actor`). `limits`: the job's
     further limits' gates and the live pauses are read too (else only the scope's gate).
-    `watch`: a scheduled run of the throttled letters' redrive (sweeper.redrive_auto).
+    `watch`: a scheduled run of the throttled letters' redrive (sweeper.redrive.auto).
     """
     started = monotonic()
     name = request.policy or policy
@@ -426,7 +426,7 @@ def _gates(run: _Run, view: LedgerTarget) -> dict[str, ScopeState]:
     return {key: run.gates[key] for key in keys}
 
 
-# -- a watching run (sweeper.redrive_auto) ------------------------------------------------------
+# -- a watching run (sweeper.redrive.auto) ------------------------------------------------------
 
 
 def _time_comes(run: _Run, view: LedgerTarget) -> float | None:

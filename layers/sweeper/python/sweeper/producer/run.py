@@ -4,8 +4,8 @@ Per run: reclaim expired leases, then claim a page, commit, publish it (`publish
 SendMessageBatch calls at once), release what failed; repeat until nothing is due, the in-flight
 budget is reached, a limit every row holds is closed, or the time budget runs out. Claims are
 short transactions and commit before any network call. The in-flight budget follows what the
-consumers settle, within what the policy's limits drain in half a lease (sweeper.backpressure,
-sweeper.claim_bounds).
+consumers settle, within what the policy's limits drain in half a lease
+(sweeper.producer.backpressure, sweeper.producer.claim_bounds).
 
 When the ledger keeps a wake item (sweeper.ledger.wake), a run reads it first and returns without
 connecting while nothing can be claimable yet and the last full read of the ledger is within the
@@ -24,14 +24,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sweeper.backpressure import in_flight_budget, republish_delay_seconds, window_seconds
-from sweeper.claim_bounds import claim_bounds, held_rows
 from sweeper.config import Policy
 from sweeper.errors import PublishError
 from sweeper.ledger.store import Ledger
 from sweeper.ledger.wake import may_skip
 from sweeper.ledger.wake_refresh import raise_wake, read_wake
 from sweeper.models import ClaimedJob, JobMessage
+from sweeper.producer.backpressure import in_flight_budget, republish_delay_seconds, window_seconds
+from sweeper.producer.claim_bounds import claim_bounds, held_rows
 from sweeper.sqs_queue import SQS_MAX_BATCH, OutgoingMessage, Publisher
 
 #: Stop when less than this many page-durations of budget are left (and never below the floor).
@@ -46,7 +46,8 @@ NOT_DUE = "not_due"
 
 Clock = Callable[[], datetime]
 #: The limiter keys whose gate is closed right now: scopes, and further limits' `NAME:KEY` (read
-#: from the shared limiter before each claim; sweeper.claim_bounds finds which rows they hold).
+#: from the shared limiter before each claim; sweeper.producer.claim_bounds finds which rows they
+#: hold).
 ClosedScopes = Callable[[], Collection[str]]
 
 
@@ -74,8 +75,8 @@ class ProducerReport:
     resent: int = 0
     #: The longest any published job had been eligible when this run claimed it.
     oldest_released_age_seconds: float | None = None
-    #: The most rows this run would leave on the consumers (sweeper.backpressure); 0 when the
-    #: run did not get that far.
+    #: The most rows this run would leave on the consumers (sweeper.producer.backpressure); 0 when
+    #: the run did not get that far.
     in_flight_budget: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -115,7 +116,7 @@ def run_producer(
 
     Rows of scopes whose gate is closed are not claimed: they keep their due time and are
     claimed by the first run after the reopening, instead of bouncing off the closed gate. The
-    same holds for every limit the claim can see (`sweeper.claim_bounds`): a tenant-keyed
+    same holds for every limit the claim can see (`sweeper.producer.claim_bounds`): a tenant-keyed
     limit's closed key holds its tenant's rows, and a closed app-wide limit ends the run
     (`limit_closed`) with nothing claimed. Each claim is bounded by every limit: the policy's
     rows on the consumers by the tightest app-wide limit, each scope's by its own.

@@ -9,8 +9,8 @@ nothing here asks which kind a limit is. Which rows a limit bounds follows from 
 
 - **the whole policy**: a key over `{policy}` and `{host}` alone (an app-wide limit such as
   `"app"`, or the one scope of a `global` policy) is one key for every job. It bounds the
-  policy's rows on the consumers (`policy_cap`, the in-flight cap of `sweeper.backpressure`),
-  and while it is closed no row is claimed.
+  policy's rows on the consumers (`policy_cap`, the in-flight cap of
+  `sweeper.producer.backpressure`), and while it is closed no row is claimed.
 - **each scope**: the first limit is the job's scope, kept in the ledger; it bounds each scope's
   rows (`scope_cap`), and a closed scope's rows wait. A further limit keyed by the tenant alone
   (a key over `{tenant_id}`, `{policy}` and `{host}` only) does the same for each tenant: a

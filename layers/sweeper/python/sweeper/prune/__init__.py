@@ -1,0 +1,1 @@
+"""The prune function's room: what the ledger keeps and for how long (retention), and its run."""
