@@ -30,6 +30,7 @@ from sweeper_tools.planning.pause import (
     ledger_wakes,
     runs_per_month,
 )
+from sweeper_tools.planning.reads import reads_at_rest_per_month
 from sweeper_tools.planning.scope import single_scope
 
 GB = 1e9  # bytes; AWS bills data in GB
@@ -294,6 +295,12 @@ def at_rest(config: SweeperConfig, deployment: Deployment) -> list[CostItem]:
             LAMBDA_ARM_GB_SECOND_USD,
         ),
         CostItem(
+            "DynamoDB reads",  # the scheduled runs' wake item and closure marker
+            sum(reads_at_rest_per_month(p) for p in policies) / 1e6,
+            "M read units",
+            DYNAMODB_READ_PER_MILLION_USD,
+        ),
+        CostItem(
             "SQS idle polling",
             mappings * IDLE_POLLS_PER_MAPPING_MONTH / 1e6,
             "M requests",
@@ -345,6 +352,7 @@ def per_million_jobs(
             "M write units",
             DYNAMODB_WRITE_PER_MILLION_USD,
         ),
+        *_reads(requests_per_job.get("dynamodb_reads", 0.0)),
         CostItem("SQS", requests_per_job["sqs"], "M requests", SQS_REQUEST_PER_MILLION_USD),
         CostItem(
             "Aurora while draining",
@@ -373,20 +381,21 @@ def per_million_jobs(
             NAT_GB_PROCESSED_USD,
         ),
     ]
-    if requests_per_job.get("dynamodb_reads"):
-        items.append(
-            CostItem(
-                "DynamoDB reads",
-                requests_per_job["dynamodb_reads"],
-                "M read units",
-                DYNAMODB_READ_PER_MILLION_USD,
-            )
-        )
     if not lean:
         items.append(CostItem("Interface endpoint data", sqs_gb, "GB", INTERFACE_ENDPOINT_GB_USD))
     if deployment.min_acu == 0:
         items += _run_ends(invocations, consumer_memory_mb)
     return items
+
+
+def _reads(reads_per_job: float) -> list[CostItem]:
+    """The read units a million jobs make (`planning.reads`), a line beside the writes; none
+    where a job reads nothing."""
+    if not reads_per_job:
+        return []
+    return [
+        CostItem("DynamoDB reads", reads_per_job, "M read units", DYNAMODB_READ_PER_MILLION_USD)
+    ]
 
 
 def _run_ends(invocations: float, memory_mb: int) -> list[CostItem]:

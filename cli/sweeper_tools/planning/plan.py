@@ -45,7 +45,8 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   an environment's share of the throughput) is what turnovers cost, and the batch size
   recommended keeps it within TURNOVER_SHARE.
 - AWS requests per job: the producer sends in batches of 10; the event source receives and
-  deletes a batch at a time; each job writes one limiter slot and two idempotency records.
+  deletes a batch at a time; each job writes one limiter slot and two idempotency records,
+  and reads what its limits read before a call (`sweeper_tools.planning.reads`).
   While a backlog drains every environment is busy, so Lambda duration per job is
   environments / throughput.
 """
@@ -84,6 +85,7 @@ from sweeper_tools.planning.findings import (
     timeout_findings,
 )
 from sweeper_tools.planning.limits import limit_ceiling, planned_keys, unreachable
+from sweeper_tools.planning.reads import dynamodb_reads_per_job
 from sweeper_tools.planning.slot_wait import calls_carry, wait_per_rate
 from sweeper_tools.planning.writes import IDEMPOTENCY_WRITES_PER_JOB, limiter_writes_per_job
 
@@ -341,7 +343,7 @@ def make_plan(
             if given.limiter_writes_per_job is None
             else given.limiter_writes_per_job
         ),
-        "dynamodb_reads": 0.0,
+        "dynamodb_reads": dynamodb_reads_per_job(policy),
     }
     per_million = {
         "sqs": requests["sqs"] * prices.sqs_per_million_requests,
