@@ -299,11 +299,6 @@ def run_scenario(
                 read_timeout_seconds=5,
                 retry_after_header="X-RateLimit-Reset-Ms",
                 retry_after_header_unit="ms",
-                # a cap's throughput is known from the latency the policy states (the rate a
-                # cap binds is paced at it, sweeper.admission.cap_pacing)
-                latency_p50_seconds=None
-                if scenario.in_flight_cap is None
-                else scenario.latency_seconds,
             ),
             consumer=_consumer(scenario, consumers, scenario.batch_size or 10),
             throttle=ThrottleConfig(reopen_jitter_seconds=0.05),

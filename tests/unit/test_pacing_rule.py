@@ -17,8 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweeper.admission.cap_pacing import cap_paced
-from sweeper.config import LimitConfig, Policy, Quota
+from sweeper.config import Quota
 from sweeper.pacing_rule import US, Pacing, step_us
 from tests.vendor_counters import refused
 
@@ -206,32 +205,3 @@ def test_a_burst_the_rule_cannot_give_is_refused_with_the_fix(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Quota.model_validate(fields)
-
-
-@pytest.mark.parametrize("period", [1, 5])
-def test_a_rate_paced_at_its_caps_throughput_is_exact_one_call_more_is_refused(
-    period: int,
-) -> None:
-    # Given (c) of the limits bench: 100 per second (on a 1 s or a 5 s window, slack 0.5 s)
-    # under a cap of 10 in flight at a p50 of 0.3 s, paced at the cap's throughput
-    rate = Quota(limit=100 * period, period_seconds=period, slack_seconds=0.5)
-    limits = [
-        LimitConfig(name="scope", key="vendor", rate=rate),
-        LimitConfig(name="cap", key="vendor", max_in_flight=10),
-    ]
-    action = {
-        "kind": "python",
-        "callable": "a.b:c",
-        "package_path": "p",
-        "latency_p50_seconds": 0.3,
-    }
-    quota = cap_paced(
-        Policy.model_validate({"name": "c", "limits": limits, "action": action})
-    ).quota
-    pacing = quota.pacing()
-    assert pacing.burst_calls > 40  # the tolerance the window leaves at the cap's throughput
-    # When the worst case its GCRA lets happen arrives, each call up to the budget late
-    # Then the vendor refuses none of it; with one call more of tolerance, one
-    assert not _refused_under(quota, pacing, *_worst_case(quota, pacing))
-    louder = Pacing(pacing.interval_seconds, pacing.tolerance_seconds + pacing.interval_seconds)
-    assert _refused_under(quota, louder, *_worst_case(quota, louder))

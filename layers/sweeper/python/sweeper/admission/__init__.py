@@ -35,7 +35,6 @@ from sweeper.admission.base import (
     TimeLeft,
 )
 from sweeper.admission.budget import BudgetPaced
-from sweeper.admission.cap_pacing import cap_paced
 from sweeper.admission.composed import EveryLimit
 from sweeper.admission.concurrency import Capped
 from sweeper.admission.costs import slot_units
@@ -75,9 +74,7 @@ class BatchAdmission:
         self._clocks = clocks
         self._abilities = Abilities.of(limiter)  # the one place that asks
         # An operator's live rates (live.py): the batch reserves at them as at told ones.
-        policy = LiveLimits.rated(policy, self._abilities, clocks)
-        # A rate a cap binds, paced at the cap's throughput with the tolerance that leaves.
-        policy = self._policy = cap_paced(policy)
+        policy = self._policy = LiveLimits.rated(policy, self._abilities, clocks)
         quota = policy.quota
         paired = PairedLimits.of(policy, limiter)
         further = policy.further_limits
