@@ -15,7 +15,10 @@ reserve"); sweeper's utilization of it (calls the vendor accepted per second, fr
 first call one window on, so the first answers have been read, to the end); the 429s sweeper
 drew and those the other client drew; and the least any of sweeper's calls left remaining of
 the window, against the reserve (`reserve_touched`: it left less). The target: 0 429s and a
-utilization of at least 0.90.
+utilization of at least 0.90. Beside them, where a run loses its pace (the other vendor
+scenarios' figures of the same names): slots given up at a call's last look, late slots and
+sends, deferrals (for the rate, for a closed gate), sweeper's calls per second, and DynamoDB
+requests per call accepted in the span.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 
 from sweeper.config import ConsumerConfig, HttpActionConfig, LimitConfig, Policy, ThrottleConfig
 from sweeper.observability import Metric
+from sweeper_bench.rate import DYNAMODB_READS, DYNAMODB_WRITES, _aws_requests, _diff, _per_second
+from sweeper_bench.vendor_harness import accepted_between
 from sweeper_local.aws import LocalAws
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
@@ -137,9 +142,11 @@ def run_shared(
             ) as run,
         ):
             run.seed(int(limit / window * seconds * BACKLOG_FACTOR), tenants=10, spread_seconds=1)
+            requests_before = _aws_requests(local)
             started = time.monotonic()
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
+            requests = _diff(_aws_requests(local), requests_before)
             audit = vendor.audit()
             settled = run.final()
             metrics = run.metrics()
@@ -161,8 +168,38 @@ def run_shared(
         "accepted": audit.accepted_total,
         "settled": settled,
         "learned_closures": int(metrics.get(Metric.LEARNED_CLOSURES, 0)),
+        **_pace_figures(metrics, audit, requests, started, ended),
         "targets": {"self_caused_429s": 0, "utilization_min": UTILIZATION_MIN},
     }
+
+
+def _pace_figures(
+    metrics: dict[str, float],
+    audit: VendorAudit,
+    requests: dict[str, int] | None,
+    started: float,
+    ended: float,
+) -> dict[str, Any]:
+    """Where a run loses its pace: the last looks' slots given up, late slots and sends,
+    deferrals for the rate and for a closed gate, sweeper's calls per second and DynamoDB
+    requests per call accepted in the span."""
+    figures: dict[str, Any] = {
+        name: int(metrics.get(metric, 0))
+        for name, metric in (
+            ("stale_slots", Metric.STALE_SLOTS),
+            ("late_slots", Metric.LATE_SLOTS),
+            ("late_sends", Metric.LATE_SENDS),
+            ("limiter_deferrals", Metric.LIMITER_DEFERRALS),
+            ("gate_deferrals", Metric.GATE_DEFERRALS),
+        )
+    }
+    figures["calls_per_second"] = _per_second(audit.arrivals)
+    if requests is not None:
+        jobs = max(1, accepted_between(audit, started, ended))
+        for name, operations in (("writes", DYNAMODB_WRITES), ("reads", DYNAMODB_READS)):
+            total = sum(requests.get(f"dynamodb:{op}", 0) for op in operations)
+            figures[f"dynamodb_{name}_per_job"] = round(total / jobs, 3)
+    return figures
 
 
 __all__ = ["run_shared"]
