@@ -83,24 +83,30 @@ class _Recording(DynamoLimiter):
         return changed
 
 
-def _policy() -> Policy:
+def _policy(learn: object = "ratelimit") -> Policy:
     data = Policy(name="p").model_dump(exclude={"quota", "scope"})
     data["limits"] = [
         {
             "name": "quota",
             "key": "{policy}",
             "rate": {"limit": TOLD, "period_seconds": 1},
-            "learn": "ratelimit",
+            "learn": learn,
         }
     ]
     return Policy.model_validate(data)
 
 
-def _env(local_aws: LocalAws, table: str, clock: _Clock) -> tuple[_Recording, BatchAdmission]:
+#: A quota others spend too: sweeper leaves them a tenth (sweeper.admission.shared).
+SHARED = {"source": "ratelimit", "reserve_fraction": 0.1}
+
+
+def _env(
+    local_aws: LocalAws, table: str, clock: _Clock, learn: object = "ratelimit"
+) -> tuple[_Recording, BatchAdmission]:
     """One environment's limiter and a batch of 40 records of the scope, 10 calls at a time."""
     limiter = _Recording(local_aws.dynamodb(), table, clock=clock)
     clocks = Clocks(clock.sleep, clock, clock, random.Random(0), _Sink())
-    return limiter, admission_for(_policy(), limiter, clocks, 10, {SCOPE: 40})
+    return limiter, admission_for(_policy(learn), limiter, clocks, 10, {SCOPE: 40})
 
 
 _calls = iter(range(1_000_000))
@@ -266,10 +272,10 @@ class _Waiting:
     sent: float  # the second environment's last call
 
 
-def _second_waiting(local_aws: LocalAws, table: str) -> _Waiting:
+def _second_waiting(local_aws: LocalAws, table: str, learn: object = "ratelimit") -> _Waiting:
     clock = _Clock()
-    _, first = _env(local_aws, table, clock)
-    _, second = _env(local_aws, table, clock)
+    _, first = _env(local_aws, table, clock, learn)
+    _, second = _env(local_aws, table, clock, learn)
     _call(first, clock, _says(50, remaining=40))
     out, out_sent = _admit(first, clock)
     sent = _call(second, clock, _says(50, remaining=39))
@@ -277,12 +283,12 @@ def _second_waiting(local_aws: LocalAws, table: str) -> _Waiting:
 
 
 def _admit_while_the_first_reads(
-    local_aws: LocalAws, table: str, reading: VendorReading
+    local_aws: LocalAws, table: str, reading: VendorReading, learn: object = "ratelimit"
 ) -> tuple[_Waiting, Permit | Deferral]:
     """Given two environments at 50 a second, the second waiting for a slot of that pace
     (`_second_waiting`): its next call, admitted while (during its wait for its slot) the
     first environment's answer comes back with `reading` and the first writes what it says."""
-    env = _second_waiting(local_aws, table)
+    env = _second_waiting(local_aws, table, learn)
     waiting = env.second.call(_job(), {})
     env.clock.during = lambda: _end(env.out, env.out_sent, reading)
     return env, waiting.admit(lambda: None)
@@ -318,6 +324,20 @@ def test_a_slot_granted_before_a_lowering_within_the_headroom_is_still_spent(
     # a second: the old pace, its headroom applied, is within what the vendor allows
     env, admitted = _admit_while_the_first_reads(local_aws, table, _says(49, remaining=30))
     # Then the second's call goes on its slot (only the slots banked after it are dropped)
+    assert isinstance(admitted, Permit)
+    assert env.clock.now - env.sent < 0.1
+
+
+def test_a_slot_granted_before_a_shared_quotas_pace_moved_is_still_spent(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a quota others spend too: its pace moves with their spend, and its reserve's gate
+    # bounds the vendor's count. When the first environment writes a lower pace (others spent
+    # much) while the second waits for a slot at the old pace
+    env, admitted = _admit_while_the_first_reads(
+        local_aws, table, _says(50, remaining=30), learn=SHARED
+    )
+    # Then the second's call goes on its slot: giving it up would only leave it unused
     assert isinstance(admitted, Permit)
     assert env.clock.now - env.sent < 0.1
 
