@@ -14,14 +14,22 @@ limits; the consumer never asks which it got.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from sweeper.adaptive_rate import Adaptive
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
-from sweeper.limiter import Denial, GateReader, Grant, Reason
+from sweeper.limiter import (
+    MAX_GATES_PER_READ,
+    Denial,
+    GateReader,
+    Grant,
+    Limiter,
+    Reason,
+    ScopeState,
+)
 from sweeper.limiter.budget import BudgetSource
 from sweeper.limiter.held import HeldRate
 from sweeper.limiter.live import LiveSource
@@ -61,6 +69,20 @@ MIN_CALL_SECONDS = 1.0
 
 #: The Lambda time left for the call (seconds; None: no bound), asked again at each wait.
 TimeLeft = Callable[[], float | None]
+
+
+def read_gates(
+    limiter: Limiter, reader: GateReader | None, keys: Sequence[str]
+) -> dict[str, ScopeState]:
+    """The gates of `keys`: several in one request when the limiter reads them at once (a
+    GateReader; a key it leaves unread, or more keys than one read takes, read alone)."""
+    states: dict[str, ScopeState] = {}
+    if reader is not None and 1 < len(keys) <= MAX_GATES_PER_READ:
+        states = reader.states(keys)
+    for key in keys:
+        if key not in states:
+            states[key] = limiter.state(key)
+    return states
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,12 @@ reserved at the rate it holds. Which limit a 429 closes is the ticket's (ticket.
 
 from __future__ import annotations
 
-from sweeper.admission.base import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS, TimeLeft
+from sweeper.admission.base import (
+    GATE_READ_LEAD_SECONDS,
+    GATE_RECHECK_LEAD_SECONDS,
+    TimeLeft,
+    read_gates,
+)
 from sweeper.admission.concurrency import LEASE_RETRY_SECONDS, Leases
 from sweeper.admission.learned import learned_spec
 from sweeper.admission.ticket import Ticket, TicketAdmission
@@ -104,11 +109,9 @@ class EveryLimit(TicketAdmission):
         if wait > GATE_READ_LEAD_SECONDS:
             clocks.sleep(wait - GATE_READ_LEAD_SECONDS)
         keys = list(got.slots)
-        reader = t.abilities.gates
-        states = reader.states(keys) if reader is not None and len(keys) > 1 else {}
+        states = read_gates(limiter, t.abilities.gates, keys)
         for key in keys:
-            state = states[key] if key in states else limiter.state(key)
-            t.gate_closed(state, clocks.now())
+            t.gate_closed(states[key], clocks.now())
 
     def _spend_in_every_limit(self) -> None:
         """A late request's slots: one of each rate limit the call held, reserved within the

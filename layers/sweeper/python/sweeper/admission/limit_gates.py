@@ -36,10 +36,11 @@ from sweeper.admission.base import (
     Deferring,
     Permit,
     TimeLeft,
+    read_gates,
 )
 from sweeper.admission.ticket import Ticket
 from sweeper.config import Policy
-from sweeper.limiter import MAX_GATES_PER_READ, GateReader, Limiter, ScopeState
+from sweeper.limiter import GateReader, Limiter
 from sweeper.limiter.keys import has_gate
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
@@ -97,7 +98,7 @@ class LimitGates:
             stale = [key for key in keys if self._open_until.get(key, -math.inf) < now]
         if stale:
             asked = self._clocks.now()
-            states = self._read(stale)
+            states = read_gates(self._limiter, self._reader, stale)
             answered = self._clocks.now()
             with self._lock:
                 for key, state in states.items():
@@ -116,18 +117,6 @@ class LimitGates:
     def _shut(self, key: str, until: float) -> None:
         self._closed_until[key] = max(self._closed_until.get(key, -math.inf), until)
         self._open_until.pop(key, None)  # no earlier look counts as open
-
-    def _read(self, keys: list[str]) -> dict[str, ScopeState]:
-        """The gates of `keys`: in one request when the limiter reads several at once (a key
-        it leaves unread is read alone)."""
-        reader = self._reader
-        states: dict[str, ScopeState] = {}
-        if reader is not None and 1 < len(keys) <= MAX_GATES_PER_READ:
-            states = reader.states(keys)
-        for key in keys:
-            if key not in states:
-                states[key] = self._limiter.state(key)
-        return states
 
 
 class GatedLimits(Around):
