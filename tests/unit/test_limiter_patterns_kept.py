@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.limiter.keys import limiter_key_patterns, unconfined_limits
+from sweeper_tools.deploy.limiter_keys import limiter_key_patterns, unconfined_limits
 from sweeper_tools.policy_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
