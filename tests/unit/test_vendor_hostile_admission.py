@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sweeper.actions.answer_match import Answer
 from sweeper.admission import Clocks, Permit, admission_for
 from sweeper.admission.learned import reader_for
 from sweeper.config import Policy
-from sweeper.models import ActionCall
 from sweeper.observability import Metric
 from sweeper.vendor_reading import MAX_WAIT_SECONDS
-from tests.unit.test_learned_costs import NOW, SCOPE, _PointsItem
+from tests.unit.test_learned_costs import NOW, SCOPE, _job, _PointsItem
 from tests.unit.test_vendor_limits_hostile import ANY_TEXT, JSON_VALUES
 
 HOSTILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,31 +68,15 @@ class _Metrics:
         self.counts[name] = self.counts.get(name, 0.0) + value
 
 
-def _job(n: int) -> ActionCall:
-    return ActionCall(
-        key=f"key-{n}",
-        idempotency_key=f"i{n}",
-        policy="vendor",
-        policy_version=1,
-        tenant_id="store",
-        object_id=f"o{n}",
-        scope=SCOPE,
-        attempt=1,
-        batch_id="b",
-    )
-
-
 def _answer(
     policy: Policy, item: _PointsItem, metrics: _Metrics, headers: dict[str, str], body: bytes
 ) -> None:
     """One call of the scope: admitted, its answer read by the policy's reader and handed on."""
-    from sweeper.actions.answer_match import Answer
-
     reader = reader_for(policy)
     assert reader is not None
     clocks = Clocks(lambda _: None, lambda: NOW, lambda: 0.0, random.Random(0), metrics)
     batch = admission_for(policy, item, clocks, 1, {SCOPE: 1})
-    admission = batch.call(_job(len(metrics.counts)), {"key": "key-0"})
+    admission = batch.call(_job(0), {"key": "key-0"})
     assert isinstance(admission.admit(lambda: None), Permit)
     admission.ended(None, reader.read(Answer.of(200, headers, body), NOW))
     admission.done()
