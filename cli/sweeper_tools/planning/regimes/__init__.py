@@ -62,6 +62,13 @@ class LimitPlanning:
         """The spacing of one key's slots, by the first term that spaces them (None: none)."""
         return next((p for term in self.terms if (p := term.pacing()) is not None), None)
 
+    def look_reads(self, per_environment: float, *, binds: bool, fresh: bool) -> float:
+        """Read units a call's own looks at the limit's items cost, each term's (a further
+        limit's; see `RegimePlanning.look_reads`)."""
+        return sum(
+            term.look_reads(per_environment, binds=binds, fresh=fresh) for term in self.terms
+        )
+
     def slacks(self) -> list[Slack]:
         """What a slack costs each of its terms in rate."""
         found = (term.slack(self.limit.name) for term in self.terms)

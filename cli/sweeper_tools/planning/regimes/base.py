@@ -6,8 +6,8 @@ asks of it lives here, one module per regime keyed by its arm's name
 (`sweeper_tools.planning.regimes.planning_for`): what one key allows at the calls' mean service
 time and the figures `sweeper plan --json` shows (`plan`, `FIGURES`), its part of a plan's
 limit line read back from those figures (`plan_line`), what a slack costs it in rate, what it
-says of a backlog, and the spacing of its slots for the plan's wait for a slot. The planner
-asks `planning_of(limit)` and never which kind it got.
+says of a backlog, the spacing of its slots for the plan's wait for a slot, and the reads its
+looks cost. The planner asks `planning_of(limit)` and never which kind it got.
 """
 
 from __future__ import annotations
@@ -89,3 +89,9 @@ class RegimePlanning[T: LimitTerm](ABC):
         """The slots one key's calls are spaced by (None: the regime spaces none), for the
         plan's wait for a slot."""
         return None
+
+    def look_reads(self, per_environment: float, *, binds: bool, fresh: bool) -> float:
+        """Read units a call's own looks at a further limit's items cost under this regime
+        (sweeper_tools.planning.reads), at `per_environment` calls a second an environment,
+        when the limit `binds` and a waiter keeps the batch's gate look `fresh`; 0: none."""
+        return 0.0
