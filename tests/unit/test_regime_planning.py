@@ -11,6 +11,7 @@ from sweeper.config import LimitConfig
 from sweeper.config.limit import ARMS
 from sweeper_tools.planning.regimes import PLANNING, planning_for, planning_of
 from sweeper_tools.planning.regimes.rate import RatePlanning
+from tests.unit.test_limit_regimes import APP_RATE_AND_CAP
 
 
 def test_every_regime_arm_has_its_planning_provider_in_the_unions_order() -> None:
@@ -29,15 +30,8 @@ def test_each_provider_is_a_complete_planning_contract(name: str) -> None:
 
 
 def test_the_provider_is_picked_by_its_terms_arm() -> None:
-    # Given a limit with a rate and a cap, When its planning is asked for
-    limit = LimitConfig.model_validate(
-        {
-            "name": "app",
-            "key": "app",
-            "rate": {"limit": 40, "period_seconds": 1},
-            "max_in_flight": 2,
-        }
-    )
+    # Given a limit with a rate and a cap (40/s, 2 in flight), When its planning is asked for
+    limit = LimitConfig.model_validate(APP_RATE_AND_CAP)
     planning = planning_of(limit)
     # Then each of its terms is planned by its arm's provider, over that term, in their order
     assert [type(term).__name__ for term in planning.terms] == ["RatePlanning", "CapPlanning"]
