@@ -91,15 +91,6 @@ def learned_limit(policy: Policy) -> LimitConfig | None:
     return first if first is not None and first.learn is not None else None
 
 
-def learned_ceiling(policy: Policy) -> tuple[str, str] | None:
-    """The learning limit's name and its told rate ("N/Ts"), the most it is paced at; None
-    when the policy learns nothing (what `sweeper plan` says of a learned limit)."""
-    limit = learned_limit(policy)
-    if limit is None or limit.rate is None:
-        return None
-    return limit.name, f"{limit.rate.limit}/{limit.rate.period_seconds:g}s"
-
-
 def reader_for(policy: Policy) -> Reader | None:
     """What the http action reads each answer with (None: the policy learns nothing)."""
     limit = learned_limit(policy)
