@@ -342,6 +342,21 @@ def test_a_slot_granted_before_a_shared_quotas_pace_moved_is_still_spent(
     assert env.clock.now - env.sent < 0.1
 
 
+def test_a_slot_granted_before_a_shared_quotas_vendor_lowered_its_limit_is_not_spent(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a quota others spend too. When the first environment writes the vendor's 5 a
+    # second (the vendor lowered its limit below the old pace, something remaining: no
+    # closure) while the second waits for a slot of 50 a second
+    env, admitted = _admit_while_the_first_reads(
+        local_aws, table, _says(5, remaining=3), learn=SHARED
+    )
+    # Then the second's call is not sent on it: the item says the vendor moved the rate, not
+    # the others' spend; the slot is given up, the call goes at the new pace
+    assert isinstance(admitted, Permit)
+    assert env.clock.now - env.sent >= 0.9 / 5
+
+
 class _SlowReads(DynamoLimiter):
     """The limiter, each gate read taking 0.1 s of the fake clock (a loaded environment)."""
 
