@@ -98,13 +98,13 @@ class Reservations:
                     if busy
                     else self._idle(scope, step, now, want, guard)
                 )
-                if isinstance(outcome, (Grant, Denial)):
+                if isinstance(outcome, Grant):
                     return outcome
                 # A failed condition returned the item: remember its tat, maybe refuse.
                 tat = int(outcome["tat"]["N"]) if "tat" in outcome else 0
                 self._last_tat[scope] = tat
                 self._busy_seen[scope] = tat > now
-                denial = self._denial(outcome, now, reach, horizon_us, tau)
+                denial = self._denial(outcome, tat, now, reach, horizon_us, tau)
                 if denial is not None:
                     return denial
                 if guard and self._rates.learn(scope, outcome) != guard.version:
@@ -147,7 +147,7 @@ class Reservations:
             first = max(result - want * step - tau, now)
             self._last_grant[scope] = (first + (want - 1) * step, result)
             return _grant(first, want, step)
-        return result or {}
+        return result
 
     def _idle(
         self, scope: str, step: int, now: int, want: int, guard: RateGuard | None
@@ -170,22 +170,19 @@ class Reservations:
             self._rates.settle(scope, guard)
             self._last_grant[scope] = (now + (want - 1) * step, now + want * step)
             return _grant(now, want, step)
-        return result or {}
+        return result
 
     @staticmethod
     def _denial(
-        item: dict[str, Any] | None, now: int, reach: int, horizon: int, tau: int = 0
+        item: dict[str, Any], tat: int, now: int, reach: int, horizon: int, tau: int
     ) -> Denial | None:
-        """A refusal, if the returned item closes the gate or holds no slot before `reach`
-        (epoch µs: its next slot is `tat - tau`); `horizon` (µs) says when its slots come
-        within reach."""
-        if item is None:
-            return None
+        """A refusal, if the returned item (its `tat`, epoch µs) closes the gate or holds no
+        slot before `reach` (epoch µs: its next slot is `tat - tau`); `horizon` (µs) says when
+        its slots come within reach."""
         closed = int(item["closed_until"]["N"]) if "closed_until" in item else 0
         if closed > now:
             reason = item.get("reason", {}).get("S", "throttled")
             return Denial(closed / US, "auth" if reason == "auth" else "throttled")
-        tat = int(item["tat"]["N"]) if "tat" in item else 0
         if tat - tau > reach:
             return Denial((tat - tau - horizon) / US, "rate")
         return None
@@ -247,7 +244,7 @@ class Reservations:
                 self._last_tat[scope] = result
                 self._last_grant.pop(scope, None)
                 return True
-            if not result or "tat" not in result:
+            if "tat" not in result:
                 return False  # no slot taken yet: nothing to give back
             seen = int(result["tat"]["N"])
             if seen <= real:
