@@ -10,14 +10,13 @@ one at a time (composed.py).
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from sweeper.admission.base import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS, Abilities
+from sweeper.admission.base import BLOCK_SPAN_SECONDS, block_size
 from sweeper.config import Policy, reach
 from sweeper.limiter import Denial, Grant, Limiter
 from sweeper.limiter.paired import PairedSource, Want
@@ -38,12 +37,12 @@ class PairedLimits:
     wide_slack: float = 0.0  # the wide rate's slack_seconds
 
     @classmethod
-    def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
+    def of(cls, policy: Policy, source: PairedSource | None) -> PairedLimits | None:
         """The pair, when the policy has exactly two limits, both rates, the second's key the
         same for every call (a constant, or over `{host}` and `{policy}` alone: one item), its
-        quota not adaptive, and the limiter can reserve them together."""
+        quota not adaptive, and the limiter can reserve them together (`source`, None: not)."""
         further = policy.further_limits
-        if len(further) != 1 or Abilities.of(limiter).paired is None:
+        if len(further) != 1 or source is None:
             return None
         wide = further[0]
         rate = wide.call_rate
@@ -91,10 +90,8 @@ class PairedBank:
         wants = [Want(scope, step, max(1, wanted(scope)))]
         wants += [Want(k, step, wanted(k)) for k in self._pending if k != scope and wanted(k) > 0]
         free = self._parallel - self._calling - len(self._holding)
-        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
-        span = 1 + math.floor(BLOCK_SPAN_SECONDS / paired.wide_interval + 1e-9)
         total = sum(want.count for want in wants)
-        return wants, max(1, min(total, math.ceil(asking), span))
+        return wants, block_size(total, free, self._parallel, paired.wide_interval)
 
     def _reserve_paired(
         self,
