@@ -57,19 +57,10 @@ from typing import TYPE_CHECKING, Any, Concatenate
 
 from sweeper.limiter.budget import BudgetBook
 from sweeper.limiter.closures import LatestClosure
-from sweeper.limiter.gates import Gates, closed_gates, closed_scopes
+from sweeper.limiter.gates import Gates
 from sweeper.limiter.gcra import Reservations
-from sweeper.limiter.held import MILLI, HeldRates
-from sweeper.limiter.items import (
-    FIRST_LEAD_SECONDS,
-    ITEM_TTL_SECONDS,
-    LEAD_SAMPLES,
-    MAX_LEAD_SECONDS,
-    MAX_RACES,
-    US,
-    ScopeItems,
-    scope_key,
-)
+from sweeper.limiter.held import HeldRates
+from sweeper.limiter.items import ScopeItems, scope_key
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.live import LiveLimitStore
 from sweeper.limiter.paired_writes import PairedWrites
@@ -77,20 +68,6 @@ from sweeper.limiter.spend import SpendTally
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-#: The names this module held before its parts were split out, still importable from it.
-__all__ = [
-    "FIRST_LEAD_SECONDS",
-    "ITEM_TTL_SECONDS",
-    "LEAD_SAMPLES",
-    "MAX_LEAD_SECONDS",
-    "MAX_RACES",
-    "MILLI",
-    "US",
-    "DynamoLimiter",
-    "closed_gates",
-    "closed_scopes",
-]
 
 
 def _part[**P, R](
