@@ -24,13 +24,12 @@ from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import (
     MAX_GATES_PER_READ,
-    Denial,
     GateReader,
-    Grant,
     Limiter,
     Reason,
     ScopeState,
 )
+from sweeper.limiter.base import SlotReserver
 from sweeper.limiter.budget import BudgetSource
 from sweeper.limiter.held import HeldRate
 from sweeper.limiter.live import LiveSource
@@ -154,22 +153,9 @@ class RateHolder(Protocol):
 
 
 @runtime_checkable
-class CostSlots(Protocol):
+class CostSlots(SlotReserver, Protocol):
     """A limiter whose slots may weigh several units of a rate (a call's cost), and that gives
     back units a call reserved and did not spend (sweeper.admission.costs)."""
-
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-        not_before: float | None = None,
-        slack: float = 0.0,
-        tolerance: float = 0.0,
-        units: int = 1,
-    ) -> Grant | Denial: ...
 
     def refund(
         self, scope: str, units: int, interval: float, adaptive: Adaptive | None = None
