@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -72,7 +72,9 @@ class PairedBank:
 
     if TYPE_CHECKING:
 
-        def _saw_open(self, scope: str, at: float) -> None: ...
+        def _bank_if_open(
+            self, scope: str, closed_before: int, requested: float, slots: Sequence[float]
+        ) -> bool: ...
 
     def _paired_block(
         self, scope: str, interval: float, paired: PairedLimits
@@ -115,15 +117,13 @@ class PairedBank:
             still_open = self._closures[paired.wide] == closures[paired.wide]
             mine = by_key.pop(scope, [])
             for key, slots in by_key.items():
-                if still_open and self._closures[key] == closures[key]:
-                    self._saw_open(key, requested)
-                    self._banked.setdefault(key, deque()).extend(slots)
+                if still_open:
+                    self._bank_if_open(key, closures[key], requested, slots)
             if not mine:
                 return requested, denial or Denial(requested, "rate")
             self._holding[holder] = (scope, mine[0])
-            if still_open and self._closures[scope] == closures[scope]:
-                self._saw_open(scope, requested)
-                self._banked.setdefault(scope, deque()).extend(mine[1:])
+            if still_open:
+                self._bank_if_open(scope, closures[scope], requested, mine[1:])
             return requested, Grant(mine[0])
 
     def _spend_paired(
