@@ -99,9 +99,9 @@ class DynamoLimiter:
         self._reservations = Reservations(self._items, self._rates)
         self._gates = Gates(self._items, self._reservations, LatestClosure(client, table))
         self._paired = PairedWrites(self._items)
-        self._live: LiveLimitStore | None = None
-        self._spend: SpendTally | None = None
-        self._budgets: BudgetBook | None = None
+        self._live = LiveLimitStore(client, table)
+        self._spend = SpendTally(client, table)
+        self._budgets = BudgetBook(client, table, clock=clock)
 
     @property
     def writes(self) -> int:
@@ -122,14 +122,10 @@ class DynamoLimiter:
 
     def live(self) -> LiveLimitStore:
         """The operators' live limits on this table, read through its cache (live.py)."""
-        if self._live is None:
-            self._live = LiveLimitStore(self._client, self._table)
         return self._live
 
     def spend(self) -> SpendTally:
         """Sweeper's own calls per scope, counted on the scopes' items (spend.py)."""
-        if self._spend is None:
-            self._spend = SpendTally(self._client, self._table)
         return self._spend
 
     def leases(self) -> LeaseCap:
@@ -138,7 +134,6 @@ class DynamoLimiter:
 
     def budgets(self) -> BudgetBook:
         """The budgets' counts, on this limiter's table and client (one book per limiter)."""
-        self._budgets = self._budgets or BudgetBook(self._client, self._table, clock=self._clock)
         return self._budgets
 
     # -- each call below is its part's own (a method of the part, bound to this limiter's) --------
