@@ -19,12 +19,8 @@ from typing import TYPE_CHECKING, cast
 from sweeper.admission.base import BLOCK_SPAN_SECONDS, block_size
 from sweeper.config import Policy, reach
 from sweeper.limiter import Denial, Grant, Limiter
+from sweeper.limiter.items import step_us
 from sweeper.limiter.paired import PairedSource, Want
-
-
-def _step_us(interval: float) -> int:
-    """A narrow key's slot spacing as paired limits count it (`Want.step`: whole µs, > 0)."""
-    return max(1, round(interval * 1_000_000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +78,7 @@ class PairedBank:
         """What one paired write asks for (under the lock): a slot for each record of the
         batch not yet holding or banked one, the asking scope first, and how many at most (as
         `_block_size`, counted in the wide limit's spacing, over every scope's records)."""
-        step = _step_us(interval)
+        step = step_us(interval)  # a narrow key's `Want.step`
         holding = Counter(held for held, _ in self._holding.values())
 
         def wanted(key: str) -> int:
@@ -131,7 +127,7 @@ class PairedBank:
     ) -> bool:
         """One slot of both limits given up without a call (`BatchSlots.spend_one`)."""
         source = cast(PairedSource, self._limiter)  # a batch is paired only then (`of`)
-        step = _step_us(interval)
+        step = step_us(interval)  # a narrow key's `Want.step`
         by_key, _ = source.reserve_paired(
             paired.wide, paired.wide_interval, [Want(scope, step, 1)], horizon, horizon, 1
         )

@@ -8,7 +8,7 @@ from typing import Any
 from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.base import Denial, Grant
 from sweeper.limiter.held import HeldRates, RateGuard
-from sweeper.limiter.items import ITEM_TTL_SECONDS, MAX_RACES, US, ScopeItems, n
+from sweeper.limiter.items import ITEM_TTL_SECONDS, MAX_RACES, US, ScopeItems, n, step_us
 
 
 def _grant(first_us: int, count: int, step_us: int) -> Grant:
@@ -86,7 +86,7 @@ class Reservations:
                 now = max(now, int(not_before * US))
             reach = real + horizon_us
             guard = self._rates.guard(scope, adaptive, real) if adaptive else None
-            step = (guard.step if guard else max(1, round(interval * US))) * max(1, units)
+            step = (guard.step if guard else step_us(interval)) * max(1, units)
             want = max(1, min(fits, horizon_us // step + 1))
             # Busy if the last tat seen is still ahead, or if the last write found the bucket
             # busy: other consumers moved it on since (a backlog several consumers share), which
@@ -194,7 +194,7 @@ class Reservations:
         nothing changes and the slot is spent without a call. Returns whether it was given
         back."""
         slot_us = int(slot_at * US)
-        step = max(1, round(interval * US))
+        step = step_us(interval)
         after = self._last_tat.get(scope)
         # without a tolerance the tat after a slot is the slot's next; with one, the tat the
         # slot's write left, if it is still the last this process knows of
@@ -232,7 +232,7 @@ class Reservations:
             guard = self._rates.guard(scope, adaptive, real) if adaptive else None
             if guard is not None and guard.version == 0:
                 return False  # a rate this process has not reserved at: nothing of it to give
-            back = units * (guard.step if guard else max(1, round(interval * US)))
+            back = units * (guard.step if guard else step_us(interval))
             result = self._items.update(
                 scope,
                 "SET tat = tat - :d",

@@ -40,6 +40,11 @@ def n(value: float | int) -> dict[str, str]:
     return {"N": str(int(value))}
 
 
+def step_us(interval: float) -> int:
+    """A spacing of `interval` seconds in whole µs, at least one."""
+    return max(1, round(interval * US))
+
+
 def scope_key(scope: str) -> dict[str, Any]:
     """The key of a scope's item."""
     return {"pk": {"S": SCOPE_KEY_PREFIX + scope}}
