@@ -43,6 +43,7 @@ from sweeper.actions.base import (
     LazyClient,
     PlanDefaults,
 )
+from sweeper.actions.retry_after import parse_retry_after
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.s3_key_templates import check_fields_apart
 
@@ -167,11 +168,7 @@ def _code(exc: ClientError) -> str:
 
 def _retry_after(exc: ClientError) -> float | None:
     headers: Mapping[str, str] = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    value = headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+    return parse_retry_after(headers.get("retry-after"))  # bounded: "inf" closes nothing
 
 
 Step = Literal["list", "delete"]

@@ -67,6 +67,7 @@ from sweeper.observability import Metric
 from sweeper.vendor_limits import Reader, policy_for
 from sweeper.vendor_limits.full import window_over
 from sweeper.vendor_limits.pace import bucket_pace, learned_pace
+from sweeper.vendor_limits.unread import report_unread
 from sweeper.vendor_reading import LimitReading, VendorReading
 
 logger = logging.getLogger(__name__)
@@ -88,15 +89,6 @@ def learned_limit(policy: Policy) -> LimitConfig | None:
     """The policy's limit that learns (its first, the job's scope), if it has one."""
     first = policy.limits[0] if policy.limits else None
     return first if first is not None and first.learn is not None else None
-
-
-def learned_ceiling(policy: Policy) -> tuple[str, str] | None:
-    """The learning limit's name and its told rate ("N/Ts"), the most it is paced at; None
-    when the policy learns nothing (what `sweeper plan` says of a learned limit)."""
-    limit = learned_limit(policy)
-    if limit is None or limit.rate is None:
-        return None
-    return limit.name, f"{limit.rate.limit}/{limit.rate.period_seconds:g}s"
 
 
 def reader_for(policy: Policy) -> Reader | None:
@@ -225,6 +217,8 @@ class LearnedRate:
 
     def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
         self._inner.ended(request_sent_at, reading)
+        if reading is not None:  # what it left aside, counted and logged by the call's ids
+            report_unread(reading, self._ticket.ids, self._ticket.clocks.metrics)
         try:
             if self._shared is not None and request_sent_at is not None:
                 self._shared.called()  # the vendor counted it, whatever it answered
