@@ -49,9 +49,9 @@ class _GcraWithTolerance:
         count: int = 1,
         adaptive: Adaptive | None = None,
         not_before: float | None = None,
-        *,
         slack: float = 0.0,
         tolerance: float = 0.0,
+        units: int = 1,
     ) -> Grant | Denial:
         self.tolerances.append(tolerance)
         now = max(self.now, not_before or 0.0)

@@ -862,7 +862,8 @@ class PairedRecorder:
         span: float,
         most: int,
     ) -> tuple[dict[str, list[float]], Denial | None]:
-        from sweeper.limiter.paired import US, Block, SharedItem, plan_block
+        from sweeper.limiter.items import US
+        from sweeper.limiter.paired import Block, SharedItem, plan_block
 
         item = self.item or SharedItem()
         real = int(NOW * US)

@@ -31,8 +31,9 @@ class _Gcra:
         count: int = 1,
         adaptive: Adaptive | None = None,
         not_before: float | None = None,
-        *,
+        slack: float = 0.0,
         tolerance: float = 0.0,
+        units: int = 1,
     ) -> Grant | Denial:
         assert tolerance == 0.0  # a zero-burst GCRA
         if self.closed.get(scope, 0.0) > self.now:

@@ -76,7 +76,7 @@ class BatchAdmission:
         # An operator's live rates (live.py): the batch reserves at them as at told ones.
         policy = self._policy = LiveLimits.rated(policy, self._abilities, clocks)
         quota = policy.quota
-        paired = PairedLimits.of(policy, limiter)
+        paired = PairedLimits.of(policy, self._abilities.paired)
         further = policy.further_limits
         #: Several rates not paired on one item: one slot of each, a call at a time.
         self._every_limit = paired is None and any(limit.rate is not None for limit in further)
@@ -129,15 +129,8 @@ class BatchAdmission:
         return wrapped
 
 
-def admission_for(
-    policy: Policy,
-    limiter: Limiter,
-    clocks: Clocks,
-    parallel_calls: int,
-    calls_by_scope: Mapping[str, int],
-) -> BatchAdmission:
-    """The admission of one batch (its threads share it)."""
-    return BatchAdmission(policy, limiter, clocks, parallel_calls, calls_by_scope)
+#: The admission of one batch (its threads share it).
+admission_for = BatchAdmission
 
 
 __all__ = [

@@ -17,19 +17,13 @@ by the batch's threads, never locked across a write. The batch's concurrency lea
 from __future__ import annotations
 
 import functools
-import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.admission.base import (
-    BLOCK_SHARE_OF_THREADS,
-    BLOCK_SPAN_SECONDS,
-    GATE_RECHECK_LEAD_SECONDS,
-    CostSlots,
-)
+from sweeper.admission.base import GATE_RECHECK_LEAD_SECONDS, CostSlots, block_size
 from sweeper.admission.handoff import LeaseHandOff
 from sweeper.admission.pairing import PairedBank, PairedLimits
 from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
@@ -352,10 +346,8 @@ class BatchSlots(LeaseHandOff, PairedBank):
         # and at least a share of the threads: some calls end within the block's span. Not cut
         # to this scope's share of the records: a free thread takes a banked slot's record first.
         free = self._parallel - self._calling - len(self._holding) - self._for_leases
-        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS, self._within_slack(scope))
-        # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
-        span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
-        return max(1, min(self._pending[scope], math.ceil(asking), span))
+        asking = max(free, self._within_slack(scope))
+        return block_size(self._pending[scope], asking, self._parallel, interval)
 
     def _within_slack(self, scope: str) -> float:
         """With a slack: the calls of `scope` expected to start within it, at the rate its last

@@ -13,6 +13,7 @@ limits; the consumer never asks which it got.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,13 +24,12 @@ from sweeper.config import LATE_SLOT_TOLERANCE_SECONDS
 from sweeper.errors import SweeperError
 from sweeper.limiter import (
     MAX_GATES_PER_READ,
-    Denial,
     GateReader,
-    Grant,
     Limiter,
     Reason,
     ScopeState,
 )
+from sweeper.limiter.base import SlotReserver
 from sweeper.limiter.budget import BudgetSource
 from sweeper.limiter.held import HeldRate
 from sweeper.limiter.live import LiveSource
@@ -64,6 +64,17 @@ BLOCK_SHARE_OF_THREADS = 0.3
 #: the headroom's spacing of 0.106 s, ten at 50/s). Measured at ten scopes of 10/s
 #: (docs/decisions.md): 0.22 s and 0.25 s cost more calls than the writes they saved.
 BLOCK_SPAN_SECONDS = 0.2
+
+
+def block_size(wanted: int, asking: float, threads: int, interval: float) -> int:
+    """How many slots one write reserves: for the `asking` threads (at least the block's share
+    of the batch's `threads`), at most `wanted` and a span's worth at `interval`."""
+    asking = max(asking, threads * BLOCK_SHARE_OF_THREADS)
+    # + 1e-9: a span of a whole number of intervals counts them all (0.3 / 0.1 is 2.999...)
+    span = 1 + math.floor(BLOCK_SPAN_SECONDS / interval + 1e-9)
+    return max(1, min(wanted, math.ceil(asking), span))
+
+
 #: Below this much Lambda time, a record is not called but returned at once.
 MIN_CALL_SECONDS = 1.0
 
@@ -143,22 +154,9 @@ class RateHolder(Protocol):
 
 
 @runtime_checkable
-class CostSlots(Protocol):
+class CostSlots(SlotReserver, Protocol):
     """A limiter whose slots may weigh several units of a rate (a call's cost), and that gives
     back units a call reserved and did not spend (sweeper.admission.costs)."""
-
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-        not_before: float | None = None,
-        slack: float = 0.0,
-        tolerance: float = 0.0,
-        units: int = 1,
-    ) -> Grant | Denial: ...
 
     def refund(
         self, scope: str, units: int, interval: float, adaptive: Adaptive | None = None

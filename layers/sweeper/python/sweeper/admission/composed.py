@@ -62,20 +62,9 @@ class EveryLimit(TicketAdmission):
             requested = clocks.now()
             got = reserve_all(source, asks, horizon, LIMITS_SPREAD_SECONDS, now=requested)
             if isinstance(got, Denial):
-                wait = got.retry_at - clocks.now()
-                if got.reason != "rate":
-                    wait += clocks.rng.uniform(0.0, throttle.reopen_jitter_seconds)
-                if not waited:
-                    waited = True
-                    clocks.metrics.add_metric(
-                        Metric.LIMITER_WAITS if got.reason == "rate" else Metric.GATE_DEFERRALS,
-                        "Count",
-                        1,
-                    )
-                if wait <= horizon:
-                    clocks.sleep(max(0.0, wait))
-                    continue
-                t.defer(got, wait)
+                t.sit_out(got, clocks.now(), horizon, waited)
+                waited = True
+                continue
             if got.send_at - requested > GATE_RECHECK_LEAD_SECONDS:
                 self._recheck_gates(got)
             wait = got.send_at - clocks.now()

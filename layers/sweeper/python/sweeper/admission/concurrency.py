@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from sweeper.admission.base import MIN_CALL_SECONDS, Deferral, Deferring, TimeLeft
+from sweeper.admission.base import TimeLeft
 from sweeper.admission.handoff import LEASE_POLL_HOLDING_SECONDS
 from sweeper.admission.rate import OneRate
 from sweeper.admission.ticket import Ticket, TicketAdmission
@@ -63,11 +63,9 @@ class Leases:
         if not capped:
             return True
         t = self.ticket
-        source = t.abilities.leases
-        if source is None:
+        leases = t.lease_store()
+        if leases is None:
             raise LimiterError("this limiter cannot hold concurrency leases")
-        leases = t.lease_cap or source.leases()
-        t.lease_cap = leases
         for key, cap in capped:
             if any(k == key for k, _, _ in t.leases):
                 continue  # handed on by a call of the batch that ended
@@ -110,9 +108,7 @@ class Leases:
                     return
             elif self.take(look=False):  # only what the batch's ended calls handed on
                 return
-            timeout = time_left()
-            if timeout is not None and timeout < MIN_CALL_SECONDS:
-                raise Deferring(Deferral(0.0, None))
+            t.time_for_call(time_left)
             missing, coming = self._coming()
             if (
                 waited > t.policy.throttle.max_wait_seconds
@@ -151,10 +147,13 @@ class Leases:
     def _coming(self) -> tuple[list[str], bool]:
         """The caps whose lease this call still misses, and whether its batch holds a lease of
         each of them (at the vendor, or handed on): one comes free here when that call ends."""
-        t = self.ticket
-        held = {k for k, _, _ in t.leases}
-        missing = [key for key, _ in self.caps if key not in held]
-        return missing, all(t.slots.holds_lease(key) for key in missing)
+        missing = self._missing()
+        return missing, all(self.ticket.slots.holds_lease(key) for key in missing)
+
+    def _missing(self) -> list[str]:
+        """The caps whose lease this call still misses."""
+        held = {k for k, _, _ in self.ticket.leases}
+        return [key for key, _ in self.caps if key not in held]
 
     def _would_swap(self, missing: list[str]) -> bool:
         """Whether going back to the queue would only swap this record for another of its
@@ -169,8 +168,7 @@ class Leases:
         """Wait up to `seconds` for leases handed on within the batch, for the caps still
         missing (the first waits, the others only take what is there)."""
         t = self.ticket
-        missing = [key for key, _ in self.caps if key not in {k for k, _, _ in t.leases}]
-        for i, key in enumerate(missing):
+        for i, key in enumerate(self._missing()):
             got = t.slots.wait_for_lease(key, seconds) if i == 0 else t.slots.take_handed(key)
             if got is None:
                 return

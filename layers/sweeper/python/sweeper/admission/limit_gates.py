@@ -41,7 +41,7 @@ from sweeper.admission.base import (
 from sweeper.admission.regimes import has_gate
 from sweeper.admission.ticket import Ticket
 from sweeper.config import Policy
-from sweeper.limiter import GateReader, Limiter
+from sweeper.limiter import Denial, GateReader, Limiter
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
 
@@ -140,21 +140,12 @@ class GatedLimits(Around):
             reopens = self._gates.known_closed(self._keys, clocks.now())
             if reopens is None:
                 break
-            wait = (
-                reopens
-                - clocks.now()
-                + clocks.rng.uniform(0.0, t.policy.throttle.reopen_jitter_seconds)
-            )
             try:
-                horizon = t.horizon(time_left)
+                closed = Denial(reopens, "throttled")
+                t.sit_out(closed, clocks.now(), t.horizon(time_left), waited)
             except Deferring as deferring:
                 return deferring.deferral
-            if not waited:
-                waited = True
-                clocks.metrics.add_metric(Metric.GATE_DEFERRALS, "Count", 1)
-            if wait > horizon:
-                return Deferral(wait, "throttled")
-            clocks.sleep(max(0.0, wait))
+            waited = True
         admitted = self._inner.admit(time_left)
         if isinstance(admitted, Deferral):
             return admitted

@@ -10,22 +10,17 @@ one at a time (composed.py).
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from sweeper.admission.base import BLOCK_SHARE_OF_THREADS, BLOCK_SPAN_SECONDS, Abilities
+from sweeper.admission.base import BLOCK_SPAN_SECONDS, block_size
 from sweeper.config import Policy, reach
 from sweeper.limiter import Denial, Grant, Limiter
+from sweeper.limiter.items import step_us
 from sweeper.limiter.paired import PairedSource, Want
-
-
-def _step_us(interval: float) -> int:
-    """A narrow key's slot spacing as paired limits count it (`Want.step`: whole µs, > 0)."""
-    return max(1, round(interval * 1_000_000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +33,11 @@ class PairedLimits:
     wide_slack: float = 0.0  # the wide rate's slack_seconds
 
     @classmethod
-    def of(cls, policy: Policy, limiter: object) -> PairedLimits | None:
+    def of(cls, policy: Policy, source: PairedSource | None) -> PairedLimits | None:
         """The pair, when the policy has exactly two limits, both rates, the second's key the
         same for every call (a constant, or over `{host}` and `{policy}` alone: one item), its
-        quota not adaptive, and the limiter can reserve them together."""
-        return None if Abilities.of(limiter).paired is None else cls.wanted(policy)
+        quota not adaptive, and the limiter can reserve them together (`source`, None: not)."""
+        return None if source is None else cls.wanted(policy)
 
     @classmethod
     def wanted(cls, policy: Policy) -> PairedLimits | None:
@@ -78,7 +73,9 @@ class PairedBank:
 
     if TYPE_CHECKING:
 
-        def _saw_open(self, scope: str, at: float) -> None: ...
+        def _bank_if_open(
+            self, scope: str, closed_before: int, requested: float, slots: Sequence[float]
+        ) -> bool: ...
 
     def _paired_block(
         self, scope: str, interval: float, paired: PairedLimits
@@ -86,7 +83,7 @@ class PairedBank:
         """What one paired write asks for (under the lock): a slot for each record of the
         batch not yet holding or banked one, the asking scope first, and how many at most (as
         `_block_size`, counted in the wide limit's spacing, over every scope's records)."""
-        step = _step_us(interval)
+        step = step_us(interval)  # a narrow key's `Want.step`
         holding = Counter(held for held, _ in self._holding.values())
 
         def wanted(key: str) -> int:
@@ -96,10 +93,8 @@ class PairedBank:
         wants = [Want(scope, step, max(1, wanted(scope)))]
         wants += [Want(k, step, wanted(k)) for k in self._pending if k != scope and wanted(k) > 0]
         free = self._parallel - self._calling - len(self._holding)
-        asking = max(free, self._parallel * BLOCK_SHARE_OF_THREADS)
-        span = 1 + math.floor(BLOCK_SPAN_SECONDS / paired.wide_interval + 1e-9)
         total = sum(want.count for want in wants)
-        return wants, max(1, min(total, math.ceil(asking), span))
+        return wants, block_size(total, free, self._parallel, paired.wide_interval)
 
     def _reserve_paired(
         self,
@@ -123,15 +118,13 @@ class PairedBank:
             still_open = self._closures[paired.wide] == closures[paired.wide]
             mine = by_key.pop(scope, [])
             for key, slots in by_key.items():
-                if still_open and self._closures[key] == closures[key]:
-                    self._saw_open(key, requested)
-                    self._banked.setdefault(key, deque()).extend(slots)
+                if still_open:
+                    self._bank_if_open(key, closures[key], requested, slots)
             if not mine:
                 return requested, denial or Denial(requested, "rate")
             self._holding[holder] = (scope, mine[0])
-            if still_open and self._closures[scope] == closures[scope]:
-                self._saw_open(scope, requested)
-                self._banked.setdefault(scope, deque()).extend(mine[1:])
+            if still_open:
+                self._bank_if_open(scope, closures[scope], requested, mine[1:])
             return requested, Grant(mine[0])
 
     def _spend_paired(
@@ -139,7 +132,7 @@ class PairedBank:
     ) -> bool:
         """One slot of both limits given up without a call (`BatchSlots.spend_one`)."""
         source = cast(PairedSource, self._limiter)  # a batch is paired only then (`of`)
-        step = _step_us(interval)
+        step = step_us(interval)  # a narrow key's `Want.step`
         by_key, _ = source.reserve_paired(
             paired.wide, paired.wide_interval, [Want(scope, step, 1)], horizon, horizon, 1
         )

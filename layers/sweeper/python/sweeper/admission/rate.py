@@ -39,7 +39,7 @@ class OneRate(TicketAdmission):
         t = self.ticket
         clocks, slots = t.clocks, t.slots
         scope = t.job.scope
-        quota, throttle = t.policy.quota, t.policy.throttle
+        quota = t.policy.quota
         waited = False
         while True:
             horizon = t.horizon(time_left)
@@ -52,22 +52,9 @@ class OneRate(TicketAdmission):
                 return self.on_full(time_left)
             now = clocks.now()
             if isinstance(decision, Denial):
-                wait = decision.retry_at - now
-                if decision.reason != "rate":
-                    wait += clocks.rng.uniform(0.0, throttle.reopen_jitter_seconds)
-                if not waited:
-                    waited = True
-                    clocks.metrics.add_metric(
-                        Metric.LIMITER_WAITS
-                        if decision.reason == "rate"
-                        else Metric.GATE_DEFERRALS,
-                        "Count",
-                        1,
-                    )
-                if wait <= horizon:
-                    clocks.sleep(max(0.0, wait))  # a short wait in place: no queue round trip
-                    continue
-                t.defer(decision, wait)
+                t.sit_out(decision, now, horizon, waited)
+                waited = True
+                continue
             usable = slots.usable_for  # the late tolerance, and the rate's slack if any
             wait = decision.slot_at - now
             if wait < -usable:

@@ -116,12 +116,18 @@ class Ticket:
                 rates.append((key, limit.call_rate))
         return rates
 
-    def horizon(self, time_left: TimeLeft) -> float:
-        """How far ahead a slot may be waited for in place: the throttle's longest wait, less
-        than the Lambda time left for a call. No time left: the record goes back at once."""
+    def time_for_call(self, time_left: TimeLeft) -> float | None:
+        """The Lambda time left (None: no bound); too little for a call, the record goes back
+        at once (raises Deferring)."""
         timeout = time_left()
         if timeout is not None and timeout < MIN_CALL_SECONDS:
             raise Deferring(Deferral(0.0, None))
+        return timeout
+
+    def horizon(self, time_left: TimeLeft) -> float:
+        """How far ahead a slot may be waited for in place: the throttle's longest wait, less
+        than the Lambda time left for a call. No time left: the record goes back at once."""
+        timeout = self.time_for_call(time_left)
         horizon = self.policy.throttle.max_wait_seconds
         if timeout is not None:
             horizon = max(0.0, min(horizon, timeout - MIN_CALL_SECONDS))
@@ -140,6 +146,21 @@ class Ticket:
         self.leave_by = clocks.monotonic() + (slot_at + usable_for - self.sent_at)
         self.spend_late = spend_late
         self.slots.calling(self.job.scope, self)
+
+    def sit_out(self, denial: Denial, now: float, horizon: float, waited: bool) -> None:
+        """A denial at `now`: wait for its retry in place if it comes within `horizon` (a
+        gate's with the reopening jitter), else the record goes back (raises Deferring). The
+        call's first wait (`waited` False) is counted: the rate's, or a gate's deferral."""
+        clocks = self.clocks
+        wait = denial.retry_at - now
+        if denial.reason != "rate":
+            wait += clocks.rng.uniform(0.0, self.policy.throttle.reopen_jitter_seconds)
+        if not waited:
+            metric = Metric.LIMITER_WAITS if denial.reason == "rate" else Metric.GATE_DEFERRALS
+            clocks.metrics.add_metric(metric, "Count", 1)
+        if wait > horizon:
+            self.defer(denial, wait)
+        clocks.sleep(max(0.0, wait))  # a short wait in place: no queue round trip
 
     def defer(self, denial: Denial, wait: float) -> NoReturn:
         """Leave the wait: the record goes back for `wait` seconds."""
@@ -191,15 +212,18 @@ class Ticket:
             # Let the woken thread send before this one goes on (HAND_OFF_YIELD_SECONDS).
             self.clocks.sleep(HAND_OFF_YIELD_SECONDS)
 
+    def lease_store(self) -> LeaseCap | None:
+        """The limiter's concurrency leases (None: it holds none), asked once per record."""
+        if self.lease_cap is None and self.abilities.leases is not None:
+            self.lease_cap = self.abilities.leases.leases()
+        return self.lease_cap
+
     def release_to_table(self, leases: list[tuple[str, int, str]]) -> None:
         if not leases:
             return
-        cap = self.lease_cap
+        cap = self.lease_store()
         if cap is None:
-            source = self.abilities.leases
-            if source is None:
-                return
-            cap = self.lease_cap = source.leases()
+            return
         for key, index, holder in leases:
             self.slots.gave_back(key)
             cap.release(key, index, holder)

@@ -155,11 +155,13 @@ def process_batch(
     deps = replace(deps, metrics=_LockedSink(deps.metrics))
     scopes: dict[str, str] = {}  # message id -> scope, for the records that will ask for a slot
     calls_by_scope: Counter[str] = Counter()  # per scope, the records that will reach `done`
+    disagree: dict[str, list[str]] = {}  # message id -> the fields its body and row differ in
     for message_id, item in parsed.items():
         target = targets.get(item.key) if isinstance(item, JobMessage) else None
         if target is None or not isinstance(item, JobMessage):
             continue
-        if target.early_at(now) and not _disagreements(item, target, deps):
+        disagree[message_id] = _disagreements(item, target, deps)
+        if target.early_at(now) and not disagree[message_id]:
             early.add(message_id)
             early_keys.append(target.operation_key)
             continue
@@ -214,7 +216,7 @@ def process_batch(
             outcomes.count(Outcome.ORPHAN, item.key)
             logger.warning("message names no ledger job; dropped", extra=ids)
             return
-        fields = _disagreements(item, target, deps)
+        fields = disagree[record.message_id]
         if fields:
             # A body can only ever cause what the ledger holds for its key. One that names
             # another target, scope or policy is dropped unanswered: the job stays in the

@@ -283,18 +283,9 @@ class _Delivery:
             self._end(Outcome.DUPLICATE)
             return  # settled meanwhile by another delivery
         if attempts >= deps.policy.max_attempts:
-            deps.ledger.mark_failed(
-                self.job.key,
-                outcome,
-                "exhausted",
-                now_dt,
-                count_attempt=False,
-                trace_id=self.trace_id,
-            )
-            deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
-            deps.metrics.add_metric(Metric.EXHAUSTED, "Count", 1)
-            self._end(Outcome.EXHAUSTED)
-            logger.warning("attempts exhausted; terminal", extra={**log, "attempts": attempts})
+            self._mark_terminal(outcome, "exhausted", now_dt)
+            log["attempts"] = attempts
+            self._count_terminal(Outcome.EXHAUSTED, Metric.EXHAUSTED, "attempts exhausted", log)
             return
         retry = deps.policy.retry
         delay = retry_delay(attempts, base=retry.base_seconds, cap=retry.cap_seconds, rng=deps.rng)
@@ -325,18 +316,9 @@ class _Delivery:
             trace_id=self.trace_id,
         )
         if snoozed is None:
-            if deps.ledger.mark_failed(
-                self.job.key,
-                OutcomeClass.SNOOZE,
-                "snooze_exhausted",
-                now,
-                count_attempt=False,
-                trace_id=self.trace_id,
-            ):
-                deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
-                deps.metrics.add_metric(Metric.SNOOZE_EXHAUSTED, "Count", 1)
-                self._end(Outcome.SNOOZE_EXHAUSTED)
-                logger.warning("snoozed past max_snooze_seconds; terminal", extra=log)
+            if self._mark_terminal(OutcomeClass.SNOOZE, "snooze_exhausted", now):
+                why = "snoozed past max_snooze_seconds"
+                self._count_terminal(Outcome.SNOOZE_EXHAUSTED, Metric.SNOOZE_EXHAUSTED, why, log)
             self._end(Outcome.DUPLICATE)  # unless it ended terminal just above
             return  # terminal now, or settled meanwhile by another delivery: acknowledged
         deps.metrics.add_metric(Metric.SNOOZES, "Count", 1)
@@ -344,6 +326,19 @@ class _Delivery:
         logger.debug("snoozed", extra={**log, "delay": delay, "snoozed_seconds": round(snoozed, 3)})
         self.deps.visibility.hide_for(self.receipt, delay)
         raise Deferred(f"job {self.job.key} snoozed for {delay:g}s") from exc
+
+    def _mark_terminal(self, outcome: OutcomeClass, code: str, now: datetime) -> bool:
+        """Fail the job for good, its last attempt counted already; False if it was settled."""
+        return self.deps.ledger.mark_failed(
+            self.job.key, outcome, code, now, count_attempt=False, trace_id=self.trace_id
+        )
+
+    def _count_terminal(self, end: Outcome, metric: str, why: str, log: dict[str, object]) -> None:
+        """Count and log a job made terminal by running out (of attempts, of snoozes)."""
+        self.deps.metrics.add_metric(Metric.TERMINAL_FAILURES, "Count", 1)
+        self.deps.metrics.add_metric(metric, "Count", 1)
+        self._end(end)
+        logger.warning(f"{why}; terminal", extra=log)
 
     def _end(self, outcome: Outcome) -> None:
         """Count how this record ended in its batch's line, the first time only."""

@@ -21,17 +21,16 @@ from sweeper.limiter.base import (
     Reason,
     ScopeState,
 )
-from sweeper.limiter.dynamodb import (
+from sweeper.limiter.dynamodb import DynamoLimiter
+from sweeper.limiter.gates import closed_gates, closed_scopes
+from sweeper.limiter.held import MILLI
+from sweeper.limiter.items import (
     FIRST_LEAD_SECONDS,
     ITEM_TTL_SECONDS,
     LEAD_SAMPLES,
     MAX_LEAD_SECONDS,
     MAX_RACES,
-    MILLI,
     US,
-    DynamoLimiter,
-    closed_gates,
-    closed_scopes,
 )
 
 __all__ = [

@@ -105,6 +105,25 @@ class Limiter(Protocol):
     def state(self, scope: str) -> ScopeState: ...
 
 
+class SlotReserver(Protocol):
+    """A limiter whose reservation takes every option (`DynamoLimiter`, gcra.py
+    `Reservations.reserve`): a first slot no earlier than `not_before`, a lead cut by a
+    `slack`, a burst `tolerance`, slots weighing `units` intervals."""
+
+    def reserve(
+        self,
+        scope: str,
+        interval: float,
+        horizon: float,
+        count: int = 1,
+        adaptive: Adaptive | None = None,
+        not_before: float | None = None,
+        slack: float = 0.0,
+        tolerance: float = 0.0,
+        units: int = 1,
+    ) -> Grant | Denial: ...
+
+
 #: The most gates one `GateReader.states` request reads (DynamoDB's BatchGetItem takes 100 keys).
 MAX_GATES_PER_READ = 100
 

@@ -44,17 +44,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from botocore.exceptions import ClientError
-
-from sweeper.errors import LimiterError
 from sweeper.limiter.base import Denial
+from sweeper.limiter.items import US, get_item, n, update_item
 from sweeper.limiter.keys import BUDGET_KEY_PREFIX
 from sweeper.vendor_limits.pace import window_start
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-US = 1_000_000
 #: A take that loses this many races in a row is refused for a moment (another environment
 #: is taking the same budget's units meanwhile).
 MAX_BUDGET_RACES = 8
@@ -182,39 +179,31 @@ class BudgetBook:
         conditional write, two when a unit was taken since."""
         if taken.item_key.endswith("#rolling"):
             return
-        last = {":last": _n(taken.after.next_us), ":line": _n(taken.line_us)}
+        last = {":last": n(taken.after.next_us), ":line": n(taken.line_us)}
         if not self._give(taken.item_key, "SET next_us = :line", "next_us = :last", last):
-            self._give(taken.item_key, "", "spent > :none", {":none": _n(0)})
+            self._give(taken.item_key, "", "spent > :none", {":none": n(0)})
         with self._lock:
             self._seen.pop(taken.item_key, None)  # its count changed: the next write learns it
 
     def _give(self, item_key: str, update: str, condition: str, values: dict[str, Any]) -> bool:
         """One unit off `item_key`'s count (and `update`) if `condition` holds: whether it did."""
         self.writes += 1
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={"pk": {"S": item_key}},
-                UpdateExpression=f"{update} ADD spent :less".strip(),
-                ConditionExpression=condition,
-                ExpressionAttributeValues={**values, ":less": _n(-1)},
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise LimiterError(f"budget give-back failed for {item_key!r}") from exc
-            return False
-        return True
+        written, _ = update_item(
+            self._client,
+            f"budget give-back failed for {item_key!r}",
+            TableName=self._table,
+            Key={"pk": {"S": item_key}},
+            UpdateExpression=f"{update} ADD spent :less".strip(),
+            ConditionExpression=condition,
+            ExpressionAttributeValues={**values, ":less": n(-1)},
+        )
+        return written
 
     def spent(self, key: str, rule: BudgetRule) -> int:
         """Units taken in `key`'s current window (a consistent read)."""
         item_key = rule.item_key(key, self._clock())
-        try:
-            answer = self._client.get_item(
-                TableName=self._table, Key={"pk": {"S": item_key}}, ConsistentRead=True
-            )
-        except ClientError as exc:
-            raise LimiterError(f"budget read failed for {item_key!r}") from exc
-        return _item(answer.get("Item", {})).spent
+        failure = f"budget read failed for {item_key!r}"
+        return _item(get_item(self._client, self._table, item_key, failure)).spent
 
     def _write(
         self, item_key: str, seen: BudgetItem, after: BudgetItem, rule: BudgetRule, now: float
@@ -227,31 +216,24 @@ class BudgetBook:
             values: dict[str, Any] = {}
         else:
             condition = "spent = :spent AND next_us = :seen_next"
-            values = {":spent": _n(seen.spent), ":seen_next": _n(seen.next_us)}
+            values = {":spent": n(seen.spent), ":seen_next": n(seen.next_us)}
         self.writes += 1
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={"pk": {"S": item_key}},
-                UpdateExpression="SET spent = :after, next_us = :next, expires_at = :ttl",
-                ConditionExpression=condition,
-                ExpressionAttributeValues={
-                    **values,
-                    ":after": _n(after.spent),
-                    ":next": _n(after.next_us),
-                    ":ttl": _n(end + BUDGET_ITEM_KEPT_SECONDS),
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return _item(exc.response.get("Item") or {})  # type: ignore[arg-type]
-            raise LimiterError(f"budget take failed for {item_key!r}") from exc
-        return None
-
-
-def _n(value: float) -> dict[str, str]:
-    return {"N": str(int(value))}
+        written, current = update_item(
+            self._client,
+            f"budget take failed for {item_key!r}",
+            TableName=self._table,
+            Key={"pk": {"S": item_key}},
+            UpdateExpression="SET spent = :after, next_us = :next, expires_at = :ttl",
+            ConditionExpression=condition,
+            ExpressionAttributeValues={
+                **values,
+                ":after": n(after.spent),
+                ":next": n(after.next_us),
+                ":ttl": n(end + BUDGET_ITEM_KEPT_SECONDS),
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return None if written else _item(current)
 
 
 def _item(item: dict[str, Any]) -> BudgetItem:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.errors import LimiterError
-from sweeper.limiter.items import ITEM_TTL_SECONDS, US
+from sweeper.limiter.items import ITEM_TTL_SECONDS, US, n, update_item
 from sweeper.limiter.keys import CLOSURES_KEY
 
 if TYPE_CHECKING:
@@ -59,20 +59,15 @@ class LatestClosure:
         until_us = int(until * US)
         if until_us <= self._raised_us:
             return False
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=_key(),
-                UpdateExpression=RAISE,
-                ConditionExpression=RAISE_IF_LATER,
-                ExpressionAttributeValues={
-                    ":u": {"N": str(until_us)},
-                    ":ttl": {"N": str(int(until) + ITEM_TTL_SECONDS)},
-                },
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise LimiterError(failure) from exc
+        update_item(
+            self._client,
+            failure,
+            TableName=self._table,
+            Key=_key(),
+            UpdateExpression=RAISE,
+            ConditionExpression=RAISE_IF_LATER,
+            ExpressionAttributeValues={":u": n(until_us), ":ttl": n(until + ITEM_TTL_SECONDS)},
+        )
         self._raised_us = until_us
         return True
 

@@ -52,48 +52,35 @@ paired block's write on the wide item (`paired_writes`). `DynamoLimiter` hands e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate
 
-from sweeper.adaptive_rate import Adaptive
-from sweeper.limiter.base import Denial, Grant, Reason, ScopeState
 from sweeper.limiter.budget import BudgetBook
 from sweeper.limiter.closures import LatestClosure
-from sweeper.limiter.gates import Gates, closed_gates, closed_scopes
+from sweeper.limiter.gates import Gates
 from sweeper.limiter.gcra import Reservations
-from sweeper.limiter.held import MILLI, HeldRate, HeldRates
-from sweeper.limiter.items import (
-    FIRST_LEAD_SECONDS,
-    ITEM_TTL_SECONDS,
-    LEAD_SAMPLES,
-    MAX_LEAD_SECONDS,
-    MAX_RACES,
-    US,
-    ScopeItems,
-    scope_key,
-)
+from sweeper.limiter.held import HeldRates
+from sweeper.limiter.items import ScopeItems, scope_key
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.live import LiveLimitStore
-from sweeper.limiter.paired import Want
 from sweeper.limiter.paired_writes import PairedWrites
 from sweeper.limiter.spend import SpendTally
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-#: The names this module held before its parts were split out, still importable from it.
-__all__ = [
-    "FIRST_LEAD_SECONDS",
-    "ITEM_TTL_SECONDS",
-    "LEAD_SAMPLES",
-    "MAX_LEAD_SECONDS",
-    "MAX_RACES",
-    "MILLI",
-    "US",
-    "DynamoLimiter",
-    "closed_gates",
-    "closed_scopes",
-]
+
+def _part[**P, R](
+    name: str, method: Callable[Concatenate[Any, P], R]
+) -> Callable[Concatenate[Any, P], R]:
+    """`method` of the part this limiter holds as `name`, as a method of the limiter: one
+    signature and docstring, the part's, for what the limiter only hands on."""
+
+    def call(limiter: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(getattr(limiter, name), *args, **kwargs)
+
+    call.__name__, call.__doc__ = method.__name__, method.__doc__
+    return call
 
 
 class DynamoLimiter:
@@ -112,9 +99,9 @@ class DynamoLimiter:
         self._reservations = Reservations(self._items, self._rates)
         self._gates = Gates(self._items, self._reservations, LatestClosure(client, table))
         self._paired = PairedWrites(self._items)
-        self._live: LiveLimitStore | None = None
-        self._spend: SpendTally | None = None
-        self._budgets: BudgetBook | None = None
+        self._live = LiveLimitStore(client, table)
+        self._spend = SpendTally(client, table)
+        self._budgets = BudgetBook(client, table, clock=clock)
 
     @property
     def writes(self) -> int:
@@ -131,20 +118,14 @@ class DynamoLimiter:
         """How far ahead of now a reservation is made: the slowest recent write round trip."""
         return self._items.lead
 
-    @staticmethod
-    def _key(scope: str) -> dict[str, Any]:
-        return scope_key(scope)
+    _key = staticmethod(scope_key)
 
     def live(self) -> LiveLimitStore:
         """The operators' live limits on this table, read through its cache (live.py)."""
-        if self._live is None:
-            self._live = LiveLimitStore(self._client, self._table)
         return self._live
 
     def spend(self) -> SpendTally:
         """Sweeper's own calls per scope, counted on the scopes' items (spend.py)."""
-        if self._spend is None:
-            self._spend = SpendTally(self._client, self._table)
         return self._spend
 
     def leases(self) -> LeaseCap:
@@ -153,98 +134,23 @@ class DynamoLimiter:
 
     def budgets(self) -> BudgetBook:
         """The budgets' counts, on this limiter's table and client (one book per limiter)."""
-        self._budgets = self._budgets or BudgetBook(self._client, self._table, clock=self._clock)
         return self._budgets
 
-    # -- the rate: GCRA slots (gcra) and the shared rate they are taken at (held) ----------------
+    # -- each call below is its part's own (a method of the part, bound to this limiter's) --------
 
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-        not_before: float | None = None,
-        slack: float = 0.0,
-        tolerance: float = 0.0,
-        units: int = 1,
-    ) -> Grant | Denial:
-        """Reserve the next `count` slots of `scope`, each `units` intervals long
-        (`Reservations.reserve`)."""
-        return self._reservations.reserve(
-            scope, interval, horizon, count, adaptive, not_before, slack, tolerance, units
-        )
-
-    def refund(
-        self, scope: str, units: int, interval: float, adaptive: Adaptive | None = None
-    ) -> bool:
-        """Give back `units` intervals a call reserved and did not use (`Reservations.refund`)."""
-        return self._reservations.refund(scope, units, interval, adaptive)
-
-    def give_back(self, scope: str, slot_at: float, interval: float) -> bool:
-        """Return an unused slot if it is still the scope's last (`Reservations.give_back`)."""
-        return self._reservations.give_back(scope, slot_at, interval)
-
-    def cut(self, scope: str, adaptive: Adaptive) -> float:
-        """A 429 arrived: cut the scope's shared rate; returns the rate now (`HeldRates.cut`)."""
-        return self._rates.cut(scope, adaptive)
-
-    def hold_rate(
-        self,
-        scope: str,
-        rate: float,
-        *,
-        unset_only: bool = False,
-        within: float = 0.0,
-        only_from: float | None = None,
-        stated: float | None = None,
-    ) -> bool:
-        """Hold `rate` as the scope's shared rate; True when it changed it (`HeldRates.hold`)."""
-        return self._rates.hold(
-            scope, rate, unset_only=unset_only, within=within, only_from=only_from, stated=stated
-        )
-
-    def held_rate(self, scope: str) -> HeldRate | None:
-        """The scope's shared rate as this process last saw it (`HeldRates.held`)."""
-        return self._rates.held(scope)
-
-    # -- two limits on the wide limit's item (paired_writes) ---------------------------------------
-
-    def reserve_paired(
-        self,
-        wide: str,
-        wide_interval: float,
-        wants: list[Want],
-        horizon: float,
-        span: float,
-        most: int,
-    ) -> tuple[dict[str, list[float]], Denial | None]:
-        """A block of slots of `wide` and its narrow keys in one write (`PairedWrites.reserve`)."""
-        return self._paired.reserve(wide, wide_interval, wants, horizon, span, most)
-
-    def close_narrow(self, wide: str, key: str, until: float) -> None:
-        """Close the narrow key's gate as the wide item keeps it (`PairedWrites.close_narrow`)."""
-        self._paired.close_narrow(wide, key, until)
-
-    def paired_states(self, wide: str, keys: Sequence[str]) -> dict[str, ScopeState]:
-        """The narrow keys' and the wide limit's gates in one read (`PairedWrites.states`)."""
-        return self._paired.states(wide, keys)
-
-    # -- the gates (gates) -------------------------------------------------------------------------
-
-    def note_throttle(self, scope: str, source: str, within: float) -> bool:
-        """Record a 429 under the wider limit; True when it refuses (`Gates.note_throttle`)."""
-        return self._gates.note_throttle(scope, source, within)
-
-    def close(self, scope: str, until: float, reason: Reason) -> float:
-        """Close the gate until `until` (never shortens a closure); returns the closure's end."""
-        return self._gates.close(scope, until, reason)
-
-    def state(self, scope: str) -> ScopeState:
-        """The scope's state, read consistently (`Gates.state`)."""
-        return self._gates.state(scope)
-
-    def states(self, scopes: Sequence[str]) -> dict[str, ScopeState]:
-        """The state of each of `scopes` in one BatchGetItem (`Gates.states`)."""
-        return self._gates.states(scopes)
+    # the rate: GCRA slots (gcra) and the shared rate they are taken at (held)
+    reserve = _part("_reservations", Reservations.reserve)
+    refund = _part("_reservations", Reservations.refund)
+    give_back = _part("_reservations", Reservations.give_back)
+    cut = _part("_rates", HeldRates.cut)
+    hold_rate = _part("_rates", HeldRates.hold)
+    held_rate = _part("_rates", HeldRates.held)
+    # two limits on the wide limit's item (paired_writes)
+    reserve_paired = _part("_paired", PairedWrites.reserve)
+    close_narrow = _part("_paired", PairedWrites.close_narrow)
+    paired_states = _part("_paired", PairedWrites.states)
+    # the gates (gates)
+    note_throttle = _part("_gates", Gates.note_throttle)
+    close = _part("_gates", Gates.close)
+    state = _part("_gates", Gates.state)
+    states = _part("_gates", Gates.states)

@@ -153,14 +153,8 @@ def closed_gates(client: DynamoDBClient, table: str, now: float) -> list[ScopeSt
         except ClientError as exc:
             raise LimiterError("limiter read of closed scopes failed") from exc
         for item in page.get("Items", []):
-
-            def num(name: str, item: dict[str, Any] = item) -> float | None:
-                return int(item[name]["N"]) / US if name in item else None
-
-            scope = item["pk"]["S"].removeprefix(SCOPE_KEY_PREFIX)
-            reason = item.get("reason", {}).get("S")
-            length = num("last_close_us")
-            closed.append(ScopeState(scope, None, num("closed_until"), reason, length))
+            # as `state` reads it, of the attributes projected (no `tat`, no share)
+            closed.append(scope_state(item["pk"]["S"].removeprefix(SCOPE_KEY_PREFIX), item))
         start = page.get("LastEvaluatedKey")
         if not start:
             return closed

@@ -8,7 +8,7 @@ from typing import Any
 from sweeper.adaptive_rate import Adaptive
 from sweeper.limiter.base import Denial, Grant
 from sweeper.limiter.held import HeldRates, RateGuard
-from sweeper.limiter.items import ITEM_TTL_SECONDS, MAX_RACES, US, ScopeItems, n
+from sweeper.limiter.items import ITEM_TTL_SECONDS, MAX_RACES, US, ScopeItems, n, step_us
 
 
 def _grant(first_us: int, count: int, step_us: int) -> Grant:
@@ -86,7 +86,7 @@ class Reservations:
                 now = max(now, int(not_before * US))
             reach = real + horizon_us
             guard = self._rates.guard(scope, adaptive, real) if adaptive else None
-            step = (guard.step if guard else max(1, round(interval * US))) * max(1, units)
+            step = (guard.step if guard else step_us(interval)) * max(1, units)
             want = max(1, min(fits, horizon_us // step + 1))
             # Busy if the last tat seen is still ahead, or if the last write found the bucket
             # busy: other consumers moved it on since (a backlog several consumers share), which
@@ -98,13 +98,13 @@ class Reservations:
                     if busy
                     else self._idle(scope, step, now, want, guard)
                 )
-                if isinstance(outcome, (Grant, Denial)):
+                if isinstance(outcome, Grant):
                     return outcome
                 # A failed condition returned the item: remember its tat, maybe refuse.
                 tat = int(outcome["tat"]["N"]) if "tat" in outcome else 0
                 self._last_tat[scope] = tat
                 self._busy_seen[scope] = tat > now
-                denial = self._denial(outcome, now, reach, horizon_us, tau)
+                denial = self._denial(outcome, tat, now, reach, horizon_us, tau)
                 if denial is not None:
                     return denial
                 if guard and self._rates.learn(scope, outcome) != guard.version:
@@ -147,7 +147,7 @@ class Reservations:
             first = max(result - want * step - tau, now)
             self._last_grant[scope] = (first + (want - 1) * step, result)
             return _grant(first, want, step)
-        return result or {}
+        return result
 
     def _idle(
         self, scope: str, step: int, now: int, want: int, guard: RateGuard | None
@@ -170,22 +170,19 @@ class Reservations:
             self._rates.settle(scope, guard)
             self._last_grant[scope] = (now + (want - 1) * step, now + want * step)
             return _grant(now, want, step)
-        return result or {}
+        return result
 
     @staticmethod
     def _denial(
-        item: dict[str, Any] | None, now: int, reach: int, horizon: int, tau: int = 0
+        item: dict[str, Any], tat: int, now: int, reach: int, horizon: int, tau: int
     ) -> Denial | None:
-        """A refusal, if the returned item closes the gate or holds no slot before `reach`
-        (epoch µs: its next slot is `tat - tau`); `horizon` (µs) says when its slots come
-        within reach."""
-        if item is None:
-            return None
+        """A refusal, if the returned item (its `tat`, epoch µs) closes the gate or holds no
+        slot before `reach` (epoch µs: its next slot is `tat - tau`); `horizon` (µs) says when
+        its slots come within reach."""
         closed = int(item["closed_until"]["N"]) if "closed_until" in item else 0
         if closed > now:
             reason = item.get("reason", {}).get("S", "throttled")
             return Denial(closed / US, "auth" if reason == "auth" else "throttled")
-        tat = int(item["tat"]["N"]) if "tat" in item else 0
         if tat - tau > reach:
             return Denial((tat - tau - horizon) / US, "rate")
         return None
@@ -197,7 +194,7 @@ class Reservations:
         nothing changes and the slot is spent without a call. Returns whether it was given
         back."""
         slot_us = int(slot_at * US)
-        step = max(1, round(interval * US))
+        step = step_us(interval)
         after = self._last_tat.get(scope)
         # without a tolerance the tat after a slot is the slot's next; with one, the tat the
         # slot's write left, if it is still the last this process knows of
@@ -235,7 +232,7 @@ class Reservations:
             guard = self._rates.guard(scope, adaptive, real) if adaptive else None
             if guard is not None and guard.version == 0:
                 return False  # a rate this process has not reserved at: nothing of it to give
-            back = units * (guard.step if guard else max(1, round(interval * US)))
+            back = units * (guard.step if guard else step_us(interval))
             result = self._items.update(
                 scope,
                 "SET tat = tat - :d",
@@ -247,7 +244,7 @@ class Reservations:
                 self._last_tat[scope] = result
                 self._last_grant.pop(scope, None)
                 return True
-            if not result or "tat" not in result:
+            if "tat" not in result:
                 return False  # no slot taken yet: nothing to give back
             seen = int(result["tat"]["N"])
             if seen <= real:

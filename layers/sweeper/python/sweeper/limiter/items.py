@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from sweeper.errors import LimiterError
-from sweeper.limiter.base import ScopeState
+from sweeper.limiter.base import ScopeState, ShareSeen
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
-from sweeper.limiter.spend import share_seen
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -41,9 +40,54 @@ def n(value: float | int) -> dict[str, str]:
     return {"N": str(int(value))}
 
 
+def step_us(interval: float) -> int:
+    """A spacing of `interval` seconds in whole µs, at least one."""
+    return max(1, round(interval * US))
+
+
 def scope_key(scope: str) -> dict[str, Any]:
     """The key of a scope's item."""
     return {"pk": {"S": SCOPE_KEY_PREFIX + scope}}
+
+
+def update_item(
+    client: DynamoDBClient, failure: str, **request: Any
+) -> tuple[bool, dict[str, Any]]:
+    """One UpdateItem on the limiter table: (True, the attributes it returned) when written,
+    (False, the item as it is, if the request asked for it) when its condition failed; any
+    other error is a LimiterError saying `failure`."""
+    try:
+        answer = client.update_item(**request)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise LimiterError(failure) from exc
+        item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+        return False, item
+    return True, dict(answer.get("Attributes", {}))
+
+
+def get_item(
+    client: DynamoDBClient, table: str, pk: str, failure: str, *, consistent: bool = True
+) -> dict[str, Any]:
+    """The limiter table's item `pk` ({} when there is none); an error is a LimiterError
+    saying `failure`."""
+    try:
+        answer = client.get_item(TableName=table, Key={"pk": {"S": pk}}, ConsistentRead=consistent)
+    except ClientError as exc:
+        raise LimiterError(failure) from exc
+    return dict(answer.get("Item", {}))
+
+
+def share_seen(item: dict[str, Any]) -> ShareSeen | None:
+    """The split a scope's item holds (None: no consumer has written one)."""
+    if not all(name in item for name in ("sh_own", "sh_oth", "sh_q", "sh_at")):
+        return None
+    return ShareSeen(
+        quota=int(item["sh_q"]["N"]),
+        own=int(item["sh_own"]["N"]),
+        others=int(item["sh_oth"]["N"]),
+        seen_at=int(item["sh_at"]["N"]) / US,
+    )
 
 
 def scope_state(scope: str, item: dict[str, Any]) -> ScopeState:
@@ -83,62 +127,50 @@ class ScopeItems:
         values: dict[str, Any],
         returns: str,
         names: dict[str, str] | None = None,
-    ) -> int | dict[str, Any] | None:
+    ) -> int | dict[str, Any]:
         """Run a conditional update; the new tat (or 0) on success, the old item on failure."""
         started = time.monotonic()
         extra: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
-        try:
-            self.writes += 1
-            response = self._client.update_item(
-                TableName=self._table,
-                Key=scope_key(scope),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-                ReturnValues=returns,  # type: ignore[arg-type]
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **extra,
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                self._round_trips.append(time.monotonic() - started)
-                item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-                return item
-            raise LimiterError(f"limiter update failed for scope {scope!r}") from exc
+        self.writes += 1
+        written, item = update_item(
+            self._client,
+            f"limiter update failed for scope {scope!r}",
+            TableName=self._table,
+            Key=scope_key(scope),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            ReturnValues=returns,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **extra,
+        )
         self._round_trips.append(time.monotonic() - started)
-        attributes = response.get("Attributes", {})
-        return int(attributes["tat"]["N"]) if "tat" in attributes else 0
+        if not written:
+            return item
+        return int(item["tat"]["N"]) if "tat" in item else 0
 
     def read(self, scope: str) -> dict[str, Any]:
         """The scope's item, read consistently ({} when it has none yet)."""
         self.reads += 1
-        try:
-            item: dict[str, Any] = self._client.get_item(
-                TableName=self._table, Key=scope_key(scope), ConsistentRead=True
-            ).get("Item", {})
-        except ClientError as exc:
-            raise LimiterError(f"limiter read failed for scope {scope!r}") from exc
-        return item
+        pk = SCOPE_KEY_PREFIX + scope
+        return get_item(self._client, self._table, pk, f"limiter read failed for scope {scope!r}")
 
     def write(
         self, scope: str, update: str, condition: str, values: dict[str, Any], failure: str
     ) -> bool:
         """Run a conditional update, its round trip not measured; False when its condition
         failed (an error is raised as `failure`, e.g. "gate close failed")."""
-        try:
-            self.writes += 1
-            self._client.update_item(
-                TableName=self._table,
-                Key=scope_key(scope),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise LimiterError(f"{failure} for scope {scope!r}") from exc
-            return False
-        return True
+        self.writes += 1
+        written, _ = update_item(
+            self._client,
+            f"{failure} for scope {scope!r}",
+            TableName=self._table,
+            Key=scope_key(scope),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+        return written
 
     def read_many(self, scopes: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
         """The items of `scopes` (distinct) in one strongly consistent BatchGetItem, by their

@@ -27,15 +27,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from sweeper.errors import LimiterError
+from sweeper.limiter.items import US, get_item, update_item
 from sweeper.limiter.keys import LEASE_KEY_PREFIX
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-US = 1_000_000
 #: DynamoDB's TTL removes a cap's item this long after its last lease taken expired.
 FORGOTTEN_LEASE_TTL_SECONDS = 3600
 
@@ -64,14 +61,8 @@ class LeaseCap:
 
     def _read(self, key: str, *, consistent: bool = False) -> dict[str, Any]:
         self.reads += 1
-        try:
-            response = self._client.get_item(
-                TableName=self._table, Key=self._key(key), ConsistentRead=consistent
-            )
-        except ClientError as exc:
-            raise LimiterError(f"lease read failed for key {key!r}") from exc
-        item: dict[str, Any] = response.get("Item", {})
-        return item
+        pk, failure = LEASE_KEY_PREFIX + key, f"lease read failed for key {key!r}"
+        return get_item(self._client, self._table, pk, failure, consistent=consistent)
 
     @staticmethod
     def _free_in(item: dict[str, Any], cap: int, now_us: int) -> list[int]:
@@ -123,45 +114,39 @@ class LeaseCap:
             condition = " AND ".join(
                 f"(attribute_not_exists(h{i}) OR u{i} <= :now)" for i in chosen
             )
-            try:
-                self.writes += 1
-                # UpdateItem, which creates the item: the limiter's grant (GetItem, UpdateItem)
-                # puts no whole item, and a lease is one more conditional write in place.
-                self._client.update_item(
-                    TableName=self._table,
-                    Key=self._key(key),
-                    UpdateExpression=f"SET {sets}, expires_at = :ttl",
-                    ConditionExpression=condition,
-                    ExpressionAttributeValues=values,
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    # taken meanwhile: the answer is the item as it is now
-                    item = exc.response.get("Item") or {}  # type: ignore[assignment]
-                    continue
-                raise LimiterError(f"lease acquire failed for key {key!r}") from exc
-            return chosen
+            self.writes += 1
+            # UpdateItem, which creates the item: the limiter's grant (GetItem, UpdateItem)
+            # puts no whole item, and a lease is one more conditional write in place.
+            written, item = update_item(
+                self._client,
+                f"lease acquire failed for key {key!r}",
+                TableName=self._table,
+                Key=self._key(key),
+                UpdateExpression=f"SET {sets}, expires_at = :ttl",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            if written:
+                return chosen
+            # taken meanwhile: the answer is the item as it is now
         return []
 
     def release(self, key: str, index: int, holder: str) -> bool:
         """Give a lease back, if `holder` still holds it (an expired one may be another's now)."""
-        try:
-            self.writes += 1
-            # Emptied in place (UpdateItem): the grant has no DeleteItem, and TTL removes the
-            # item once every lease in it is long expired.
-            self._client.update_item(
-                TableName=self._table,
-                Key=self._key(key),
-                UpdateExpression=f"REMOVE h{index}, u{index}",
-                ConditionExpression=f"h{index} = :me",
-                ExpressionAttributeValues={":me": {"S": holder}},
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise LimiterError(f"lease release failed for key {key!r}") from exc
-        return True
+        self.writes += 1
+        # Emptied in place (UpdateItem): the grant has no DeleteItem, and TTL removes the
+        # item once every lease in it is long expired.
+        written, _ = update_item(
+            self._client,
+            f"lease release failed for key {key!r}",
+            TableName=self._table,
+            Key=self._key(key),
+            UpdateExpression=f"REMOVE h{index}, u{index}",
+            ConditionExpression=f"h{index} = :me",
+            ExpressionAttributeValues={":me": {"S": holder}},
+        )
+        return written
 
     def live(self, key: str, cap: int) -> int:
         """How many of the key's leases are live now (one strongly consistent read; for tests

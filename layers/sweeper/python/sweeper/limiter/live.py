@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from botocore.exceptions import ClientError
 
 from sweeper.errors import LimiterError
+from sweeper.limiter.items import get_item, update_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -159,16 +160,9 @@ class LiveLimitStore:
 
     def get(self, policy: str, limit: str) -> LiveLimit | None:
         """One limit's live change (a consistent GetItem: the operator commands, the redrive)."""
-        try:
-            answer = self._client.get_item(
-                TableName=self._table,
-                Key={"pk": {"S": live_key(policy, limit)}},
-                ConsistentRead=True,
-            )
-        except ClientError as exc:
-            raise LimiterError("limiter read of a live limit failed") from exc
-        item = answer.get("Item")
-        change = None if item is None else LiveLimit.of_item(item)
+        failure = "limiter read of a live limit failed"
+        item = get_item(self._client, self._table, live_key(policy, limit), failure)
+        change = LiveLimit.of_item(item) if item else None
         return change if change is not None and change.in_force else None
 
     def current(
@@ -185,12 +179,12 @@ class LiveLimitStore:
 
     def put(self, change: LiveLimit) -> None:
         """Write one limit's change; one that changes nothing (a reset) expires in a day."""
-        try:
-            self._client.update_item(
-                TableName=self._table, **change.update(change.set_at + RESET_KEPT_SECONDS)
-            )
-        except ClientError as exc:
-            raise LimiterError("limiter write of a live limit failed") from exc
+        update_item(
+            self._client,
+            "limiter write of a live limit failed",
+            TableName=self._table,
+            **change.update(change.set_at + RESET_KEPT_SECONDS),
+        )
 
 
 @runtime_checkable

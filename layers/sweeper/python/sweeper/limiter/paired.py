@@ -61,8 +61,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from sweeper.errors import LimiterError
 from sweeper.limiter.base import Denial, Reason, ScopeState
+from sweeper.limiter.items import US
 
-US = 1_000_000
 #: The item's attributes for a narrow key: its next free time and its gate's closure.
 NEXT_PREFIX = "n#"
 CLOSED_PREFIX = "c#"

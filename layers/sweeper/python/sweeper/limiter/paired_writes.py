@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sweeper.limiter.base import Denial, ScopeState
-from sweeper.limiter.items import ITEM_TTL_SECONDS, MAX_RACES, US, ScopeItems, n
+from sweeper.limiter.items import ITEM_TTL_SECONDS, MAX_RACES, US, ScopeItems, n, step_us
 from sweeper.limiter.paired import (
     CLOSED_PREFIX,
     HOLES_ATTRIBUTE,
@@ -56,7 +56,7 @@ class PairedWrites:
         a few keys whose times are past (`stale_keys`); raises PairedItemFull, without a write,
         when it would grow the item beyond SAFE_ITEM_BYTES.
         """
-        wide_step = max(1, round(wide_interval * US))
+        wide_step = step_us(wide_interval)
         for _ in range(MAX_RACES):
             real = int(self._items.clock() * US)
             horizon_us = int(horizon * US)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from sweeper.adaptive_rate import Adaptive
-from sweeper.limiter.base import Denial, Grant
+from sweeper.limiter.base import Denial, SlotReserver
 from sweeper.limiter.leases import LeaseCap
 
 #: How many times the limits are gone over before a call is refused for now: each pass moves
@@ -32,20 +32,8 @@ MAX_PASSES = 4
 
 
 @runtime_checkable
-class SlotSource(Protocol):
+class SlotSource(SlotReserver, Protocol):
     """What `reserve_all` needs of a limiter (implemented by `DynamoLimiter`)."""
-
-    def reserve(
-        self,
-        scope: str,
-        interval: float,
-        horizon: float,
-        count: int = 1,
-        adaptive: Adaptive | None = None,
-        not_before: float | None = None,
-        *,
-        tolerance: float = 0.0,
-    ) -> Grant | Denial: ...
 
     def give_back(self, scope: str, slot_at: float, interval: float) -> bool: ...
 

@@ -17,7 +17,7 @@ window, the calls before its first write: both count as the others' spend, so an
 paces a little slower than it could, never faster.
 
 The same write carries the split the environment last worked out (`sh_own`, `sh_oth`, `sh_q`,
-`sh_at`), which `sweeper status` and the console show (`share_seen`, on `ScopeState.share`).
+`sh_at`), which `sweeper status` and the console show (`items.share_seen`, on `ScopeState.share`).
 """
 
 from __future__ import annotations
@@ -27,19 +27,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from botocore.exceptions import ClientError
-
-from sweeper.errors import LimiterError
 from sweeper.limiter.base import ShareSeen
-from sweeper.limiter.keys import SCOPE_KEY_PREFIX
+from sweeper.limiter.items import ITEM_TTL_SECONDS, US, scope_key, update_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-US = 1_000_000
-#: The scope's item lives a day after its last write, as its reservations keep it (items.py,
-#: which imports this module to read the split, so its constant is not imported here).
-ITEM_TTL_SECONDS = 86_400
 #: An environment writes its calls at most once per this share of the vendor's window ...
 FLUSH_SHARE_OF_WINDOW = 0.05
 #: ... and never more often than this, nor less often than once a second.
@@ -55,18 +48,6 @@ def flush_seconds(window_seconds: float) -> float:
     """How often an environment writes its calls under a window of `window_seconds`."""
     share = window_seconds * FLUSH_SHARE_OF_WINDOW
     return min(MAX_FLUSH_SECONDS, max(MIN_FLUSH_SECONDS, share))
-
-
-def share_seen(item: dict[str, Any]) -> ShareSeen | None:
-    """The split a scope's item holds (None: no consumer has written one)."""
-    if not all(name in item for name in ("sh_own", "sh_oth", "sh_q", "sh_at")):
-        return None
-    return ShareSeen(
-        quota=int(item["sh_q"]["N"]),
-        own=int(item["sh_own"]["N"]),
-        others=int(item["sh_oth"]["N"]),
-        seen_at=int(item["sh_at"]["N"]) / US,
-    )
 
 
 @dataclass
@@ -149,17 +130,16 @@ class SpendTally:
                 }
             )
         self.writes += 1
-        try:
-            answer = self._client.update_item(
-                TableName=self._table,
-                Key={"pk": {"S": SCOPE_KEY_PREFIX + scope}},
-                UpdateExpression=ADD_SPEND if share is None else ADD_SPEND_AND_SHARE,
-                ExpressionAttributeValues=values,
-                ReturnValues="UPDATED_NEW",
-            )
-        except ClientError as exc:
-            raise LimiterError(f"spend count failed for scope {scope!r}") from exc
-        return int(answer["Attributes"]["sp"]["N"])
+        _, answer = update_item(
+            self._client,
+            f"spend count failed for scope {scope!r}",
+            TableName=self._table,
+            Key=scope_key(scope),
+            UpdateExpression=ADD_SPEND if share is None else ADD_SPEND_AND_SHARE,
+            ExpressionAttributeValues=values,
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(answer["sp"]["N"])
 
 
 @runtime_checkable
