@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -62,12 +62,7 @@ class OperatorLedger(Executor):
 
     def get(self, key: str) -> Job | None:
         rows = self._execute(status_sql.SELECT_JOB, {"key": key})
-        if not rows:
-            return None
-        row = list(rows[0])
-        row[7] = JobStatus(row[7])
-        row[13] = None if row[13] is None else OutcomeClass(row[13])
-        return Job(*row)
+        return Job(*_typed(rows[0], 7, 13)) if rows else None
 
     def preview_control(
         self,
@@ -148,34 +143,28 @@ class OperatorLedger(Executor):
             return PolicyState(policy, False, None, None, None, None)
         return PolicyState(*rows[0])
 
-    @_serialised
     def pause(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Pause a policy (idempotent); True when this call paused it. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
-        conn = self._connection()
-        try:
-            with conn.transaction():
-                paused_at = conn.execute(control_sql.SET_PAUSED, params).fetchall()[0][0]
-                changed = bool(paused_at == now)
-                conn.execute(
-                    control_sql.INSERT_ACTION,
-                    {**params, "action": "pause", "detail": Jsonb({"changed": changed})},
-                )
-        except psycopg.Error as exc:
-            raise statement_failure(exc) from exc
-        return changed
+        return self._switch(control_sql.SET_PAUSED, "pause", params)
 
-    @_serialised
     def resume(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Resume a policy; True when it was paused. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
+        return self._switch(control_sql.SET_RESUMED, "resume", params)
+
+    @_serialised
+    def _switch(self, statement: LiteralString, action: str, params: dict[str, Any]) -> bool:
+        """Pause or resume, recorded as an action in the same transaction; True when the
+        statement changed the flag (it returns `now` then: the pause it set, or the resume)."""
         conn = self._connection()
         try:
             with conn.transaction():
-                changed = bool(conn.execute(control_sql.SET_RESUMED, params).fetchall())
+                rows = conn.execute(statement, params).fetchall()
+                changed = bool(rows) and rows[0][0] == params["now"]
                 conn.execute(
                     control_sql.INSERT_ACTION,
-                    {**params, "action": "resume", "detail": Jsonb({"changed": changed})},
+                    {**params, "action": action, "detail": Jsonb({"changed": changed})},
                 )
         except psycopg.Error as exc:
             raise statement_failure(exc) from exc
@@ -285,13 +274,7 @@ class OperatorLedger(Executor):
             status_sql.INSPECT_JOBS,
             {"policy": policy, "now": now, "stuck_before": stuck_before, "limit": limit},
         )
-        found = []
-        for row in rows:
-            values = list(row)
-            values[1] = JobStatus(values[1])
-            values[2] = None if values[2] is None else OutcomeClass(values[2])
-            found.append(InspectRow(*values))
-        return found
+        return [InspectRow(*_typed(row, 1, 2)) for row in rows]
 
     def active_scopes(self, policy: str, limit: int) -> dict[str, int]:
         """Scopes holding pending or leased work, busiest first, with their counts."""
@@ -338,13 +321,7 @@ class OperatorLedger(Executor):
         rows = self._execute(
             view_sql.SEARCH_JOBS, {"policy": policy, "query": query, "limit": limit}
         )
-        found = []
-        for row in rows:
-            values = list(row)
-            values[2] = JobStatus(values[2])
-            values[3] = None if values[3] is None else OutcomeClass(values[3])
-            found.append(FoundJob(*values))
-        return found
+        return [FoundJob(*_typed(row, 2, 3)) for row in rows]
 
     def job_events(self, job_id: int, limit: int) -> list[JobEvent]:
         """A job's operator events, oldest first, with who acted and why."""
@@ -355,6 +332,15 @@ class OperatorLedger(Executor):
         """The policy's last operator actions, newest first."""
         rows = self._execute(view_sql.RECENT_ACTIONS, {"policy": policy, "limit": limit})
         return [ActionRecord(*row) for row in rows]
+
+
+def _typed(row: Sequence[Any], status_at: int, outcome_at: int) -> list[Any]:
+    """A job row's values with its status and last outcome (None or a class) typed."""
+    values = list(row)
+    values[status_at] = JobStatus(values[status_at])
+    if values[outcome_at] is not None:
+        values[outcome_at] = OutcomeClass(values[outcome_at])
+    return values
 
 
 def _control_params(

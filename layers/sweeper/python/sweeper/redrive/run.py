@@ -327,19 +327,15 @@ def _decide(
     if not _matches(request, run.policy, message, view):
         report.not_matching += 1
         return None
-    if view.status is JobStatus.SUCCEEDED:
-        report.dropped_settled += 1
+    if view.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED):
+        settled = view.status is JobStatus.SUCCEEDED
+        report.dropped_settled += settled
+        report.dropped_cancelled += not settled
         if not request.dry_run:
             run.dlq.delete(letter)
             del run.held[letter.message_id]
-            logger.info("settled job's dead letter dropped", extra=ids)
-        return None
-    if view.status is JobStatus.CANCELLED:
-        report.dropped_cancelled += 1
-        if not request.dry_run:
-            run.dlq.delete(letter)
-            del run.held[letter.message_id]
-            logger.info("cancelled job's dead letter dropped", extra=ids)
+            what = "settled" if settled else "cancelled"
+            logger.info(f"{what} job's dead letter dropped", extra=ids)
         return None
     if view.status is JobStatus.HELD:
         report.kept_held += 1
