@@ -152,7 +152,7 @@ WITH moved AS (
     UPDATE sweeper_jobs
     SET last_outcome = coalesce(%(outcome)s, last_outcome),
         last_error_code = coalesce(%(code)s, last_error_code),
-        attempt_count = attempt_count + %(attempts)s,"""
+        attempt_count = attempt_count + %(attempts)s,"""  # noqa: S608
     + _WAIT
     + """
     RETURNING attempt_count, batch_id
@@ -177,7 +177,7 @@ RECORD_SNOOZE: Final = (
 WITH moved AS (
     UPDATE sweeper_jobs
     SET last_outcome = 'snooze', last_error_code = %(code)s,
-        snoozed_seconds = snoozed_seconds + %(seconds)s,"""
+        snoozed_seconds = snoozed_seconds + %(seconds)s,"""  # noqa: S608
     + _WAIT
     + """
       AND snoozed_seconds + %(seconds)s <= %(max_snooze)s
