@@ -228,21 +228,3 @@ REQUEST_ADAPTER: TypeAdapter[OperatorRequest] = TypeAdapter(OperatorRequest)
 READ_COMMANDS = frozenset(
     {"status", "runs", "inspect", "overview", "activity", "search", "job", "limits-show"}
 )
-#: The commands that change something, each recorded with who asked and why.
-CHANGE_COMMANDS = frozenset(
-    {
-        "retry",
-        "redrive",
-        "pause",
-        "resume",
-        "release",
-        "catch-up",
-        "prune",
-        "cancel",
-        "hold",
-        "unhold",
-        "postpone",
-        "limits-set",
-    }
-)
-COMMANDS = READ_COMMANDS | CHANGE_COMMANDS

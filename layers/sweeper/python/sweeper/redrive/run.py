@@ -47,9 +47,10 @@ from sweeper.limiter import ScopeState
 from sweeper.models import JobMessage, JobStatus, LedgerTarget, OutcomeClass
 from sweeper.observability import Metric
 from sweeper.redrive.auto import Watch, died_of_limit
-from sweeper.redrive.letters import SQS_MAX_BATCH, DeadLetter, DeadLetterQueue
+from sweeper.redrive.letters import DeadLetter, DeadLetterQueue
 from sweeper.redrive.limits import LimitLook
 from sweeper.redrive.log import RedriveLog
+from sweeper.sqs_queue import SQS_MAX_BATCH
 
 logger = logging.getLogger(__name__)
 
