@@ -164,17 +164,47 @@ class ActionKind(BaseModel, ABC):
         return {}
 
 
-class LazyClient:
-    """An AWS client built on first use, once, under a lock: the batch's threads share it, and
-    a kind that is configured but never called builds none (the s3_delete and lambda kinds)."""
+class AwsKind(ActionKind):
+    """A kind carried out through one AWS client (the s3_delete and lambda kinds)."""
 
-    def __init__(self, build: Callable[[], Any]) -> None:
-        self._build = build
+    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+
+
+@dataclass
+class AwsAction[K: AwsKind]:
+    """An action of an `AwsKind`: its client built on first use, once, under a lock (the
+    batch's threads share it, and a kind that is configured but never called builds none)."""
+
+    config: K
+    #: Builds the client (boto3's, with the config's timeouts and no retries, by default).
+    client_factory: Callable[[K], Any] | None = None
+    #: The boto3 service the default client is of.
+    service: ClassVar[str]
+
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._client: Any = None
 
-    def get(self) -> Any:
+    def client(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = self._build()
+                self._client = (self.client_factory or self._boto3_client)(self.config)
             return self._client
+
+    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
+        """Nothing prepared (boto3 builds its client and connection on the first request)."""
+
+    def _boto3_client(self, config: K) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(  # type: ignore[call-overload]
+            self.service,
+            config=Config(
+                connect_timeout=config.connect_timeout_seconds,
+                read_timeout=config.read_timeout_seconds,
+                # Retrying is sweeper's (the attempt budget, the limiter), never the client's.
+                retries={"total_max_attempts": 1},
+            ),
+        )

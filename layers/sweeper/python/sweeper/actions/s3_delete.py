@@ -22,11 +22,10 @@ versions stay until the bucket's lifecycle expires noncurrent versions (docs/act
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -36,13 +35,7 @@ from botocore.exceptions import (
 )
 from pydantic import Field, field_validator
 
-from sweeper.actions.base import (
-    Action,
-    ActionContext,
-    ActionKind,
-    LazyClient,
-    PlanDefaults,
-)
+from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind, PlanDefaults
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.s3_key_templates import check_fields_apart
 
@@ -76,15 +69,13 @@ _AUTH_CODES: Final = frozenset(
 _ABSENT_CODES: Final = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
-class S3DeleteActionConfig(ActionKind):
+class S3DeleteActionConfig(AwsKind):
     """Delete `key_template`'s object in `bucket` (the team's own bucket)."""
 
     kind: Literal["s3_delete"] = "s3_delete"
     bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
     #: e.g. "exports/{tenant_id}/{object_id+}"; starts with a fixed prefix the grants name.
     key_template: str = Field(min_length=1, max_length=1024)
-    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
-    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
 
     plan_defaults = PlanDefaults(quota_limit=S3_DELETES_PER_SECOND_PER_PREFIX)
 
@@ -214,25 +205,13 @@ def classify_transport_error(exc: BotoCoreError, step: Step) -> ActionResult:
 
 
 @dataclass
-class S3DeleteAction:
+class S3DeleteAction(AwsAction[S3DeleteActionConfig]):
     """Carry out a job by deleting its object; see `sweeper.actions.Action`."""
 
-    config: S3DeleteActionConfig
-    #: Builds the S3 client (boto3's, with the config's timeouts and no retries, by default).
-    client_factory: Callable[[S3DeleteActionConfig], Any] | None = None
-
-    def __post_init__(self) -> None:
-        factory = self.client_factory or _boto3_client
-        self._client = LazyClient(lambda: factory(self.config))
-
-    def _s3(self) -> Any:
-        return self._client.get()
+    service = "s3"
 
     def key_for(self, job: ActionCall) -> str:
         return render_key(self.config.key_template, job)
-
-    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
-        """Nothing prepared (boto3 builds its client and connection on the first request)."""
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """List the key, then delete it if it is there; never raises for S3's answer."""
@@ -242,7 +221,7 @@ class S3DeleteAction:
             key = self.key_for(job)
         except BadKeyError:
             return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_key")
-        s3 = self._s3()
+        s3 = self.client()
         try:
             listed = s3.list_objects_v2(Bucket=self.config.bucket, Prefix=key, MaxKeys=1)
         except ClientError as exc:
@@ -265,17 +244,3 @@ class S3DeleteAction:
             status_code=status,
             code="s3_delete_marker" if marker else "s3_deleted",
         )
-
-
-def _boto3_client(config: S3DeleteActionConfig) -> Any:
-    import boto3
-
-    return boto3.client(
-        "s3",
-        config=Config(
-            connect_timeout=config.connect_timeout_seconds,
-            read_timeout=config.read_timeout_seconds,
-            # Retrying is sweeper's (the attempt budget, the limiter), never the client's.
-            retries={"total_max_attempts": 1},
-        ),
-    )
