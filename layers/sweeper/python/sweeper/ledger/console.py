@@ -108,10 +108,8 @@ class OperatorLedger(Executor):
         # An unhold makes its jobs eligible at their next attempt (maybe past): it lowers the
         # policy's wake item to now before it writes (sweeper.ledger.wake). A postpone only moves
         # a next attempt later (greatest), a cancel or hold takes a job out: none lowers.
-        if action is ControlAction.UNHOLD:
-            rows = self._execute_waking(statement, params, now, policy=policy)
-        else:
-            rows = self._execute(statement, params)
+        waking = now if action is ControlAction.UNHOLD else None
+        rows = self._execute(statement, params, waking=waking, policy=policy)
         return [(str(key), JobStatus(status)) for key, status in rows]
 
     def counts(self, policy: str) -> dict[JobStatus, int]:
@@ -217,13 +215,14 @@ class OperatorLedger(Executor):
 
         Returns the operation keys moved.
         """
+        classes = None if outcomes is None else [o.value for o in outcomes]
         detail: dict[str, Any] = {
             "keys": None if keys is None else len(keys),
-            "outcomes": None if outcomes is None else [o.value for o in outcomes],
+            "outcomes": classes,
             "tenant_filter": tenant_id is not None,
             "limit": limit,
         }
-        rows = self._execute_waking(  # due now: lowers the wake item (sweeper.ledger.wake)
+        rows = self._execute(
             control_sql.RETRY_FAILED,
             {
                 "policy": policy,
@@ -232,12 +231,12 @@ class OperatorLedger(Executor):
                 "detail": Jsonb(detail),
                 "now": now,
                 "keys": None if keys is None else list(keys),
-                "outcomes": None if outcomes is None else [o.value for o in outcomes],
+                "outcomes": classes,
                 "tenant_id": tenant_id,
                 "limit": limit,
                 "from": _moves(JobStatus.PENDING, JobStatus.FAILED),
             },
-            now,
+            waking=now,  # due now: lowers the wake item (sweeper.ledger.wake)
             policy=policy,
         )
         return [str(key) for (key,) in rows]

@@ -159,7 +159,7 @@ class ConsumerLedger(Executor):
         if rows:
             return rows
         # Moved earlier, or settled meanwhile (then nothing is written, and the lowering is early)
-        return self._execute_waking(query, {**params, "lowered": True}, params["next_attempt_at"])
+        return self._execute(query, {**params, "lowered": True}, waking=params["next_attempt_at"])
 
     def jobs_for_redrive(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
         """What redrive decides on, per operation key; unknown keys are absent."""
