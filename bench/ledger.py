@@ -39,7 +39,7 @@ LEASE: Final = timedelta(minutes=15)
 #: counts each scope's leases, as in production (the bench's in-flight rows stay below it).
 SCOPE_CAP: Final = Policy(
     name=POLICY, lease_seconds=int(LEASE.total_seconds())
-).max_in_flight_per_scope
+).max_in_flight
 
 # Bench-only bulk seed: rows `first`..`last`, pending and due, due times spread over the past.
 SEED_ROWS: Final = """
