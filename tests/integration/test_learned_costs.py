@@ -12,8 +12,10 @@ import time
 import pytest
 
 from sweeper.adaptive_rate import Adaptive
+from sweeper.admission.costs import COST_HORIZON_SECONDS
 from sweeper.limiter import DynamoLimiter, Grant
 from sweeper.limiter.items import US
+from sweeper.vendor_reading import MAX_COUNT, MAX_WAIT_SECONDS
 from sweeper_local.aws import LocalAws
 from sweeper_local.graphql_cost import PointsApi
 from sweeper_local.vendor import VendorSimulator
@@ -67,6 +69,22 @@ def test_a_refund_never_moves_the_next_slot_before_now(local_aws: LocalAws, tabl
     # And a scope already idle has nothing to give back
     now[0] += 1.0
     assert not limiter.refund("s", 2, 0.1)
+
+
+def test_an_enormous_actual_cost_takes_an_hour_of_the_rate_at_most(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope at 10 units a second, and an answer saying its call cost 10**9 points (a
+    # buggy or hostile vendor: the most a reading keeps)
+    now = [T0]
+    limiter = DynamoLimiter(local_aws.dynamodb(), table, clock=lambda: now[0])
+    # When the excess is taken as the consumer takes it (sweeper.admission.costs.correct)
+    limiter.reserve("s", 0.1, COST_HORIZON_SECONDS, MAX_COUNT)
+    # Then the scope's next slot lies within the hour, not 3 years on: one answer never
+    # closes a scope for longer than a stated wait may (MAX_WAIT_SECONDS)
+    item = local_aws.dynamodb().get_item(TableName=table, Key={"pk": {"S": "scope#s"}})["Item"]
+    assert int(item["tat"]["N"]) <= int((T0 + MAX_WAIT_SECONDS + 1.0) * US)  # + a slot, the lead
+    assert COST_HORIZON_SECONDS <= MAX_WAIT_SECONDS
 
 
 def test_a_refund_at_a_rate_its_process_never_reserved_at_gives_nothing(

@@ -259,13 +259,17 @@ def test_requests_and_cost_per_million_jobs_follow_from_the_batch_and_the_prices
     # Two idempotency writes, a limiter write a slot (one thread: blocks of one) and the
     # failed conditional writes (sweeper_tools.planning.writes)
     assert plan.requests_per_job["dynamodb_writes"] == pytest.approx(3.1)
+    # The rate binds at 10 calls/s an environment: a look at its gate serves 1 + 10 x 0.05
+    # calls, and each environment reads the live limit once a second (8 / 80 a job)
+    reads = 1 / 1.5 + 8 / 80
+    assert plan.requests_per_job["dynamodb_reads"] == pytest.approx(reads, abs=1e-4)
     assert plan.cost_per_million_jobs == pytest.approx(
         {
             "sqs": 0.3,
             "lambda_requests": 0.1,
             "lambda_duration": 0.05,
-            "dynamodb": 3.1,
-            "total": 3.55,
+            "dynamodb": round(3.1 + reads, 2),
+            "total": round(3.55 + reads, 2),
         }
     )
 

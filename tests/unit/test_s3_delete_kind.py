@@ -172,6 +172,14 @@ def test_a_slow_down_carries_its_retry_after() -> None:
     assert result.retry_after_seconds == 3.0
 
 
+@pytest.mark.parametrize(("value", "expected"), [("inf", None), ("1e40", None), ("9" * 40, 3600.0)])
+def test_a_slow_downs_retry_after_is_read_bounded(value: str, expected: float | None) -> None:
+    # Given S3 (or what answers for it) naming an infinite or enormous wait
+    result = classify_client_error(_error("SlowDown", 503, {"retry-after": value}), "delete")
+    # Then the throttle's wait is none (the scope's own backoff) or at most the bound
+    assert result.retry_after_seconds == expected
+
+
 def test_a_transport_error_is_transient_until_the_delete_may_have_landed() -> None:
     connect = ConnectTimeoutError(endpoint_url="https://s3")
     read = ReadTimeoutError(endpoint_url="https://s3")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from sweeper.vendor_limits import (
     PatternSource,
     RateLimitSource,
     Reader,
+    ResetAs,
     VendorReading,
     XRateLimitSource,
     compile_pattern,
@@ -45,8 +47,10 @@ FIELDS = (
     "x-ratelimit-used",
     "Sforce-Limit-Info",
 )
-#: A diagnostic is a field's name and a phrase of this module's own words.
-DIAGNOSTIC_RE = re.compile(rf"^({'|'.join(map(re.escape, FIELDS))}): [a-z ;,]+$")
+#: A diagnostic is a field's name (or a cost's path) and a phrase of this module's own words.
+DIAGNOSTIC_RE = re.compile(
+    rf"^({'|'.join(map(re.escape, FIELDS))}|extensions[a-zA-Z.]+): [a-z ;,]+$"
+)
 
 HOSTILE_NUMBERS = st.sampled_from(
     ["-1", "-100", "NaN", "nan", "inf", "1e400", "9" * 400, "1" * 20, "0x10", "+-3", "1_000", "٣"]
@@ -147,3 +151,64 @@ def test_any_body_under_the_cost_paths_yields_a_bounded_cost(value: object) -> N
 @given(st.binary(max_size=300))
 def test_any_body_bytes_never_raise(body: bytes) -> None:
     _assert_bounded(READER.read(Answer.of(200, {}, body), NOW))
+
+
+def test_a_reset_past_the_window_the_vendor_states_is_read_as_that_window() -> None:
+    # Given a policy of 10 per 60 s whose state says none remain for 3,000 s (a window turns
+    # within its length: the reset contradicts the policy)
+    answer = Answer.of(200, {"RateLimit-Policy": '"p";q=10;w=60', "RateLimit": '"p";r=0;t=3000'})
+    # When read
+    (limit,) = READER.read(answer, NOW).limits
+    # Then the gate it closes is one window at most, and the contradiction is reported
+    assert limit.reset_seconds == 60.0
+    (line,) = READER.read(answer, NOW).diagnostics
+    assert line.startswith("RateLimit: ")
+    assert DIAGNOSTIC_RE.match(line)
+
+
+@pytest.mark.parametrize(
+    ("headers", "reset_as"),
+    [
+        ({"x-ratelimit-limit": "10", "x-ratelimit-reset": "1700000060"}, "seconds"),  # an epoch
+        ({"x-ratelimit-limit": "10", "x-ratelimit-reset": "30"}, "epoch"),  # seconds to wait
+        ({"x-ratelimit-limit": "10", "x-ratelimit-reset": "-5"}, "seconds"),
+        ({"x-ratelimit-limit": "10", "x-ratelimit-reset": "30, 30"}, "seconds"),  # sent twice
+        ({"RateLimit-Policy": '"p";q=10;w=0'}, "seconds"),  # a window of no length
+        ({"RateLimit-Policy": '"p";q=10;w=-60'}, "seconds"),
+        ({"RateLimit": '"p";r=1;t=99999999999'}, "seconds"),
+    ],
+)
+def test_a_reset_or_window_that_cannot_be_read_is_left_aside_and_said(
+    headers: dict[str, str], reset_as: ResetAs
+) -> None:
+    # Given an answer whose count is readable but whose reset or window is not (the wrong
+    # kind of reset for the configuration, negative, twice, out of bounds)
+    reader = Reader((RateLimitSource(), XRateLimitSource(reset_as=reset_as)))
+    reading = reader.read(Answer.of(200, headers), NOW)
+    # Then the count is kept, the reset or window is not (no closure from it) ...
+    assert reading.limits
+    assert all(limit.reset_seconds is None for limit in reading.limits)
+    assert all(limit.window_seconds is None for limit in reading.limits)
+    # ... and a diagnostic says so (to be counted and logged), naming only the field
+    assert reading.diagnostics
+    for line in reading.diagnostics:
+        assert DIAGNOSTIC_RE.match(line), line
+
+
+@pytest.mark.parametrize("value", [True, "12", [12], {"n": 12}, -3, 10**40, float("inf")])
+def test_a_cost_that_is_not_a_number_within_bounds_is_left_aside_and_said(value: object) -> None:
+    # Given an answer whose actual cost is a boolean, a string, a list, negative or huge
+    body = {"extensions": {"cost": {"requestedQueryCost": 10, "actualQueryCost": value}}}
+    reading = READER.read(Answer.of(200, {}, json.dumps(body).encode()), NOW)
+    # Then nothing of it is charged, and a diagnostic says so
+    assert reading.cost is not None
+    assert reading.cost.actual is None
+    assert reading.diagnostics == ("extensions.cost.actualQueryCost: not a number within bounds",)
+
+
+def test_a_throttled_calls_null_cost_is_no_diagnostic() -> None:
+    # Given Shopify's answer to a throttled call: its actual cost is null
+    body = {"extensions": {"cost": {"requestedQueryCost": 10, "actualQueryCost": None}}}
+    reading = READER.read(Answer.of(200, {}, json.dumps(body).encode()), NOW)
+    # Then that is no fault of the answer
+    assert reading.diagnostics == ()

@@ -46,7 +46,8 @@ latency); nothing here talks to AWS. The model, stated so it can be checked:
   recommended keeps it within TURNOVER_SHARE.
 - AWS requests per job: the producer sends in batches of 10; the event source receives and
   deletes a batch at a time; each job writes one limiter slot and two idempotency records,
-  and reads what its limits read before a call (`sweeper_tools.planning.reads`).
+  and reads what its limits read before a call and its live limits once a second an
+  environment (`sweeper_tools.planning.reads`).
   While a backlog drains every environment is busy, so Lambda duration per job is
   environments / throughput.
 """
@@ -343,7 +344,14 @@ def make_plan(
             if given.limiter_writes_per_job is None
             else given.limiter_writes_per_job
         ),
-        "dynamodb_reads": dynamodb_reads_per_job(policy),
+        "dynamodb_reads": dynamodb_reads_per_job(
+            policy,
+            environments=environments,
+            throughput=throughput,
+            keys=keys,
+            binding=binding,
+            binding_by=tightest.bound,
+        ),
     }
     per_million = {
         "sqs": requests["sqs"] * prices.sqs_per_million_requests,

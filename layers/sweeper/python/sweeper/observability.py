@@ -155,6 +155,9 @@ class Metric:
     IN_PROGRESS_ELSEWHERE = "InProgressElsewhere"
     THROTTLE_EVENTS = "ThrottleEvents"  # the vendor said "slow down": the gate closed
     LEARNED_CLOSURES = "LearnedClosures"  # the vendor said none remain until its reset
+    #: an answer with a limit or cost value that could not be read (sweeper.vendor_limits):
+    #: left aside, the last good state stands; logged with the call's ids
+    VENDOR_VALUES_IGNORED = "VendorValuesIgnored"
     #: a learned scope's slot given up at its last look: granted at a rate another consumer has
     #: lowered since (sweeper.admission.learned); the call was admitted again
     STALE_SLOTS = "StaleSlots"

@@ -19,6 +19,11 @@ from typing import Final
 MAX_COUNT: Final = 1_000_000_000
 #: The longest window or wait a reading keeps: a month (Salesforce's day, a monthly quota).
 MAX_SECONDS: Final = 31 * 86_400.0
+#: The longest a vendor's stated wait (a Retry-After, a reset) closes a gate: a later one is
+#: read as this. A vendor's window is at most an hour (GitHub's); a longer throttle is asked
+#: again once an hour (one call), and a wrong clock or a buggy answer cannot hold a scope for
+#: a day, or for good.
+MAX_WAIT_SECONDS: Final = 3600.0
 #: The longest name (a policy's, a resource's) a reading keeps.
 MAX_NAME_CHARS: Final = 64
 

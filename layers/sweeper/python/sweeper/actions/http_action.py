@@ -244,10 +244,10 @@ class HttpAction:
             vendor_header = self._config.retry_after_header
             if vendor_header and response.headers.get(vendor_header) is not None:
                 # A vendor's own header is usually more precise than Retry-After's whole seconds.
-                own = parse_retry_after(response.headers.get(vendor_header))
+                unit = 0.001 if self._config.retry_after_header_unit == "ms" else 1.0
+                own = parse_retry_after(response.headers.get(vendor_header), unit_seconds=unit)
                 if own is not None:
-                    scale = 0.001 if self._config.retry_after_header_unit == "ms" else 1.0
-                    retry_after = own * scale
+                    retry_after = own
             named = response.headers.get(self._config.limit_header or "") if status == 429 else None
             # only a value the policy maps is kept: the header is the vendor's text, not ours
             limit_value = named if named in self._config.limit_header_values else None

@@ -43,10 +43,11 @@ from sweeper.actions.answer_match import (
 from sweeper.actions.base import OutcomeName
 from sweeper.actions.http_auth import HEADER_NAME_PATTERN
 from sweeper.models import OutcomeClass
+from sweeper.vendor_reading import MAX_WAIT_SECONDS
 
 #: The longest wait a reset header may name: a later reset is read as this (a vendor's window
 #: is at most an hour; a wrong clock must not hold a scope for a day).
-MAX_RETRY_AT_SECONDS: Final = 3600.0
+MAX_RETRY_AT_SECONDS: Final = MAX_WAIT_SECONDS
 #: How many rules a policy may list (each is tried per answer).
 MAX_OUTCOME_RULES: Final = 16
 _CODE_PATTERN: Final = r"^[a-z][a-z0-9_]{0,47}$"

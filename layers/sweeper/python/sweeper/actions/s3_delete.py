@@ -36,6 +36,7 @@ from botocore.exceptions import (
 from pydantic import Field, field_validator
 
 from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind, PlanDefaults
+from sweeper.actions.retry_after import parse_retry_after
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.s3_key_templates import check_fields_apart
 
@@ -158,11 +159,7 @@ def _code(exc: ClientError) -> str:
 
 def _retry_after(exc: ClientError) -> float | None:
     headers: Mapping[str, str] = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    value = headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+    return parse_retry_after(headers.get("retry-after"))  # bounded: "inf" closes nothing
 
 
 Step = Literal["list", "delete"]

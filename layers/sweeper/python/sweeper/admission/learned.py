@@ -67,6 +67,7 @@ from sweeper.observability import Metric
 from sweeper.vendor_limits import Reader, policy_for
 from sweeper.vendor_limits.full import window_over
 from sweeper.vendor_limits.pace import bucket_pace, learned_pace
+from sweeper.vendor_limits.unread import report_unread
 from sweeper.vendor_reading import LimitReading, VendorReading
 
 logger = logging.getLogger(__name__)
@@ -225,6 +226,8 @@ class LearnedRate:
 
     def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
         self._inner.ended(request_sent_at, reading)
+        if reading is not None:  # what it left aside, counted and logged by the call's ids
+            report_unread(reading, self._ticket.ids, self._ticket.clocks.metrics)
         try:
             if self._shared is not None and request_sent_at is not None:
                 self._shared.called()  # the vendor counted it, whatever it answered

@@ -37,12 +37,33 @@ class ValueAt:
 
     def read(self, answer: Answer) -> float | None:
         """The number there, within bounds, or None."""
+        return self.look(answer)[0]
+
+    def look(self, answer: Answer) -> tuple[float | None, bool]:
+        """The number there, within bounds, or None; and whether something was there that is
+        not one (a boolean, a string, a list, a negative or huge number: the answer's fault).
+        Nothing there, or a JSON null (a throttled call's actual cost), is no fault."""
         if self.header is not None:
-            return amount(ascii_number(answer, self.header))
+            number = amount(ascii_number(answer, self.header))
+            return number, number is None and answer.header(self.header) is not None
         if self.path is None:
-            return None
+            return None, False
         value = json_value(answer.document(), self.path)
-        return None if value is MISSING else amount(value)
+        if value is MISSING or value is None:
+            return None, False
+        number = amount(value)
+        return number, number is None
+
+    @property
+    def field(self) -> str:
+        """The header or JSON path read (configuration, never an answer's text)."""
+        if self.header is not None:
+            return self.header
+        steps = self.path or ()
+        return "".join(
+            f"[{step}]" if isinstance(step, int) else (step if n == 0 else f".{step}")
+            for n, step in enumerate(steps)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +83,31 @@ class CostSource:
 
     def read(self, answer: Answer, now_epoch: float) -> VendorReading:
         del now_epoch  # a cost has no time in it
-        requested, actual = _read(self.requested, answer), _read(self.actual, answer)
-        bucket = BucketReading(
-            _read(self.level, answer), _read(self.maximum, answer), _read(self.restore_rate, answer)
+        unread: list[str] = []
+        requested, actual = (
+            _read(self.requested, answer, unread),
+            _read(self.actual, answer, unread),
         )
+        bucket = BucketReading(
+            _read(self.level, answer, unread),
+            _read(self.maximum, answer, unread),
+            _read(self.restore_rate, answer, unread),
+        )
+        diagnostics = tuple(f"{field}: not a number within bounds" for field in unread)
         if bucket == BucketReading():
             if requested is None and actual is None:
-                return VendorReading()
-            return VendorReading(cost=CostReading(requested, actual, None))
-        return VendorReading(cost=CostReading(requested, actual, bucket))
+                return VendorReading(diagnostics=diagnostics)
+            return VendorReading(cost=CostReading(requested, actual, None), diagnostics=diagnostics)
+        return VendorReading(cost=CostReading(requested, actual, bucket), diagnostics=diagnostics)
 
 
-def _read(where: ValueAt | None, answer: Answer) -> float | None:
-    return None if where is None else where.read(answer)
+def _read(where: ValueAt | None, answer: Answer, unread: list[str]) -> float | None:
+    if where is None:
+        return None
+    number, bad = where.look(answer)
+    if bad:
+        unread.append(where.field)
+    return number
 
 
 _THROTTLE: Final = "extensions.cost.throttleStatus."

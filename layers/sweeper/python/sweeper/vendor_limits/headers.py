@@ -34,6 +34,9 @@ PATTERN_GROUPS: Final = frozenset({"quota", "used", "remaining", "reset"})
 MAX_PATTERN_INPUT_CHARS: Final = 1024
 #: An epoch reset this far in the past is clock skew: the window has just reset.
 EPOCH_SKEW_SECONDS: Final = 300.0
+#: What a reset that cannot be read is said to be (an epoch time where seconds are configured
+#: or the reverse, negative, sent twice): the count stands, the reset closes nothing.
+UNREAD_RESET: Final = "the reset is not a wait within bounds; ignored"
 
 
 def reset_wait(value: float | None, reset_as: ResetAs, now_epoch: float) -> float | None:
@@ -84,6 +87,7 @@ class XRateLimitSource:
             return VendorReading(diagnostics=_absent_or_bad(answer, fields.limit, fields.remaining))
         resource = None if fields.resource is None else name(answer.header(fields.resource))
         reset = reset_wait(ascii_number(answer, fields.reset), self.reset_as, now_epoch)
+        unread = reset is None and answer.header(fields.reset) is not None
         return VendorReading(
             (
                 LimitReading(
@@ -92,7 +96,8 @@ class XRateLimitSource:
                     remaining=remaining,
                     reset_seconds=reset,
                 ),
-            )
+            ),
+            diagnostics=(f"{fields.reset}: {UNREAD_RESET}",) if unread else (),
         )
 
 
@@ -162,7 +167,8 @@ class PatternSource:
             remaining = max(0, quota - used)  # Salesforce's bursts go past the allocation
         if quota is None or remaining is None:
             return VendorReading(diagnostics=(f"{self.header}: the pattern found no counts",))
-        reset = _digits(groups.get("reset"))
+        reset = reset_wait(_digits(groups.get("reset")), self.reset_as, now_epoch)
+        unread = reset is None and groups.get("reset") is not None
         return VendorReading(
             (
                 LimitReading(
@@ -170,9 +176,10 @@ class PatternSource:
                     quota=quota,
                     window_seconds=self.window_seconds,
                     remaining=remaining,
-                    reset_seconds=reset_wait(reset, self.reset_as, now_epoch),
+                    reset_seconds=reset,
                 ),
-            )
+            ),
+            diagnostics=(f"{self.header}: {UNREAD_RESET}",) if unread else (),
         )
 
 

@@ -5,7 +5,9 @@ and `RateLimit` its state now (`"burst";r=50;t=30`: 50 left, the quota resetting
 Both are Lists of Items (`sweeper.vendor_limits.structured`); an Item's value, a String or a
 Token, names the policy, and the two fields are joined by that name. A policy is kept only
 with a valid `q` (RateLimit-Policy) or `r` (RateLimit); a `w` or `t` out of bounds is dropped
-alone. The partition key (`pk`) is never kept: it may identify an account.
+alone (with a diagnostic), and a `t` past its policy's `w` is read as `w`: a window turns within
+its length, so a closure from a reset lasts one window at most. The partition key (`pk`) is
+never kept: it may identify an account.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ POLICY_FIELD: Final = "RateLimit-Policy"
 STATE_FIELD: Final = "RateLimit"
 #: The unit a quota counts when `qu` is absent.
 DEFAULT_UNIT: Final = "requests"
+#: A `w` or `t` that is not a whole number of seconds in bounds (a window of 0 s included):
+#: left aside alone, the member's count stands.
+UNREAD_TIME: Final = "a window or reset not in bounds; ignored"
+#: A `t` longer than its policy's `w`: read as the window.
+LONG_RESET: Final = "a reset past the window of its policy; read as the window"
 
 
 def _policy_name(member: Member) -> str | None:
@@ -49,22 +56,36 @@ def read_ratelimit(answer: Answer) -> VendorReading:
             reading = _policy(member) if into is policies else _state(member)
             if reading is None:
                 diagnostics.append(f"{field}: a member without a valid name and count; ignored")
-            elif reading.name not in into:  # the first statement of a name stands
+                continue
+            if _dropped(member, "w" if into is policies else "t", reading):
+                diagnostics.append(f"{field}: {UNREAD_TIME}")
+            if reading.name not in into:  # the first statement of a name stands
                 into[reading.name] = reading
     limits = []
     for policy_name in [*policies, *(n for n in states if n not in policies)]:
         policy, state = policies.get(policy_name), states.get(policy_name)
+        window = policy.window_seconds if policy else None
+        reset = state.reset_seconds if state else None
+        if reset is not None and window is not None and reset > window:
+            reset = window  # a window turns within its length: the reset says more than it can
+            diagnostics.append(f"{STATE_FIELD}: {LONG_RESET}")
         limits.append(
             LimitReading(
                 name=policy_name,
                 quota=policy.quota if policy else None,
-                window_seconds=policy.window_seconds if policy else None,
+                window_seconds=window,
                 remaining=state.remaining if state else None,
-                reset_seconds=state.reset_seconds if state else None,
+                reset_seconds=reset,
                 unit=policy.unit if policy else None,
             )
         )
     return VendorReading(tuple(limits), None, tuple(diagnostics))
+
+
+def _dropped(member: Member, key: str, reading: LimitReading) -> bool:
+    """Whether the member states `key` (`w` or `t`) and the reading kept none of it."""
+    kept = reading.window_seconds if key == "w" else reading.reset_seconds
+    return key in member.params and kept is None
 
 
 def _policy(member: Member) -> LimitReading | None:
