@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
@@ -25,12 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sweeper.actions.answer_match import Answer
 from sweeper.actions.rehearsal import Rehearsal
+from sweeper.actions.retry_after import parse_retry_after
 from sweeper.actions.spans import CallSpans, no_spans
 from sweeper.models import ActionCall, ActionResult
 from sweeper.vendor_reading import VendorReading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
+    from botocore.exceptions import ClientError
 
 
 class Action(Protocol):
@@ -208,3 +210,9 @@ class AwsAction[K: AwsKind]:
                 retries={"total_max_attempts": 1},
             ),
         )
+
+
+def aws_retry_after(exc: ClientError) -> float | None:
+    """The wait an AWS refusal names (its Retry-After), bounded: "inf" closes nothing."""
+    headers: Mapping[str, str] = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    return parse_retry_after(headers.get("retry-after"))

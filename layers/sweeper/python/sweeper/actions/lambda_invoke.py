@@ -25,7 +25,7 @@ from botocore.exceptions import (
 )
 from pydantic import Field
 
-from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind
+from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind, aws_retry_after
 from sweeper.actions.contract import (
     BAD_ANSWER,
     Call,
@@ -101,17 +101,11 @@ def classify_invoke_error(exc: ClientError) -> ActionResult:
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     short = f"lambda_{code}"[:64]
     if code in _THROTTLED:
-        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-        retry_after: float | None
-        try:
-            retry_after = float(headers["retry-after"]) if "retry-after" in headers else None
-        except ValueError:
-            retry_after = None
         return ActionResult(
             outcome=OutcomeClass.THROTTLED,
             status_code=status,
             code=short,
-            retry_after_seconds=retry_after,
+            retry_after_seconds=aws_retry_after(exc),
         )
     if code in _AUTH:
         return ActionResult(outcome=OutcomeClass.AUTH, status_code=status, code=short)

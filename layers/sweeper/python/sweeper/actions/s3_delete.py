@@ -22,7 +22,6 @@ versions stay until the bucket's lifecycle expires noncurrent versions (docs/act
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -35,8 +34,14 @@ from botocore.exceptions import (
 )
 from pydantic import Field, field_validator
 
-from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind, PlanDefaults
-from sweeper.actions.retry_after import parse_retry_after
+from sweeper.actions.base import (
+    Action,
+    ActionContext,
+    AwsAction,
+    AwsKind,
+    PlanDefaults,
+    aws_retry_after,
+)
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.s3_key_templates import check_fields_apart
 
@@ -157,11 +162,6 @@ def _code(exc: ClientError) -> str:
     return str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
 
 
-def _retry_after(exc: ClientError) -> float | None:
-    headers: Mapping[str, str] = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    return parse_retry_after(headers.get("retry-after"))  # bounded: "inf" closes nothing
-
-
 Step = Literal["list", "delete"]
 
 
@@ -177,7 +177,7 @@ def classify_client_error(exc: ClientError, step: Step) -> ActionResult:
             outcome=OutcomeClass.THROTTLED,
             status_code=status,
             code=short,
-            retry_after_seconds=_retry_after(exc),
+            retry_after_seconds=aws_retry_after(exc),
         )
     if code in _AUTH_CODES:
         return ActionResult(outcome=OutcomeClass.AUTH, status_code=status, code=short)
