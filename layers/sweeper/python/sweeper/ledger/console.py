@@ -25,6 +25,7 @@ from sweeper.ledger.rows import (
     PolicyState,
     RetryingGroup,
     RunRecord,
+    typed_states,
 )
 from sweeper.models import (
     POSTPONABLE_STATUSES,
@@ -62,7 +63,7 @@ class OperatorLedger(Executor):
 
     def get(self, key: str) -> Job | None:
         rows = self._execute(status_sql.SELECT_JOB, {"key": key})
-        return Job(*_typed(rows[0], 7, 13)) if rows else None
+        return Job(*typed_states(rows[0], 7, 13)) if rows else None
 
     def preview_control(
         self,
@@ -273,7 +274,7 @@ class OperatorLedger(Executor):
             status_sql.INSPECT_JOBS,
             {"policy": policy, "now": now, "stuck_before": stuck_before, "limit": limit},
         )
-        return [InspectRow(*_typed(row, 1, 2)) for row in rows]
+        return [InspectRow(*typed_states(row, 1, 2)) for row in rows]
 
     def active_scopes(self, policy: str, limit: int) -> dict[str, int]:
         """Scopes holding pending or leased work, busiest first, with their counts."""
@@ -320,7 +321,7 @@ class OperatorLedger(Executor):
         rows = self._execute(
             view_sql.SEARCH_JOBS, {"policy": policy, "query": query, "limit": limit}
         )
-        return [FoundJob(*_typed(row, 2, 3)) for row in rows]
+        return [FoundJob(*typed_states(row, 2, 3)) for row in rows]
 
     def job_events(self, job_id: int, limit: int) -> list[JobEvent]:
         """A job's operator events, oldest first, with who acted and why."""
@@ -331,15 +332,6 @@ class OperatorLedger(Executor):
         """The policy's last operator actions, newest first."""
         rows = self._execute(view_sql.RECENT_ACTIONS, {"policy": policy, "limit": limit})
         return [ActionRecord(*row) for row in rows]
-
-
-def _typed(row: Sequence[Any], status_at: int, outcome_at: int) -> list[Any]:
-    """A job row's values with its status and last outcome (None or a class) typed."""
-    values = list(row)
-    values[status_at] = JobStatus(values[status_at])
-    if values[outcome_at] is not None:
-        values[outcome_at] = OutcomeClass(values[outcome_at])
-    return values
 
 
 def _control_params(
