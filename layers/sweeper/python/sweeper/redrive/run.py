@@ -263,7 +263,7 @@ def run_redrive(
     return run.report
 
 
-def _work(run: _Run, progress: Callable[[RedriveReport], None] | None) -> str:
+def _work(run: _Run, page_done: Callable[[RedriveReport], None]) -> str:
     cap = run.request.max_messages
     while True:
         if cap is not None and run.report.moved >= cap:
@@ -301,8 +301,7 @@ def _work(run: _Run, progress: Callable[[RedriveReport], None] | None) -> str:
                 continue
             run.report.examined += 1
             stop = _decide(run, letter, message, views.get(message.key))
-        if progress is not None:
-            progress(run.report)
+        page_done(run.report)
         if stop is not None:
             return stop
 
