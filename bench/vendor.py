@@ -41,6 +41,7 @@ from sweeper_bench.vendor_harness import (
     VendorRunOptions,
     VendorSetup,
     common_figures,
+    held_at,
     run_vendor,
     utilization,
     vendor_base_args,
@@ -186,8 +187,7 @@ def _halve(period: int, at_seconds: float) -> Callable[[VendorProcess], float]:
 
 def in_flight_at(run: VendorRun, instant: float) -> int:
     """Calls the vendor held at `instant`: arrived before it, answered after it (or never)."""
-    answered = {at for at, answer in run.audit.answered if answer <= instant}
-    return sum(1 for at in run.audit.arrivals if at < instant and at not in answered)
+    return int(held_at(run.audit, instant))  # sweeper_bench is untyped to mypy (pyproject)
 
 
 def first_answer_after(run: VendorRun, instant: float) -> float | None:

@@ -191,6 +191,12 @@ def accepted_between(audit: VendorAudit, start: float, end: float) -> int:
     return arrived - refused
 
 
+def held_at(audit: VendorAudit, instant: float) -> int:
+    """Calls the vendor held at `instant`: arrived before it, answered after it (or never)."""
+    answered = {at for at, answer in audit.answered if answer <= instant}
+    return sum(1 for at in audit.arrivals if at < instant and at not in answered)
+
+
 def utilization(audit: VendorAudit, per_second: float, start: float, end: float) -> float:
     """Accepted calls per second over [start, end), as a share of `per_second`."""
     if end <= start or per_second <= 0:

@@ -19,6 +19,11 @@ utilization of at least 0.90. Beside them, where a run loses its pace (the other
 scenarios' figures of the same names): slots given up at a call's last look, late slots and
 sends, deferrals (for the rate, for a closed gate), sweeper's calls per second, and DynamoDB
 requests per call accepted in the span.
+
+A variant (`lower_at_share`, `--lower-at` when run as a module): (f) on a shared quota, the
+vendor halving its limit at that share of the run; beside the figures, sweeper's 429s from the
+change on against the calls the vendor held at it, (f)'s target (the utilization stays of
+what was left before the change).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any
 from sweeper.config import ConsumerConfig, HttpActionConfig, LimitConfig, Policy, ThrottleConfig
 from sweeper.observability import Metric
 from sweeper_bench.rate import DYNAMODB_READS, DYNAMODB_WRITES, _aws_requests, _diff, _per_second
-from sweeper_bench.vendor_harness import accepted_between
+from sweeper_bench.vendor_harness import accepted_between, held_at
 from sweeper_local.aws import LocalAws
 from sweeper_local.pipeline import LocalPipeline
 from sweeper_local.stack import LocalStack
@@ -115,9 +120,11 @@ def run_shared(
     others_share: float = OTHERS_SHARE,
     reserve_fraction: float = RESERVE_FRACTION,
     consumers: int = 2,
+    lower_at_share: float | None = None,
 ) -> dict[str, Any]:
     """One run of target (g) for `seconds` (see the module docstring); prints nothing, returns
-    its figures. `stack`: a local stack already running (else one on lite_aws is started)."""
+    its figures. `stack`: a local stack already running (else one on lite_aws is started);
+    `lower_at_share`: the vendor halves its limit at that share of the run (the variant)."""
     limit, window = quota
     reserve = limit * reserve_fraction
     target = left_per_second(quota, others_share, reserve)
@@ -144,6 +151,11 @@ def run_shared(
             run.seed(int(limit / window * seconds * BACKLOG_FACTOR), tenants=10, spread_seconds=1)
             requests_before = _aws_requests(local)
             started = time.monotonic()
+            changed = (
+                None
+                if lower_at_share is None
+                else vendor.schedule_quota(limit // 2, window, seconds * lower_at_share)
+            )
             run.run(lambda: time.monotonic() - started >= seconds, timeout_seconds=seconds + 5)
             ended = time.monotonic()
             requests = _diff(_aws_requests(local), requests_before)
@@ -168,8 +180,21 @@ def run_shared(
         "accepted": audit.accepted_total,
         "settled": settled,
         "learned_closures": int(metrics.get(Metric.LEARNED_CLOSURES, 0)),
+        **({} if changed is None else _after_lowering(audit, changed, limit // 2, window)),
         **_pace_figures(metrics, audit, requests, started, ended),
         "targets": {"self_caused_429s": 0, "utilization_min": UTILIZATION_MIN},
+    }
+
+
+def _after_lowering(
+    audit: VendorAudit, changed: float, limit: int, window: float
+) -> dict[str, Any]:
+    """The variant's: sweeper's 429s from the vendor's halving on, against the calls it held
+    at the change ((f)'s target: at most those)."""
+    return {
+        "lowered_to": f"{limit}/{window:g}s",
+        "in_flight_at_change": held_at(audit, changed),
+        "429s_after_change": sum(1 for at in audit.quota_rejected_at if at >= changed),
     }
 
 
@@ -205,7 +230,11 @@ def _pace_figures(
 __all__ = ["run_shared"]
 
 if __name__ == "__main__":
+    import argparse
     import json
-    import sys
 
-    print(json.dumps(run_shared(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0), indent=2))
+    parser = argparse.ArgumentParser(description="Target (g) of issue 43, one run.")
+    parser.add_argument("seconds", type=float, nargs="?", default=60.0)
+    parser.add_argument("--lower-at", type=float, help="halve the limit at this share of the run")
+    args = parser.parse_args()
+    print(json.dumps(run_shared(args.seconds, lower_at_share=args.lower_at), indent=2))

@@ -28,9 +28,9 @@ from infra.tables import Tables
 from infra.tracing import trace_consumer
 from sweeper.config import Policy
 from sweeper.errors import ConfigError
-from sweeper.limiter.keys import unconfined_limits
 from sweeper.limits import LAMBDA_MAX_TIMEOUT_SECONDS
 from sweeper_tools.deploy import deploy_for
+from sweeper_tools.deploy.limiter_keys import unconfined_limits
 from sweeper_tools.event_source import check_policy_event_source
 from sweeper_tools.planning.plan import limit_warnings, quota_warning
 

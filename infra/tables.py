@@ -16,8 +16,9 @@ from constructs import Construct
 from sweeper.config import Policy
 from sweeper.consumer.idempotency import idempotency_key_prefix
 from sweeper.ledger.wake import wake_key
-from sweeper.limiter.keys import CLOSURES_KEY, limiter_key_patterns
+from sweeper.limiter.keys import CLOSURES_KEY
 from sweeper.limiter.live import live_key
+from sweeper_tools.deploy.limiter_keys import limiter_key_patterns
 
 #: Powertools' DynamoDBPersistenceLayer defaults: key attribute and expiry attribute.
 IDEMPOTENCY_PARTITION_KEY = "id"

@@ -8,6 +8,7 @@ import bisect
 import math
 
 from sweeper.config import Quota
+from sweeper.pacing_rule import US, Pacing, step_us
 
 
 def refused_by_sliding_window(arrivals: list[float], limit: int, period: float) -> list[int]:
@@ -61,3 +62,9 @@ def refused(quota: Quota, arrivals: list[float], offset: float) -> list[int]:
     if quota.algorithm == "fixed_window":
         return refused_by_fixed_window(arrivals, quota.limit, quota.period_seconds, offset)
     return refused_by_bucket(arrivals, quota.limit / quota.period_seconds, quota.capacity)
+
+
+def burst_calls(pacing: Pacing) -> int:
+    """How many calls beyond the first the limiter grants an idle scope at once at `pacing`:
+    its tolerance in whole slots (GCRA's tau over the emission interval)."""
+    return int(pacing.tolerance_seconds * US + 0.5) // step_us(pacing.interval_seconds)

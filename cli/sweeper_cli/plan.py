@@ -6,7 +6,6 @@ import json
 
 import click
 
-from sweeper.admission.regimes import plan_allows
 from sweeper.limits import LAMBDA_MAX_MEMORY_MB, LAMBDA_MIN_MEMORY_MB
 from sweeper_cli.base import config_option, friendly_errors, json_option, main, policy_option
 from sweeper_cli.plan_cost_tables import cost_tables
@@ -17,6 +16,7 @@ from sweeper_tools.planning.batch import (
 )
 from sweeper_tools.planning.costs import stack_costs
 from sweeper_tools.planning.plan import DEFAULT_CPU_SECONDS_PER_JOB
+from sweeper_tools.planning.regimes import plan_allows
 from sweeper_tools.policy_file import load_config
 
 

@@ -1183,7 +1183,8 @@ def test_a_look_another_thread_made_while_this_one_waited_serves_its_slot(
     def sleep(seconds: float) -> None:
         batch.clock.sleep(seconds)
         if len(batch.clock.sleeps) == 1:  # woken for the read: another thread has just looked
-            made[0].saw_open("scope-a", batch.clock.now)
+            with made[0]._lock:  # as a look notes a scope it read open
+                made[0]._saw_open("scope-a", batch.clock.now)
 
     calls = Calls(batch.clock)
     limiter = BlockLimiter(batch.clock, first_after=1.5)

@@ -328,18 +328,35 @@ def test_a_slot_granted_before_a_lowering_within_the_headroom_is_still_spent(
     assert env.clock.now - env.sent < 0.1
 
 
+def _shared_call_after(local_aws: LocalAws, table: str, reading: VendorReading) -> float:
+    """Of a quota others spend too (`SHARED`), `_admit_while_the_first_reads` with `reading`:
+    how long after its last call the second environment's next call goes (admitted)."""
+    env, admitted = _admit_while_the_first_reads(local_aws, table, reading, learn=SHARED)
+    assert isinstance(admitted, Permit)
+    return env.clock.now - env.sent
+
+
 def test_a_slot_granted_before_a_shared_quotas_pace_moved_is_still_spent(
     local_aws: LocalAws, table: str
 ) -> None:
     # Given a quota others spend too: its pace moves with their spend, and its reserve's gate
     # bounds the vendor's count. When the first environment writes a lower pace (others spent
     # much) while the second waits for a slot at the old pace
-    env, admitted = _admit_while_the_first_reads(
-        local_aws, table, _says(50, remaining=30), learn=SHARED
-    )
+    waited = _shared_call_after(local_aws, table, _says(50, remaining=30))
     # Then the second's call goes on its slot: giving it up would only leave it unused
-    assert isinstance(admitted, Permit)
-    assert env.clock.now - env.sent < 0.1
+    assert waited < 0.1
+
+
+def test_a_slot_granted_before_a_shared_quotas_vendor_lowered_its_limit_is_not_spent(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a quota others spend too. When the first environment writes the vendor's 5 a
+    # second (the vendor lowered its limit below the old pace, something remaining: no
+    # closure) while the second waits for a slot of 50 a second
+    waited = _shared_call_after(local_aws, table, _says(5, remaining=3))
+    # Then the second's call is not sent on it: the item says the vendor moved the rate, not
+    # the others' spend; the slot is given up, the call goes at the new pace
+    assert waited >= 0.9 / 5
 
 
 class _SlowReads(DynamoLimiter):

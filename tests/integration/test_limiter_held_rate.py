@@ -58,3 +58,27 @@ def test_a_rate_held_only_from_the_start_is_not_written_once_another_was_learned
     assert one.hold_rate("scope-b", 1.0, unset_only=True)
     assert one.hold_rate("scope-b", 50.0, only_from=1.0)
     assert not one.hold_rate("scope-b", 60.0, only_from=1.0)
+
+
+def test_what_the_vendor_stated_rides_on_the_write_that_holds_the_rate(
+    local_aws: LocalAws, table: str
+) -> None:
+    # Given a scope started at 1 call a second
+    one, other = (DynamoLimiter(local_aws.dynamodb(), table) for _ in range(2))
+    assert one.hold_rate("scope-a", 1.0, unset_only=True)
+    # When a shared quota's pace of 6 a second is held under the vendor's statement of 10
+    writes = one.writes
+    assert one.hold_rate("scope-a", 6.0, stated=10.0)
+    # Then it is the one write that holds the rate, and another consumer reading the item
+    # knows both: what the others' spend left and what the vendor allows
+    assert one.writes == writes + 1
+    other.state("scope-a")
+    held = other.held_rate("scope-a")
+    assert held is not None
+    assert (held.rate, held.stated) == (6.0, 10.0)
+    # And a rate held with no statement beside it leaves none of the one before
+    assert one.hold_rate("scope-a", 8.0)
+    other.state("scope-a")
+    again = other.held_rate("scope-a")
+    assert again is not None
+    assert (again.rate, again.stated) == (8.0, None)

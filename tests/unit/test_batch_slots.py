@@ -79,6 +79,13 @@ def batch_slots(parallel: int, records: int) -> tuple[BatchSlots, RecordingLimit
     return slots, limiter
 
 
+def saw_open(slots: BatchSlots, scope: str, at: float) -> None:
+    """A gate read asked at `at` found `scope` open, as a look notes each scope it read open
+    (`BatchSlots.looked`), without the look."""
+    with slots._lock:
+        slots._saw_open(scope, at)
+
+
 def test_the_first_write_reserves_a_slot_for_every_free_thread() -> None:
     slots, limiter = batch_slots(parallel=10, records=50)
     records = [object() for _ in range(10)]
@@ -350,25 +357,25 @@ def test_a_look_covers_a_slot_exactly_the_lead_after_it(monkeypatch: pytest.Monk
     # On a lead that is a binary fraction, so that NOW + lead - NOW is the lead exactly
     monkeypatch.setattr(slots_module, "GATE_RECHECK_LEAD_SECONDS", 0.125)
     slots, _ = batch_slots(parallel=2, records=4)
-    slots.saw_open("s", NOW)
+    saw_open(slots, "s", NOW)
     assert slots.covers("s", NOW + 0.125)
     assert not slots.covers("s", NOW + 0.125 + 2**-20)
 
 
 def test_the_latest_look_at_an_open_gate_counts_never_an_older_one() -> None:
     slots, _ = batch_slots(parallel=2, records=4)
-    slots.saw_open("s", NOW + 1.0)
-    slots.saw_open("s", NOW + 0.5)  # answered later, asked earlier
+    saw_open(slots, "s", NOW + 1.0)
+    saw_open(slots, "s", NOW + 0.5)  # answered later, asked earlier
     assert slots.covers("s", NOW + 1.0 + GATE_RECHECK_LEAD_SECONDS - 1e-6)
     assert not slots.covers("s", NOW + 1.0 + GATE_RECHECK_LEAD_SECONDS + 0.001)
 
 
 def test_a_closure_takes_back_every_look_at_an_open_gate() -> None:
     slots, _ = batch_slots(parallel=2, records=4)
-    slots.saw_open("s", NOW)
+    saw_open(slots, "s", NOW)
     slots.forget("s")
     assert not slots.covers("s", NOW)
-    slots.saw_open("s", NOW + 2.0)  # a look after the closure counts again
+    saw_open(slots, "s", NOW + 2.0)  # a look after the closure counts again
     assert slots.covers("s", NOW + 2.0)
 
 
@@ -403,7 +410,7 @@ def slots_for_a_look() -> tuple[BatchSlots, list[float]]:
     for scope in ("held", "banked", "far", "seen"):
         slots.reserve(scope, INTERVAL, 60, object())
     clock[0] = NOW
-    slots.saw_open("seen", NOW - 0.005)
+    saw_open(slots, "seen", NOW - 0.005)
     return slots, clock
 
 
@@ -446,7 +453,7 @@ def test_a_look_covers_each_scope_it_read_open_as_of_when_it_was_asked() -> None
 def test_a_scope_a_look_found_closed_loses_its_banked_slots_and_every_earlier_look() -> None:
     slots, _ = slots_for_a_look()
     look = slots.gates_to_read("asker", NOW, most=100)
-    slots.saw_open("held", NOW - 0.5)  # an older look
+    saw_open(slots, "held", NOW - 0.5)  # an older look
     # When the look finds `banked` and `held` closed
     closed = {"banked": gate("banked", NOW + 5.0), "held": gate("held", NOW + 5.0)}
     slots.looked(look, {"asker": gate("asker"), **closed}, NOW + 0.01)
@@ -533,7 +540,7 @@ def paired_slots_for_a_look() -> tuple[BatchSlots, list[float]]:
     slots.reserve("held", 0.5, 60, object())
     slots.reserve("banked", 0.5, 60, object())
     clock[0] = NOW
-    slots.saw_open("seen", NOW - 0.005)
+    saw_open(slots, "seen", NOW - 0.005)
     return slots, clock
 
 

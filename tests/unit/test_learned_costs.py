@@ -80,6 +80,7 @@ class _PointsItem:
         unset_only: bool = False,
         within: float = 0.0,
         only_from: float | None = None,
+        stated: float | None = None,
     ) -> bool:
         if unset_only and self.rate is not None:
             return False

@@ -4,7 +4,7 @@ Each regime (a rate, a concurrency cap, a budget) owns its config arm (`regime =
 terms (sweeper.admission.regimes.REGIMES); a limit carries the arms it states. Today's spellings
 (`rate = ...`, `max_in_flight = N`, `budget = {...}`, `cost_per_call`) load as arms, so every
 policy file of today loads the limits it loaded before; and a new regime is its arm, its terms,
-and one line in each of the two unions.
+its planning provider (sweeper_tools.planning.regimes), and one line in each of the three.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from sweeper.admission import regimes
-from sweeper.admission.terms import PlanTerm, Slack
+from sweeper.admission.terms import LimiterItem
 from sweeper.config import LimitConfig, Policy, Quota, SweeperConfig
 from sweeper.config import limit as limit_module
 from sweeper.config.budget import BudgetConfig
@@ -32,7 +32,9 @@ from sweeper.errors import ConfigError
 from sweeper.operator_api.reads import limits_of
 from sweeper.producer.claim_bounds import claim_bounds
 from sweeper_cli.plan import render
+from sweeper_tools.deploy.limiter_keys import limiter_key_patterns
 from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.planning.regimes import PLANNING, PlanTerm, RegimePlanning
 from sweeper_tools.policy_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,7 +195,7 @@ class _BurstArm(Arm):
 class _BurstTerm:
     per_second: float
     ARM: ClassVar[type[Arm]] = _BurstArm
-    FIGURES: ClassVar[tuple[str, ...]] = ("burst_per_second",)
+    ITEMS: ClassVar[tuple[LimiterItem, ...]] = (LimiterItem("burst#"),)
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:
@@ -206,18 +208,13 @@ class _BurstTerm:
     def allows(self) -> str:
         return f"a burst of {self.per_second:g}"
 
+
+class _BurstPlanning(RegimePlanning[_BurstTerm]):
+    FIGURES: ClassVar[tuple[str, ...]] = ("burst_per_second",)
+
     def plan(self, mean_service: float | None) -> PlanTerm:
-        figures = {"burst_per_second": self.per_second}
-        return PlanTerm(self.per_second, "burst", " (burst)", figures)
-
-    def slack(self, limit: str) -> Slack | None:
-        return None
-
-    def drain(self, limit: str, backlog_per_key: int) -> str | None:
-        return None
-
-    def pacing(self) -> None:
-        return None
+        figures = {"burst_per_second": self.term.per_second}
+        return PlanTerm(self.term.per_second, "burst", " (burst)", figures)
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:
@@ -237,12 +234,14 @@ def _use_union(union: object) -> None:
 
 @pytest.fixture
 def one_more_regime(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    # The two one-line diffs of a new regime: its arm in the config's union, its terms in REGIMES
+    # The three one-line diffs of a new regime: its arm in the config's union, its terms in
+    # REGIMES, its planning provider in PLANNING (keyed by the arm's name)
     field = LimitConfig.__pydantic_fields__["regimes"]
     members: Any = functools.reduce(operator.or_, (*ARMS, _BurstArm))
     union: Any = Annotated[members, Field(discriminator="regime")]
     monkeypatch.setattr(limit_module, "ARMS", (*ARMS, _BurstArm))
     monkeypatch.setattr(regimes, "REGIMES", (*regimes.REGIMES, _BurstTerm))
+    monkeypatch.setitem(PLANNING, "burst", _BurstPlanning)
     _use_union(union)
     yield
     LimitConfig.__pydantic_fields__["regimes"] = field
@@ -294,6 +293,8 @@ def test_a_new_regime_is_its_arm_its_terms_and_one_line_in_each_union(tmp_path: 
     assert lines[1].startswith("  limit burst      37.72/s and a burst of 5.0/s a key (app)")
     # and a limit that does not state it shows its figure as None
     assert plan.limits[0]["burst_per_second"] is None
+    # and the consumer's role is granted the items its terms name, under the limit's key
+    assert "burst#burst:app" in limiter_key_patterns(policy)
 
 
 def test_a_bad_value_in_an_arm_is_named_where_the_file_writes_it(tmp_path: Path) -> None:

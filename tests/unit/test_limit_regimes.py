@@ -1,26 +1,28 @@
 """A limit's regimes answer for it: the producer's share, the console's line, the plan's terms.
 
 The figures here are what main printed before the regimes held them (a rate, a cap, both on one
-key, an adaptive rate); the last test plugs a regime in by the union alone and sees every
-caller (claim bounds, console, plan) take it."""
+key, an adaptive rate); the last test plugs a regime in by the unions alone (its terms, its
+planning provider) and sees every caller (claim bounds, console, plan) take it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import pytest
 
 from sweeper.admission import regimes
 from sweeper.admission.regimes import regime_of
-from sweeper.admission.terms import PlanTerm, Slack
+from sweeper.admission.terms import LimiterItem
 from sweeper.config import LimitConfig, Policy
+from sweeper.config.regimes import Arm
 from sweeper.operator_api.reads import limits_of
 from sweeper.producer.claim_bounds import claim_bounds
 from sweeper_cli.plan import render
 from sweeper_tools.planning.plan import PlanInput, make_plan
+from sweeper_tools.planning.regimes import PLANNING, PlanTerm, RegimePlanning
 from sweeper_tools.policy_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,11 +102,18 @@ def test_the_console_says_a_rate_is_adaptive() -> None:
     assert limits_of(policy)["limit app"] == "40 calls per 1 s (adaptive) a key of app"
 
 
+class _BurstArm(Arm):
+    """The stand-in regime's arm (never in the config's union: a limit states it by its name)."""
+
+    regime: Literal["burst"] = "burst"
+
+
 @dataclass(frozen=True, slots=True)
 class _Burst:
     """A regime no limit states but by its name: `burst` allows 5 calls a second."""
 
-    FIGURES: ClassVar[tuple[str, ...]] = ("burst_per_second",)
+    ARM: ClassVar[type[Arm]] = _BurstArm
+    ITEMS: ClassVar[tuple[LimiterItem, ...]] = ()
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:
@@ -116,11 +125,12 @@ class _Burst:
     def allows(self) -> str:
         return "a burst of 5"
 
+
+class _BurstPlanning(RegimePlanning[_Burst]):
+    FIGURES: ClassVar[tuple[str, ...]] = ("burst_per_second",)
+
     def plan(self, mean_service: float | None) -> PlanTerm:
         return PlanTerm(5.0, "burst", " (burst)", {"burst_per_second": 5.0})
-
-    def slack(self, limit: str) -> Slack | None:
-        return None
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:
@@ -128,11 +138,13 @@ class _Burst:
         return None if burst is None else f"a burst of {burst}/s"
 
 
-def test_a_new_regime_is_its_terms_and_one_line_of_the_union(
+def test_a_new_regime_is_its_terms_its_planning_and_one_line_of_each_union(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Given a regime added to the union, and a policy whose app-wide limit states it
+    # Given a regime added to the union of terms and to the planning providers, and a policy
+    # whose app-wide limit states it
     monkeypatch.setattr(regimes, "REGIMES", (*regimes.REGIMES, _Burst))
+    monkeypatch.setitem(PLANNING, "burst", _BurstPlanning)
     policy = _two_limits(
         {"name": "burst", "key": "app", "rate": {"limit": 40, "period_seconds": 1}}
     )

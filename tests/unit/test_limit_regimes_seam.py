@@ -1,9 +1,11 @@
 """Outside the admission package, no code asks which kind a limit is.
 
-The producer's claim bounds, `status`, the console and `sweeper plan` read a limit through its
-regime (`sweeper.admission.regimes.regime_of`); only the regimes' modules and the config read a
-limit's regime fields. Every module is parsed, not imported. A regime field is any field of
-`LimitConfig` beyond its name and key (`regimes`, `learn`), any field of a regime's config arm
+The producer's claim bounds, `status`, the console, `sweeper plan` and the CDK app's IAM patterns
+read a limit through its regime (`sweeper.admission.regimes.regime_of`, and its planning
+provider, `sweeper_tools.planning.regimes.planning_of`); only the regimes' modules (in the layer
+and with the operator tools) and the config read a limit's regime fields. Every module is
+parsed, not imported. A regime field is any field of `LimitConfig` beyond its name and key
+(`regimes`, `learn`), any field of a regime's config arm
 (`rate`, `cost_per_call`, `max_in_flight`, `budget`: each arm of the union
 `sweeper.config.limit.RegimeArm`, so a new regime's fields are watched as soon as its arm is in
 the union), and any view or accessor `LimitConfig` gives of them (`call_rate`, `arm`), so that
@@ -29,14 +31,11 @@ from sweeper.config import LimitConfig
 from sweeper.config.limit import ARMS
 
 PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
-#: The regimes' own modules and the config that declares their fields may read them.
-OWNERS = ("admission", "config")
+#: The regimes' own modules and the config that declares their fields may read them: in the
+#: layer, and each regime's planning provider with the operator tools.
+OWNERS = ("sweeper/admission/", "sweeper/config/", "sweeper_tools/planning/regimes/")
 #: Code that names a regime's fields still, each with why; a new entry needs a reason.
-KNOWN: dict[str, str] = {
-    # The IAM patterns of a limit's limiter items (its bucket and gate, its leases): the
-    # limiter's keys, in the limiter package, below the admission that imports it.
-    "sweeper/limiter/keys.py": "the limiter items each regime owns, for IAM",
-}
+KNOWN: dict[str, str] = {}
 #: What every limit has, whatever its regimes: its name, key and the key's rendering.
 COMMON = frozenset({"name", "key", "uses_params", "render", "limiter_key", "model_config"})
 #: The limit's own fields, its arms' fields, and the views and accessors it defines of them.
@@ -79,16 +78,18 @@ def asks_the_kind(tree: ast.AST) -> list[str]:
 
 
 def _modules() -> list[tuple[str, Path]]:
+    tools = Path(sweeper_tools.__file__).resolve().parent
     roots = [
         (PACKAGE_DIR, "sweeper"),
-        (Path(sweeper_tools.__file__).resolve().parent / "planning", "sweeper_tools/planning"),
+        (tools / "planning", "sweeper_tools/planning"),
+        (tools / "deploy", "sweeper_tools/deploy"),
         (Path(sweeper_cli.__file__).resolve().parent, "sweeper_cli"),
     ]
     found = []
     for root, name in roots:
         for path in sorted(root.rglob("*.py")):
             relative = f"{name}/{path.relative_to(root).as_posix()}"
-            if name == "sweeper" and relative.split("/")[1] in OWNERS:
+            if relative.startswith(OWNERS):
                 continue
             found.append((relative, path))
     return found

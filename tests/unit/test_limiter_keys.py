@@ -1,5 +1,5 @@
 """The limiter keys a consumer writes always match the patterns its role is confined to, and a
-policy's confined patterns match no other policy's keys (sweeper.limiter.keys)."""
+policy's confined patterns match no other policy's keys (sweeper_tools.deploy.limiter_keys)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from sweeper.admission.budget import budget_rule
 from sweeper.config import Policy, SweeperConfig
 from sweeper.limiter import Grant, Reason, ScopeState
 from sweeper.limiter.dynamodb import DynamoLimiter
-from sweeper.limiter.keys import key_pattern, limiter_key_patterns, unconfined_limits
 from sweeper.limiter.leases import LeaseCap
 from sweeper.models import ActionCall, NewJob, OutcomeClass
 from sweeper.scheduling import scope_for
+from sweeper_tools.deploy.limiter_keys import key_pattern, limiter_key_patterns, unconfined_limits
 from tests.calls import action_call
 
 

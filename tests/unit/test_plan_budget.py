@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sweeper_cli.plan import render
 from sweeper_tools.planning.plan import make_plan
+from sweeper_tools.planning.regimes.budget import Drain, budget_drain
 from tests.unit.test_plan import STORE, _limited, _rate, _vendor
 
 #: Salesforce-like: 100,000 calls a rolling day, 20 % kept for the org's own integrations.
@@ -49,3 +50,24 @@ def test_a_plan_without_a_budget_or_a_backlog_says_nothing_of_one() -> None:
     assert make_plan(_limited(STORE), _vendor(backlog=1000)).budget_drain == []
     assert make_plan(_limited({**STORE, "budget": BUDGET}), _vendor()).budget_drain == []
     assert "budget_drain" not in make_plan(_limited(STORE), _vendor()).as_dict()
+
+
+#: A "day" of 60 s with a budget of 6,000, 1,200 kept in reserve, 40 s of it left.
+DAY = {"budget": 6000, "reserve": 1200, "window_seconds": 60, "seconds_left": 40}
+
+
+def test_a_backlog_within_todays_allowance_drains_today() -> None:
+    drain = budget_drain(backlog=1000, others_per_window=0, allowance_now=2000, **DAY)
+    assert drain == Drain(True, 20.0)
+
+
+def test_a_larger_backlog_drains_in_later_windows() -> None:
+    # Given 2,000 allowed in the 40 s left, then 4,800 per 60 s window
+    drain = budget_drain(backlog=9200, others_per_window=0, allowance_now=2000, **DAY)
+    # Then 7,200 more take one and a half windows after this one
+    assert drain == Drain(False, 40 + 90)
+
+
+def test_a_backlog_the_others_leave_no_room_for_never_drains() -> None:
+    drain = budget_drain(backlog=10, others_per_window=4800, allowance_now=0, **DAY)
+    assert drain == Drain(False, None)

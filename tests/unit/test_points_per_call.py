@@ -17,6 +17,7 @@ from sweeper.config import LimitConfig, Policy, Quota
 from sweeper.models import OutcomeClass
 from sweeper.vendor_limits.pace import bucket_pace
 from sweeper.vendor_reading import BucketReading
+from sweeper_tools.planning.regimes import planning_of
 
 NOW = 1_800_000_000.0
 CORE: dict[str, Any] = {
@@ -39,7 +40,7 @@ def test_a_limit_of_points_allows_its_points_over_a_calls_cost_in_calls() -> Non
     assert limit.call_rate == Quota(limit=180, period_seconds=60)
     regime = regime_of(limit)
     assert regime.allows() == "180 calls per 60 s (5 points each)"
-    assert regime.plan(None).per_second == pytest.approx(
+    assert planning_of(limit).plan(None).per_second == pytest.approx(
         Quota(limit=180, period_seconds=60).rate_per_second
     )
 

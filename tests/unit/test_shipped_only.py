@@ -88,29 +88,6 @@ def test_a_module_only_a_tool_imports_is_named(tmp_path: Path) -> None:
 _PLAIN_DECORATORS = frozenset(
     {"property", "cached_property", "classmethod", "staticmethod", "abstractmethod", "override"}
 )
-#: Public definitions of the shipped package that no function runs, left to the change that owns
-#: their file (issue 42: the limits' rooms are being rebuilt beside this change). Each entry
-#: must still be unreached, so the list only shrinks.
-NOT_YET_MOVED = frozenset(
-    {
-        "sweeper/admission/bank.py:BatchSlots.saw_open",
-        "sweeper/admission/budget_terms.py:BudgetTerm.plan_line",
-        "sweeper/admission/cap_terms.py:CapTerm.plan_line",
-        "sweeper/admission/learned.py:learned_ceiling",
-        "sweeper/admission/rate_terms.py:RateTerm.plan_line",
-        "sweeper/admission/regimes.py:LimitRegime.drains",
-        "sweeper/admission/regimes.py:LimitRegime.slacks",
-        "sweeper/admission/regimes.py:plan_allows",
-        "sweeper/admission/terms.py:LimitTerm.plan_line",
-        "sweeper/limiter/keys.py:budget_pattern",
-        "sweeper/limiter/keys.py:limiter_key_patterns",
-        "sweeper/limiter/keys.py:unconfined_limits",
-        "sweeper/pacing_rule.py:Pacing.burst_calls",
-        "sweeper/vendor_limits/pace.py:Share",
-        "sweeper/vendor_limits/pace.py:budget_pace",
-        "sweeper/vendor_limits/pace.py:shared_pace",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -227,9 +204,8 @@ def test_every_public_definition_of_the_shipped_package_is_run_by_a_lambda_funct
     # Given the shipped package's public classes, functions and methods, and what the functions
     # run of them
     unused = never_run(PACKAGE_DIR, FUNCTIONS_DIR)
-    # Then each is run, but those left to their owners' change (which are still not run)
-    assert sorted(set(unused) - NOT_YET_MOVED) == []
-    assert sorted(NOT_YET_MOVED - set(unused)) == []
+    # Then each is run
+    assert unused == []
 
 
 def test_a_definition_only_a_tool_or_dead_code_reaches_is_named(tmp_path: Path) -> None:

@@ -1,21 +1,12 @@
-"""The pace a vendor's statements allow: a learned ceiling, a shared quota, a budget per day."""
+"""The pace a vendor's statements allow: a learned ceiling, a budget's window."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sweeper.vendor_limits.full import window_over
-from sweeper.vendor_limits.pace import (
-    Drain,
-    LearnedPace,
-    budget_drain,
-    budget_pace,
-    learned_pace,
-    shared_pace,
-    window_start,
-)
+from sweeper.vendor_limits.pace import LearnedPace, learned_pace, window_start
 from sweeper.vendor_reading import LimitReading
 
 # --- a learned ceiling -----------------------------------------------------------------------
@@ -128,106 +119,10 @@ def test_nothing_remaining_at_the_pace_held_is_a_full_window_not_an_over_one() -
     assert window_over(full, held_per_second=None, **over)
 
 
-# --- a shared quota --------------------------------------------------------------------------
-
-
-def test_others_spend_is_what_the_vendor_counts_beyond_sweepers_own() -> None:
-    # Given 100 per minute, half a minute gone, sweeper spent 35 and the vendor says 35 remain
-    share = shared_pace(
-        quota=100, window_seconds=60, remaining=35, reset_seconds=30, own_spent=35, reserve=10
-    )
-    # Then the others spent 30, and are expected to spend 30 more before the reset
-    assert share.others_spent == 30
-    # So sweeper may take 35 - 10 (reserve) - 30 = nothing more this window
-    assert share.allowance == 0
-    assert share.rate_per_second == 0
-
-
-def test_sweeper_paces_to_what_is_left_less_the_reserve() -> None:
-    # Given others spending 30 % of 1,000 per 100 s steadily, and sweeper keeping 100 in reserve
-    share = shared_pace(
-        quota=1000, window_seconds=100, remaining=850, reset_seconds=50, own_spent=0, reserve=100
-    )
-    # Then of the 850 left, 150 are the others' by the reset and 100 the reserve: 600 in 50 s
-    assert share.others_spent == 150
-    assert share.allowance == pytest.approx(600)
-    assert share.rate_per_second == pytest.approx(12)
-
-
-def test_a_shared_pace_never_passes_the_ceiling() -> None:
-    share = shared_pace(
-        quota=1000,
-        window_seconds=100,
-        remaining=1000,
-        reset_seconds=1,
-        own_spent=0,
-        reserve=0,
-        ceiling_per_second=10,
-    )
-    assert share.rate_per_second == 10
-
-
-def test_a_window_turning_now_gives_the_steady_pace_of_a_fresh_one() -> None:
-    share = shared_pace(
-        quota=100, window_seconds=10, remaining=100, reset_seconds=0, own_spent=0, reserve=20
-    )
-    assert share.rate_per_second == pytest.approx(8)
-
-
 # --- a budget per day ------------------------------------------------------------------------
-
-
-def test_a_fixed_days_budget_is_spread_over_the_time_left_keeping_the_reserve() -> None:
-    # Given 6,000 per 60 s "day", reserve 20 %, 20 s gone and 1,600 spent, all by sweeper
-    share = budget_pace(
-        budget=6000,
-        reserve=1200,
-        spent=1600,
-        own_spent=1600,
-        window_seconds=60,
-        seconds_left=40,
-        kind="fixed",
-    )
-    # Then 6,000 - 1,200 - 1,600 = 3,200 are left for 40 s: the even pace of 80/s holds
-    assert share.rate_per_second == pytest.approx(80)
-
-
-def test_a_rolling_budget_paces_evenly_at_what_the_others_leave_less_the_reserve() -> None:
-    share = budget_pace(
-        budget=100_000,
-        reserve=20_000,
-        spent=50_000,
-        own_spent=40_000,
-        window_seconds=86_400,
-        seconds_left=0,
-        kind="rolling",
-    )
-    assert share.others_spent == 10_000
-    assert share.rate_per_second == pytest.approx(70_000 / 86_400)
 
 
 def test_a_day_starts_at_its_offset_from_midnight_utc() -> None:
     day = 86_400
     assert window_start(10 * day + 5, day) == 10 * day
     assert window_start(10 * day + 5, day, offset_seconds=8 * 3600) == 9 * day + 8 * 3600
-
-
-#: A "day" of 60 s with a budget of 6,000, 1,200 kept in reserve, 40 s of it left.
-DAY = {"budget": 6000, "reserve": 1200, "window_seconds": 60, "seconds_left": 40}
-
-
-def test_a_backlog_within_todays_allowance_drains_today() -> None:
-    drain = budget_drain(backlog=1000, others_per_window=0, allowance_now=2000, **DAY)
-    assert drain == Drain(True, 20.0)
-
-
-def test_a_larger_backlog_drains_in_later_windows() -> None:
-    # Given 2,000 allowed in the 40 s left, then 4,800 per 60 s window
-    drain = budget_drain(backlog=9200, others_per_window=0, allowance_now=2000, **DAY)
-    # Then 7,200 more take one and a half windows after this one
-    assert drain == Drain(False, 40 + 90)
-
-
-def test_a_backlog_the_others_leave_no_room_for_never_drains() -> None:
-    drain = budget_drain(backlog=10, others_per_window=4800, allowance_now=0, **DAY)
-    assert drain == Drain(False, None)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sweeper.admission.learned import learned_ceiling
 from sweeper.config import ConsumerConfig, Policy, Quota
+from sweeper_tools.planning.regimes.rate import learned_ceiling
 
 
 class Severity(StrEnum):

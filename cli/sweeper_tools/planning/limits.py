@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.admission.regimes import regime_of
 from sweeper.config import LimitConfig, Policy
 from sweeper.errors import ConfigError
+from sweeper_tools.planning.regimes import planning_of
 
 #: Key fields that render alike for every call of one policy: a limit keyed by these alone has
 #: one key per policy (an app-wide limit when its key is a constant), and a scope template
@@ -93,8 +93,8 @@ def planned_keys(policy: Policy, scopes: int, keys: Mapping[str, int]) -> dict[s
 
 def limit_ceiling(limit: LimitConfig, keys: int, mean_service: float | None) -> LimitCeiling:
     """One limit's ceiling at `keys` keys: what its regimes allow one key
-    (sweeper.admission.regimes); a cap counts only when `mean_service` is known."""
-    planned = regime_of(limit).plan(mean_service)
+    (sweeper_tools.planning.regimes); a cap counts only when `mean_service` is known."""
+    planned = planning_of(limit).plan(mean_service)
     per_key = math.inf if planned.per_second is None else planned.per_second
     return LimitCeiling(
         name=limit.name,

@@ -59,8 +59,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper.admission.regimes import regime_of
-from sweeper.admission.terms import Slack
 from sweeper.config import DEFAULT_CONSUMER_MEMORY_MB, MAX_PARALLEL_CALLS, Policy
 from sweeper.errors import ConfigError
 from sweeper.schedule_expression import RateSchedule, parse_schedule
@@ -87,6 +85,7 @@ from sweeper_tools.planning.findings import (
 )
 from sweeper_tools.planning.limits import limit_ceiling, planned_keys, unreachable
 from sweeper_tools.planning.reads import dynamodb_reads_per_job
+from sweeper_tools.planning.regimes import Slack, planning_of
 from sweeper_tools.planning.slot_wait import calls_carry, wait_per_rate
 from sweeper_tools.planning.writes import IDEMPOTENCY_WRITES_PER_JOB, limiter_writes_per_job
 
@@ -200,7 +199,7 @@ class Plan:
     #: Each rate with a slack (`Slack.as_dict`): what its slack costs in rate.
     slack: list[dict[str, Any]] = field(default_factory=list)
     #: For a backlog under a limit with a budget: whether one window drains it, and when
-    #: (`LimitRegime.drains`, a line each, the backlog spread over the limit's keys).
+    #: (`LimitPlanning.drains`, a line each, the backlog spread over the limit's keys).
     budget_drain: list[str] = field(default_factory=list)
     #: What a call waits for the slot of a limit keyed per scope that does not bind, at the
     #: planned rate (`sweeper_tools.planning.slot_wait`): counted in the calls in flight.
@@ -236,7 +235,7 @@ class Plan:
 
 def _slacks(policy: Policy) -> list[Slack]:
     """The policy's rates with a slack (`Slack`: what each costs in rate)."""
-    return [slack for limit in policy.limits for slack in regime_of(limit).slacks()]
+    return [slack for limit in policy.limits for slack in planning_of(limit).slacks()]
 
 
 def lognormal_mean(p50: float, p95: float) -> float:
@@ -331,7 +330,7 @@ def make_plan(
         line
         for limit in policy.limits
         if given.backlog
-        for line in regime_of(limit).drains(math.ceil(given.backlog / keys[limit.name]))
+        for line in planning_of(limit).drains(math.ceil(given.backlog / keys[limit.name]))
     ]
 
     requests = {

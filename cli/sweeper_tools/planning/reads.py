@@ -47,18 +47,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sweeper.admission.base import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS
-from sweeper.admission.handoff import LEASE_POLL_HOLDING_SECONDS, LOOK_KEPT_FRESH_SECONDS
 from sweeper.admission.learned import learned_limit
 from sweeper.admission.limit_gates import unreserved_gates
-from sweeper.config import Policy, reach
+from sweeper.admission.pairing import PairedLimits
+from sweeper.config import Policy
 from sweeper.limiter.live import LIVE_READ_SECONDS
 from sweeper_tools.deploy.redrive import redrive_schedule
 from sweeper_tools.planning.pause import runs_per_month
+from sweeper_tools.planning.regimes import planning_of
 
 #: The last look of a learned scope: one item read before every call.
 LAST_LOOK_READS_PER_CALL = 1.0
-#: A look at a cap's leases: an eventually consistent GetItem, half a read unit.
-LEASE_LOOK_READS = 0.5
 #: How a binding limit's ceiling is bound (`LimitCeiling.bound`): by its rate, by its cap.
 RATE_BINDS = "rate"
 CAP_BINDS = "in flight"
@@ -72,15 +71,6 @@ def _per_look(calls_per_second: float, covers_seconds: float) -> float:
     """Reads a call when one look serves the call that made it and the batch's calls of the
     same key within `covers_seconds` after it, at most one a call."""
     return 1.0 / (1.0 + max(0.0, calls_per_second) * covers_seconds)
-
-
-def _paired(policy: Policy) -> bool:
-    """Two rates whose second has one key for every call (sweeper.admission.pairing's pair)."""
-    further = policy.further_limits
-    if len(further) != 1 or policy.quota.adaptive_spec is not None:
-        return False
-    wide = further[0]
-    return wide.call_rate is not None and wide.max_in_flight is None and reach(wide.key) == "policy"
 
 
 def gate_reads_per_job(
@@ -100,7 +90,7 @@ def gate_reads_per_job(
     kept_fresh = capped is not None and policy.quota.slack_seconds > 0
     rate_look = GATE_RECHECK_LEAD_SECONDS - GATE_READ_LEAD_SECONDS
     reads = 0.0
-    paired = _paired(policy)
+    paired = PairedLimits.wanted(policy) is not None
     if paired and rated is not None:
         reads += _per_look(per_environment, rate_look)
     for index, limit in enumerate(policy.limits):
@@ -109,14 +99,9 @@ def gate_reads_per_job(
             reads += _per_look(per_key, rate_look)
         if limit.name in unreserved_gates(policy):
             reads += _per_look(per_key, GATE_RECHECK_LEAD_SECONDS)
-        if limit.max_in_flight is None or not index:
-            continue
-        if limit is not capped:
-            reads += LEASE_LOOK_READS
-            continue
-        looks = LEASE_LOOK_READS / LEASE_POLL_HOLDING_SECONDS
-        looks += 1.0 / LOOK_KEPT_FRESH_SECONDS if kept_fresh else 0.0
-        reads += looks / max(per_environment, 1e-9)
+        if index:  # a further limit's own looks (a cap's at its leases)
+            planning = planning_of(limit)
+            reads += planning.look_reads(per_environment, binds=limit is capped, fresh=kept_fresh)
     return reads
 
 

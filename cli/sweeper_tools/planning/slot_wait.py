@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from sweeper.admission.regimes import regime_of
 from sweeper.config import Policy
 from sweeper_tools.planning.limits import key_span, limit_ceiling
+from sweeper_tools.planning.regimes import planning_of
 
 #: A rate's figures compared with this much tolerance (a ceiling divided by a rate that it is a
 #: whole multiple of comes out a hair above the whole number in floating point).
@@ -50,7 +50,7 @@ def wait_per_rate(policy: Policy, keys: Mapping[str, int], rate_per_second: floa
     per_rate = [0.0]
     for limit in policy.limits:
         count = keys[limit.name]
-        pacing = regime_of(limit).pacing()
+        pacing = planning_of(limit).pacing()
         if count <= 1 or pacing is None:
             continue
         interval = pacing.interval_seconds

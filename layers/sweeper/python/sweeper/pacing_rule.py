@@ -57,12 +57,6 @@ class Pacing:
     interval_seconds: float
     tolerance_seconds: float = 0.0
 
-    @property
-    def burst_calls(self) -> int:
-        """How many calls beyond the first an idle scope grants at once."""
-        step = step_us(self.interval_seconds)
-        return int(self.tolerance_seconds * US + 0.5) // step
-
 
 def window_tolerance(limit: int, period: float, interval: float, spread: float) -> float:
     """The most tau for N = `limit` calls in any window of `period` seconds, slots every

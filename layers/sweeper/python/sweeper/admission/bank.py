@@ -300,11 +300,6 @@ class BatchSlots(LeaseHandOff, PairedBank):
                 elif wide_open and self._closures[scope] == look.closures[scope]:
                     self._saw_open(scope, look.at)
 
-    def saw_open(self, scope: str, at: float) -> None:
-        """A gate read asked at `at` found `scope` open."""
-        with self._lock:
-            self._saw_open(scope, at)
-
     def _saw_open(self, scope: str, at: float) -> None:
         self._open_at[scope] = max(at, self._open_at.get(scope, at))
 

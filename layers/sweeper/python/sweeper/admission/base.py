@@ -136,6 +136,7 @@ class RateHolder(Protocol):
         unset_only: bool = False,
         within: float = 0.0,
         only_from: float | None = None,
+        stated: float | None = None,
     ) -> bool: ...
 
     def held_rate(self, scope: str) -> HeldRate | None: ...

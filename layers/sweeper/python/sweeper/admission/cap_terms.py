@@ -7,13 +7,13 @@ N allows N / the service time calls per second, known only where a latency is pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
-from sweeper.admission.terms import PlanTerm, Slack
+from sweeper.admission.terms import LimiterItem
 from sweeper.config import LimitConfig
 from sweeper.config.regimes import Arm, CapArm
+from sweeper.limiter.keys import LEASE_KEY_PREFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,8 @@ class CapTerm:
 
     calls: int
     ARM: ClassVar[type[Arm]] = CapArm
-    FIGURES: ClassVar[tuple[str, ...]] = ("max_in_flight", "in_flight_per_second")
+    #: Its leases (sweeper.limiter.leases).
+    ITEMS: ClassVar[tuple[LimiterItem, ...]] = (LimiterItem(LEASE_KEY_PREFIX),)
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:
@@ -34,28 +35,3 @@ class CapTerm:
 
     def allows(self) -> str:
         return f"{self.calls} in flight"
-
-    def plan(self, mean_service: float | None) -> PlanTerm:
-        per_second = None if mean_service is None else self.calls / mean_service
-        shown = None if per_second is None else round(per_second, 2)
-        figures = {"max_in_flight": self.calls, "in_flight_per_second": shown}
-        return PlanTerm(per_second, "in flight", f" ({self.calls} in flight)", figures)
-
-    def slack(self, limit: str) -> Slack | None:
-        return None
-
-    def drain(self, limit: str, backlog_per_key: int) -> str | None:
-        return None
-
-    def pacing(self) -> None:
-        return None
-
-    @staticmethod
-    def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:
-        calls = figures.get("max_in_flight")
-        if calls is None:
-            return None
-        flight = figures.get("in_flight_per_second")
-        return f"{calls} in flight" + (
-            "" if flight is None else f" / {mean_service} s = {flight}/s"
-        )

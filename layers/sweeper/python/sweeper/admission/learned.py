@@ -22,7 +22,9 @@ every environment follows it from its next reservation:
   the vendor's answer first), below what the old pace needs, gives the slot up unused and
   admits the call again at the new rate. No call goes on the old state once the lowering is
   on the item: those sent at the old pace after a change are sent before any answer says it,
-  or while an answer is read and written;
+  or while an answer is read and written. The write that holds a rate records beside it what
+  the vendor's statement alone allows (`ar_stated`, sweeper.limiter.held), so that of a quota
+  others spend too only the vendor's lowering gives a slot up, never a pace their spend moved;
 - a quota others spend too is split into sweeper's share and theirs, and paced at what they
   leave less the reserve kept for them, the gate closed at the reserve (shared.py);
 - with a cost (`learn.cost`), a call takes its expected cost in units of the rate (cost units
@@ -89,15 +91,6 @@ def learned_limit(policy: Policy) -> LimitConfig | None:
     """The policy's limit that learns (its first, the job's scope), if it has one."""
     first = policy.limits[0] if policy.limits else None
     return first if first is not None and first.learn is not None else None
-
-
-def learned_ceiling(policy: Policy) -> tuple[str, str] | None:
-    """The learning limit's name and its told rate ("N/Ts"), the most it is paced at; None
-    when the policy learns nothing (what `sweeper plan` says of a learned limit)."""
-    limit = learned_limit(policy)
-    if limit is None or limit.rate is None:
-        return None
-    return limit.name, f"{limit.rate.limit}/{limit.rate.period_seconds:g}s"
 
 
 def reader_for(policy: Policy) -> Reader | None:
@@ -190,10 +183,11 @@ class LearnedRate:
         strongly consistent, which learns a rate another consumer wrote (`HeldRates.seen`).
         Its gate closed: the record goes back until the reopening (Deferring). Its rate lower
         than when this admission began, below what the vendor now allows at the old pace
-        (`_lowered`): the slot is given up with what the batch banked at that pace, and the
-        call admitted again (StaleSlot). Not for a shared quota: its pace moves with the others'
-        spend, whose reserve the gate read here keeps, and a slot given up there only went
-        unused (bench (g): 0.70-0.75 of what is left with it, 0.93 without). A read slow
+        (`lowered_since`): the slot is given up with what the batch banked at that pace, and
+        the call admitted again (StaleSlot). Of a shared quota, only when the vendor's own
+        statement fell so (the item records it beside the rate): its pace moves with the
+        others' spend too, whose reserve the gate read here keeps, and a slot given up for that
+        only went unused (bench (g): 0.70-0.75 of what is left with it, 0.93 without). A read slow
         enough to make the call late does not give its slot up: the call goes, and a request
         that left late spends another slot (`TicketAdmission.late`); given up, a scope at its
         start (a call per round trip) would wait a round trip more for the answer that says
@@ -206,7 +200,7 @@ class LearnedRate:
         slots.looked(look, {scope: state}, answered)
         t.gate_closed(state, answered)
         held = self._holder.held_rate(scope)
-        if self._shared is None and _lowered(self._granted, held, self._headroom):
+        if lowered_since(self._granted, held, self._headroom, shared=self._shared is not None):
             slots.paced_at(scope, held)
             clocks.metrics.add_metric(Metric.STALE_SLOTS, "Count", 1)
             raise StaleSlot(f"scope {scope}: its rate was lowered since its slot was granted")
@@ -261,9 +255,10 @@ class LearnedRate:
                 self._window,
             )
             share = None
-            rate = None
+            rate = allowed = None
             if steady is not None and steady.rate_per_second > 0:
                 rate = steady.rate_per_second
+                allowed = max(MIN_LEARNED_RATE, rate * self._headroom)  # the vendor's alone
                 if self._shared is not None:
                     share = self._shared.pace(stated, rate, MIN_LEARNED_RATE)
                 rate = rate if share is None else share.rate_per_second
@@ -280,7 +275,7 @@ class LearnedRate:
             ):
                 self._close_for(stated.reset_seconds)
             if rate is not None:
-                self._hold(rate, HOLD_WITHIN if share is None else SHARED_HOLD_WITHIN)
+                self._hold(rate, HOLD_WITHIN if share is None else SHARED_HOLD_WITHIN, allowed)
                 self._ticket.slots.paced_at(scope, self._holder.held_rate(scope))
                 paced = True
         cost = reading.cost
@@ -320,9 +315,10 @@ class LearnedRate:
             )
         return reading.limits[0] if len(reading.limits) == 1 else reading.limit(self._name)
 
-    def _hold(self, rate: float, within: float) -> None:
+    def _hold(self, rate: float, within: float, stated: float | None = None) -> None:
+        """Hold `rate`, with what the vendor's statement alone allows (`stated`) beside it."""
         t = self._ticket
-        if self._holder.hold_rate(t.job.scope, rate, within=within):
+        if self._holder.hold_rate(t.job.scope, rate, within=within, stated=stated):
             t.slots.forget(t.job.scope)  # slots banked at the rate before are not used
 
     def _close_for(self, seconds: float) -> None:
@@ -336,15 +332,21 @@ class LearnedRate:
         t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
 
 
-def _lowered(before: HeldRate | None, now: HeldRate | None, headroom: float) -> bool:
+def lowered_since(
+    before: HeldRate | None, now: HeldRate | None, headroom: float, *, shared: bool
+) -> bool:
     """Whether the rate held `now` is a lowering since `before` that a slot paced at `before`
-    would overspend: a newer version whose rate, before its `headroom`, is below the rate held
-    `before` (the old pace is faster than the vendor now allows). A smaller lowering takes
+    would overspend: a newer version whose vendor's statement, before its `headroom`, is below
+    the rate held `before` (the old pace is faster than the vendor now allows). Of a quota
+    sweeper has alone the statement is the rate held; of a `shared` one, whose rate moves with
+    the others' spend too, it is the one recorded beside the rate (none recorded: no lowering
+    known), so a pace their spend alone moved never gives a slot up. A smaller lowering takes
     only the headroom of the calls already granted, as the slots banked before it are dropped
     at the next admission."""
-    if before is None or now is None:
+    if before is None or now is None or now.version <= before.version:
         return False
-    return now.version > before.version and now.rate < before.rate * headroom
+    allowed = now.stated if shared else now.rate
+    return allowed is not None and allowed < before.rate * headroom
 
 
-__all__ = ["LearnedRate", "learned_spec", "reader_for", "start_rate"]
+__all__ = ["LearnedRate", "learned_spec", "lowered_since", "reader_for", "start_rate"]

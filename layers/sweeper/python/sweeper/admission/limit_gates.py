@@ -15,7 +15,7 @@ are items of their own, which know no gate. So a call under such a limit:
   gates of the limits the call is under are read again, in one request (a `GateReader`), and a
   closed one sends the record back until the reopening (its slot is spent, its leases go back).
 
-Only a limit a 429 can name has such a gate (`sweeper.limiter.keys.has_gate`): a policy that
+Only a limit a 429 can name has such a gate (`sweeper.admission.regimes.has_gate`): a policy that
 names none reads nothing more, and one that does reads it at most once per look's lead per
 batch, never more than once per call.
 """
@@ -38,10 +38,10 @@ from sweeper.admission.base import (
     TimeLeft,
     read_gates,
 )
+from sweeper.admission.regimes import has_gate
 from sweeper.admission.ticket import Ticket
 from sweeper.config import Policy
 from sweeper.limiter import GateReader, Limiter
-from sweeper.limiter.keys import has_gate
 from sweeper.models import OutcomeClass
 from sweeper.observability import Metric
 

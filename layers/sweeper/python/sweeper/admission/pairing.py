@@ -42,8 +42,13 @@ class PairedLimits:
         """The pair, when the policy has exactly two limits, both rates, the second's key the
         same for every call (a constant, or over `{host}` and `{policy}` alone: one item), its
         quota not adaptive, and the limiter can reserve them together."""
+        return None if Abilities.of(limiter).paired is None else cls.wanted(policy)
+
+    @classmethod
+    def wanted(cls, policy: Policy) -> PairedLimits | None:
+        """The pair the policy's limits make (see `of`), whatever its limiter can do."""
         further = policy.further_limits
-        if len(further) != 1 or Abilities.of(limiter).paired is None:
+        if len(further) != 1:
             return None
         wide = further[0]
         rate = wide.call_rate

@@ -1,26 +1,24 @@
-"""A limit's regimes, picked from its config: what the producer, `status` and the plan ask of it.
+"""A limit's regimes, picked from its config: what the producer and `status` ask of it.
 
 `REGIMES` is the union: each regime's terms (sweeper.admission.terms) pick themselves from a
 `LimitConfig` (`of`: the limit's arm of the regime). It lists the same regimes, in the same
 order, as the config's union of arms (`sweeper.config.limit.RegimeArm`): a new regime is its
-arm, its terms, and one line in each. `regime_of` gives a
-limit's `LimitRegime`, which puts its terms together: a limit with a rate and a cap allows the
-smaller of the two. Callers iterate the limits and ask the regime; none asks which kind it is.
+arm, its terms, its planning provider (sweeper_tools.planning.regimes), and one line in each.
+`regime_of` gives a limit's `LimitRegime`, which puts its terms together: a limit with a rate
+and a cap allows the smaller of the two. Callers iterate the limits and ask the regime; none
+asks which kind it is.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from sweeper.admission.budget_terms import BudgetTerm
 from sweeper.admission.cap_terms import CapTerm
 from sweeper.admission.rate_terms import RateTerm
-from sweeper.admission.terms import LimitTerm, PlanTerm, Slack
-from sweeper.config import LimitConfig
-from sweeper.pacing_rule import Pacing
+from sweeper.admission.terms import GATE_ITEM, LimiterItem, LimitTerm
+from sweeper.config import LimitConfig, Policy
 
 #: Every regime a limit may state, in the order a plan shows their figures: one line each, as
 #: in the config's union (`RegimeArm`), each term naming its arm.
@@ -59,34 +57,9 @@ class LimitRegime:
         """What one key allows, as `status` and the console show it."""
         return " and ".join(term.allows() for term in self.terms)
 
-    def plan(self, mean_service: float | None) -> PlanTerm:
-        """What one key allows in a plan: the tightest known term binds (the first stated when
-        none is known), and the figures of every regime (None where the limit states none)."""
-        planned = [term.plan(mean_service) for term in self.terms]
-        known = [term for term in planned if term.per_second is not None]
-        binding = min(known, key=_per_second) if known else planned[0]
-        figures: dict[str, Any] = {key: None for kind in REGIMES for key in kind.FIGURES}
-        for term in planned:
-            figures.update(term.figures)
-        return PlanTerm(binding.per_second, binding.bound, binding.note, figures)
-
-    def drains(self, backlog_per_key: int) -> list[str]:
-        """What the plan says of a backlog of one key's calls, by each term that bounds it."""
-        found = (term.drain(self.limit.name, backlog_per_key) for term in self.terms)
-        return [line for line in found if line is not None]
-
-    def pacing(self) -> Pacing | None:
-        """The spacing of one key's slots, by the first term that spaces them (None: none)."""
-        return next((p for term in self.terms if (p := term.pacing()) is not None), None)
-
-    def slacks(self) -> list[Slack]:
-        """What a slack costs each of its terms in rate."""
-        found = (term.slack(self.limit.name) for term in self.terms)
-        return [slack for slack in found if slack is not None]
-
-
-def _per_second(term: PlanTerm) -> float:
-    return math.inf if term.per_second is None else term.per_second
+    def items(self) -> tuple[LimiterItem, ...]:
+        """The limiter items one key has: each term's, in the terms' order, none twice."""
+        return tuple(dict.fromkeys(item for term in self.terms for item in term.ITEMS))
 
 
 def regime_of(limit: LimitConfig) -> LimitRegime:
@@ -95,7 +68,11 @@ def regime_of(limit: LimitConfig) -> LimitRegime:
     return LimitRegime(limit, tuple(term for term in found if term is not None))
 
 
-def plan_allows(figures: Mapping[str, Any], mean_service: float) -> str:
-    """What one key allows, in a plan's limit line, read from the plan's figures of the limit."""
-    parts = (kind.plan_line(figures, mean_service) for kind in REGIMES)
-    return " and ".join(part for part in parts if part is not None)
+def has_gate(policy: Policy, index: int) -> bool:
+    """Whether a 429 can close the policy's limit at `index` (its gate is `scope#KEY`): the
+    job's scope (the first), a limit whose regimes keep their state on the gate's item (a
+    rate: a bare 429 may implicate it), and any limit that `action.limit_header_values` names,
+    whatever its regimes (sweeper.admission.limit_gates)."""
+    limit = policy.limits[index]
+    named = limit.name in set(policy.action.limit_values.values())
+    return index == 0 or named or GATE_ITEM in regime_of(limit).items()

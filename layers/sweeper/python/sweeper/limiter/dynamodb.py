@@ -198,10 +198,11 @@ class DynamoLimiter:
         unset_only: bool = False,
         within: float = 0.0,
         only_from: float | None = None,
+        stated: float | None = None,
     ) -> bool:
         """Hold `rate` as the scope's shared rate; True when it changed it (`HeldRates.hold`)."""
         return self._rates.hold(
-            scope, rate, unset_only=unset_only, within=within, only_from=only_from
+            scope, rate, unset_only=unset_only, within=within, only_from=only_from, stated=stated
         )
 
     def held_rate(self, scope: str) -> HeldRate | None:

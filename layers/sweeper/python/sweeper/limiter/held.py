@@ -1,7 +1,10 @@
 """The shared rate a scope's item holds: adaptive (cut on a 429, climbing back) or held as a vendor
 stated it. Attributes `ar`, `ar_at`, `ar_v`, `ar_peak`, `ar_cut_at` (the arithmetic is
 `sweeper.adaptive_rate`'s); a reservation at it is conditional on `ar_v`, the version this
-process knows, so that no slot is taken at a rate another consumer has changed.
+process knows, so that no slot is taken at a rate another consumer has changed. Beside a held
+rate, `ar_stated`: what the vendor's own statement allowed when the rate was written (on the
+same write), so that a reader can tell a vendor's lowering from a shared quota's pace that
+moved with the others' spend (the rate held, below it).
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from sweeper.limiter.items import ITEM_TTL_SECONDS, MAX_RACES, US, ScopeItems, n
 
 #: The adaptive rate is stored in thousandths of a call per second.
 MILLI = 1000
+#: The end of a held rate's write: the vendor's statement recorded beside it, or none kept.
+WITH_STATED = ", ar_stated = :stated REMOVE ar_peak, ar_cut_at"
+WITHOUT_STATED = " REMOVE ar_peak, ar_cut_at, ar_stated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,15 +30,19 @@ class _KnownRate:
     since: int  # set at, epoch µs
     version: int
     peak: float | None  # the rate that drew the last 429 (None: no cut yet)
+    stated: float | None = None  # what the vendor's statement allowed (None: not recorded)
 
 
 @dataclass(frozen=True, slots=True)
 class HeldRate:
     """A scope's shared rate as this process last saw its item hold it: calls per second, and
-    the rate's version there (it grows with every change, by any consumer)."""
+    the rate's version there (it grows with every change, by any consumer), and what the
+    vendor's own statement allowed when it was written (None: that write recorded none); the
+    rate is below it when a shared quota's pace, the others' spend, held it lower."""
 
     rate: float
     version: int
+    stated: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +94,7 @@ class HeldRates:
         """The scope's rate and version as this process last saw them (no request); None
         before it has seen any."""
         known = self._rates.get(scope)
-        return None if known is None else HeldRate(known.rate, known.version)
+        return None if known is None else HeldRate(known.rate, known.version, known.stated)
 
     def settle(self, scope: str, guard: RateGuard | None) -> None:
         """A guarded reservation was written: a first one set the scope's rate."""
@@ -99,7 +109,8 @@ class HeldRates:
         version = int(item["ar_v"]["N"])
         peak = int(item["ar_peak"]["N"]) / MILLI if "ar_peak" in item else None
         rate = int(item["ar"]["N"]) / MILLI
-        self._rates[scope] = _KnownRate(rate, int(item["ar_at"]["N"]), version, peak)
+        stated = int(item["ar_stated"]["N"]) / MILLI if "ar_stated" in item else None
+        self._rates[scope] = _KnownRate(rate, int(item["ar_at"]["N"]), version, peak, stated)
         return version
 
     def seen(self, scope: str, item: dict[str, Any]) -> None:
@@ -164,10 +175,13 @@ class HeldRates:
         unset_only: bool = False,
         within: float = 0.0,
         only_from: float | None = None,
+        stated: float | None = None,
     ) -> bool:
         """Hold `rate` (calls per second, a vendor's statement: sweeper.admission.learned) as
         the scope's shared rate; every consumer reserves at it from its next reservation (its
-        write, conditional on the version it knew, fails once and learns it). With
+        write, conditional on the version it knew, fails once and learns it). `stated`, what
+        the vendor's statement alone allows (a shared quota's pace may be lower), rides on
+        the same write (None: none recorded, and none of an earlier write kept). With
         `unset_only`, only when the scope holds no rate yet; with `only_from`, only while it
         holds that rate (a start no answer has moved yet: the write is conditional on the
         version). No write when this process knows the scope at that rate already (within a
@@ -188,9 +202,11 @@ class HeldRates:
             failed = self._items.update(
                 scope,
                 "SET ar = :ar, ar_at = :now, ar_v = :next, expires_at = :ttl, "
-                "tat = if_not_exists(tat, :zero) + :shift REMOVE ar_peak, ar_cut_at",
+                "tat = if_not_exists(tat, :zero) + :shift"
+                + (WITHOUT_STATED if stated is None else WITH_STATED),
                 "attribute_not_exists(ar_v)" if version == 0 else "ar_v = :v",
                 {
+                    **({} if stated is None else {":stated": n(stated * MILLI)}),
                     ":ar": n(rate * MILLI),
                     ":now": n(now),
                     ":next": n(version + 1),
@@ -204,6 +220,7 @@ class HeldRates:
             if isinstance(failed, dict):  # another consumer changed it: learn, then decide
                 self.learn(scope, failed)
                 continue
-            self._rates[scope] = _KnownRate(int(rate * MILLI) / MILLI, now, version + 1, None)
+            said = None if stated is None else int(stated * MILLI) / MILLI
+            self._rates[scope] = _KnownRate(int(rate * MILLI) / MILLI, now, version + 1, None, said)
             return True
         return False  # lost every race: other consumers are writing the rate meanwhile

@@ -7,8 +7,8 @@
   Structured Fields they use);
 - `headers`: `X-RateLimit-*` (reset in seconds or epoch seconds) and a header with a pattern;
 - `cost`: a call's cost from a header or a JSON path (Shopify's GraphQL `extensions.cost`);
-- `pace`: the arithmetic a limiter needs from a reading: a learned ceiling, a shared quota,
-  a budget per day, and when a backlog drains;
+- `pace`: the arithmetic a limiter needs from a reading: a learned ceiling, a points
+  bucket's restore rate, a fixed window's start;
 - `share`: the admission's pace under a quota others spend too (what they leave, less the
   reserve);
 - `full`: whether `remaining = 0` is the window full at sweeper's own pace, or over it.
