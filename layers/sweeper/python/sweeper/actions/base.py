@@ -27,7 +27,7 @@ from sweeper.actions.answer_match import Answer
 from sweeper.actions.rehearsal import Rehearsal
 from sweeper.actions.retry_after import parse_retry_after
 from sweeper.actions.spans import CallSpans, no_spans
-from sweeper.models import ActionCall, ActionResult
+from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.vendor_reading import VendorReading
 
 if TYPE_CHECKING:
@@ -216,3 +216,27 @@ def aws_retry_after(exc: ClientError) -> float | None:
     """The wait an AWS refusal names (its Retry-After), bounded: "inf" closes nothing."""
     headers: Mapping[str, str] = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
     return parse_retry_after(headers.get("retry-after"))
+
+
+def aws_refusal(
+    exc: ClientError,
+    code: str,
+    by_code: Mapping[OutcomeClass, frozenset[str]],
+    server_error: OutcomeClass,
+    *,
+    service: str,
+) -> ActionResult:
+    """An AWS API's refusal (its error `code`, as the kind reads it) as an outcome: the class
+    that lists the code (a throttle with the Retry-After it names), else `server_error` for
+    another 5xx and permanent for another 4xx; coded `{service}_{code}`."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    outcome = next((o for o, codes in by_code.items() if code in codes), None)
+    if outcome is None:
+        five = isinstance(status, int) and status >= 500
+        outcome = server_error if five else OutcomeClass.PERMANENT
+    return ActionResult(
+        outcome=outcome,
+        status_code=status,
+        code=f"{service}_{code}"[:64],
+        retry_after_seconds=aws_retry_after(exc) if outcome is OutcomeClass.THROTTLED else None,
+    )

@@ -25,7 +25,7 @@ from botocore.exceptions import (
 )
 from pydantic import Field
 
-from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind, aws_retry_after
+from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind, aws_refusal
 from sweeper.actions.contract import (
     BAD_ANSWER,
     Call,
@@ -67,6 +67,11 @@ _AUTH: Final = frozenset(
     }
 )
 _THROTTLED: Final = frozenset({"TooManyRequestsException"})
+_BY_CODE: Final = {
+    OutcomeClass.THROTTLED: _THROTTLED,
+    OutcomeClass.AUTH: _AUTH,
+    OutcomeClass.TRANSIENT: _NOT_RUN,
+}
 
 
 class LambdaActionConfig(AwsKind):
@@ -96,25 +101,9 @@ class LambdaActionConfig(AwsKind):
 
 def classify_invoke_error(exc: ClientError) -> ActionResult:
     """The Invoke API's own refusal (the function's answer is never one of these)."""
-    error = exc.response.get("Error", {})
-    code = str(error.get("Code", "unknown"))
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    short = f"lambda_{code}"[:64]
-    if code in _THROTTLED:
-        return ActionResult(
-            outcome=OutcomeClass.THROTTLED,
-            status_code=status,
-            code=short,
-            retry_after_seconds=aws_retry_after(exc),
-        )
-    if code in _AUTH:
-        return ActionResult(outcome=OutcomeClass.AUTH, status_code=status, code=short)
-    if code in _NOT_RUN:
-        return ActionResult(outcome=OutcomeClass.TRANSIENT, status_code=status, code=short)
-    if isinstance(status, int) and status >= 500:
-        # ServiceException and the like: the function may have run.
-        return ActionResult(outcome=OutcomeClass.UNKNOWN, status_code=status, code=short)
-    return ActionResult(outcome=OutcomeClass.PERMANENT, status_code=status, code=short)
+    code = str(exc.response.get("Error", {}).get("Code", "unknown"))
+    # Another 5xx (ServiceException and the like): the function may have run.
+    return aws_refusal(exc, code, _BY_CODE, OutcomeClass.UNKNOWN, service="lambda")
 
 
 def result_of_function_error(payload: Any) -> ActionResult:

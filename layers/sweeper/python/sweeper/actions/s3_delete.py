@@ -40,7 +40,7 @@ from sweeper.actions.base import (
     AwsAction,
     AwsKind,
     PlanDefaults,
-    aws_retry_after,
+    aws_refusal,
 )
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.s3_key_templates import check_fields_apart
@@ -73,6 +73,11 @@ _AUTH_CODES: Final = frozenset(
     }
 )
 _ABSENT_CODES: Final = frozenset({"NoSuchKey", "404", "NotFound"})
+_BY_CODE: Final = {
+    OutcomeClass.THROTTLED: _THROTTLED_CODES,
+    OutcomeClass.AUTH: _AUTH_CODES,
+    OutcomeClass.ABSENT: _ABSENT_CODES,
+}
 
 
 class S3DeleteActionConfig(AwsKind):
@@ -169,24 +174,8 @@ def classify_client_error(exc: ClientError, step: Step) -> ActionResult:
     """S3's answer as an outcome: SlowDown/503 throttled, AccessDenied (and a missing bucket)
     auth, NoSuchKey absent; another 5xx is transient before the delete was sent (the listing)
     and unknown once it was; another 4xx is permanent."""
-    code = _code(exc)
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    short = f"s3_{code}"[:64]
-    if code in _THROTTLED_CODES:
-        return ActionResult(
-            outcome=OutcomeClass.THROTTLED,
-            status_code=status,
-            code=short,
-            retry_after_seconds=aws_retry_after(exc),
-        )
-    if code in _AUTH_CODES:
-        return ActionResult(outcome=OutcomeClass.AUTH, status_code=status, code=short)
-    if code in _ABSENT_CODES:
-        return ActionResult(outcome=OutcomeClass.ABSENT, status_code=status, code=short)
-    if isinstance(status, int) and status >= 500:
-        outcome = OutcomeClass.TRANSIENT if step == "list" else OutcomeClass.UNKNOWN
-        return ActionResult(outcome=outcome, status_code=status, code=short)
-    return ActionResult(outcome=OutcomeClass.PERMANENT, status_code=status, code=short)
+    server_error = OutcomeClass.TRANSIENT if step == "list" else OutcomeClass.UNKNOWN
+    return aws_refusal(exc, _code(exc), _BY_CODE, server_error, service="s3")
 
 
 def classify_transport_error(exc: BotoCoreError, step: Step) -> ActionResult:
