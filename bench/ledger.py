@@ -37,9 +37,7 @@ NOW: Final = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 LEASE: Final = timedelta(minutes=15)
 #: The per-scope cap the producer claims with, for the default quota and this lease: the claim
 #: counts each scope's leases, as in production (the bench's in-flight rows stay below it).
-SCOPE_CAP: Final = Policy(
-    name=POLICY, lease_seconds=int(LEASE.total_seconds())
-).max_in_flight_per_scope
+SCOPE_CAP: Final = Policy(name=POLICY, lease_seconds=int(LEASE.total_seconds())).max_in_flight
 
 # Bench-only bulk seed: rows `first`..`last`, pending and due, due times spread over the past.
 SEED_ROWS: Final = """

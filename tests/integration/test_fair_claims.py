@@ -176,7 +176,7 @@ def test_the_producer_caps_each_scope_at_what_its_rate_drains_within_the_horizon
     policy = Policy(
         name="exports", quota=Quota(limit=2, period_seconds=1, headroom=1.0), lease_seconds=20
     )
-    assert policy.max_in_flight_per_scope == 20
+    assert policy.max_in_flight == 20
     seed(ledger, {"a": 5})
     recording = RecordingLedger(db_url)
     recording.caps, recording.expired_before = [], []

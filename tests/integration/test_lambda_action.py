@@ -120,7 +120,7 @@ def test_the_event_is_the_contracts_call(
     # Given no queued answer, moto's simple backend answers with the event itself: the event
     # is then what came back, and it is not an answer (UNKNOWN: the function ran)
     sent: list[bytes] = []
-    client = action._lambda()
+    client = action.client()
     original = client.invoke
 
     def recording(**request: Any) -> Any:

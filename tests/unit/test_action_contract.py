@@ -144,6 +144,19 @@ def test_the_invoke_apis_own_errors_are_classified(
     assert classify_invoke_error(_invoke_error(code, status)).outcome is outcome
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"), [("3", 3.0), ("inf", None), ("1e40", None), ("9" * 40, 3600.0)]
+)
+def test_an_invoke_throttles_retry_after_is_read_bounded(
+    value: str, expected: float | None
+) -> None:
+    # Given the Invoke API throttling with a Retry-After, a plain one or an enormous one
+    error = _invoke_error("TooManyRequestsException", 429)
+    error.response["ResponseMetadata"]["HTTPHeaders"] = {"retry-after": value}
+    # Then its wait is read as S3's and a vendor's are: none, or at most the bound
+    assert classify_invoke_error(error).retry_after_seconds == expected
+
+
 def test_the_lambda_kind_may_invoke_its_function_versions_and_aliases_only() -> None:
     (grant,) = deploy_for(LambdaActionConfig(function_arn=FUNCTION)).grants()
     assert grant.actions == ("lambda:InvokeFunction",)

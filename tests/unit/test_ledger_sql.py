@@ -54,7 +54,7 @@ FINGERPRINTS = {
     "SELECT_RUNS": "276a5f016fc804f8",
     "SETTLED_BETWEEN": "c806ead8b1fdda78",
     "SET_PAUSED": "aead8b04b6a6b3ac",
-    "SET_RESUMED": "0e6ee979f0085aea",
+    "SET_RESUMED": "22e5c3b34874ef95",  # returns resumed_at (now), as SET_PAUSED its paused_at
     "START_RUN": "605796d21eb51c5d",
     "TARGETS_BY_KEYS": "64416765e9d4176f",
     "TARGET_COLUMNS": "565906a80a433e1f",

@@ -71,13 +71,7 @@ class Failures:
     closed_scopes_unlisted: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "retrying": [asdict(view) for view in self.retrying],
-            "closed_scopes": None
-            if self.closed_scopes is None
-            else [asdict(view) for view in self.closed_scopes],
-            "closed_scopes_unlisted": self.closed_scopes_unlisted,
-        }
+        return asdict(self)  # the views too, each a dict
 
 
 def template_pattern(template: str, constant: Mapping[str, str]) -> re.Pattern[str]:

@@ -4,7 +4,7 @@ and the functions' X-Ray tracer."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from types import TracebackType
@@ -213,7 +213,7 @@ NOT_SUMMED = frozenset({Metric.AUTH_CIRCUIT_OPEN, Metric.OLDEST_ELIGIBLE_AGE, Me
 class SummedCounts:
     """A MetricSink that adds up each "Count" metric and hands `inner` one value per name at
     `flush` (or on leaving its `with` block, raising or not); every other metric (another unit,
-    or a name in `not_summed`) goes on at once. Safe to share between threads: one lock guards
+    or a name in NOT_SUMMED) goes on at once. Safe to share between threads: one lock guards
     the sums and every call to `inner`.
 
     Why: Powertools' `add_metric` costs about 65 us even with debug logs off (it formats a
@@ -221,18 +221,17 @@ class SummedCounts:
     reaches 100 values it serializes and prints the whole metric set mid-invocation. A
     consumer batch adds about five counts per job. The Sum CloudWatch reads is the same
     either way; only a statistic over single values (Maximum, SampleCount, a percentile)
-    would see a difference, hence `not_summed` and units other than Count passing through.
+    would see a difference, hence NOT_SUMMED and units other than Count passing through.
     """
 
-    def __init__(self, inner: MetricSink, not_summed: Collection[str] = NOT_SUMMED) -> None:
+    def __init__(self, inner: MetricSink) -> None:
         self._inner = inner
-        self._not_summed = not_summed
         self._sums: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def add_metric(self, name: str, unit: str, value: float) -> None:
         with self._lock:
-            if unit == "Count" and name not in self._not_summed:
+            if unit == "Count" and name not in NOT_SUMMED:
                 self._sums[name] = self._sums.get(name, 0.0) + value
             else:
                 self._inner.add_metric(name, unit, value)

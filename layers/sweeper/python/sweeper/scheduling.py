@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, field_validator
 
 from sweeper.config import Policy
+from sweeper.ledger.scheduling import WithinSchedule
 from sweeper.ledger.store import Ledger, ScheduleResult
 from sweeper.models import NewJob, ObligationId
 
@@ -48,14 +49,20 @@ def scope_for(policy: Policy, job: NewJob) -> str:
 
 
 def schedule_jobs(
-    ledger: Ledger, policy: Policy, jobs: Iterable[NewJob], now: datetime
+    ledger: Ledger,
+    policy: Policy,
+    jobs: Iterable[NewJob],
+    now: datetime,
+    within: WithinSchedule | None = None,
 ) -> ScheduleResult:
-    """Idempotent upsert on the operation key: a repeat never duplicates, only moves due earlier."""
+    """Idempotent upsert on the operation key: a repeat never duplicates, only moves due earlier;
+    `within` runs in the same transaction (discovery's page commit)."""
     return ledger.schedule(
         policy.name,
         policy.version,
         lambda job: scope_for(policy, job),
         jobs,
         now,
+        within=within,
         identity_params=policy.identity_params,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
         SendMessageBatchRequestEntryTypeDef,
     )
 
-#: SendMessageBatch takes at most ten entries.
+#: SQS's limit of messages per receive or batch call.
 SQS_MAX_BATCH = 10
 #: The variable Lambda sets, per invocation, to the invocation's X-Ray trace header
 #: (`Root=1-...;Parent=...;Sampled=1`) when tracing is active.
@@ -66,15 +66,9 @@ class SqsPublisher:
     attribute, so that X-Ray follows a job from the producer through the queue to the consumer.
     """
 
-    def __init__(
-        self,
-        client: SQSClient,
-        queue_url: str,
-        trace_header: Callable[[], str | None] = lambda_trace_header,
-    ) -> None:
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client = client
         self._queue_url = queue_url
-        self._trace_header = trace_header
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
         if not messages:
@@ -82,7 +76,7 @@ class SqsPublisher:
         if len(messages) > SQS_MAX_BATCH:
             raise ValueError(f"at most {SQS_MAX_BATCH} messages per batch, got {len(messages)}")
         entries: list[SendMessageBatchRequestEntryTypeDef] = []
-        header = self._trace_header()
+        header = lambda_trace_header()
         for message in messages:
             entry: SendMessageBatchRequestEntryTypeDef = {
                 "Id": message.entry_id,
@@ -138,7 +132,8 @@ def _why(exc: ClientError | BotoCoreError) -> str:
     return type(exc).__name__ if code is None else f"{type(exc).__name__} {code}"
 
 
-def _seconds(seconds: float) -> int:
+def visibility_timeout(seconds: float) -> int:
+    """A visibility timeout SQS takes: whole seconds, within its range."""
     return max(0, min(SQS_MAX_VISIBILITY_TIMEOUT_SECONDS, int(seconds)))
 
 
@@ -150,7 +145,7 @@ class SqsVisibility:
         self._queue_url = queue_url
 
     def hide_for(self, receipt_handle: str, seconds: float) -> None:
-        timeout = _seconds(seconds)
+        timeout = visibility_timeout(seconds)
         try:
             self._client.change_message_visibility(
                 QueueUrl=self._queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=timeout
@@ -168,7 +163,7 @@ class SqsVisibility:
                 {
                     "Id": str(i),
                     "ReceiptHandle": hide.receipt_handle,
-                    "VisibilityTimeout": _seconds(hide.seconds),
+                    "VisibilityTimeout": visibility_timeout(hide.seconds),
                 }
                 for i, hide in enumerate(chunk)
             ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
@@ -25,12 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sweeper.actions.answer_match import Answer
 from sweeper.actions.rehearsal import Rehearsal
+from sweeper.actions.retry_after import parse_retry_after
 from sweeper.actions.spans import CallSpans, no_spans
-from sweeper.models import ActionCall, ActionResult
+from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.vendor_reading import VendorReading
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
+    from botocore.exceptions import ClientError
 
 
 class Action(Protocol):
@@ -164,17 +166,77 @@ class ActionKind(BaseModel, ABC):
         return {}
 
 
-class LazyClient:
-    """An AWS client built on first use, once, under a lock: the batch's threads share it, and
-    a kind that is configured but never called builds none (the s3_delete and lambda kinds)."""
+class AwsKind(ActionKind):
+    """A kind carried out through one AWS client (the s3_delete and lambda kinds)."""
 
-    def __init__(self, build: Callable[[], Any]) -> None:
-        self._build = build
+    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+
+
+@dataclass
+class AwsAction[K: AwsKind]:
+    """An action of an `AwsKind`: its client built on first use, once, under a lock (the
+    batch's threads share it, and a kind that is configured but never called builds none)."""
+
+    config: K
+    #: Builds the client (boto3's, with the config's timeouts and no retries, by default).
+    client_factory: Callable[[K], Any] | None = None
+    #: The boto3 service the default client is of.
+    service: ClassVar[str]
+
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._client: Any = None
 
-    def get(self) -> Any:
+    def client(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = self._build()
+                self._client = (self.client_factory or self._boto3_client)(self.config)
             return self._client
+
+    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
+        """Nothing prepared (boto3 builds its client and connection on the first request)."""
+
+    def _boto3_client(self, config: K) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(  # type: ignore[call-overload]
+            self.service,
+            config=Config(
+                connect_timeout=config.connect_timeout_seconds,
+                read_timeout=config.read_timeout_seconds,
+                # Retrying is sweeper's (the attempt budget, the limiter), never the client's.
+                retries={"total_max_attempts": 1},
+            ),
+        )
+
+
+def aws_retry_after(exc: ClientError) -> float | None:
+    """The wait an AWS refusal names (its Retry-After), bounded: "inf" closes nothing."""
+    headers: Mapping[str, str] = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    return parse_retry_after(headers.get("retry-after"))
+
+
+def aws_refusal(
+    exc: ClientError,
+    code: str,
+    by_code: Mapping[OutcomeClass, frozenset[str]],
+    server_error: OutcomeClass,
+    *,
+    service: str,
+) -> ActionResult:
+    """An AWS API's refusal (its error `code`, as the kind reads it) as an outcome: the class
+    that lists the code (a throttle with the Retry-After it names), else `server_error` for
+    another 5xx and permanent for another 4xx; coded `{service}_{code}`."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    outcome = next((o for o, codes in by_code.items() if code in codes), None)
+    if outcome is None:
+        five = isinstance(status, int) and status >= 500
+        outcome = server_error if five else OutcomeClass.PERMANENT
+    return ActionResult(
+        outcome=outcome,
+        status_code=status,
+        code=f"{service}_{code}"[:64],
+        retry_after_seconds=aws_retry_after(exc) if outcome is OutcomeClass.THROTTLED else None,
+    )

@@ -14,11 +14,9 @@ is TRANSIENT (the function says nothing was sent), any other is UNKNOWN.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -27,12 +25,7 @@ from botocore.exceptions import (
 )
 from pydantic import Field
 
-from sweeper.actions.base import (
-    Action,
-    ActionContext,
-    ActionKind,
-    LazyClient,
-)
+from sweeper.actions.base import Action, ActionContext, AwsAction, AwsKind, aws_refusal
 from sweeper.actions.contract import (
     BAD_ANSWER,
     Call,
@@ -74,15 +67,19 @@ _AUTH: Final = frozenset(
     }
 )
 _THROTTLED: Final = frozenset({"TooManyRequestsException"})
+_BY_CODE: Final = {
+    OutcomeClass.THROTTLED: _THROTTLED,
+    OutcomeClass.AUTH: _AUTH,
+    OutcomeClass.TRANSIENT: _NOT_RUN,
+}
 
 
-class LambdaActionConfig(ActionKind):
+class LambdaActionConfig(AwsKind):
     """Invoke `function_arn` (at `qualifier`, an alias or version, when set) per job."""
 
     kind: Literal["lambda"] = "lambda"
     function_arn: str = Field(pattern=FUNCTION_ARN_PATTERN)
     qualifier: str | None = Field(default=None, pattern=r"^(\$LATEST|[A-Za-z0-9_-]{1,128})$")
-    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     #: How long the function may run: at most its own timeout, and the consumer's.
     read_timeout_seconds: float = Field(default=30.0, gt=0, le=120)
 
@@ -104,31 +101,9 @@ class LambdaActionConfig(ActionKind):
 
 def classify_invoke_error(exc: ClientError) -> ActionResult:
     """The Invoke API's own refusal (the function's answer is never one of these)."""
-    error = exc.response.get("Error", {})
-    code = str(error.get("Code", "unknown"))
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    short = f"lambda_{code}"[:64]
-    if code in _THROTTLED:
-        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-        retry_after: float | None
-        try:
-            retry_after = float(headers["retry-after"]) if "retry-after" in headers else None
-        except ValueError:
-            retry_after = None
-        return ActionResult(
-            outcome=OutcomeClass.THROTTLED,
-            status_code=status,
-            code=short,
-            retry_after_seconds=retry_after,
-        )
-    if code in _AUTH:
-        return ActionResult(outcome=OutcomeClass.AUTH, status_code=status, code=short)
-    if code in _NOT_RUN:
-        return ActionResult(outcome=OutcomeClass.TRANSIENT, status_code=status, code=short)
-    if isinstance(status, int) and status >= 500:
-        # ServiceException and the like: the function may have run.
-        return ActionResult(outcome=OutcomeClass.UNKNOWN, status_code=status, code=short)
-    return ActionResult(outcome=OutcomeClass.PERMANENT, status_code=status, code=short)
+    code = str(exc.response.get("Error", {}).get("Code", "unknown"))
+    # Another 5xx (ServiceException and the like): the function may have run.
+    return aws_refusal(exc, code, _BY_CODE, OutcomeClass.UNKNOWN, service="lambda")
 
 
 def result_of_function_error(payload: Any) -> ActionResult:
@@ -143,22 +118,10 @@ def result_of_function_error(payload: Any) -> ActionResult:
 
 
 @dataclass
-class LambdaInvokeAction:
+class LambdaInvokeAction(AwsAction[LambdaActionConfig]):
     """Carry out a job by invoking the function (RequestResponse); see `sweeper.actions.Action`."""
 
-    config: LambdaActionConfig
-    #: Builds the Lambda client (boto3's, with the config's timeouts and no retries, by default).
-    client_factory: Callable[[LambdaActionConfig], Any] | None = None
-
-    def __post_init__(self) -> None:
-        factory = self.client_factory or _boto3_client
-        self._client = LazyClient(lambda: factory(self.config))
-
-    def _lambda(self) -> Any:
-        return self._client.get()
-
-    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
-        """Nothing prepared (boto3 builds its client and connection on the first invoke)."""
+    service = "lambda"
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """Invoke once and classify the answer; never raises for the function's answer."""
@@ -173,7 +136,7 @@ class LambdaInvokeAction:
         if self.config.qualifier:
             request["Qualifier"] = self.config.qualifier
         try:
-            answer = self._lambda().invoke(**request)
+            answer = self.client().invoke(**request)
             body = answer["Payload"].read()
         except ClientError as exc:
             return classify_invoke_error(exc)
@@ -190,17 +153,3 @@ class LambdaInvokeAction:
         if answer.get("FunctionError"):
             return result_of_function_error(payload)
         return result_of_answer(payload)
-
-
-def _boto3_client(config: LambdaActionConfig) -> Any:
-    import boto3
-
-    return boto3.client(
-        "lambda",
-        config=Config(
-            connect_timeout=config.connect_timeout_seconds,
-            read_timeout=config.read_timeout_seconds,
-            # Retrying is sweeper's (the attempt budget, the limiter), never the client's.
-            retries={"total_max_attempts": 1},
-        ),
-    )

@@ -22,11 +22,9 @@ versions stay until the bucket's lifecycle expires noncurrent versions (docs/act
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -39,11 +37,11 @@ from pydantic import Field, field_validator
 from sweeper.actions.base import (
     Action,
     ActionContext,
-    ActionKind,
-    LazyClient,
+    AwsAction,
+    AwsKind,
     PlanDefaults,
+    aws_refusal,
 )
-from sweeper.actions.retry_after import parse_retry_after
 from sweeper.models import ActionCall, ActionResult, OutcomeClass
 from sweeper.s3_key_templates import check_fields_apart
 
@@ -75,17 +73,20 @@ _AUTH_CODES: Final = frozenset(
     }
 )
 _ABSENT_CODES: Final = frozenset({"NoSuchKey", "404", "NotFound"})
+_BY_CODE: Final = {
+    OutcomeClass.THROTTLED: _THROTTLED_CODES,
+    OutcomeClass.AUTH: _AUTH_CODES,
+    OutcomeClass.ABSENT: _ABSENT_CODES,
+}
 
 
-class S3DeleteActionConfig(ActionKind):
+class S3DeleteActionConfig(AwsKind):
     """Delete `key_template`'s object in `bucket` (the team's own bucket)."""
 
     kind: Literal["s3_delete"] = "s3_delete"
     bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
     #: e.g. "exports/{tenant_id}/{object_id+}"; starts with a fixed prefix the grants name.
     key_template: str = Field(min_length=1, max_length=1024)
-    connect_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
-    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
 
     plan_defaults = PlanDefaults(quota_limit=S3_DELETES_PER_SECOND_PER_PREFIX)
 
@@ -166,11 +167,6 @@ def _code(exc: ClientError) -> str:
     return str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
 
 
-def _retry_after(exc: ClientError) -> float | None:
-    headers: Mapping[str, str] = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    return parse_retry_after(headers.get("retry-after"))  # bounded: "inf" closes nothing
-
-
 Step = Literal["list", "delete"]
 
 
@@ -178,24 +174,8 @@ def classify_client_error(exc: ClientError, step: Step) -> ActionResult:
     """S3's answer as an outcome: SlowDown/503 throttled, AccessDenied (and a missing bucket)
     auth, NoSuchKey absent; another 5xx is transient before the delete was sent (the listing)
     and unknown once it was; another 4xx is permanent."""
-    code = _code(exc)
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    short = f"s3_{code}"[:64]
-    if code in _THROTTLED_CODES:
-        return ActionResult(
-            outcome=OutcomeClass.THROTTLED,
-            status_code=status,
-            code=short,
-            retry_after_seconds=_retry_after(exc),
-        )
-    if code in _AUTH_CODES:
-        return ActionResult(outcome=OutcomeClass.AUTH, status_code=status, code=short)
-    if code in _ABSENT_CODES:
-        return ActionResult(outcome=OutcomeClass.ABSENT, status_code=status, code=short)
-    if isinstance(status, int) and status >= 500:
-        outcome = OutcomeClass.TRANSIENT if step == "list" else OutcomeClass.UNKNOWN
-        return ActionResult(outcome=outcome, status_code=status, code=short)
-    return ActionResult(outcome=OutcomeClass.PERMANENT, status_code=status, code=short)
+    server_error = OutcomeClass.TRANSIENT if step == "list" else OutcomeClass.UNKNOWN
+    return aws_refusal(exc, _code(exc), _BY_CODE, server_error, service="s3")
 
 
 def classify_transport_error(exc: BotoCoreError, step: Step) -> ActionResult:
@@ -211,25 +191,13 @@ def classify_transport_error(exc: BotoCoreError, step: Step) -> ActionResult:
 
 
 @dataclass
-class S3DeleteAction:
+class S3DeleteAction(AwsAction[S3DeleteActionConfig]):
     """Carry out a job by deleting its object; see `sweeper.actions.Action`."""
 
-    config: S3DeleteActionConfig
-    #: Builds the S3 client (boto3's, with the config's timeouts and no retries, by default).
-    client_factory: Callable[[S3DeleteActionConfig], Any] | None = None
-
-    def __post_init__(self) -> None:
-        factory = self.client_factory or _boto3_client
-        self._client = LazyClient(lambda: factory(self.config))
-
-    def _s3(self) -> Any:
-        return self._client.get()
+    service = "s3"
 
     def key_for(self, job: ActionCall) -> str:
         return render_key(self.config.key_template, job)
-
-    def warm(self, job: ActionCall, timeout_seconds: float | None = None) -> None:
-        """Nothing prepared (boto3 builds its client and connection on the first request)."""
 
     def perform(self, job: ActionCall, timeout_seconds: float | None = None) -> ActionResult:
         """List the key, then delete it if it is there; never raises for S3's answer."""
@@ -239,7 +207,7 @@ class S3DeleteAction:
             key = self.key_for(job)
         except BadKeyError:
             return ActionResult(outcome=OutcomeClass.PERMANENT, code="bad_key")
-        s3 = self._s3()
+        s3 = self.client()
         try:
             listed = s3.list_objects_v2(Bucket=self.config.bucket, Prefix=key, MaxKeys=1)
         except ClientError as exc:
@@ -262,17 +230,3 @@ class S3DeleteAction:
             status_code=status,
             code="s3_delete_marker" if marker else "s3_deleted",
         )
-
-
-def _boto3_client(config: S3DeleteActionConfig) -> Any:
-    import boto3
-
-    return boto3.client(
-        "s3",
-        config=Config(
-            connect_timeout=config.connect_timeout_seconds,
-            read_timeout=config.read_timeout_seconds,
-            # Retrying is sweeper's (the attempt budget, the limiter), never the client's.
-            retries={"total_max_attempts": 1},
-        ),
-    )

@@ -6,48 +6,26 @@ validates the environment once per cold start (`load_settings` caches it). Logic
 `os.environ`: it receives values. A small package, split by concern: `base` (the strict model
 every section derives from), `quota`, `action`, `consumer`, `discovery`, `policy` (the policy and
 its other sections), `loading` (the policy file) and `settings` (the environment); the
-platform's limits they hold a policy to are in `sweeper.limits`, and the ones callers used to
-take from here are re-exported. This facade re-exports every public name, so callers import
-from `sweeper.config` and not from a module.
+platform's limits they hold a policy to are in `sweeper.limits`. This facade re-exports the
+names callers take from it, so they import from `sweeper.config` and not from a module.
 """
 
-from sweeper.config.action import (
-    DEFAULT_URL_TEMPLATE,
-    KINDS,
-    ActionConfig,
-    ActionKind,
-    HttpActionConfig,
-    OutcomeName,
-)
+from sweeper.config.action import DEFAULT_URL_TEMPLATE, KINDS, HttpActionConfig
 from sweeper.config.consumer import (
     DEFAULT_CONSUMER_MEMORY_MB,
     MAX_PARALLEL_CALLS,
     MIN_CONSUMER_TIMEOUT_SECONDS,
     ConsumerConfig,
 )
-from sweeper.config.discovery import (
-    KEY_TEMPLATE_FIELDS,
-    DiscoveryConfig,
-    S3Discovery,
-    SqlDiscovery,
-)
-from sweeper.config.limit import (
-    JOB_KEY_FIELDS,
-    SHORTHAND_LIMIT_NAME,
-    LimitConfig,
-    reach,
-    template_fields,
-)
+from sweeper.config.discovery import S3Discovery, SqlDiscovery
+from sweeper.config.limit import SHORTHAND_LIMIT_NAME, LimitConfig, reach
 from sweeper.config.loading import SweeperConfig, describe_validation_error
 from sweeper.config.policy import (
     LEASE_DRAIN_FRACTION,
     MIN_SETTLED_JOB_RETENTION_DAYS,
     RETENTION_MAX_BUDGET_SECONDS,
-    SCOPE_FIELDS,
-    AlarmConfig,
     IntakeConfig,
     Policy,
-    PolicyName,
     RetentionConfig,
     RetryConfig,
     ScopeConfig,
@@ -58,49 +36,28 @@ from sweeper.config.quota import (
     DEFAULT_ARRIVAL_JITTER_SECONDS,
     LATE_SLOT_TOLERANCE_SECONDS,
     MAX_BUCKET_HEADROOM,
-    Algorithm,
     Quota,
 )
 from sweeper.config.settings import Settings, load_settings
-from sweeper.limits import (
-    LAMBDA_MAX_MEMORY_MB,
-    LAMBDA_MIN_MEMORY_MB,
-    MAX_PUBLISH_CONCURRENCY,
-    MB_PER_VCPU,
-)
 
 __all__ = [
     "DEFAULT_ARRIVAL_JITTER_SECONDS",
     "DEFAULT_CONSUMER_MEMORY_MB",
     "DEFAULT_URL_TEMPLATE",
-    "JOB_KEY_FIELDS",
-    "KEY_TEMPLATE_FIELDS",
     "KINDS",
-    "LAMBDA_MAX_MEMORY_MB",
-    "LAMBDA_MIN_MEMORY_MB",
     "LATE_SLOT_TOLERANCE_SECONDS",
     "LEASE_DRAIN_FRACTION",
     "MAX_BUCKET_HEADROOM",
     "MAX_PARALLEL_CALLS",
-    "MAX_PUBLISH_CONCURRENCY",
-    "MB_PER_VCPU",
     "MIN_CONSUMER_TIMEOUT_SECONDS",
     "MIN_SETTLED_JOB_RETENTION_DAYS",
     "RETENTION_MAX_BUDGET_SECONDS",
-    "SCOPE_FIELDS",
     "SHORTHAND_LIMIT_NAME",
-    "ActionConfig",
-    "ActionKind",
-    "AlarmConfig",
-    "Algorithm",
     "ConsumerConfig",
-    "DiscoveryConfig",
     "HttpActionConfig",
     "IntakeConfig",
     "LimitConfig",
-    "OutcomeName",
     "Policy",
-    "PolicyName",
     "Quota",
     "RetentionConfig",
     "RetryConfig",
@@ -114,5 +71,4 @@ __all__ = [
     "describe_validation_error",
     "load_settings",
     "reach",
-    "template_fields",
 ]

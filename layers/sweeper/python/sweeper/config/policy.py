@@ -414,15 +414,6 @@ class Policy(_Strict):
         return value
 
     @property
-    def max_in_flight_per_scope(self) -> int:
-        """Cap on one scope's leased rows: what its own rate drains within part of a lease.
-
-        Every scope has the quota's rate, so more of one scope's work would wait in the queue
-        while its leases run out; the claim leaves it due for a later one (sweeper.ledger).
-        """
-        return self.max_in_flight
-
-    @property
     def max_in_flight(self) -> int:
         """Cap on leased rows per policy: what the quota drains within part of one lease."""
         return max(

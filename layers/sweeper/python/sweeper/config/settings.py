@@ -99,6 +99,14 @@ class Settings(BaseSettings):
     def database_prepare_threshold(self) -> int | None:
         return 5 if self.database_prepare else None
 
+    @classmethod
+    def from_environment(cls) -> Self:
+        """These settings from the environment; a ConfigError naming each bad one."""
+        try:
+            return cls()  # fields come from the environment
+        except ValidationError as exc:
+            raise ConfigError(f"environment: {describe_validation_error(exc)}") from exc
+
     def require(
         self,
         field: Literal[
@@ -120,7 +128,4 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def load_settings() -> Settings:
     """Validate the environment once per cold start."""
-    try:
-        return Settings()  # fields come from the environment
-    except ValidationError as exc:
-        raise ConfigError(f"environment: {describe_validation_error(exc)}") from exc
+    return Settings.from_environment()

@@ -29,10 +29,6 @@ from sweeper.discovery.rows import Cursor, Page, Rejected, SourceRow
 from sweeper.errors import DiscoverySourceError
 from sweeper.redaction import describe_target
 
-#: The keyset: the order every page is read in; the last column breaks every tie (with the two
-#: before it, a row's identity in the source).
-ORDER_COLUMNS = ("due_at", "tenant_id", "object_id")
-
 # The first page of a pass. Parameters of the operator's query keep their own names; sweeper's
 # are prefixed so they cannot clash.
 _FIRST_PAGE: LiteralString = """

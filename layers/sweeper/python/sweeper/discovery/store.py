@@ -19,9 +19,9 @@ from sweeper.config import Policy
 from sweeper.discovery import queries
 from sweeper.discovery.rows import Cursor, Rejected
 from sweeper.errors import CursorMovedError
-from sweeper.ledger.store import Ledger, ScheduleResult
+from sweeper.ledger.store import Ledger
 from sweeper.models import NewJob
-from sweeper.scheduling import scope_for
+from sweeper.scheduling import schedule_jobs
 
 #: A run record keeps at most this many rejected positions (the count is always exact).
 REJECTED_SAMPLE_MAX = 50
@@ -190,15 +190,7 @@ class DiscoveryStore:
                 },
             )
 
-        result: ScheduleResult = self._ledger.schedule(
-            policy.name,
-            policy.version,
-            lambda job: scope_for(policy, job),
-            jobs,
-            now,
-            within=advance,
-            identity_params=policy.identity_params,
-        )
+        result = schedule_jobs(self._ledger, policy, jobs, now, advance)
         if complete:
             next_state = CursorState(None, state.pass_number + 1, 0, None, now)
         else:

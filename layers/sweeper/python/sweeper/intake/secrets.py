@@ -14,7 +14,6 @@ from collections.abc import Callable
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
-CURRENT_STAGE = "AWSCURRENT"
 PREVIOUS_STAGE = "AWSPREVIOUS"
 
 

@@ -65,12 +65,12 @@ class ProducerLedger(Executor):
         batch_id: str,
         now: datetime,
         *,
-        reclaimed: int,
-        discovered: int,
-        published: int,
-        publish_failures: int,
-        oldest_age_seconds: float | None,
         stop_reason: str,
+        reclaimed: int = 0,
+        discovered: int = 0,
+        published: int = 0,
+        publish_failures: int = 0,
+        oldest_age_seconds: float | None = None,
         resent: int = 0,
         oldest_released_age_seconds: float | None = None,
     ) -> None:
@@ -147,21 +147,8 @@ class ProducerLedger(Executor):
                 "closed_tenants": list(closed_tenants),
             },
         )
-        return taking_turns(
-            ClaimedJob(
-                id=row[0],
-                policy_version=row[1],
-                tenant_id=row[2],
-                object_id=row[3],
-                scope=row[4],
-                operation_key=row[5],
-                attempt_count=row[6],
-                eligible_since=row[7],
-                resent=bool(row[8]),
-                params=row[9],
-            )
-            for row in rows
-        )
+        # A claimed row's columns are ClaimedJob's fields in order (claim_sql's RETURNING).
+        return taking_turns(ClaimedJob(*(*row[:8], bool(row[8]), row[9])) for row in rows)
 
     def release(self, ids: Sequence[int], owner: str, now: datetime) -> int:
         """Put back to pending the rows of this batch whose messages were not published."""

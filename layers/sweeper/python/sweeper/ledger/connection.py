@@ -44,7 +44,6 @@ def secret_conninfo(
     host: str | None,
     port: int | str | None,
     connect_timeout_seconds: int,
-    ca_bundle: Path | None = None,
 ) -> str:
     """A libpq connection string from a database secret (RDS's JSON shape).
 
@@ -63,6 +62,6 @@ def secret_conninfo(
         password=secret["password"],
         dbname=secret.get("dbname", DEFAULT_DBNAME),
         sslmode=SSL_MODE,
-        sslrootcert=str(ca_bundle or rds_ca_bundle()),
+        sslrootcert=str(rds_ca_bundle()),
         connect_timeout=connect_timeout_seconds,
     )

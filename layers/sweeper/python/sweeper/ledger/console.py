@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -25,6 +25,7 @@ from sweeper.ledger.rows import (
     PolicyState,
     RetryingGroup,
     RunRecord,
+    typed_states,
 )
 from sweeper.models import (
     POSTPONABLE_STATUSES,
@@ -62,12 +63,7 @@ class OperatorLedger(Executor):
 
     def get(self, key: str) -> Job | None:
         rows = self._execute(status_sql.SELECT_JOB, {"key": key})
-        if not rows:
-            return None
-        row = list(rows[0])
-        row[7] = JobStatus(row[7])
-        row[13] = None if row[13] is None else OutcomeClass(row[13])
-        return Job(*row)
+        return Job(*typed_states(rows[0], 7, 13)) if rows else None
 
     def preview_control(
         self,
@@ -113,10 +109,8 @@ class OperatorLedger(Executor):
         # An unhold makes its jobs eligible at their next attempt (maybe past): it lowers the
         # policy's wake item to now before it writes (sweeper.ledger.wake). A postpone only moves
         # a next attempt later (greatest), a cancel or hold takes a job out: none lowers.
-        if action is ControlAction.UNHOLD:
-            rows = self._execute_waking(statement, params, now, policy=policy)
-        else:
-            rows = self._execute(statement, params)
+        waking = now if action is ControlAction.UNHOLD else None
+        rows = self._execute(statement, params, waking=waking, policy=policy)
         return [(str(key), JobStatus(status)) for key, status in rows]
 
     def counts(self, policy: str) -> dict[JobStatus, int]:
@@ -148,34 +142,28 @@ class OperatorLedger(Executor):
             return PolicyState(policy, False, None, None, None, None)
         return PolicyState(*rows[0])
 
-    @_serialised
     def pause(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Pause a policy (idempotent); True when this call paused it. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
-        conn = self._connection()
-        try:
-            with conn.transaction():
-                paused_at = conn.execute(control_sql.SET_PAUSED, params).fetchall()[0][0]
-                changed = bool(paused_at == now)
-                conn.execute(
-                    control_sql.INSERT_ACTION,
-                    {**params, "action": "pause", "detail": Jsonb({"changed": changed})},
-                )
-        except psycopg.Error as exc:
-            raise statement_failure(exc) from exc
-        return changed
+        return self._switch(control_sql.SET_PAUSED, "pause", params)
 
-    @_serialised
     def resume(self, policy: str, actor: str, reason: str | None, now: datetime) -> bool:
         """Resume a policy; True when it was paused. Recorded as an action."""
         params = {"policy": policy, "actor": actor, "reason": reason, "now": now}
+        return self._switch(control_sql.SET_RESUMED, "resume", params)
+
+    @_serialised
+    def _switch(self, statement: LiteralString, action: str, params: dict[str, Any]) -> bool:
+        """Pause or resume, recorded as an action in the same transaction; True when the
+        statement changed the flag (it returns `now` then: the pause it set, or the resume)."""
         conn = self._connection()
         try:
             with conn.transaction():
-                changed = bool(conn.execute(control_sql.SET_RESUMED, params).fetchall())
+                rows = conn.execute(statement, params).fetchall()
+                changed = bool(rows) and rows[0][0] == params["now"]
                 conn.execute(
                     control_sql.INSERT_ACTION,
-                    {**params, "action": "resume", "detail": Jsonb({"changed": changed})},
+                    {**params, "action": action, "detail": Jsonb({"changed": changed})},
                 )
         except psycopg.Error as exc:
             raise statement_failure(exc) from exc
@@ -228,13 +216,14 @@ class OperatorLedger(Executor):
 
         Returns the operation keys moved.
         """
+        classes = None if outcomes is None else [o.value for o in outcomes]
         detail: dict[str, Any] = {
             "keys": None if keys is None else len(keys),
-            "outcomes": None if outcomes is None else [o.value for o in outcomes],
+            "outcomes": classes,
             "tenant_filter": tenant_id is not None,
             "limit": limit,
         }
-        rows = self._execute_waking(  # due now: lowers the wake item (sweeper.ledger.wake)
+        rows = self._execute(
             control_sql.RETRY_FAILED,
             {
                 "policy": policy,
@@ -243,12 +232,12 @@ class OperatorLedger(Executor):
                 "detail": Jsonb(detail),
                 "now": now,
                 "keys": None if keys is None else list(keys),
-                "outcomes": None if outcomes is None else [o.value for o in outcomes],
+                "outcomes": classes,
                 "tenant_id": tenant_id,
                 "limit": limit,
                 "from": _moves(JobStatus.PENDING, JobStatus.FAILED),
             },
-            now,
+            waking=now,  # due now: lowers the wake item (sweeper.ledger.wake)
             policy=policy,
         )
         return [str(key) for (key,) in rows]
@@ -285,13 +274,7 @@ class OperatorLedger(Executor):
             status_sql.INSPECT_JOBS,
             {"policy": policy, "now": now, "stuck_before": stuck_before, "limit": limit},
         )
-        found = []
-        for row in rows:
-            values = list(row)
-            values[1] = JobStatus(values[1])
-            values[2] = None if values[2] is None else OutcomeClass(values[2])
-            found.append(InspectRow(*values))
-        return found
+        return [InspectRow(*typed_states(row, 1, 2)) for row in rows]
 
     def active_scopes(self, policy: str, limit: int) -> dict[str, int]:
         """Scopes holding pending or leased work, busiest first, with their counts."""
@@ -338,13 +321,7 @@ class OperatorLedger(Executor):
         rows = self._execute(
             view_sql.SEARCH_JOBS, {"policy": policy, "query": query, "limit": limit}
         )
-        found = []
-        for row in rows:
-            values = list(row)
-            values[2] = JobStatus(values[2])
-            values[3] = None if values[3] is None else OutcomeClass(values[3])
-            found.append(FoundJob(*values))
-        return found
+        return [FoundJob(*typed_states(row, 2, 3)) for row in rows]
 
     def job_events(self, job_id: int, limit: int) -> list[JobEvent]:
         """A job's operator events, oldest first, with who acted and why."""

@@ -127,12 +127,13 @@ SET paused = true,
 RETURNING paused_at
 """
 
-# Resume: a row only when the policy was paused, so a repeat reports "not paused".
+# Resume: a row (its resumed_at, now) only when the policy was paused, so a repeat reports
+# "not paused".
 SET_RESUMED: Final = """
 UPDATE sweeper_policy_state
 SET paused = false, resumed_at = %(now)s, updated_at = %(now)s
 WHERE policy = %(policy)s AND paused
-RETURNING paused_at
+RETURNING resumed_at
 """
 
 INSERT_ACTION: Final = """

@@ -142,10 +142,25 @@ class Executor:
             raise statement_failure(exc) from exc
 
     @_serialised
-    def _execute(self, query: LiteralString, params: dict[str, Any]) -> list[TupleRow]:
+    def _execute(
+        self,
+        query: LiteralString,
+        params: dict[str, Any],
+        *,
+        waking: datetime | None = None,
+        policy: str | None = None,
+    ) -> list[TupleRow]:
+        """One statement in its own transaction. `waking`: a write that can make work claimable
+        at that time or later, so the wake item of the policy (given, or the job's of
+        `params["key"]`) is lowered to it first, in the same transaction."""
         conn = self._connection()
         try:
             with conn.transaction():
+                if waking is not None:
+                    if policy is None and self.wake is not None:
+                        found = conn.execute(POLICY_OF_JOB, {"key": params["key"]}).fetchone()
+                        policy = None if found is None else str(found[0])
+                    self._lower_wake(conn, policy, waking)
                 cur = conn.execute(query, params)
                 return cur.fetchall() if cur.description is not None else []
         except psycopg.Error as exc:
@@ -158,29 +173,6 @@ class Executor:
         `at` (sweeper.ledger.wake.lower_in); nothing without an item or a policy."""
         if self.wake is not None and policy is not None:
             lower_in(conn, self.wake, policy, at)
-
-    @_serialised
-    def _execute_waking(
-        self,
-        query: LiteralString,
-        params: dict[str, Any],
-        at: datetime,
-        *,
-        policy: str | None = None,
-    ) -> list[TupleRow]:
-        """`_execute` for a write that can make work claimable at `at` or later: the wake item
-        of the policy (given, or the job's of `params["key"]`) is lowered before the write."""
-        conn = self._connection()
-        try:
-            with conn.transaction():
-                if policy is None and self.wake is not None:
-                    found = conn.execute(POLICY_OF_JOB, {"key": params["key"]}).fetchone()
-                    policy = None if found is None else str(found[0])
-                self._lower_wake(conn, policy, at)
-                cur = conn.execute(query, params)
-                return cur.fetchall() if cur.description is not None else []
-        except psycopg.Error as exc:
-            raise statement_failure(exc) from exc
 
 
 def statement_failure(exc: psycopg.Error) -> LedgerError:

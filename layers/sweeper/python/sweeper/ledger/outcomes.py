@@ -15,6 +15,7 @@ from psycopg.rows import TupleRow
 
 from sweeper.ledger import settle_sql
 from sweeper.ledger.executor import Executor, _moves
+from sweeper.ledger.rows import typed_states
 from sweeper.models import JobStatus, LedgerTarget, OutcomeClass
 
 #: An attempt count no job reaches: every counted attempt is a retry when no limit is given.
@@ -159,7 +160,7 @@ class ConsumerLedger(Executor):
         if rows:
             return rows
         # Moved earlier, or settled meanwhile (then nothing is written, and the lowering is early)
-        return self._execute_waking(query, {**params, "lowered": True}, params["next_attempt_at"])
+        return self._execute(query, {**params, "lowered": True}, waking=params["next_attempt_at"])
 
     def jobs_for_redrive(self, keys: Sequence[str]) -> dict[str, LedgerTarget]:
         """What redrive decides on, per operation key; unknown keys are absent."""
@@ -171,32 +172,6 @@ class ConsumerLedger(Executor):
 
 
 def _target(row: TupleRow) -> LedgerTarget:
-    """One row of settle_sql.TARGET_COLUMNS, as the consumer and redrive read it."""
-    (
-        key,
-        status,
-        policy,
-        version,
-        tenant,
-        obj,
-        scope,
-        retry_round,
-        outcome,
-        not_before,
-        params,
-        snoozed,
-    ) = row
-    return LedgerTarget(
-        operation_key=str(key),
-        status=JobStatus(status),
-        policy=str(policy),
-        policy_version=int(version),
-        tenant_id=str(tenant),
-        object_id=str(obj),
-        scope=str(scope),
-        retry_round=int(retry_round),
-        last_outcome=None if outcome is None else OutcomeClass(outcome),
-        not_before=not_before,
-        params=params,
-        snoozed_seconds=float(snoozed),
-    )
+    """One row of settle_sql.TARGET_COLUMNS (LedgerTarget's fields in order), as the consumer
+    and redrive read it."""
+    return LedgerTarget(*typed_states(row, 1, 8))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -178,3 +179,13 @@ class ActivityBucket:
     claimed: int
     succeeded: int
     failed: int
+
+
+def typed_states(row: Sequence[Any], status_at: int, outcome_at: int) -> list[Any]:
+    """A job row's values, its status and last outcome (None or a class) typed: what a row
+    type built by column order (`Job(*values)`) takes."""
+    values = list(row)
+    values[status_at] = JobStatus(values[status_at])
+    if values[outcome_at] is not None:
+        values[outcome_at] = OutcomeClass(values[outcome_at])
+    return values

@@ -126,6 +126,18 @@ WITH moved AS (
 SELECT id FROM moved
 """
 
+# What a wait writes (RECORD_UNSETTLED, RECORD_SNOOZE) after its own columns: the job's next
+# attempt, a live lease stretched over the wait, and which row it may write (see below).
+_WAIT: Final = """
+        next_attempt_at = %(next_attempt_at)s,
+        lease_expires_at = CASE WHEN status = 'leased'
+                                THEN GREATEST(lease_expires_at, %(lease_until)s)
+                                ELSE lease_expires_at END,
+        updated_at = %(now)s,
+        last_trace_id = coalesce(%(trace_id)s, last_trace_id)
+    WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
+      AND (%(lowered)s OR status = 'leased' OR next_attempt_at <= %(next_attempt_at)s)  -- wake"""
+
 # A delivery that settled nothing: a retry later, a throttle, a closed gate or a wait for a token.
 # The status stays; next_attempt_at moves to when the job may run again (so the producer does not
 # republish it earlier) and a live lease is stretched to cover the wait. Only real attempts
@@ -134,20 +146,15 @@ SELECT id FROM moved
 # statement; one that exhausts them is counted as terminal when MARK_FAILED settles it.
 # Unless %(lowered)s (the wake item lowered for it), only a row whose claimable time cannot move
 # earlier is written (a leased row's lease only stretches; sweeper.ledger.outcomes).
-RECORD_UNSETTLED: Final = """
+RECORD_UNSETTLED: Final = (
+    """
 WITH moved AS (
     UPDATE sweeper_jobs
     SET last_outcome = coalesce(%(outcome)s, last_outcome),
         last_error_code = coalesce(%(code)s, last_error_code),
-        attempt_count = attempt_count + %(attempts)s,
-        next_attempt_at = %(next_attempt_at)s,
-        lease_expires_at = CASE WHEN status = 'leased'
-                                THEN GREATEST(lease_expires_at, %(lease_until)s)
-                                ELSE lease_expires_at END,
-        updated_at = %(now)s,
-        last_trace_id = coalesce(%(trace_id)s, last_trace_id)
-    WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
-      AND (%(lowered)s OR status = 'leased' OR next_attempt_at <= %(next_attempt_at)s)  -- wake
+        attempt_count = attempt_count + %(attempts)s,"""  # noqa: S608
+    + _WAIT
+    + """
     RETURNING attempt_count, batch_id
 ), counted AS (
     UPDATE sweeper_runs r SET retried = r.retried + 1
@@ -157,6 +164,7 @@ WITH moved AS (
 )
 SELECT attempt_count FROM moved
 """
+)
 
 # A snooze (migration 0011): the vendor said "not now" for this job. Like RECORD_UNSETTLED, the
 # status stays and next_attempt_at moves to the end of the wait (a live lease stretched over it),
@@ -164,19 +172,14 @@ SELECT attempt_count FROM moved
 # seconds, only while the sum stays within %(max_snooze)s (no row: settled meanwhile, or the
 # bound is reached and the caller makes the job terminal). Counted as its carrying batch's
 # snoozed in the same statement.
-RECORD_SNOOZE: Final = """
+RECORD_SNOOZE: Final = (
+    """
 WITH moved AS (
     UPDATE sweeper_jobs
     SET last_outcome = 'snooze', last_error_code = %(code)s,
-        snoozed_seconds = snoozed_seconds + %(seconds)s,
-        next_attempt_at = %(next_attempt_at)s,
-        lease_expires_at = CASE WHEN status = 'leased'
-                                THEN GREATEST(lease_expires_at, %(lease_until)s)
-                                ELSE lease_expires_at END,
-        updated_at = %(now)s,
-        last_trace_id = coalesce(%(trace_id)s, last_trace_id)
-    WHERE operation_key = %(key)s AND status IN ('pending', 'leased')
-      AND (%(lowered)s OR status = 'leased' OR next_attempt_at <= %(next_attempt_at)s)  -- wake
+        snoozed_seconds = snoozed_seconds + %(seconds)s,"""  # noqa: S608
+    + _WAIT
+    + """
       AND snoozed_seconds + %(seconds)s <= %(max_snooze)s
     RETURNING snoozed_seconds, batch_id
 ), counted AS (
@@ -185,6 +188,7 @@ WITH moved AS (
 )
 SELECT snoozed_seconds FROM moved
 """
+)
 
 # What redrive needs to decide on a dead letter: one query per received batch. The same rows
 # as the consumer's read (TARGET_COLUMNS), counting nothing, and the last error code: why the

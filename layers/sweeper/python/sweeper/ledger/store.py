@@ -21,14 +21,7 @@ from sweeper.ledger.console import OperatorLedger
 from sweeper.ledger.executor import connect_failure
 from sweeper.ledger.outcomes import ConsumerLedger
 from sweeper.ledger.retention import RetentionLedger
-from sweeper.ledger.rows import (
-    BatchAudit,
-    InspectRow,
-    PolicyState,
-    RunRecord,
-    RunStart,
-    ScheduleResult,
-)
+from sweeper.ledger.rows import BatchAudit, InspectRow, PolicyState, ScheduleResult
 from sweeper.ledger.scheduling import (
     SCHEDULE_ATTEMPTS,
     SCHEDULE_BACKOFF_SECONDS,
@@ -45,8 +38,6 @@ __all__ = [
     "InspectRow",
     "Ledger",
     "PolicyState",
-    "RunRecord",
-    "RunStart",
     "ScheduleResult",
     "_backoff",
     "connect_failure",

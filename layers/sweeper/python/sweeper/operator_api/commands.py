@@ -12,9 +12,9 @@ something `changes`, what they run against `backend`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from sweeper.errors import OperatorError
 from sweeper.operator_api.backend import Backend
 from sweeper.operator_api.changes import (
     ConfirmationNeededError,
@@ -54,41 +54,32 @@ from sweeper.operator_api.requests import (
 __all__ = ["Backend", "ConfirmationNeededError", "run_command"]
 
 
+#: Each request's command: the reading ones take the request, the changing ones the actor too.
+_READS: dict[type[Any], Callable[[Backend, Any], dict[str, Any]]] = {
+    StatusRequest: status,
+    RunsRequest: runs,
+    InspectRequest: inspect,
+    OverviewRequest: overview,
+    ActivityRequest: activity,
+    SearchRequest: search,
+    JobRequest: job,
+    LimitsShowRequest: limits_show,
+}
+_CHANGES: dict[type[Any], Callable[..., dict[str, Any]]] = {
+    RetryRequest: retry,
+    RedriveCommand: redrive,
+    PauseRequest: pause,
+    ResumeRequest: resume,
+    ReleaseRequest: release,
+    CatchUpRequest: catch_up,
+    PruneRequest: prune,
+    ControlRequest: control,
+    LimitsSetRequest: limits_set,
+}
+
+
 def run_command(backend: Backend, request: OperatorRequest, *, actor: str) -> dict[str, Any]:
     """Run one console command; the data its `--json` prints."""
-    match request:
-        case StatusRequest():
-            return status(backend, request)
-        case RunsRequest():
-            return runs(backend, request)
-        case InspectRequest():
-            return inspect(backend, request)
-        case OverviewRequest():
-            return overview(backend, request)
-        case ActivityRequest():
-            return activity(backend, request)
-        case SearchRequest():
-            return search(backend, request)
-        case JobRequest():
-            return job(backend, request)
-        case RetryRequest():
-            return retry(backend, request, actor=actor)
-        case RedriveCommand():
-            return redrive(backend, request, actor=actor)
-        case PauseRequest():
-            return pause(backend, request, actor=actor)
-        case ResumeRequest():
-            return resume(backend, request, actor=actor)
-        case ReleaseRequest():
-            return release(backend, request, actor=actor)
-        case CatchUpRequest():
-            return catch_up(backend, request, actor=actor)
-        case PruneRequest():
-            return prune(backend, request, actor=actor)
-        case ControlRequest():
-            return control(backend, request, actor=actor)
-        case LimitsShowRequest():
-            return limits_show(backend, request)
-        case LimitsSetRequest():
-            return limits_set(backend, request, actor=actor)
-    raise OperatorError(f"unknown command {request.command!r}")  # pragma: no cover
+    if (read := _READS.get(type(request))) is not None:
+        return read(backend, request)
+    return _CHANGES[type(request)](backend, request, actor=actor)

@@ -169,7 +169,7 @@ def limits_of(policy: Policy) -> dict[str, Any]:
         "consumer_concurrency": min(
             policy.consumer.reserved_concurrency, policy.consumer.max_concurrency
         ),
-        "max_in_flight_per_scope": policy.max_in_flight_per_scope,
+        "max_in_flight_per_scope": policy.max_in_flight,
         "max_attempts": policy.max_attempts,
         "lease_seconds": policy.lease_seconds,
     }

@@ -36,21 +36,24 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class StatusRequest(_Request):
+class _PolicyRequest(_Request):
+    """A command that may name its policy (`--policy`)."""
+
+    policy: Name | None = None
+
+
+class StatusRequest(_PolicyRequest):
     command: Literal["status"] = "status"
-    policy: Name | None = None
 
 
-class RunsRequest(_Request):
+class RunsRequest(_PolicyRequest):
     command: Literal["runs"] = "runs"
-    policy: Name | None = None
     since: AwareDatetime
     limit: int = Field(default=500, ge=1, le=MAX_ROWS)
 
 
-class InspectRequest(_Request):
+class InspectRequest(_PolicyRequest):
     command: Literal["inspect"] = "inspect"
-    policy: Name | None = None
     stuck_after_seconds: float = Field(
         default=3600.0,
         ge=0,
@@ -91,9 +94,8 @@ class JobRequest(_Request):
     key: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
 
 
-class RetryRequest(_Request):
+class RetryRequest(_PolicyRequest):
     command: Literal["retry"] = "retry"
-    policy: Name | None = None
     keys: tuple[ObligationId, ...] | None = Field(default=None, min_length=1, max_length=MAX_KEYS)
     outcomes: tuple[OutcomeClass, ...] | None = Field(default=None, min_length=1)
     tenant_id: Name | None = None
@@ -101,9 +103,8 @@ class RetryRequest(_Request):
     reason: Reason | None = None
 
 
-class RedriveCommand(_Request):
+class RedriveCommand(_PolicyRequest):
     command: Literal["redrive"] = "redrive"
-    policy: Name | None = None
     tenant_id: Name | None = None
     scope: Name | None = None
     outcomes: tuple[OutcomeClass, ...] | None = Field(default=None, min_length=1)
@@ -119,47 +120,41 @@ class RedriveCommand(_Request):
     budget_seconds: float = Field(default=600.0, ge=10, le=3600)
 
 
-class PauseRequest(_Request):
+class PauseRequest(_PolicyRequest):
     command: Literal["pause"] = "pause"
-    policy: Name | None = None
     reason: Reason | None = None
 
 
-class ResumeRequest(_Request):
+class ResumeRequest(_PolicyRequest):
     command: Literal["resume"] = "resume"
-    policy: Name | None = None
     reason: Reason | None = None
 
 
-class ReleaseRequest(_Request):
+class ReleaseRequest(_PolicyRequest):
     command: Literal["release"] = "release"
-    policy: Name | None = None
 
 
-class CatchUpRequest(_Request):
+class CatchUpRequest(_PolicyRequest):
     command: Literal["catch-up"] = "catch-up"
-    policy: Name | None = None
     since: AwareDatetime
     until: AwareDatetime | None = None
     dry_run: bool = False
 
 
-class PruneRequest(_Request):
+class PruneRequest(_PolicyRequest):
     command: Literal["prune"] = "prune"
     older_than_days: float = Field(
         ge=1, le=MAX_PRUNE_AGE_DAYS, description="age in days, from 1 to 3660 (ten years)"
     )
-    policy: Name | None = None
     batch_rows: int = Field(default=1000, ge=1, le=50_000)
     #: Recorded with the prune's action before anything is deleted; required.
     reason: Reason
 
 
-class ControlRequest(_Request):
+class ControlRequest(_PolicyRequest):
     """cancel, hold, unhold, postpone: by key or by filter, as `sweeper cancel` takes them."""
 
     command: Literal["cancel", "hold", "unhold", "postpone"]
-    policy: Name | None = None
     keys: tuple[ObligationId, ...] | None = Field(default=None, min_length=1, max_length=MAX_KEYS)
     tenant_id: Name | None = None
     statuses: tuple[Literal["pending", "leased", "held", "failed"], ...] | None = Field(
@@ -180,17 +175,15 @@ class ControlRequest(_Request):
         return ControlAction(self.command)
 
 
-class LimitsShowRequest(_Request):
+class LimitsShowRequest(_PolicyRequest):
     command: Literal["limits-show"] = "limits-show"
-    policy: Name | None = None
 
 
-class LimitsSetRequest(_Request):
+class LimitsSetRequest(_PolicyRequest):
     """One limit's live change: exactly one of a rate (`N/T`, e.g. `5/1s`), a pause, a resume
     or a reset to the told rate (sweeper.operator_api.limits)."""
 
     command: Literal["limits-set"] = "limits-set"
-    policy: Name | None = None
     limit: Name
     live_rate: Annotated[str, Field(min_length=3, max_length=40)] | None = None
     pause: bool = False
@@ -228,21 +221,3 @@ REQUEST_ADAPTER: TypeAdapter[OperatorRequest] = TypeAdapter(OperatorRequest)
 READ_COMMANDS = frozenset(
     {"status", "runs", "inspect", "overview", "activity", "search", "job", "limits-show"}
 )
-#: The commands that change something, each recorded with who asked and why.
-CHANGE_COMMANDS = frozenset(
-    {
-        "retry",
-        "redrive",
-        "pause",
-        "resume",
-        "release",
-        "catch-up",
-        "prune",
-        "cancel",
-        "hold",
-        "unhold",
-        "postpone",
-        "limits-set",
-    }
-)
-COMMANDS = READ_COMMANDS | CHANGE_COMMANDS

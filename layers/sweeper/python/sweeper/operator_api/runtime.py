@@ -49,10 +49,7 @@ class OperatorSettings(Settings):
 
 @lru_cache(maxsize=1)
 def operator_settings() -> OperatorSettings:
-    try:
-        return OperatorSettings()  # fields come from the environment
-    except ValidationError as exc:
-        raise ConfigError(f"environment: {describe_validation_error(exc)}") from exc
+    return OperatorSettings.from_environment()
 
 
 @lru_cache(maxsize=1)

@@ -84,7 +84,9 @@ def claim_bounds(policy: Policy) -> ClaimBounds:
     """The policy's and each scope's cap on rows on the consumers; see the module docstring."""
     first = policy.limits[0]
     first_reach = reach(first.key)
-    scope_cap, scope_binding = policy.max_in_flight_per_scope, first.name
+    # Every scope has the quota's rate: one scope's cap is what it drains within part of a
+    # lease, as the policy's is (more would wait in the queue while its leases run out).
+    scope_cap, scope_binding = policy.max_in_flight, first.name
     wide: list[tuple[int, str]] = []
     if first_reach == "policy":
         wide.append((policy.max_in_flight, first.name))

@@ -140,24 +140,21 @@ def next_run(
     A rate() schedule fires every N units from when it was created: the series is anchored at
     the last scheduled run (else `anchor`); with neither, the next time is unknown.
     """
-    if every is not None:
-        start = last_scheduled or anchor
-        if start is None:
+    if every is None:
+        try:
+            schedule = parse_schedule(policy.schedule, policy.timezone)
+        except ConfigError:
+            return None  # a one-time at(...) schedule has no next run to show
+        if not isinstance(schedule, RateSchedule):
+            day = timedelta(days=1)
+            for offset in range(NEXT_RUN_HORIZON_DAYS):
+                since = now + offset * day
+                for at in schedule.occurrences(since, since + day):
+                    if at > now:
+                        return at
             return None
-        return start + ((now - start) // every + 1) * every
-    try:
-        schedule = parse_schedule(policy.schedule, policy.timezone)
-    except ConfigError:
-        return None  # a one-time at(...) schedule has no next run to show
-    if isinstance(schedule, RateSchedule):
-        start = last_scheduled or anchor
-        if start is None:
-            return None
-        return start + ((now - start) // schedule.every + 1) * schedule.every
-    day = timedelta(days=1)
-    for offset in range(NEXT_RUN_HORIZON_DAYS):
-        since = now + offset * day
-        for at in schedule.occurrences(since, since + day):
-            if at > now:
-                return at
-    return None
+        every = schedule.every
+    start = last_scheduled or anchor
+    if start is None:
+        return None
+    return start + ((now - start) // every + 1) * every

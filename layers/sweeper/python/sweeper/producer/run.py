@@ -43,6 +43,8 @@ PAUSED = "paused"
 LIMIT_CLOSED = "limit_closed"
 #: The stop reason of a run that did not connect: the wake item says nothing can be claimable.
 NOT_DUE = "not_due"
+#: The stop reason of a second invocation for a scheduled time a run already holds.
+DUPLICATE = "duplicate_invocation"
 
 Clock = Callable[[], datetime]
 #: The limiter keys whose gate is closed right now: scopes, and further limits' `NAME:KEY` (read
@@ -150,13 +152,9 @@ def run_producer(
 def _stopped_before_work(
     policy: Policy, scheduled_at: datetime, batch_id: str, reason: str
 ) -> ProducerReport:
-    """The report of a run that released nothing: not due, or paused."""
+    """The report of a run that released nothing: not due, paused, or a duplicate."""
     return ProducerReport(
-        batch_id=batch_id,
-        policy=policy.name,
-        scheduled_at=scheduled_at,
-        duplicate_invocation=False,
-        stop_reason=reason,
+        batch_id, policy.name, scheduled_at, reason == DUPLICATE, stop_reason=reason
     )
 
 
@@ -174,26 +172,11 @@ def _run_connected(
     start = ledger.start_run(policy.name, scheduled_at, batch_id, clock())
     if start.duplicate:
         # The scheduler delivers at least once: the run for this time exists, so this one skips.
-        return ProducerReport(
-            batch_id=start.batch_id,
-            policy=policy.name,
-            scheduled_at=scheduled_at,
-            duplicate_invocation=True,
-            stop_reason="duplicate_invocation",
-        )
+        return _stopped_before_work(policy, scheduled_at, start.batch_id, DUPLICATE)
     if ledger.is_paused(policy.name):
         # An operator paused the policy: the run is recorded as skipped, so `sweeper catch-up`
         # can release it later under its own batch id.
-        ledger.finish_run(
-            batch_id,
-            clock(),
-            reclaimed=0,
-            discovered=0,
-            published=0,
-            publish_failures=0,
-            oldest_age_seconds=None,
-            stop_reason=PAUSED,
-        )
+        ledger.finish_run(batch_id, clock(), stop_reason=PAUSED)
         return _stopped_before_work(policy, scheduled_at, batch_id, PAUSED)
 
     reclaimed = 0

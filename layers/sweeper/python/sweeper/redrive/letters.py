@@ -9,13 +9,10 @@ from typing import TYPE_CHECKING, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sweeper.errors import QueueError
-from sweeper.limits import SQS_MAX_VISIBILITY_TIMEOUT_SECONDS
+from sweeper.sqs_queue import SQS_MAX_BATCH, visibility_timeout
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
-
-#: SQS's limit of messages per receive or batch call.
-SQS_MAX_BATCH = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +55,7 @@ class SqsDeadLetterQueue:
             response = self._client.receive_message(
                 QueueUrl=self._dlq_url,
                 MaxNumberOfMessages=max(1, min(SQS_MAX_BATCH, max_messages)),
-                VisibilityTimeout=max(
-                    0, min(SQS_MAX_VISIBILITY_TIMEOUT_SECONDS, visibility_seconds)
-                ),
+                VisibilityTimeout=visibility_timeout(visibility_seconds),
                 WaitTimeSeconds=0,
             )
         except (ClientError, BotoCoreError) as exc:

@@ -47,9 +47,10 @@ from sweeper.limiter import ScopeState
 from sweeper.models import JobMessage, JobStatus, LedgerTarget, OutcomeClass
 from sweeper.observability import Metric
 from sweeper.redrive.auto import Watch, died_of_limit
-from sweeper.redrive.letters import SQS_MAX_BATCH, DeadLetter, DeadLetterQueue
+from sweeper.redrive.letters import DeadLetter, DeadLetterQueue
 from sweeper.redrive.limits import LimitLook
 from sweeper.redrive.log import RedriveLog
+from sweeper.sqs_queue import SQS_MAX_BATCH
 
 logger = logging.getLogger(__name__)
 
@@ -262,7 +263,7 @@ def run_redrive(
     return run.report
 
 
-def _work(run: _Run, progress: Callable[[RedriveReport], None] | None) -> str:
+def _work(run: _Run, page_done: Callable[[RedriveReport], None]) -> str:
     cap = run.request.max_messages
     while True:
         if cap is not None and run.report.moved >= cap:
@@ -300,8 +301,7 @@ def _work(run: _Run, progress: Callable[[RedriveReport], None] | None) -> str:
                 continue
             run.report.examined += 1
             stop = _decide(run, letter, message, views.get(message.key))
-        if progress is not None:
-            progress(run.report)
+        page_done(run.report)
         if stop is not None:
             return stop
 
@@ -327,19 +327,15 @@ def _decide(
     if not _matches(request, run.policy, message, view):
         report.not_matching += 1
         return None
-    if view.status is JobStatus.SUCCEEDED:
-        report.dropped_settled += 1
+    if view.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED):
+        settled = view.status is JobStatus.SUCCEEDED
+        report.dropped_settled += settled
+        report.dropped_cancelled += not settled
         if not request.dry_run:
             run.dlq.delete(letter)
             del run.held[letter.message_id]
-            logger.info("settled job's dead letter dropped", extra=ids)
-        return None
-    if view.status is JobStatus.CANCELLED:
-        report.dropped_cancelled += 1
-        if not request.dry_run:
-            run.dlq.delete(letter)
-            del run.held[letter.message_id]
-            logger.info("cancelled job's dead letter dropped", extra=ids)
+            what = "settled" if settled else "cancelled"
+            logger.info(f"{what} job's dead letter dropped", extra=ids)
         return None
     if view.status is JobStatus.HELD:
         report.kept_held += 1
