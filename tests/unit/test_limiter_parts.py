@@ -46,3 +46,21 @@ def test_the_limiters_reserve_takes_every_keyword_the_protocols_name() -> None:
     # benchmark's baselines are checked to (test_baseline_limiters)
     wanted = list(inspect.signature(SlotReserver.reserve).parameters)
     assert list(inspect.signature(DynamoLimiter.reserve).parameters) == wanted
+
+
+class _NoCalls:
+    """A DynamoDB client that fails the test on any call made of it."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"the limiter called {name} while it was being built")
+
+
+def test_a_limiter_is_built_without_a_call_to_its_table() -> None:
+    # Given a client that takes no call
+    # When a limiter is built on it (at a cold start, with its live limits, spend and budgets)
+    limiter = DynamoLimiter(_NoCalls(), "limits")  # type: ignore[arg-type]
+    # Then its parts are there and none of them reached the table
+    assert limiter.live() is limiter.live()
+    assert limiter.spend() is limiter.spend()
+    assert limiter.budgets() is limiter.budgets()
+    assert (limiter.writes, limiter.reads) == (0, 0)
