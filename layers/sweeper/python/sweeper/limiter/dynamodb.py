@@ -51,6 +51,7 @@ paired block's write on the wide item (`paired_writes`). `DynamoLimiter` hands e
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate
@@ -74,12 +75,13 @@ def _part[**P, R](
     name: str, method: Callable[Concatenate[Any, P], R]
 ) -> Callable[Concatenate[Any, P], R]:
     """`method` of the part this limiter holds as `name`, as a method of the limiter: one
-    signature and docstring, the part's, for what the limiter only hands on."""
+    signature and docstring, the part's, for what the limiter only hands on (`inspect`,
+    `help()` and a fake kept to it read the part's, through `__wrapped__`)."""
 
     def call(limiter: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return method(getattr(limiter, name), *args, **kwargs)
 
-    call.__name__, call.__doc__ = method.__name__, method.__doc__
+    functools.update_wrapper(call, method)
     return call
 
 

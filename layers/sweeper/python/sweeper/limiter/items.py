@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from botocore.exceptions import ClientError
 
@@ -20,6 +20,8 @@ from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.literals import ReturnValueType
+    from mypy_boto3_dynamodb.type_defs import UpdateItemInputTypeDef
 
 US = 1_000_000
 #: Limiter items of idle scopes expire (DynamoDB TTL) after this long.
@@ -51,7 +53,7 @@ def scope_key(scope: str) -> dict[str, Any]:
 
 
 def update_item(
-    client: DynamoDBClient, failure: str, **request: Any
+    client: DynamoDBClient, failure: str, **request: Unpack[UpdateItemInputTypeDef]
 ) -> tuple[bool, dict[str, Any]]:
     """One UpdateItem on the limiter table: (True, the attributes it returned) when written,
     (False, the item as it is, if the request asked for it) when its condition failed; any
@@ -125,7 +127,7 @@ class ScopeItems:
         update: str,
         condition: str,
         values: dict[str, Any],
-        returns: str,
+        returns: ReturnValueType,
         names: dict[str, str] | None = None,
     ) -> int | dict[str, Any]:
         """Run a conditional update; the new tat (or 0) on success, the old item on failure."""
