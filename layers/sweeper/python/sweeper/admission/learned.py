@@ -53,7 +53,6 @@ import logging
 import math
 from typing import Final
 
-from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
 from sweeper.adaptive_rate import Adaptive
 from sweeper.admission.base import Admission, Closure, Deferral, Permit, RateHolder, TimeLeft
 from sweeper.admission.costs import correct, correction, next_cost
@@ -70,7 +69,7 @@ from sweeper.vendor_limits import Reader, policy_for
 from sweeper.vendor_limits.full import window_over
 from sweeper.vendor_limits.pace import bucket_pace, learned_pace
 from sweeper.vendor_limits.unread import report_unread
-from sweeper.vendor_reading import LimitReading, VendorReading
+from sweeper.vendor_reading import MAX_WAIT_SECONDS, LimitReading, VendorReading
 
 logger = logging.getLogger(__name__)
 
@@ -323,11 +322,11 @@ class LearnedRate:
 
     def _close_for(self, seconds: float) -> None:
         """Close the scope's gate for every consumer until `seconds` from now (at most
-        MAX_RETRY_AT_SECONDS, as a reset header an outcome rule reads: a vendor's window is at
-        most an hour, and a wrong clock must not hold a scope for a day)."""
+        MAX_WAIT_SECONDS, as any wait a vendor states: a vendor's window is at most an hour,
+        and a wrong clock must not hold a scope for a day)."""
         t = self._ticket
         now = t.clocks.now()
-        t.limiter.close(t.job.scope, now + min(seconds, MAX_RETRY_AT_SECONDS), "throttled")
+        t.limiter.close(t.job.scope, now + min(seconds, MAX_WAIT_SECONDS), "throttled")
         t.slots.forget(t.job.scope)  # this batch's banked slots are not used meanwhile
         t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
 
