@@ -93,11 +93,12 @@ def gate_reads_per_job(
     paired = PairedLimits.wanted(policy) is not None
     if paired and rated is not None:
         reads += _per_look(per_environment, rate_look)
+    unreserved = unreserved_gates(policy)
     for index, limit in enumerate(policy.limits):
         per_key = per_environment / keys.get(limit.name, 1)
         if limit is rated and not paired:
             reads += _per_look(per_key, rate_look)
-        if limit.name in unreserved_gates(policy):
+        if limit.name in unreserved:
             reads += _per_look(per_key, GATE_RECHECK_LEAD_SECONDS)
         if index:  # a further limit's own looks (a cap's at its leases)
             planning = planning_of(limit)
