@@ -22,9 +22,10 @@ every environment follows it from its next reservation:
   the vendor's answer first), below what the old pace needs, gives the slot up unused and
   admits the call again at the new rate. No call goes on the old state once the lowering is
   on the item: those sent at the old pace after a change are sent before any answer says it,
-  or while an answer is read and written. The write that holds a rate records beside it what
-  the vendor's statement alone allows (`ar_stated`, sweeper.limiter.held), so that of a quota
-  others spend too only the vendor's lowering gives a slot up, never a pace their spend moved;
+  or while an answer is read and written. Of a quota others spend too, the write that holds a
+  rate records beside it what the vendor's statement alone allows (`ar_stated`,
+  sweeper.limiter.held), so that only the vendor's lowering gives a slot up, never a pace their
+  spend moved (of a quota sweeper has alone, the rate held is the statement: none recorded);
 - a quota others spend too is split into sweeper's share and theirs, and paced at what they
   leave less the reserve kept for them, the gate closed at the reserve (shared.py);
 - with a cost (`learn.cost`), a call takes its expected cost in units of the rate (cost units
@@ -257,8 +258,8 @@ class LearnedRate:
             rate = allowed = None
             if steady is not None and steady.rate_per_second > 0:
                 rate = steady.rate_per_second
-                allowed = max(MIN_LEARNED_RATE, rate * self._headroom)  # the vendor's alone
-                if self._shared is not None:
+                if self._shared is not None:  # its pace moves with the others' spend too
+                    allowed = max(MIN_LEARNED_RATE, rate * self._headroom)  # the vendor's alone
                     share = self._shared.pace(stated, rate, MIN_LEARNED_RATE)
                 rate = rate if share is None else share.rate_per_second
                 rate = max(MIN_LEARNED_RATE, rate * self._headroom)
