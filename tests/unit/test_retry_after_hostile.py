@@ -1,9 +1,9 @@
 """A Retry-After is a vendor's word: whatever it says, the wait read from it is bounded.
 
-A wait past `MAX_WAIT_SECONDS` (an hour, as a reset header's: sweeper.actions.outcome_rules)
-would close a scope's gate for as long (`limiter.backoff.close_delay` adds only a jitter), and
-one past a few thousand years cannot even be added to the ledger's time: one wrong answer
-would stall a policy for good, or fail the record it answered.
+A wait past `MAX_WAIT_SECONDS` (an hour, sweeper.vendor_reading) would close a scope's gate
+for as long, and one past a few thousand years cannot even be added to the ledger's time: one
+wrong answer would stall a policy for good, or fail the record it answered. The gate's closure
+(`limiter.backoff.close_delay`) keeps the bound too, for a wait no header carried (a Lambda's).
 """
 
 from __future__ import annotations
