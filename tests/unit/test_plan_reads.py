@@ -23,11 +23,11 @@ from sweeper_tools.planning.costs import (
 from sweeper_tools.planning.pause import runs_per_month
 from sweeper_tools.planning.plan import make_plan
 from sweeper_tools.planning.reads import (
-    CAP_BINDS,
     dynamodb_reads_per_job,
     gate_reads_per_job,
     reads_at_rest_per_month,
 )
+from sweeper_tools.planning.regimes.cap import CAP_BINDS
 from sweeper_tools.policy_file import load_config
 from tests.unit.test_plan import APP, STORE, _limited, _rate, _vendor
 from tests.unit.test_plan_costs import _tables

@@ -1,20 +1,24 @@
 """A Retry-After is a vendor's word: whatever it says, the wait read from it is bounded.
 
-A wait past `MAX_WAIT_SECONDS` (an hour, as a reset header's: sweeper.actions.outcome_rules)
-would close a scope's gate for as long (`limiter.backoff.close_delay` adds only a jitter), and
-one past a few thousand years cannot even be added to the ledger's time: one wrong answer
-would stall a policy for good, or fail the record it answered.
+A wait past `MAX_WAIT_SECONDS` (an hour, sweeper.vendor_reading) would close a scope's gate
+for as long, and one past a few thousand years cannot even be added to the ledger's time: one
+wrong answer would stall a policy for good, or fail the record it answered. The gate's closure
+(`limiter.backoff.close_delay`) keeps the bound too, for a wait no header carried (a Lambda's).
 """
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from sweeper.actions.contract import Answer
 from sweeper.actions.retry_after import parse_retry_after
+from sweeper.limiter import close_delay
+from sweeper.models import OutcomeClass
 from sweeper.vendor_reading import MAX_WAIT_SECONDS
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -79,3 +83,27 @@ def test_a_wait_in_milliseconds_is_bounded_once_in_seconds(value: str, expected:
     # Given a vendor's own wait header, configured in milliseconds
     # Then the bound applies to the wait in seconds (bounded first, 5,000,000 ms would be 3.6 s)
     assert parse_retry_after(value, now=NOW, unit_seconds=0.001) == expected
+
+
+@HOSTILE
+@given(st.floats(0.0, 86_400.0), st.floats(0.0, 5.0), st.integers(0, 2**32 - 1))
+def test_a_lambda_actions_own_wait_closes_a_gate_for_an_hour_at_most(
+    asked: float, jitter: float, seed: int
+) -> None:
+    # Given the team's code answering a throttle with its own wait (the contract allows a day)
+    answer = Answer(outcome=OutcomeClass.THROTTLED, retry_after_seconds=asked)
+    # When the throttle closes its scope's gate
+    delay = close_delay(
+        answer.result().retry_after_seconds,
+        None,
+        None,
+        0.0,
+        base=1.0,
+        cap=300.0,
+        jitter=jitter,
+        rng=random.Random(seed),
+    )
+    # Then as a vendor's Retry-After: never shorter than asked within the bound, never longer
+    # than the bound (plus the jitter), so one answer cannot hold the policy for a day
+    kept = min(asked, MAX_WAIT_SECONDS)
+    assert kept <= delay <= kept + jitter

@@ -212,3 +212,20 @@ def test_a_throttled_calls_null_cost_is_no_diagnostic() -> None:
     reading = READER.read(Answer.of(200, {}, json.dumps(body).encode()), NOW)
     # Then that is no fault of the answer
     assert reading.diagnostics == ()
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "5, 5", "2.5", "\u0663"])
+@pytest.mark.parametrize("field", ["x-ratelimit-remaining", "x-ratelimit-used"])
+def test_a_count_that_cannot_be_read_beside_one_that_can_is_left_aside_and_said(
+    field: str, value: str
+) -> None:
+    # Given an answer whose limit is readable but whose remaining (or used) count is not
+    headers = {"x-ratelimit-limit": "60", field: value}
+    reading = XRateLimitSource().read(Answer.of(200, headers), NOW)
+    # Then the limit is kept, nothing is read of the count ...
+    (limit,) = reading.limits
+    assert (limit.quota, limit.remaining) == (60, None)
+    # ... and a diagnostic names the field (to be counted and logged), never its value
+    (line,) = reading.diagnostics
+    assert line.startswith(f"{field}: ")
+    assert DIAGNOSTIC_RE.match(line), line

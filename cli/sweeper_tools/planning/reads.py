@@ -55,12 +55,11 @@ from sweeper.limiter.live import LIVE_READ_SECONDS
 from sweeper_tools.deploy.redrive import redrive_schedule
 from sweeper_tools.planning.pause import runs_per_month
 from sweeper_tools.planning.regimes import planning_of
+from sweeper_tools.planning.regimes.cap import CAP_BINDS
+from sweeper_tools.planning.regimes.rate import RATE_BINDS
 
 #: The last look of a learned scope: one item read before every call.
 LAST_LOOK_READS_PER_CALL = 1.0
-#: How a binding limit's ceiling is bound (`LimitCeiling.bound`): by its rate, by its cap.
-RATE_BINDS = "rate"
-CAP_BINDS = "in flight"
 #: A producer run: its wake item and the latest closure's marker.
 PRODUCER_READS_PER_RUN = 2.0
 #: A watching redrive's run on an empty DLQ: the marker.
@@ -83,7 +82,7 @@ def gate_reads_per_job(
     """Read units a call's looks at its limits' gates and leases cost (the rules above);
     `per_environment`: the calls a second one environment makes, `binding`: the limit whose
     keys run at their ceiling (its calls wait for their slots, or leases), by its regime
-    `binding_by` (`LimitCeiling.bound`: RATE_BINDS or CAP_BINDS)."""
+    `binding_by` (`LimitCeiling.bound`: the rate's RATE_BINDS or the cap's CAP_BINDS)."""
     bound = next((limit for limit in policy.limits if limit.name == binding), None)
     rated = bound if binding_by == RATE_BINDS else None
     capped = bound if binding_by == CAP_BINDS else None
@@ -93,11 +92,12 @@ def gate_reads_per_job(
     paired = PairedLimits.wanted(policy) is not None
     if paired and rated is not None:
         reads += _per_look(per_environment, rate_look)
+    unreserved = unreserved_gates(policy)
     for index, limit in enumerate(policy.limits):
         per_key = per_environment / keys.get(limit.name, 1)
         if limit is rated and not paired:
             reads += _per_look(per_key, rate_look)
-        if limit.name in unreserved_gates(policy):
+        if limit.name in unreserved:
             reads += _per_look(per_key, GATE_RECHECK_LEAD_SECONDS)
         if index:  # a further limit's own looks (a cap's at its leases)
             planning = planning_of(limit)

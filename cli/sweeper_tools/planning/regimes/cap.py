@@ -5,7 +5,7 @@ further limit's cap costs the looks at its leases (sweeper_tools.planning.reads)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from sweeper.admission.cap_terms import CapTerm
 from sweeper.admission.handoff import LEASE_POLL_HOLDING_SECONDS, LOOK_KEPT_FRESH_SECONDS
@@ -13,6 +13,8 @@ from sweeper_tools.planning.regimes.base import PlanTerm, RegimePlanning
 
 #: A look at a cap's leases: an eventually consistent GetItem, half a read unit.
 LEASE_LOOK_READS = 0.5
+#: A plan's name for a cap when it binds (`PlanTerm.bound`; sweeper_tools.planning.reads).
+CAP_BINDS: Final = "in flight"
 
 
 class CapPlanning(RegimePlanning[CapTerm]):
@@ -25,7 +27,7 @@ class CapPlanning(RegimePlanning[CapTerm]):
         per_second = None if mean_service is None else calls / mean_service
         shown = None if per_second is None else round(per_second, 2)
         figures = {"max_in_flight": calls, "in_flight_per_second": shown}
-        return PlanTerm(per_second, "in flight", f" ({calls} in flight)", figures)
+        return PlanTerm(per_second, CAP_BINDS, f" ({calls} in flight)", figures)
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:

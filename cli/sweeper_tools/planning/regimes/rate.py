@@ -4,13 +4,16 @@ headroom applied; what a slack costs; the spacing of its slots; a learned rate's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from sweeper.admission.learned import learned_limit
 from sweeper.admission.rate_terms import RateTerm
 from sweeper.config import Policy
 from sweeper.pacing_rule import Pacing
 from sweeper_tools.planning.regimes.base import PlanTerm, RegimePlanning, Slack
+
+#: A plan's name for a rate when it binds (`PlanTerm.bound`; sweeper_tools.planning.reads).
+RATE_BINDS: Final = "rate"
 
 
 class RatePlanning(RegimePlanning[RateTerm]):
@@ -20,7 +23,7 @@ class RatePlanning(RegimePlanning[RateTerm]):
 
     def plan(self, mean_service: float | None) -> PlanTerm:
         rate = self.term.quota.rate_per_second
-        return PlanTerm(rate, "rate", "", {"rate_per_second": round(rate, 3)})
+        return PlanTerm(rate, RATE_BINDS, "", {"rate_per_second": round(rate, 3)})
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:

@@ -22,9 +22,10 @@ every environment follows it from its next reservation:
   the vendor's answer first), below what the old pace needs, gives the slot up unused and
   admits the call again at the new rate. No call goes on the old state once the lowering is
   on the item: those sent at the old pace after a change are sent before any answer says it,
-  or while an answer is read and written. The write that holds a rate records beside it what
-  the vendor's statement alone allows (`ar_stated`, sweeper.limiter.held), so that of a quota
-  others spend too only the vendor's lowering gives a slot up, never a pace their spend moved;
+  or while an answer is read and written. Of a quota others spend too, the write that holds a
+  rate records beside it what the vendor's statement alone allows (`ar_stated`,
+  sweeper.limiter.held), so that only the vendor's lowering gives a slot up, never a pace their
+  spend moved (of a quota sweeper has alone, the rate held is the statement: none recorded);
 - a quota others spend too is split into sweeper's share and theirs, and paced at what they
   leave less the reserve kept for them, the gate closed at the reserve (shared.py);
 - with a cost (`learn.cost`), a call takes its expected cost in units of the rate (cost units
@@ -53,7 +54,6 @@ import logging
 import math
 from typing import Final
 
-from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
 from sweeper.adaptive_rate import Adaptive
 from sweeper.admission.base import Admission, Closure, Deferral, Permit, RateHolder, TimeLeft
 from sweeper.admission.costs import correct, correction, next_cost
@@ -70,7 +70,7 @@ from sweeper.vendor_limits import Reader, policy_for
 from sweeper.vendor_limits.full import window_over
 from sweeper.vendor_limits.pace import bucket_pace, learned_pace
 from sweeper.vendor_limits.unread import report_unread
-from sweeper.vendor_reading import LimitReading, VendorReading
+from sweeper.vendor_reading import MAX_WAIT_SECONDS, LimitReading, VendorReading
 
 logger = logging.getLogger(__name__)
 
@@ -258,8 +258,8 @@ class LearnedRate:
             rate = allowed = None
             if steady is not None and steady.rate_per_second > 0:
                 rate = steady.rate_per_second
-                allowed = max(MIN_LEARNED_RATE, rate * self._headroom)  # the vendor's alone
-                if self._shared is not None:
+                if self._shared is not None:  # its pace moves with the others' spend too
+                    allowed = max(MIN_LEARNED_RATE, rate * self._headroom)  # the vendor's alone
                     share = self._shared.pace(stated, rate, MIN_LEARNED_RATE)
                 rate = rate if share is None else share.rate_per_second
                 rate = max(MIN_LEARNED_RATE, rate * self._headroom)
@@ -323,11 +323,11 @@ class LearnedRate:
 
     def _close_for(self, seconds: float) -> None:
         """Close the scope's gate for every consumer until `seconds` from now (at most
-        MAX_RETRY_AT_SECONDS, as a reset header an outcome rule reads: a vendor's window is at
-        most an hour, and a wrong clock must not hold a scope for a day)."""
+        MAX_WAIT_SECONDS, as any wait a vendor states: a vendor's window is at most an hour,
+        and a wrong clock must not hold a scope for a day)."""
         t = self._ticket
         now = t.clocks.now()
-        t.limiter.close(t.job.scope, now + min(seconds, MAX_RETRY_AT_SECONDS), "throttled")
+        t.limiter.close(t.job.scope, now + min(seconds, MAX_WAIT_SECONDS), "throttled")
         t.slots.forget(t.job.scope)  # this batch's banked slots are not used meanwhile
         t.clocks.metrics.add_metric(Metric.LEARNED_CLOSURES, "Count", 1)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import random
 
+from sweeper.vendor_reading import MAX_WAIT_SECONDS
+
 #: The first calls after a reopening are sent within this long of it (plus the reopening's
 #: jitter): consumers wait for the reopening in place, then reserve with a lead of at most
 #: MAX_LEAD_SECONDS (0.25 s). A throttle on a call sent later says the scope was open and
@@ -42,9 +44,10 @@ def close_delay(
     """How long a throttle closes the scope.
 
     With a Retry-After, exactly that long plus a bounded jitter (never earlier than the vendor
-    asked: jitter only adds, and at most `jitter` seconds). Without one, from the scope's last
-    closure (`last_close_seconds` long, ending at `reopened_at`) and when the throttled call
-    was sent (`sent_at`, epoch seconds), the rule is:
+    asked: jitter only adds, and at most `jitter` seconds), up to MAX_WAIT_SECONDS asked: every
+    action kind's wait is bounded here, a Lambda's own too (its contract allows a day). Without
+    one, from the scope's last closure (`last_close_seconds` long, ending at `reopened_at`) and
+    when the throttled call was sent (`sent_at`, epoch seconds), the rule is:
 
     - no earlier closure: `base`;
     - the call was sent before the last closure ended (it was in flight when the gate closed,
@@ -58,7 +61,7 @@ def close_delay(
     and length, and the consumer knows when it sent the call.
     """
     if retry_after is not None:
-        return max(0.0, retry_after) + rng.uniform(0.0, jitter)
+        return min(max(0.0, retry_after), MAX_WAIT_SECONDS) + rng.uniform(0.0, jitter)
     if last_close_seconds is None or reopened_at is None:
         length = base
     elif sent_at < reopened_at:

@@ -35,10 +35,6 @@ class ValueAt:
         subset: raised when a policy is read, never for an answer)."""
         return cls(path=parse_json_path(path))
 
-    def read(self, answer: Answer) -> float | None:
-        """The number there, within bounds, or None."""
-        return self.look(answer)[0]
-
     def look(self, answer: Answer) -> tuple[float | None, bool]:
         """The number there, within bounds, or None; and whether something was there that is
         not one (a boolean, a string, a list, a negative or huge number: the answer's fault).

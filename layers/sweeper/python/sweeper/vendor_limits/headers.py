@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -81,10 +82,14 @@ class XRateLimitSource:
         quota = _count_header(answer, fields.limit)
         remaining = _count_header(answer, fields.remaining)
         used = None if fields.used is None else _count_header(answer, fields.used)
+        counts = {fields.limit: quota, fields.remaining: remaining}
+        if fields.used is not None:
+            counts[fields.used] = used
+        bad = _unread_counts(answer, counts)  # each sent and not read, to be said
         if remaining is None and quota is not None and used is not None:
             remaining = max(0, quota - used)
         if quota is None and remaining is None:
-            return VendorReading(diagnostics=_absent_or_bad(answer, fields.limit, fields.remaining))
+            return VendorReading(diagnostics=bad)
         resource = None if fields.resource is None else name(answer.header(fields.resource))
         reset = reset_wait(ascii_number(answer, fields.reset), self.reset_as, now_epoch)
         unread = reset is None and answer.header(fields.reset) is not None
@@ -97,7 +102,7 @@ class XRateLimitSource:
                     reset_seconds=reset,
                 ),
             ),
-            diagnostics=(f"{fields.reset}: {UNREAD_RESET}",) if unread else (),
+            diagnostics=(*bad, *((f"{fields.reset}: {UNREAD_RESET}",) if unread else ())),
         )
 
 
@@ -111,11 +116,12 @@ def _count_header(answer: Answer, header: str) -> int | None:
     return count(ascii_number(answer, header))
 
 
-def _absent_or_bad(answer: Answer, *headers: str) -> tuple[str, ...]:
+def _unread_counts(answer: Answer, counts: Mapping[str, int | None]) -> tuple[str, ...]:
+    """What is said of each count header sent whose value was not read (None)."""
     return tuple(
         f"{header}: not a whole number within bounds; ignored"
-        for header in headers
-        if answer.header(header) is not None
+        for header, value in counts.items()
+        if value is None and answer.header(header) is not None
     )
 
 
