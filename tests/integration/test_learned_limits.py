@@ -17,12 +17,12 @@ import pytest
 import urllib3
 
 from sweeper import runtime
-from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS
 from sweeper.config import Policy
 from sweeper.limiter import Denial, DynamoLimiter
 from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 from sweeper.models import JobStatus, NewJob
 from sweeper.scheduling import schedule_jobs
+from sweeper.vendor_reading import MAX_WAIT_SECONDS
 from sweeper_local.graphql_cost import GRAPHQL_PATH, PointsApi
 from sweeper_local.limit_dialects import Dialect
 from sweeper_local.vendor import VendorSimulator, max_calls_in_window
@@ -244,5 +244,5 @@ def test_a_stated_reset_closes_the_gate_for_an_hour_at_most(
     scope = scope_item(p)["pk"]["S"].removeprefix(SCOPE_KEY_PREFIX)
     closed_until = DynamoLimiter(p.aws.dynamodb(), p.resources.limiter_table).state(scope)
     assert closed_until.closed_until is not None
-    assert closed_until.closed_until <= time.time() + MAX_RETRY_AT_SECONDS
-    assert closed_until.closed_until >= time.time() + MAX_RETRY_AT_SECONDS - 60
+    assert closed_until.closed_until <= time.time() + MAX_WAIT_SECONDS
+    assert closed_until.closed_until >= time.time() + MAX_WAIT_SECONDS - 60

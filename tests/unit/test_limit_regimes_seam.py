@@ -17,18 +17,26 @@ none is a way around. Read as a limit's are:
   is the policy's claim size, not a limit's field;
 - `D["FIELD"]` / `D.get("FIELD")`: the plan's figures of a regime, read by a renderer;
 - an arm's class named at all (`RateArm`, `Arm`, `RegimeArm`): a regime asked by its config.
+
+Nor does planning code compare with a regime's name in a plan (`PlanTerm.bound`: "rate",
+"in flight", its constant `RATE_BINDS`): asked "does it bind by its rate?", a regime's own
+provider answers (`RegimePlanning.look_reads`), so a new regime touches no caller.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 from pathlib import Path
 
 import sweeper
 import sweeper_cli
 import sweeper_tools
+import sweeper_tools.planning.regimes as planning_regimes
 from sweeper.config import LimitConfig
 from sweeper.config.limit import ARMS
+from sweeper_tools.planning.regimes import PLANNING
 
 PACKAGE_DIR = Path(sweeper.__file__).resolve().parent
 #: The regimes' own modules and the config that declares their fields may read them: in the
@@ -46,6 +54,21 @@ FIELDS = (
 ) - COMMON
 #: The arms' classes, and the union of them: named only where a regime is owned.
 ARM_NAMES = frozenset({"Arm", "RegimeArm", *(arm.__name__ for arm in ARMS)})
+#: Each regime's name in a plan (`PlanTerm.bound`), as its provider plans a limit of it.
+BOUNDS = frozenset(kind.BINDS for kind in PLANNING.values())
+#: The constants that hold them, in the regimes' planning modules (`RATE_BINDS`), and the
+#: providers' own attribute.
+BOUND_NAMES = frozenset(
+    {"BINDS"}
+    | {
+        name
+        for info in pkgutil.iter_modules(planning_regimes.__path__)
+        for name, value in vars(
+            importlib.import_module(f"{planning_regimes.__name__}.{info.name}")
+        ).items()
+        if name.isupper() and isinstance(value, str) and value in BOUNDS
+    }
+)
 
 
 def _limit_like(node: ast.expr) -> bool:
@@ -70,6 +93,37 @@ def _asks(node: ast.AST) -> bool:
         named = isinstance(first, ast.Constant) and first.value in FIELDS
         return node.func.attr == "get" and named
     return False
+
+
+def _names_a_bound(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in BOUNDS
+    if isinstance(node, ast.Name | ast.Attribute):
+        return (node.id if isinstance(node, ast.Name) else node.attr) in BOUND_NAMES
+    return False
+
+
+def compares_a_bound(tree: ast.AST) -> list[str]:
+    """The comparisons of `tree` with a regime's name in a plan (see the module docstring)."""
+    return [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(
+            _names_a_bound(part)
+            for side in (node.left, *node.comparators)
+            for part in ast.walk(side)
+            if isinstance(part, ast.expr)
+        )
+    ]
+
+
+def _planning_modules() -> list[tuple[str, Path]]:
+    return [
+        (relative, path)
+        for relative, path in _modules()
+        if relative.startswith(("sweeper_tools/", "sweeper_cli/"))
+    ]
 
 
 def asks_the_kind(tree: ast.AST) -> list[str]:
@@ -105,6 +159,32 @@ def test_no_product_or_planning_code_asks_which_kind_a_limit_is() -> None:
     }
     # Then none reads a limit's regime fields: it asks the limit's regime
     assert asking == {}
+
+
+def test_no_planning_code_compares_with_a_regimes_name_in_a_plan() -> None:
+    # Given every module of the planning and the operator tools, but the regimes' providers
+    comparing = {
+        relative: found
+        for relative, path in _planning_modules()
+        if (found := compares_a_bound(ast.parse(path.read_text(), filename=str(path))))
+    }
+    # Then none compares with the name a regime binds by: it asks each limit's provider alike
+    assert comparing == {}
+
+
+def test_a_comparison_with_a_regimes_name_in_a_plan_is_seen() -> None:
+    # Given each way of comparing with a regime's name in a plan, and comparisons that are not
+    compares = [
+        "rated = bound if binding_by == RATE_BINDS else None",
+        "capped = by != CAP_BINDS",
+        'if tightest.bound == "in flight": pass',
+        "x = bound in (RATE_BINDS, CAP_BINDS)",
+        "x = kind.BINDS == bound",
+    ]
+    fine = ["binding_by = RATE_BINDS", 'x = name == "quota"', "x = bound is None"]
+    # Then every comparison is seen, and nothing else
+    assert [text for text in compares if not compares_a_bound(ast.parse(text))] == []
+    assert [text for text in fine if compares_a_bound(ast.parse(text))] == []
 
 
 def test_each_known_exception_still_asks() -> None:

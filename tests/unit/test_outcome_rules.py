@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from sweeper.actions.answer_match import Answer
 from sweeper.actions.http import HttpActionConfig
-from sweeper.actions.outcome_rules import MAX_RETRY_AT_SECONDS, OutcomeRule, OutcomeRules
+from sweeper.actions.outcome_rules import OutcomeRule, OutcomeRules
 from sweeper.models import OutcomeClass
+from sweeper.vendor_reading import MAX_WAIT_SECONDS
 
 NOW = 1_800_000_000.0
 GITHUB = OutcomeRule.model_validate(
@@ -47,9 +48,9 @@ def test_a_reset_header_is_a_bounded_wait(reset_in: float, status: int) -> None:
     assert ruled is not None
     assert ruled.outcome is OutcomeClass.THROTTLED
     assert ruled.retry_after_seconds is not None
-    assert 0.0 <= ruled.retry_after_seconds <= MAX_RETRY_AT_SECONDS
+    assert 0.0 <= ruled.retry_after_seconds <= MAX_WAIT_SECONDS
     assert ruled.retry_after_seconds == pytest.approx(
-        min(max(0.0, reset_in), MAX_RETRY_AT_SECONDS), abs=1e-3
+        min(max(0.0, reset_in), MAX_WAIT_SECONDS), abs=1e-3
     )
 
 

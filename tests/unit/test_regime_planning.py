@@ -24,9 +24,12 @@ def test_every_regime_arm_has_its_planning_provider_in_the_unions_order() -> Non
 
 @pytest.mark.parametrize("name", sorted(PLANNING))
 def test_each_provider_is_a_complete_planning_contract(name: str) -> None:
-    # Given each provider class, Then nothing abstract is left, and it names its figures
+    # Given each provider class, Then nothing abstract is left, it names its figures and the
+    # plan's name for it when it binds (which its looks are priced by), its own
     assert not getattr(PLANNING[name], "__abstractmethods__", frozenset())
     assert PLANNING[name].FIGURES
+    assert PLANNING[name].BINDS
+    assert len({kind.BINDS for kind in PLANNING.values()}) == len(PLANNING)
 
 
 def test_the_provider_is_picked_by_its_terms_arm() -> None:

@@ -24,6 +24,7 @@ from sweeper.admission import Clocks, Permit, admission_for
 from sweeper.admission.learned import reader_for
 from sweeper.config import Policy
 from sweeper.observability import Metric
+from sweeper.vendor_limits import unread
 from sweeper.vendor_reading import MAX_WAIT_SECONDS
 from tests.unit.test_learned_costs import NOW, SCOPE, _job, _PointsItem
 from tests.unit.test_vendor_limits_hostile import ANY_TEXT, JSON_VALUES
@@ -58,6 +59,12 @@ def _policy(learn: object) -> Policy:
             ],
         }
     )
+
+
+@pytest.fixture(autouse=True)
+def _nothing_said_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each test is a fresh environment: what another test's answers logged is not known to it
+    monkeypatch.setattr(unread, "SAID", unread.Said())
 
 
 class _Metrics:
@@ -189,3 +196,24 @@ def test_a_reset_past_the_stated_window_closes_the_gate_one_window_at_most() -> 
     _answer(policy, item, metrics, headers, b"")
     # Then the gate closes (the window is over), until the window has turned, not 50 of them
     assert item.closed_until == NOW + 60
+
+
+def test_many_answers_with_the_same_bad_header_are_each_counted_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given a policy configured for a reset in seconds whose vendor sends an epoch time, as
+    # every one of its answers will (a misconfiguration, at a hundred calls a second)
+    policy = _policy(LEARNS["x-ratelimit seconds"])
+    item, metrics = _PointsItem(), _Metrics()
+    headers = {"x-ratelimit-limit": "10", "x-ratelimit-reset": "1700000060"}
+    # When fifty of its answers are handed to the admission within the same second
+    with caplog.at_level(logging.WARNING):
+        for _ in range(50):
+            _answer(policy, item, metrics, headers, b"")
+    # Then each is counted ...
+    assert metrics.counts.get(Metric.VENDOR_VALUES_IGNORED) == 50
+    # ... and the diagnostic is logged once, by a call's ids and its code
+    said = [r for r in caplog.records if r.getMessage().startswith("vendor values ignored")]
+    assert len(said) == 1
+    assert said[0].__dict__["code"] == "vendor_values_ignored"
+    assert said[0].__dict__["key"] == "key-0"

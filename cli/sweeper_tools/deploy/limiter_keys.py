@@ -19,13 +19,17 @@ say so.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from sweeper.admission.regimes import has_gate, regime_of
 from sweeper.admission.terms import GATE_ITEM, LimiterItem
 from sweeper.config import Policy
 from sweeper.config.key_template import KEY_FIELD_RE as _FIELD_RE
-from sweeper.limiter.keys import CLOSURES_KEY, SCOPE_KEY_PREFIX
+from sweeper.limiter.keys import BUDGET_KEY_PREFIX, CLOSURES_KEY, SCOPE_KEY_PREFIX
 
+#: The items kept one per key and window, `PREFIX + KEY + "#" + WINDOW` (a budget's count,
+#: sweeper.limiter.budget's `item_key`): the grant alone reads the window.
+PER_WINDOW_PREFIXES: Final = frozenset({BUDGET_KEY_PREFIX})
 #: What IAM's StringLike reads as a wildcard or a variable, and how it writes each literally.
 _IAM_LITERAL = {"$": "${$}", "*": "${*}", "?": "${?}"}
 
@@ -50,9 +54,10 @@ def key_pattern(prefix: str, template: str, policy: Policy) -> str:
 
 def item_pattern(item: LimiterItem, template: str, policy: Policy) -> str:
     """The pattern of one kind of item of a limit's keys: a per-window item's key, then `#`
-    and the window (any)."""
+    and the window (any; PER_WINDOW_PREFIXES)."""
     pattern = key_pattern(item.prefix, template, policy)
-    return pattern if not item.per_window or pattern.endswith("*") else pattern + "#*"
+    per_window = item.prefix in PER_WINDOW_PREFIXES
+    return pattern if not per_window or pattern.endswith("*") else pattern + "#*"
 
 
 def limiter_key_patterns(policy: Policy) -> list[str]:

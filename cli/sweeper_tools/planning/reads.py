@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sweeper.admission.base import GATE_READ_LEAD_SECONDS, GATE_RECHECK_LEAD_SECONDS
+from sweeper.admission.base import GATE_RECHECK_LEAD_SECONDS
 from sweeper.admission.learned import learned_limit
 from sweeper.admission.limit_gates import unreserved_gates
 from sweeper.admission.pairing import PairedLimits
@@ -54,8 +54,8 @@ from sweeper.config import Policy
 from sweeper.limiter.live import LIVE_READ_SECONDS
 from sweeper_tools.deploy.redrive import redrive_schedule
 from sweeper_tools.planning.pause import runs_per_month
-from sweeper_tools.planning.regimes import planning_of
-from sweeper_tools.planning.regimes.cap import CAP_BINDS
+from sweeper_tools.planning.regimes import Looks, planning_of
+from sweeper_tools.planning.regimes.base import per_look
 from sweeper_tools.planning.regimes.rate import RATE_BINDS
 
 #: The last look of a learned scope: one item read before every call.
@@ -64,12 +64,6 @@ LAST_LOOK_READS_PER_CALL = 1.0
 PRODUCER_READS_PER_RUN = 2.0
 #: A watching redrive's run on an empty DLQ: the marker.
 WATCHING_REDRIVE_READS_PER_RUN = 1.0
-
-
-def _per_look(calls_per_second: float, covers_seconds: float) -> float:
-    """Reads a call when one look serves the call that made it and the batch's calls of the
-    same key within `covers_seconds` after it, at most one a call."""
-    return 1.0 / (1.0 + max(0.0, calls_per_second) * covers_seconds)
 
 
 def gate_reads_per_job(
@@ -82,26 +76,19 @@ def gate_reads_per_job(
     """Read units a call's looks at its limits' gates and leases cost (the rules above);
     `per_environment`: the calls a second one environment makes, `binding`: the limit whose
     keys run at their ceiling (its calls wait for their slots, or leases), by its regime
-    `binding_by` (`LimitCeiling.bound`: the rate's RATE_BINDS or the cap's CAP_BINDS)."""
-    bound = next((limit for limit in policy.limits if limit.name == binding), None)
-    rated = bound if binding_by == RATE_BINDS else None
-    capped = bound if binding_by == CAP_BINDS else None
-    kept_fresh = capped is not None and policy.quota.slack_seconds > 0
-    rate_look = GATE_RECHECK_LEAD_SECONDS - GATE_READ_LEAD_SECONDS
-    reads = 0.0
+    `binding_by` (`LimitCeiling.bound`, the regime's `PlanTerm.bound`). Each limit's regimes
+    price their own looks (`LimitPlanning.look_reads`), asked alike whatever they are."""
     paired = PairedLimits.wanted(policy) is not None
-    if paired and rated is not None:
-        reads += _per_look(per_environment, rate_look)
+    fresh = policy.quota.slack_seconds > 0
     unreserved = unreserved_gates(policy)
-    for index, limit in enumerate(policy.limits):
+    reads = 0.0
+    for limit in policy.limits:
         per_key = per_environment / keys.get(limit.name, 1)
-        if limit is rated and not paired:
-            reads += _per_look(per_key, rate_look)
         if limit.name in unreserved:
-            reads += _per_look(per_key, GATE_RECHECK_LEAD_SECONDS)
-        if index:  # a further limit's own looks (a cap's at its leases)
-            planning = planning_of(limit)
-            reads += planning.look_reads(per_environment, binds=limit is capped, fresh=kept_fresh)
+            reads += per_look(per_key, GATE_RECHECK_LEAD_SECONDS)
+        binds_by = binding_by if limit.name == binding else None
+        looks = Looks(per_environment, per_key, binds_by, paired, fresh)
+        reads += planning_of(limit).look_reads(looks)
     return reads
 
 

@@ -17,7 +17,7 @@ from sweeper.admission.regimes import regime_of
 from sweeper.admission.terms import LimitTerm
 from sweeper.config import LimitConfig
 from sweeper.pacing_rule import Pacing
-from sweeper_tools.planning.regimes.base import PlanTerm, RegimePlanning, Slack
+from sweeper_tools.planning.regimes.base import Looks, PlanTerm, RegimePlanning, Slack
 from sweeper_tools.planning.regimes.budget import BudgetPlanning
 from sweeper_tools.planning.regimes.cap import CapPlanning
 from sweeper_tools.planning.regimes.rate import RatePlanning
@@ -62,12 +62,10 @@ class LimitPlanning:
         """The spacing of one key's slots, by the first term that spaces them (None: none)."""
         return next((p for term in self.terms if (p := term.pacing()) is not None), None)
 
-    def look_reads(self, per_environment: float, *, binds: bool, fresh: bool) -> float:
-        """Read units a call's own looks at the limit's items cost, each term's (a further
-        limit's; see `RegimePlanning.look_reads`)."""
-        return sum(
-            term.look_reads(per_environment, binds=binds, fresh=fresh) for term in self.terms
-        )
+    def look_reads(self, looks: Looks) -> float:
+        """Read units a call's own looks at the limit's items cost, each term's (see
+        `RegimePlanning.look_reads`)."""
+        return sum(term.look_reads(looks) for term in self.terms)
 
     def slacks(self) -> list[Slack]:
         """What a slack costs each of its terms in rate."""
@@ -93,6 +91,7 @@ def plan_allows(figures: Mapping[str, Any], mean_service: float) -> str:
 __all__ = [
     "PLANNING",
     "LimitPlanning",
+    "Looks",
     "PlanTerm",
     "RegimePlanning",
     "Slack",

@@ -7,7 +7,8 @@ asks of it lives here, one module per regime keyed by its arm's name
 time and the figures `sweeper plan --json` shows (`plan`, `FIGURES`), its part of a plan's
 limit line read back from those figures (`plan_line`), what a slack costs it in rate, what it
 says of a backlog, the spacing of its slots for the plan's wait for a slot, and the reads its
-looks cost. The planner asks `planning_of(limit)` and never which kind it got.
+looks cost (`look_reads`, at the figures of `Looks`). The planner asks `planning_of(limit)` and
+never which kind it got.
 """
 
 from __future__ import annotations
@@ -57,12 +58,42 @@ class Slack:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Looks:
+    """What a limit's looks at its items are priced at (sweeper_tools.planning.reads)."""
+
+    #: The calls a second one environment makes.
+    per_environment: float
+    #: The calls a second one environment makes to one key of the limit.
+    per_key: float
+    #: The plan's name of the regime by which the limit binds (`PlanTerm.bound`; None: the
+    #: limit does not bind, its calls do not wait at its ceiling).
+    binds_by: str | None
+    #: The policy's rates are paired (sweeper.admission.pairing): every key's gate is on the
+    #: one wide item, whose look covers the batch's calls of every key.
+    paired: bool
+    #: A waiter keeps its batch's gate look fresh while it waits (the policy's rate has a slack).
+    fresh: bool
+
+    def binds(self, regime: type[RegimePlanning[Any]]) -> bool:
+        """Whether the limit binds by `regime` (its calls wait for its slots, or leases)."""
+        return self.binds_by == regime.BINDS
+
+
+def per_look(calls_per_second: float, covers_seconds: float) -> float:
+    """Reads a call when one look serves the call that made it and the batch's calls of the
+    same key within `covers_seconds` after it, at most one a call."""
+    return 1.0 / (1.0 + max(0.0, calls_per_second) * covers_seconds)
+
+
 class RegimePlanning[T: LimitTerm](ABC):
     """The planning contract of one regime, over its term of one limit."""
 
     #: The keys of its plan figures (`sweeper plan --json` shows them, None where a limit does
     #: not state the regime).
     FIGURES: ClassVar[tuple[str, ...]]
+    #: The plan's name for it when it binds (`PlanTerm.bound`).
+    BINDS: ClassVar[str]
 
     def __init__(self, term: T) -> None:
         self.term = term
@@ -90,8 +121,7 @@ class RegimePlanning[T: LimitTerm](ABC):
         plan's wait for a slot."""
         return None
 
-    def look_reads(self, per_environment: float, *, binds: bool, fresh: bool) -> float:
-        """Read units a call's own looks at a further limit's items cost under this regime
-        (sweeper_tools.planning.reads), at `per_environment` calls a second an environment,
-        when the limit `binds` and a waiter keeps the batch's gate look `fresh`; 0: none."""
+    def look_reads(self, looks: Looks) -> float:
+        """Read units a call's own looks at the limit's items cost under this regime
+        (sweeper_tools.planning.reads), at the figures `looks` gives; 0: none."""
         return 0.0

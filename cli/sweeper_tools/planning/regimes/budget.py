@@ -20,6 +20,7 @@ from sweeper_tools.planning.regimes.base import PlanTerm, RegimePlanning
 class BudgetPlanning(RegimePlanning[BudgetTerm]):
     """A limit's budget, to `sweeper plan`."""
 
+    BINDS: ClassVar[str] = "budget"
     FIGURES: ClassVar[tuple[str, ...]] = ("budget_per_window", "budget_window_seconds")
 
     def plan(self, mean_service: float | None) -> PlanTerm:
@@ -29,7 +30,7 @@ class BudgetPlanning(RegimePlanning[BudgetTerm]):
             "budget_window_seconds": budget.period_seconds,
         }
         note = f" ({budget.describe()})"
-        return PlanTerm(budget.spendable / budget.period_seconds, "budget", note, figures)
+        return PlanTerm(budget.spendable / budget.period_seconds, self.BINDS, note, figures)
 
     @staticmethod
     def plan_line(figures: Mapping[str, Any], mean_service: float) -> str | None:

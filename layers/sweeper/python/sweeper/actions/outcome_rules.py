@@ -45,9 +45,6 @@ from sweeper.actions.http_auth import HEADER_NAME_PATTERN
 from sweeper.models import OutcomeClass
 from sweeper.vendor_reading import MAX_WAIT_SECONDS
 
-#: The longest wait a reset header may name: a later reset is read as this (a vendor's window
-#: is at most an hour; a wrong clock must not hold a scope for a day).
-MAX_RETRY_AT_SECONDS: Final = MAX_WAIT_SECONDS
 #: How many rules a policy may list (each is tried per answer).
 MAX_OUTCOME_RULES: Final = 16
 _CODE_PATTERN: Final = r"^[a-z][a-z0-9_]{0,47}$"
@@ -230,9 +227,9 @@ def _applies(rule: _Compiled, status: int) -> bool:
 
 
 def retry_at_wait(answer: Answer, header: str, now: float) -> float | None:
-    """Seconds from `now` to the epoch time `header` names, within [0, MAX_RETRY_AT_SECONDS];
+    """Seconds from `now` to the epoch time `header` names, within [0, MAX_WAIT_SECONDS];
     None when the header is missing or not a number."""
     reset = header_number(answer, header)
     if reset is None:
         return None
-    return min(max(0.0, reset - now), MAX_RETRY_AT_SECONDS)
+    return min(max(0.0, reset - now), MAX_WAIT_SECONDS)

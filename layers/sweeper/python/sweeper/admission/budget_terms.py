@@ -25,7 +25,7 @@ class BudgetTerm:
     budget: BudgetConfig
     ARM: ClassVar[type[Arm]] = BudgetArm
     #: Its count, one item per key and window (sweeper.limiter.budget).
-    ITEMS: ClassVar[tuple[LimiterItem, ...]] = (LimiterItem(BUDGET_KEY_PREFIX, per_window=True),)
+    ITEMS: ClassVar[tuple[LimiterItem, ...]] = (LimiterItem(BUDGET_KEY_PREFIX),)
 
     @classmethod
     def of(cls, limit: LimitConfig) -> Self | None:

@@ -221,7 +221,8 @@ class LearnedRate:
     def ended(self, request_sent_at: float | None, reading: VendorReading | None = None) -> None:
         self._inner.ended(request_sent_at, reading)
         if reading is not None:  # what it left aside, counted and logged by the call's ids
-            report_unread(reading, self._ticket.ids, self._ticket.clocks.metrics)
+            clocks = self._ticket.clocks
+            report_unread(reading, self._ticket.ids, clocks.metrics, clocks.monotonic())
         try:
             if self._shared is not None and request_sent_at is not None:
                 self._shared.called()  # the vendor counted it, whatever it answered

@@ -24,11 +24,11 @@ from sweeper.limiter.keys import SCOPE_KEY_PREFIX
 
 @dataclass(frozen=True, slots=True)
 class LimiterItem:
-    """A limiter item one key of a limit has: `prefix + KEY`, followed by `#WINDOW` when it is
-    one item per window (sweeper.limiter.keys)."""
+    """A kind of limiter item one key of a limit has, by its prefix: `prefix + KEY`, and for a
+    budget's, `#WINDOW` after it (sweeper.limiter.keys; the CDK app's patterns of them are
+    sweeper_tools.deploy.limiter_keys')."""
 
     prefix: str
-    per_window: bool = False
 
 
 #: A limit's gate (`scope#KEY`), which a 429 closes; a rate's bucket is on the same item.
