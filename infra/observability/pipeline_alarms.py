@@ -386,6 +386,8 @@ class PipelineWatch:
             self._sweeper(Metric.LIMITER_WAITS),
             self._sweeper(Metric.GATE_DEFERRALS),
             self._sweeper(Metric.THROTTLE_EVENTS),
+            # a vendor's limit fields that did not read as configured (the last good pace stands)
+            self._sweeper(Metric.VENDOR_VALUES_IGNORED),
         ]
         return [
             graph("Attempts by outcome class", list(self.attempts.values())),
@@ -397,7 +399,7 @@ class PipelineWatch:
                 height=DASHBOARD_WIDGET_HEIGHT,
             ),
             cloudwatch.GraphWidget(
-                title="Limiter utilization (%), slots, waits and gate",
+                title="Limiter utilization (%), slots, waits, gate, vendor values ignored",
                 left=[self.utilization],
                 right=limiter,
                 width=DASHBOARD_WIDGET_WIDTH,
