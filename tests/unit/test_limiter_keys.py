@@ -17,6 +17,7 @@ from sweeper.admission.budget import budget_rule
 from sweeper.config import Policy, SweeperConfig
 from sweeper.limiter import Grant, Reason, ScopeState
 from sweeper.limiter.dynamodb import DynamoLimiter
+from sweeper.limiter.items import scope_key
 from sweeper.limiter.leases import LeaseCap
 from sweeper.models import ActionCall, NewJob, OutcomeClass
 from sweeper.scheduling import scope_for
@@ -142,8 +143,8 @@ def written_keys(policy: Policy, tenant_id: str, object_id: str, seller: str) ->
     scope = scope_for(policy, job)
     call = action_call(policy.name, tenant_id, object_id, seller=seller)
     call = call.model_copy(update={"scope": scope})
-    keys = [DynamoLimiter._key(key)["pk"]["S"] for key in closed_keys(policy, call)]
-    keys.append(DynamoLimiter._key(scope)["pk"]["S"])
+    keys = [scope_key(key)["pk"]["S"] for key in closed_keys(policy, call)]
+    keys.append(scope_key(scope)["pk"]["S"])
     for index, limit in enumerate(policy.limits):
         key = scope
         if index:
@@ -155,7 +156,7 @@ def written_keys(policy: Policy, tenant_id: str, object_id: str, seller: str) ->
                 params={"seller": seller},
             )
         if index and limit.rate is not None:
-            keys.append(DynamoLimiter._key(key)["pk"]["S"])
+            keys.append(scope_key(key)["pk"]["S"])
         if limit.max_in_flight is not None:
             keys.append(LeaseCap._key(key)["pk"]["S"])
         rule = budget_rule(limit)

@@ -61,7 +61,7 @@ from sweeper.limiter.closures import LatestClosure
 from sweeper.limiter.gates import Gates
 from sweeper.limiter.gcra import Reservations
 from sweeper.limiter.held import HeldRates
-from sweeper.limiter.items import ScopeItems, scope_key
+from sweeper.limiter.items import ScopeItems
 from sweeper.limiter.leases import LeaseCap
 from sweeper.limiter.live import LiveLimitStore
 from sweeper.limiter.paired_writes import PairedWrites
@@ -119,8 +119,6 @@ class DynamoLimiter:
     def lead(self) -> float:
         """How far ahead of now a reservation is made: the slowest recent write round trip."""
         return self._items.lead
-
-    _key = staticmethod(scope_key)
 
     def live(self) -> LiveLimitStore:
         """The operators' live limits on this table, read through its cache (live.py)."""
