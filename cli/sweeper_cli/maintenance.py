@@ -25,6 +25,12 @@ from sweeper_cli.base import (
     through_api,
 )
 
+#: Whether the migrations' record exists yet (NULL on a database never migrated), so the read
+#: below is never run against a missing table.
+SELECT_VERSION_TABLE = "SELECT to_regclass('sweeper_schema_version')"
+#: The highest migration applied, 0 when the record holds none.
+SELECT_CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM sweeper_schema_version"
+
 
 @main.command()
 @database_option
@@ -131,10 +137,8 @@ def current_version(conninfo: str) -> int:
     from sweeper.ledger.migrate import connect
 
     with connect(conninfo) as conn:
-        exists = conn.execute("SELECT to_regclass('sweeper_schema_version')").fetchone()
+        exists = conn.execute(SELECT_VERSION_TABLE).fetchone()
         if exists is None or exists[0] is None:
             return 0
-        row = conn.execute(
-            "SELECT coalesce(max(version), 0) FROM sweeper_schema_version"
-        ).fetchone()
+        row = conn.execute(SELECT_CURRENT_VERSION).fetchone()
         return int(row[0]) if row else 0

@@ -11,12 +11,12 @@ a limit never reached are `unreachable`'s.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import LimitConfig, Policy
+from sweeper.config.key_template import KEY_FIELD_RE
 from sweeper.errors import ConfigError
 from sweeper_tools.planning.regimes import planning_of
 
@@ -24,7 +24,6 @@ from sweeper_tools.planning.regimes import planning_of
 #: one key per policy (an app-wide limit when its key is a constant), and a scope template
 #: over these alone one scope per policy (sweeper_tools.planning.scope.single_scope).
 POLICY_CONSTANT_FIELDS = frozenset({"policy", "host"})
-_KEY_FIELD_RE = re.compile(r"{([A-Za-z_][\w.]*)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +58,7 @@ class LimitCeiling:
 def key_span(limit: LimitConfig) -> frozenset[str]:
     """The fields of a limit's key that may differ between two calls of one policy: none for
     an app-wide key (`app`, `{policy}`, `{host}`)."""
-    return frozenset(_KEY_FIELD_RE.findall(limit.key)) - POLICY_CONSTANT_FIELDS
+    return frozenset(KEY_FIELD_RE.findall(limit.key)) - POLICY_CONSTANT_FIELDS
 
 
 def planned_keys(policy: Policy, scopes: int, keys: Mapping[str, int]) -> dict[str, int]:
@@ -175,7 +174,7 @@ def _limiter_keys(policy: Policy) -> list[str]:
     fixed = {"policy": policy.name, "host": policy.action.scope_host}
 
     def fill(template: str) -> str:
-        return _KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), template)
+        return KEY_FIELD_RE.sub(lambda match: fixed.get(match.group(1), match.group(0)), template)
 
     first, *further = policy.limits
     return [fill(first.key), *(f"{limit.name}:{fill(limit.key)}" for limit in further)]

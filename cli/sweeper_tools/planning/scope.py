@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 from sweeper.config import Policy
+from sweeper.config.key_template import KEY_FIELD_RE
 from sweeper.models import NewJob
 from sweeper.scheduling import scope_for
 from sweeper_tools.planning.limits import POLICY_CONSTANT_FIELDS
@@ -17,7 +17,7 @@ def single_scope(policy: Policy) -> str | None:
     A template over the policy and host only (kinds global, credential, endpoint) gives one
     scope per policy; one naming the tenant or object gives a scope per tenant or object.
     """
-    fields = set(re.findall(r"{(\w+)}", policy.scope.key_template))
+    fields = set(KEY_FIELD_RE.findall(policy.scope.key_template))
     if not fields <= POLICY_CONSTANT_FIELDS:
         return None
     return scope_for(policy, NewJob(tenant_id="", object_id="", due_at=datetime.now(UTC)))
