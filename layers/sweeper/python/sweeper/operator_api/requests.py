@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from sweeper.config import Quota
+from sweeper.errors import ConfigError
 from sweeper.models import ControlAction, ObligationId, OutcomeClass
 
 #: Within what one operator command may ask for; the CLI's own ranges are the same.
@@ -192,6 +194,18 @@ class LimitsSetRequest(_PolicyRequest):
     #: The operator said a rate above the told quota is meant (`--above-told`).
     above_told: bool = False
     reason: Reason
+
+    @field_validator("live_rate")
+    @classmethod
+    def _reads_as_a_rate(cls, text: str | None) -> str | None:
+        """A rate that does not read as N/T is refused with the request, before any ledger or
+        AWS call (whether it fits the limit is the command's to say: it needs the policy)."""
+        if text is not None:
+            try:
+                Quota.parse(text)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from exc
+        return text
 
 
 OperatorRequest = Annotated[
